@@ -1,0 +1,794 @@
+//! PMU discovery: everything the kernel tells us about its performance
+//! monitoring units through sysfs, read from any root (a live `/sys` or a
+//! fixture tree).
+//!
+//! The kernel registers every PMU under `bus/event_source/devices/<name>/`:
+//!
+//! * `type`: the numeric `perf_event_attr.type` to open its events with.
+//!   Fixed ids are `software`=1, `tracepoint`=2, `breakpoint`=5 and the
+//!   x86 core PMU `cpu`=4 (`PERF_TYPE_RAW`); every other PMU gets a dynamic id
+//!   (allocated from 6 up), so ids must always be read, never assumed.
+//! * `cpumask` (uncore-style PMUs: memory controllers, RAPL, cstate, DF):
+//!   the CPUs on which an event must be opened, one fd per listed CPU. The
+//!   driver moves an event opened elsewhere onto the cpumask CPU of the same
+//!   die/socket, so opening on every CPU counts the same hardware many times.
+//! * `cpus` (core PMUs of hybrid x86 and Arm big.LITTLE): the only CPUs the
+//!   PMU can count on.
+//! * neither: a core-scope or software-like PMU valid on every online CPU.
+//! * `events/<name>`: `term=value,...` aliases, with optional `.scale`,
+//!   `.unit`, `.snapshot` and `.per-pkg` companions.
+//! * `format/<term>`: which bits of `config`, `config1`, `config2` or
+//!   `config3` a term fills (`config:0-7,32-35`).
+//!
+//! Discovery is tolerant of what real kernels write (newline or not, empty
+//! `caps/`, unreadable files); a malformed entry is skipped with a warning
+//! instead of failing the whole table.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Errors of PMU discovery and of the sysfs file parsers.
+#[derive(Debug, thiserror::Error)]
+pub enum PmuError {
+    /// A file or directory that must exist could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path that failed.
+        path: PathBuf,
+        /// The OS error (carries the errno).
+        source: std::io::Error,
+    },
+    /// A sysfs file did not have the form the kernel writes.
+    #[error("{path}: {msg}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        msg: String,
+    },
+}
+
+/// A parse error of one of the small sysfs grammars, without a path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SyntaxError(pub String);
+
+/// Which 64-bit word of `perf_event_attr` a format term writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ConfigWord {
+    /// `config`
+    Config,
+    /// `config1` (also `bp_addr`/`kprobe_func`)
+    Config1,
+    /// `config2`
+    Config2,
+    /// `config3`
+    Config3,
+}
+
+impl ConfigWord {
+    /// Index 0..=3.
+    pub fn index(self) -> usize {
+        match self {
+            ConfigWord::Config => 0,
+            ConfigWord::Config1 => 1,
+            ConfigWord::Config2 => 2,
+            ConfigWord::Config3 => 3,
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "config" | "config0" => Some(ConfigWord::Config),
+            "config1" => Some(ConfigWord::Config1),
+            "config2" => Some(ConfigWord::Config2),
+            "config3" => Some(ConfigWord::Config3),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ConfigWord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfigWord::Config => "config",
+            ConfigWord::Config1 => "config1",
+            ConfigWord::Config2 => "config2",
+            ConfigWord::Config3 => "config3",
+        })
+    }
+}
+
+/// The bit ranges one format term occupies, e.g. `config:0-7,32-35`.
+///
+/// A value's bits fill the ranges least-significant first, in the order
+/// written: for AMD's `event` (`config:0-7,32-35`), 0x120 puts 0x20 in bits
+/// 0-7 and 0x1 in bits 32-35.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Format {
+    /// The word the bits live in.
+    pub word: ConfigWord,
+    /// Inclusive `(lo, hi)` bit ranges, in order.
+    pub ranges: Vec<(u8, u8)>,
+}
+
+impl Format {
+    /// Parses the contents of a `format/<term>` file.
+    pub fn parse(s: &str) -> Result<Self, SyntaxError> {
+        let s = s.trim();
+        let (word, bits) = s
+            .split_once(':')
+            .ok_or_else(|| SyntaxError(format!("expected `configN:lo-hi`, found `{s}`")))?;
+        let word = ConfigWord::parse(word.trim())
+            .ok_or_else(|| SyntaxError(format!("unknown config word `{word}`")))?;
+        let mut ranges = Vec::new();
+        for part in bits.split(',') {
+            let part = part.trim();
+            let (lo, hi) = match part.split_once('-') {
+                Some((lo, hi)) => (parse_bit(lo)?, parse_bit(hi)?),
+                None => {
+                    let b = parse_bit(part)?;
+                    (b, b)
+                }
+            };
+            if lo > hi {
+                return Err(SyntaxError(format!("bit range `{part}` is reversed")));
+            }
+            ranges.push((lo, hi));
+        }
+        Ok(Format { word, ranges })
+    }
+
+    /// How many bits the term holds.
+    pub fn width(&self) -> u32 {
+        self.ranges
+            .iter()
+            .map(|&(lo, hi)| u32::from(hi - lo) + 1)
+            .sum()
+    }
+
+    /// Places `value` into the term's bits, returning the bits to OR into
+    /// the word. A value wider than the ranges is an error.
+    pub fn encode(&self, value: u64) -> Result<u64, SyntaxError> {
+        let width = self.width();
+        if width < 64 && value >> width != 0 {
+            return Err(SyntaxError(format!(
+                "value {value:#x} is too wide for {} ({width} bits)",
+                self
+            )));
+        }
+        let mut out = 0u64;
+        let mut rest = value;
+        for &(lo, hi) in &self.ranges {
+            let n = u32::from(hi - lo) + 1;
+            let mask = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+            out |= (rest & mask) << lo;
+            rest = if n >= 64 { 0 } else { rest >> n };
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:", self.word)?;
+        for (i, &(lo, hi)) in self.ranges.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            if lo == hi {
+                write!(f, "{lo}")?;
+            } else {
+                write!(f, "{lo}-{hi}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_bit(s: &str) -> Result<u8, SyntaxError> {
+    let b: u8 = s
+        .trim()
+        .parse()
+        .map_err(|_| SyntaxError(format!("`{s}` is not a bit number")))?;
+    if b > 63 {
+        return Err(SyntaxError(format!("bit {b} is beyond 63")));
+    }
+    Ok(b)
+}
+
+/// A term's value in an event alias or a user spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermValue {
+    /// A number (hex `0x..` or decimal). A bare term means 1.
+    Num(u64),
+    /// `?`: the user must supply this term (e.g. arm_cmn `nodeid=?`).
+    Required,
+}
+
+/// One `name=value` term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    /// The term's name: a format name or `config`/`config1`/`config2`.
+    pub name: String,
+    /// Its value.
+    pub value: TermValue,
+}
+
+/// Parses a number the way the kernel and perf write them: `0x` hex or
+/// decimal.
+pub fn parse_number(s: &str) -> Result<u64, SyntaxError> {
+    let s = s.trim();
+    let r = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16)
+    } else {
+        s.parse::<u64>()
+    };
+    r.map_err(|_| SyntaxError(format!("`{s}` is not a number")))
+}
+
+/// Parses an event term string such as `event=0x04,umask=0x03` or
+/// `event=0xd,umask=0x1,cmask=1,any=1`. A bare term means `=1`; `?` means
+/// the user must supply the value.
+pub fn parse_terms(s: &str) -> Result<Vec<Term>, SyntaxError> {
+    let s = s.trim();
+    let mut terms = Vec::new();
+    if s.is_empty() {
+        return Ok(terms);
+    }
+    for part in s.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err(SyntaxError(format!("empty term in `{s}`")));
+        }
+        let (name, value) = match part.split_once('=') {
+            Some((n, v)) => {
+                let v = v.trim();
+                let value = if v == "?" {
+                    TermValue::Required
+                } else {
+                    TermValue::Num(parse_number(v)?)
+                };
+                (n.trim(), value)
+            }
+            None => (part, TermValue::Num(1)),
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(SyntaxError(format!("`{name}` is not a term name")));
+        }
+        terms.push(Term {
+            name: name.to_string(),
+            value,
+        });
+    }
+    Ok(terms)
+}
+
+/// Parses a kernel CPU list (`0-3,8,10-11`), as in `cpumask`, `cpus` and
+/// `devices/system/cpu/online`. An empty string is the empty list.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, SyntaxError> {
+    let s = s.trim();
+    let mut cpus = Vec::new();
+    if s.is_empty() {
+        return Ok(cpus);
+    }
+    for part in s.split(',') {
+        let part = part.trim();
+        let num = |x: &str| -> Result<u32, SyntaxError> {
+            x.trim()
+                .parse()
+                .map_err(|_| SyntaxError(format!("`{x}` is not a CPU number in `{s}`")))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b || b - a > 65_536 {
+                    return Err(SyntaxError(format!("bad CPU range `{part}`")));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(num(part)?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+/// Formats a CPU list compactly, the kernel's way (`0-3,8`).
+pub fn format_cpu_list(cpus: &[u32]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        let mut end = start;
+        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
+            i += 1;
+            end = cpus[i];
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if start == end {
+            out.push_str(&start.to_string());
+        } else {
+            out.push_str(&format!("{start}-{end}"));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Where a PMU may count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// `cpumask`: uncore-style; open exactly one fd on each listed CPU.
+    Cpumask(Vec<u32>),
+    /// `cpus`: a core PMU that counts only on these CPUs.
+    Cpus(Vec<u32>),
+    /// Neither file: valid on every online CPU.
+    AllCpus,
+}
+
+/// A named event alias from `events/<name>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PmuEvent {
+    /// The file name.
+    pub name: String,
+    /// The terms it expands to.
+    pub terms: Vec<Term>,
+    /// `.scale`, when present.
+    pub scale: Option<f64>,
+    /// `.unit`, when present.
+    pub unit: Option<String>,
+    /// `.snapshot` = 1: an absolute reading, not a running count.
+    pub snapshot: bool,
+    /// `.per-pkg` = 1: count once per package.
+    pub per_pkg: bool,
+}
+
+/// One PMU of the event_source bus.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pmu {
+    /// Directory name (`cpu`, `uncore_imc_0`, `arm_dmc620_10008c000`).
+    pub name: String,
+    /// `perf_event_attr.type`.
+    pub type_: u32,
+    /// Where it counts.
+    pub scope: Scope,
+    /// Named events.
+    pub events: BTreeMap<String, PmuEvent>,
+    /// Format terms.
+    pub formats: BTreeMap<String, Format>,
+    /// `caps/*`, possibly empty.
+    pub caps: BTreeMap<String, String>,
+}
+
+impl Pmu {
+    /// A core PMU: x86 `cpu` (or s390 `cpum_cf`), or any PMU with a `cpus`
+    /// file (hybrid `cpu_core`/`cpu_atom`, Arm `armv8_pmuv3_*`). This is
+    /// the rule the perf tool itself applies.
+    pub fn is_core(&self) -> bool {
+        self.name == "cpu" || self.name == "cpum_cf" || matches!(self.scope, Scope::Cpus(_))
+    }
+}
+
+/// Online CPUs and their packages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Topology {
+    /// `devices/system/cpu/online`.
+    pub online: Vec<u32>,
+    /// `cpuN/topology/physical_package_id` for each online CPU (0 when
+    /// the file is missing, as in some containers).
+    pub package: BTreeMap<u32, u32>,
+}
+
+impl Topology {
+    /// Reads the topology under `sysfs`.
+    pub fn discover(sysfs: &Path) -> Result<Self, PmuError> {
+        let online = read_online_cpus(sysfs)?;
+        let mut package = BTreeMap::new();
+        for &cpu in &online {
+            let p = sysfs.join(format!(
+                "devices/system/cpu/cpu{cpu}/topology/physical_package_id"
+            ));
+            let id = fs::read_to_string(&p)
+                .ok()
+                .and_then(|s| s.trim().parse::<i64>().ok())
+                .map(|v| u32::try_from(v).unwrap_or(0))
+                .unwrap_or(0);
+            package.insert(cpu, id);
+        }
+        Ok(Topology { online, package })
+    }
+
+    /// The package (socket) of a CPU.
+    pub fn socket_of(&self, cpu: u32) -> u32 {
+        self.package.get(&cpu).copied().unwrap_or(0)
+    }
+}
+
+/// Reads `devices/system/cpu/online` under `sysfs`.
+pub fn read_online_cpus(sysfs: &Path) -> Result<Vec<u32>, PmuError> {
+    let p = sysfs.join("devices/system/cpu/online");
+    let s = fs::read_to_string(&p).map_err(|source| PmuError::Io {
+        path: p.clone(),
+        source,
+    })?;
+    parse_cpu_list(&s).map_err(|e| PmuError::Parse {
+        path: p,
+        msg: e.0,
+    })
+}
+
+/// Everything discovered under one sysfs root.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PmuTable {
+    /// The sysfs root it was read from.
+    pub sysfs: PathBuf,
+    /// PMUs, sorted by name.
+    pub pmus: Vec<Pmu>,
+    /// CPUs and packages.
+    pub topology: Topology,
+    /// Entries that were skipped, with why.
+    pub warnings: Vec<String>,
+}
+
+impl PmuTable {
+    /// Reads every PMU and the CPU topology under `sysfs`.
+    pub fn discover(sysfs: &Path) -> Result<Self, PmuError> {
+        let dir = sysfs.join("bus/event_source/devices");
+        let rd = fs::read_dir(&dir).map_err(|source| PmuError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let mut pmus = Vec::new();
+        let mut warnings = Vec::new();
+        let mut names: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            match read_pmu(&dir.join(&name), &name, &mut warnings) {
+                Ok(p) => pmus.push(p),
+                Err(e) => warnings.push(format!("PMU {name} skipped: {e}")),
+            }
+        }
+        let topology = Topology::discover(sysfs)?;
+        Ok(PmuTable {
+            sysfs: sysfs.to_path_buf(),
+            pmus,
+            topology,
+            warnings,
+        })
+    }
+
+    /// The PMU with exactly this name.
+    pub fn get(&self, name: &str) -> Option<&Pmu> {
+        self.pmus.iter().find(|p| p.name == name)
+    }
+
+    /// Every core PMU (see [`Pmu::is_core`]).
+    pub fn core_pmus(&self) -> Vec<&Pmu> {
+        self.pmus.iter().filter(|p| p.is_core()).collect()
+    }
+
+    /// PMUs whose name matches `pattern` (see [`pmu_name_matches`]).
+    ///
+    /// When the pattern ends with `*` and the instance rule matches
+    /// nothing, the star is retried as a plain glob, so `uncore_*` still
+    /// means every uncore PMU.
+    pub fn matching(&self, pattern: &str) -> Vec<&Pmu> {
+        let strict: Vec<&Pmu> = self
+            .pmus
+            .iter()
+            .filter(|p| pmu_name_matches(pattern, &p.name))
+            .collect();
+        if !strict.is_empty() || !pattern.contains('*') {
+            return strict;
+        }
+        self.pmus
+            .iter()
+            .filter(|p| glob(pattern.as_bytes(), p.name.as_bytes()))
+            .collect()
+    }
+
+    /// The CPUs a PMU's events are opened on: its cpumask or cpus,
+    /// restricted to online CPUs, or every online CPU.
+    pub fn cpus_of(&self, pmu: &Pmu) -> Vec<u32> {
+        let online = &self.topology.online;
+        match &pmu.scope {
+            Scope::Cpumask(c) | Scope::Cpus(c) => {
+                c.iter().copied().filter(|x| online.contains(x)).collect()
+            }
+            Scope::AllCpus => online.clone(),
+        }
+    }
+}
+
+/// Whether a PMU name matches a pattern from an event spec.
+///
+/// * A name without `*` matches itself and its numbered instances:
+///   `uncore_imc` matches `uncore_imc` and `uncore_imc_3`, and
+///   `arm_dmc620` matches `arm_dmc620_10008c000` (a hex address).
+/// * A trailing `*` stands for an instance suffix of hex digits:
+///   `uncore_imc_*` matches `uncore_imc_0` but not
+///   `uncore_imc_free_running_0`.
+/// * A `*` elsewhere matches any run of characters.
+pub fn pmu_name_matches(pattern: &str, name: &str) -> bool {
+    if !pattern.contains('*') {
+        if name == pattern {
+            return true;
+        }
+        return name
+            .strip_prefix(pattern)
+            .and_then(|r| r.strip_prefix('_'))
+            .is_some_and(is_instance_suffix);
+    }
+    if let Some(base) = pattern.strip_suffix('*') {
+        // The instance rule: everything before the star (allowing a
+        // glob in it), then hex digits.
+        let bytes = name.as_bytes();
+        // Try every split point where the remainder is an instance suffix.
+        for i in (0..bytes.len()).rev() {
+            let (head, tail) = name.split_at(i);
+            if !is_instance_suffix(tail) {
+                break;
+            }
+            if glob(base.as_bytes(), head.as_bytes()) {
+                return true;
+            }
+        }
+        return false;
+    }
+    glob(pattern.as_bytes(), name.as_bytes())
+}
+
+fn is_instance_suffix(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A plain glob where `*` matches any run of bytes.
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while si < s.len() {
+        if pi < p.len() && p[pi] != b'*' && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = si;
+            pi += 1;
+        } else if let Some(st) = star {
+            pi = st + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+fn read_trimmed(p: &Path) -> std::io::Result<String> {
+    fs::read_to_string(p).map(|s| s.trim_end_matches(['\n', '\0', ' ']).to_string())
+}
+
+fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, PmuError> {
+    let tp = dir.join("type");
+    let t = read_trimmed(&tp).map_err(|source| PmuError::Io {
+        path: tp.clone(),
+        source,
+    })?;
+    let type_: u32 = t.trim().parse().map_err(|_| PmuError::Parse {
+        path: tp.clone(),
+        msg: format!("`{t}` is not a PMU type"),
+    })?;
+    let list = |file: &str| -> Result<Option<Vec<u32>>, PmuError> {
+        let p = dir.join(file);
+        match read_trimmed(&p) {
+            Ok(s) => parse_cpu_list(&s)
+                .map(Some)
+                .map_err(|e| PmuError::Parse { path: p, msg: e.0 }),
+            Err(_) => Ok(None),
+        }
+    };
+    let scope = if let Some(c) = list("cpumask")? {
+        Scope::Cpumask(c)
+    } else if let Some(c) = list("cpus")? {
+        Scope::Cpus(c)
+    } else {
+        Scope::AllCpus
+    };
+
+    let mut formats = BTreeMap::new();
+    if let Ok(rd) = fs::read_dir(dir.join("format")) {
+        for e in rd.filter_map(|e| e.ok()) {
+            let fname = e.file_name().to_string_lossy().into_owned();
+            let p = e.path();
+            match read_trimmed(&p).map_err(|e| e.to_string()).and_then(|s| {
+                Format::parse(&s).map_err(|e| e.0)
+            }) {
+                Ok(f) => {
+                    formats.insert(fname, f);
+                }
+                Err(m) => warnings.push(format!("{}: {m}", p.display())),
+            }
+        }
+    }
+
+    let mut events = BTreeMap::new();
+    let edir = dir.join("events");
+    if let Ok(rd) = fs::read_dir(&edir) {
+        let mut files: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        for f in &files {
+            if f.contains('.') {
+                continue; // companions: .scale .unit .snapshot .per-pkg
+            }
+            let p = edir.join(f);
+            let terms = match read_trimmed(&p) {
+                Ok(s) => match parse_terms(&s) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        warnings.push(format!("{}: {}", p.display(), e.0));
+                        continue;
+                    }
+                },
+                Err(e) => {
+                    warnings.push(format!("{}: {e}", p.display()));
+                    continue;
+                }
+            };
+            let comp = |ext: &str| read_trimmed(&edir.join(format!("{f}.{ext}"))).ok();
+            let scale = match comp("scale") {
+                Some(s) => match s.trim().parse::<f64>() {
+                    Ok(v) if v.is_finite() => Some(v),
+                    _ => {
+                        warnings.push(format!("{}.scale: `{s}` is not a number", p.display()));
+                        None
+                    }
+                },
+                None => None,
+            };
+            let flag = |ext: &str| comp(ext).is_some_and(|s| s.trim() == "1");
+            events.insert(
+                f.clone(),
+                PmuEvent {
+                    name: f.clone(),
+                    terms,
+                    scale,
+                    unit: comp("unit").map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
+                    snapshot: flag("snapshot"),
+                    per_pkg: flag("per-pkg"),
+                },
+            );
+        }
+    }
+
+    let mut caps = BTreeMap::new();
+    if let Ok(rd) = fs::read_dir(dir.join("caps")) {
+        for e in rd.filter_map(|e| e.ok()) {
+            if let Ok(v) = read_trimmed(&e.path()) {
+                caps.insert(e.file_name().to_string_lossy().into_owned(), v);
+            }
+        }
+    }
+
+    Ok(Pmu {
+        name: name.to_string(),
+        type_,
+        scope,
+        events,
+        formats,
+        caps,
+    })
+}
+
+/// Normalises a sysfs `.scale`/`.unit` pair to base units.
+///
+/// `MiB` becomes bytes (so the IMC's 6.103515625e-5 MiB is exactly 64
+/// bytes), `ns`/`us`/`ms` become seconds, `Joules` becomes `joules`, `C`
+/// becomes `celsius`. Unknown units are kept as written.
+pub fn normalize_unit(scale: f64, unit: &str) -> (f64, String) {
+    let (mult, base): (f64, &str) = match unit.trim() {
+        "" => (1.0, ""),
+        "B" | "bytes" | "Bytes" | "byte" => (1.0, "bytes"),
+        "KiB" => (1024.0, "bytes"),
+        "MiB" => (1_048_576.0, "bytes"),
+        "GiB" => (1_073_741_824.0, "bytes"),
+        "kB" | "KB" => (1e3, "bytes"),
+        "MB" => (1e6, "bytes"),
+        "GB" => (1e9, "bytes"),
+        "ns" | "nsec" => (1e-9, "seconds"),
+        "us" | "usec" => (1e-6, "seconds"),
+        "ms" | "msec" => (1e-3, "seconds"),
+        "s" | "sec" | "seconds" => (1.0, "seconds"),
+        "Joules" | "joules" | "J" => (1.0, "joules"),
+        "C" | "celsius" => (1.0, "celsius"),
+        other => (1.0, other),
+    };
+    (scale * mult, base.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_split_ranges_fill_lsb_first() {
+        let f = Format::parse("config:0-7,32-35\n").unwrap();
+        assert_eq!(f.width(), 12);
+        assert_eq!(f.encode(0x120).unwrap(), 0x1_0000_0020);
+        let df = Format::parse("config:8-15,24-27").unwrap();
+        assert_eq!(df.encode(0x7fe).unwrap(), (0xfe << 8) | (0x7 << 24));
+        assert!(Format::parse("config:8-15").unwrap().encode(0x100).is_err());
+        let single = Format::parse("config:21").unwrap();
+        assert_eq!(single.encode(1).unwrap(), 1 << 21);
+        assert!(single.encode(2).is_err());
+        let full = Format::parse("config1:0-63").unwrap();
+        assert_eq!(full.word, ConfigWord::Config1);
+        assert_eq!(full.encode(u64::MAX).unwrap(), u64::MAX);
+        assert!(Format::parse("config9:0").is_err());
+        assert!(Format::parse("config:7-3").is_err());
+        assert!(Format::parse("config:64").is_err());
+        assert_eq!(Format::parse("config:0-7,32-35").unwrap().to_string(), "config:0-7,32-35");
+    }
+
+    #[test]
+    fn terms_bare_required_and_hex() {
+        let t = parse_terms("event=0xd,umask=0x1,cmask=1,any").unwrap();
+        assert_eq!(t.len(), 4);
+        assert_eq!(t[3].value, TermValue::Num(1));
+        assert_eq!(t[0].value, TermValue::Num(0xd));
+        let q = parse_terms("type=0x5,nodeid=?\n").unwrap();
+        assert_eq!(q[1].value, TermValue::Required);
+        assert!(parse_terms("event=zz").is_err());
+        assert!(parse_terms("a,,b").is_err());
+        assert!(parse_terms("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0,2\n").unwrap(), vec![0, 2]);
+        assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
+        assert_eq!(parse_cpu_list("").unwrap(), Vec::<u32>::new());
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+        assert_eq!(format_cpu_list(&[0, 1, 2, 4, 6, 7]), "0-2,4,6-7");
+    }
+
+    #[test]
+    fn pmu_name_rules() {
+        assert!(pmu_name_matches("uncore_imc", "uncore_imc"));
+        assert!(pmu_name_matches("uncore_imc", "uncore_imc_3"));
+        assert!(!pmu_name_matches("uncore_imc", "uncore_imc_free_running_0"));
+        assert!(pmu_name_matches("uncore_imc_*", "uncore_imc_12"));
+        assert!(!pmu_name_matches("uncore_imc_*", "uncore_imc_free_running_0"));
+        assert!(!pmu_name_matches("uncore_imc_*", "uncore_imc"));
+        assert!(pmu_name_matches("arm_dmc620", "arm_dmc620_10008c000"));
+        assert!(pmu_name_matches("arm_dmc620_*", "arm_dmc620_10008c000"));
+        assert!(pmu_name_matches("armv8_pmuv3_*", "armv8_pmuv3_0"));
+        assert!(pmu_name_matches("uncore_*_free_running_*", "uncore_imc_free_running_1"));
+        assert!(!pmu_name_matches("cpu", "cpu_core"));
+    }
+
+    #[test]
+    fn units_normalise() {
+        let (s, u) = normalize_unit(6.103515625e-5, "MiB");
+        assert_eq!(s, 64.0);
+        assert_eq!(u, "bytes");
+        assert_eq!(normalize_unit(2.3283064365386962890625e-10, "Joules").1, "joules");
+        assert_eq!(normalize_unit(1.0, "ns"), (1e-9, "seconds".to_string()));
+    }
+}

@@ -1,0 +1,534 @@
+//! Resolution: an event spec plus the PMU table become concrete
+//! `perf_event_attr` encodings (type, config words, CPUs, scale, unit), or
+//! a reasoned "unavailable". No syscalls happen here; the live "does it
+//! open" check is a probe passed in by the caller.
+//!
+//! Rules worth knowing (they are the kernel's):
+//!
+//! * Generic hardware and cache events go to the core PMU. On hybrid
+//!   systems (`cpu_core` + `cpu_atom`) each core PMU gets its own event,
+//!   with the PMU's type in bits 32-63 of `config` (the "extended type",
+//!   `PERF_PMU_TYPE_SHIFT`), restricted to that PMU's `cpus`. The two may
+//!   never share a group.
+//! * A PMU with a `cpumask` (uncore: memory controllers, DF, RAPL) is
+//!   opened once per listed CPU only. Opening it on every CPU makes the
+//!   driver redirect each fd to the same box, so a sum would overcount.
+//! * `.scale`/`.unit` are normalised to base units (`MiB` → bytes,
+//!   `ns` → seconds), so IMC CAS counts carry a scale of exactly 64 bytes.
+
+pub mod spec;
+
+use crate::pmu::{normalize_unit, Pmu, PmuTable, Scope, SyntaxError, TermValue};
+use spec::{quote_list, suggest, EventSpec, HARDWARE, HARDWARE_SYSFS};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// `PERF_TYPE_HARDWARE`.
+pub const TYPE_HARDWARE: u32 = 0;
+/// `PERF_TYPE_SOFTWARE`.
+pub const TYPE_SOFTWARE: u32 = 1;
+/// `PERF_TYPE_TRACEPOINT`.
+pub const TYPE_TRACEPOINT: u32 = 2;
+/// `PERF_TYPE_HW_CACHE`.
+pub const TYPE_HW_CACHE: u32 = 3;
+/// `PERF_PMU_TYPE_SHIFT`: where the extended PMU type sits in `config`.
+pub const PMU_TYPE_SHIFT: u32 = 32;
+
+/// PMU families whose older drivers expose no `cpumask` although they are
+/// uncore (one counter set per device, `event->cpu` overwritten by the
+/// driver). They are opened on one CPU, never on every CPU.
+const UNCORE_WITHOUT_CPUMASK: &[&str] = &["arm_dmc620"];
+
+/// Why a spec did not resolve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// The spec does not parse.
+    #[error("{0}")]
+    Syntax(String),
+    /// No PMU matches the spec's PMU name.
+    #[error("no PMU matches `{pattern}` on this host{hint}")]
+    NoPmu {
+        /// The name or pattern.
+        pattern: String,
+        /// "; did you mean ..." or the list of PMUs.
+        hint: String,
+    },
+    /// The PMU exists but has no such event.
+    #[error("{pmu} has no event `{event}`{hint}")]
+    UnknownEvent {
+        /// The PMU.
+        pmu: String,
+        /// The event.
+        event: String,
+        /// Suggestions.
+        hint: String,
+    },
+    /// A term that is neither a format nor an event of the PMU.
+    #[error("{pmu} has no format term `{term}`; its terms are: {known}")]
+    UnknownTerm {
+        /// The PMU.
+        pmu: String,
+        /// The term.
+        term: String,
+        /// The formats it has.
+        known: String,
+    },
+    /// An event needs a value only the user can give (`?` in sysfs).
+    #[error("{pmu}: term `{term}` needs a value (sysfs says `?`): write it as `{pmu}/...,{term}=N/`")]
+    RequiredTerm {
+        /// The PMU.
+        pmu: String,
+        /// The term.
+        term: String,
+    },
+    /// A value does not fit its format's bits.
+    #[error("{pmu}: term `{term}`: {msg}")]
+    TooWide {
+        /// The PMU.
+        pmu: String,
+        /// The term.
+        term: String,
+        /// The detail.
+        msg: String,
+    },
+    /// Hardware or cache event without any core PMU.
+    #[error("no core PMU on this host (no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*` in sysfs), so hardware events are unavailable; a VM without a virtual PMU looks like this")]
+    NoCorePmu,
+    /// The core PMU hides this generic event.
+    #[error("the core PMU `{pmu}` does not offer `{event}` (the kernel hides generic events this CPU cannot count)")]
+    HiddenGeneric {
+        /// The PMU.
+        pmu: String,
+        /// The sysfs event name.
+        event: String,
+    },
+    /// Tracepoints need tracefs.
+    #[error("tracepoint `{spec}`: {msg}")]
+    Tracepoint {
+        /// The tracepoint.
+        spec: String,
+        /// The detail.
+        msg: String,
+    },
+    /// The PMU does not exist at all (software/tracepoint missing).
+    #[error("PMU `{0}` is missing from sysfs")]
+    MissingPmu(String),
+}
+
+impl From<SyntaxError> for ResolveError {
+    fn from(e: SyntaxError) -> Self {
+        ResolveError::Syntax(e.0)
+    }
+}
+
+/// One concrete event on one PMU: what `perf_event_open` gets, and where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    /// The PMU that counts it (`cpu`, `cpu_core`, `uncore_imc_0`,
+    /// `software`, `tracepoint`).
+    pub pmu: String,
+    /// `perf_event_attr.type`.
+    pub type_: u32,
+    /// `config`, `config1`, `config2`, `config3`.
+    pub config: [u64; 4],
+    /// The CPUs to open it on: one fd per CPU.
+    pub cpus: Vec<u32>,
+    /// Uncore scope (a cpumask): series are labelled `pmu` and `socket`
+    /// instead of `cpu`.
+    pub uncore: bool,
+    /// Multiply counts by this to get base units.
+    pub scale: f64,
+    /// The base unit (`bytes`, `seconds`, `joules`, or empty).
+    pub unit: String,
+    /// `.snapshot`: an absolute reading (a gauge), not a running count.
+    pub snapshot: bool,
+}
+
+/// Where tracepoint ids come from, and so on: the environment resolution
+/// needs besides the PMU table.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// The tracefs mount (with `events/<subsys>/<name>/id`), if any.
+    pub tracefs: Option<PathBuf>,
+}
+
+impl Context {
+    /// The usual tracefs locations under a sysfs root: `kernel/tracing`,
+    /// then `kernel/debug/tracing`.
+    pub fn for_sysfs(sysfs: &Path) -> Self {
+        let tracefs = ["kernel/tracing", "kernel/debug/tracing"]
+            .iter()
+            .map(|p| sysfs.join(p))
+            .find(|p| p.join("events").is_dir());
+        Context { tracefs }
+    }
+}
+
+/// Resolves a spec string.
+pub fn resolve_str(s: &str, table: &PmuTable, ctx: &Context) -> Result<Vec<Instance>, ResolveError> {
+    let spec = spec::parse(s)?;
+    resolve(&spec, table, ctx)
+}
+
+/// Resolves a parsed spec to its instances.
+pub fn resolve(spec: &EventSpec, table: &PmuTable, ctx: &Context) -> Result<Vec<Instance>, ResolveError> {
+    match spec {
+        EventSpec::Hardware { id, .. } => generic(table, TYPE_HARDWARE, *id, Some(*id)),
+        EventSpec::HwCache { config, .. } => generic(table, TYPE_HW_CACHE, *config, None),
+        EventSpec::Software { id, .. } => {
+            let type_ = table.get("software").map_or(TYPE_SOFTWARE, |p| p.type_);
+            // cpu-clock and task-clock count nanoseconds.
+            let (scale, unit) = if *id <= 1 { (1e-9, "seconds") } else { (1.0, "") };
+            Ok(vec![Instance {
+                pmu: "software".into(),
+                type_,
+                config: [*id, 0, 0, 0],
+                cpus: table.topology.online.clone(),
+                uncore: false,
+                scale,
+                unit: unit.into(),
+                snapshot: false,
+            }])
+        }
+        EventSpec::Raw(v) => {
+            let cores = table.core_pmus();
+            if cores.is_empty() {
+                return Err(ResolveError::NoCorePmu);
+            }
+            Ok(cores
+                .into_iter()
+                .map(|p| per_cpu_instance(table, p, [*v, 0, 0, 0]))
+                .collect())
+        }
+        EventSpec::Tracepoint { subsys, name } => {
+            let spec_s = format!("{subsys}:{name}");
+            let Some(tp) = table.get("tracepoint") else {
+                return Err(ResolveError::MissingPmu("tracepoint".into()));
+            };
+            let Some(tracefs) = &ctx.tracefs else {
+                return Err(ResolveError::Tracepoint {
+                    spec: spec_s,
+                    msg: "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)".into(),
+                });
+            };
+            let idp = tracefs.join("events").join(subsys).join(name).join("id");
+            let id = match std::fs::read_to_string(&idp) {
+                Ok(s) => s.trim().parse::<u64>().map_err(|_| ResolveError::Tracepoint {
+                    spec: spec_s.clone(),
+                    msg: format!("{} does not hold a number", idp.display()),
+                })?,
+                Err(e) => {
+                    let mut msg = format!("{}: {e}", idp.display());
+                    if let Ok(rd) = std::fs::read_dir(tracefs.join("events").join(subsys)) {
+                        let names: Vec<String> = rd
+                            .filter_map(|e| e.ok())
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect();
+                        let close = suggest(name, names.iter().map(String::as_str));
+                        if !close.is_empty() {
+                            msg.push_str(&format!("; did you mean {}?", quote_list(&close)));
+                        }
+                    }
+                    return Err(ResolveError::Tracepoint { spec: spec_s, msg });
+                }
+            };
+            Ok(vec![Instance {
+                pmu: "tracepoint".into(),
+                type_: tp.type_,
+                config: [id, 0, 0, 0],
+                cpus: table.topology.online.clone(),
+                uncore: false,
+                scale: 1.0,
+                unit: String::new(),
+                snapshot: false,
+            }])
+        }
+        EventSpec::Pmu { pmu, terms, bare } => resolve_pmu(table, pmu, terms, bare),
+    }
+}
+
+fn per_cpu_instance(table: &PmuTable, p: &Pmu, config: [u64; 4]) -> Instance {
+    Instance {
+        pmu: p.name.clone(),
+        type_: p.type_,
+        config,
+        cpus: table.cpus_of(p),
+        uncore: false,
+        scale: 1.0,
+        unit: String::new(),
+        snapshot: false,
+    }
+}
+
+/// Generic hardware/cache events on every core PMU.
+fn generic(table: &PmuTable, type_: u32, config: u64, hw_id: Option<u64>) -> Result<Vec<Instance>, ResolveError> {
+    let cores = table.core_pmus();
+    if cores.is_empty() {
+        return Err(ResolveError::NoCorePmu);
+    }
+    let hybrid = cores.len() > 1;
+    let mut out = Vec::new();
+    for p in cores {
+        if let Some(id) = hw_id {
+            // A core PMU that publishes generic names (x86) hides the ones
+            // its CPU cannot count; the kernel then refuses the open.
+            let publishes = HARDWARE_SYSFS.iter().any(|n| p.events.contains_key(*n));
+            let name = HARDWARE_SYSFS[id as usize];
+            if publishes && !p.events.contains_key(name) {
+                if hybrid {
+                    continue;
+                }
+                return Err(ResolveError::HiddenGeneric {
+                    pmu: p.name.clone(),
+                    event: name.into(),
+                });
+            }
+        }
+        let cfg = if hybrid {
+            config | (u64::from(p.type_) << PMU_TYPE_SHIFT)
+        } else {
+            config
+        };
+        let mut inst = per_cpu_instance(table, p, [cfg, 0, 0, 0]);
+        inst.type_ = type_;
+        out.push(inst);
+    }
+    if out.is_empty() {
+        return Err(ResolveError::HiddenGeneric {
+            pmu: "core".into(),
+            event: HARDWARE_SYSFS[hw_id.unwrap_or(0) as usize].into(),
+        });
+    }
+    Ok(out)
+}
+
+fn pmu_families(table: &PmuTable) -> Vec<String> {
+    let mut v: Vec<String> = table
+        .pmus
+        .iter()
+        .map(|p| {
+            let n = p.name.as_str();
+            match n.rsplit_once('_') {
+                Some((head, tail)) if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    format!("{head}_*")
+                }
+                _ => n.to_string(),
+            }
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn resolve_pmu(table: &PmuTable, pattern: &str, terms: &[crate::pmu::Term], bare: &[String]) -> Result<Vec<Instance>, ResolveError> {
+    let matched: Vec<&Pmu> = if pattern == "core" && table.get("core").is_none() {
+        table.core_pmus()
+    } else {
+        table.matching(pattern)
+    };
+    if matched.is_empty() {
+        if pattern == "core" {
+            return Err(ResolveError::NoCorePmu);
+        }
+        let fams = pmu_families(table);
+        let close = suggest(pattern, fams.iter().map(String::as_str));
+        let hint = if close.is_empty() {
+            format!("; PMUs here: {}", fams.join(", "))
+        } else {
+            format!("; did you mean {}?", quote_list(&close))
+        };
+        return Err(ResolveError::NoPmu {
+            pattern: pattern.into(),
+            hint,
+        });
+    }
+    let exact = matched.len() == 1 && matched[0].name == pattern;
+    let mut out = Vec::new();
+    let mut first_err = None;
+    for p in &matched {
+        match encode_on(table, p, terms, bare) {
+            Ok(i) => out.push(i),
+            // Expanding a pattern over several PMUs skips those that lack
+            // the event (hybrid `core/slots/`); any other error is fatal.
+            Err(e @ ResolveError::UnknownEvent { .. }) if !exact => {
+                first_err.get_or_insert(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    match (out.is_empty(), first_err) {
+        (true, Some(e)) => Err(e),
+        _ => Ok(out),
+    }
+}
+
+/// Encodes `terms` on one PMU.
+fn encode_on(table: &PmuTable, p: &Pmu, terms: &[crate::pmu::Term], bare: &[String]) -> Result<Instance, ResolveError> {
+    // Ordered term values: alias terms first, then the user's, which
+    // override. `config`/`config1`.. are direct word assignments.
+    let mut values: Vec<(String, TermValue)> = Vec::new();
+    let set = |values: &mut Vec<(String, TermValue)>, n: &str, v: TermValue| {
+        if let Some(slot) = values.iter_mut().find(|(k, _)| k == n) {
+            slot.1 = v;
+        } else {
+            values.push((n.to_string(), v));
+        }
+    };
+    let mut alias = None;
+    let mut legacy_hw = None;
+    for (i, t) in terms.iter().enumerate() {
+        let is_bare = bare.iter().any(|b| b == &t.name) && t.value == TermValue::Num(1);
+        if is_bare && !p.formats.contains_key(&t.name) && !t.name.starts_with("config") {
+            let ev = p.events.get(&t.name).or_else(|| {
+                // `cpu/cycles/`: a generic name on a core PMU.
+                HARDWARE
+                    .iter()
+                    .find(|(n, _)| *n == t.name)
+                    .and_then(|&(_, id)| p.events.get(HARDWARE_SYSFS[id as usize]))
+            });
+            match ev {
+                Some(ev) if alias.is_none() => {
+                    for at in &ev.terms {
+                        set(&mut values, &at.name, at.value);
+                    }
+                    alias = Some(ev);
+                    continue;
+                }
+                Some(_) => {
+                    return Err(ResolveError::Syntax(format!(
+                        "{}: only one named event per spec (found a second one, `{}`)",
+                        p.name, t.name
+                    )))
+                }
+                None if i == 0 && p.is_core() && HARDWARE.iter().any(|(n, _)| *n == t.name) => {
+                    legacy_hw = HARDWARE.iter().find(|(n, _)| *n == t.name).map(|&(_, id)| id);
+                    continue;
+                }
+                None => {
+                    let close = suggest(&t.name, p.events.keys().map(String::as_str));
+                    let hint = if !close.is_empty() {
+                        format!("; did you mean {}?", quote_list(&close))
+                    } else if p.events.is_empty() {
+                        format!(
+                            " ({} names no events; write its format terms: {})",
+                            p.name,
+                            p.formats.keys().cloned().collect::<Vec<_>>().join(", ")
+                        )
+                    } else {
+                        format!(
+                            "; its events are: {}",
+                            p.events.keys().take(20).cloned().collect::<Vec<_>>().join(", ")
+                        )
+                    };
+                    return Err(ResolveError::UnknownEvent {
+                        pmu: p.name.clone(),
+                        event: t.name.clone(),
+                        hint,
+                    });
+                }
+            }
+        }
+        set(&mut values, &t.name, t.value);
+    }
+    if let Some(id) = legacy_hw {
+        if !values.is_empty() {
+            return Err(ResolveError::Syntax(format!(
+                "{}: a generic hardware event takes no terms",
+                p.name
+            )));
+        }
+        let mut inst = per_cpu_instance(table, p, [id, 0, 0, 0]);
+        inst.type_ = TYPE_HARDWARE;
+        if table.core_pmus().len() > 1 {
+            inst.config[0] |= u64::from(p.type_) << PMU_TYPE_SHIFT;
+        }
+        return Ok(inst);
+    }
+
+    let mut words = [0u64; 4];
+    for (name, v) in &values {
+        let TermValue::Num(v) = *v else {
+            return Err(ResolveError::RequiredTerm {
+                pmu: p.name.clone(),
+                term: name.clone(),
+            });
+        };
+        let direct = match name.as_str() {
+            "config" => Some(0),
+            "config1" => Some(1),
+            "config2" => Some(2),
+            "config3" => Some(3),
+            _ => None,
+        };
+        if let Some(w) = direct {
+            words[w] |= v;
+            continue;
+        }
+        let Some(f) = p.formats.get(name) else {
+            return Err(ResolveError::UnknownTerm {
+                pmu: p.name.clone(),
+                term: name.clone(),
+                known: p.formats.keys().cloned().collect::<Vec<_>>().join(", "),
+            });
+        };
+        words[f.word.index()] |= f.encode(v).map_err(|e| ResolveError::TooWide {
+            pmu: p.name.clone(),
+            term: name.clone(),
+            msg: e.0,
+        })?;
+    }
+
+    let (scale, unit) = match alias {
+        Some(a) => normalize_unit(a.scale.unwrap_or(1.0), a.unit.as_deref().unwrap_or("")),
+        None => (1.0, String::new()),
+    };
+    let uncore_family = UNCORE_WITHOUT_CPUMASK
+        .iter()
+        .any(|f| crate::pmu::pmu_name_matches(f, &p.name));
+    let (cpus, uncore) = match &p.scope {
+        Scope::Cpumask(_) => (table.cpus_of(p), true),
+        Scope::AllCpus if uncore_family => (table.topology.online.iter().copied().take(1).collect(), true),
+        _ => {
+            let mut cpus = table.cpus_of(p);
+            if alias.is_some_and(|a| a.per_pkg) {
+                let mut seen = BTreeMap::new();
+                cpus.retain(|c| seen.insert(table.topology.socket_of(*c), ()).is_none());
+            }
+            (cpus, false)
+        }
+    };
+    Ok(Instance {
+        pmu: p.name.clone(),
+        type_: p.type_,
+        config: words,
+        cpus,
+        uncore,
+        scale,
+        unit,
+        snapshot: alias.is_some_and(|a| a.snapshot),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmu::PmuTable;
+
+    fn fixture(name: &str) -> PmuTable {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs").join(name);
+        PmuTable::discover(&root).unwrap()
+    }
+
+    #[test]
+    fn imc_on_skx() {
+        let t = fixture("intel-skx");
+        let v = resolve_str("uncore_imc_*/cas_count_read/", &t, &Context::default()).unwrap();
+        assert_eq!(v.len(), 6);
+        assert_eq!(v[0].config[0], 0x304);
+        assert_eq!(v[0].cpus, vec![0, 2]);
+        assert_eq!(v[0].scale, 64.0);
+        assert_eq!(v[0].unit, "bytes");
+        assert!(v[0].uncore);
+    }
+}
