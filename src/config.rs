@@ -238,13 +238,22 @@ impl Config {
         let mut metrics = BTreeSet::new();
         for s in &self.sets {
             if s.name.value.trim().is_empty() {
-                return Err(err(&s.name.referenced, "a set needs a non-empty `name`".into()));
+                return Err(err(
+                    &s.name.referenced,
+                    "a set needs a non-empty `name`".into(),
+                ));
             }
             if !sets.insert(s.name.value.clone()) {
-                return Err(err(&s.name.referenced, format!("set `{}` is defined twice", s.name.value)));
+                return Err(err(
+                    &s.name.referenced,
+                    format!("set `{}` is defined twice", s.name.value),
+                ));
             }
             if s.events.is_empty() {
-                return Err(err(&s.name.referenced, format!("set `{}` has no events", s.name.value)));
+                return Err(err(
+                    &s.name.referenced,
+                    format!("set `{}` has no events", s.name.value),
+                ));
             }
             for m in &s.events {
                 let name = &m.metric.value;
@@ -255,11 +264,17 @@ impl Config {
                     ));
                 }
                 if !metrics.insert(name.clone()) {
-                    return Err(err(&m.metric.referenced, format!("metric `{name}` is defined twice")));
+                    return Err(err(
+                        &m.metric.referenced,
+                        format!("metric `{name}` is defined twice"),
+                    ));
                 }
                 let alts = m.event.value.alternatives();
                 if alts.is_empty() {
-                    return Err(err(&m.event.referenced, format!("metric `{name}`: `event` is an empty list")));
+                    return Err(err(
+                        &m.event.referenced,
+                        format!("metric `{name}`: `event` is an empty list"),
+                    ));
                 }
                 for (i, a) in alts.iter().enumerate() {
                     let where_ = if alts.len() > 1 {
@@ -270,19 +285,31 @@ impl Config {
                     if let Alternative::Detailed(d) = a {
                         match (&d.event, &d.sum_of) {
                             (Some(_), Some(_)) => {
-                                return Err(err(&m.event.referenced, format!("{where_}: give `event` or `sum_of`, not both")))
+                                return Err(err(
+                                    &m.event.referenced,
+                                    format!("{where_}: give `event` or `sum_of`, not both"),
+                                ))
                             }
                             (None, None) => {
-                                return Err(err(&m.event.referenced, format!("{where_}: needs `event` or `sum_of`")))
+                                return Err(err(
+                                    &m.event.referenced,
+                                    format!("{where_}: needs `event` or `sum_of`"),
+                                ))
                             }
                             (None, Some(v)) if v.is_empty() => {
-                                return Err(err(&m.event.referenced, format!("{where_}: `sum_of` is empty")))
+                                return Err(err(
+                                    &m.event.referenced,
+                                    format!("{where_}: `sum_of` is empty"),
+                                ))
                             }
                             _ => {}
                         }
                         if let Some(sc) = d.scale {
                             if !sc.is_finite() || sc <= 0.0 {
-                                return Err(err(&m.event.referenced, format!("{where_}: `scale` must be a positive number")));
+                                return Err(err(
+                                    &m.event.referenced,
+                                    format!("{where_}: `scale` must be a positive number"),
+                                ));
                             }
                         }
                     }
@@ -346,9 +373,15 @@ mod tests {
         assert!(e.starts_with("t.yaml:3:"), "{e}");
         let y = "sets:\n  - name: a\n    events:\n      - metric: 9bad\n        event: cycles\n";
         let e = Config::parse(y, "t.yaml").unwrap_err().to_string();
-        assert!(e.contains("t.yaml:4:") && e.contains("not a valid Prometheus metric name"), "{e}");
+        assert!(
+            e.contains("t.yaml:4:") && e.contains("not a valid Prometheus metric name"),
+            "{e}"
+        );
         let y = "sets:\n  - name: a\n    events:\n      - metric: a_total\n        event: cycles\n      - metric: a_total\n        event: instructions\n";
         let e = Config::parse(y, "t.yaml").unwrap_err().to_string();
-        assert!(e.contains("t.yaml:6:") && e.contains("defined twice"), "{e}");
+        assert!(
+            e.contains("t.yaml:6:") && e.contains("defined twice"),
+            "{e}"
+        );
     }
 }

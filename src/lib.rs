@@ -16,5 +16,6 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod perf;
 pub mod pmu;
 pub mod resolve;

@@ -255,7 +255,11 @@ pub fn parse_terms(s: &str) -> Result<Vec<Term>, SyntaxError> {
             }
             None => (part, TermValue::Num(1)),
         };
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
             return Err(SyntaxError(format!("`{name}` is not a term name")));
         }
         terms.push(Term {
@@ -417,10 +421,7 @@ pub fn read_online_cpus(sysfs: &Path) -> Result<Vec<u32>, PmuError> {
         path: p.clone(),
         source,
     })?;
-    parse_cpu_list(&s).map_err(|e| PmuError::Parse {
-        path: p,
-        msg: e.0,
-    })
+    parse_cpu_list(&s).map_err(|e| PmuError::Parse { path: p, msg: e.0 })
 }
 
 /// Everything discovered under one sysfs root.
@@ -450,7 +451,7 @@ impl PmuTable {
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
-        names.sort();
+        names.sort_by(|a, b| natural_key(a).cmp(&natural_key(b)));
         for name in names {
             match read_pmu(&dir.join(&name), &name, &mut warnings) {
                 Ok(p) => pmus.push(p),
@@ -471,9 +472,12 @@ impl PmuTable {
         self.pmus.iter().find(|p| p.name == name)
     }
 
-    /// Every core PMU (see [`Pmu::is_core`]).
+    /// Every core PMU (see [`Pmu::is_core`]), by type (so `cpu_core`, type
+    /// 4, comes before `cpu_atom`).
     pub fn core_pmus(&self) -> Vec<&Pmu> {
-        self.pmus.iter().filter(|p| p.is_core()).collect()
+        let mut v: Vec<&Pmu> = self.pmus.iter().filter(|p| p.is_core()).collect();
+        v.sort_by_key(|p| p.type_);
+        v
     }
 
     /// PMUs whose name matches `pattern` (see [`pmu_name_matches`]).
@@ -547,6 +551,16 @@ pub fn pmu_name_matches(pattern: &str, name: &str) -> bool {
     glob(pattern.as_bytes(), name.as_bytes())
 }
 
+/// Sort key that orders `amd_umc_2` before `amd_umc_10`.
+fn natural_key(name: &str) -> (&str, u64, &str) {
+    match name.rsplit_once('_') {
+        Some((head, tail)) if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) => {
+            (head, tail.parse().unwrap_or(u64::MAX), name)
+        }
+        _ => (name, 0, name),
+    }
+}
+
 fn is_instance_suffix(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
@@ -613,9 +627,10 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
         for e in rd.filter_map(|e| e.ok()) {
             let fname = e.file_name().to_string_lossy().into_owned();
             let p = e.path();
-            match read_trimmed(&p).map_err(|e| e.to_string()).and_then(|s| {
-                Format::parse(&s).map_err(|e| e.0)
-            }) {
+            match read_trimmed(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|s| Format::parse(&s).map_err(|e| e.0))
+            {
                 Ok(f) => {
                     formats.insert(fname, f);
                 }
@@ -668,7 +683,9 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
                     name: f.clone(),
                     terms,
                     scale,
-                    unit: comp("unit").map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
+                    unit: comp("unit")
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty()),
                     snapshot: flag("snapshot"),
                     per_pkg: flag("per-pkg"),
                 },
@@ -742,7 +759,10 @@ mod tests {
         assert!(Format::parse("config9:0").is_err());
         assert!(Format::parse("config:7-3").is_err());
         assert!(Format::parse("config:64").is_err());
-        assert_eq!(Format::parse("config:0-7,32-35").unwrap().to_string(), "config:0-7,32-35");
+        assert_eq!(
+            Format::parse("config:0-7,32-35").unwrap().to_string(),
+            "config:0-7,32-35"
+        );
     }
 
     #[test]
@@ -774,12 +794,18 @@ mod tests {
         assert!(pmu_name_matches("uncore_imc", "uncore_imc_3"));
         assert!(!pmu_name_matches("uncore_imc", "uncore_imc_free_running_0"));
         assert!(pmu_name_matches("uncore_imc_*", "uncore_imc_12"));
-        assert!(!pmu_name_matches("uncore_imc_*", "uncore_imc_free_running_0"));
+        assert!(!pmu_name_matches(
+            "uncore_imc_*",
+            "uncore_imc_free_running_0"
+        ));
         assert!(!pmu_name_matches("uncore_imc_*", "uncore_imc"));
         assert!(pmu_name_matches("arm_dmc620", "arm_dmc620_10008c000"));
         assert!(pmu_name_matches("arm_dmc620_*", "arm_dmc620_10008c000"));
         assert!(pmu_name_matches("armv8_pmuv3_*", "armv8_pmuv3_0"));
-        assert!(pmu_name_matches("uncore_*_free_running_*", "uncore_imc_free_running_1"));
+        assert!(pmu_name_matches(
+            "uncore_*_free_running_*",
+            "uncore_imc_free_running_1"
+        ));
         assert!(!pmu_name_matches("cpu", "cpu_core"));
     }
 
@@ -788,7 +814,10 @@ mod tests {
         let (s, u) = normalize_unit(6.103515625e-5, "MiB");
         assert_eq!(s, 64.0);
         assert_eq!(u, "bytes");
-        assert_eq!(normalize_unit(2.3283064365386962890625e-10, "Joules").1, "joules");
+        assert_eq!(
+            normalize_unit(2.3283064365386962890625e-10, "Joules").1,
+            "joules"
+        );
         assert_eq!(normalize_unit(1.0, "ns"), (1e-9, "seconds".to_string()));
     }
 }

@@ -16,6 +16,7 @@
 //! * `.scale`/`.unit` are normalised to base units (`MiB` → bytes,
 //!   `ns` → seconds), so IMC CAS counts carry a scale of exactly 64 bytes.
 
+pub mod chain;
 pub mod spec;
 
 use crate::pmu::{normalize_unit, Pmu, PmuTable, Scope, SyntaxError, TermValue};
@@ -74,7 +75,9 @@ pub enum ResolveError {
         known: String,
     },
     /// An event needs a value only the user can give (`?` in sysfs).
-    #[error("{pmu}: term `{term}` needs a value (sysfs says `?`): write it as `{pmu}/...,{term}=N/`")]
+    #[error(
+        "{pmu}: term `{term}` needs a value (sysfs says `?`): write it as `{pmu}/...,{term}=N/`"
+    )]
     RequiredTerm {
         /// The PMU.
         pmu: String,
@@ -165,20 +168,32 @@ impl Context {
 }
 
 /// Resolves a spec string.
-pub fn resolve_str(s: &str, table: &PmuTable, ctx: &Context) -> Result<Vec<Instance>, ResolveError> {
+pub fn resolve_str(
+    s: &str,
+    table: &PmuTable,
+    ctx: &Context,
+) -> Result<Vec<Instance>, ResolveError> {
     let spec = spec::parse(s)?;
     resolve(&spec, table, ctx)
 }
 
 /// Resolves a parsed spec to its instances.
-pub fn resolve(spec: &EventSpec, table: &PmuTable, ctx: &Context) -> Result<Vec<Instance>, ResolveError> {
+pub fn resolve(
+    spec: &EventSpec,
+    table: &PmuTable,
+    ctx: &Context,
+) -> Result<Vec<Instance>, ResolveError> {
     match spec {
         EventSpec::Hardware { id, .. } => generic(table, TYPE_HARDWARE, *id, Some(*id)),
         EventSpec::HwCache { config, .. } => generic(table, TYPE_HW_CACHE, *config, None),
         EventSpec::Software { id, .. } => {
             let type_ = table.get("software").map_or(TYPE_SOFTWARE, |p| p.type_);
             // cpu-clock and task-clock count nanoseconds.
-            let (scale, unit) = if *id <= 1 { (1e-9, "seconds") } else { (1.0, "") };
+            let (scale, unit) = if *id <= 1 {
+                (1e-9, "seconds")
+            } else {
+                (1.0, "")
+            };
             Ok(vec![Instance {
                 pmu: "software".into(),
                 type_,
@@ -213,10 +228,13 @@ pub fn resolve(spec: &EventSpec, table: &PmuTable, ctx: &Context) -> Result<Vec<
             };
             let idp = tracefs.join("events").join(subsys).join(name).join("id");
             let id = match std::fs::read_to_string(&idp) {
-                Ok(s) => s.trim().parse::<u64>().map_err(|_| ResolveError::Tracepoint {
-                    spec: spec_s.clone(),
-                    msg: format!("{} does not hold a number", idp.display()),
-                })?,
+                Ok(s) => s
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| ResolveError::Tracepoint {
+                        spec: spec_s.clone(),
+                        msg: format!("{} does not hold a number", idp.display()),
+                    })?,
                 Err(e) => {
                     let mut msg = format!("{}: {e}", idp.display());
                     if let Ok(rd) = std::fs::read_dir(tracefs.join("events").join(subsys)) {
@@ -261,7 +279,12 @@ fn per_cpu_instance(table: &PmuTable, p: &Pmu, config: [u64; 4]) -> Instance {
 }
 
 /// Generic hardware/cache events on every core PMU.
-fn generic(table: &PmuTable, type_: u32, config: u64, hw_id: Option<u64>) -> Result<Vec<Instance>, ResolveError> {
+fn generic(
+    table: &PmuTable,
+    type_: u32,
+    config: u64,
+    hw_id: Option<u64>,
+) -> Result<Vec<Instance>, ResolveError> {
     let cores = table.core_pmus();
     if cores.is_empty() {
         return Err(ResolveError::NoCorePmu);
@@ -309,7 +332,9 @@ fn pmu_families(table: &PmuTable) -> Vec<String> {
         .map(|p| {
             let n = p.name.as_str();
             match n.rsplit_once('_') {
-                Some((head, tail)) if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                Some((head, tail))
+                    if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_hexdigit()) =>
+                {
                     format!("{head}_*")
                 }
                 _ => n.to_string(),
@@ -321,7 +346,12 @@ fn pmu_families(table: &PmuTable) -> Vec<String> {
     v
 }
 
-fn resolve_pmu(table: &PmuTable, pattern: &str, terms: &[crate::pmu::Term], bare: &[String]) -> Result<Vec<Instance>, ResolveError> {
+fn resolve_pmu(
+    table: &PmuTable,
+    pattern: &str,
+    terms: &[crate::pmu::Term],
+    bare: &[String],
+) -> Result<Vec<Instance>, ResolveError> {
     let matched: Vec<&Pmu> = if pattern == "core" && table.get("core").is_none() {
         table.core_pmus()
     } else {
@@ -364,7 +394,12 @@ fn resolve_pmu(table: &PmuTable, pattern: &str, terms: &[crate::pmu::Term], bare
 }
 
 /// Encodes `terms` on one PMU.
-fn encode_on(table: &PmuTable, p: &Pmu, terms: &[crate::pmu::Term], bare: &[String]) -> Result<Instance, ResolveError> {
+fn encode_on(
+    table: &PmuTable,
+    p: &Pmu,
+    terms: &[crate::pmu::Term],
+    bare: &[String],
+) -> Result<Instance, ResolveError> {
     // Ordered term values: alias terms first, then the user's, which
     // override. `config`/`config1`.. are direct word assignments.
     let mut values: Vec<(String, TermValue)> = Vec::new();
@@ -401,8 +436,15 @@ fn encode_on(table: &PmuTable, p: &Pmu, terms: &[crate::pmu::Term], bare: &[Stri
                         p.name, t.name
                     )))
                 }
-                None if i == 0 && p.is_core() && HARDWARE.iter().any(|(n, _)| *n == t.name) => {
-                    legacy_hw = HARDWARE.iter().find(|(n, _)| *n == t.name).map(|&(_, id)| id);
+                None if i == 0
+                    && p.is_core()
+                    && !HARDWARE_SYSFS.iter().any(|n| p.events.contains_key(*n))
+                    && HARDWARE.iter().any(|(n, _)| *n == t.name) =>
+                {
+                    legacy_hw = HARDWARE
+                        .iter()
+                        .find(|(n, _)| *n == t.name)
+                        .map(|&(_, id)| id);
                     continue;
                 }
                 None => {
@@ -418,7 +460,12 @@ fn encode_on(table: &PmuTable, p: &Pmu, terms: &[crate::pmu::Term], bare: &[Stri
                     } else {
                         format!(
                             "; its events are: {}",
-                            p.events.keys().take(20).cloned().collect::<Vec<_>>().join(", ")
+                            p.events
+                                .keys()
+                                .take(20)
+                                .cloned()
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         )
                     };
                     return Err(ResolveError::UnknownEvent {
@@ -488,7 +535,10 @@ fn encode_on(table: &PmuTable, p: &Pmu, terms: &[crate::pmu::Term], bare: &[Stri
         .any(|f| crate::pmu::pmu_name_matches(f, &p.name));
     let (cpus, uncore) = match &p.scope {
         Scope::Cpumask(_) => (table.cpus_of(p), true),
-        Scope::AllCpus if uncore_family => (table.topology.online.iter().copied().take(1).collect(), true),
+        Scope::AllCpus if uncore_family => (
+            table.topology.online.iter().copied().take(1).collect(),
+            true,
+        ),
         _ => {
             let mut cpus = table.cpus_of(p);
             if alias.is_some_and(|a| a.per_pkg) {
@@ -516,7 +566,9 @@ mod tests {
     use crate::pmu::PmuTable;
 
     fn fixture(name: &str) -> PmuTable {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs").join(name);
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs")
+            .join(name);
         PmuTable::discover(&root).unwrap()
     }
 

@@ -78,9 +78,20 @@ const CACHES: &[(u64, &[&str])] = &[
 const OPS: &[(u64, &[&str])] = &[
     (0, &["load", "loads", "read"]),
     (1, &["store", "stores", "write"]),
-    (2, &["prefetch", "prefetches", "speculative-read", "speculative-load"]),
+    (
+        2,
+        &[
+            "prefetch",
+            "prefetches",
+            "speculative-read",
+            "speculative-load",
+        ],
+    ),
 ];
-const RESULTS: &[(u64, &[&str])] = &[(0, &["refs", "Reference", "ops", "access"]), (1, &["misses", "miss"])];
+const RESULTS: &[(u64, &[&str])] = &[
+    (0, &["refs", "Reference", "ops", "access"]),
+    (1, &["misses", "miss"]),
+];
 
 /// Which ops each cache supports (perf's `evsel__hw_cache_stat`).
 fn cache_op_valid(cache: u64, op: u64) -> bool {
@@ -198,11 +209,15 @@ fn parse_cache(s: &str) -> Option<u64> {
     // Cache names themselves contain '-', so try every split point.
     for (i, _) in s.match_indices('-') {
         let (cache, rest) = (&s[..i], &s[i + 1..]);
-        let Some(c) = find(CACHES, cache) else { continue };
+        let Some(c) = find(CACHES, cache) else {
+            continue;
+        };
         let (op, result) = match find(OPS, rest) {
             Some(op) => (op, 0),
             None => {
-                let Some((o, r)) = rest.rsplit_once('-') else { continue };
+                let Some((o, r)) = rest.rsplit_once('-') else {
+                    continue;
+                };
                 match (find(OPS, o), find(RESULTS, r)) {
                     (Some(o), Some(r)) => (o, r),
                     _ => continue,
@@ -265,7 +280,11 @@ pub fn parse(spec: &str) -> Result<EventSpec, SyntaxError> {
         });
     }
     if let Some((subsys, name)) = s.split_once(':') {
-        let ok = |x: &str| !x.is_empty() && x.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let ok = |x: &str| {
+            !x.is_empty()
+                && x.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
         if !ok(subsys) || !ok(name) {
             return Err(SyntaxError(format!(
                 "`{s}`: a tracepoint is written `subsys:name` (modifiers such as `:u` are not supported)"
@@ -313,12 +332,23 @@ pub fn parse(spec: &str) -> Result<EventSpec, SyntaxError> {
 pub fn suggest<'a>(s: &str, names: impl Iterator<Item = &'a str>) -> Vec<String> {
     let lower = s.to_ascii_lowercase();
     let mut scored: Vec<(f64, &str)> = names
-        .map(|n| (strsim::jaro_winkler(&lower, &n.to_ascii_lowercase()), n))
+        .map(|n| {
+            let n_l = n.to_ascii_lowercase();
+            let jw = strsim::jaro_winkler(&lower, &n_l);
+            // Transpositions of short names (`mrs` for `msr`) score low
+            // on Jaro-Winkler; an edit distance catches them.
+            let close = strsim::osa_distance(&lower, &n_l) <= (lower.len() / 3).max(1);
+            (if close { jw.max(0.81) } else { jw }, n)
+        })
         .filter(|(score, _)| *score > 0.8)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
     scored.dedup_by(|a, b| a.1 == b.1);
-    scored.into_iter().take(3).map(|(_, n)| n.to_string()).collect()
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| n.to_string())
+        .collect()
 }
 
 /// `` `a`, `b` or `c` ``.
@@ -338,11 +368,29 @@ mod tests {
 
     #[test]
     fn generic_names_parse() {
-        assert_eq!(parse("cycles").unwrap(), EventSpec::Hardware { name: "cycles".into(), id: 0 });
-        assert!(matches!(parse("ref-cycles").unwrap(), EventSpec::Hardware { id: 9, .. }));
-        assert!(matches!(parse("branches").unwrap(), EventSpec::Hardware { id: 4, .. }));
-        assert!(matches!(parse("context-switches").unwrap(), EventSpec::Software { id: 3, .. }));
-        assert!(matches!(parse("major-faults").unwrap(), EventSpec::Software { id: 6, .. }));
+        assert_eq!(
+            parse("cycles").unwrap(),
+            EventSpec::Hardware {
+                name: "cycles".into(),
+                id: 0
+            }
+        );
+        assert!(matches!(
+            parse("ref-cycles").unwrap(),
+            EventSpec::Hardware { id: 9, .. }
+        ));
+        assert!(matches!(
+            parse("branches").unwrap(),
+            EventSpec::Hardware { id: 4, .. }
+        ));
+        assert!(matches!(
+            parse("context-switches").unwrap(),
+            EventSpec::Software { id: 3, .. }
+        ));
+        assert!(matches!(
+            parse("major-faults").unwrap(),
+            EventSpec::Software { id: 6, .. }
+        ));
     }
 
     #[test]
@@ -366,14 +414,21 @@ mod tests {
 
     #[test]
     fn pmu_specs() {
-        let EventSpec::Pmu { pmu, terms, bare } = parse("cpu/event=0xd1,umask=0x20,cmask=2,inv,edge/").unwrap() else {
+        let EventSpec::Pmu { pmu, terms, bare } =
+            parse("cpu/event=0xd1,umask=0x20,cmask=2,inv,edge/").unwrap()
+        else {
             panic!()
         };
         assert_eq!(pmu, "cpu");
         assert_eq!(terms.len(), 5);
         assert_eq!(bare, vec!["inv", "edge"]);
-        assert!(matches!(parse("uncore_imc_*/cas_count_read/").unwrap(), EventSpec::Pmu { .. }));
-        let EventSpec::Pmu { terms, .. } = parse("arm_cmn/type=5,nodeid=?/").unwrap() else { panic!() };
+        assert!(matches!(
+            parse("uncore_imc_*/cas_count_read/").unwrap(),
+            EventSpec::Pmu { .. }
+        ));
+        let EventSpec::Pmu { terms, .. } = parse("arm_cmn/type=5,nodeid=?/").unwrap() else {
+            panic!()
+        };
         assert_eq!(terms[1].value, TermValue::Required);
         assert!(parse("cpu/event=1").is_err());
         assert!(parse("cpu//").is_err());
@@ -385,7 +440,10 @@ mod tests {
         assert_eq!(parse("r412e").unwrap(), EventSpec::Raw(0x412e));
         assert_eq!(
             parse("syscalls:sys_enter_getppid").unwrap(),
-            EventSpec::Tracepoint { subsys: "syscalls".into(), name: "sys_enter_getppid".into() }
+            EventSpec::Tracepoint {
+                subsys: "syscalls".into(),
+                name: "sys_enter_getppid".into()
+            }
         );
         assert!(parse("sched:").is_err());
     }

@@ -1,0 +1,285 @@
+//! The perf layer: the only place that talks to `perf_event_open(2)`.
+//!
+//! Everything above it goes through the [`Kernel`] seam, which has two
+//! implementations: [`live::LiveKernel`] (real syscalls; the only `unsafe`
+//! code in the crate) and [`sim::SimKernel`] (a simulated PMU driven by a
+//! sysfs fixture, for tests and demos of hardware we do not have).
+//!
+//! Counters are opened system-wide on one CPU (`pid = -1`, `cpu = N`) as
+//! groups, with `read_format = GROUP | ID | TOTAL_TIME_ENABLED |
+//! TOTAL_TIME_RUNNING`, so one `read()` of the leader returns every
+//! member's value plus the group's enabled and running times. When there
+//! are more events than hardware counters the kernel multiplexes: a group
+//! is scheduled only part of the time, `time_running < time_enabled`, and
+//! the true count is estimated as `value * time_enabled / time_running`.
+
+pub mod live;
+pub mod sim;
+
+use std::fmt;
+
+/// `PERF_FORMAT_TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID | GROUP`.
+pub const READ_FORMAT: u64 = 1 | 2 | 4 | 8;
+
+/// What to open: the encoding plus names for error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventAttr {
+    /// `perf_event_attr.type`.
+    pub type_: u32,
+    /// `config`, `config1`, `config2`, `config3`.
+    pub config: [u64; 4],
+    /// The event as the user wrote it (for errors).
+    pub event: String,
+    /// The PMU (for errors).
+    pub pmu: String,
+}
+
+/// An open counter. Dropping it closes the fd.
+#[derive(Debug)]
+pub struct Counter {
+    pub(crate) inner: CounterInner,
+    /// The kernel's id for this event (`PERF_EVENT_IOC_ID`), which tags
+    /// its value in a group read.
+    pub id: u64,
+}
+
+#[derive(Debug)]
+pub(crate) enum CounterInner {
+    Live(std::os::fd::OwnedFd),
+    Sim(usize),
+}
+
+/// One group read: the group's times and each member's `(id, value)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupReading {
+    /// Nanoseconds the group was enabled.
+    pub time_enabled: u64,
+    /// Nanoseconds the group was actually on the PMU.
+    pub time_running: u64,
+    /// `(id, raw value)` per member, leader first.
+    pub values: Vec<(u64, u64)>,
+}
+
+/// A group read buffer that does not have the `read_format` layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed group read of {len} bytes: {msg}")]
+pub struct ReadFormatError {
+    /// The buffer length.
+    pub len: usize,
+    /// What is wrong.
+    pub msg: &'static str,
+}
+
+/// Parses the bytes of a group `read()` with [`READ_FORMAT`]:
+/// `nr, time_enabled, time_running, { value, id } * nr`, native-endian
+/// u64s. Fills `out`, reusing its allocation.
+pub fn parse_group_read(buf: &[u8], out: &mut GroupReading) -> Result<(), ReadFormatError> {
+    let err = |msg| ReadFormatError {
+        len: buf.len(),
+        msg,
+    };
+    if buf.len() % 8 != 0 {
+        return Err(err("length is not a multiple of 8"));
+    }
+    let word = |i: usize| -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&buf[i * 8..i * 8 + 8]);
+        u64::from_ne_bytes(b)
+    };
+    let words = buf.len() / 8;
+    if words < 3 {
+        return Err(err("shorter than the header"));
+    }
+    let nr = word(0);
+    if nr > ((words - 3) / 2) as u64 {
+        return Err(err("member count exceeds the buffer"));
+    }
+    out.time_enabled = word(1);
+    out.time_running = word(2);
+    out.values.clear();
+    for k in 0..nr as usize {
+        out.values.push((word(4 + 2 * k), word(3 + 2 * k)));
+    }
+    Ok(())
+}
+
+/// What went wrong with a perf syscall, classified by errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// ENOENT / EOPNOTSUPP: no PMU claims this encoding here.
+    NotSupported,
+    /// EACCES / EPERM: not allowed (perf_event_paranoid, CAP_PERFMON).
+    Privilege,
+    /// EMFILE / ENFILE: out of file descriptors.
+    FdLimit,
+    /// EINVAL: the PMU rejects the encoding or the group.
+    Invalid,
+    /// ENODEV: the CPU is offline (or the PMU is gone).
+    CpuOffline,
+    /// ENOSPC / EBUSY: no counter free (e.g. an NMI watchdog holds it).
+    Busy,
+    /// Anything else.
+    Other,
+}
+
+/// A perf syscall failure, naming the event, PMU and CPU.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{op} {event} on PMU {pmu}, CPU {cpu}: {} (errno {errno}){}", describe(*kind), hint(*kind))]
+pub struct PerfError {
+    /// `open`, `read`, `enable`.
+    pub op: &'static str,
+    /// The event.
+    pub event: String,
+    /// The PMU.
+    pub pmu: String,
+    /// The CPU.
+    pub cpu: u32,
+    /// The raw errno.
+    pub errno: i32,
+    /// Its class.
+    pub kind: ErrorKind,
+}
+
+impl PerfError {
+    /// Builds an error from an errno.
+    pub fn new(op: &'static str, attr: &EventAttr, cpu: u32, errno: i32) -> Self {
+        PerfError {
+            op,
+            event: attr.event.clone(),
+            pmu: attr.pmu.clone(),
+            cpu,
+            errno,
+            kind: classify(errno),
+        }
+    }
+
+    /// A short reason for reports: `not supported on this host (ENOENT)`.
+    pub fn reason(&self) -> String {
+        format!(
+            "{} (errno {}){}",
+            describe(self.kind),
+            self.errno,
+            hint(self.kind)
+        )
+    }
+}
+
+/// Classifies an errno.
+pub fn classify(errno: i32) -> ErrorKind {
+    match errno {
+        libc::ENOENT | libc::EOPNOTSUPP => ErrorKind::NotSupported,
+        libc::EACCES | libc::EPERM => ErrorKind::Privilege,
+        libc::EMFILE | libc::ENFILE => ErrorKind::FdLimit,
+        libc::EINVAL => ErrorKind::Invalid,
+        libc::ENODEV | libc::ENXIO => ErrorKind::CpuOffline,
+        libc::ENOSPC | libc::EBUSY => ErrorKind::Busy,
+        _ => ErrorKind::Other,
+    }
+}
+
+fn describe(k: ErrorKind) -> &'static str {
+    match k {
+        ErrorKind::NotSupported => "not supported on this host",
+        ErrorKind::Privilege => "permission denied",
+        ErrorKind::FdLimit => "out of file descriptors",
+        ErrorKind::Invalid => "rejected by the PMU (invalid encoding or group)",
+        ErrorKind::CpuOffline => "CPU offline",
+        ErrorKind::Busy => "no free hardware counter",
+        ErrorKind::Other => "failed",
+    }
+}
+
+fn hint(k: ErrorKind) -> &'static str {
+    match k {
+        ErrorKind::Privilege => {
+            "; system-wide counting needs CAP_PERFMON (or CAP_SYS_ADMIN before Linux 5.8) or kernel.perf_event_paranoid <= 0"
+        }
+        ErrorKind::FdLimit => "; raise RLIMIT_NOFILE (ulimit -n)",
+        ErrorKind::Busy => "; another user (e.g. the NMI watchdog) holds the counter",
+        _ => "",
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(describe(*self))
+    }
+}
+
+/// The seam between the engine and the kernel.
+///
+/// Implementations must be cheap to call on the scrape path: `read_group`
+/// is one `read()` for the live kernel.
+pub trait Kernel: Send + Sync + fmt::Debug {
+    /// Opens a counting event system-wide on `cpu` (`pid = -1`), disabled,
+    /// as a new group leader (`group = None`) or as a member of `group`.
+    /// The fd is close-on-exec.
+    fn open(
+        &self,
+        attr: &EventAttr,
+        cpu: u32,
+        group: Option<&Counter>,
+    ) -> Result<Counter, PerfError>;
+
+    /// Enables a whole group (`PERF_EVENT_IOC_ENABLE` with
+    /// `PERF_IOC_FLAG_GROUP`) on its leader.
+    fn enable_group(&self, leader: &Counter, attr: &EventAttr, cpu: u32) -> Result<(), PerfError>;
+
+    /// Reads a group with one `read()` of its leader into `out`.
+    fn read_group(
+        &self,
+        leader: &Counter,
+        attr: &EventAttr,
+        cpu: u32,
+        out: &mut GroupReading,
+    ) -> Result<(), PerfError>;
+
+    /// Whether this is the simulated PMU.
+    fn simulated(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(words: &[u64]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+    }
+
+    #[test]
+    fn group_read_layout() {
+        let mut r = GroupReading::default();
+        parse_group_read(&bytes(&[2, 100, 50, 7, 11, 9, 12]), &mut r).unwrap();
+        assert_eq!(r.time_enabled, 100);
+        assert_eq!(r.time_running, 50);
+        assert_eq!(r.values, vec![(11, 7), (12, 9)]);
+        assert!(parse_group_read(&bytes(&[3, 1, 1, 1, 1]), &mut r).is_err());
+        assert!(parse_group_read(&[0u8; 7], &mut r).is_err());
+        assert!(parse_group_read(&bytes(&[0, 1]), &mut r).is_err());
+        assert!(parse_group_read(&bytes(&[u64::MAX, 1, 1]), &mut r).is_err());
+    }
+
+    #[test]
+    fn errno_classes() {
+        assert_eq!(classify(libc::ENOENT), ErrorKind::NotSupported);
+        assert_eq!(classify(libc::EACCES), ErrorKind::Privilege);
+        assert_eq!(classify(libc::EMFILE), ErrorKind::FdLimit);
+        assert_eq!(classify(libc::ENODEV), ErrorKind::CpuOffline);
+        let attr = EventAttr {
+            type_: 0,
+            config: [0; 4],
+            event: "cycles".into(),
+            pmu: "cpu".into(),
+        };
+        let e = PerfError::new("open", &attr, 3, libc::EACCES).to_string();
+        assert!(
+            e.contains("cycles")
+                && e.contains("CPU 3")
+                && e.contains("perf_event_paranoid")
+                && e.contains("CAP_PERFMON"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! Simulated PMU (being written).

@@ -1,0 +1,643 @@
+//! The encodings of tests/fixtures/EXPECTED.md, fixture by fixture.
+//! Dynamic PMU type ids are read from the tree, never hard-coded.
+
+use perf_exporter::config::Config;
+use perf_exporter::pmu::PmuTable;
+use perf_exporter::resolve::chain::{resolve_config, Status};
+use perf_exporter::resolve::{resolve_str, Context, Instance, ResolveError};
+use std::path::{Path, PathBuf};
+
+fn root(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysfs")
+        .join(name)
+}
+
+fn table(name: &str) -> PmuTable {
+    PmuTable::discover(&root(name)).expect("fixture discovers")
+}
+
+fn ok(t: &PmuTable, spec: &str) -> Vec<Instance> {
+    resolve_str(spec, t, &Context::default()).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+fn err(t: &PmuTable, spec: &str) -> ResolveError {
+    match resolve_str(spec, t, &Context::default()) {
+        Ok(v) => panic!("{spec} resolved to {v:?}"),
+        Err(e) => e,
+    }
+}
+
+fn type_of(t: &PmuTable, pmu: &str) -> u32 {
+    t.get(pmu).unwrap_or_else(|| panic!("no {pmu}")).type_
+}
+
+/// One instance: (type, config, config1, cpus).
+fn one(t: &PmuTable, spec: &str) -> (u32, u64, u64, Vec<u32>) {
+    let v = ok(t, spec);
+    assert_eq!(v.len(), 1, "{spec}: {v:?}");
+    (
+        v[0].type_,
+        v[0].config[0],
+        v[0].config[1],
+        v[0].cpus.clone(),
+    )
+}
+
+fn cfg(t: &PmuTable, spec: &str) -> u64 {
+    one(t, spec).1
+}
+
+#[test]
+fn generic_rules_every_fixture() {
+    for f in [
+        "intel-skx",
+        "intel-client",
+        "intel-hybrid",
+        "amd-zen3",
+        "amd-zen4",
+        "vm-no-pmu",
+    ] {
+        let t = table(f);
+        assert!(t.warnings.is_empty(), "{f}: {:?}", t.warnings);
+        assert_eq!(type_of(&t, "software"), 1);
+        assert_eq!(type_of(&t, "tracepoint"), 2);
+        assert_eq!(type_of(&t, "breakpoint"), 5);
+        // Software events are built in (no events/ dir).
+        let (ty, c, _, cpus) = one(&t, "context-switches");
+        assert_eq!((ty, c), (1, 3));
+        assert_eq!(cpus, t.topology.online);
+        let i = &ok(&t, "cpu-clock")[0];
+        assert_eq!(
+            (i.type_, i.config[0], i.scale, i.unit.as_str()),
+            (1, 0, 1e-9, "seconds")
+        );
+        assert_eq!(cfg(&t, "task-clock"), 1);
+        assert_eq!(cfg(&t, "page-faults"), 2);
+        assert_eq!(cfg(&t, "cpu-migrations"), 4);
+        assert_eq!(cfg(&t, "minor-faults"), 5);
+        assert_eq!(cfg(&t, "major-faults"), 6);
+    }
+}
+
+#[test]
+fn intel_skx() {
+    let t = table("intel-skx");
+    assert_eq!(t.topology.online, (0..8).collect::<Vec<_>>());
+    assert_eq!(one(&t, "cycles"), (0, 0, 0, (0..8).collect()));
+    assert_eq!(one(&t, "instructions").1, 1);
+    assert_eq!(one(&t, "cpu/cpu-cycles/"), (4, 0x3c, 0, (0..8).collect()));
+    assert_eq!(
+        one(&t, "cpu/cycles/"),
+        (4, 0x3c, 0, (0..8).collect()),
+        "a generic name on the core PMU uses its sysfs alias"
+    );
+    assert_eq!(cfg(&t, "cpu/cache-misses/"), 0x412e);
+    assert_eq!(cfg(&t, "cpu/cache-references/"), 0x4f2e);
+    assert_eq!(cfg(&t, "cpu/branch-instructions/"), 0xc4);
+    assert_eq!(cfg(&t, "cpu/branch-misses/"), 0xc5);
+    assert_eq!(cfg(&t, "cpu/bus-cycles/"), 0x13c);
+    assert_eq!(cfg(&t, "cpu/ref-cycles/"), 0x300);
+    assert!(matches!(
+        err(&t, "stalled-cycles-frontend"),
+        ResolveError::HiddenGeneric { .. }
+    ));
+    assert!(matches!(
+        err(&t, "stalled-cycles-backend"),
+        ResolveError::HiddenGeneric { .. }
+    ));
+    assert!(matches!(
+        err(&t, "cpu/stalled-cycles-backend/"),
+        ResolveError::UnknownEvent { .. }
+    ));
+
+    let ts = &ok(&t, "cpu/topdown-total-slots/")[0];
+    assert_eq!((ts.config[0], ts.scale), (0x20003c, 2.0));
+    let rb = &ok(&t, "cpu/topdown-recovery-bubbles/")[0];
+    assert_eq!((rb.config[0], rb.scale), (0x120010d, 2.0));
+    assert_eq!(cfg(&t, "cpu/topdown-slots-issued/"), 0x10e);
+    let ml = one(&t, "cpu/mem-loads/");
+    assert_eq!((ml.1, ml.2), (0x1cd, 0x3));
+    assert_eq!(
+        one(&t, "cpu/mem-loads,ldlat=5/").2,
+        5,
+        "user terms override the alias"
+    );
+    assert_eq!(cfg(&t, "cpu/mem-stores/"), 0x82d0);
+    assert_eq!(
+        cfg(&t, "cpu/event=0xd1,umask=0x20,cmask=2,inv,edge/"),
+        0x28420d1
+    );
+    assert_eq!(cfg(&t, "r412e"), 0x412e);
+    assert_eq!(one(&t, "r412e").0, 4);
+
+    // DRAM: 6 IMC PMUs x cpumask {0,2} = 12 fds per event, never every CPU.
+    for (ev, want) in [
+        ("cas_count_read", 0x304),
+        ("cas_count_write", 0xc04),
+        ("clockticks", 0),
+    ] {
+        let v = ok(&t, &format!("uncore_imc_*/{ev}/"));
+        assert_eq!(v.len(), 6);
+        for (k, i) in v.iter().enumerate() {
+            assert_eq!(i.pmu, format!("uncore_imc_{k}"));
+            assert_eq!(i.type_, type_of(&t, &i.pmu));
+            assert_eq!(i.config[0], want);
+            assert_eq!(i.cpus, vec![0, 2]);
+            assert!(i.uncore);
+        }
+        assert_eq!(v.iter().map(|i| i.cpus.len()).sum::<usize>(), 12);
+    }
+    let r = &ok(&t, "uncore_imc_*/cas_count_read/")[0];
+    assert_eq!((r.scale, r.unit.as_str()), (64.0, "bytes"));
+    assert_eq!(t.topology.socket_of(0), 0);
+    assert_eq!(t.topology.socket_of(2), 1);
+    // A bare family name matches every numbered instance too.
+    assert_eq!(ok(&t, "uncore_imc/cas_count_read/").len(), 6);
+
+    let e = &ok(&t, "power/energy-pkg/")[0];
+    assert_eq!((e.type_, e.config[0]), (type_of(&t, "power"), 2));
+    assert_eq!(e.cpus, vec![0, 2]);
+    assert_eq!(e.scale, 2.3283064365386962890625e-10);
+    assert_eq!(e.unit, "joules");
+    assert_eq!(cfg(&t, "power/energy-ram/"), 3);
+    assert!(matches!(
+        err(&t, "power/energy-cores/"),
+        ResolveError::UnknownEvent { .. }
+    ));
+
+    assert_eq!(
+        one(&t, "cstate_core/c6-residency/"),
+        (type_of(&t, "cstate_core"), 2, 0, vec![0, 1, 2, 3])
+    );
+    assert_eq!(
+        one(&t, "cstate_pkg/c6-residency/"),
+        (type_of(&t, "cstate_pkg"), 2, 0, vec![0, 2])
+    );
+
+    let m = &ok(&t, "msr/cpu_thermal_margin/")[0];
+    assert_eq!(
+        (m.type_, m.config[0], m.snapshot, m.unit.as_str()),
+        (type_of(&t, "msr"), 7, true, "celsius")
+    );
+    assert_eq!(m.cpus, (0..8).collect::<Vec<_>>());
+    assert_eq!(cfg(&t, "msr/smi/"), 4);
+    assert_eq!(cfg(&t, "msr/pperf/"), 3);
+    assert!(!ok(&t, "msr/tsc/")[0].snapshot);
+}
+
+#[test]
+fn intel_client() {
+    let t = table("intel-client");
+    assert_eq!(cfg(&t, "cpu/cpu-cycles/"), 0x3c);
+    assert_eq!(cfg(&t, "cpu/cache-misses/"), 0x412e);
+    let imc = type_of(&t, "uncore_imc");
+    for (ev, want) in [
+        ("data_reads", 1),
+        ("data_writes", 2),
+        ("gt_requests", 3),
+        ("ia_requests", 4),
+        ("io_requests", 5),
+    ] {
+        let v = ok(&t, &format!("uncore_imc/{ev}/"));
+        assert_eq!(v.len(), 1);
+        assert_eq!(
+            (v[0].type_, v[0].config[0], v[0].cpus.clone()),
+            (imc, want, vec![0])
+        );
+        assert_eq!((v[0].scale, v[0].unit.as_str()), (64.0, "bytes"));
+    }
+    assert_eq!(
+        one(&t, "uncore_cbox_0/clockticks/"),
+        (type_of(&t, "uncore_cbox_0"), 0xff, 0, vec![0])
+    );
+    let boxes = ok(&t, "uncore_cbox/clockticks/");
+    assert_eq!(boxes.len(), 4);
+    assert_eq!(boxes[1].type_, type_of(&t, "uncore_cbox_1"));
+    assert!(matches!(
+        err(&t, "uncore_arb/clockticks/"),
+        ResolveError::UnknownEvent { .. }
+    ));
+    assert_eq!(cfg(&t, "uncore_arb/event=0x81,umask=0x1/"), 0x181);
+    for (ev, want) in [
+        ("energy-cores", 1),
+        ("energy-pkg", 2),
+        ("energy-ram", 3),
+        ("energy-gpu", 4),
+        ("energy-psys", 5),
+    ] {
+        assert_eq!(
+            one(&t, &format!("power/{ev}/")),
+            (type_of(&t, "power"), want, 0, vec![0])
+        );
+    }
+}
+
+#[test]
+fn intel_hybrid() {
+    let t = table("intel-hybrid");
+    assert!(t.get("cpu").is_none());
+    assert_eq!(type_of(&t, "cpu_core"), 4);
+    assert_eq!(type_of(&t, "cpu_atom"), 10);
+    let p: Vec<u32> = (0..16).collect();
+    let e: Vec<u32> = (16..28).collect();
+    // Generic events: once per core PMU, extended type, each on its cpus.
+    let c = ok(&t, "cycles");
+    assert_eq!(c.len(), 2);
+    assert_eq!(
+        (
+            c[0].pmu.as_str(),
+            c[0].type_,
+            c[0].config[0],
+            c[0].cpus.clone()
+        ),
+        ("cpu_core", 0, 0x4_0000_0000, p.clone())
+    );
+    assert_eq!(
+        (
+            c[1].pmu.as_str(),
+            c[1].type_,
+            c[1].config[0],
+            c[1].cpus.clone()
+        ),
+        ("cpu_atom", 0, 0xa_0000_0000, e.clone())
+    );
+    let l = ok(&t, "LLC-load-misses");
+    assert_eq!((l[0].type_, l[0].config[0]), (3, 0x4_0001_0002));
+    assert_eq!(l[1].config[0], 0xa_0001_0002);
+    assert_eq!(one(&t, "cpu_core/cpu-cycles/"), (4, 0x3c, 0, p.clone()));
+    assert_eq!(one(&t, "cpu_atom/cpu-cycles/"), (10, 0x3c, 0, e.clone()));
+    for (ev, core, atom) in [
+        ("topdown-retiring", 0x8000, 0xc2),
+        ("topdown-bad-spec", 0x8100, 0x73),
+        ("mem-loads", 0x1cd, 0x5d0),
+        ("mem-stores", 0x2cd, 0x6d0),
+        ("ref-cycles", 0x13c, 0x13c),
+    ] {
+        assert_eq!(cfg(&t, &format!("cpu_core/{ev}/")), core, "{ev}");
+        assert_eq!(cfg(&t, &format!("cpu_atom/{ev}/")), atom, "{ev}");
+        let both = ok(&t, &format!("core/{ev}/"));
+        assert_eq!(both.len(), 2);
+        assert_eq!(
+            (both[0].cpus.clone(), both[1].cpus.clone()),
+            (p.clone(), e.clone())
+        );
+    }
+    assert_eq!(one(&t, "cpu_atom/mem-loads/").2, 3);
+    for ev in [
+        "slots",
+        "topdown-heavy-ops",
+        "topdown-br-mispredict",
+        "topdown-fetch-lat",
+        "topdown-mem-bound",
+        "mem-loads-aux",
+    ] {
+        assert!(
+            matches!(
+                err(&t, &format!("cpu_atom/{ev}/")),
+                ResolveError::UnknownEvent { .. }
+            ),
+            "{ev}"
+        );
+        let v = ok(&t, &format!("core/{ev}/"));
+        assert_eq!(v.len(), 1, "{ev} only on cpu_core");
+        assert_eq!(v[0].pmu, "cpu_core");
+    }
+    assert!(matches!(
+        err(&t, "cpu_atom/event=0x3c,frontend=1/"),
+        ResolveError::UnknownTerm { .. }
+    ));
+    // Raw events on every core PMU.
+    let raw = ok(&t, "r3c");
+    assert_eq!(raw.iter().map(|i| i.type_).collect::<Vec<_>>(), vec![4, 10]);
+
+    for (ev, want) in [
+        ("data_read", 0x20ff),
+        ("data_write", 0x30ff),
+        ("data_total", 0x10ff),
+    ] {
+        let v = ok(&t, &format!("uncore_imc_free_running_*/{ev}/"));
+        assert_eq!(v.len(), 2);
+        assert_eq!((v[0].type_, v[1].type_), (32, 33));
+        for i in &v {
+            assert_eq!(
+                (i.config[0], i.cpus.clone(), i.scale),
+                (want, vec![0], 64.0)
+            );
+        }
+    }
+    assert_eq!(cfg(&t, "uncore_imc_0/event=0x1,chmask=0x3/"), 0x301);
+    assert!(matches!(
+        err(&t, "uncore_imc_*/data_read/"),
+        ResolveError::UnknownEvent { .. }
+    ));
+    assert!(matches!(
+        err(&t, "uncore_imc/data_read/"),
+        ResolveError::UnknownEvent { .. }
+    ));
+    assert_eq!(one(&t, "uncore_clock/clockticks/"), (29, 0xff, 0, vec![0]));
+    assert!(matches!(
+        err(&t, "uncore_cbox_0/clockticks/"),
+        ResolveError::UnknownEvent { .. }
+    ));
+    assert_eq!(
+        cfg(&t, "uncore_cbox_3/event=0x1,threshold=0x3f/"),
+        0x3f00_0001
+    );
+    assert!(matches!(
+        err(&t, "uncore_cbox_3/threshold=0x40/"),
+        ResolveError::TooWide { .. }
+    ));
+    assert!(matches!(
+        err(&t, "cstate_pkg/c7-residency/"),
+        ResolveError::UnknownEvent { .. }
+    ));
+    assert_eq!(ok(&t, "cstate_pkg/c10-residency/")[0].cpus, vec![0]);
+}
+
+#[test]
+fn amd_zen3_and_zen4() {
+    for f in ["amd-zen3", "amd-zen4"] {
+        let t = table(f);
+        assert_eq!(cfg(&t, "cpu/cpu-cycles/"), 0x76, "{f}");
+        assert_eq!(cfg(&t, "cpu/instructions/"), 0xc0);
+        assert_eq!(cfg(&t, "cpu/cache-references/"), 0xff60);
+        assert_eq!(cfg(&t, "cpu/cache-misses/"), 0x964);
+        assert_eq!(cfg(&t, "cpu/branch-misses/"), 0xc3);
+        assert_eq!(cfg(&t, "cpu/stalled-cycles-frontend/"), 0xa9);
+        assert!(matches!(
+            err(&t, "stalled-cycles-backend"),
+            ResolveError::HiddenGeneric { .. }
+        ));
+        assert!(matches!(
+            err(&t, "bus-cycles"),
+            ResolveError::HiddenGeneric { .. }
+        ));
+        assert_eq!(cfg(&t, "cpu/event=0x120,umask=0x1/"), 0x1_0000_0120);
+        assert_eq!(cfg(&t, "ibs_op/cnt_ctl=1/"), 1 << 19);
+        assert_eq!(ok(&t, "ibs_op/cnt_ctl=1/")[0].type_, type_of(&t, "ibs_op"));
+        let pk = &ok(&t, "power/energy-pkg/")[0];
+        assert_eq!((pk.config[0], pk.unit.as_str()), (2, "joules"));
+        assert_eq!(
+            one(&t, "power_core/energy-core/"),
+            (type_of(&t, "power_core"), 1, 0, vec![0, 1, 2, 3])
+        );
+        assert_eq!(cfg(&t, "msr/irperf/"), 6);
+        let l3 = ok(
+            &t,
+            "amd_l3/event=0x04,umask=0xff,enallcores=1,enallslices=1,threadmask=3/",
+        );
+        assert_eq!(
+            (l3[0].config[0], l3[0].cpus.clone()),
+            (0x300c0000000ff04, vec![0, 2])
+        );
+    }
+
+    let z3 = table("amd-zen3");
+    assert!(matches!(
+        err(&z3, "cpu/ref-cycles/"),
+        ResolveError::UnknownEvent { .. }
+    ));
+    assert_eq!(cfg(&z3, "cpu/branch-brs/"), 0xc4);
+    for (e, want) in [
+        (0x07u64, 0x3807u64),
+        (0x107, 0x1_0000_3807),
+        (0x1c7, 0x1_0000_38c7),
+    ] {
+        assert_eq!(
+            one(&z3, &format!("amd_df/event={e:#x},umask=0x38/")),
+            (type_of(&z3, "amd_df"), want, 0, vec![0])
+        );
+    }
+    assert!(matches!(
+        err(&z3, "amd_df/event=0x1f,umask=0x7fe/"),
+        ResolveError::TooWide { .. }
+    ));
+    assert!(matches!(
+        err(&z3, "ibs_op/l3missonly=1/"),
+        ResolveError::UnknownTerm { .. }
+    ));
+    assert!(matches!(
+        err(&z3, "amd_umc_*/event=0x0a,rdwrmask=1/"),
+        ResolveError::NoPmu { .. }
+    ));
+
+    let z4 = table("amd-zen4");
+    assert_eq!(cfg(&z4, "cpu/ref-cycles/"), 0x1_0000_0120);
+    for (mask, want) in [(1, 0x10a), (2, 0x20a)] {
+        let v = ok(&z4, &format!("amd_umc_*/event=0x0a,rdwrmask={mask}/"));
+        assert_eq!(v.len(), 24);
+        for (k, i) in v.iter().enumerate() {
+            assert_eq!(i.pmu, format!("amd_umc_{k}"));
+            assert_eq!(i.type_, type_of(&z4, &i.pmu));
+            assert_eq!(i.config[0], want);
+            assert_eq!(i.cpus, if k < 12 { vec![0] } else { vec![2] });
+        }
+    }
+    for (e, umask, want) in [
+        (0x1f, 0x7fe, 0x700fe1f),
+        (0x11f, 0x7fe, 0x1_0700_fe1f),
+        (0x2df, 0x7fe, 0x2_0700_fedf),
+        (0x1f, 0x7ff, 0x700ff1f),
+    ] {
+        assert_eq!(
+            one(&z4, &format!("amd_df/event={e:#x},umask={umask:#x}/")),
+            (type_of(&z4, "amd_df"), want, 0, vec![0, 2])
+        );
+    }
+    assert_eq!(cfg(&z4, "ibs_op/l3missonly=1/"), 1 << 16);
+    assert_eq!(
+        cfg(&z4, "ibs_fetch/rand_en=1,l3missonly=1/"),
+        0xa00_0000_0000_0000
+    );
+    assert_eq!(
+        ok(&z4, "ibs_fetch/rand_en=1/")[0].type_,
+        type_of(&z4, "ibs_fetch")
+    );
+}
+
+#[test]
+fn vm_no_pmu() {
+    let t = table("vm-no-pmu");
+    assert_eq!(t.topology.online, vec![0, 1]);
+    for s in [
+        "cycles",
+        "instructions",
+        "L1-dcache-load-misses",
+        "r3c",
+        "core/cpu-cycles/",
+    ] {
+        assert_eq!(err(&t, s), ResolveError::NoCorePmu, "{s}");
+    }
+    assert_eq!(one(&t, "cpu-clock"), (1, 0, 0, vec![0, 1]));
+    assert_eq!(one(&t, "task-clock"), (1, 1, 0, vec![0, 1]));
+    assert_eq!(one(&t, "msr/tsc/"), (9, 0, 0, vec![0, 1]));
+    assert!(matches!(
+        err(&t, "msr/aperf/"),
+        ResolveError::UnknownEvent { .. }
+    ));
+    assert_eq!(
+        one(&t, "uprobe/retprobe=1,ref_ctr_offset=0x1234/"),
+        (8, 0x1234_0000_0001, 0, vec![0, 1])
+    );
+    assert!(matches!(
+        err(&t, "kprobe/retprobe=1/"),
+        ResolveError::NoPmu { .. }
+    ));
+    assert!(matches!(
+        err(&t, "power/energy-pkg/"),
+        ResolveError::NoPmu { .. }
+    ));
+    assert!(matches!(
+        err(&t, "uncore_imc_*/cas_count_read/"),
+        ResolveError::NoPmu { .. }
+    ));
+    let e = err(&t, "mrs/tsc/").to_string();
+    assert!(e.contains("did you mean `msr`"), "{e}");
+    let e = err(&t, "msr/tcs/").to_string();
+    assert!(e.contains("did you mean `tsc`"), "{e}");
+    // Tracepoints need tracefs, which a fixture does not have.
+    assert!(matches!(
+        err(&t, "sched:sched_switch"),
+        ResolveError::Tracepoint { .. }
+    ));
+}
+
+/// A synthetic tree for what no fixture has: `?` values, no trailing
+/// newlines, a missing caps dir, `.per-pkg`, a malformed event.
+#[test]
+fn synthetic_tree_edge_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let w = |p: &str, s: &str| {
+        let f = r.join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, s).unwrap();
+    };
+    w("devices/system/cpu/online", "0-3");
+    for c in 0..4 {
+        w(
+            &format!("devices/system/cpu/cpu{c}/topology/physical_package_id"),
+            &format!("{}", c / 2),
+        );
+    }
+    let d = "bus/event_source/devices/arm_cmn_0";
+    w(&format!("{d}/type"), "42");
+    w(&format!("{d}/cpumask"), "0");
+    w(&format!("{d}/format/type"), "config:0-15");
+    w(&format!("{d}/format/eventid"), "config:16-31");
+    w(&format!("{d}/format/nodeid"), "config:32-47");
+    w(&format!("{d}/events/dtc_cycles"), "type=0x3");
+    w(
+        &format!("{d}/events/watchpoint_up"),
+        "type=0x5,eventid=0x1,nodeid=?\n",
+    );
+    w(&format!("{d}/events/broken"), "type=zz");
+    let p = "bus/event_source/devices/pkgpmu";
+    w(&format!("{p}/type"), "43\n");
+    w(&format!("{p}/format/event"), "config:0-7");
+    w(&format!("{p}/events/occ"), "event=0x1");
+    w(&format!("{p}/events/occ.per-pkg"), "1");
+    w("bus/event_source/devices/software/type", "1");
+    let t = PmuTable::discover(r).unwrap();
+    assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
+    assert!(t.warnings[0].contains("broken"));
+    assert_eq!(cfg(&t, "arm_cmn/dtc_cycles/"), 3);
+    assert!(matches!(
+        err(&t, "arm_cmn/watchpoint_up/"),
+        ResolveError::RequiredTerm { .. }
+    ));
+    assert_eq!(
+        cfg(&t, "arm_cmn/watchpoint_up,nodeid=0x68/"),
+        0x68_0001_0005
+    );
+    assert!(matches!(
+        err(&t, "arm_cmn/type=0x10000/"),
+        ResolveError::TooWide { .. }
+    ));
+    assert!(matches!(
+        err(&t, "arm_cmn/bogus=1/"),
+        ResolveError::UnknownTerm { .. }
+    ));
+    assert_eq!(
+        ok(&t, "pkgpmu/occ/")[0].cpus,
+        vec![0, 2],
+        ".per-pkg counts once per package"
+    );
+    assert_eq!(t.topology.socket_of(3), 1);
+}
+
+#[test]
+fn default_config_on_every_fixture() {
+    let c = Config::default_config();
+    let status = |f: &str| {
+        let t = table(f);
+        let r = resolve_config(&c, &t, &Context::default(), None);
+        r.metrics
+            .into_iter()
+            .map(|m| {
+                (
+                    m.metric.clone(),
+                    (
+                        m.status,
+                        m.event.clone().unwrap_or_default(),
+                        m.instances.len(),
+                    ),
+                )
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let skx = status("intel-skx");
+    assert_eq!(skx["perf_cpu_cycles_total"].0, Status::Resolved);
+    assert_eq!(
+        skx["perf_dram_read_bytes_total"],
+        (Status::Resolved, "uncore_imc_*/cas_count_read/".into(), 6)
+    );
+    assert_eq!(skx["perf_dram_write_bytes_total"].0, Status::Resolved);
+    assert_eq!(skx["perf_energy_package_joules_total"].0, Status::Resolved);
+    assert_eq!(skx["perf_dram_bytes_total"].0, Status::Unavailable);
+    let client = status("intel-client");
+    assert_eq!(
+        client["perf_dram_read_bytes_total"],
+        (Status::Fallback, "uncore_imc/data_reads/".into(), 1)
+    );
+    let hy = status("intel-hybrid");
+    assert_eq!(
+        hy["perf_dram_read_bytes_total"],
+        (
+            Status::Fallback,
+            "uncore_imc_free_running_*/data_read/".into(),
+            2
+        )
+    );
+    assert_eq!(
+        hy["perf_cpu_cycles_total"],
+        (Status::Resolved, "cycles".into(), 2)
+    );
+    let z4 = status("amd-zen4");
+    assert_eq!(
+        z4["perf_dram_read_bytes_total"],
+        (
+            Status::Fallback,
+            "amd_umc_*/event=0x0a,rdwrmask=1/".into(),
+            24
+        )
+    );
+    assert_eq!(
+        z4["perf_dram_bytes_total"].0,
+        Status::Unavailable,
+        "zen3 DF encodings must not run on zen4"
+    );
+    let z3 = status("amd-zen3");
+    assert_eq!(z3["perf_dram_read_bytes_total"].0, Status::Unavailable);
+    assert_eq!(z3["perf_dram_bytes_total"].0, Status::Resolved);
+    assert_eq!(z3["perf_dram_bytes_total"].2, 8);
+    let vm = status("vm-no-pmu");
+    assert_eq!(vm["perf_cpu_cycles_total"].0, Status::Unavailable);
+    assert_eq!(vm["perf_instructions_total"].0, Status::Unavailable);
+    assert_eq!(vm["perf_dram_read_bytes_total"].0, Status::Unavailable);
+    assert_eq!(vm["perf_cpu_clock_seconds_total"].0, Status::Resolved);
+    assert_eq!(vm["perf_context_switches_total"].0, Status::Resolved);
+    assert_eq!(vm["perf_msr_tsc_total"].0, Status::Resolved);
+    assert_eq!(vm["perf_msr_aperf_total"].0, Status::Unavailable);
+}
