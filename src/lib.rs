@@ -19,3 +19,7 @@ pub mod config;
 pub mod perf;
 pub mod pmu;
 pub mod resolve;
+pub mod engine;
+pub mod export;
+pub mod report;
+pub mod web;

@@ -1,1 +1,199 @@
-fn main() {}
+//! perf-exporter: command line. Flags, logging and exit codes; the work is
+//! in the library.
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand};
+use perf_exporter::config::Config;
+use perf_exporter::perf::live::LiveKernel;
+use perf_exporter::perf::sim::SimKernel;
+use perf_exporter::perf::Kernel;
+use perf_exporter::pmu::PmuTable;
+use perf_exporter::report::{prober, CheckReport, ListReport};
+use perf_exporter::resolve::chain::resolve_config;
+use perf_exporter::resolve::Context;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Linux perf_events counters (cycles, IPC, cache misses, DRAM bandwidth,
+/// software events, tracepoints) for Prometheus.
+#[derive(Debug, Parser)]
+#[command(name = "perf-exporter", version, about, long_about = None)]
+struct Cli {
+    /// YAML config file (default: the embedded default config).
+    #[arg(long = "config.file", global = true, value_name = "FILE")]
+    config_file: Option<PathBuf>,
+    /// sysfs mount point.
+    #[arg(long = "path.sysfs", global = true, default_value = "/sys", value_name = "DIR")]
+    sysfs: PathBuf,
+    /// procfs mount point.
+    #[arg(long = "path.procfs", global = true, default_value = "/proc", value_name = "DIR")]
+    procfs: PathBuf,
+    /// tracefs mount point (default: <path.sysfs>/kernel/tracing, then <path.sysfs>/kernel/debug/tracing).
+    #[arg(long = "path.tracefs", global = true, value_name = "DIR")]
+    tracefs: Option<PathBuf>,
+    /// Count on the simulated PMU described by --path.sysfs (a fixture tree) instead of the live kernel.
+    #[arg(long, global = true)]
+    simulate: bool,
+    /// Log level: debug, info, warn, error.
+    #[arg(long = "log.level", global = true, default_value = "info")]
+    log_level: String,
+    /// Log format: logfmt or json.
+    #[arg(long = "log.format", global = true, default_value = "logfmt")]
+    log_format: String,
+    #[command(flatten)]
+    web: WebArgs,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Debug, clap::Args)]
+struct WebArgs {
+    /// Address to listen on.
+    #[arg(long = "web.listen-address", global = true, default_value = ":9659")]
+    listen: String,
+    /// Path under which to expose metrics.
+    #[arg(long = "web.telemetry-path", global = true, default_value = "/metrics")]
+    telemetry_path: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Serve /metrics (the default).
+    Serve,
+    /// List every event this host offers, and whether it is available.
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+        /// List every tracepoint instead of their count.
+        #[arg(long)]
+        tracepoints: bool,
+    },
+    /// Resolve the config and report each metric's winning event.
+    Check {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn init_logging(level: &str, format: &str) -> Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .with_context(|| format!("--log.level: `{level}` is not a level (debug, info, warn, error)"))?;
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match format {
+        "json" => b.json().init(),
+        "logfmt" | "text" => b.init(),
+        other => anyhow::bail!("--log.format: `{other}` is not a format (logfmt, json)"),
+    }
+    Ok(())
+}
+
+fn load_config(cli: &Cli) -> Result<Config> {
+    match &cli.config_file {
+        Some(p) => Ok(Config::load(p)?),
+        None => Ok(Config::default_config()),
+    }
+}
+
+/// Whether the sysfs root is this machine's own.
+fn is_live_sysfs(p: &Path) -> bool {
+    std::fs::canonicalize(p).is_ok_and(|c| c == Path::new("/sys"))
+}
+
+struct Host {
+    table: PmuTable,
+    ctx: Context,
+    kernel: Option<Arc<dyn Kernel>>,
+}
+
+fn host(cli: &Cli) -> Result<Host> {
+    let table = PmuTable::discover(&cli.sysfs).with_context(|| format!("PMU discovery under --path.sysfs={}", cli.sysfs.display()))?;
+    for w in &table.warnings {
+        tracing::warn!(warning = %w, "sysfs entry skipped");
+    }
+    let ctx = match &cli.tracefs {
+        Some(t) => Context {
+            tracefs: Some(t.clone()),
+        },
+        None => Context::for_sysfs(&cli.sysfs),
+    };
+    let kernel: Option<Arc<dyn Kernel>> = if cli.simulate {
+        Some(Arc::new(SimKernel::new(table.clone())))
+    } else if is_live_sysfs(&cli.sysfs) {
+        Some(Arc::new(LiveKernel))
+    } else {
+        None
+    };
+    Ok(Host { table, ctx, kernel })
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match &cli.cmd {
+        Some(Cmd::List { json, tracepoints }) => {
+            let h = host(&cli)?;
+            let probe = h.kernel.as_deref().map(prober);
+            let r = ListReport::new(&h.table, &h.ctx, probe.as_ref().map(|p| p as _), *tracepoints);
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print!("{}", r.text());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Cmd::Check { json }) => {
+            let cfg = load_config(&cli)?;
+            let h = host(&cli)?;
+            let probe = h.kernel.as_deref().map(prober);
+            let res = resolve_config(&cfg, &h.table, &h.ctx, probe.as_ref().map(|p| p as _));
+            let r = CheckReport::new(&res);
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print!("{}", r.text());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        None | Some(Cmd::Serve) => serve(&cli),
+    }
+}
+
+fn serve(cli: &Cli) -> Result<ExitCode> {
+    let cfg = load_config(cli)?;
+    let h = host(cli)?;
+    let Some(kernel) = h.kernel else {
+        anyhow::bail!(
+            "--path.sysfs={} is not the live /sys; to serve a fixture tree, add --simulate",
+            cli.sysfs.display()
+        );
+    };
+    perf_exporter::web::run(perf_exporter::web::Options {
+        config: cfg,
+        config_file: cli.config_file.clone(),
+        table: h.table,
+        ctx: h.ctx,
+        kernel,
+        listen: cli.web.listen.clone(),
+        telemetry_path: cli.web.telemetry_path.clone(),
+        procfs: cli.procfs.clone(),
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = init_logging(&cli.log_level, &cli.log_format) {
+        eprintln!("perf-exporter: {e:#}");
+        return ExitCode::from(2);
+    }
+    match run(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("perf-exporter: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

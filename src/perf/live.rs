@@ -108,3 +108,27 @@ impl Kernel for LiveKernel {
         parse_group_read(&buf[..n], out).map_err(|_| PerfError::new("read", attr, cpu, libc::EIO))
     }
 }
+
+/// Raises the soft RLIMIT_NOFILE toward `want` (never above the hard
+/// limit). Returns the `(soft, hard)` limits in force afterwards.
+pub fn raise_nofile(want: u64) -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through a valid pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return (0, 0);
+    }
+    if lim.rlim_cur < want && lim.rlim_cur < lim.rlim_max {
+        let new = libc::rlimit {
+            rlim_cur: want.min(lim.rlim_max),
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit through a valid pointer.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &new) } == 0 {
+            lim.rlim_cur = new.rlim_cur;
+        }
+    }
+    (lim.rlim_cur, lim.rlim_max)
+}

@@ -46,7 +46,8 @@ pub struct Counter {
 #[derive(Debug)]
 pub(crate) enum CounterInner {
     Live(std::os::fd::OwnedFd),
-    Sim(usize),
+    /// An index into the simulated kernel's table; closes it on drop.
+    Sim(sim::SimHandle),
 }
 
 /// One group read: the group's times and each member's `(id, value)`.
@@ -233,6 +234,13 @@ pub trait Kernel: Send + Sync + fmt::Debug {
         cpu: u32,
         out: &mut GroupReading,
     ) -> Result<(), PerfError>;
+
+    /// The online CPUs now, for hotplug detection. The live kernel reads
+    /// `devices/system/cpu/online` under `sysfs`; the simulation keeps
+    /// its own.
+    fn online_cpus(&self, sysfs: &std::path::Path) -> Option<Vec<u32>> {
+        crate::pmu::read_online_cpus(sysfs).ok()
+    }
 
     /// Whether this is the simulated PMU.
     fn simulated(&self) -> bool {

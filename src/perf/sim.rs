@@ -1,1 +1,1329 @@
-//! Simulated PMU (being written).
+//! The simulated kernel: a [`Kernel`] that accepts exactly the encodings a
+//! discovered sysfs tree (a [`PmuTable`], usually a test fixture) describes
+//! and produces deterministic, plausible counts.
+//!
+//! # What it accepts
+//!
+//! * `PERF_TYPE_HARDWARE` (0) and `PERF_TYPE_HW_CACHE` (3) need a core PMU
+//!   ([`PmuTable::core_pmus`]). With several core PMUs (hybrid x86) bits
+//!   32-63 of `config` must hold one core PMU's type (the extended type)
+//!   and the CPU must be one of that PMU's `cpus`; with one core PMU they
+//!   must be 0 or its type. Hardware ids above 9 fail with ENOENT, and so
+//!   does an id whose sysfs name ([`HARDWARE_SYSFS`]) the core PMU hides
+//!   while publishing others. Cache ids, ops and results out of range fail
+//!   with EINVAL; combinations perf does not offer (`L1-icache-stores`)
+//!   with ENOENT. `config1..3` must be 0.
+//! * `PERF_TYPE_SOFTWARE` (1): ids 0..=11. `PERF_TYPE_TRACEPOINT` (2): any
+//!   id, when the table has a `tracepoint` PMU.
+//! * Any other type must be a PMU of the table (else ENOENT). Every set bit
+//!   of `config..config3` must be covered by one of its formats (or by one
+//!   of its named events' encodings), else EINVAL. A PMU with `cpus` only
+//!   counts on those CPUs (else ENOENT). A PMU with a `cpumask` accepts any
+//!   online CPU, as the Intel uncore driver does (it moves the event to the
+//!   box's CPU); [`SimKernel::opens`] records every open so tests can check
+//!   placement.
+//! * Quirk of the intel-client fixture: `uncore_cbox_N` with N > 0 refuses
+//!   `event=0xff` (the fixed `clockticks` counter exists on box 0 only, the
+//!   driver's `single_fixed`) with EINVAL.
+//! * A CPU that is not online fails with ENODEV.
+//! * Groups: a member must name a live leader of this kernel (else EBADF),
+//!   that is a leader (else EINVAL), on the same CPU (else EINVAL). As in
+//!   the kernel, software-context events (`software`, `tracepoint`,
+//!   `breakpoint`, `kprobe`, `uprobe`, `msr`) join any group, but a group
+//!   holds hardware events of at most one PMU: mixing `cpu_core` with
+//!   `cpu_atom`, or `uncore_imc_0` with `uncore_imc_1`, fails with EINVAL.
+//!   [`SimKernel::set_max_group`] limits how many events of a PMU a group
+//!   may hold; `arm_dmc620*` PMUs start with a limit of 1, like the driver.
+//!
+//! # Counting
+//!
+//! Counts accumulate lazily, at read time, on a clock that is real
+//! ([`SimKernel::new`]) or manual ([`SimKernel::with_manual_clock`] plus
+//! [`SimKernel::advance`]). Over `dt` nanoseconds of enabled time a counter
+//! gains `time_enabled += dt`, `time_running += dt * ratio` and
+//! `value += dt * rate * ratio`, where `ratio` is the multiplexing ratio of
+//! its group's PMU ([`SimKernel::set_mux_ratio`], default 1) and `rate` is
+//! a per-event constant (events per second of enabled time, see
+//! [`SimKernel::rate_of`]): cycles 2e9/s, instructions 3e9/s (IPC 1.5),
+//! cpu-clock 0.25e9 ns/s (25% busy), IMC CAS reads 1.5e7/s, RAPL energy
+//! 20 W, `cpu_thermal_margin` a constant 40, and so on. A group counts from
+//! [`Kernel::enable_group`] on, and a group read reports the leader's times
+//! with every member's value, leader first.
+//!
+//! Every knob changes only what happens after the call: the counters are
+//! brought up to date with the old setting first.
+
+use super::{Counter, CounterInner, EventAttr, GroupReading, Kernel, PerfError};
+use crate::pmu::{Pmu, PmuEvent, PmuTable, Scope, TermValue};
+use crate::resolve::spec::HARDWARE_SYSFS;
+use crate::resolve::{
+    PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
+};
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Instant;
+
+/// Counter ids, unique across every simulated kernel of the process and
+/// never reused (the kernel's ids are global too).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One successful open, as recorded by [`SimKernel::opens`]: the PMU that
+/// counts it (the core PMU owning the CPU for generic hardware events,
+/// `software`, `tracepoint`), `perf_event_attr.type`, the four config words
+/// and the CPU.
+pub type OpenRecord = (String, u32, [u64; 4], u32);
+
+/// The simulated kernel. See the [module docs](self).
+pub struct SimKernel {
+    table: PmuTable,
+    /// Per PMU of `table` (same index): the bits its formats and events
+    /// may set, and its named events' encodings.
+    info: Vec<PmuInfo>,
+    state: Arc<Mutex<State>>,
+}
+
+impl fmt::Debug for SimKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimKernel")
+            .field("sysfs", &self.table.sysfs)
+            .field("pmus", &self.table.pmus.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The part of a [`CounterInner::Sim`] counter that closes it on drop.
+#[derive(Debug)]
+pub(crate) struct SimHandle {
+    /// Index into the kernel's counter table.
+    pub(crate) idx: usize,
+    state: Weak<Mutex<State>>,
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.upgrade() {
+            lock(&state).close(self.idx);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct PmuInfo {
+    /// Bits that formats or event encodings may set, per config word.
+    masks: [u64; 4],
+    /// `(name, encoding, scale)` of every named event.
+    aliases: Vec<(String, [u64; 4], Option<f64>)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Rate {
+    /// Events per second of enabled time.
+    PerSec(f64),
+    /// A snapshot reading: always this value.
+    Constant(u64),
+}
+
+#[derive(Debug)]
+struct Slot {
+    id: u64,
+    pmu: String,
+    sw: bool,
+    cpu: u32,
+    /// The group leader's index (itself for a leader).
+    leader: usize,
+    /// Members in open order (leaders only).
+    members: Vec<usize>,
+    /// The one hardware PMU of the group, if any (leaders only).
+    group_hw: Option<String>,
+    rate: Rate,
+    enabled: bool,
+    /// Its CPU went offline: it never counts again.
+    frozen: bool,
+    last_ns: u64,
+    time_enabled: u64,
+    time_running: f64,
+    value: f64,
+}
+
+#[derive(Debug)]
+struct State {
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    online: Vec<u32>,
+    mux: HashMap<String, f64>,
+    refused: HashMap<String, i32>,
+    max_group: HashMap<String, usize>,
+    never_runs: HashSet<String>,
+    opens: Vec<OpenRecord>,
+    start: Instant,
+    manual: bool,
+    offset_ns: u64,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl State {
+    fn now(&self) -> u64 {
+        let real = if self.manual {
+            0
+        } else {
+            u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        };
+        real.saturating_add(self.offset_ns)
+    }
+
+    fn slot(&self, idx: usize) -> Option<&Slot> {
+        self.slots.get(idx).and_then(Option::as_ref)
+    }
+
+    fn slot_mut(&mut self, idx: usize) -> &mut Slot {
+        self.slots[idx].as_mut().expect("live slot")
+    }
+
+    /// The multiplexing ratio a group runs at now.
+    fn group_ratio(&self, leader: usize) -> f64 {
+        let Some(l) = self.slot(leader) else {
+            return 1.0;
+        };
+        let pmu = l.group_hw.as_deref().unwrap_or(&l.pmu);
+        if !l.members.is_empty() && self.never_runs.contains(pmu) {
+            return 0.0;
+        }
+        self.mux.get(pmu).copied().unwrap_or(1.0)
+    }
+
+    /// Brings a whole group up to `now`.
+    fn sync_group(&mut self, leader: usize, now: u64) {
+        let ratio = self.group_ratio(leader);
+        let mut all = vec![leader];
+        if let Some(l) = self.slot(leader) {
+            all.extend_from_slice(&l.members);
+        }
+        for idx in all {
+            if let Some(s) = self.slots.get_mut(idx).and_then(Option::as_mut) {
+                s.advance(now, ratio);
+            }
+        }
+    }
+
+    fn sync_all(&mut self) {
+        let now = self.now();
+        let leaders: Vec<usize> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().filter(|s| s.leader == i).map(|_| i))
+            .collect();
+        for l in leaders {
+            self.sync_group(l, now);
+        }
+    }
+
+    fn insert(&mut self, slot: Slot) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(slot);
+                i
+            }
+            None => {
+                self.slots.push(Some(slot));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    /// Closes a counter: a closed leader's members become singleton
+    /// groups, as in the kernel.
+    fn close(&mut self, idx: usize) {
+        let Some(leader) = self.slot(idx).map(|s| s.leader) else {
+            return;
+        };
+        let now = self.now();
+        self.sync_group(leader, now);
+        let slot = self.slots[idx].take().expect("live slot");
+        self.free.push(idx);
+        if leader == idx {
+            for m in slot.members {
+                let s = self.slot_mut(m);
+                s.leader = m;
+                s.group_hw = (!s.sw).then(|| s.pmu.clone());
+            }
+        } else if let Some(l) = self.slots.get_mut(leader).and_then(Option::as_mut) {
+            l.members.retain(|&m| m != idx);
+        }
+    }
+}
+
+impl Slot {
+    fn advance(&mut self, now: u64, ratio: f64) {
+        if now <= self.last_ns {
+            return;
+        }
+        let dt = now - self.last_ns;
+        self.last_ns = now;
+        if !self.enabled || self.frozen {
+            return;
+        }
+        self.time_enabled += dt;
+        self.time_running += dt as f64 * ratio;
+        if let Rate::PerSec(r) = self.rate {
+            self.value += dt as f64 * r / 1e9 * ratio;
+        }
+    }
+
+    fn reported(&self) -> u64 {
+        match self.rate {
+            Rate::Constant(v) => v,
+            Rate::PerSec(_) => self.value as u64,
+        }
+    }
+}
+
+/// Encodes a named event through its PMU's formats (`None` if it needs a
+/// `?` value or does not fit).
+fn encode_alias(p: &Pmu, ev: &PmuEvent) -> Option<[u64; 4]> {
+    let mut w = [0u64; 4];
+    for t in &ev.terms {
+        let TermValue::Num(v) = t.value else {
+            return None;
+        };
+        match t.name.as_str() {
+            "config" | "config0" => w[0] |= v,
+            "config1" => w[1] |= v,
+            "config2" => w[2] |= v,
+            "config3" => w[3] |= v,
+            name => {
+                let f = p.formats.get(name)?;
+                w[f.word.index()] |= f.encode(v).ok()?;
+            }
+        }
+    }
+    Some(w)
+}
+
+fn pmu_info(p: &Pmu) -> PmuInfo {
+    let mut info = PmuInfo::default();
+    for f in p.formats.values() {
+        for &(lo, hi) in &f.ranges {
+            let n = u32::from(hi - lo) + 1;
+            let m = if n >= 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << lo
+            };
+            info.masks[f.word.index()] |= m;
+        }
+    }
+    for ev in p.events.values() {
+        if let Some(w) = encode_alias(p, ev) {
+            for (m, x) in info.masks.iter_mut().zip(w) {
+                *m |= x;
+            }
+            info.aliases.push((ev.name.clone(), w, ev.scale));
+        }
+    }
+    info
+}
+
+/// Rate of a generic hardware event id.
+fn hardware_rate(id: u64) -> f64 {
+    match id {
+        0 | 6 | 9 => 2.0e9,
+        1 => 3.0e9,
+        2 => 5e7,
+        3 => 1e7,
+        4 => 5e8,
+        5 => 5e6,
+        _ => 2e8, // stalled-cycles-frontend/backend
+    }
+}
+
+fn cache_rate(config: u64) -> f64 {
+    let miss = config & (1 << 16) != 0;
+    match (miss, config & 0xff) {
+        (true, 0) => 2e7,
+        (true, _) => 4e6,
+        (false, _) => 1e9,
+    }
+}
+
+fn software_rate(id: u64) -> f64 {
+    match id {
+        0 | 1 => 0.25e9,
+        2 => 1000.0,
+        3 => 2000.0,
+        4 => 50.0,
+        5 => 990.0,
+        6 => 10.0,
+        _ => 100.0,
+    }
+}
+
+/// Rate of a sysfs PMU's event, by the name of the named event it encodes.
+fn named_rate(p: &Pmu, name: &str, scale: Option<f64>) -> Rate {
+    if p.is_core() {
+        if let Some(i) = HARDWARE_SYSFS.iter().position(|n| *n == name) {
+            return Rate::PerSec(hardware_rate(i as u64));
+        }
+    }
+    let has = |xs: &[&str]| xs.iter().any(|x| name.contains(x));
+    let r = if has(&["cpu_thermal_margin"]) {
+        return Rate::Constant(40);
+    } else if has(&["energy"]) {
+        20.0 / scale.filter(|s| *s > 0.0).unwrap_or(1.0)
+    } else if has(&["tsc", "aperf", "mperf"]) {
+        2.5e9
+    } else if has(&["data_total"]) {
+        2.0e7
+    } else if has(&["cas_count_read", "data_read"]) {
+        1.5e7
+    } else if has(&["cas_count_write", "data_write"]) {
+        0.5e7
+    } else if has(&["cycles", "clockticks"]) {
+        2.0e9
+    } else if has(&["instructions", "inst_retired", "irperf"]) {
+        3.0e9
+    } else {
+        return unnamed_rate(p);
+    };
+    Rate::PerSec(r)
+}
+
+/// Rate of a raw encoding no named event matches.
+fn unnamed_rate(p: &Pmu) -> Rate {
+    let memory = ["imc", "umc", "df", "dmc"]
+        .iter()
+        .any(|x| p.name.contains(x));
+    Rate::PerSec(if memory { 1.0e7 } else { 1.0e6 })
+}
+
+/// Software-context PMUs: their events may join any group.
+fn is_software_pmu(type_: u32, name: &str) -> bool {
+    type_ == TYPE_SOFTWARE
+        || type_ == TYPE_TRACEPOINT
+        || matches!(
+            name,
+            "software" | "tracepoint" | "breakpoint" | "kprobe" | "uprobe" | "msr"
+        )
+}
+
+/// perf's valid (cache, op) pairs for `PERF_TYPE_HW_CACHE`.
+fn cache_op_valid(cache: u64, op: u64) -> bool {
+    match cache {
+        0 | 2 | 3 | 6 => op <= 2,
+        1 => op == 0 || op == 2,
+        4 | 5 => op == 0,
+        _ => false,
+    }
+}
+
+/// What an accepted open resolves to.
+struct Accepted {
+    pmu: String,
+    sw: bool,
+    rate: Rate,
+}
+
+impl SimKernel {
+    /// A simulated kernel for `table`, counting on the real clock (for
+    /// `serve --simulate`). All of the table's online CPUs start online.
+    pub fn new(table: PmuTable) -> Self {
+        Self::build(table, false)
+    }
+
+    /// The same, on a manual clock that starts at 0 and moves only with
+    /// [`advance`](Self::advance), so tests are exact.
+    pub fn with_manual_clock(table: PmuTable) -> Self {
+        Self::build(table, true)
+    }
+
+    fn build(table: PmuTable, manual: bool) -> Self {
+        let info = table.pmus.iter().map(pmu_info).collect();
+        let max_group = table
+            .pmus
+            .iter()
+            .filter(|p| crate::pmu::pmu_name_matches("arm_dmc620", &p.name))
+            .map(|p| (p.name.clone(), 1))
+            .collect();
+        let state = State {
+            slots: Vec::new(),
+            free: Vec::new(),
+            online: table.topology.online.clone(),
+            mux: HashMap::new(),
+            refused: HashMap::new(),
+            max_group,
+            never_runs: HashSet::new(),
+            opens: Vec::new(),
+            start: Instant::now(),
+            manual,
+            offset_ns: 0,
+        };
+        SimKernel {
+            table,
+            info,
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    /// The PMU table it simulates.
+    pub fn table(&self) -> &PmuTable {
+        &self.table
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// The simulated clock, in nanoseconds since creation (plus every
+    /// [`advance`](Self::advance)).
+    pub fn now_ns(&self) -> u64 {
+        self.state().now()
+    }
+
+    /// Moves the clock forward by `ns` nanoseconds. On a real clock this
+    /// adds to the elapsed time.
+    pub fn advance(&self, ns: u64) {
+        let mut st = self.state();
+        st.offset_ns = st.offset_ns.saturating_add(ns);
+    }
+
+    /// Sets the multiplexing ratio (clamped to 0..=1) of the groups whose
+    /// hardware PMU is `pmu_name`: the core PMU owning the CPU for generic
+    /// hardware and cache events, `software` for software-only groups.
+    /// Applies from now on.
+    pub fn set_mux_ratio(&self, pmu_name: &str, ratio: f64) {
+        let ratio = if ratio.is_nan() {
+            1.0
+        } else {
+            ratio.clamp(0.0, 1.0)
+        };
+        let mut st = self.state();
+        st.sync_all();
+        st.mux.insert(pmu_name.to_string(), ratio);
+    }
+
+    /// Makes every open on `pmu_name` fail with `errno` (e.g. EACCES,
+    /// EBUSY) until [`unrefuse`](Self::unrefuse).
+    pub fn refuse(&self, pmu_name: &str, errno: i32) {
+        self.state().refused.insert(pmu_name.to_string(), errno);
+    }
+
+    /// Undoes [`refuse`](Self::refuse).
+    pub fn unrefuse(&self, pmu_name: &str) {
+        self.state().refused.remove(pmu_name);
+    }
+
+    /// Limits a group to `n` events of `pmu_name` (leader included):
+    /// opening one more as a member fails with EINVAL, like `arm_dmc620`,
+    /// which allows one hardware event per group.
+    pub fn set_max_group(&self, pmu_name: &str, n: usize) {
+        self.state().max_group.insert(pmu_name.to_string(), n);
+    }
+
+    /// Makes groups of more than one event on `pmu_name` unschedulable:
+    /// their `time_running` stays put while `time_enabled` grows.
+    /// Single-event groups run normally. Applies from now on.
+    pub fn set_group_never_runs(&self, pmu_name: &str, never: bool) {
+        let mut st = self.state();
+        st.sync_all();
+        if never {
+            st.never_runs.insert(pmu_name.to_string());
+        } else {
+            st.never_runs.remove(pmu_name);
+        }
+    }
+
+    /// Hotplug. An offline CPU refuses opens with ENODEV, and the counters
+    /// already open on it stop counting for good (the kernel removes them
+    /// from the CPU's context; they do not resume when the CPU returns), so
+    /// the caller has to reopen them.
+    pub fn set_online(&self, cpu: u32, online: bool) {
+        let mut st = self.state();
+        st.sync_all();
+        if online {
+            if let Err(pos) = st.online.binary_search(&cpu) {
+                st.online.insert(pos, cpu);
+            }
+        } else {
+            st.online.retain(|&c| c != cpu);
+            for s in st.slots.iter_mut().flatten() {
+                if s.cpu == cpu {
+                    s.frozen = true;
+                }
+            }
+        }
+    }
+
+    /// The CPUs online now (initially the table's `topology.online`).
+    pub fn online_cpus(&self) -> Vec<u32> {
+        self.state().online.clone()
+    }
+
+    /// Every successful open so far, in order.
+    pub fn opens(&self) -> Vec<OpenRecord> {
+        self.state().opens.clone()
+    }
+
+    /// How many counters are open (opened and not yet dropped).
+    pub fn live_counters(&self) -> usize {
+        self.state().slots.iter().flatten().count()
+    }
+
+    /// The rate (events per second of enabled time) an encoding counts at,
+    /// or `None` for a snapshot event (a constant) or an encoding this
+    /// kernel would refuse on every CPU.
+    pub fn rate_of(&self, type_: u32, config: [u64; 4]) -> Option<f64> {
+        let attr = EventAttr {
+            type_,
+            config,
+            event: String::new(),
+            pmu: String::new(),
+        };
+        let cpus = self.state().online.clone();
+        cpus.iter().find_map(|&c| match self.accept(&attr, c) {
+            Ok(Accepted {
+                rate: Rate::PerSec(r),
+                ..
+            }) => Some(r),
+            _ => None,
+        })
+    }
+
+    /// Validates an encoding on a CPU (not the CPU's online state, the
+    /// refusals or the group) and finds its PMU and rate.
+    fn accept(&self, attr: &EventAttr, cpu: u32) -> Result<Accepted, i32> {
+        let c = attr.config;
+        match attr.type_ {
+            TYPE_HARDWARE | TYPE_HW_CACHE => {
+                let cores = self.table.core_pmus();
+                let ext = c[0] >> PMU_TYPE_SHIFT;
+                let core = match cores.as_slice() {
+                    [] => return Err(libc::ENOENT),
+                    [one] if ext == 0 || ext == u64::from(one.type_) => *one,
+                    [_] => return Err(libc::ENOENT),
+                    many => *many
+                        .iter()
+                        .find(|p| u64::from(p.type_) == ext)
+                        .ok_or(libc::ENOENT)?,
+                };
+                if let Scope::Cpus(cpus) = &core.scope {
+                    if !cpus.contains(&cpu) {
+                        return Err(libc::ENOENT);
+                    }
+                }
+                if c[1..].iter().any(|&w| w != 0) {
+                    return Err(libc::EINVAL);
+                }
+                let low = c[0] & 0xffff_ffff;
+                let rate = if attr.type_ == TYPE_HARDWARE {
+                    if low >= HARDWARE_SYSFS.len() as u64 {
+                        return Err(libc::ENOENT);
+                    }
+                    let publishes = HARDWARE_SYSFS.iter().any(|n| core.events.contains_key(*n));
+                    if publishes && !core.events.contains_key(HARDWARE_SYSFS[low as usize]) {
+                        return Err(libc::ENOENT);
+                    }
+                    hardware_rate(low)
+                } else {
+                    let (cache, op, result) = (low & 0xff, (low >> 8) & 0xff, (low >> 16) & 0xff);
+                    if cache >= 7 || op >= 3 || result >= 2 || low >> 24 != 0 {
+                        return Err(libc::EINVAL);
+                    }
+                    if !cache_op_valid(cache, op) {
+                        return Err(libc::ENOENT);
+                    }
+                    cache_rate(low)
+                };
+                Ok(Accepted {
+                    pmu: core.name.clone(),
+                    sw: false,
+                    rate: Rate::PerSec(rate),
+                })
+            }
+            TYPE_SOFTWARE => {
+                if c[0] > 11 {
+                    return Err(libc::ENOENT);
+                }
+                if c[1..].iter().any(|&w| w != 0) {
+                    return Err(libc::EINVAL);
+                }
+                let name = self
+                    .table
+                    .pmus
+                    .iter()
+                    .find(|p| p.type_ == TYPE_SOFTWARE)
+                    .map_or("software", |p| p.name.as_str());
+                Ok(Accepted {
+                    pmu: name.to_string(),
+                    sw: true,
+                    rate: Rate::PerSec(software_rate(c[0])),
+                })
+            }
+            TYPE_TRACEPOINT => {
+                let p = self
+                    .table
+                    .pmus
+                    .iter()
+                    .find(|p| p.type_ == TYPE_TRACEPOINT)
+                    .ok_or(libc::ENOENT)?;
+                Ok(Accepted {
+                    pmu: p.name.clone(),
+                    sw: true,
+                    rate: Rate::PerSec(500.0),
+                })
+            }
+            t => {
+                let (i, p) = self
+                    .table
+                    .pmus
+                    .iter()
+                    .enumerate()
+                    .find(|(_, p)| p.type_ == t)
+                    .ok_or(libc::ENOENT)?;
+                let info = &self.info[i];
+                if c.iter().zip(info.masks).any(|(&w, m)| w & !m != 0) {
+                    return Err(libc::EINVAL);
+                }
+                if let Scope::Cpus(cpus) = &p.scope {
+                    if !cpus.contains(&cpu) {
+                        return Err(libc::ENOENT);
+                    }
+                }
+                // intel-client: only cbox 0 has the fixed clockticks counter.
+                if let Some(n) = p.name.strip_prefix("uncore_cbox_") {
+                    let fixed_on_0 = self
+                        .table
+                        .get("uncore_cbox_0")
+                        .is_some_and(|b| b.events.contains_key("clockticks"));
+                    if n != "0" && fixed_on_0 && c[0] & 0xff == 0xff {
+                        return Err(libc::EINVAL);
+                    }
+                }
+                let rate = match info.aliases.iter().find(|(_, w, _)| *w == c) {
+                    Some((name, _, scale)) => named_rate(p, name, *scale),
+                    None => unnamed_rate(p),
+                };
+                Ok(Accepted {
+                    pmu: p.name.clone(),
+                    sw: is_software_pmu(t, &p.name),
+                    rate,
+                })
+            }
+        }
+    }
+
+    /// The slot index of a counter of this kernel, or EBADF.
+    fn index_of(&self, st: &State, c: &Counter) -> Result<usize, i32> {
+        let CounterInner::Sim(h) = &c.inner else {
+            return Err(libc::EBADF);
+        };
+        if !std::ptr::eq(h.state.as_ptr(), Arc::as_ptr(&self.state)) {
+            return Err(libc::EBADF);
+        }
+        match st.slot(h.idx) {
+            Some(s) if s.id == c.id => Ok(h.idx),
+            _ => Err(libc::EBADF),
+        }
+    }
+}
+
+impl Kernel for SimKernel {
+    fn open(
+        &self,
+        attr: &EventAttr,
+        cpu: u32,
+        group: Option<&Counter>,
+    ) -> Result<Counter, PerfError> {
+        let err = |errno| PerfError::new("open", attr, cpu, errno);
+        let acc = self.accept(attr, cpu).map_err(err)?;
+        let mut st = self.state();
+        if let Some(&errno) = st.refused.get(&acc.pmu) {
+            return Err(err(errno));
+        }
+        if st.online.binary_search(&cpu).is_err() {
+            return Err(err(libc::ENODEV));
+        }
+        let now = st.now();
+        let mut enabled = false;
+        let leader = match group {
+            None => None,
+            Some(g) => {
+                let li = self.index_of(&st, g).map_err(err)?;
+                let l = st.slot(li).expect("live slot");
+                if l.leader != li || l.cpu != cpu {
+                    return Err(err(libc::EINVAL));
+                }
+                if !acc.sw {
+                    if let Some(hw) = &l.group_hw {
+                        if *hw != acc.pmu {
+                            return Err(err(libc::EINVAL));
+                        }
+                    }
+                }
+                if let Some(&max) = st.max_group.get(&acc.pmu) {
+                    let same = std::iter::once(li)
+                        .chain(l.members.iter().copied())
+                        .filter(|&i| st.slot(i).is_some_and(|s| s.pmu == acc.pmu))
+                        .count();
+                    if same + 1 > max {
+                        return Err(err(libc::EINVAL));
+                    }
+                }
+                enabled = l.enabled;
+                // Membership changes the group's schedulability: account
+                // the time so far under the old one.
+                st.sync_group(li, now);
+                Some(li)
+            }
+        };
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let idx = st.insert(Slot {
+            id,
+            pmu: acc.pmu.clone(),
+            sw: acc.sw,
+            cpu,
+            leader: usize::MAX,
+            members: Vec::new(),
+            group_hw: (!acc.sw).then(|| acc.pmu.clone()),
+            rate: acc.rate,
+            enabled,
+            frozen: false,
+            last_ns: now,
+            time_enabled: 0,
+            time_running: 0.0,
+            value: 0.0,
+        });
+        match leader {
+            None => st.slot_mut(idx).leader = idx,
+            Some(li) => {
+                let s = st.slot_mut(idx);
+                s.leader = li;
+                s.group_hw = None;
+                let l = st.slot_mut(li);
+                l.members.push(idx);
+                if !acc.sw {
+                    l.group_hw = Some(acc.pmu.clone());
+                }
+            }
+        }
+        st.opens.push((acc.pmu, attr.type_, attr.config, cpu));
+        Ok(Counter {
+            inner: CounterInner::Sim(SimHandle {
+                idx,
+                state: Arc::downgrade(&self.state),
+            }),
+            id,
+        })
+    }
+
+    fn enable_group(&self, leader: &Counter, attr: &EventAttr, cpu: u32) -> Result<(), PerfError> {
+        let mut st = self.state();
+        let idx = self
+            .index_of(&st, leader)
+            .map_err(|e| PerfError::new("enable", attr, cpu, e))?;
+        let li = st.slot(idx).expect("live slot").leader;
+        let now = st.now();
+        st.sync_group(li, now);
+        let members = st.slot(li).expect("live slot").members.clone();
+        for i in std::iter::once(li).chain(members) {
+            st.slot_mut(i).enabled = true;
+        }
+        Ok(())
+    }
+
+    fn read_group(
+        &self,
+        leader: &Counter,
+        attr: &EventAttr,
+        cpu: u32,
+        out: &mut GroupReading,
+    ) -> Result<(), PerfError> {
+        let mut st = self.state();
+        let idx = self
+            .index_of(&st, leader)
+            .map_err(|e| PerfError::new("read", attr, cpu, e))?;
+        let li = st.slot(idx).expect("live slot").leader;
+        let now = st.now();
+        st.sync_group(li, now);
+        let l = st.slot(li).expect("live slot");
+        out.time_enabled = l.time_enabled;
+        out.time_running = (l.time_running as u64).min(l.time_enabled);
+        out.values.clear();
+        out.values.push((l.id, l.reported()));
+        for &m in &l.members {
+            let s = st.slot(m).expect("live slot");
+            out.values.push((s.id, s.reported()));
+        }
+        Ok(())
+    }
+
+    /// The simulation's own online set ([`SimKernel::set_online`]).
+    fn online_cpus(&self, _sysfs: &std::path::Path) -> Option<Vec<u32>> {
+        Some(self.state().online.clone())
+    }
+
+    fn simulated(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::ErrorKind;
+    use std::path::Path;
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn fixture(name: &str) -> PmuTable {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs")
+            .join(name);
+        PmuTable::discover(&root).unwrap()
+    }
+
+    fn sim(name: &str) -> SimKernel {
+        SimKernel::with_manual_clock(fixture(name))
+    }
+
+    fn attr(type_: u32, config: u64) -> EventAttr {
+        EventAttr {
+            type_,
+            config: [config, 0, 0, 0],
+            event: format!("{type_}:{config:#x}"),
+            pmu: "test".into(),
+        }
+    }
+
+    fn open(
+        k: &SimKernel,
+        type_: u32,
+        config: u64,
+        cpu: u32,
+        group: Option<&Counter>,
+    ) -> Result<Counter, i32> {
+        k.open(&attr(type_, config), cpu, group)
+            .map_err(|e| e.errno)
+    }
+
+    fn read(k: &SimKernel, c: &Counter) -> GroupReading {
+        let mut r = GroupReading::default();
+        k.read_group(c, &attr(0, 0), 0, &mut r).unwrap();
+        r
+    }
+
+    fn type_of(k: &SimKernel, pmu: &str) -> u32 {
+        k.table().get(pmu).unwrap().type_
+    }
+
+    #[test]
+    fn skx_imc_accepts_formats_and_records_placement() {
+        let k = sim("intel-skx");
+        let imc0 = type_of(&k, "uncore_imc_0");
+        assert_eq!(imc0, 18);
+        open(&k, imc0, 0x304, 0, None).unwrap();
+        // A cpumask PMU accepts any online CPU (the driver redirects), but
+        // the open is recorded where it was made.
+        open(&k, imc0, 0x304, 5, None).unwrap();
+        assert_eq!(
+            k.opens(),
+            vec![
+                ("uncore_imc_0".to_string(), 18, [0x304, 0, 0, 0], 0),
+                ("uncore_imc_0".to_string(), 18, [0x304, 0, 0, 0], 5),
+            ]
+        );
+        // Bit 16 and bit 63 are in no format of the IMC.
+        assert_eq!(open(&k, imc0, 0x1_0304, 0, None).unwrap_err(), libc::EINVAL);
+        assert_eq!(open(&k, imc0, 1 << 63, 0, None).unwrap_err(), libc::EINVAL);
+        let mut a = attr(imc0, 0x304);
+        a.config[1] = 1;
+        let e = k.open(&a, 0, None).unwrap_err();
+        assert_eq!((e.errno, e.kind), (libc::EINVAL, ErrorKind::Invalid));
+        // cpu's config1 is covered by ldlat/offcore_rsp.
+        let mut ld = attr(4, 0x1cd);
+        ld.config[1] = 3;
+        k.open(&ld, 0, None).unwrap();
+        // Unknown types.
+        assert_eq!(open(&k, 99, 0, 0, None).unwrap_err(), libc::ENOENT);
+        assert_eq!(k.opens().len(), 3);
+    }
+
+    #[test]
+    fn vm_without_pmu() {
+        let k = sim("vm-no-pmu");
+        assert_eq!(
+            open(&k, TYPE_HARDWARE, 0, 0, None).unwrap_err(),
+            libc::ENOENT
+        );
+        assert_eq!(
+            open(&k, TYPE_HW_CACHE, 0x10000, 0, None).unwrap_err(),
+            libc::ENOENT
+        );
+        let msr = type_of(&k, "msr");
+        assert_eq!(msr, 9);
+        open(&k, msr, 0, 1, None).unwrap();
+        open(&k, TYPE_SOFTWARE, 0, 1, None).unwrap();
+        open(&k, TYPE_SOFTWARE, 11, 1, None).unwrap();
+        assert_eq!(
+            open(&k, TYPE_SOFTWARE, 12, 1, None).unwrap_err(),
+            libc::ENOENT
+        );
+        open(&k, TYPE_TRACEPOINT, 1234, 0, None).unwrap();
+        // Two CPUs only.
+        assert_eq!(
+            open(&k, TYPE_SOFTWARE, 0, 2, None).unwrap_err(),
+            libc::ENODEV
+        );
+        assert_eq!(k.online_cpus(), vec![0, 1]);
+    }
+
+    #[test]
+    fn hybrid_extended_types() {
+        let k = sim("intel-hybrid");
+        let cycles_core = 4u64 << 32;
+        let cycles_atom = 10u64 << 32;
+        open(&k, TYPE_HARDWARE, cycles_core, 0, None).unwrap();
+        assert_eq!(
+            open(&k, TYPE_HARDWARE, cycles_core, 16, None).unwrap_err(),
+            libc::ENOENT
+        );
+        open(&k, TYPE_HARDWARE, cycles_atom, 16, None).unwrap();
+        assert_eq!(
+            open(&k, TYPE_HARDWARE, cycles_atom, 0, None).unwrap_err(),
+            libc::ENOENT
+        );
+        // Without an extended type, or with a non-core one.
+        assert_eq!(
+            open(&k, TYPE_HARDWARE, 0, 0, None).unwrap_err(),
+            libc::ENOENT
+        );
+        assert_eq!(
+            open(&k, TYPE_HARDWARE, 12 << 32, 0, None).unwrap_err(),
+            libc::ENOENT
+        );
+        // cpu_core/cpu-cycles/ via sysfs: type 4 only on 0-15.
+        open(&k, 4, 0x3c, 15, None).unwrap();
+        assert_eq!(open(&k, 4, 0x3c, 16, None).unwrap_err(), libc::ENOENT);
+        assert_eq!(k.opens()[0].0, "cpu_core");
+        assert_eq!(k.opens()[1].0, "cpu_atom");
+        // Cache events take the extended type too.
+        open(&k, TYPE_HW_CACHE, cycles_atom | 0x10000, 20, None).unwrap();
+        assert_eq!(
+            k.rate_of(TYPE_HARDWARE, [cycles_core | 1, 0, 0, 0]),
+            Some(3.0e9)
+        );
+        assert_eq!(k.rate_of(4, [0x3c, 0, 0, 0]), Some(2.0e9));
+    }
+
+    #[test]
+    fn generic_events_the_core_pmu_hides() {
+        let k = sim("intel-skx");
+        open(&k, TYPE_HARDWARE, 9, 0, None).unwrap();
+        // SKX publishes generic names but no stalled-cycles-*.
+        assert_eq!(
+            open(&k, TYPE_HARDWARE, 7, 0, None).unwrap_err(),
+            libc::ENOENT
+        );
+        assert_eq!(
+            open(&k, TYPE_HARDWARE, 10, 0, None).unwrap_err(),
+            libc::ENOENT
+        );
+        // Single core PMU: extended type 0 or its own.
+        open(&k, TYPE_HARDWARE, 4 << 32, 0, None).unwrap();
+        assert_eq!(
+            open(&k, TYPE_HARDWARE, 5 << 32, 0, None).unwrap_err(),
+            libc::ENOENT
+        );
+        // Cache: L1-icache-stores does not exist, op 3 is out of range.
+        assert_eq!(
+            open(&k, TYPE_HW_CACHE, 0x101, 0, None).unwrap_err(),
+            libc::ENOENT
+        );
+        assert_eq!(
+            open(&k, TYPE_HW_CACHE, 0x300, 0, None).unwrap_err(),
+            libc::EINVAL
+        );
+        let z = sim("amd-zen3");
+        open(&z, TYPE_HARDWARE, 7, 0, None).unwrap();
+        assert_eq!(
+            open(&z, TYPE_HARDWARE, 8, 0, None).unwrap_err(),
+            libc::ENOENT
+        );
+    }
+
+    #[test]
+    fn manual_clock_counts_exactly() {
+        let k = sim("intel-skx");
+        let cyc = open(&k, TYPE_HARDWARE, 0, 0, None).unwrap();
+        let ins = open(&k, TYPE_HARDWARE, 1, 0, Some(&cyc)).unwrap();
+        k.advance(SEC);
+        // Nothing counts before the group is enabled.
+        assert_eq!(
+            read(&k, &cyc),
+            GroupReading {
+                time_enabled: 0,
+                time_running: 0,
+                values: vec![(cyc.id, 0), (ins.id, 0)]
+            }
+        );
+        k.enable_group(&cyc, &attr(0, 0), 0).unwrap();
+        k.advance(SEC);
+        let r = read(&k, &cyc);
+        assert_eq!((r.time_enabled, r.time_running), (SEC, SEC));
+        assert_eq!(
+            r.values,
+            vec![(cyc.id, 2_000_000_000), (ins.id, 3_000_000_000)]
+        );
+        assert_ne!(cyc.id, ins.id);
+        // Reading a member reads its group.
+        assert_eq!(read(&k, &ins), r);
+    }
+
+    #[test]
+    fn mux_ratio_applies_to_subsequent_time() {
+        let k = sim("intel-skx");
+        let cyc = open(&k, TYPE_HARDWARE, 0, 0, None).unwrap();
+        let sw = open(&k, TYPE_SOFTWARE, 0, 1, None).unwrap();
+        k.enable_group(&cyc, &attr(0, 0), 0).unwrap();
+        k.enable_group(&sw, &attr(1, 0), 1).unwrap();
+        k.advance(SEC);
+        k.set_mux_ratio("cpu", 0.5);
+        k.advance(SEC);
+        let r = read(&k, &cyc);
+        assert_eq!((r.time_enabled, r.time_running), (2 * SEC, SEC + SEC / 2));
+        assert_eq!(r.values[0].1, 3_000_000_000);
+        // Software is its own PMU.
+        let s = read(&k, &sw);
+        assert_eq!(
+            (s.time_enabled, s.time_running, s.values[0].1),
+            (2 * SEC, 2 * SEC, 500_000_000)
+        );
+        k.set_mux_ratio("software", 0.25);
+        k.advance(SEC);
+        let s = read(&k, &sw);
+        assert_eq!(s.time_running, 2 * SEC + SEC / 4);
+    }
+
+    #[test]
+    fn software_member_joins_hardware_group_and_follows_its_ratio() {
+        let k = sim("intel-skx");
+        let cyc = open(&k, TYPE_HARDWARE, 0, 0, None).unwrap();
+        let cs = open(&k, TYPE_SOFTWARE, 3, 0, Some(&cyc)).unwrap();
+        k.set_mux_ratio("cpu", 0.5);
+        k.enable_group(&cyc, &attr(0, 0), 0).unwrap();
+        k.advance(SEC);
+        assert_eq!(
+            read(&k, &cyc).values,
+            vec![(cyc.id, 1_000_000_000), (cs.id, 1000)]
+        );
+    }
+
+    #[test]
+    fn offline_cpu() {
+        let k = sim("intel-skx");
+        let c = open(&k, TYPE_HARDWARE, 0, 3, None).unwrap();
+        k.enable_group(&c, &attr(0, 0), 3).unwrap();
+        k.advance(SEC);
+        k.set_online(3, false);
+        assert_eq!(k.online_cpus(), vec![0, 1, 2, 4, 5, 6, 7]);
+        let e = k.open(&attr(TYPE_HARDWARE, 0), 3, None).unwrap_err();
+        assert_eq!((e.errno, e.kind), (libc::ENODEV, ErrorKind::CpuOffline));
+        k.advance(SEC);
+        let r = read(&k, &c);
+        assert_eq!((r.time_enabled, r.values[0].1), (SEC, 2_000_000_000));
+        // Back online: new opens work, the old counter stays dead.
+        k.set_online(3, true);
+        assert_eq!(k.online_cpus(), (0..8).collect::<Vec<_>>());
+        open(&k, TYPE_HARDWARE, 0, 3, None).unwrap();
+        k.advance(SEC);
+        assert_eq!(read(&k, &c).time_enabled, SEC);
+    }
+
+    #[test]
+    fn group_rules() {
+        let k = sim("intel-skx");
+        let (imc0, imc1) = (type_of(&k, "uncore_imc_0"), type_of(&k, "uncore_imc_1"));
+        let l = open(&k, imc0, 0x304, 0, None).unwrap();
+        let m = open(&k, imc0, 0xc04, 0, Some(&l)).unwrap();
+        // Another box, another CPU, a member as leader.
+        assert_eq!(
+            open(&k, imc1, 0x304, 0, Some(&l)).unwrap_err(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            open(&k, imc0, 0x304, 2, Some(&l)).unwrap_err(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            open(&k, imc0, 0x304, 0, Some(&m)).unwrap_err(),
+            libc::EINVAL
+        );
+        // Software joins anything.
+        open(&k, TYPE_SOFTWARE, 0, 0, Some(&l)).unwrap();
+        // A software leader takes one hardware PMU.
+        let sw = open(&k, TYPE_SOFTWARE, 0, 1, None).unwrap();
+        let _hw = open(&k, TYPE_HARDWARE, 0, 1, Some(&sw)).unwrap();
+        assert_eq!(
+            open(&k, imc0, 0x304, 1, Some(&sw)).unwrap_err(),
+            libc::EINVAL
+        );
+        // A counter of another kernel is not a leader here.
+        let other = sim("intel-skx");
+        assert_eq!(
+            open(&other, imc0, 0x304, 0, Some(&l)).unwrap_err(),
+            libc::EBADF
+        );
+    }
+
+    #[test]
+    fn max_group_size() {
+        let k = sim("intel-skx");
+        let imc0 = type_of(&k, "uncore_imc_0");
+        k.set_max_group("uncore_imc_0", 1);
+        let l = open(&k, imc0, 0x304, 0, None).unwrap();
+        assert_eq!(
+            open(&k, imc0, 0xc04, 0, Some(&l)).unwrap_err(),
+            libc::EINVAL
+        );
+        let _sw = open(&k, TYPE_SOFTWARE, 0, 0, Some(&l)).unwrap();
+        k.set_max_group("uncore_imc_0", 2);
+        let _m = open(&k, imc0, 0xc04, 0, Some(&l)).unwrap();
+        assert_eq!(open(&k, imc0, 0, 0, Some(&l)).unwrap_err(), libc::EINVAL);
+    }
+
+    #[test]
+    fn unschedulable_groups() {
+        let k = sim("intel-skx");
+        k.set_group_never_runs("cpu", true);
+        let l = open(&k, TYPE_HARDWARE, 0, 0, None).unwrap();
+        let single = open(&k, TYPE_HARDWARE, 0, 1, None).unwrap();
+        let _m = open(&k, TYPE_HARDWARE, 1, 0, Some(&l)).unwrap();
+        k.enable_group(&l, &attr(0, 0), 0).unwrap();
+        k.enable_group(&single, &attr(0, 0), 1).unwrap();
+        k.advance(SEC);
+        let r = read(&k, &l);
+        assert_eq!((r.time_enabled, r.time_running), (SEC, 0));
+        assert!(r.values.iter().all(|&(_, v)| v == 0));
+        let s = read(&k, &single);
+        assert_eq!((s.time_enabled, s.time_running), (SEC, SEC));
+        k.set_group_never_runs("cpu", false);
+        k.advance(SEC);
+        assert_eq!(read(&k, &l).time_running, SEC);
+    }
+
+    #[test]
+    fn refusals() {
+        let k = sim("intel-skx");
+        k.refuse("cpu", libc::EACCES);
+        let e = k.open(&attr(TYPE_HARDWARE, 0), 0, None).unwrap_err();
+        assert_eq!((e.errno, e.kind), (libc::EACCES, ErrorKind::Privilege));
+        assert_eq!(open(&k, 4, 0x3c, 0, None).unwrap_err(), libc::EACCES);
+        open(&k, TYPE_SOFTWARE, 0, 0, None).unwrap();
+        k.unrefuse("cpu");
+        open(&k, TYPE_HARDWARE, 0, 0, None).unwrap();
+        assert_eq!(k.opens().len(), 2);
+    }
+
+    #[test]
+    fn drops_close_and_ids_are_never_reused() {
+        let k = sim("intel-skx");
+        let l = open(&k, TYPE_HARDWARE, 0, 0, None).unwrap();
+        let m = open(&k, TYPE_HARDWARE, 1, 0, Some(&l)).unwrap();
+        let x = open(&k, TYPE_SOFTWARE, 0, 0, None).unwrap();
+        assert_eq!(k.live_counters(), 3);
+        let old = [l.id, m.id, x.id];
+        k.enable_group(&l, &attr(0, 0), 0).unwrap();
+        drop(x);
+        assert_eq!(k.live_counters(), 2);
+        // The dropped slot is reused, its id is not.
+        let y = open(&k, TYPE_SOFTWARE, 0, 0, None).unwrap();
+        assert!(y.id > *old.iter().max().unwrap());
+        // Dropping the leader makes the member a singleton group that
+        // keeps counting.
+        k.advance(SEC);
+        drop(l);
+        k.advance(SEC);
+        let r = read(&k, &m);
+        assert_eq!(r.values, vec![(m.id, 6_000_000_000)]);
+        assert_eq!(r.time_enabled, 2 * SEC);
+        drop((m, y));
+        assert_eq!(k.live_counters(), 0);
+        // Dropping after the kernel is gone is harmless.
+        let z = open(&k, TYPE_SOFTWARE, 0, 0, None).unwrap();
+        drop(k);
+        drop(z);
+    }
+
+    #[test]
+    fn sysfs_event_rates() {
+        let k = sim("intel-client");
+        let power = type_of(&k, "power");
+        let msr = type_of(&k, "msr");
+        let imc = type_of(&k, "uncore_imc");
+        let pkg = open(&k, power, 2, 0, None).unwrap();
+        let margin = open(&k, msr, 7, 0, None).unwrap();
+        let reads = open(&k, imc, 1, 0, None).unwrap();
+        for c in [&pkg, &margin, &reads] {
+            k.enable_group(c, &attr(0, 0), 0).unwrap();
+        }
+        k.advance(SEC);
+        let joules = read(&k, &pkg).values[0].1 as f64 / 4_294_967_296.0;
+        assert!((joules - 20.0).abs() < 1e-6, "{joules}");
+        assert_eq!(read(&k, &margin).values[0].1, 40);
+        k.advance(SEC);
+        assert_eq!(read(&k, &margin).values[0].1, 40);
+        assert_eq!(read(&k, &reads).values[0].1, 30_000_000);
+        assert_eq!(k.rate_of(msr, [0, 0, 0, 0]), Some(2.5e9));
+        assert_eq!(k.rate_of(msr, [7, 0, 0, 0]), None);
+        assert_eq!(k.rate_of(4, [0x412e, 0, 0, 0]), Some(1e7));
+        assert_eq!(k.rate_of(TYPE_HW_CACHE, [0x10000, 0, 0, 0]), Some(2e7));
+        assert_eq!(k.rate_of(TYPE_HW_CACHE, [0x10002, 0, 0, 0]), Some(4e6));
+        assert_eq!(k.rate_of(TYPE_SOFTWARE, [3, 0, 0, 0]), Some(2000.0));
+        assert_eq!(k.rate_of(TYPE_TRACEPOINT, [77, 0, 0, 0]), Some(500.0));
+        // Only cbox 0 has the fixed clockticks counter.
+        let (cbox0, cbox1) = (type_of(&k, "uncore_cbox_0"), type_of(&k, "uncore_cbox_1"));
+        open(&k, cbox0, 0xff, 0, None).unwrap();
+        assert_eq!(open(&k, cbox1, 0xff, 0, None).unwrap_err(), libc::EINVAL);
+        let hy = sim("intel-hybrid");
+        assert_eq!(
+            hy.rate_of(type_of(&hy, "uncore_imc_free_running_0"), [0x20ff, 0, 0, 0]),
+            Some(1.5e7)
+        );
+        assert_eq!(
+            hy.rate_of(type_of(&hy, "uncore_imc_free_running_0"), [0x10ff, 0, 0, 0]),
+            Some(2.0e7)
+        );
+        assert_eq!(
+            hy.rate_of(type_of(&hy, "uncore_imc_0"), [0x301, 0, 0, 0]),
+            Some(1.0e7)
+        );
+        let z4 = sim("amd-zen4");
+        assert_eq!(
+            z4.rate_of(type_of(&z4, "amd_umc_0"), [0x10a, 0, 0, 0]),
+            Some(1.0e7)
+        );
+        assert_eq!(
+            z4.rate_of(type_of(&z4, "amd_df"), [0x700fe1f, 0, 0, 0]),
+            Some(1.0e7)
+        );
+        assert_eq!(z4.rate_of(4, [0x1_0000_0120, 0, 0, 0]), Some(2.0e9));
+    }
+
+    #[test]
+    fn real_clock_moves() {
+        let k = SimKernel::new(fixture("vm-no-pmu"));
+        assert!(k.simulated());
+        let c = open(&k, TYPE_SOFTWARE, 0, 0, None).unwrap();
+        k.enable_group(&c, &attr(1, 0), 0).unwrap();
+        k.advance(SEC);
+        let r = read(&k, &c);
+        assert!(
+            r.time_enabled >= SEC && r.values[0].1 >= 250_000_000,
+            "{r:?}"
+        );
+    }
+}

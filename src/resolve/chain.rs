@@ -75,11 +75,18 @@ pub struct ResolvedMetric {
 
 impl ResolvedMetric {
     /// Why it is unavailable: the reasons of every alternative.
+    /// Alternatives that failed for the same reason are named together.
     pub fn reason(&self) -> String {
-        self.tried
-            .iter()
-            .filter(|t| t.reason != SELECTED)
-            .map(|t| format!("{}: {}", t.event, t.reason))
+        let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
+        for t in self.tried.iter().filter(|t| t.reason != SELECTED) {
+            match groups.iter_mut().find(|(_, r)| *r == t.reason) {
+                Some(g) => g.0.push(&t.event),
+                None => groups.push((vec![&t.event], &t.reason)),
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(evs, r)| format!("{}: {r}", evs.join(", ")))
             .collect::<Vec<_>>()
             .join("; ")
     }

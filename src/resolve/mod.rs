@@ -95,7 +95,7 @@ pub enum ResolveError {
         msg: String,
     },
     /// Hardware or cache event without any core PMU.
-    #[error("no core PMU on this host (no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*` in sysfs), so hardware events are unavailable; a VM without a virtual PMU looks like this")]
+    #[error("no core PMU in sysfs (no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`): hardware events are unavailable on this host (a VM without a virtual PMU?)")]
     NoCorePmu,
     /// The core PMU hides this generic event.
     #[error("the core PMU `{pmu}` does not offer `{event}` (the kernel hides generic events this CPU cannot count)")]

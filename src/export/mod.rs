@@ -1,0 +1,3 @@
+//! Exporters of an engine [`crate::engine::Snapshot`].
+
+pub mod prometheus;

@@ -1,0 +1,216 @@
+//! Prometheus exposition of a [`Snapshot`]: the classic text format
+//! (0.0.4, the default) and OpenMetrics (negotiated by `Accept`), the
+//! latter through prometheus-client's encoder.
+//!
+//! prometheus-client only writes OpenMetrics, so the classic format is
+//! written here; both come from the same snapshot.
+
+use crate::engine::{Family, Kind, Snapshot};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::fmt::Write as _;
+
+/// Content type of the classic text format.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// Content type of OpenMetrics text.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Whether an `Accept` header asks for OpenMetrics (and prefers it to
+/// the classic format, by q-value).
+pub fn wants_openmetrics(accept: &str) -> bool {
+    let mut om = None::<f32>;
+    let mut text = None::<f32>;
+    for part in accept.split(',') {
+        let mut it = part.split(';');
+        let mt = it.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = it
+            .filter_map(|p| p.trim().strip_prefix("q="))
+            .find_map(|v| v.parse::<f32>().ok())
+            .unwrap_or(1.0);
+        if mt == "application/openmetrics-text" {
+            om = Some(om.map_or(q, |x| x.max(q)));
+        } else if mt == "text/plain" {
+            text = Some(text.map_or(q, |x| x.max(q)));
+        }
+    }
+    match (om, text) {
+        (Some(o), Some(t)) => o > 0.0 && o >= t,
+        (Some(o), None) => o > 0.0,
+        _ => false,
+    }
+}
+
+fn escape_help(s: &str, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn escape_label(s: &str, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+}
+
+fn write_value(v: f64, out: &mut String) {
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v.is_infinite() {
+        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
+    } else {
+        let _ = write!(out, "{v}");
+    }
+}
+
+/// Encodes families in the classic Prometheus text format (0.0.4).
+pub fn encode_text(families: &[Family], out: &mut String) {
+    for f in families {
+        if f.samples.is_empty() {
+            continue;
+        }
+        out.push_str("# HELP ");
+        out.push_str(&f.name);
+        out.push(' ');
+        escape_help(&f.help, out);
+        out.push_str("\n# TYPE ");
+        out.push_str(&f.name);
+        out.push_str(match f.kind {
+            Kind::Counter => " counter\n",
+            Kind::Gauge => " gauge\n",
+        });
+        for s in &f.samples {
+            out.push_str(&f.name);
+            if !s.labels.is_empty() {
+                out.push('{');
+                for (i, (k, v)) in s.labels.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(k);
+                    out.push_str("=\"");
+                    escape_label(v, out);
+                    out.push('"');
+                }
+                out.push('}');
+            }
+            out.push(' ');
+            write_value(s.value, out);
+            out.push('\n');
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SnapshotCollector(Vec<Family>);
+
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for f in &self.0 {
+            if f.samples.is_empty() {
+                continue;
+            }
+            let (name, ty) = match f.kind {
+                // OpenMetrics names the counter family without `_total`;
+                // the encoder appends it to the sample.
+                Kind::Counter => (f.name.strip_suffix("_total").unwrap_or(&f.name), MetricType::Counter),
+                Kind::Gauge => (f.name.as_str(), MetricType::Gauge),
+            };
+            let help = f.help.replace('\\', "\\\\").replace('\n', "\\n");
+            let mut fam = encoder.encode_descriptor(name, &help, None, ty)?;
+            for s in &f.samples {
+                let labels: Vec<(&str, &str)> = s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let me = fam.encode_family(&labels)?;
+                match f.kind {
+                    Kind::Counter => ConstCounter::new(s.value).encode(me)?,
+                    Kind::Gauge => ConstGauge::new(s.value).encode(me)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Encodes families as OpenMetrics text (ending with `# EOF`).
+pub fn encode_openmetrics(families: Vec<Family>, out: &mut String) -> Result<(), std::fmt::Error> {
+    let mut reg = Registry::default();
+    reg.register_collector(Box::new(SnapshotCollector(families)));
+    prometheus_client::encoding::text::encode(out, &reg)
+}
+
+/// Encodes a snapshot in the format the `Accept` header asks for.
+/// Returns the body and its content type.
+pub fn encode(snapshot: Snapshot, accept: &str) -> (String, &'static str) {
+    let mut out = String::with_capacity(16 * 1024);
+    if wants_openmetrics(accept) {
+        if encode_openmetrics(snapshot.families.clone(), &mut out).is_ok() {
+            return (out, OPENMETRICS_CONTENT_TYPE);
+        }
+        out.clear();
+    }
+    encode_text(&snapshot.families, &mut out);
+    (out, TEXT_CONTENT_TYPE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Sample;
+
+    fn fams() -> Vec<Family> {
+        vec![
+            Family {
+                name: "perf_cpu_cycles_total".into(),
+                help: "Cycles.".into(),
+                kind: Kind::Counter,
+                samples: vec![Sample { labels: vec![("cpu", "0".into())], value: 12.0 }],
+            },
+            Family {
+                name: "perf_temp_celsius".into(),
+                help: "a \\ b\nc".into(),
+                kind: Kind::Gauge,
+                samples: vec![Sample { labels: vec![("pmu", "a\"b".into())], value: 0.5 }],
+            },
+        ]
+    }
+
+    #[test]
+    fn classic_text() {
+        let mut s = String::new();
+        encode_text(&fams(), &mut s);
+        assert_eq!(
+            s,
+            "# HELP perf_cpu_cycles_total Cycles.\n# TYPE perf_cpu_cycles_total counter\nperf_cpu_cycles_total{cpu=\"0\"} 12\n\
+             # HELP perf_temp_celsius a \\\\ b\\nc\n# TYPE perf_temp_celsius gauge\nperf_temp_celsius{pmu=\"a\\\"b\"} 0.5\n"
+        );
+    }
+
+    #[test]
+    fn openmetrics_text() {
+        let mut s = String::new();
+        encode_openmetrics(fams(), &mut s).unwrap();
+        assert!(s.contains("# TYPE perf_cpu_cycles counter\n"), "{s}");
+        assert!(s.contains("perf_cpu_cycles_total{cpu=\"0\"} 12"), "{s}");
+        assert!(s.ends_with("# EOF\n"), "{s}");
+    }
+
+    #[test]
+    fn negotiation() {
+        assert!(wants_openmetrics("application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1"));
+        assert!(!wants_openmetrics("text/plain"));
+        assert!(!wants_openmetrics("*/*"));
+        assert!(!wants_openmetrics("application/openmetrics-text;q=0.2,text/plain;q=0.9"));
+    }
+}
