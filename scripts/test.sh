@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs every test, including the end-to-end ones against real Prometheus and
+# VictoriaMetrics. Run as root on Linux: the live tests count system-wide
+# (perf_event_open with pid=-1), mount tracefs if needed, and hotplug cpu1.
+#
+#   scripts/test.sh            # fetch servers (cached in .cache/servers), then cargo test
+#   scripts/test.sh -- FILTER  # extra arguments go to cargo test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Real servers for the end-to-end tests (Debian packages, unpacked, not installed).
+servers=$(scripts/fetch-servers.sh)
+while IFS='=' read -r k v; do
+  [[ -n $k ]] && export "PERF_EXPORTER_TEST_${k}=${v}"
+done <<<"$servers"
+
+# Tracepoint tests read ids from tracefs.
+if [[ ! -e /sys/kernel/tracing/events ]] && [[ $(id -u) == 0 ]]; then
+  mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
+
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --locked "$@"
