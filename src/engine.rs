@@ -150,9 +150,19 @@ pub struct Engine {
     unschedulable: BTreeMap<usize, String>,
 }
 
-fn labels_for(table: &PmuTable, inst_pmu: &str, uncore: bool, cpu: u32, per_cpu: bool, shared_socket: bool) -> Vec<(&'static str, String)> {
+fn labels_for(
+    table: &PmuTable,
+    inst_pmu: &str,
+    uncore: bool,
+    cpu: u32,
+    per_cpu: bool,
+    shared_socket: bool,
+) -> Vec<(&'static str, String)> {
     if uncore {
-        let mut l = vec![("pmu", inst_pmu.to_string()), ("socket", table.topology.socket_of(cpu).to_string())];
+        let mut l = vec![
+            ("pmu", inst_pmu.to_string()),
+            ("socket", table.topology.socket_of(cpu).to_string()),
+        ];
         if shared_socket {
             l.push(("cpu", cpu.to_string()));
         }
@@ -172,7 +182,8 @@ impl Engine {
             .metrics
             .iter()
             .map(|m| {
-                let mut pmus: Vec<String> = m.instances.iter().map(|i| i.inst.pmu.clone()).collect();
+                let mut pmus: Vec<String> =
+                    m.instances.iter().map(|i| i.inst.pmu.clone()).collect();
                 pmus.dedup();
                 MetricRuntime {
                     metric: m.metric.clone(),
@@ -180,7 +191,11 @@ impl Engine {
                     event: m.event.clone(),
                     pmus,
                     open_fds: 0,
-                    reasons: if m.status == Status::Unavailable { vec![m.reason()] } else { Vec::new() },
+                    reasons: if m.status == Status::Unavailable {
+                        vec![m.reason()]
+                    } else {
+                        Vec::new()
+                    },
                 }
             })
             .collect();
@@ -232,7 +247,9 @@ impl Engine {
     fn cpus_now(&self, inst: &crate::resolve::Instance) -> Vec<u32> {
         let online = |c: &u32| self.online.contains(c);
         match self.table.get(&inst.pmu).map(|p| &p.scope) {
-            Some(Scope::Cpumask(c)) | Some(Scope::Cpus(c)) => c.iter().copied().filter(online).collect(),
+            Some(Scope::Cpumask(c)) | Some(Scope::Cpus(c)) => {
+                c.iter().copied().filter(online).collect()
+            }
             _ if inst.uncore => match inst.cpus.first() {
                 Some(c) if online(c) => vec![*c],
                 _ => self.online.iter().copied().take(1).collect(),
@@ -248,7 +265,12 @@ impl Engine {
             if m.status == Status::Unavailable {
                 continue;
             }
-            let set = self.resolution.sets.iter().position(|s| s.name == m.set).unwrap_or(0);
+            let set = self
+                .resolution
+                .sets
+                .iter()
+                .position(|s| s.name == m.set)
+                .unwrap_or(0);
             let per_cpu = self.resolution.sets.get(set).is_none_or(|s| s.per_cpu);
             for inst in &m.instances {
                 let i = &inst.inst;
@@ -258,7 +280,11 @@ impl Engine {
                     *sockets.entry(self.table.topology.socket_of(c)).or_insert(0) += 1;
                 }
                 for &cpu in &cpus {
-                    let shared = sockets.get(&self.table.topology.socket_of(cpu)).copied().unwrap_or(0) > 1;
+                    let shared = sockets
+                        .get(&self.table.topology.socket_of(cpu))
+                        .copied()
+                        .unwrap_or(0)
+                        > 1;
                     let labels = labels_for(&self.table, &i.pmu, i.uncore, cpu, per_cpu, shared);
                     plan.entry(GroupKey {
                         set,
@@ -305,8 +331,15 @@ impl Engine {
             for mp in pending.drain(..) {
                 let leader = opened.first().map(|m| &m.counter);
                 match self.kernel.open(&mp.attr, key.cpu, leader) {
-                    Ok(counter) => opened.push(Member { plan: mp, counter, high: 0.0 }),
-                    Err(e) if leader.is_some() && matches!(e.kind, ErrorKind::Invalid | ErrorKind::Busy) => {
+                    Ok(counter) => opened.push(Member {
+                        plan: mp,
+                        counter,
+                        high: 0.0,
+                    }),
+                    Err(e)
+                        if leader.is_some()
+                            && matches!(e.kind, ErrorKind::Invalid | ErrorKind::Busy) =>
+                    {
                         // The PMU will not take it in this group (too many
                         // events, one-event-per-group drivers): own group.
                         deferred.push(mp);
@@ -315,7 +348,10 @@ impl Engine {
                 }
             }
             if let Some(first) = opened.first() {
-                if let Err(e) = self.kernel.enable_group(&first.counter, &first.plan.attr, key.cpu) {
+                if let Err(e) = self
+                    .kernel
+                    .enable_group(&first.counter, &first.plan.attr, key.cpu)
+                {
                     for m in &opened {
                         self.note(m.plan.metric, e.reason());
                     }
@@ -324,7 +360,10 @@ impl Engine {
                         self.series.entry(m.plan.series.clone()).or_default().live = true;
                     }
                     out.push(Group {
-                        key: GroupKey { split, ..key.clone() },
+                        key: GroupKey {
+                            split,
+                            ..key.clone()
+                        },
                         members: opened,
                         last_enabled: 0,
                         last_running: 0,
@@ -348,7 +387,8 @@ impl Engine {
         let plan = self.plan();
         // Close groups no longer planned (their CPU went away).
         let before = self.groups.len();
-        let planned_keys: Vec<(usize, String, u32)> = plan.keys().map(|k| (k.set, k.pmu.clone(), k.cpu)).collect();
+        let planned_keys: Vec<(usize, String, u32)> =
+            plan.keys().map(|k| (k.set, k.pmu.clone(), k.cpu)).collect();
         let mut closed = Vec::new();
         self.groups.retain(|g| {
             let keep = planned_keys.contains(&(g.key.set, g.key.pmu.clone(), g.key.cpu));
@@ -363,7 +403,10 @@ impl Engine {
             }
         }
         if self.groups.len() != before {
-            tracing::info!(closed = before - self.groups.len(), "closed groups of offline CPUs");
+            tracing::info!(
+                closed = before - self.groups.len(),
+                "closed groups of offline CPUs"
+            );
         }
         // Open groups that are planned but not open.
         for (key, members) in plan {
@@ -377,8 +420,11 @@ impl Engine {
             }
         }
         // Series that lost every group stay out of the output.
-        let live: std::collections::HashSet<&SeriesKey> =
-            self.groups.iter().flat_map(|g| g.members.iter().map(|m| &m.plan.series)).collect();
+        let live: std::collections::HashSet<&SeriesKey> = self
+            .groups
+            .iter()
+            .flat_map(|g| g.members.iter().map(|m| &m.plan.series))
+            .collect();
         for (k, st) in self.series.iter_mut() {
             st.live = live.contains(k);
         }
@@ -410,7 +456,13 @@ impl Engine {
             // Keep the high-water mark: the new fd starts from zero.
             let plan = m.plan.clone();
             drop(m);
-            let gs = self.open_group(GroupKey { split: k, ..g.key.clone() }, vec![plan]);
+            let gs = self.open_group(
+                GroupKey {
+                    split: k,
+                    ..g.key.clone()
+                },
+                vec![plan],
+            );
             k += gs.len().max(1);
             self.groups.extend(gs);
         }
@@ -449,7 +501,12 @@ impl Engine {
         for gi in 0..self.groups.len() {
             let g = &self.groups[gi];
             let leader = &g.members[0];
-            let r = self.kernel.read_group(&leader.counter, &leader.plan.attr, g.key.cpu, &mut self.buf);
+            let r = self.kernel.read_group(
+                &leader.counter,
+                &leader.plan.attr,
+                g.key.cpu,
+                &mut self.buf,
+            );
             if let Err(e) = r {
                 *self.read_errors.entry((g.key.set, g.key.cpu)).or_default() += 1;
                 tracing::debug!(error = %e, "group read failed");
@@ -485,9 +542,14 @@ impl Engine {
                 continue;
             }
             g.never_ran = 0;
-            let factor = if run < en { en as f64 / run as f64 } else { 1.0 };
+            let factor = if run < en {
+                en as f64 / run as f64
+            } else {
+                1.0
+            };
             for m in &mut g.members {
-                let Some(&(_, raw)) = self.buf.values.iter().find(|(id, _)| *id == m.counter.id) else {
+                let Some(&(_, raw)) = self.buf.values.iter().find(|(id, _)| *id == m.counter.id)
+                else {
                     continue;
                 };
                 let st = self.series.entry(m.plan.series.clone()).or_default();
@@ -527,7 +589,7 @@ impl Engine {
         }
         for (mi, mut samples) in by_metric {
             let m = &self.resolution.metrics[mi];
-            samples.sort_by(|a, b| label_order(&a.labels).cmp(&label_order(&b.labels)));
+            samples.sort_by_key(|s| label_order(&s.labels));
             families.push(Family {
                 name: m.metric.clone(),
                 help: m.help.clone(),
@@ -542,7 +604,10 @@ impl Engine {
                 avail.push(Sample {
                     labels: vec![
                         ("metric", m.metric.clone()),
-                        ("event", m.tried.first().map(|t| t.event.clone()).unwrap_or_default()),
+                        (
+                            "event",
+                            m.tried.first().map(|t| t.event.clone()).unwrap_or_default(),
+                        ),
                         ("pmu", String::new()),
                     ],
                     value: 0.0,
@@ -575,13 +640,21 @@ impl Engine {
             kind: Kind::Gauge,
             samples: avail,
         });
-        let names: Vec<&str> = self.resolution.sets.iter().map(|s| s.name.as_str()).collect();
+        let names: Vec<&str> = self
+            .resolution
+            .sets
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
         let time_samples = |pick: fn(&(f64, f64)) -> f64| -> Vec<Sample> {
             self.group_times
                 .iter()
                 .filter(|((_, cpu), _)| self.online.contains(cpu))
                 .map(|((set, cpu), t)| Sample {
-                    labels: vec![("set", names.get(*set).unwrap_or(&"").to_string()), ("cpu", cpu.to_string())],
+                    labels: vec![
+                        ("set", names.get(*set).unwrap_or(&"").to_string()),
+                        ("cpu", cpu.to_string()),
+                    ],
                     value: pick(t),
                 })
                 .collect()
@@ -606,7 +679,10 @@ impl Engine {
                 .read_errors
                 .iter()
                 .map(|((set, cpu), n)| Sample {
-                    labels: vec![("set", names.get(*set).unwrap_or(&"").to_string()), ("cpu", cpu.to_string())],
+                    labels: vec![
+                        ("set", names.get(*set).unwrap_or(&"").to_string()),
+                        ("cpu", cpu.to_string()),
+                    ],
                     value: *n as f64,
                 })
                 .collect(),
@@ -631,7 +707,9 @@ impl Engine {
 
 fn natural(s: &str) -> (String, u64) {
     match s.rsplit_once('_') {
-        Some((h, t)) if t.bytes().all(|b| b.is_ascii_digit()) && !t.is_empty() => (h.to_string(), t.parse().unwrap_or(0)),
+        Some((h, t)) if t.bytes().all(|b| b.is_ascii_digit()) && !t.is_empty() => {
+            (h.to_string(), t.parse().unwrap_or(0))
+        }
         _ => (s.to_string(), 0),
     }
 }
@@ -681,5 +759,9 @@ pub fn ensure_fd_budget(needed: usize) -> FdBudget {
     if soft < want {
         tracing::warn!(needed, soft, hard, "RLIMIT_NOFILE is below what the plan needs; some counters will fail to open (raise `ulimit -n`)");
     }
-    FdBudget { needed: needed as u64, soft, hard }
+    FdBudget {
+        needed: needed as u64,
+        soft,
+        hard,
+    }
 }

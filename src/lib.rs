@@ -16,10 +16,10 @@
 #![warn(missing_docs)]
 
 pub mod config;
-pub mod perf;
-pub mod pmu;
-pub mod resolve;
 pub mod engine;
 pub mod export;
+pub mod perf;
+pub mod pmu;
 pub mod report;
+pub mod resolve;
 pub mod web;

@@ -24,10 +24,20 @@ struct Cli {
     #[arg(long = "config.file", global = true, value_name = "FILE")]
     config_file: Option<PathBuf>,
     /// sysfs mount point.
-    #[arg(long = "path.sysfs", global = true, default_value = "/sys", value_name = "DIR")]
+    #[arg(
+        long = "path.sysfs",
+        global = true,
+        default_value = "/sys",
+        value_name = "DIR"
+    )]
     sysfs: PathBuf,
     /// procfs mount point.
-    #[arg(long = "path.procfs", global = true, default_value = "/proc", value_name = "DIR")]
+    #[arg(
+        long = "path.procfs",
+        global = true,
+        default_value = "/proc",
+        value_name = "DIR"
+    )]
     procfs: PathBuf,
     /// tracefs mount point (default: <path.sysfs>/kernel/tracing, then <path.sysfs>/kernel/debug/tracing).
     #[arg(long = "path.tracefs", global = true, value_name = "DIR")]
@@ -79,8 +89,9 @@ enum Cmd {
 }
 
 fn init_logging(level: &str, format: &str) -> Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .with_context(|| format!("--log.level: `{level}` is not a level (debug, info, warn, error)"))?;
+    let filter = tracing_subscriber::EnvFilter::try_new(level).with_context(|| {
+        format!("--log.level: `{level}` is not a level (debug, info, warn, error)")
+    })?;
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -112,7 +123,8 @@ struct Host {
 }
 
 fn host(cli: &Cli) -> Result<Host> {
-    let table = PmuTable::discover(&cli.sysfs).with_context(|| format!("PMU discovery under --path.sysfs={}", cli.sysfs.display()))?;
+    let table = PmuTable::discover(&cli.sysfs)
+        .with_context(|| format!("PMU discovery under --path.sysfs={}", cli.sysfs.display()))?;
     for w in &table.warnings {
         tracing::warn!(warning = %w, "sysfs entry skipped");
     }
@@ -137,7 +149,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Some(Cmd::List { json, tracepoints }) => {
             let h = host(&cli)?;
             let probe = h.kernel.as_deref().map(prober);
-            let r = ListReport::new(&h.table, &h.ctx, probe.as_ref().map(|p| p as _), *tracepoints);
+            let r = ListReport::new(
+                &h.table,
+                &h.ctx,
+                probe.as_ref().map(|p| p as _),
+                *tracepoints,
+            );
             if *json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {

@@ -814,10 +814,7 @@ mod tests {
         let (s, u) = normalize_unit(6.103515625e-5, "MiB");
         assert_eq!(s, 64.0);
         assert_eq!(u, "bytes");
-        assert_eq!(
-            normalize_unit(2.3283064365386962890625e-10, "Joules").1,
-            "joules"
-        );
+        assert_eq!(normalize_unit(2f64.powi(-32), "Joules").1, "joules");
         assert_eq!(normalize_unit(1.0, "ns"), (1e-9, "seconds".to_string()));
     }
 }

@@ -21,7 +21,10 @@ pub fn probe_instance(kernel: &dyn Kernel, spec: &str, inst: &Instance) -> Resul
         event: spec.to_string(),
         pmu: inst.pmu.clone(),
     };
-    kernel.open(&attr, cpu, None).map(drop).map_err(|e| e.reason())
+    kernel
+        .open(&attr, cpu, None)
+        .map(drop)
+        .map_err(|e| e.reason())
 }
 
 /// A probe closure over a kernel, for [`crate::resolve::chain::resolve_config`].
@@ -126,10 +129,22 @@ impl CheckReport {
     /// Human-readable text.
     pub fn text(&self) -> String {
         let mut s = String::new();
-        let w = self.metrics.iter().map(|m| m.metric.len()).max().unwrap_or(6).max(6);
+        let w = self
+            .metrics
+            .iter()
+            .map(|m| m.metric.len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
         let _ = writeln!(s, "{:w$}  {:11}  EVENT", "METRIC", "STATUS");
         for m in &self.metrics {
-            let _ = writeln!(s, "{:w$}  {:11}  {}", m.metric, m.status, m.event.as_deref().unwrap_or("-"));
+            let _ = writeln!(
+                s,
+                "{:w$}  {:11}  {}",
+                m.metric,
+                m.status,
+                m.event.as_deref().unwrap_or("-")
+            );
             for i in &m.instances {
                 let _ = writeln!(
                     s,
@@ -145,7 +160,11 @@ impl CheckReport {
                     i.unit
                 );
             }
-            for t in m.tried.iter().filter(|t| t.reason != crate::resolve::chain::SELECTED) {
+            for t in m
+                .tried
+                .iter()
+                .filter(|t| t.reason != crate::resolve::chain::SELECTED)
+            {
                 let _ = writeln!(s, "{:w$}    tried {}: {}", "", t.event, t.reason);
             }
         }
@@ -198,11 +217,17 @@ pub struct ListReport {
 }
 
 fn tracepoint_names(ctx: &Context) -> Vec<String> {
-    let Some(tfs) = &ctx.tracefs else { return Vec::new() };
+    let Some(tfs) = &ctx.tracefs else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
-    let Ok(subs) = std::fs::read_dir(tfs.join("events")) else { return out };
+    let Ok(subs) = std::fs::read_dir(tfs.join("events")) else {
+        return out;
+    };
     for sub in subs.filter_map(|e| e.ok()) {
-        let Ok(evs) = std::fs::read_dir(sub.path()) else { continue };
+        let Ok(evs) = std::fs::read_dir(sub.path()) else {
+            continue;
+        };
         for ev in evs.filter_map(|e| e.ok()) {
             if ev.path().join("id").is_file() {
                 out.push(format!(
@@ -220,7 +245,12 @@ fn tracepoint_names(ctx: &Context) -> Vec<String> {
 impl ListReport {
     /// Lists what the host offers. With a probe, each event is opened
     /// once to prove it is available.
-    pub fn new(table: &PmuTable, ctx: &Context, probe: Option<Probe>, all_tracepoints: bool) -> Self {
+    pub fn new(
+        table: &PmuTable,
+        ctx: &Context,
+        probe: Option<Probe>,
+        all_tracepoints: bool,
+    ) -> Self {
         let mut specs: Vec<(String, &str)> = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         for (n, id) in HARDWARE {
@@ -258,9 +288,21 @@ impl ListReport {
                         },
                         None => (None, Some("not probed".to_string())),
                     };
-                    (pmus.join(","), insts[0].type_, hex(insts[0].config[0]), avail, reason)
+                    (
+                        pmus.join(","),
+                        insts[0].type_,
+                        hex(insts[0].config[0]),
+                        avail,
+                        reason,
+                    )
                 }
-                Err(e) => (String::new(), 0, String::new(), Some(false), Some(e.to_string())),
+                Err(e) => (
+                    String::new(),
+                    0,
+                    String::new(),
+                    Some(false),
+                    Some(e.to_string()),
+                ),
             };
             events.push(ListEvent {
                 name,
@@ -285,8 +327,18 @@ impl ListReport {
     /// Human-readable text, ending with the summary line.
     pub fn text(&self) -> String {
         let mut s = String::new();
-        let w = self.events.iter().map(|e| e.name.len()).max().unwrap_or(5).max(5);
-        let _ = writeln!(s, "{:w$}  {:10}  {:>4}  {:>18}  AVAILABLE", "EVENT", "SOURCE", "TYPE", "CONFIG");
+        let w = self
+            .events
+            .iter()
+            .map(|e| e.name.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let _ = writeln!(
+            s,
+            "{:w$}  {:10}  {:>4}  {:>18}  AVAILABLE",
+            "EVENT", "SOURCE", "TYPE", "CONFIG"
+        );
         for e in &self.events {
             let avail = match (e.available, &e.reason) {
                 (Some(true), _) => "yes".to_string(),
@@ -294,9 +346,17 @@ impl ListReport {
                 (Some(false), None) => "no".to_string(),
                 (None, _) => "not probed".to_string(),
             };
-            let _ = writeln!(s, "{:w$}  {:10}  {:>4}  {:>18}  {avail}", e.name, e.source, e.type_, e.config);
+            let _ = writeln!(
+                s,
+                "{:w$}  {:10}  {:>4}  {:>18}  {avail}",
+                e.name, e.source, e.type_, e.config
+            );
         }
-        let _ = writeln!(s, "tracepoints: {} (list them with --tracepoints)", self.tracepoints);
+        let _ = writeln!(
+            s,
+            "tracepoints: {} (list them with --tracepoints)",
+            self.tracepoints
+        );
         if self.probed {
             let _ = writeln!(s, "{} of {} available", self.available, self.total);
         } else {

@@ -76,7 +76,10 @@ pub fn parse_listen(s: &str) -> Result<Vec<SocketAddr>, WebError> {
     let bad = || WebError::Address(s.into());
     if let Some(port) = s.strip_prefix(':') {
         let port: u16 = port.parse().map_err(|_| bad())?;
-        return Ok(vec![SocketAddr::from(([0, 0, 0, 0, 0, 0, 0, 0], port)), SocketAddr::from(([0, 0, 0, 0], port))]);
+        return Ok(vec![
+            SocketAddr::from(([0, 0, 0, 0, 0, 0, 0, 0], port)),
+            SocketAddr::from(([0, 0, 0, 0], port)),
+        ]);
     }
     use std::net::ToSocketAddrs;
     let v: Vec<SocketAddr> = s.to_socket_addrs().map_err(|_| bad())?.collect();
@@ -89,7 +92,9 @@ pub fn parse_listen(s: &str) -> Result<Vec<SocketAddr>, WebError> {
 /// Reads `kernel.perf_event_paranoid` and tells what it allows.
 pub fn privilege_summary(procfs: &std::path::Path) -> String {
     let p = procfs.join("sys/kernel/perf_event_paranoid");
-    let level = std::fs::read_to_string(&p).ok().and_then(|s| s.trim().parse::<i32>().ok());
+    let level = std::fs::read_to_string(&p)
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok());
     // SAFETY-free: geteuid has no preconditions, but it is a libc call;
     // use the procfs view instead to keep this module safe.
     let uid = std::fs::read_to_string(procfs.join("self/status"))
@@ -102,7 +107,11 @@ pub fn privilege_summary(procfs: &std::path::Path) -> String {
         .unwrap_or_else(|| "?".into());
     let caps = std::fs::read_to_string(procfs.join("self/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("CapEff:")).map(|l| l.trim_start_matches("CapEff:").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("CapEff:"))
+                .map(|l| l.trim_start_matches("CapEff:").trim().to_string())
+        })
         .and_then(|h| u64::from_str_radix(&h, 16).ok())
         .unwrap_or(0);
     let perfmon = caps & (1 << 38) != 0;
@@ -115,13 +124,21 @@ pub fn privilege_summary(procfs: &std::path::Path) -> String {
 
 /// Starts the exporter and serves until SIGINT/SIGTERM.
 pub fn run(o: Options) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(WebError::Runtime)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(WebError::Runtime)?;
     rt.block_on(serve(o))
 }
 
 /// Builds the engine for a config: resolve (probing on the kernel), fd
 /// budget, open.
-pub fn build_engine(config: &Config, table: &PmuTable, ctx: &Context, kernel: Arc<dyn Kernel>) -> Engine {
+pub fn build_engine(
+    config: &Config,
+    table: &PmuTable,
+    ctx: &Context,
+    kernel: Arc<dyn Kernel>,
+) -> Engine {
     let res = {
         let probe = prober(kernel.as_ref());
         resolve_config(config, table, ctx, Some(&probe))
@@ -134,7 +151,12 @@ pub fn build_engine(config: &Config, table: &PmuTable, ctx: &Context, kernel: Ar
         .sum();
     if !kernel.simulated() {
         let b = ensure_fd_budget(planned);
-        tracing::info!(needed = b.needed, soft = b.soft, hard = b.hard, "fd budget (RLIMIT_NOFILE)");
+        tracing::info!(
+            needed = b.needed,
+            soft = b.soft,
+            hard = b.hard,
+            "fd budget (RLIMIT_NOFILE)"
+        );
     }
     Engine::new(kernel, table.clone(), res)
 }
@@ -150,7 +172,12 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
         tracing::warn!(%metric, %reason, "metric not (fully) available");
     }
     let counted = engine.runtime().iter().filter(|r| r.open_fds > 0).count();
-    tracing::info!(metrics = engine.runtime().len(), counted, fds = engine.open_fds(), "counters open");
+    tracing::info!(
+        metrics = engine.runtime().len(),
+        counted,
+        fds = engine.open_fds(),
+        "counters open"
+    );
     if !engine.counting() {
         let why = engine
             .problems()
@@ -256,15 +283,25 @@ fn add_self_metrics(snap: &mut Snapshot, simulated: bool, secs: f64) {
         name: "perf_scrape_duration_seconds".into(),
         help: "Time this scrape took to read every perf group.".into(),
         kind: Kind::Gauge,
-        samples: vec![Sample { labels: vec![], value: secs }],
+        samples: vec![Sample {
+            labels: vec![],
+            value: secs,
+        }],
     });
 }
 
 fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path();
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "method not allowed; use GET\n");
-        r.headers_mut().insert(hyper::header::ALLOW, hyper::header::HeaderValue::from_static("GET, HEAD"));
+        let mut r = respond(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "method not allowed; use GET\n",
+        );
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("GET, HEAD"),
+        );
         return r;
     }
     if path == state.telemetry_path {
@@ -280,12 +317,19 @@ fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
         "/" => respond(StatusCode::OK, "text/html; charset=utf-8", landing(state)),
         "/-/healthy" => respond(StatusCode::OK, "text/plain; charset=utf-8", "Healthy\n"),
         "/-/ready" => respond(StatusCode::OK, "text/plain; charset=utf-8", "Ready\n"),
-        _ => respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "404 page not found\n"),
+        _ => respond(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "404 page not found\n",
+        ),
     }
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn landing(state: &State) -> String {

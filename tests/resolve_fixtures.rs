@@ -158,7 +158,7 @@ fn intel_skx() {
     let e = &ok(&t, "power/energy-pkg/")[0];
     assert_eq!((e.type_, e.config[0]), (type_of(&t, "power"), 2));
     assert_eq!(e.cpus, vec![0, 2]);
-    assert_eq!(e.scale, 2.3283064365386962890625e-10);
+    assert_eq!(e.scale, 2f64.powi(-32));
     assert_eq!(e.unit, "joules");
     assert_eq!(cfg(&t, "power/energy-ram/"), 3);
     assert!(matches!(

@@ -17,7 +17,8 @@ use std::fmt::Write as _;
 /// Content type of the classic text format.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Content type of OpenMetrics text.
-pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Whether an `Accept` header asks for OpenMetrics (and prefers it to
 /// the classic format, by q-value).
@@ -125,13 +126,17 @@ impl Collector for SnapshotCollector {
             let (name, ty) = match f.kind {
                 // OpenMetrics names the counter family without `_total`;
                 // the encoder appends it to the sample.
-                Kind::Counter => (f.name.strip_suffix("_total").unwrap_or(&f.name), MetricType::Counter),
+                Kind::Counter => (
+                    f.name.strip_suffix("_total").unwrap_or(&f.name),
+                    MetricType::Counter,
+                ),
                 Kind::Gauge => (f.name.as_str(), MetricType::Gauge),
             };
             let help = f.help.replace('\\', "\\\\").replace('\n', "\\n");
             let mut fam = encoder.encode_descriptor(name, &help, None, ty)?;
             for s in &f.samples {
-                let labels: Vec<(&str, &str)> = s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let labels: Vec<(&str, &str)> =
+                    s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
                 let me = fam.encode_family(&labels)?;
                 match f.kind {
                     Kind::Counter => ConstCounter::new(s.value).encode(me)?,
@@ -175,13 +180,19 @@ mod tests {
                 name: "perf_cpu_cycles_total".into(),
                 help: "Cycles.".into(),
                 kind: Kind::Counter,
-                samples: vec![Sample { labels: vec![("cpu", "0".into())], value: 12.0 }],
+                samples: vec![Sample {
+                    labels: vec![("cpu", "0".into())],
+                    value: 12.0,
+                }],
             },
             Family {
                 name: "perf_temp_celsius".into(),
                 help: "a \\ b\nc".into(),
                 kind: Kind::Gauge,
-                samples: vec![Sample { labels: vec![("pmu", "a\"b".into())], value: 0.5 }],
+                samples: vec![Sample {
+                    labels: vec![("pmu", "a\"b".into())],
+                    value: 0.5,
+                }],
             },
         ]
     }
@@ -211,6 +222,8 @@ mod tests {
         assert!(wants_openmetrics("application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1"));
         assert!(!wants_openmetrics("text/plain"));
         assert!(!wants_openmetrics("*/*"));
-        assert!(!wants_openmetrics("application/openmetrics-text;q=0.2,text/plain;q=0.9"));
+        assert!(!wants_openmetrics(
+            "application/openmetrics-text;q=0.2,text/plain;q=0.9"
+        ));
     }
 }
