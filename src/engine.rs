@@ -194,7 +194,7 @@ impl Engine {
                     reasons: if m.status == Status::Unavailable {
                         vec![m.reason()]
                     } else {
-                        Vec::new()
+                        m.partial.clone()
                     },
                 }
             })

@@ -153,6 +153,8 @@ struct State {
     free: Vec<usize>,
     online: Vec<u32>,
     mux: HashMap<String, f64>,
+    /// Activity factor per PMU: multiplies every rate (default 1).
+    activity: HashMap<String, f64>,
     refused: HashMap<String, i32>,
     max_group: HashMap<String, usize>,
     never_runs: HashSet<String>,
@@ -196,16 +198,26 @@ impl State {
         self.mux.get(pmu).copied().unwrap_or(1.0)
     }
 
+    /// The activity factor of a group's PMU.
+    fn group_activity(&self, leader: usize) -> f64 {
+        let Some(l) = self.slot(leader) else {
+            return 1.0;
+        };
+        let pmu = l.group_hw.as_deref().unwrap_or(&l.pmu);
+        self.activity.get(pmu).copied().unwrap_or(1.0)
+    }
+
     /// Brings a whole group up to `now`.
     fn sync_group(&mut self, leader: usize, now: u64) {
         let ratio = self.group_ratio(leader);
+        let activity = self.group_activity(leader);
         let mut all = vec![leader];
         if let Some(l) = self.slot(leader) {
             all.extend_from_slice(&l.members);
         }
         for idx in all {
             if let Some(s) = self.slots.get_mut(idx).and_then(Option::as_mut) {
-                s.advance(now, ratio);
+                s.advance(now, ratio, activity);
             }
         }
     }
@@ -259,7 +271,7 @@ impl State {
 }
 
 impl Slot {
-    fn advance(&mut self, now: u64, ratio: f64) {
+    fn advance(&mut self, now: u64, ratio: f64, activity: f64) {
         if now <= self.last_ns {
             return;
         }
@@ -271,7 +283,7 @@ impl Slot {
         self.time_enabled += dt;
         self.time_running += dt as f64 * ratio;
         if let Rate::PerSec(r) = self.rate {
-            self.value += dt as f64 * r / 1e9 * ratio;
+            self.value += dt as f64 * r / 1e9 * ratio * activity;
         }
     }
 
@@ -454,6 +466,7 @@ impl SimKernel {
             free: Vec::new(),
             online: table.topology.online.clone(),
             mux: HashMap::new(),
+            activity: HashMap::new(),
             refused: HashMap::new(),
             max_group,
             never_runs: HashSet::new(),
@@ -504,6 +517,22 @@ impl SimKernel {
         let mut st = self.state();
         st.sync_all();
         st.mux.insert(pmu_name.to_string(), ratio);
+    }
+
+    /// Scales how busy `pmu_name`'s events are from now on (rates are
+    /// multiplied by `factor`, default 1). Together with
+    /// [`set_mux_ratio`](Self::set_mux_ratio) this makes the multiplexing
+    /// estimate `value * enabled / running` go down between reads, as it
+    /// does on real hardware when load shifts while a group is off the PMU.
+    pub fn set_activity(&self, pmu_name: &str, factor: f64) {
+        let factor = if factor.is_finite() {
+            factor.max(0.0)
+        } else {
+            1.0
+        };
+        let mut st = self.state();
+        st.sync_all();
+        st.activity.insert(pmu_name.to_string(), factor);
     }
 
     /// Makes every open on `pmu_name` fail with `errno` (e.g. EACCES,

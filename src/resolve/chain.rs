@@ -71,6 +71,9 @@ pub struct ResolvedMetric {
     pub gauge: bool,
     /// The base unit.
     pub unit: String,
+    /// Instances of the winning alternative the probe refused (the rest
+    /// are counted), with why.
+    pub partial: Vec<String>,
 }
 
 impl ResolvedMetric {
@@ -143,6 +146,7 @@ fn try_alternative(
     table: &PmuTable,
     ctx: &Context,
     probe: Option<Probe>,
+    partial: &mut Vec<String>,
 ) -> Result<Vec<MetricInstance>, String> {
     if let Some(req) = alt.requires_format() {
         check_requires(req, table)?;
@@ -170,13 +174,18 @@ fn try_alternative(
         }
         if let Some(probe) = probe {
             let mut first_err = None;
+            let mut refused = Vec::new();
             insts.retain(|i| match probe(spec, i) {
                 Ok(()) => true,
                 Err(e) => {
+                    refused.push(format!("{spec} on {}: {e}", i.pmu));
                     first_err.get_or_insert(e);
                     false
                 }
             });
+            if !insts.is_empty() {
+                partial.extend(refused);
+            }
             if insts.is_empty() {
                 let e = first_err.unwrap_or_else(|| "no CPU to open it on".into());
                 return Err(if alt.specs().len() > 1 {
@@ -214,8 +223,10 @@ pub fn resolve_config(
         for m in &set.events {
             let mut tried = Vec::new();
             let mut won = None;
+            let mut partial = Vec::new();
             for (idx, alt) in m.event.value.alternatives().into_iter().enumerate() {
-                match try_alternative(alt, table, ctx, probe) {
+                partial.clear();
+                match try_alternative(alt, table, ctx, probe, &mut partial) {
                     Ok(insts) => {
                         tried.push(Tried {
                             event: alt.display(),
@@ -256,6 +267,7 @@ pub fn resolve_config(
                         tried,
                         gauge,
                         unit,
+                        partial,
                     }
                 }
                 None => ResolvedMetric {
@@ -268,6 +280,7 @@ pub fn resolve_config(
                     tried,
                     gauge: false,
                     unit: String::new(),
+                    partial: Vec::new(),
                 },
             };
             metrics.push(r);
