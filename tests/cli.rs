@@ -1,0 +1,190 @@
+//! The real binary's `list` and `check` commands, and its start-up errors.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_perf-exporter"))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs").join(name)
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().expect("object").keys().cloned().collect();
+    k.sort();
+    k
+}
+
+#[test]
+fn list_on_this_vm_probes_for_real() {
+    assert!(
+        Path::new("/sys/bus/event_source/devices/software").exists(),
+        "this test needs the live /sys with perf_events"
+    );
+    let o = run(&["list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in:\n{out}"))
+            .to_string()
+    };
+    assert!(line("msr/tsc/").ends_with("yes"), "{}", line("msr/tsc/"));
+    assert!(line("cpu-clock").ends_with("yes"));
+    assert!(line("context-switches").ends_with("yes"));
+    assert!(line("cycles").contains("no: no core PMU"), "{}", line("cycles"));
+    assert!(out.lines().any(|l| l.contains(" tracepoint ") && l.ends_with("yes")), "a tracepoint must be available (is tracefs mounted?)\n{out}");
+    let last = out.lines().last().unwrap();
+    assert!(last.ends_with("available") && last.contains(" of "), "{last}");
+
+    let o = run(&["list", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["probed"], true);
+    let ev = |n: &str| v["events"].as_array().unwrap().iter().find(|e| e["name"] == n).unwrap().clone();
+    assert_eq!(ev("msr/tsc/")["available"], true);
+    assert_eq!(ev("cycles")["available"], false);
+    assert_eq!(ev("cycles")["type"], 0);
+    assert!(v["tracepoints"].as_u64().unwrap() > 100);
+}
+
+#[test]
+fn list_of_a_fixture_is_not_probed_unless_simulated() {
+    let skx = fixture("intel-skx");
+    let o = run(&["list", "--json", "--path.sysfs", skx.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["probed"], false);
+    let imc = v["events"].as_array().unwrap().iter().find(|e| e["name"] == "uncore_imc_0/cas_count_read/").unwrap();
+    assert_eq!(imc["available"], Value::Null);
+    assert_eq!(imc["reason"], "not probed");
+    assert_eq!(imc["config"], "0x304");
+    let text = stdout(&run(&["list", "--path.sysfs", skx.to_str().unwrap()]));
+    assert!(text.contains("not probed"));
+
+    let o = run(&["list", "--json", "--simulate", "--path.sysfs", skx.to_str().unwrap()]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let cyc = v["events"].as_array().unwrap().iter().find(|e| e["name"] == "cycles").unwrap();
+    assert_eq!(cyc["available"], true);
+}
+
+#[test]
+fn check_json_has_exactly_the_contract_keys() {
+    let skx = fixture("intel-skx");
+    let o = run(&["check", "--json", "--path.sysfs", skx.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(keys(&v), vec!["metrics"]);
+    let ms = v["metrics"].as_array().unwrap();
+    for m in ms {
+        assert_eq!(keys(m), vec!["event", "instances", "metric", "status", "tried"]);
+        for i in m["instances"].as_array().unwrap() {
+            assert_eq!(keys(i), vec!["config", "config1", "config2", "cpus", "pmu", "scale", "type", "unit"]);
+        }
+        for t in m["tried"].as_array().unwrap() {
+            assert_eq!(keys(t), vec!["event", "reason"]);
+        }
+    }
+    let get = |n: &str| ms.iter().find(|m| m["metric"] == n).unwrap().clone();
+    let rd = get("perf_dram_read_bytes_total");
+    assert_eq!(rd["status"], "resolved");
+    assert_eq!(rd["event"], "uncore_imc_*/cas_count_read/");
+    let i0 = &rd["instances"][0];
+    assert_eq!(i0["pmu"], "uncore_imc_0");
+    assert_eq!(i0["type"], 18);
+    assert_eq!(i0["config"], "0x304");
+    assert_eq!(i0["config1"], "0x0");
+    assert_eq!(i0["cpus"], serde_json::json!([0, 2]));
+    assert_eq!(i0["scale"], 64.0);
+    assert_eq!(i0["unit"], "bytes");
+    let cyc = get("perf_cpu_cycles_total");
+    assert_eq!(cyc["status"], "resolved");
+    assert_eq!(cyc["instances"][0]["type"], 0);
+
+    let client = fixture("intel-client");
+    let v: Value = serde_json::from_str(&stdout(&run(&["check", "--json", "--path.sysfs", client.to_str().unwrap()]))).unwrap();
+    let rd = v["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "perf_dram_read_bytes_total").unwrap().clone();
+    assert_eq!(rd["status"], "fallback");
+    assert_eq!(rd["event"], "uncore_imc/data_reads/");
+    let tried = rd["tried"].as_array().unwrap();
+    assert_eq!(tried.len(), 3);
+    assert!(tried[0]["reason"].as_str().unwrap().contains("uncore_imc"), "{tried:?}");
+    assert_eq!(tried[2]["reason"], "selected");
+
+    let vm = fixture("vm-no-pmu");
+    let o = run(&["check", "--path.sysfs", vm.to_str().unwrap()]);
+    assert!(o.status.success(), "unavailable metrics are not an invalid config");
+    let t = stdout(&o);
+    assert!(t.contains("perf_cpu_cycles_total") && t.contains("unavailable"), "{t}");
+    assert!(t.contains("no core PMU"), "{t}");
+}
+
+#[test]
+fn invalid_config_fails_with_file_line_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.yaml");
+    std::fs::write(&f, "sets:\n  - name: s\n    events:\n      - metric: x_total\n        event: context-switchs\n").unwrap();
+    let o = run(&["check", "--config.file", f.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains(&format!("{}:5:", f.display())), "{e}");
+    assert!(e.contains("did you mean `context-switches`"), "{e}");
+
+    std::fs::write(&f, "sets:\n  - name: s\n    events:\n      - metric: x_total\n        event: \"uncore_imc/cas_count_read\"\n").unwrap();
+    let e = stderr(&run(&["check", "--config.file", f.to_str().unwrap()]));
+    assert!(e.contains("closing `/`"), "{e}");
+
+    std::fs::write(&f, "sets:\n  - name: s\n    eventz: []\n").unwrap();
+    let o = run(&["check", "--config.file", f.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains(":3:"), "{}", stderr(&o));
+
+    let o = run(&["check", "--config.file", "/nonexistent/perf.yaml"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("/nonexistent/perf.yaml"));
+}
+
+#[test]
+fn unknown_pmu_event_suggests_and_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("c.yaml");
+    std::fs::write(&f, "sets:\n  - name: s\n    events:\n      - metric: x_total\n        event: \"uncore_imc_*/cas_count_reed/\"\n").unwrap();
+    let skx = fixture("intel-skx");
+    let o = run(&["check", "--json", "--config.file", f.to_str().unwrap(), "--path.sysfs", skx.to_str().unwrap()]);
+    assert!(o.status.success());
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let reason = v["metrics"][0]["tried"][0]["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("did you mean `cas_count_read`"), "{reason}");
+}
+
+#[test]
+fn serve_refuses_a_fixture_without_simulate_and_nothing_to_count() {
+    let skx = fixture("intel-skx");
+    let o = run(&["serve", "--path.sysfs", skx.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--simulate"), "{}", stderr(&o));
+
+    // Only hardware events on a VM without a PMU: nothing at all to count.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("hw.yaml");
+    std::fs::write(&f, "sets:\n  - name: core\n    events:\n      - metric: c_total\n        event: cycles\n").unwrap();
+    let o = run(&["--config.file", f.to_str().unwrap(), "--web.listen-address", "127.0.0.1:0"]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("nothing can be counted") && e.contains("core PMU"), "{e}");
+}
