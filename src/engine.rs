@@ -432,6 +432,9 @@ impl Engine {
             r.open_fds = 0;
         }
         for g in &self.groups {
+            self.read_errors.entry((g.key.set, g.key.cpu)).or_default();
+        }
+        for g in &self.groups {
             for m in &g.members {
                 self.runtime[m.plan.metric].open_fds += 1;
             }

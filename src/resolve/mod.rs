@@ -449,25 +449,25 @@ fn encode_on(
                 }
                 None => {
                     let close = suggest(&t.name, p.events.keys().map(String::as_str));
-                    let hint = if !close.is_empty() {
-                        format!("; did you mean {}?", quote_list(&close))
-                    } else if p.events.is_empty() {
-                        format!(
+                    let mut hint = String::new();
+                    if !close.is_empty() {
+                        hint.push_str(&format!("; did you mean {}?", quote_list(&close)));
+                    }
+                    if p.events.is_empty() {
+                        hint.push_str(&format!(
                             " ({} names no events; write its format terms: {})",
                             p.name,
                             p.formats.keys().cloned().collect::<Vec<_>>().join(", ")
-                        )
+                        ));
                     } else {
-                        format!(
-                            "; its events are: {}",
-                            p.events
-                                .keys()
-                                .take(20)
-                                .cloned()
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    };
+                        let names: Vec<&str> = p.events.keys().map(String::as_str).collect();
+                        let more = if names.len() > 20 { ", ..." } else { "" };
+                        hint.push_str(&format!(
+                            " ({} offers: {}{more})",
+                            p.name,
+                            names[..names.len().min(20)].join(", ")
+                        ));
+                    }
                     return Err(ResolveError::UnknownEvent {
                         pmu: p.name.clone(),
                         event: t.name.clone(),
