@@ -12,7 +12,6 @@
 //! * [`export`]: Prometheus text and OpenMetrics encoding;
 //! * [`web`]: the HTTP endpoint;
 //! * [`report`]: the `list` and `check` commands' reports.
-#![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 pub mod config;

@@ -13,6 +13,7 @@
 //! is scheduled only part of the time, `time_running < time_enabled`, and
 //! the true count is estimated as `value * time_enabled / time_running`.
 
+#[allow(unsafe_code)]
 pub mod live;
 pub mod sim;
 

@@ -55,7 +55,7 @@
 
 use super::{Counter, CounterInner, EventAttr, GroupReading, Kernel, PerfError};
 use crate::pmu::{Pmu, PmuEvent, PmuTable, Scope, TermValue};
-use crate::resolve::spec::HARDWARE_SYSFS;
+use crate::resolve::spec::{cache_op_valid, HARDWARE_SYSFS};
 use crate::resolve::{
     PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
 };
@@ -182,8 +182,8 @@ impl State {
         self.slots.get(idx).and_then(Option::as_ref)
     }
 
-    fn slot_mut(&mut self, idx: usize) -> &mut Slot {
-        self.slots[idx].as_mut().expect("live slot")
+    fn slot_mut(&mut self, idx: usize) -> Option<&mut Slot> {
+        self.slots.get_mut(idx).and_then(Option::as_mut)
     }
 
     /// The multiplexing ratio a group runs at now.
@@ -256,13 +256,16 @@ impl State {
         };
         let now = self.now();
         self.sync_group(leader, now);
-        let slot = self.slots[idx].take().expect("live slot");
+        let Some(slot) = self.slots.get_mut(idx).and_then(Option::take) else {
+            return;
+        };
         self.free.push(idx);
         if leader == idx {
             for m in slot.members {
-                let s = self.slot_mut(m);
-                s.leader = m;
-                s.group_hw = (!s.sw).then(|| s.pmu.clone());
+                if let Some(s) = self.slot_mut(m) {
+                    s.leader = m;
+                    s.group_hw = (!s.sw).then(|| s.pmu.clone());
+                }
             }
         } else if let Some(l) = self.slots.get_mut(leader).and_then(Option::as_mut) {
             l.members.retain(|&m| m != idx);
@@ -421,16 +424,6 @@ fn is_software_pmu(type_: u32, name: &str) -> bool {
             name,
             "software" | "tracepoint" | "breakpoint" | "kprobe" | "uprobe" | "msr"
         )
-}
-
-/// perf's valid (cache, op) pairs for `PERF_TYPE_HW_CACHE`.
-fn cache_op_valid(cache: u64, op: u64) -> bool {
-    match cache {
-        0 | 2 | 3 | 6 => op <= 2,
-        1 => op == 0 || op == 2,
-        4 | 5 => op == 0,
-        _ => false,
-    }
 }
 
 /// What an accepted open resolves to.
@@ -782,7 +775,7 @@ impl Kernel for SimKernel {
             None => None,
             Some(g) => {
                 let li = self.index_of(&st, g).map_err(err)?;
-                let l = st.slot(li).expect("live slot");
+                let l = st.slot(li).ok_or_else(|| err(libc::EBADF))?;
                 if l.leader != li || l.cpu != cpu {
                     return Err(err(libc::EINVAL));
                 }
@@ -827,15 +820,21 @@ impl Kernel for SimKernel {
             value: 0.0,
         });
         match leader {
-            None => st.slot_mut(idx).leader = idx,
+            None => {
+                if let Some(s) = st.slot_mut(idx) {
+                    s.leader = idx;
+                }
+            }
             Some(li) => {
-                let s = st.slot_mut(idx);
-                s.leader = li;
-                s.group_hw = None;
-                let l = st.slot_mut(li);
-                l.members.push(idx);
-                if !acc.sw {
-                    l.group_hw = Some(acc.pmu.clone());
+                if let Some(s) = st.slot_mut(idx) {
+                    s.leader = li;
+                    s.group_hw = None;
+                }
+                if let Some(l) = st.slot_mut(li) {
+                    l.members.push(idx);
+                    if !acc.sw {
+                        l.group_hw = Some(acc.pmu.clone());
+                    }
                 }
             }
         }
@@ -854,12 +853,15 @@ impl Kernel for SimKernel {
         let idx = self
             .index_of(&st, leader)
             .map_err(|e| PerfError::new("enable", attr, cpu, e))?;
-        let li = st.slot(idx).expect("live slot").leader;
+        let bad = || PerfError::new("enable", attr, cpu, libc::EBADF);
+        let li = st.slot(idx).ok_or_else(bad)?.leader;
         let now = st.now();
         st.sync_group(li, now);
-        let members = st.slot(li).expect("live slot").members.clone();
+        let members = st.slot(li).ok_or_else(bad)?.members.clone();
         for i in std::iter::once(li).chain(members) {
-            st.slot_mut(i).enabled = true;
+            if let Some(s) = st.slot_mut(i) {
+                s.enabled = true;
+            }
         }
         Ok(())
     }
@@ -875,16 +877,16 @@ impl Kernel for SimKernel {
         let idx = self
             .index_of(&st, leader)
             .map_err(|e| PerfError::new("read", attr, cpu, e))?;
-        let li = st.slot(idx).expect("live slot").leader;
+        let bad = || PerfError::new("read", attr, cpu, libc::EBADF);
+        let li = st.slot(idx).ok_or_else(bad)?.leader;
         let now = st.now();
         st.sync_group(li, now);
-        let l = st.slot(li).expect("live slot");
+        let l = st.slot(li).ok_or_else(bad)?;
         out.time_enabled = l.time_enabled;
         out.time_running = (l.time_running as u64).min(l.time_enabled);
         out.values.clear();
         out.values.push((l.id, l.reported()));
-        for &m in &l.members {
-            let s = st.slot(m).expect("live slot");
+        for s in l.members.iter().filter_map(|&m| st.slot(m)) {
             out.values.push((s.id, s.reported()));
         }
         Ok(())

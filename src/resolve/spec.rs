@@ -94,7 +94,7 @@ const RESULTS: &[(u64, &[&str])] = &[
 ];
 
 /// Which ops each cache supports (perf's `evsel__hw_cache_stat`).
-fn cache_op_valid(cache: u64, op: u64) -> bool {
+pub fn cache_op_valid(cache: u64, op: u64) -> bool {
     match cache {
         0 | 2 | 3 | 6 => op <= 2,
         1 => op == 0 || op == 2,
