@@ -145,8 +145,8 @@ fn imc_opened_only_on_cpumask_cpus() {
     let (k, mut e, probes) = engine_probed("intel-skx", None, |_| {});
     let imc: Vec<_> = k.opens()[probes..]
         .iter()
-        .cloned()
         .filter(|o| o.0.starts_with("uncore_imc"))
+        .cloned()
         .collect();
     // cas_count_read + cas_count_write on 6 boxes x cpumask {0,2}.
     assert_eq!(imc.len(), 24);
@@ -184,8 +184,8 @@ fn amd_zen4_umc_per_socket() {
     let (k, mut e, probes) = engine_probed("amd-zen4", None, |_| {});
     let umc: Vec<_> = k.opens()[probes..]
         .iter()
-        .cloned()
         .filter(|o| o.0.starts_with("amd_umc"))
+        .cloned()
         .collect();
     assert_eq!(umc.len(), 48);
     for o in &umc {
@@ -205,8 +205,8 @@ fn zen3_df_sum_of_eight_channels_multiplexed() {
     let (k, mut e, probes) = engine_probed("amd-zen3", None, |k| k.set_max_group("amd_df", 4));
     let df: Vec<_> = k.opens()[probes..]
         .iter()
-        .cloned()
         .filter(|o| o.0 == "amd_df")
+        .cloned()
         .collect();
     assert_eq!(df.len(), 8);
     assert!(df.iter().all(|o| o.3 == 0));
