@@ -148,6 +148,10 @@ pub struct Engine {
     buf: GroupReading,
     /// Members that can never be scheduled, by metric.
     unschedulable: BTreeMap<usize, String>,
+    /// An open failed with ENODEV on a CPU the online list already shows
+    /// (the kernel brings perf up on a CPU slightly after it appears):
+    /// retry at the next collection.
+    retry_open: bool,
 }
 
 fn labels_for(
@@ -211,6 +215,7 @@ impl Engine {
             online,
             buf: GroupReading::default(),
             unschedulable: BTreeMap::new(),
+            retry_open: false,
         };
         e.reconcile();
         e
@@ -378,6 +383,10 @@ impl Engine {
     }
 
     fn open_failed(&mut self, mp: &MemberPlan, e: PerfError) {
+        if e.kind == ErrorKind::CpuOffline {
+            self.retry_open = true;
+            return;
+        }
         let reason = format!("{} on {}: {}", mp.attr.event, mp.attr.pmu, e.reason());
         self.note(mp.metric, reason);
     }
@@ -498,6 +507,10 @@ impl Engine {
     pub fn collect(&mut self) -> Snapshot {
         if let Some(online) = self.kernel.online_cpus(&self.table.sysfs) {
             self.set_online(online);
+        }
+        if self.retry_open {
+            self.retry_open = false;
+            self.reconcile();
         }
         let mut to_split = Vec::new();
         let mut failed_cpu = false;
@@ -681,6 +694,7 @@ impl Engine {
             samples: self
                 .read_errors
                 .iter()
+                .filter(|((_, cpu), _)| self.online.contains(cpu))
                 .map(|((set, cpu), n)| Sample {
                     labels: vec![
                         ("set", names.get(*set).unwrap_or(&"").to_string()),
