@@ -514,6 +514,13 @@ impl Engine {
         }
         let mut to_split = Vec::new();
         let mut failed_cpu = false;
+        // Per (set, cpu): summed enabled/running deltas and group count;
+        // the exported seconds are the mean over the groups, so six IMC
+        // groups on one CPU do not count six seconds per second.
+        let mut times: BTreeMap<(usize, u32), (u64, u64, u32)> = BTreeMap::new();
+        // Groups whose time_enabled did not move: candidates for dead fds.
+        let mut still = Vec::new();
+        let mut any_moved = false;
         for gi in 0..self.groups.len() {
             let g = &self.groups[gi];
             let leader = &g.members[0];
@@ -535,11 +542,17 @@ impl Engine {
             let g = &mut self.groups[gi];
             let d_en = en.saturating_sub(g.last_enabled);
             let d_run = run.saturating_sub(g.last_running);
+            if d_en > 0 {
+                any_moved = true;
+            } else if g.last_enabled > 0 {
+                still.push(gi);
+            }
             g.last_enabled = g.last_enabled.max(en);
             g.last_running = g.last_running.max(run);
-            let t = self.group_times.entry((g.key.set, g.key.cpu)).or_default();
-            t.0 += d_en as f64 * 1e-9;
-            t.1 += d_run as f64 * 1e-9;
+            let t = times.entry((g.key.set, g.key.cpu)).or_default();
+            t.0 += d_en;
+            t.1 += d_run;
+            t.2 += 1;
             if run == 0 {
                 if d_en > 0 {
                     g.never_ran += 1;
@@ -581,6 +594,32 @@ impl Engine {
                 }
                 st.has_data = true;
             }
+        }
+        for ((set, cpu), (en, run, n)) in times {
+            let t = self.group_times.entry((set, cpu)).or_default();
+            t.0 += en as f64 * 1e-9 / f64::from(n);
+            t.1 += run as f64 * 1e-9 / f64::from(n);
+        }
+        // A group whose enabled time stood still while others moved has a
+        // dead fd: its CPU went offline and came back between two
+        // collections (the kernel disables events on an offline CPU and
+        // never re-enables them). Reopen it; its series keep their totals.
+        if any_moved && !still.is_empty() {
+            tracing::info!(
+                groups = still.len(),
+                "groups stopped counting (CPU offline and back?); reopening them"
+            );
+            for gi in still.iter().rev() {
+                let g = self.groups.remove(*gi);
+                to_split.retain(|x| x != gi);
+                for x in to_split.iter_mut() {
+                    if *x > *gi {
+                        *x -= 1;
+                    }
+                }
+                drop(g);
+            }
+            self.retry_open = true;
         }
         for gi in to_split.into_iter().rev() {
             self.split_group(gi);

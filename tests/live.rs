@@ -634,3 +634,38 @@ fn cpu_hotplug_while_scraping() {
         );
     }
 }
+
+/// cpu1 goes offline and comes back between two collections: the online
+/// list looks unchanged, but the kernel disabled the old events. Their
+/// enabled time stands still while the others' moves, so the engine
+/// reopens them and cpu1 keeps counting.
+#[test]
+fn cpu_offline_and_back_between_collections() {
+    let _g = serial();
+    require_root();
+    let _guard = Cpu1Guard;
+    set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
+    let mut engine = live_engine(MIXED);
+    engine.collect();
+    thread::sleep(Duration::from_millis(100));
+    let before = per_cpu(&engine.collect(), "perf_cpu_clock_seconds_total");
+    set_cpu1(false).unwrap_or_else(|e| panic!("write 0 to {CPU1_ONLINE}: {e}"));
+    set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
+    thread::sleep(Duration::from_millis(100));
+    // This collection sees cpu1's clock stand still and reopens it.
+    engine.collect();
+    thread::sleep(Duration::from_millis(300));
+    let mut after = per_cpu(&engine.collect(), "perf_cpu_clock_seconds_total");
+    for _ in 0..3 {
+        if after.get(&1).copied().unwrap_or(0.0) > before[&1] + 0.2 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(200));
+        after = per_cpu(&engine.collect(), "perf_cpu_clock_seconds_total");
+    }
+    assert!(
+        after.get(&1).copied().unwrap_or(0.0) > before[&1] + 0.2,
+        "cpu1's clock stopped: before {before:?}, after {after:?}"
+    );
+    assert!(after[&0] > before[&0]);
+}

@@ -374,7 +374,7 @@ fn vm_without_pmu_serves_software_and_msr_only() {
     assert!(!v.contains_key("perf_cpu_cycles_total"));
     assert!(!v.contains_key("perf_dram_read_bytes_total"));
     assert_eq!(v["perf_msr_tsc_total"].len(), 2);
-    assert!(close(v["perf_cpu_clock_seconds_total"]["cpu=1"], 0.25));
+    assert!(close(v["perf_cpu_clock_seconds_total"]["cpu=1"], 1.0));
     let avail = &v["perf_event_available"];
     assert_eq!(avail["metric=perf_cpu_cycles_total,event=cycles,pmu="], 0.0);
     assert_eq!(

@@ -45,7 +45,7 @@
 //! its group's PMU ([`SimKernel::set_mux_ratio`], default 1) and `rate` is
 //! a per-event constant (events per second of enabled time, see
 //! [`SimKernel::rate_of`]): cycles 2e9/s, instructions 3e9/s (IPC 1.5),
-//! cpu-clock 0.25e9 ns/s (25% busy), IMC CAS reads 1.5e7/s, RAPL energy
+//! cpu-clock 1e9 ns/s (a system-wide cpu-clock counts wall time), IMC CAS reads 1.5e7/s, RAPL energy
 //! 20 W, `cpu_thermal_margin` a constant 40, and so on. A group counts from
 //! [`Kernel::enable_group`] on, and a group read reports the leader's times
 //! with every member's value, leader first.
@@ -368,7 +368,7 @@ fn cache_rate(config: u64) -> f64 {
 
 fn software_rate(id: u64) -> f64 {
     match id {
-        0 | 1 => 0.25e9,
+        0 | 1 => 1.0e9,
         2 => 1000.0,
         3 => 2000.0,
         4 => 50.0,
@@ -1131,7 +1131,7 @@ mod tests {
         let s = read(&k, &sw);
         assert_eq!(
             (s.time_enabled, s.time_running, s.values[0].1),
-            (2 * SEC, 2 * SEC, 500_000_000)
+            (2 * SEC, 2 * SEC, 2_000_000_000)
         );
         k.set_mux_ratio("software", 0.25);
         k.advance(SEC);

@@ -1,0 +1,423 @@
+//! Shared helpers for the tests that run the real `perf-exporter` binary
+//! and real servers (Prometheus, promtool, ...).
+//!
+//! * [`Server`]: a child process listening on a free loopback port, waited
+//!   for on `/-/ready`, killed on drop; its stdout+stderr go to a log file
+//!   shown when it dies or never gets ready.
+//! * [`exporter`]: starts `perf-exporter` with the given arguments.
+//! * [`http`] / [`get`]: a tiny blocking HTTP/1.1 client.
+//! * [`server_binary`]: the path of a fetched server binary
+//!   (`scripts/fetch-servers.sh`); panics when it is missing, never skips.
+//!
+//! Each test crate uses a different subset of these.
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The `perf-exporter` binary cargo built for this test run.
+pub const EXPORTER: &str = env!("CARGO_BIN_EXE_perf-exporter");
+
+/// How long a server gets to answer `/-/ready`.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The crate root.
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A sysfs fixture tree, by name (`intel-skx`, `amd-zen4`, ...).
+pub fn fixture(name: &str) -> PathBuf {
+    let p = repo_root().join("tests/fixtures/sysfs").join(name);
+    assert!(p.is_dir(), "sysfs fixture {} does not exist", p.display());
+    p
+}
+
+/// The path of a real server binary fetched by `scripts/fetch-servers.sh`:
+/// `key` is `PROMETHEUS`, `PROMTOOL`, `NODE_EXPORTER` or `VICTORIA_METRICS`.
+/// Reads `PERF_EXPORTER_TEST_<KEY>` (set by `scripts/test.sh`), else falls
+/// back to `<repo>/.cache/servers/root/usr/bin/<name>`; panics when neither
+/// names an existing file.
+pub fn server_binary(key: &str) -> PathBuf {
+    let name = match key {
+        "PROMETHEUS" => "prometheus",
+        "PROMTOOL" => "promtool",
+        "NODE_EXPORTER" => "prometheus-node-exporter",
+        "VICTORIA_METRICS" => "victoria-metrics",
+        other => panic!("server_binary: unknown key `{other}`"),
+    };
+    let var = format!("PERF_EXPORTER_TEST_{key}");
+    if let Some(p) = std::env::var_os(&var).filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "{var}={} does not exist; run scripts/fetch-servers.sh (or scripts/test.sh)",
+            p.display()
+        );
+        return p;
+    }
+    let p = repo_root().join(".cache/servers/root/usr/bin").join(name);
+    assert!(
+        p.is_file(),
+        "{name} not found: {var} is not set and {} does not exist; run scripts/fetch-servers.sh (or scripts/test.sh)",
+        p.display()
+    );
+    p
+}
+
+/// Panics unless this process may count system-wide (pid = -1):
+/// CAP_PERFMON, CAP_SYS_ADMIN or `kernel.perf_event_paranoid <= 0`.
+pub fn require_perf_privilege() {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok());
+    let caps = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        })
+        .unwrap_or(0);
+    let perfmon = caps & (1 << 38) != 0;
+    let sys_admin = caps & (1 << 21) != 0;
+    assert!(
+        perfmon || sys_admin || paranoid.is_some_and(|p| p <= 0),
+        "this test counts system-wide and needs CAP_PERFMON, CAP_SYS_ADMIN or \
+         kernel.perf_event_paranoid <= 0 (have CapEff={caps:#x}, perf_event_paranoid={paranoid:?}); run it as root"
+    );
+}
+
+/// The online CPUs of this host (`/sys/devices/system/cpu/online`).
+pub fn online_cpus() -> Vec<u32> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .expect("read /sys/devices/system/cpu/online");
+    let mut v = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
+                v.extend(a..=b);
+            }
+            None => v.push(part.parse().unwrap()),
+        }
+    }
+    v
+}
+
+/// Ports handed out by this test process, never handed out twice (two
+/// servers of one test binary must not race for the same port).
+static PORTS: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    let mut used = PORTS.lock().unwrap_or_else(|p| p.into_inner());
+    let used = used.get_or_insert_with(HashSet::new);
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = l.local_addr().expect("local_addr").port();
+        if used.insert(port) {
+            return port;
+        }
+    }
+}
+
+/// A running child process that serves HTTP on a loopback port.
+/// Killed (and reaped) on drop.
+#[derive(Debug)]
+pub struct Server {
+    /// What it is, for messages.
+    pub name: String,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    child: Child,
+    log: PathBuf,
+    /// Holds the log file (and anything else the caller keeps in it).
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts `program args.. <listen_flag>=127.0.0.1:PORT` on a free port
+    /// and waits until `GET /-/ready` answers 200. Retries on another port
+    /// when the chosen one was taken meanwhile; panics with the process's
+    /// output when it dies or is not ready within [`READY_TIMEOUT`].
+    pub fn start(name: &str, program: &Path, args: &[OsString], listen_flag: &str) -> Server {
+        let mut last = String::new();
+        for _attempt in 0..5 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let log = dir.path().join("output.log");
+            let out = File::create(&log).expect("create log file");
+            let err = out.try_clone().expect("clone log file");
+            let addr = format!("127.0.0.1:{}", free_port());
+            let child = Command::new(program)
+                .args(args)
+                .arg(format!("{listen_flag}={addr}"))
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .unwrap_or_else(|e| panic!("{name}: cannot run {}: {e}", program.display()));
+            let mut s = Server {
+                name: name.to_string(),
+                addr,
+                child,
+                log,
+                _dir: dir,
+            };
+            let deadline = Instant::now() + READY_TIMEOUT;
+            loop {
+                if let Some(status) = s.child.try_wait().expect("try_wait") {
+                    last = s.output();
+                    if last.to_ascii_lowercase().contains("address already in use") {
+                        break; // another port
+                    }
+                    panic!(
+                        "{name} ({} {args:?}) exited with {status} before it was ready; its output:\n{last}",
+                        program.display()
+                    );
+                }
+                if let Ok(r) = try_request("GET", &s.addr, "/-/ready", &[], "") {
+                    if r.status == 200 {
+                        return s;
+                    }
+                }
+                if Instant::now() > deadline {
+                    panic!(
+                        "{name} ({} {args:?}) did not answer 200 on http://{}/-/ready within {READY_TIMEOUT:?}; its output:\n{}",
+                        program.display(),
+                        s.addr,
+                        s.output()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("{name}: no free port after 5 attempts; last output:\n{last}");
+    }
+
+    /// Everything the process wrote to stdout and stderr so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `http://127.0.0.1:PORT<path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// GET `path`; panics (with the server's output) when the request fails.
+    pub fn get(&self, path: &str) -> Response {
+        self.request("GET", path, &[], "")
+    }
+
+    /// Any request; panics (with the server's output) when it fails.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Response {
+        try_request(method, &self.addr, path, headers, body).unwrap_or_else(|e| {
+            panic!(
+                "{} {} on {} failed: {e}; its output:\n{}",
+                method,
+                path,
+                self.name,
+                self.output()
+            )
+        })
+    }
+
+    /// Panics (with the output) if the process has exited.
+    pub fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().expect("try_wait") {
+            panic!(
+                "{} exited with {status}; its output:\n{}",
+                self.name,
+                self.output()
+            );
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `perf-exporter <args>` on a free loopback port.
+pub fn exporter(args: &[&str]) -> Server {
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    Server::start(
+        "perf-exporter",
+        Path::new(EXPORTER),
+        &args,
+        "--web.listen-address",
+    )
+}
+
+/// Starts `perf-exporter --simulate --path.sysfs <fixture>`.
+pub fn simulated_exporter(fixture_name: &str) -> Server {
+    let f = fixture(fixture_name);
+    exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        f.to_str().expect("utf-8 path"),
+    ])
+}
+
+/// An HTTP response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Header names (lower case) and values, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body (de-chunked).
+    pub body: String,
+}
+
+impl Response {
+    /// The first header of that name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// GET `http://addr/path`; panics when the request fails.
+pub fn get(addr: &str, path: &str) -> Response {
+    http("GET", addr, path, &[], "")
+}
+
+/// One HTTP/1.1 request (`Connection: close`); panics when it fails.
+pub fn http(
+    method: &str,
+    addr: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Response {
+    try_request(method, addr, path, headers, body)
+        .unwrap_or_else(|e| panic!("{method} http://{addr}{path}: {e}"))
+}
+
+/// One HTTP/1.1 request over a fresh connection (`Connection: close`).
+pub fn try_request(
+    method: &str,
+    addr: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<Response, String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    let t = Some(Duration::from_secs(10));
+    s.set_read_timeout(t).map_err(|e| e.to_string())?;
+    s.set_write_timeout(t).map_err(|e| e.to_string())?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" || method == "PUT" {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes())
+        .map_err(|e| format!("write: {e}"))?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(|e| format!("read: {e}"))?;
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> Result<Response, String> {
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| format!("no end of headers in {:?}", String::from_utf8_lossy(raw)))?;
+    let head = std::str::from_utf8(&raw[..end]).map_err(|e| format!("headers: {e}"))?;
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[end + 4..].to_vec();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.to_ascii_lowercase().contains("chunked"));
+    if chunked {
+        body = dechunk(&body)?;
+    }
+    let body = String::from_utf8(body).map_err(|e| format!("body is not UTF-8: {e}"))?;
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let nl = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("truncated chunk size")?;
+        let size_str = std::str::from_utf8(&b[..nl]).map_err(|e| e.to_string())?;
+        let size_str = size_str.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_str, 16)
+            .map_err(|e| format!("chunk size {size_str:?}: {e}"))?;
+        b = &b[nl + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if b.len() < size + 2 {
+            return Err("truncated chunk".into());
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+/// Runs `program args` with `stdin` as its input; returns (exit success,
+/// stdout, stderr).
+pub fn run_with_stdin(program: &Path, args: &[&str], stdin: &str) -> (bool, String, String) {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+    let mut input = child.stdin.take().expect("stdin");
+    let data = stdin.to_string();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(data.as_bytes());
+    });
+    let out = child.wait_with_output().expect("wait");
+    let _ = writer.join();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -1,0 +1,139 @@
+//! Golden scrapes: the binary on a simulated PMU (`--simulate --path.sysfs
+//! <fixture>`) is scraped twice and the second scrape, with time-dependent
+//! values masked, must equal `tests/golden/<fixture>.metrics` exactly.
+//!
+//! Regenerate with `UPDATE_GOLDEN=1 cargo test --test metrics_diff` and
+//! review the diff.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Families whose values are exact, not time-dependent (a simulated PMU
+/// never fails a read, so `perf_read_errors_total` is exactly 0).
+const EXACT: &[&str] = &[
+    "perf_event_available",
+    "perf_exporter_build_info",
+    "perf_read_errors_total",
+];
+
+/// Replaces every sample value with `<v>` (except [`EXACT`] families) and
+/// the build's version label with `<version>`.
+fn mask(scrape: &str) -> String {
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    let mut out = String::with_capacity(scrape.len());
+    for line in scrape.lines() {
+        if line.starts_with('#') || line.is_empty() {
+            out.push_str(line);
+        } else {
+            let name = line
+                .split(['{', ' '])
+                .next()
+                .expect("split yields at least one item");
+            // No timestamps are exported: the value is the last field
+            // (label values may contain spaces).
+            let (series, value) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("sample line without a value: {line:?}"));
+            if name == "perf_exporter_build_info" {
+                assert!(series.contains(&version), "{line}");
+            }
+            out.push_str(&series.replace(&version, "version=\"<version>\""));
+            out.push(' ');
+            if EXACT.contains(&name) {
+                out.push_str(value);
+            } else {
+                assert!(
+                    value.parse::<f64>().is_ok_and(|v| v.is_finite()),
+                    "not a finite number in {line:?}"
+                );
+                out.push_str("<v>");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// First differing lines plus every line only on one side.
+fn describe_diff(expected: &str, actual: &str) -> String {
+    let e: Vec<&str> = expected.lines().collect();
+    let a: Vec<&str> = actual.lines().collect();
+    let mut s = String::new();
+    if let Some(i) = (0..e.len().max(a.len())).find(|&i| e.get(i) != a.get(i)) {
+        s.push_str(&format!(
+            "first difference at line {}:\n  expected: {:?}\n  actual:   {:?}\n",
+            i + 1,
+            e.get(i),
+            a.get(i)
+        ));
+    }
+    for l in e.iter().filter(|l| !a.contains(l)) {
+        s.push_str(&format!("- {l}\n"));
+    }
+    for l in a.iter().filter(|l| !e.contains(l)) {
+        s.push_str(&format!("+ {l}\n"));
+    }
+    s
+}
+
+fn golden(fixture: &str) {
+    let exp = common::simulated_exporter(fixture);
+    let first = exp.get("/metrics");
+    assert_eq!(first.status, 200, "{}", first.body);
+    std::thread::sleep(Duration::from_millis(300));
+    let second = exp.get("/metrics");
+    assert_eq!(second.status, 200, "{}", second.body);
+    let actual = mask(&second.body);
+
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{fixture}.metrics"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).expect("mkdir tests/golden");
+        std::fs::write(&path, &actual).expect("write golden file");
+        eprintln!("wrote {}", path.display());
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; generate it with UPDATE_GOLDEN=1 cargo test --test metrics_diff",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "scrape of --simulate --path.sysfs tests/fixtures/sysfs/{fixture} differs from {}\n{}\
+         (if the change is intended: UPDATE_GOLDEN=1 cargo test --test metrics_diff, and review the diff)\n\
+         full masked scrape:\n{actual}",
+        path.display(),
+        describe_diff(&expected, &actual)
+    );
+}
+
+#[test]
+fn golden_intel_skx() {
+    golden("intel-skx");
+}
+
+#[test]
+fn golden_amd_zen4() {
+    golden("amd-zen4");
+}
+
+#[test]
+fn mask_keeps_exact_values_and_labels_with_spaces() {
+    let v = env!("CARGO_PKG_VERSION");
+    let s = format!(
+        "# HELP x X.\n# TYPE x counter\nx{{cpu=\"0\"}} 12.5\n\
+         perf_event_available{{metric=\"m\",event=\"a + b\",pmu=\"\"}} 0\n\
+         perf_exporter_build_info{{version=\"{v}\",simulated=\"true\"}} 1\nperf_scrape_duration_seconds 0.001\n"
+    );
+    assert_eq!(
+        mask(&s),
+        "# HELP x X.\n# TYPE x counter\nx{cpu=\"0\"} <v>\n\
+         perf_event_available{metric=\"m\",event=\"a + b\",pmu=\"\"} 0\n\
+         perf_exporter_build_info{version=\"<version>\",simulated=\"true\"} 1\nperf_scrape_duration_seconds <v>\n"
+    );
+}
