@@ -21,4 +21,13 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --locked "$@"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+set +e
+cargo test --locked "$@" 2>&1 | tee "$out"
+rc=${PIPESTATUS[0]}
+set -e
+# One closing line over every test binary (cargo prints one per binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$out"
+exit "$rc"
