@@ -9,7 +9,9 @@ fn bin() -> Command {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysfs")
+        .join(name)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -48,15 +50,34 @@ fn list_on_this_vm_probes_for_real() {
     assert!(line("msr/tsc/").ends_with("yes"), "{}", line("msr/tsc/"));
     assert!(line("cpu-clock").ends_with("yes"));
     assert!(line("context-switches").ends_with("yes"));
-    assert!(line("cycles").contains("no: no core PMU"), "{}", line("cycles"));
-    assert!(out.lines().any(|l| l.contains(" tracepoint ") && l.ends_with("yes")), "a tracepoint must be available (is tracefs mounted?)\n{out}");
+    assert!(
+        line("cycles").contains("no: no core PMU"),
+        "{}",
+        line("cycles")
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains(" tracepoint ") && l.ends_with("yes")),
+        "a tracepoint must be available (is tracefs mounted?)\n{out}"
+    );
     let last = out.lines().last().unwrap();
-    assert!(last.ends_with("available") && last.contains(" of "), "{last}");
+    assert!(
+        last.ends_with("available") && last.contains(" of "),
+        "{last}"
+    );
 
     let o = run(&["list", "--json"]);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["probed"], true);
-    let ev = |n: &str| v["events"].as_array().unwrap().iter().find(|e| e["name"] == n).unwrap().clone();
+    let ev = |n: &str| {
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == n)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(ev("msr/tsc/")["available"], true);
     assert_eq!(ev("cycles")["available"], false);
     assert_eq!(ev("cycles")["type"], 0);
@@ -70,16 +91,32 @@ fn list_of_a_fixture_is_not_probed_unless_simulated() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["probed"], false);
-    let imc = v["events"].as_array().unwrap().iter().find(|e| e["name"] == "uncore_imc_0/cas_count_read/").unwrap();
+    let imc = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "uncore_imc_0/cas_count_read/")
+        .unwrap();
     assert_eq!(imc["available"], Value::Null);
     assert_eq!(imc["reason"], "not probed");
     assert_eq!(imc["config"], "0x304");
     let text = stdout(&run(&["list", "--path.sysfs", skx.to_str().unwrap()]));
     assert!(text.contains("not probed"));
 
-    let o = run(&["list", "--json", "--simulate", "--path.sysfs", skx.to_str().unwrap()]);
+    let o = run(&[
+        "list",
+        "--json",
+        "--simulate",
+        "--path.sysfs",
+        skx.to_str().unwrap(),
+    ]);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let cyc = v["events"].as_array().unwrap().iter().find(|e| e["name"] == "cycles").unwrap();
+    let cyc = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "cycles")
+        .unwrap();
     assert_eq!(cyc["available"], true);
 }
 
@@ -92,9 +129,15 @@ fn check_json_has_exactly_the_contract_keys() {
     assert_eq!(keys(&v), vec!["metrics"]);
     let ms = v["metrics"].as_array().unwrap();
     for m in ms {
-        assert_eq!(keys(m), vec!["event", "instances", "metric", "status", "tried"]);
+        assert_eq!(
+            keys(m),
+            vec!["event", "instances", "metric", "status", "tried"]
+        );
         for i in m["instances"].as_array().unwrap() {
-            assert_eq!(keys(i), vec!["config", "config1", "config2", "cpus", "pmu", "scale", "type", "unit"]);
+            assert_eq!(
+                keys(i),
+                vec!["config", "config1", "config2", "cpus", "pmu", "scale", "type", "unit"]
+            );
         }
         for t in m["tried"].as_array().unwrap() {
             assert_eq!(keys(t), vec!["event", "reason"]);
@@ -117,20 +160,41 @@ fn check_json_has_exactly_the_contract_keys() {
     assert_eq!(cyc["instances"][0]["type"], 0);
 
     let client = fixture("intel-client");
-    let v: Value = serde_json::from_str(&stdout(&run(&["check", "--json", "--path.sysfs", client.to_str().unwrap()]))).unwrap();
-    let rd = v["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "perf_dram_read_bytes_total").unwrap().clone();
+    let v: Value = serde_json::from_str(&stdout(&run(&[
+        "check",
+        "--json",
+        "--path.sysfs",
+        client.to_str().unwrap(),
+    ])))
+    .unwrap();
+    let rd = v["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "perf_dram_read_bytes_total")
+        .unwrap()
+        .clone();
     assert_eq!(rd["status"], "fallback");
     assert_eq!(rd["event"], "uncore_imc/data_reads/");
     let tried = rd["tried"].as_array().unwrap();
     assert_eq!(tried.len(), 3);
-    assert!(tried[0]["reason"].as_str().unwrap().contains("uncore_imc"), "{tried:?}");
+    assert!(
+        tried[0]["reason"].as_str().unwrap().contains("uncore_imc"),
+        "{tried:?}"
+    );
     assert_eq!(tried[2]["reason"], "selected");
 
     let vm = fixture("vm-no-pmu");
     let o = run(&["check", "--path.sysfs", vm.to_str().unwrap()]);
-    assert!(o.status.success(), "unavailable metrics are not an invalid config");
+    assert!(
+        o.status.success(),
+        "unavailable metrics are not an invalid config"
+    );
     let t = stdout(&o);
-    assert!(t.contains("perf_cpu_cycles_total") && t.contains("unavailable"), "{t}");
+    assert!(
+        t.contains("perf_cpu_cycles_total") && t.contains("unavailable"),
+        "{t}"
+    );
     assert!(t.contains("no core PMU"), "{t}");
 }
 
@@ -165,10 +229,20 @@ fn unknown_pmu_event_suggests_and_lists() {
     let f = dir.path().join("c.yaml");
     std::fs::write(&f, "sets:\n  - name: s\n    events:\n      - metric: x_total\n        event: \"uncore_imc_*/cas_count_reed/\"\n").unwrap();
     let skx = fixture("intel-skx");
-    let o = run(&["check", "--json", "--config.file", f.to_str().unwrap(), "--path.sysfs", skx.to_str().unwrap()]);
+    let o = run(&[
+        "check",
+        "--json",
+        "--config.file",
+        f.to_str().unwrap(),
+        "--path.sysfs",
+        skx.to_str().unwrap(),
+    ]);
     assert!(o.status.success());
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let reason = v["metrics"][0]["tried"][0]["reason"].as_str().unwrap().to_string();
+    let reason = v["metrics"][0]["tried"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(reason.contains("did you mean `cas_count_read`"), "{reason}");
 }
 
@@ -182,9 +256,21 @@ fn serve_refuses_a_fixture_without_simulate_and_nothing_to_count() {
     // Only hardware events on a VM without a PMU: nothing at all to count.
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("hw.yaml");
-    std::fs::write(&f, "sets:\n  - name: core\n    events:\n      - metric: c_total\n        event: cycles\n").unwrap();
-    let o = run(&["--config.file", f.to_str().unwrap(), "--web.listen-address", "127.0.0.1:0"]);
+    std::fs::write(
+        &f,
+        "sets:\n  - name: core\n    events:\n      - metric: c_total\n        event: cycles\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "--config.file",
+        f.to_str().unwrap(),
+        "--web.listen-address",
+        "127.0.0.1:0",
+    ]);
     assert!(!o.status.success());
     let e = stderr(&o);
-    assert!(e.contains("nothing can be counted") && e.contains("core PMU"), "{e}");
+    assert!(
+        e.contains("nothing can be counted") && e.contains("core PMU"),
+        "{e}"
+    );
 }
