@@ -298,8 +298,8 @@ async fn accept_loop(
     }
 }
 
-/// One engine collection (a poisoned lock still holds a usable engine:
-/// collection never leaves it half-updated in a way a later read trips on).
+/// One engine collection, for a scrape or an OTLP push. A poisoned lock's
+/// engine is used as it is, as scrapes always did.
 fn collect(engine: &Mutex<Engine>) -> Snapshot {
     match engine.lock() {
         Ok(mut e) => e.collect(),
