@@ -1,4 +1,4 @@
-//! perf-exporter: Linux perf_events counters for Prometheus.
+//! perf-exporter: Linux perf_events counters for Prometheus and OpenTelemetry.
 //!
 //! The pipeline, one module per stage:
 //!
@@ -9,7 +9,7 @@
 //!   behind the [`perf::Kernel`] seam (live kernel or simulated PMU);
 //! * [`engine`]: groups per CPU / uncore instance, scaled monotonic
 //!   counters, hotplug, producing a plain-data [`engine::Snapshot`];
-//! * [`export`]: Prometheus text and OpenMetrics encoding;
+//! * [`export`]: Prometheus text and OpenMetrics encoding, OTLP push;
 //! * [`web`]: the HTTP endpoint;
 //! * [`report`]: the `list` and `check` commands' reports.
 #![warn(missing_docs)]

@@ -4,6 +4,7 @@
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use perf_exporter::config::Config;
+use perf_exporter::export::otlp::{self, OtlpFlags, OtlpSettings};
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::perf::Kernel;
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 /// Linux perf_events counters (cycles, IPC, cache misses, DRAM bandwidth,
-/// software events, tracepoints) for Prometheus.
+/// software events, tracepoints) for Prometheus and OpenTelemetry.
 #[derive(Debug, Parser)]
 #[command(name = "perf-exporter", version, about, long_about = None)]
 struct Cli {
@@ -53,6 +54,8 @@ struct Cli {
     log_format: String,
     #[command(flatten)]
     web: WebArgs,
+    #[command(flatten)]
+    otlp: OtlpArgs,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -65,6 +68,77 @@ struct WebArgs {
     /// Path under which to expose metrics.
     #[arg(long = "web.telemetry-path", global = true, default_value = "/metrics")]
     telemetry_path: String,
+}
+
+/// OTLP push. Each flag overrides its OpenTelemetry environment variable
+/// (named in the help); push is on when an endpoint is set either way, or
+/// with --otlp.only.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "OTLP push (flags override the OTEL_* environment variables)")]
+struct OtlpArgs {
+    /// Base URL of the OTLP receiver; http/protobuf appends /v1/metrics (OTEL_EXPORTER_OTLP_ENDPOINT).
+    #[arg(long = "otlp.endpoint", global = true, value_name = "URL")]
+    endpoint: Option<String>,
+    /// Full URL to push metrics to, used as is (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT).
+    #[arg(long = "otlp.metrics-endpoint", global = true, value_name = "URL")]
+    metrics_endpoint: Option<String>,
+    /// http/protobuf (default) or grpc (OTEL_EXPORTER_OTLP_PROTOCOL).
+    #[arg(long = "otlp.protocol", global = true, value_name = "PROTOCOL")]
+    protocol: Option<String>,
+    /// Extra headers, k=v,k2=v2 with percent-encoded values, merged over the environment's (OTEL_EXPORTER_OTLP_HEADERS).
+    #[arg(long = "otlp.headers", global = true, value_name = "K=V,...")]
+    headers: Option<String>,
+    /// Time allowed for one export, e.g. 10s (OTEL_EXPORTER_OTLP_TIMEOUT, in ms).
+    #[arg(long = "otlp.timeout", global = true, value_name = "DURATION")]
+    timeout: Option<String>,
+    /// gzip or none (OTEL_EXPORTER_OTLP_COMPRESSION).
+    #[arg(long = "otlp.compression", global = true, value_name = "ALGO")]
+    compression: Option<String>,
+    /// Time between pushes, e.g. 60s (OTEL_METRIC_EXPORT_INTERVAL, in ms).
+    #[arg(long = "otlp.interval", global = true, value_name = "DURATION")]
+    interval: Option<String>,
+    /// PEM CA bundle trusted for an https endpoint, instead of the system roots (OTEL_EXPORTER_OTLP_CERTIFICATE).
+    #[arg(long = "otlp.certificate", global = true, value_name = "FILE")]
+    certificate: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE).
+    #[arg(long = "otlp.client-certificate", global = true, value_name = "FILE")]
+    client_certificate: Option<PathBuf>,
+    /// PEM client key for mutual TLS (OTEL_EXPORTER_OTLP_CLIENT_KEY).
+    #[arg(long = "otlp.client-key", global = true, value_name = "FILE")]
+    client_key: Option<PathBuf>,
+    /// service.name of the resource (OTEL_SERVICE_NAME; default perf-exporter).
+    #[arg(long = "otlp.service-name", global = true, value_name = "NAME")]
+    service_name: Option<String>,
+    /// Resource attributes k=v,..., merged over the environment's (OTEL_RESOURCE_ATTRIBUTES).
+    #[arg(
+        long = "otlp.resource-attributes",
+        global = true,
+        value_name = "K=V,..."
+    )]
+    resource_attributes: Option<String>,
+    /// Push only: no HTTP listener (OTEL_SDK_DISABLED=true makes this an error).
+    #[arg(long = "otlp.only", global = true)]
+    only: bool,
+}
+
+impl OtlpArgs {
+    fn flags(&self) -> OtlpFlags {
+        OtlpFlags {
+            endpoint: self.endpoint.clone(),
+            metrics_endpoint: self.metrics_endpoint.clone(),
+            protocol: self.protocol.clone(),
+            headers: self.headers.clone(),
+            timeout: self.timeout.clone(),
+            compression: self.compression.clone(),
+            interval: self.interval.clone(),
+            certificate: self.certificate.clone(),
+            client_certificate: self.client_certificate.clone(),
+            client_key: self.client_key.clone(),
+            service_name: self.service_name.clone(),
+            resource_attributes: self.resource_attributes.clone(),
+            only: self.only,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -181,6 +255,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 fn serve(cli: &Cli) -> Result<ExitCode> {
     let cfg = load_config(cli)?;
+    let otlp = OtlpSettings::resolve(&cli.otlp.flags(), &otlp::process_env, &cli.procfs)?;
+    // Still single-threaded here: the exporter variables are parsed, so
+    // opentelemetry-otlp must not read them again (see scrub_exporter_env).
+    otlp::scrub_exporter_env();
     let h = host(cli)?;
     let Some(kernel) = h.kernel else {
         anyhow::bail!(
@@ -197,6 +275,7 @@ fn serve(cli: &Cli) -> Result<ExitCode> {
         listen: cli.web.listen.clone(),
         telemetry_path: cli.web.telemetry_path.clone(),
         procfs: cli.procfs.clone(),
+        otlp,
     })
 }
 

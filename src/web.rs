@@ -1,9 +1,11 @@
 //! The HTTP endpoint: `/metrics` (collected at scrape time, no background
 //! polling), the landing page with the resolution table, `/-/healthy` and
-//! `/-/ready`.
+//! `/-/ready`; and the OTLP push ([`crate::export::otlp`]) beside it or
+//! alone (`--otlp.only`), on the same engine.
 
 use crate::config::Config;
 use crate::engine::{ensure_fd_budget, Engine, Family, Kind, Sample, Snapshot};
+use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
 use crate::export::prometheus;
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
@@ -36,6 +38,9 @@ pub enum WebError {
     /// Nothing can be counted at all.
     #[error("nothing can be counted on this host: {0}")]
     NothingToCount(String),
+    /// The OTLP push could not start.
+    #[error(transparent)]
+    Otlp(#[from] otlp::OtlpError),
     /// The async runtime failed to start.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
@@ -60,15 +65,20 @@ pub struct Options {
     pub telemetry_path: String,
     /// `--path.procfs`.
     pub procfs: PathBuf,
+    /// OTLP push, when configured (`--otlp.only` in it: no listener).
+    pub otlp: Option<OtlpSettings>,
 }
 
 /// Shared state of the server.
 #[derive(Debug)]
 pub struct State {
-    engine: Mutex<Engine>,
+    /// Shared with the OTLP push, which collects through the same engine.
+    engine: Arc<Mutex<Engine>>,
     telemetry_path: String,
     simulated: bool,
     config_name: String,
+    /// OTLP export results, when the push runs.
+    otlp: Option<Arc<ExportStats>>,
 }
 
 /// Parses `:9659`, `0.0.0.0:9659`, `[::1]:9659`, `localhost:9659`.
@@ -188,34 +198,81 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
             .join("; ");
         return Err(WebError::NothingToCount(why).into());
     }
+    let engine = Arc::new(Mutex::new(engine));
+    let stats = o.otlp.as_ref().map(|_| Arc::new(ExportStats::default()));
     let state = Arc::new(State {
-        engine: Mutex::new(engine),
+        engine: engine.clone(),
         telemetry_path: o.telemetry_path.clone(),
         simulated,
         config_name: o
             .config_file
             .as_ref()
             .map_or("<embedded default>".into(), |p| p.display().to_string()),
+        otlp: stats.clone(),
     });
-    let addrs = parse_listen(&o.listen)?;
-    let mut listener = None;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let only = o.otlp.as_ref().is_some_and(|s| s.only);
+    // Bind before the push starts: a listen error ends the start-up.
+    let listener = if only {
+        tracing::info!("--otlp.only: no HTTP listener");
+        None
+    } else {
+        Some(bind(&o.listen, &o.telemetry_path).await?)
+    };
+    let pusher = match (o.otlp, stats) {
+        (Some(settings), Some(stats)) => {
+            tracing::info!(settings = %otlp::describe(&settings), "OTLP push");
+            let collect: otlp::Collect = Arc::new(move || collect(&engine));
+            Some(Pusher::start(settings, collect, stats)?)
+        }
+        _ => None,
+    };
+    match listener {
+        Some(l) => accept_loop(l, state, &mut term).await,
+        None => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
+            }
+        }
+    }
+    tracing::info!("shutting down");
+    if let Some(p) = pusher {
+        p.shutdown();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Binds the first of the listen address's addresses that works.
+async fn bind(listen: &str, telemetry_path: &str) -> Result<tokio::net::TcpListener, WebError> {
+    let addrs = parse_listen(listen)?;
     let mut last_err = None;
     for a in &addrs {
         match tokio::net::TcpListener::bind(a).await {
             Ok(l) => {
-                listener = Some(l);
-                break;
+                match l.local_addr() {
+                    Ok(a) => tracing::info!(address = %a, path = %telemetry_path, "listening"),
+                    Err(_) => {
+                        tracing::info!(address = %listen, path = %telemetry_path, "listening")
+                    }
+                }
+                return Ok(l);
             }
             Err(e) => last_err = Some(e),
         }
     }
-    let listener = listener.ok_or_else(|| WebError::Bind {
-        addr: o.listen.clone(),
+    Err(WebError::Bind {
+        addr: listen.to_string(),
         source: last_err.unwrap_or_else(|| std::io::Error::other("no address")),
-    })?;
-    tracing::info!(address = %listener.local_addr()?, path = %o.telemetry_path, "listening");
+    })
+}
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+/// Serves HTTP until SIGINT/SIGTERM.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    state: Arc<State>,
+    term: &mut tokio::signal::unix::Signal,
+) {
     loop {
         tokio::select! {
             acc = listener.accept() => {
@@ -239,8 +296,15 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
             _ = term.recv() => break,
         }
     }
-    tracing::info!("shutting down");
-    Ok(ExitCode::SUCCESS)
+}
+
+/// One engine collection, for a scrape or an OTLP push. A poisoned lock's
+/// engine is used as it is, as scrapes always did.
+fn collect(engine: &Mutex<Engine>) -> Snapshot {
+    match engine.lock() {
+        Ok(mut e) => e.collect(),
+        Err(p) => p.into_inner().collect(),
+    }
 }
 
 fn respond(status: StatusCode, ctype: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
@@ -255,11 +319,11 @@ fn respond(status: StatusCode, ctype: &str, body: impl Into<Bytes>) -> Response<
 /// Collects and encodes one scrape.
 pub fn scrape(state: &State, accept: &str) -> (String, &'static str) {
     let start = Instant::now();
-    let mut snap = match state.engine.lock() {
-        Ok(mut e) => e.collect(),
-        Err(p) => p.into_inner().collect(),
-    };
+    let mut snap = collect(&state.engine);
     add_self_metrics(&mut snap, state.simulated, start.elapsed().as_secs_f64());
+    if let Some(st) = &state.otlp {
+        snap.families.push(st.family());
+    }
     prometheus::encode(snap, accept)
 }
 

@@ -1,3 +1,5 @@
-//! Exporters of an engine [`crate::engine::Snapshot`].
+//! Exporters of an engine [`crate::engine::Snapshot`]: Prometheus text on
+//! scrape, OTLP push.
 
+pub mod otlp;
 pub mod prometheus;
