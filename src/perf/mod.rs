@@ -80,7 +80,7 @@ pub fn parse_group_read(buf: &[u8], out: &mut GroupReading) -> Result<(), ReadFo
         len: buf.len(),
         msg,
     };
-    if buf.len() % 8 != 0 {
+    if !buf.len().is_multiple_of(8) {
         return Err(err("length is not a multiple of 8"));
     }
     let word = |i: usize| -> u64 {
