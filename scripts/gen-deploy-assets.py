@@ -394,9 +394,9 @@ def node_dashboard() -> dict:
     p.append(stat(lay, "Counting time", "The lowest share of its enabled time any counter set was on the PMU (running / enabled). Below 100% the counts are scaled estimates (multiplexing).",
                   "percentunit", f"min(\n{running_ratio('set')}\n)", decimals=0,
                   steps=(("red", None), ("orange", 0.5), ("green", 0.99))))
-    p.append(stat(lay, "Unavailable metrics", "How many configured metrics this host cannot count; see the Availability row.",
-                  "short", f'count(perf_event_available{{{SEL}}} == 0)',
-                  steps=(("green", None), ("blue", 1)), no_value="None"))
+    p.append(stat(lay, "Unavailable metrics", "How many configured metrics this host cannot count (on some or all of their PMUs); see the Availability row.",
+                  "short", f'sum(1 - min by (metric) (perf_event_available{{{SEL}}}))',
+                  steps=(("green", None), ("blue", 1)), no_value="No data"))
 
     p.append(lay.row("Instructions per cycle"))
     p.append(timeseries(lay, "IPC", "Instructions retired per CPU cycle, all CPUs together: work done per clock. Low IPC with high cache miss ratios usually means memory stalls.",
@@ -496,12 +496,12 @@ def cluster_dashboard() -> dict:
 
     p.append(lay.row("Nodes"))
     p.append(stat(lay, "Nodes exporting", "Targets of the job up now.", "short",
-                  f'count(up{{{SEL}}} == 1)', w=6))
+                  f'sum(up{{{SEL}}})', w=6, no_value="No targets"))
     p.append(stat(lay, "Nodes down", "Targets of the job failing their scrapes.", "short",
-                  f'count(up{{{SEL}}} == 0)', w=6, steps=(("green", None), ("red", 1)), no_value="0"))
+                  f'sum(1 - up{{{SEL}}})', w=6, steps=(("green", None), ("red", 1)), no_value="No targets"))
     p.append(stat(lay, "Nodes with unavailable metrics", "Nodes that cannot count at least one configured metric (see the table below).",
-                  "short", f'count(count by (instance) (perf_event_available{{{SEL}}} == 0))', w=6,
-                  steps=(("green", None), ("blue", 1)), no_value="0"))
+                  "short", f'sum(1 - min by (instance) (perf_event_available{{{SEL}}}))', w=6,
+                  steps=(("green", None), ("blue", 1)), no_value="No data"))
     p.append(stat(lay, "Cluster IPC", "All instructions / all cycles over the selected nodes.", "short",
                   ratio("perf_instructions_total", "perf_cpu_cycles_total"), w=6, decimals=2,
                   steps=(("red", None), ("orange", 0.5), ("green", 1.0))))
