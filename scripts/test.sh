@@ -38,7 +38,9 @@ cargo test --locked "$@" 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
 # The deploy tests (tests/deploy: Helm chart, dashboards, rules), with the
 # exporter binary cargo test just built.
-PERF_EXPORTER_BIN=$PWD/target/debug/perf-exporter PYTHONDONTWRITEBYTECODE=1 \
+target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+PERF_EXPORTER_BIN=$target_dir/debug/perf-exporter PYTHONDONTWRITEBYTECODE=1 \
   "$PERF_EXPORTER_TEST_PYTEST" -q -c tests/deploy/pytest.ini tests/deploy 2>&1 | tee -a "$out"
 prc=${PIPESTATUS[0]}
 ((rc == 0)) && rc=$prc
