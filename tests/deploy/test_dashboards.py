@@ -248,3 +248,14 @@ def test_mutated_dashboard_fails_lint():
     p = next(panels(d))
     p["targets"][0]["expr"] = p["targets"][0]["expr"].replace(', instance=~"$instance"', "")
     assert any(lint_expr(t["expr"]) for _, t in exprs(d))
+
+
+def test_layout_has_no_overlaps(dash):
+    cells = {}
+    for p in dash["panels"]:
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, (p["title"], g)
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"{p['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = p["title"]
