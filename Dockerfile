@@ -1,34 +1,78 @@
-# perf-exporter: a static (musl) binary on a minimal, non-root base.
+# syntax=docker/dockerfile:1
 #
-#   docker build -t perf-exporter .
+# perf-exporter: a static (musl) binary on a minimal, non-root base
+# (distroless static: no shell, no package manager, uid 65532).
 #
-# Running it. System-wide counting (perf_event_open with pid=-1) needs
-# CAP_PERFMON (Linux >= 5.8; CAP_SYS_ADMIN before that) or
-# kernel.perf_event_paranoid <= 0 on the host:
+#   docker build -t perf-exporter .                         # BuildKit (Docker >= 23, buildx, podman)
+#   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/perf-exporter .
 #
-#   # Root in the container, holding only CAP_PERFMON (simplest):
-#   docker run --user 0 --cap-drop ALL --cap-add PERFMON \
-#     -v /sys:/host/sys:ro -p 9659:9659 perf-exporter --path.sysfs=/host/sys
+# PRIVILEGE. System-wide counting (perf_event_open with pid = -1 on every CPU)
+# needs CAP_PERFMON (Linux >= 5.8; CAP_SYS_ADMIN before that) or
+# kernel.perf_event_paranoid <= 0 on the host. The exporter logs at start which
+# privilege it found. Two ways to hold CAP_PERFMON and nothing else:
 #
-#   # Non-root (the image default, uid 65532) with the file capability
-#   # below: the kernel grants CAP_PERFMON at exec only if the runtime
-#   # leaves it in the bounding set (--cap-add PERFMON) and the filesystem
-#   # keeps xattrs. Trade-off: no root at all, but it silently loses the
-#   # capability on runtimes or filesystems that drop file capabilities.
-#   docker run --cap-drop ALL --cap-add PERFMON -v /sys:/host/sys:ro \
-#     -p 9659:9659 perf-exporter --path.sysfs=/host/sys
+# 1. Root in the container, holding only CAP_PERFMON (simplest; what the Helm
+#    chart does by default, privilege.mode=root):
+#
+#      docker run --user 0 --cap-drop ALL --cap-add PERFMON \
+#        --security-opt no-new-privileges --read-only \
+#        -v /sys:/host/sys:ro -p 9659:9659 perf-exporter --path.sysfs=/host/sys
+#
+#    Works with every runtime and filesystem. Uid 0 is still root for files
+#    the container can reach, but with every other capability dropped, a
+#    read-only filesystem and no_new_privs it can neither override file
+#    permissions nor gain anything at exec.
+#
+# 2. Non-root (the image's default user 65532) with the file capability set
+#    on the binary below (cap_perfmon+ep; chart: privilege.mode=fileCapabilities):
+#
+#      docker run --cap-drop ALL --cap-add PERFMON --read-only \
+#        -v /sys:/host/sys:ro -p 9659:9659 perf-exporter --path.sysfs=/host/sys
+#
+#    The kernel grants a file capability at exec only if it is in the bounding
+#    set (--cap-add PERFMON) and no_new_privs is off (so NOT with
+#    --security-opt no-new-privileges, nor Kubernetes' allowPrivilegeEscalation:
+#    false), and only if the image kept the binary's security.capability xattr:
+#    BuildKit keeps it through COPY --from; the legacy builder, kaniko and some
+#    registries/filesystems drop it, and the exporter then runs without the
+#    capability (it says so in its log and reports the hardware metrics
+#    unavailable). Trade-off: no root at all, but privilege escalation must be
+#    allowed and the capability can be lost silently by the image pipeline.
+#
+# Runtimes too old to know CAP_PERFMON (Docker 20.10: "unknown capability")
+# or seccomp profiles that allow perf_event_open only with CAP_SYS_ADMIN need
+# --cap-add SYS_ADMIN (option 1 only), which grants far more than counting.
+
 FROM rust:1-bookworm AS build
-RUN rustup target add x86_64-unknown-linux-musl && apt-get update \
-    && apt-get install -y --no-install-recommends musl-tools libcap2-bin && rm -rf /var/lib/apt/lists/*
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# The target's own musl triple: x86_64-unknown-linux-musl or aarch64-unknown-linux-musl.
+# Build-stage tools from the base image's Debian release; not pinned, as
+# Debian drops superseded versions (nothing of them ships in the image).
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends musl-tools libcap2-bin \
+    && rm -rf /var/lib/apt/lists/* \
+    && rustup target add "$(uname -m)-unknown-linux-musl"
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src src
 COPY config config
-RUN cargo build --release --locked --target x86_64-unknown-linux-musl \
-    && cp target/x86_64-unknown-linux-musl/release/perf-exporter /perf-exporter \
-    && setcap cap_perfmon+ep /perf-exporter
+# Build; check the binary is static (no interpreter, no shared libraries) and
+# runs; give it the file capability (see PRIVILEGE above).
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    target="$(uname -m)-unknown-linux-musl" \
+    && cargo build --release --locked --target "$target" \
+    && cp "target/$target/release/perf-exporter" /perf-exporter \
+    && ldd /perf-exporter 2>&1 | grep -Eq 'not a dynamic executable|statically linked' \
+    && /perf-exporter --version \
+    && setcap cap_perfmon+ep /perf-exporter \
+    && getcap /perf-exporter | grep -q cap_perfmon
 
 FROM gcr.io/distroless/static-debian12:nonroot
+LABEL org.opencontainers.image.title="perf-exporter" \
+      org.opencontainers.image.description="Linux perf_events counters (IPC, cache misses, DRAM bandwidth) for Prometheus" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /perf-exporter /bin/perf-exporter
 USER 65532:65532
 EXPOSE 9659

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test, including the end-to-end ones against real Prometheus and
-# VictoriaMetrics. Run as root on Linux: the live tests count system-wide
-# (perf_event_open with pid=-1), mount tracefs if needed, and hotplug cpu1.
+# VictoriaMetrics, and the deploy tests (Helm chart, Grafana dashboards,
+# Prometheus rules: tests/deploy, pytest). Run as root on Linux: the live
+# tests count system-wide (perf_event_open with pid=-1), mount tracefs if
+# needed, and hotplug cpu1.
 #
-#   scripts/test.sh            # fetch servers (cached in .cache/servers), then cargo test
+#   scripts/test.sh            # fetch servers (.cache/servers) and tools (.cache/tools), cargo test, pytest
 #   scripts/test.sh -- FILTER  # extra arguments go to cargo test
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +15,14 @@ servers=$(scripts/fetch-servers.sh)
 while IFS='=' read -r k v; do
   [[ -n $k ]] && export "PERF_EXPORTER_TEST_${k}=${v}"
 done <<<"$servers"
+
+# Tools of the deploy tests (helm-python-sdk, kubernetes-validate, pytest from
+# PyPI; @grafana/schema, typescript, @kubernetes-models/prometheus-operator
+# from npm), installed into .cache/tools.
+tools=$(scripts/fetch-tools.sh)
+while IFS='=' read -r k v; do
+  [[ -n $k ]] && export "PERF_EXPORTER_TEST_${k}=${v}"
+done <<<"$tools"
 
 # Tracepoint tests read ids from tracefs.
 if [[ ! -e /sys/kernel/tracing/events ]] && [[ $(id -u) == 0 ]]; then
@@ -26,8 +36,19 @@ trap 'rm -f "$out"' EXIT
 set +e
 cargo test --locked "$@" 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
+# The deploy tests (tests/deploy: Helm chart, dashboards, rules), with the
+# exporter binary cargo test just built.
+target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+PERF_EXPORTER_BIN=$target_dir/debug/perf-exporter PYTHONDONTWRITEBYTECODE=1 \
+  "$PERF_EXPORTER_TEST_PYTEST" -q -c tests/deploy/pytest.ini tests/deploy 2>&1 | tee -a "$out"
+prc=${PIPESTATUS[0]}
+((rc == 0)) && rc=$prc
 set -e
-# One closing line over every test binary (cargo prints one per binary).
+# One closing line over every test binary (cargo prints one per binary) and pytest.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     /^(=+ )?[0-9]+ (passed|failed|skipped|errors?)(, [0-9]+ [a-z]+)* in [0-9.]+s/ {
+       for (i = 1; i <= NF; i++) { w = $(i+1); sub(/,$/, "", w)
+         if (w == "passed") p += $i; if (w == "failed" || w == "error" || w == "errors") f += $i; if (w == "skipped") s += $i } }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$out"
 exit "$rc"

@@ -1,0 +1,120 @@
+{{/*
+The chart name (app.kubernetes.io/name, and so the default Prometheus job).
+*/}}
+{{- define "perf-exporter.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name of every object: the release name, plus the chart name unless
+the release name already contains it.
+*/}}
+{{- define "perf-exporter.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "perf-exporter.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "perf-exporter.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride }}
+{{- end }}
+
+{{/*
+Selector labels: stable for the life of the release.
+*/}}
+{{- define "perf-exporter.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "perf-exporter.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Labels of every object.
+*/}}
+{{- define "perf-exporter.labels" -}}
+helm.sh/chart: {{ include "perf-exporter.chart" . }}
+{{ include "perf-exporter.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: metrics
+app.kubernetes.io/part-of: {{ include "perf-exporter.name" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels of the `helm test` pod: not the DaemonSet's or the Service's selector.
+*/}}
+{{- define "perf-exporter.testLabels" -}}
+app.kubernetes.io/name: {{ include "perf-exporter.name" . }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: test
+{{- end }}
+
+{{- define "perf-exporter.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "perf-exporter.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The image: registry/repository:tag, or @digest when a digest is given.
+*/}}
+{{- define "perf-exporter.image" -}}
+{{- $repo := printf "%s/%s" .Values.image.registry .Values.image.repository | trimPrefix "/" }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $repo .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The namespace of an optional object: its own, else the release's.
+*/}}
+{{- define "perf-exporter.objectNamespace" -}}
+{{- default (include "perf-exporter.namespace" .root) .namespace }}
+{{- end }}
+
+{{/*
+Checks of value combinations the schema cannot express.
+*/}}
+{{- define "perf-exporter.validate" -}}
+{{- if and .Values.prometheus.monitor.enabled .Values.prometheus.podMonitor.enabled }}
+{{- fail "prometheus.monitor.enabled and prometheus.podMonitor.enabled: enable one of them, not both (every node would be scraped twice)" }}
+{{- end }}
+{{- if eq .Values.privilege.mode "fileCapabilities" }}
+{{- if or (has "SYS_ADMIN" .Values.privilege.capabilities) (not (has "PERFMON" .Values.privilege.capabilities)) }}
+{{- fail "privilege.mode fileCapabilities needs privilege.capabilities [PERFMON]: the image's binary carries cap_perfmon only; use mode root for SYS_ADMIN" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The OTLP endpoint's port, for the NetworkPolicy: the explicit port, else
+443 for https and 80 for http.
+*/}}
+{{- define "perf-exporter.otlpPort" -}}
+{{- $u := urlParse .Values.otlp.endpoint }}
+{{- $hostport := splitList ":" $u.host }}
+{{- if gt (len $hostport) 1 }}
+{{- last $hostport }}
+{{- else if eq $u.scheme "https" }}
+{{- 443 }}
+{{- else }}
+{{- 80 }}
+{{- end }}
+{{- end }}

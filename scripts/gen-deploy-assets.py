@@ -1,0 +1,604 @@
+#!/usr/bin/env python3
+"""Generates the Grafana dashboards and keeps the Helm chart's copies in step.
+
+    scripts/gen-deploy-assets.py          # write
+    scripts/gen-deploy-assets.py --check  # exit 1 (and say what) if anything is stale
+
+Writes:
+  grafana/dashboards/perf-exporter-node.json     node dashboard
+  grafana/dashboards/perf-exporter-cluster.json  cluster dashboard
+  deploy/helm/perf-exporter/files/dashboards/*   copies, for the dashboards ConfigMap
+  deploy/helm/perf-exporter/files/perf-exporter.rules.yml
+                                                 copy of grafana/rules/perf-exporter.rules.yml,
+                                                 for the PrometheusRule
+  deploy/helm/perf-exporter/values.yaml          the `config:` block = config/default.yaml
+
+The dashboards follow the conventions of the well-kept community dashboards
+(Node Exporter Full, the monitoring mixins): a data source variable, job and
+instance variables that every query is filtered by, $__rate_interval in every
+rate, a unit on every panel. tests/deploy/test_dashboards.py lints exactly that;
+tests/dashboards.rs runs every query against a real Prometheus.
+
+Only the standard library: it runs before any test tool is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CHART = REPO / "deploy/helm/perf-exporter"
+
+NOT_AVAILABLE = "Not available on this system"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+# Every selector carries these two matchers.
+SEL = 'job=~"$job", instance=~"$instance"'
+RI = "$__rate_interval"
+
+
+def rate(metric: str, extra: str = "") -> str:
+    """rate() of a counter, filtered by the dashboard's job and instance."""
+    matchers = SEL + (", " + extra if extra else "")
+    return f"rate({metric}{{{matchers}}}[{RI}])"
+
+
+def sum_rate(metric: str, by: str = "") -> str:
+    by_clause = f" by ({by})" if by else ""
+    return f"sum{by_clause} ({rate(metric)})"
+
+
+def ratio(num: str, den: str, by: str = "", scale: str = "") -> str:
+    return f"{scale}{sum_rate(num, by)}\n/\n{sum_rate(den, by)}"
+
+
+def dram_total(by: str = "") -> str:
+    """Read + write, or the total where only the total is counted (AMD Zen 3)."""
+    return (
+        f"(\n  {sum_rate('perf_dram_read_bytes_total', by)}\n  +\n"
+        f"  {sum_rate('perf_dram_write_bytes_total', by)}\n)\nor\n"
+        f"{sum_rate('perf_dram_bytes_total', by)}"
+    )
+
+
+def running_ratio(by: str) -> str:
+    return ratio("perf_group_running_seconds_total", "perf_group_enabled_seconds_total", by)
+
+
+class Layout:
+    """Hands out panel ids and grid positions, row by row (24 columns)."""
+
+    def __init__(self) -> None:
+        self.next_id = 1
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+
+    def id(self) -> int:
+        i = self.next_id
+        self.next_id += 1
+        return i
+
+    def row(self, title: str) -> dict:
+        self.newline()
+        p = {
+            "type": "row",
+            "id": self.id(),
+            "title": title,
+            "collapsed": False,
+            "panels": [],
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y},
+        }
+        self.y += 1
+        return p
+
+    def newline(self) -> None:
+        if self.x:
+            self.y += self.row_h
+        self.x = 0
+        self.row_h = 0
+
+    def place(self, w: int, h: int) -> dict:
+        if self.x + w > 24:
+            self.newline()
+        pos = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        return pos
+
+
+def target(ref: str, expr: str, legend: str = "__auto", instant: bool = False,
+           fmt: str = "time_series") -> dict:
+    return {
+        "refId": ref,
+        "datasource": DS,
+        "editorMode": "code",
+        "expr": expr,
+        "legendFormat": legend,
+        "range": not instant,
+        "instant": instant,
+        "format": fmt,
+    }
+
+
+def targets(*specs) -> list[dict]:
+    """(expr, legend) pairs, refIds A, B, ..."""
+    return [target(chr(ord("A") + i), e, l) for i, (e, l) in enumerate(specs)]
+
+
+def timeseries(lay: Layout, title: str, desc: str, unit: str, tgts: list[dict],
+               w: int = 12, h: int = 8, max_: float | None = None, decimals: int | None = None,
+               legend_table: bool = False) -> dict:
+    defaults: dict = {
+        "unit": unit,
+        "noValue": NOT_AVAILABLE,
+        "min": 0,
+        "color": {"mode": "palette-classic"},
+        "custom": {
+            "drawStyle": "line",
+            "lineWidth": 1,
+            "fillOpacity": 10,
+            "gradientMode": "none",
+            "showPoints": "never",
+            "spanNulls": False,
+            "axisSoftMin": 0,
+        },
+    }
+    if max_ is not None:
+        defaults["max"] = max_
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    legend = {"showLegend": True, "placement": "bottom", "calcs": [], "displayMode": "list"}
+    if legend_table:
+        legend = {"showLegend": True, "placement": "right", "calcs": ["mean", "min"],
+                  "displayMode": "table", "sortBy": "Mean", "sortDesc": False}
+    return {
+        "type": "timeseries",
+        "id": lay.id(),
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "gridPos": lay.place(w, h),
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {
+            "legend": legend,
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+        "targets": tgts,
+    }
+
+
+def thresholds(*steps) -> dict:
+    return {
+        "mode": "absolute",
+        "steps": [{"color": c, "value": v} for c, v in steps],
+    }
+
+
+def stat(lay: Layout, title: str, desc: str, unit: str, expr: str, w: int = 4, h: int = 4,
+         decimals: int | None = None, steps=(("green", None),), no_value: str = NOT_AVAILABLE) -> dict:
+    defaults: dict = {
+        "unit": unit,
+        "noValue": no_value,
+        "color": {"mode": "thresholds"},
+        "thresholds": thresholds(*steps),
+    }
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    return {
+        "type": "stat",
+        "id": lay.id(),
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "gridPos": lay.place(w, h),
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "orientation": "auto",
+            "textMode": "auto",
+            "colorMode": "value",
+            "graphMode": "area",
+            "justifyMode": "auto",
+            "wideLayout": True,
+            "showPercentChange": False,
+            "percentChangeColorMode": "standard",
+        },
+        "targets": [target("A", expr, "__auto", instant=True)],
+    }
+
+
+def bargauge(lay: Layout, title: str, desc: str, unit: str, expr: str, w: int = 12,
+             h: int = 10, max_: float | None = None, decimals: int | None = None) -> dict:
+    defaults: dict = {
+        "unit": unit,
+        "noValue": NOT_AVAILABLE,
+        "min": 0,
+        "color": {"mode": "continuous-BlYlRd"},
+        "thresholds": thresholds(("green", None)),
+    }
+    if max_ is not None:
+        defaults["max"] = max_
+    if decimals is not None:
+        defaults["decimals"] = decimals
+    return {
+        "type": "bargauge",
+        "id": lay.id(),
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "gridPos": lay.place(w, h),
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "options": {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "orientation": "horizontal",
+            "displayMode": "gradient",
+            "valueMode": "color",
+            "namePlacement": "left",
+            "showUnfilled": True,
+            "sizing": "manual",
+            "minVizHeight": 16,
+            "minVizWidth": 8,
+            "maxVizHeight": 24,
+            "legend": {"showLegend": False, "placement": "bottom", "calcs": [], "displayMode": "list"},
+        },
+        "targets": [target("A", expr, "{{instance}}", instant=True)],
+    }
+
+
+def table(lay: Layout, title: str, desc: str, unit: str, expr: str, no_value: str,
+          mappings: list | None = None, exclude=(), rename: dict | None = None,
+          w: int = 24, h: int = 8) -> dict:
+    return {
+        "type": "table",
+        "id": lay.id(),
+        "title": title,
+        "description": desc,
+        "datasource": DS,
+        "gridPos": lay.place(w, h),
+        "fieldConfig": {
+            "defaults": {
+                "unit": unit,
+                "noValue": no_value,
+                "mappings": mappings or [],
+                "custom": {"align": "auto", "cellOptions": {"type": "auto"}, "filterable": True, "inspect": False},
+            },
+            "overrides": [],
+        },
+        "options": {"showHeader": True, "frameIndex": 0, "cellHeight": "sm"},
+        "transformations": [
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {k: True for k in ("Time", "__name__", *exclude)},
+                    "renameByName": rename or {},
+                },
+            }
+        ],
+        "targets": [target("A", expr, "__auto", instant=True, fmt="table")],
+    }
+
+
+def variables(instance_multi: bool) -> list[dict]:
+    ds_var = {
+        "type": "datasource",
+        "name": "datasource",
+        "label": "Data source",
+        "query": "prometheus",
+        "regex": "",
+        "hide": 0,
+        "refresh": 1,
+        "includeAll": False,
+        "multi": False,
+        "current": {"text": "default", "value": "default"},
+    }
+    job = {
+        "type": "query",
+        "name": "job",
+        "label": "Job",
+        "datasource": DS,
+        "query": {"query": "label_values(perf_exporter_build_info, job)", "refId": "job"},
+        "refresh": 2,
+        "sort": 1,
+        "hide": 0,
+        "includeAll": False,
+        "multi": False,
+        "regex": "",
+    }
+    instance = {
+        "type": "query",
+        "name": "instance",
+        "label": "Instance" if not instance_multi else "Instances",
+        "datasource": DS,
+        "query": {
+            "query": 'label_values(perf_exporter_build_info{job=~"$job"}, instance)',
+            "refId": "instance",
+        },
+        "refresh": 2,
+        "sort": 1,
+        "hide": 0,
+        "includeAll": instance_multi,
+        "multi": instance_multi,
+        "regex": "",
+    }
+    if instance_multi:
+        instance["allValue"] = ".+"
+        instance["current"] = {"text": "All", "value": "$__all"}
+    return [ds_var, job, instance]
+
+
+def dashboard(uid: str, title: str, desc: str, panels: list[dict], instance_multi: bool,
+              links_to: str) -> dict:
+    return {
+        "uid": uid,
+        "title": title,
+        "description": desc,
+        "tags": ["perf-exporter", "perf", "pmu"],
+        "editable": True,
+        "graphTooltip": 1,
+        "schemaVersion": 39,
+        "version": 1,
+        "refresh": "30s",
+        "time": {"from": "now-1h", "to": "now"},
+        "timezone": "browser",
+        "fiscalYearStartMonth": 0,
+        "liveNow": False,
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+        },
+        "links": [
+            {
+                "title": links_to,
+                "type": "dashboards",
+                "tags": ["perf-exporter"],
+                "asDropdown": False,
+                "icon": "external link",
+                "includeVars": True,
+                "keepTime": True,
+                "targetBlank": False,
+                "tooltip": "",
+                "url": "",
+            }
+        ],
+        "templating": {"list": variables(instance_multi)},
+        "panels": panels,
+    }
+
+
+def node_dashboard() -> dict:
+    lay = Layout()
+    p: list[dict] = []
+    ipc = ratio("perf_instructions_total", "perf_cpu_cycles_total")
+
+    p.append(lay.row("Overview"))
+    p.append(stat(lay, "IPC", "Instructions retired per CPU cycle, all CPUs together.",
+                  "short", ipc, decimals=2,
+                  steps=(("red", None), ("orange", 0.5), ("green", 1.0))))
+    p.append(stat(lay, "DRAM bandwidth", "Bytes read from and written to DRAM per second, all memory controllers.",
+                  "Bps", dram_total()))
+    p.append(stat(lay, "Cache miss ratio", "cache-misses / cache-references (usually the last-level cache).",
+                  "percentunit", ratio("perf_cache_misses_total", "perf_cache_references_total"), decimals=1))
+    p.append(stat(lay, "Branch miss ratio", "Mispredicted branches / branch instructions.",
+                  "percentunit", ratio("perf_branch_misses_total", "perf_branch_instructions_total"), decimals=2))
+    p.append(stat(lay, "Counting time", "The lowest share of its enabled time any counter set was on the PMU (running / enabled). Below 100% the counts are scaled estimates (multiplexing).",
+                  "percentunit", f"min(\n{running_ratio('set')}\n)", decimals=0,
+                  steps=(("red", None), ("orange", 0.5), ("green", 0.99))))
+    p.append(stat(lay, "Unavailable metrics", "How many configured metrics this host cannot count (on some or all of their PMUs); see the Availability row.",
+                  "short", f'sum(1 - min by (metric) (perf_event_available{{{SEL}}}))',
+                  steps=(("green", None), ("blue", 1)), no_value="No data"))
+
+    p.append(lay.row("Instructions per cycle"))
+    p.append(timeseries(lay, "IPC", "Instructions retired per CPU cycle, all CPUs together: work done per clock. Low IPC with high cache miss ratios usually means memory stalls.",
+                        "short", targets((ipc, "IPC")), decimals=2))
+    p.append(timeseries(lay, "IPC per CPU", "Instructions per cycle of each CPU.", "short",
+                        targets((ratio("perf_instructions_total", "perf_cpu_cycles_total", "cpu"), "cpu {{cpu}}")),
+                        decimals=2, legend_table=True))
+    p.append(timeseries(lay, "Cycles and instructions", "CPU cycles and instructions retired per second, all CPUs together.",
+                        "short", targets((sum_rate("perf_cpu_cycles_total"), "cycles/s"),
+                                         (sum_rate("perf_instructions_total"), "instructions/s")), w=24))
+
+    p.append(lay.row("Caches"))
+    p.append(timeseries(lay, "Cache miss ratio", "cache-misses / cache-references, as the CPU defines them (usually the last-level cache).",
+                        "percentunit", targets((ratio("perf_cache_misses_total", "perf_cache_references_total"), "cache misses / references")),
+                        w=8, max_=1))
+    p.append(timeseries(lay, "L1d load misses per 1000 instructions", "L1 data cache load misses per 1000 instructions retired (MPKI).",
+                        "short", targets((ratio("perf_l1d_read_misses_total", "perf_instructions_total", scale="1000 * "), "L1d MPKI")),
+                        w=8, decimals=1))
+    p.append(timeseries(lay, "LLC load misses per 1000 instructions", "Last-level cache load misses per 1000 instructions retired (MPKI).",
+                        "short", targets((ratio("perf_llc_read_misses_total", "perf_instructions_total", scale="1000 * "), "LLC MPKI")),
+                        w=8, decimals=2))
+
+    p.append(lay.row("Branches"))
+    p.append(timeseries(lay, "Branch miss ratio", "Mispredicted branches / branch instructions, all CPUs together.",
+                        "percentunit", targets((ratio("perf_branch_misses_total", "perf_branch_instructions_total"), "branch misses / branches"))))
+    p.append(timeseries(lay, "Branch miss ratio per CPU", "Mispredicted branches / branch instructions of each CPU.",
+                        "percentunit", targets((ratio("perf_branch_misses_total", "perf_branch_instructions_total", "cpu"), "cpu {{cpu}}")),
+                        legend_table=True))
+
+    p.append(lay.row("Memory bandwidth"))
+    p.append(timeseries(lay, "DRAM bandwidth per socket", "Bytes per second read from and written to DRAM, per socket (summed over its memory controllers).",
+                        "Bps", targets((sum_rate("perf_dram_read_bytes_total", "socket"), "socket {{socket}} read"),
+                                       (sum_rate("perf_dram_write_bytes_total", "socket"), "socket {{socket}} write"),
+                                       (sum_rate("perf_dram_bytes_total", "socket"), "socket {{socket}} read+write"))))
+    p.append(timeseries(lay, "DRAM bandwidth", "Bytes per second read from and written to DRAM, all sockets. Where the hardware counts only the total (AMD Zen 3 data fabric), only the total.",
+                        "Bps", targets((sum_rate("perf_dram_read_bytes_total"), "read"),
+                                       (sum_rate("perf_dram_write_bytes_total"), "write"),
+                                       (dram_total(), "total"))))
+
+    p.append(lay.row("Multiplexing"))
+    p.append(timeseries(lay, "Counting time per set (running / enabled)", "The share of its enabled time each counter set was on the PMU. 100%: counted all the time. Less: the PMU time-sliced the groups and the counts are scaled estimates.",
+                        "percentunit", targets((running_ratio("set"), "{{set}}")), max_=1))
+    p.append(timeseries(lay, "Counting time per CPU (lowest set)", "Per CPU, the lowest running / enabled share of its counter sets.",
+                        "percentunit", targets((f"min by (cpu) (\n{running_ratio('cpu, set')}\n)", "cpu {{cpu}}")),
+                        max_=1, legend_table=True))
+
+    p.append(lay.row("Software events"))
+    p.append(timeseries(lay, "Context switches and migrations", "Context switches and task migrations per second, all CPUs.",
+                        "short", targets((sum_rate("perf_context_switches_total"), "context switches/s"),
+                                         (sum_rate("perf_cpu_migrations_total"), "CPU migrations/s")), w=8))
+    p.append(timeseries(lay, "Page faults", "Page faults per second (minor: no I/O; major: read from disk).",
+                        "short", targets((sum_rate("perf_page_faults_total"), "all/s"),
+                                         (sum_rate("perf_minor_faults_total"), "minor/s"),
+                                         (sum_rate("perf_major_faults_total"), "major/s")), w=8))
+    p.append(timeseries(lay, "Counted CPU time", "cpu-clock seconds counted per second, all CPUs: the number of CPUs being counted.",
+                        "s", targets((sum_rate("perf_cpu_clock_seconds_total"), "cpu-clock")), w=8))
+
+    p.append(lay.row("Power and temperature"))
+    p.append(timeseries(lay, "Power (RAPL)", "Package and DRAM power per socket, from the RAPL energy counters.",
+                        "watt", targets((sum_rate("perf_energy_package_joules_total", "socket"), "socket {{socket}} package"),
+                                        (sum_rate("perf_energy_dram_joules_total", "socket"), "socket {{socket}} DRAM"))))
+    p.append(timeseries(lay, "Thermal margin", "The smallest distance to the thermal throttling point over the CPUs.",
+                        "celsius", targets((f'min(perf_cpu_thermal_margin_celsius{{{SEL}}})', "lowest margin"))))
+
+    p.append(lay.row("Availability"))
+    p.append(table(lay, "Metrics this host cannot count",
+                   "Configured metrics this host cannot count (perf_event_available == 0), with the last encoding tried. "
+                   "Why: the exporter's status page (http://<instance>/) and `perf-exporter check` give the reason for each, "
+                   "e.g. no core PMU in a VM without a virtual PMU, or a memory controller PMU this CPU does not have. "
+                   "Such metrics are never exported as zero: their panels say \"" + NOT_AVAILABLE + "\".",
+                   "short", f"perf_event_available{{{SEL}}} == 0",
+                   no_value="Every configured metric is counted on this host",
+                   mappings=[{"type": "value", "options": {"0": {"text": NOT_AVAILABLE, "color": "orange", "index": 0}}}],
+                   exclude=("job",),
+                   rename={"metric": "Metric", "event": "Encoding tried", "pmu": "PMU", "Value": "Status",
+                           "instance": "Instance"}))
+
+    p.append(lay.row("Exporter"))
+    p.append(timeseries(lay, "Counter read time per scrape", "How long a scrape took to read every perf group.",
+                        "s", targets((f'max(perf_scrape_duration_seconds{{{SEL}}})', "read time"))))
+    p.append(timeseries(lay, "Read errors", "Failed perf group reads per second.",
+                        "short", targets((sum_rate("perf_read_errors_total"), "read errors/s"))))
+
+    return dashboard(
+        "perf-exporter-node",
+        "perf-exporter / Node",
+        "One node's hardware counters: IPC, cache and branch misses, DRAM bandwidth, multiplexing, "
+        "software events, and what this host cannot count.",
+        p, instance_multi=False, links_to="perf-exporter",
+    )
+
+
+def cluster_dashboard() -> dict:
+    lay = Layout()
+    p: list[dict] = []
+    ipc_by = ratio("perf_instructions_total", "perf_cpu_cycles_total", "instance")
+
+    p.append(lay.row("Nodes"))
+    p.append(stat(lay, "Nodes exporting", "Targets of the job up now.", "short",
+                  f'sum(up{{{SEL}}})', w=6, no_value="No targets"))
+    p.append(stat(lay, "Nodes down", "Targets of the job failing their scrapes.", "short",
+                  f'sum(1 - up{{{SEL}}})', w=6, steps=(("green", None), ("red", 1)), no_value="No targets"))
+    p.append(stat(lay, "Nodes with unavailable metrics", "Nodes that cannot count at least one configured metric (see the table below).",
+                  "short", f'sum(1 - min by (instance) (perf_event_available{{{SEL}}}))', w=6,
+                  steps=(("green", None), ("blue", 1)), no_value="No data"))
+    p.append(stat(lay, "Cluster IPC", "All instructions / all cycles over the selected nodes.", "short",
+                  ratio("perf_instructions_total", "perf_cpu_cycles_total"), w=6, decimals=2,
+                  steps=(("red", None), ("orange", 0.5), ("green", 1.0))))
+
+    p.append(lay.row("Rankings"))
+    p.append(bargauge(lay, "IPC by node", "Instructions per cycle of each node, highest first.",
+                      "short", f"sort_desc(\n{ipc_by}\n)", decimals=2))
+    p.append(bargauge(lay, "DRAM bandwidth by node", "Bytes per second read from and written to DRAM, highest first.",
+                      "Bps", f"sort_desc(\n{dram_total('instance')}\n)"))
+    p.append(bargauge(lay, "Cache miss ratio by node", "cache-misses / cache-references of each node, highest first.",
+                      "percentunit", f"sort_desc(\n{ratio('perf_cache_misses_total', 'perf_cache_references_total', 'instance')}\n)",
+                      max_=1, decimals=1))
+    p.append(bargauge(lay, "Branch miss ratio by node", "Mispredicted branches / branch instructions of each node, highest first.",
+                      "percentunit", f"sort_desc(\n{ratio('perf_branch_misses_total', 'perf_branch_instructions_total', 'instance')}\n)",
+                      decimals=2))
+
+    p.append(lay.row("Over time"))
+    p.append(timeseries(lay, "IPC per node", "Instructions per cycle of each node.", "short",
+                        targets((ipc_by, "{{instance}}")), decimals=2, legend_table=True))
+    p.append(timeseries(lay, "DRAM bandwidth per node", "Bytes per second read from and written to DRAM, per node.", "Bps",
+                        targets((dram_total("instance"), "{{instance}}")), legend_table=True))
+    p.append(timeseries(lay, "LLC load misses per 1000 instructions per node", "Last-level cache load misses per 1000 instructions (MPKI), per node.",
+                        "short", targets((ratio("perf_llc_read_misses_total", "perf_instructions_total", "instance", scale="1000 * "), "{{instance}}")),
+                        decimals=2, legend_table=True))
+    p.append(timeseries(lay, "Counting time per node (lowest set)", "Per node, the lowest running / enabled share of its counter sets; below 100% means multiplexing.",
+                        "percentunit", targets((f"min by (instance) (\n{running_ratio('instance, set')}\n)", "{{instance}}")),
+                        max_=1, legend_table=True))
+
+    p.append(lay.row("Availability"))
+    p.append(table(lay, "Unavailable metrics by node",
+                   "Per node, the configured metrics it cannot count (perf_event_available == 0). The reason is on each "
+                   "exporter's status page (/) and in `perf-exporter check`.",
+                   "short", f"perf_event_available{{{SEL}}} == 0",
+                   no_value="Every configured metric is counted on every selected node",
+                   mappings=[{"type": "value", "options": {"0": {"text": NOT_AVAILABLE, "color": "orange", "index": 0}}}],
+                   exclude=("job",),
+                   rename={"instance": "Node", "metric": "Metric", "event": "Encoding tried", "pmu": "PMU",
+                           "Value": "Status"}, h=10))
+
+    return dashboard(
+        "perf-exporter-cluster",
+        "perf-exporter / Cluster",
+        "Every node ranked by IPC, DRAM bandwidth and miss ratios; which nodes cannot count what.",
+        p, instance_multi=True, links_to="perf-exporter",
+    )
+
+
+def dump_json(obj: dict) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def values_with_default_config(values: str, default_config: str) -> str:
+    """values.yaml with the `config:` block replaced by config/default.yaml's sets."""
+    begin = "  # BEGIN default config"
+    end = "  # END default config"
+    head, rest = values.split(begin, 1)
+    begin_line, rest = rest.split("\n", 1)
+    _, tail = rest.split(end, 1)
+    body = default_config[default_config.index("sets:"):]
+    indented = "".join(("  " + line if line.strip() else line) + "\n" for line in body.rstrip("\n").split("\n"))
+    return head + begin + begin_line + "\n" + indented + end + tail
+
+
+def outputs() -> dict[Path, str]:
+    out: dict[Path, str] = {}
+    for name, dash in (("perf-exporter-node.json", node_dashboard()),
+                       ("perf-exporter-cluster.json", cluster_dashboard())):
+        text = dump_json(dash)
+        out[REPO / "grafana/dashboards" / name] = text
+        out[CHART / "files/dashboards" / name] = text
+    out[CHART / "files/perf-exporter.rules.yml"] = (REPO / "grafana/rules/perf-exporter.rules.yml").read_text()
+    values = CHART / "values.yaml"
+    out[values] = values_with_default_config(values.read_text(), (REPO / "config/default.yaml").read_text())
+    return out
+
+
+def main() -> int:
+    check = sys.argv[1:] == ["--check"]
+    if sys.argv[1:] not in ([], ["--check"]):
+        print(__doc__, file=sys.stderr)
+        return 2
+    stale = []
+    for path, text in outputs().items():
+        if path.exists() and path.read_text() == text:
+            continue
+        stale.append(path.relative_to(REPO))
+        if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    if check and stale:
+        print("stale (run scripts/gen-deploy-assets.py): " + ", ".join(map(str, stale)), file=sys.stderr)
+        return 1
+    if not check:
+        for s in stale:
+            print(f"wrote {s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""The Grafana dashboards in grafana/dashboards/: type-checked against the npm
+package @grafana/schema, and linted for the conventions of the well-kept
+community dashboards. (tests/dashboards.rs runs every query against a real
+Prometheus scraping the exporter.)"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import DASHBOARDS, tsc_check
+
+NOT_AVAILABLE = "Not available on this system"
+UNITS = {"Bps", "binBps", "percentunit", "short", "s", "watt", "celsius"}
+DS_REF = {"type": "prometheus", "uid": "${datasource}"}
+TYPES = Path(__file__).parent / "dashboard-types.ts"
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def panels(dash: dict):
+    """Every non-row panel, including those inside rows."""
+    for p in dash["panels"]:
+        if p["type"] == "row":
+            yield from p.get("panels", [])
+        else:
+            yield p
+
+
+def exprs(dash: dict):
+    for p in panels(dash):
+        for t in p.get("targets", []):
+            yield p, t
+
+
+def test_there_are_node_and_cluster_dashboards():
+    names = {p.name for p in DASHBOARDS}
+    assert names == {"perf-exporter-node.json", "perf-exporter-cluster.json"}
+
+
+# ---- @grafana/schema ----------------------------------------------------------
+
+
+def type_check(node_modules: Path, dashboards: dict[str, dict], tmp_path: Path) -> None:
+    src = ['import type { PerfDashboard } from "./dashboard-types.js";']
+    for name, d in dashboards.items():
+        src.append(f"// {name}\nexport const {re.sub(r'[^a-zA-Z0-9]', '_', name)}: PerfDashboard = {json.dumps(d, indent=1)};")
+    tsc_check(node_modules, {"dashboard-types.ts": TYPES.read_text(), "check.ts": "\n".join(src) + "\n"}, tmp_path)
+
+
+def test_dashboards_type_check(node_modules, tmp_path):
+    type_check(node_modules, {p.stem: load(p) for p in DASHBOARDS}, tmp_path)
+
+
+@pytest.mark.parametrize("mutation,error", [
+    ("unknown panel option", "known properties, and '\"lgend\"'"),
+    ("wrong legend placement", '"middle"'),
+    ("target without refId", "'refId' is missing"),
+    ("unknown dashboard key", "known properties, and '\"refreshh\"'"),
+    ("variable refresh out of range", "Type '9' is not assignable"),
+])
+def test_type_check_catches(mutation, error, node_modules, tmp_path):
+    """The type check is not vacuous."""
+    d = load(DASHBOARDS[0])
+    p = next(panels(d))
+    if mutation == "unknown panel option":
+        p["options"]["lgend"] = {}
+    elif mutation == "wrong legend placement":
+        ts = next(x for x in panels(d) if x["type"] == "timeseries")
+        ts["options"]["legend"]["placement"] = "middle"
+    elif mutation == "target without refId":
+        del p["targets"][0]["refId"]
+    elif mutation == "unknown dashboard key":
+        d["refreshh"] = "1m"
+    elif mutation == "variable refresh out of range":
+        d["templating"]["list"][1]["refresh"] = 9
+    with pytest.raises(AssertionError, match="tsc found type errors") as e:
+        type_check(node_modules, {"mutated": d}, tmp_path)
+    assert error in str(e.value), str(e.value)[:3000]
+
+
+# ---- conventions --------------------------------------------------------------
+
+
+@pytest.fixture(params=[p.name for p in DASHBOARDS])
+def dash(request) -> dict:
+    return load(next(p for p in DASHBOARDS if p.name == request.param))
+
+
+def test_variables(dash):
+    vs = {v["name"]: v for v in dash["templating"]["list"]}
+    assert vs["datasource"]["type"] == "datasource" and vs["datasource"]["query"] == "prometheus"
+    for name in ("job", "instance"):
+        v = vs[name]
+        assert v["type"] == "query", name
+        assert v["datasource"] == DS_REF, name
+        assert v["refresh"] == 2, f"{name}: refresh on time range change"
+    assert "label_values(" in vs["job"]["query"]["query"]
+    assert 'job=~"$job"' in vs["instance"]["query"]["query"], "instance depends on job"
+
+
+def test_uid_title_and_ids(dash):
+    assert re.fullmatch(r"[a-z0-9-]{1,40}", dash["uid"])
+    assert dash["title"].startswith("perf-exporter / ")
+    ids = [p["id"] for p in dash["panels"]] + [p["id"] for r in dash["panels"] if r["type"] == "row" for p in r["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids must be unique"
+
+
+def test_no_hard_coded_datasource(dash):
+    for p in panels(dash):
+        assert p["datasource"] == DS_REF, p["title"]
+        for t in p["targets"]:
+            assert t["datasource"] == DS_REF, p["title"]
+    uids = re.findall(r'"uid":\s*"([^"]*)"', json.dumps(dash))
+    assert set(uids) <= {"${datasource}", "-- Grafana --", dash["uid"]}, uids
+
+
+def strip_strings(expr: str) -> str:
+    return re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+
+
+SELECTOR = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
+KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset"}
+
+
+def lint_expr(expr: str) -> list[str]:
+    """Convention violations of one PromQL expression."""
+    problems = []
+    selectors = SELECTOR.findall(expr)
+    if not selectors:
+        problems.append("no metric selector")
+    for name, matchers in selectors:
+        for m in ('job=~"$job"', 'instance=~"$instance"'):
+            if m not in matchers:
+                problems.append(f"{name}{{{matchers}}} lacks {m}")
+    # A metric name with no {...} at all escapes the filters.
+    bare = SELECTOR.sub("", strip_strings(expr))
+    bare = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", bare)
+    for tok in re.findall(r"\b[a-zA-Z_:][a-zA-Z0-9_:]*\b(?!\s*\()", bare):
+        if tok not in KEYWORDS and not re.fullmatch(r"[0-9e]+|Inf|NaN", tok) and not tok.startswith("__"):
+            problems.append(f"bare selector {tok} (no job/instance matchers)")
+    for rng in re.findall(r"\[([^\]]*)\]", expr):
+        if rng != "$__rate_interval":
+            problems.append(f"range [{rng}] is not [$__rate_interval]")
+    for fn in re.findall(r"\b(rate|irate|increase|delta|deriv|[a-z]+_over_time)\s*\(", expr):
+        if "[$__rate_interval]" not in expr:
+            problems.append(f"{fn}() without [$__rate_interval]")
+    return problems
+
+
+def test_lint_catches_violations():
+    assert lint_expr('rate(perf_cpu_cycles_total{job=~"$job", instance=~"$instance"}[$__rate_interval])') == []
+    assert lint_expr('sum by (cpu) (rate(perf_cpu_cycles_total{job=~"$job"}[$__rate_interval]))')
+    assert lint_expr('rate(perf_cpu_cycles_total{job=~"$job", instance=~"$instance"}[5m])')
+    assert lint_expr('perf_event_available == 0')
+    assert lint_expr('up{job=~"$job", instance=~"$instance"} / perf_scrape_duration_seconds')
+
+
+def test_every_query_filtered_and_rate_interval(dash):
+    problems = []
+    for p, t in exprs(dash):
+        for prob in lint_expr(t["expr"]):
+            problems.append(f"{p['title']} / {t['refId']}: {prob}")
+    assert not problems, "\n".join(problems)
+    assert any("$__rate_interval" in t["expr"] for _, t in exprs(dash))
+
+
+def test_every_panel_has_a_unit(dash):
+    for p in panels(dash):
+        unit = p["fieldConfig"]["defaults"].get("unit")
+        assert unit in UNITS, f"{p['title']}: unit {unit!r} not one of {sorted(UNITS)}"
+    units = {p["fieldConfig"]["defaults"]["unit"] for p in panels(dash)}
+    assert {"percentunit", "short"} <= units
+
+
+def test_not_available_instead_of_empty(dash):
+    """Graph panels say so when the host cannot count their metrics; the
+    availability table maps perf_event_available == 0 to that text."""
+    tables = []
+    for p in panels(dash):
+        d = p["fieldConfig"]["defaults"]
+        if p["type"] in ("timeseries", "bargauge"):
+            assert d.get("noValue") == NOT_AVAILABLE, p["title"]
+        elif p["type"] == "stat":
+            assert d.get("noValue"), p["title"]
+        elif p["type"] == "table":
+            tables.append(p)
+    avail = [p for p in tables if "perf_event_available" in p["targets"][0]["expr"]]
+    assert len(avail) == 1
+    t = avail[0]
+    assert "== 0" in t["targets"][0]["expr"]
+    assert t["targets"][0]["format"] == "table" and t["targets"][0]["instant"] is True
+    (mapping,) = t["fieldConfig"]["defaults"]["mappings"]
+    assert mapping["type"] == "value" and mapping["options"]["0"]["text"] == NOT_AVAILABLE
+    assert "perf-exporter check" in t["description"], "says where the reason is"
+
+
+def titles(dash: dict) -> dict[str, dict]:
+    return {p["title"]: p for p in panels(dash)}
+
+
+def test_node_dashboard_content():
+    d = load(next(p for p in DASHBOARDS if p.name == "perf-exporter-node.json"))
+    t = titles(d)
+    need = {
+        "IPC": "short", "IPC per CPU": "short", "Cache miss ratio": "percentunit",
+        "L1d load misses per 1000 instructions": "short", "LLC load misses per 1000 instructions": "short",
+        "Branch miss ratio": "percentunit", "DRAM bandwidth per socket": "Bps", "DRAM bandwidth": "Bps",
+        "Counting time per set (running / enabled)": "percentunit", "Context switches and migrations": "short",
+        "Page faults": "short", "Metrics this host cannot count": "short",
+    }
+    for title, unit in need.items():
+        assert title in t, title
+        assert t[title]["fieldConfig"]["defaults"]["unit"] == unit, title
+    # IPC overall is a time series and a stat
+    assert {p["type"] for p in panels(d) if p["title"] == "IPC"} == {"stat", "timeseries"}
+    assert "by (cpu)" in t["IPC per CPU"]["targets"][0]["expr"]
+    assert "by (socket)" in t["DRAM bandwidth per socket"]["targets"][0]["expr"]
+    exprs_ = " ".join(x["expr"] for x in t["DRAM bandwidth per socket"]["targets"])
+    assert "perf_dram_read_bytes_total" in exprs_ and "perf_dram_write_bytes_total" in exprs_
+    assert "perf_group_running_seconds_total" in t["Counting time per set (running / enabled)"]["targets"][0]["expr"]
+    vs = {v["name"]: v for v in d["templating"]["list"]}
+    assert vs["instance"]["multi"] is False, "a node dashboard shows one node"
+
+
+def test_cluster_dashboard_content():
+    d = load(next(p for p in DASHBOARDS if p.name == "perf-exporter-cluster.json"))
+    t = titles(d)
+    for title, unit in {"IPC by node": "short", "DRAM bandwidth by node": "Bps",
+                        "Cache miss ratio by node": "percentunit", "Branch miss ratio by node": "percentunit"}.items():
+        p = t[title]
+        assert p["type"] == "bargauge" and p["fieldConfig"]["defaults"]["unit"] == unit, title
+        e = p["targets"][0]["expr"]
+        assert e.startswith("sort_desc(") and "by (instance)" in e, title
+        assert p["targets"][0]["instant"] is True
+    vs = {v["name"]: v for v in d["templating"]["list"]}
+    assert vs["instance"]["multi"] is True and vs["instance"]["includeAll"] is True
+
+
+def test_mutated_dashboard_fails_lint():
+    d = copy.deepcopy(load(DASHBOARDS[0]))
+    p = next(panels(d))
+    p["targets"][0]["expr"] = p["targets"][0]["expr"].replace(', instance=~"$instance"', "")
+    assert any(lint_expr(t["expr"]) for _, t in exprs(d))
+
+
+def test_layout_has_no_overlaps(dash):
+    cells = {}
+    for p in dash["panels"]:
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, (p["title"], g)
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"{p['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = p["title"]

@@ -1,0 +1,76 @@
+"""grafana/rules/perf-exporter.rules.yml: checked and unit-tested by the real
+promtool (Prometheus 2.53), and its conventions enforced. (tests/dashboards.rs
+also loads it into a real Prometheus scraping the simulated exporter.)"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from conftest import RULES, RULES_TEST, run
+from test_chart import render
+
+
+def rules() -> list[dict]:
+    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+
+
+def test_promtool_check_rules(promtool):
+    r = run([promtool, "check", "rules", RULES])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS" in r.stdout
+
+
+def test_promtool_unit_tests(promtool):
+    r = run([promtool, "test", "rules", RULES_TEST.name], cwd=RULES_TEST.parent)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS" in r.stdout
+
+
+def test_every_alert_is_tested(promtool):
+    tested = set(re.findall(r"alertname: (\w+)", RULES_TEST.read_text()))
+    alerts = {r["alert"] for r in rules() if "alert" in r}
+    assert alerts == tested
+
+
+def test_alerts_have_summary_description_severity():
+    alerts = [r for r in rules() if "alert" in r]
+    assert {a["alert"] for a in alerts} >= {
+        "PerfExporterDown", "PerfCountersUnavailable", "PerfCountersHeavilyMultiplexed", "PerfExporterScrapeSlow"}
+    for a in alerts:
+        assert a["annotations"]["summary"].strip(), a["alert"]
+        assert len(a["annotations"]["description"]) > 80, a["alert"]
+        assert a["labels"]["severity"] in {"info", "warning", "critical"}, a["alert"]
+        assert "for" in a, a["alert"]
+
+
+def test_recording_rules_cover_the_ratios():
+    recorded = {r["record"] for r in rules() if "record" in r}
+    for name in ("instance:perf_ipc:ratio_rate5m", "instance_cpu:perf_ipc:ratio_rate5m",
+                 "instance:perf_cache_miss:ratio_rate5m", "instance:perf_branch_miss:ratio_rate5m",
+                 "instance:perf_l1d_read_misses:per_kilo_instructions_rate5m",
+                 "instance:perf_llc_read_misses:per_kilo_instructions_rate5m",
+                 "instance_socket:perf_dram_read_bytes:rate5m", "instance_socket:perf_dram_write_bytes:rate5m",
+                 "instance:perf_dram_bytes:rate5m", "instance_set:perf_group_running:ratio_rate5m"):
+        assert name in recorded, name
+    for r in rules():
+        if "record" in r:
+            assert re.fullmatch(r"[a-z_]+:[a-z0-9_]+:[a-z0-9_]+", r["record"]), f"level:metric:operations: {r['record']}"
+
+
+def test_every_selector_has_the_job_matcher():
+    """So prometheus.rules.jobSelector can retarget every rule."""
+    for r in rules():
+        for name, matchers in re.findall(r"\b([a-z_:]+)\{([^}]*)\}", r["expr"]):
+            assert 'job="perf-exporter"' in matchers, (r.get("record") or r.get("alert"), name)
+        assert not re.search(r"\b(perf_[a-z_]+|up|scrape_duration_seconds)\b(?!\{)", r["expr"]), r["expr"]
+
+
+def test_rendered_prometheus_rule_passes_promtool(promtool, tmp_path):
+    pr = render({"prometheus": {"rules": {"enabled": True, "jobSelector": 'job="node-perf"'}}}).one("PrometheusRule")
+    f = tmp_path / "rendered.rules.yml"
+    f.write_text(yaml.safe_dump({"groups": pr["spec"]["groups"]}))
+    r = run([promtool, "check", "rules", f])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert 'job="perf-exporter"' not in f.read_text()
