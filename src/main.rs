@@ -137,7 +137,7 @@ fn host(cli: &Cli) -> Result<Host> {
     let kernel: Option<Arc<dyn Kernel>> = if cli.simulate {
         Some(Arc::new(SimKernel::new(table.clone())))
     } else if is_live_sysfs(&cli.sysfs) {
-        Some(Arc::new(LiveKernel))
+        Some(Arc::new(LiveKernel::new()))
     } else {
         None
     };

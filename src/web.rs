@@ -274,7 +274,8 @@ fn add_self_metrics(snap: &mut Snapshot, simulated: bool, secs: f64) {
                 labels: vec![
                     ("version", env!("CARGO_PKG_VERSION").into()),
                     ("simulated", simulated.to_string()),
-                ],
+                ]
+                .into(),
                 value: 1.0,
             }],
         },
@@ -284,7 +285,7 @@ fn add_self_metrics(snap: &mut Snapshot, simulated: bool, secs: f64) {
         help: "Time this scrape took to read every perf group.".into(),
         kind: Kind::Gauge,
         samples: vec![Sample {
-            labels: vec![],
+            labels: Vec::new().into(),
             value: secs,
         }],
     });

@@ -55,17 +55,6 @@ fn escape_help(s: &str, out: &mut String) {
     }
 }
 
-fn escape_label(s: &str, out: &mut String) {
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '"' => out.push_str("\\\""),
-            c => out.push(c),
-        }
-    }
-}
-
 fn write_value(v: f64, out: &mut String) {
     if v.is_nan() {
         out.push_str("NaN");
@@ -94,19 +83,7 @@ pub fn encode_text(families: &[Family], out: &mut String) {
         });
         for s in &f.samples {
             out.push_str(&f.name);
-            if !s.labels.is_empty() {
-                out.push('{');
-                for (i, (k, v)) in s.labels.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(k);
-                    out.push_str("=\"");
-                    escape_label(v, out);
-                    out.push('"');
-                }
-                out.push('}');
-            }
+            out.push_str(s.labels.rendered());
             out.push(' ');
             write_value(s.value, out);
             out.push('\n');
@@ -181,7 +158,7 @@ mod tests {
                 help: "Cycles.".into(),
                 kind: Kind::Counter,
                 samples: vec![Sample {
-                    labels: vec![("cpu", "0".into())],
+                    labels: vec![("cpu", "0".into())].into(),
                     value: 12.0,
                 }],
             },
@@ -190,7 +167,7 @@ mod tests {
                 help: "a \\ b\nc".into(),
                 kind: Kind::Gauge,
                 samples: vec![Sample {
-                    labels: vec![("pmu", "a\"b".into())],
+                    labels: vec![("pmu", "a\"b".into())].into(),
                     value: 0.5,
                 }],
             },
