@@ -16,6 +16,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -66,6 +67,8 @@ pub struct Options {
 #[derive(Debug)]
 pub struct State {
     engine: Mutex<Engine>,
+    /// The size of the last response, to allocate the next one at once.
+    last_len: AtomicUsize,
     telemetry_path: String,
     simulated: bool,
     config_name: String,
@@ -190,6 +193,7 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
     }
     let state = Arc::new(State {
         engine: Mutex::new(engine),
+        last_len: AtomicUsize::new(0),
         telemetry_path: o.telemetry_path.clone(),
         simulated,
         config_name: o
@@ -260,7 +264,11 @@ pub fn scrape(state: &State, accept: &str) -> (String, &'static str) {
         Err(p) => p.into_inner().collect(),
     };
     add_self_metrics(&mut snap, state.simulated, start.elapsed().as_secs_f64());
-    prometheus::encode(snap, accept)
+    // Room for the last response plus some growth.
+    let hint = state.last_len.load(Ordering::Relaxed);
+    let (body, ctype) = prometheus::encode(snap, accept, hint + hint / 8);
+    state.last_len.store(body.len(), Ordering::Relaxed);
+    (body, ctype)
 }
 
 fn add_self_metrics(snap: &mut Snapshot, simulated: bool, secs: f64) {
