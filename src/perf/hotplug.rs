@@ -228,7 +228,7 @@ impl UeventWatcher {
             let (stop, shared) = (stop.clone(), shared.clone());
             std::thread::Builder::new()
                 .name("perf-hotplug".into())
-                .stack_size(64 * 1024)
+                .stack_size(128 * 1024)
                 .spawn(move || run(sock, stop, shared))
                 .map_err(HotplugError::Thread)?
         };
