@@ -1061,9 +1061,9 @@ impl Engine {
         }
         // Groups that still stand still are on CPUs that are online: the
         // CPU went offline and came back between two collections, and the
-        // kernel never re-enables such events. Reopen them; their series
-        // keep their totals.
-        let mut changed = false;
+        // kernel never re-enables such events. Reopen them at the next
+        // collection (its reconcile refreshes the indexes); until then
+        // their series stay in the output with their totals.
         if any_moved && self.groups.iter().any(|g| g.stalled) {
             let before = self.groups.len();
             self.groups.retain(|g| !g.stalled);
@@ -1072,7 +1072,6 @@ impl Engine {
                 "groups stopped counting (CPU offline and back?); reopening them"
             );
             self.retry_open = true;
-            changed = true;
         }
         if any_split {
             let mut gi = self.groups.len();
@@ -1080,11 +1079,8 @@ impl Engine {
                 gi -= 1;
                 if self.groups[gi].split {
                     self.split_group(gi);
-                    changed = true;
                 }
             }
-        }
-        if changed {
             self.refresh();
         }
         if failed_cpu {

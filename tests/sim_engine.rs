@@ -454,3 +454,27 @@ fn per_cpu_false_aggregates_gauges_and_group_times() {
     ));
     assert!(!w["perf_group_enabled_seconds_total"].contains_key("set=sw,cpu=7"));
 }
+
+#[test]
+fn offline_and_back_between_collections_reopens_and_keeps_series() {
+    let (k, mut e) = engine("intel-skx", Some(CORE), |_| {});
+    e.collect();
+    k.advance(SEC);
+    let before = values(&e.collect())["c_total"]["cpu=3"];
+    // Both hotplug events land between two collections: the online list
+    // looks unchanged, but the old counters on CPU 3 are dead.
+    k.set_online(3, false);
+    k.set_online(3, true);
+    k.advance(SEC);
+    // Its groups stood still while the others moved: they are reopened,
+    // and the series stays, never going back.
+    let v = values(&e.collect());
+    assert_eq!(v["c_total"]["cpu=3"], before);
+    k.advance(SEC);
+    let v = values(&e.collect());
+    assert_eq!(v["c_total"]["cpu=3"], before, "reopened groups start now");
+    k.advance(SEC);
+    let after = values(&e.collect())["c_total"]["cpu=3"];
+    assert!(close(after, before + 2.0e9), "{before} -> {after}");
+    assert!(close(values(&e.collect())["c_total"]["cpu=0"], 4.0 * 2.0e9));
+}
