@@ -146,6 +146,11 @@ fn strace_lines() {
         None
     );
     assert_eq!(class("4242 1700000000.5 +++ exited with 0 +++"), None);
+    // Thread ids are padded to five columns.
+    assert_eq!(
+        class("1355  1700000000.5 read(7<anon_inode:[perf_event]>, \"\", 8) = 8"),
+        Some(SyscallClass::PerfRead)
+    );
     // Without -f there is no thread id.
     assert_eq!(
         class("1700000000.5 read(7<anon_inode:[perf_event]>, \"\", 8) = 8"),

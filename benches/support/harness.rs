@@ -302,13 +302,12 @@ impl SyscallClass {
 /// `None` for lines that are not a syscall's start (resumptions, signals,
 /// exits).
 pub fn parse_strace_line(line: &str) -> Option<(f64, String, SyscallClass)> {
-    let mut it = line.splitn(3, ' ');
-    let first = it.next()?;
-    // With -f -o FILE every line starts with the thread id.
+    // With -f -o FILE every line starts with the thread id, padded to
+    // five columns (`1355  1700000000.5 read(...`).
+    let (first, rest) = line.trim_start().split_once(' ')?;
     let (ts, rest) = if first.bytes().all(|b| b.is_ascii_digit()) {
-        (it.next()?, it.next()?)
+        rest.trim_start().split_once(' ')?
     } else {
-        let rest = it.next()?;
         (first, rest)
     };
     let ts: f64 = ts.parse().ok()?;
@@ -431,13 +430,21 @@ pub fn trace_syscalls(
     r?;
     let f = File::open(&out)?;
     let mut calls = Vec::new();
+    let mut lines = 0usize;
     for line in BufReader::new(f).lines() {
         let line = line?;
+        lines += 1;
         if let Some((ts, name, class)) = parse_strace_line(&line) {
             if ts >= t0 && ts <= t1 {
                 calls.push((name, class));
             }
         }
+    }
+    if calls.is_empty() {
+        return Err(err(format!(
+            "strace recorded no syscall of pid {pid} while it was scraped ({lines} lines in {}); is the output format new?",
+            out.display()
+        )));
     }
     let _ = std::fs::remove_file(&out);
     Ok(calls)
