@@ -5,7 +5,8 @@
 # tests count system-wide (perf_event_open with pid=-1), mount tracefs if
 # needed, and hotplug cpu1.
 #
-#   scripts/test.sh            # fetch servers (.cache/servers) and tools (.cache/tools), cargo test, pytest
+#   scripts/test.sh            # fetch servers (.cache/servers) and tools (.cache/tools), cargo test,
+#                              # pytest, then the benchmarks' smoke test (scripts/bench.sh --short)
 #   scripts/test.sh -- FILTER  # extra arguments go to cargo test
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,10 +46,21 @@ PERF_EXPORTER_BIN=$target_dir/debug/perf-exporter PYTHONDONTWRITEBYTECODE=1 \
 prc=${PIPESTATUS[0]}
 ((rc == 0)) && rc=$prc
 set -e
+# The benchmarks in short mode, as a smoke test: fails only if they cannot
+# run (the numbers are printed, never enforced).
+echo "--- bench smoke: scripts/bench.sh --short"
+bench_rc=0
+scripts/bench.sh --short || bench_rc=$?
+if [[ $bench_rc != 0 ]]; then
+  echo "bench smoke: FAILED (scripts/bench.sh --short could not run, exit $bench_rc)"
+else
+  echo "bench smoke: ok"
+fi
 # One closing line over every test binary (cargo prints one per binary) and pytest.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
      /^(=+ )?[0-9]+ (passed|failed|skipped|errors?)(, [0-9]+ [a-z]+)* in [0-9.]+s/ {
        for (i = 1; i <= NF; i++) { w = $(i+1); sub(/,$/, "", w)
          if (w == "passed") p += $i; if (w == "failed" || w == "error" || w == "errors") f += $i; if (w == "skipped") s += $i } }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$out"
+if [[ $rc == 0 ]]; then rc=$bench_rc; fi
 exit "$rc"

@@ -7,26 +7,42 @@
 //!   instance on each CPU of their `cpumask`. Hybrid core PMUs get
 //!   separate groups (a group never mixes `cpu_core` and `cpu_atom`).
 //! * **Reads.** One `read()` per group returns every member's raw count
-//!   with the group's `time_enabled` and `time_running`.
+//!   with the group's `time_enabled` and `time_running`. That is the
+//!   whole cost of a collection on the kernel side: no other syscall, no
+//!   `/sys` or `/proc` file is read while nothing changes.
 //! * **Multiplexing.** When the PMU has fewer counters than events the
 //!   kernel time-slices groups, so `time_running < time_enabled`. The
 //!   count is estimated as `raw * enabled / running` (what `perf stat`
-//!   prints). The estimate can go *down* between reads; exported
-//!   counters take only increases of its high-water mark, so they never
-//!   decrease and never count the same events twice.
+//!   prints, [`mux_factor`]). The estimate can go *down* between reads;
+//!   exported counters take only increases of its high-water mark
+//!   ([`monotonic_delta`]), so they never decrease and never count the
+//!   same events twice.
 //! * **Never scheduled.** A group whose `time_running` stays 0 while it is
 //!   enabled cannot fit on the PMU; it is split into single-event groups
 //!   (and a member that still never runs exports nothing, not zero).
-//! * **Hotplug.** The online CPU list is checked at each collection; an
-//!   offline CPU's groups are closed and its series leave the output. When
-//!   it returns, its groups are reopened and its counters continue from
-//!   their previous totals.
+//! * **Hotplug.** The online CPU list is re-read only when something says
+//!   it may have changed: the kernel's hotplug signal
+//!   ([`Kernel::hotplug_generation`]: a `NETLINK_KOBJECT_UEVENT` socket on
+//!   the live kernel), a group read failing with `ENODEV`, or a group's
+//!   `time_enabled` standing still while the others move (the kernel stops
+//!   an offline CPU's events). Without a signal it is re-read at every
+//!   collection. An offline CPU's groups are closed and its series leave
+//!   the output; when it returns, its groups are reopened and its counters
+//!   continue from their previous totals.
+//! * **Aggregation.** A set with `per_cpu: false` sums its counters over
+//!   CPUs into one series (uncore series keep `pmu` and `socket`); its
+//!   gauges are averaged over CPUs, and its group-time and read-error
+//!   series lose the `cpu` label (summed over CPUs).
 //! * **Failures.** One CPU's or PMU's failure never drops the others.
+//! * **Allocation.** Series are indexed, their label sets rendered once
+//!   ([`Labels`]) and their export order computed when the plan changes,
+//!   so a collection allocates per family, never per series.
 
 use crate::perf::{Counter, ErrorKind, EventAttr, GroupReading, Kernel, PerfError};
 use crate::pmu::{PmuTable, Scope};
 use crate::resolve::chain::{Resolution, Status};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
 use std::sync::Arc;
 
 /// A metric family in a snapshot.
@@ -55,9 +71,107 @@ pub enum Kind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     /// Label pairs, in order.
-    pub labels: Vec<(&'static str, String)>,
+    pub labels: Labels,
     /// The value, in base units.
     pub value: f64,
+}
+
+/// An immutable, shared label set with its exposition form rendered once:
+/// `{cpu="3"}` (escaped as both the Prometheus text format and OpenMetrics
+/// require), or the empty string for no labels. Cloning is a reference
+/// count, so putting a series in a snapshot allocates nothing.
+///
+/// Derefs to the pairs: `labels.iter()`, `labels[0].1`, `labels.to_vec()`.
+#[derive(Clone)]
+pub struct Labels(Arc<LabelsInner>);
+
+struct LabelsInner {
+    pairs: Vec<(&'static str, String)>,
+    rendered: String,
+}
+
+impl Labels {
+    /// A label set, rendered.
+    pub fn new(pairs: Vec<(&'static str, String)>) -> Self {
+        let mut rendered = String::new();
+        if !pairs.is_empty() {
+            rendered.push('{');
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                if i > 0 {
+                    rendered.push(',');
+                }
+                rendered.push_str(k);
+                rendered.push_str("=\"");
+                escape_label_value(v, &mut rendered);
+                rendered.push('"');
+            }
+            rendered.push('}');
+        }
+        Labels(Arc::new(LabelsInner { pairs, rendered }))
+    }
+
+    /// `{k="v",...}` with values escaped (`\\`, `\"`, `\n`), or `""`.
+    pub fn rendered(&self) -> &str {
+        &self.0.rendered
+    }
+}
+
+/// Escapes a label value for the text formats: backslash, double quote
+/// and line feed.
+pub fn escape_label_value(s: &str, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+}
+
+impl std::ops::Deref for Labels {
+    type Target = [(&'static str, String)];
+    fn deref(&self) -> &Self::Target {
+        &self.0.pairs
+    }
+}
+
+impl From<Vec<(&'static str, String)>> for Labels {
+    fn from(pairs: Vec<(&'static str, String)>) -> Self {
+        Labels::new(pairs)
+    }
+}
+
+impl PartialEq for Labels {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.pairs == other.0.pairs
+    }
+}
+
+impl Eq for Labels {}
+
+impl std::hash::Hash for Labels {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.pairs.hash(state);
+    }
+}
+
+impl PartialOrd for Labels {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Labels {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.pairs.cmp(&other.0.pairs)
+    }
+}
+
+impl fmt::Debug for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.pairs.iter()).finish()
+    }
 }
 
 /// Everything one collection produced: plain data, no perf types.
@@ -65,6 +179,13 @@ pub struct Sample {
 pub struct Snapshot {
     /// Families in a stable order.
     pub families: Vec<Family>,
+}
+
+impl Snapshot {
+    /// The number of samples over every family.
+    pub fn series(&self) -> usize {
+        self.families.iter().map(|f| f.samples.len()).sum()
+    }
 }
 
 /// How a configured metric is doing at run time.
@@ -84,17 +205,58 @@ pub struct MetricRuntime {
     pub reasons: Vec<String>,
 }
 
+/// The multiplexing factor of a group read: `enabled / running` when the
+/// group was time-sliced (`running < enabled`), 1 when it counted all the
+/// time, `None` when it never ran (no estimate is possible: export
+/// nothing rather than zero).
+#[inline]
+pub fn mux_factor(enabled: u64, running: u64) -> Option<f64> {
+    if running == 0 {
+        None
+    } else if running < enabled {
+        Some(enabled as f64 / running as f64)
+    } else {
+        Some(1.0)
+    }
+}
+
+/// Folds a new scaled estimate of a running count into its high-water
+/// mark `high` and returns how much the exported counter grows (in raw
+/// units): the increase of the mark, or 0 when the estimate fell. So a
+/// counter fed by these deltas never decreases and never counts the same
+/// events twice.
+#[inline]
+pub fn monotonic_delta(high: &mut f64, estimate: f64) -> f64 {
+    if estimate > *high {
+        let d = estimate - *high;
+        *high = estimate;
+        d
+    } else {
+        0.0
+    }
+}
+
 /// A series key: metric index plus labels.
 type SeriesKey = (usize, Vec<(&'static str, String)>);
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 struct SeriesState {
+    /// The metric it belongs to.
+    metric: usize,
+    /// Its labels, rendered.
+    labels: Labels,
     /// Accumulated counter value (base units) or last gauge reading.
     value: f64,
     /// Has ever had data.
     has_data: bool,
     /// Is currently backed by an open group.
     live: bool,
+    /// Gauges: readings summed over the groups of this collection.
+    gauge_sum: f64,
+    /// Gauges: how many groups contributed in this collection.
+    gauge_groups: u32,
+    /// Gauges: the last group that contributed (to count groups once).
+    gauge_last_group: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -109,6 +271,8 @@ struct MemberPlan {
 #[derive(Debug)]
 struct Member {
     plan: MemberPlan,
+    /// Index into `Engine::series`.
+    series: usize,
     counter: Counter,
     /// High-water mark of the scaled estimate (raw units).
     high: f64,
@@ -127,9 +291,51 @@ struct GroupKey {
 struct Group {
     key: GroupKey,
     members: Vec<Member>,
+    /// Index into `Engine::time_slots` (its set and CPU).
+    time_slot: usize,
     last_enabled: u64,
     last_running: u64,
     never_ran: u32,
+    /// Scratch of one collection: time_enabled stood still.
+    stalled: bool,
+    /// Scratch of one collection: never ran twice, split it.
+    split: bool,
+}
+
+/// Per (set, CPU): this collection's enabled/running deltas summed over
+/// the CPU's groups of the set, and how many groups; they are exported as
+/// the mean over the groups, so six IMC groups on one CPU do not count six
+/// seconds per second.
+#[derive(Debug, Clone)]
+struct TimeSlot {
+    /// Index into `Engine::time_series`.
+    export: usize,
+    d_enabled: u64,
+    d_running: u64,
+    groups: u32,
+}
+
+/// An exported `{set, cpu}` (or `{set}` for a `per_cpu: false` set) series
+/// of the group-time and read-error families.
+#[derive(Debug, Clone)]
+struct TimeSeries {
+    set: usize,
+    /// `None`: summed over CPUs.
+    cpu: Option<u32>,
+    labels: Labels,
+    enabled: f64,
+    running: f64,
+    has_times: bool,
+    errors: u64,
+}
+
+/// A `perf_event_available` sample: which metric, and whether it has open
+/// groups on its PMU (the value also needs the metric to be schedulable).
+#[derive(Debug, Clone)]
+struct Avail {
+    metric: usize,
+    labels: Labels,
+    open: bool,
 }
 
 /// The engine. Owns every fd.
@@ -139,12 +345,24 @@ pub struct Engine {
     table: PmuTable,
     resolution: Resolution,
     groups: Vec<Group>,
-    series: HashMap<SeriesKey, SeriesState>,
-    /// (set, cpu) -> (enabled, running) seconds, accumulated.
-    group_times: BTreeMap<(usize, u32), (f64, f64)>,
-    read_errors: BTreeMap<(usize, u32), u64>,
+    /// Every series ever planned, by index.
+    series: Vec<SeriesState>,
+    series_index: HashMap<SeriesKey, usize>,
+    /// Per metric: its series in export order (numeric label order).
+    series_order: Vec<Vec<usize>>,
+    /// Series of snapshot (gauge) members.
+    gauge_series: Vec<usize>,
+    time_slots: Vec<TimeSlot>,
+    time_slot_index: HashMap<(usize, u32), usize>,
+    time_series: Vec<TimeSeries>,
+    time_series_index: HashMap<(usize, Option<u32>), usize>,
+    /// `time_series` in export order (set, cpu).
+    time_order: Vec<usize>,
+    avail: Vec<Avail>,
     runtime: Vec<MetricRuntime>,
     online: Vec<u32>,
+    /// `online` as a mask indexed by CPU.
+    online_mask: Vec<bool>,
     buf: GroupReading,
     /// Members that can never be scheduled, by metric.
     unschedulable: BTreeMap<usize, String>,
@@ -152,6 +370,11 @@ pub struct Engine {
     /// (the kernel brings perf up on a CPU slightly after it appears):
     /// retry at the next collection.
     retry_open: bool,
+    /// The kernel's hotplug generation when the online list was last read
+    /// (`None`: the kernel has no signal; read it at every collection).
+    hotplug_seen: Option<u64>,
+    /// How many times the online list was read after start-up.
+    online_reads: u64,
 }
 
 fn labels_for(
@@ -176,6 +399,15 @@ fn labels_for(
     } else {
         Vec::new()
     }
+}
+
+fn mask_of(online: &[u32]) -> Vec<bool> {
+    let n = online.iter().max().map_or(0, |&m| m as usize + 1);
+    let mut mask = vec![false; n];
+    for &c in online {
+        mask[c as usize] = true;
+    }
+    mask
 }
 
 impl Engine {
@@ -203,20 +435,37 @@ impl Engine {
                 }
             })
             .collect();
+        let metrics = resolution.metrics.len();
         let mut e = Engine {
             kernel,
             table,
             resolution,
             groups: Vec::new(),
-            series: HashMap::new(),
-            group_times: BTreeMap::new(),
-            read_errors: BTreeMap::new(),
+            series: Vec::new(),
+            series_index: HashMap::new(),
+            series_order: vec![Vec::new(); metrics],
+            gauge_series: Vec::new(),
+            time_slots: Vec::new(),
+            time_slot_index: HashMap::new(),
+            time_series: Vec::new(),
+            time_series_index: HashMap::new(),
+            time_order: Vec::new(),
+            avail: Vec::new(),
             runtime,
+            online_mask: mask_of(&online),
             online,
             buf: GroupReading::default(),
             unschedulable: BTreeMap::new(),
             retry_open: false,
+            hotplug_seen: None,
+            online_reads: 0,
         };
+        // Start listening for hotplug before reading the online list, so a
+        // change in between is not missed.
+        e.hotplug_seen = e.kernel.hotplug_generation();
+        if let Some(online) = e.kernel.online_cpus(&e.table.sysfs) {
+            e.set_online(online);
+        }
         e.reconcile();
         e
     }
@@ -226,9 +475,21 @@ impl Engine {
         self.groups.iter().map(|g| g.members.len()).sum()
     }
 
+    /// The number of open groups: the `read()` calls of one collection.
+    pub fn open_groups(&self) -> usize {
+        self.groups.len()
+    }
+
     /// The fds the plan needs on the current CPUs.
     pub fn planned_fds(&self) -> usize {
         self.plan().values().map(Vec::len).sum()
+    }
+
+    /// How many times the online CPU list was read since start-up (only
+    /// when a hotplug signal, a failed read or a stalled group asked for
+    /// it, or at every collection when the kernel has no hotplug signal).
+    pub fn online_reads(&self) -> u64 {
+        self.online_reads
     }
 
     /// Per-metric run-time state (for the landing page and logs).
@@ -246,21 +507,28 @@ impl Engine {
         !self.groups.is_empty()
     }
 
+    fn is_online(&self, cpu: u32) -> bool {
+        self.online_mask.get(cpu as usize).copied().unwrap_or(false)
+    }
+
     /// CPUs an instance's events go on now: the PMU's cpumask or cpus
     /// against the online CPUs, or every online CPU; an uncore PMU without
     /// a cpumask (older `arm_dmc620`) keeps one online CPU.
     fn cpus_now(&self, inst: &crate::resolve::Instance) -> Vec<u32> {
-        let online = |c: &u32| self.online.contains(c);
         match self.table.get(&inst.pmu).map(|p| &p.scope) {
             Some(Scope::Cpumask(c)) | Some(Scope::Cpus(c)) => {
-                c.iter().copied().filter(online).collect()
+                c.iter().copied().filter(|&c| self.is_online(c)).collect()
             }
             _ if inst.uncore => match inst.cpus.first() {
-                Some(c) if online(c) => vec![*c],
+                Some(&c) if self.is_online(c) => vec![c],
                 _ => self.online.iter().copied().take(1).collect(),
             },
             _ => self.online.clone(),
         }
+    }
+
+    fn per_cpu(&self, set: usize) -> bool {
+        self.resolution.sets.get(set).is_none_or(|s| s.per_cpu)
     }
 
     /// Desired groups and their members on the current CPUs.
@@ -276,7 +544,7 @@ impl Engine {
                 .iter()
                 .position(|s| s.name == m.set)
                 .unwrap_or(0);
-            let per_cpu = self.resolution.sets.get(set).is_none_or(|s| s.per_cpu);
+            let per_cpu = self.per_cpu(set);
             for inst in &m.instances {
                 let i = &inst.inst;
                 let cpus = self.cpus_now(i);
@@ -324,6 +592,70 @@ impl Engine {
         }
     }
 
+    /// The index of a series, created on first use.
+    fn series_of(&mut self, key: &SeriesKey) -> usize {
+        if let Some(&i) = self.series_index.get(key) {
+            return i;
+        }
+        let i = self.series.len();
+        self.series.push(SeriesState {
+            metric: key.0,
+            labels: Labels::new(key.1.clone()),
+            value: 0.0,
+            has_data: false,
+            live: false,
+            gauge_sum: 0.0,
+            gauge_groups: 0,
+            gauge_last_group: usize::MAX,
+        });
+        self.series_index.insert(key.clone(), i);
+        i
+    }
+
+    /// The time slot of a (set, CPU), created on first use with its
+    /// exported series.
+    fn time_slot_of(&mut self, set: usize, cpu: u32) -> usize {
+        if let Some(&i) = self.time_slot_index.get(&(set, cpu)) {
+            return i;
+        }
+        let export_cpu = self.per_cpu(set).then_some(cpu);
+        let export = match self.time_series_index.get(&(set, export_cpu)) {
+            Some(&x) => x,
+            None => {
+                let name = self
+                    .resolution
+                    .sets
+                    .get(set)
+                    .map_or(String::new(), |s| s.name.clone());
+                let mut pairs = vec![("set", name)];
+                if let Some(c) = export_cpu {
+                    pairs.push(("cpu", c.to_string()));
+                }
+                let x = self.time_series.len();
+                self.time_series.push(TimeSeries {
+                    set,
+                    cpu: export_cpu,
+                    labels: Labels::new(pairs),
+                    enabled: 0.0,
+                    running: 0.0,
+                    has_times: false,
+                    errors: 0,
+                });
+                self.time_series_index.insert((set, export_cpu), x);
+                x
+            }
+        };
+        let i = self.time_slots.len();
+        self.time_slots.push(TimeSlot {
+            export,
+            d_enabled: 0,
+            d_running: 0,
+            groups: 0,
+        });
+        self.time_slot_index.insert((set, cpu), i);
+        i
+    }
+
     /// Opens `members` as one group (leader first), splitting off members
     /// the PMU refuses to group. Returns the groups opened.
     fn open_group(&mut self, key: GroupKey, members: Vec<MemberPlan>) -> Vec<Group> {
@@ -331,16 +663,12 @@ impl Engine {
         let mut pending = members;
         let mut split = key.split;
         while !pending.is_empty() {
-            let mut opened: Vec<Member> = Vec::new();
+            let mut opened: Vec<(MemberPlan, Counter)> = Vec::new();
             let mut deferred = Vec::new();
             for mp in pending.drain(..) {
-                let leader = opened.first().map(|m| &m.counter);
+                let leader = opened.first().map(|m| &m.1);
                 match self.kernel.open(&mp.attr, key.cpu, leader) {
-                    Ok(counter) => opened.push(Member {
-                        plan: mp,
-                        counter,
-                        high: 0.0,
-                    }),
+                    Ok(counter) => opened.push((mp, counter)),
                     Err(e)
                         if leader.is_some()
                             && matches!(e.kind, ErrorKind::Invalid | ErrorKind::Busy) =>
@@ -353,26 +681,35 @@ impl Engine {
                 }
             }
             if let Some(first) = opened.first() {
-                if let Err(e) = self
-                    .kernel
-                    .enable_group(&first.counter, &first.plan.attr, key.cpu)
-                {
+                if let Err(e) = self.kernel.enable_group(&first.1, &first.0.attr, key.cpu) {
                     for m in &opened {
-                        self.note(m.plan.metric, e.reason());
+                        self.note(m.0.metric, e.reason());
                     }
                 } else {
-                    for m in &opened {
-                        self.series.entry(m.plan.series.clone()).or_default().live = true;
+                    let mut members = Vec::with_capacity(opened.len());
+                    for (plan, counter) in opened {
+                        let series = self.series_of(&plan.series);
+                        self.series[series].live = true;
+                        members.push(Member {
+                            plan,
+                            series,
+                            counter,
+                            high: 0.0,
+                        });
                     }
+                    let time_slot = self.time_slot_of(key.set, key.cpu);
                     out.push(Group {
                         key: GroupKey {
                             split,
                             ..key.clone()
                         },
-                        members: opened,
+                        members,
+                        time_slot,
                         last_enabled: 0,
                         last_running: 0,
                         never_ran: 0,
+                        stalled: false,
+                        split: false,
                     });
                     split += 1;
                 }
@@ -396,21 +733,12 @@ impl Engine {
         let plan = self.plan();
         // Close groups no longer planned (their CPU went away).
         let before = self.groups.len();
-        let planned_keys: Vec<(usize, String, u32)> =
-            plan.keys().map(|k| (k.set, k.pmu.clone(), k.cpu)).collect();
-        let mut closed = Vec::new();
-        self.groups.retain(|g| {
-            let keep = planned_keys.contains(&(g.key.set, g.key.pmu.clone(), g.key.cpu));
-            if !keep {
-                closed.extend(g.members.iter().map(|m| m.plan.series.clone()));
-            }
-            keep
-        });
-        for s in closed {
-            if let Some(st) = self.series.get_mut(&s) {
-                st.live = false;
-            }
-        }
+        let planned: HashSet<(usize, &str, u32)> = plan
+            .keys()
+            .map(|k| (k.set, k.pmu.as_str(), k.cpu))
+            .collect();
+        self.groups
+            .retain(|g| planned.contains(&(g.key.set, g.key.pmu.as_str(), g.key.cpu)));
         if self.groups.len() != before {
             tracing::info!(
                 closed = before - self.groups.len(),
@@ -418,36 +746,104 @@ impl Engine {
             );
         }
         // Open groups that are planned but not open.
+        let open: HashSet<(usize, String, u32)> = self
+            .groups
+            .iter()
+            .map(|g| (g.key.set, g.key.pmu.clone(), g.key.cpu))
+            .collect();
         for (key, members) in plan {
-            let open = self
-                .groups
-                .iter()
-                .any(|g| g.key.set == key.set && g.key.pmu == key.pmu && g.key.cpu == key.cpu);
-            if !open {
+            if !open.contains(&(key.set, key.pmu.clone(), key.cpu)) {
                 let gs = self.open_group(key, members);
                 self.groups.extend(gs);
             }
         }
+        self.refresh();
+    }
+
+    /// Recomputes what depends on the set of open groups: which series are
+    /// live, their export order, the availability samples and the fd
+    /// counts. Runs when groups open or close, never per collection.
+    fn refresh(&mut self) {
         // Series that lost every group stay out of the output.
-        let live: std::collections::HashSet<&SeriesKey> = self
+        let mut live = vec![false; self.series.len()];
+        for g in &self.groups {
+            for m in &g.members {
+                live[m.series] = true;
+            }
+        }
+        for (st, l) in self.series.iter_mut().zip(live) {
+            st.live = l;
+        }
+        // Export order: per metric, numeric label order (cpu 2 < 10).
+        for o in &mut self.series_order {
+            o.clear();
+        }
+        for (i, st) in self.series.iter().enumerate() {
+            if let Some(o) = self.series_order.get_mut(st.metric) {
+                o.push(i);
+            }
+        }
+        for o in &mut self.series_order {
+            o.sort_by_cached_key(|&i| label_order(&self.series[i].labels));
+        }
+        let mut gauges: Vec<usize> = self
             .groups
             .iter()
-            .flat_map(|g| g.members.iter().map(|m| &m.plan.series))
+            .flat_map(|g| &g.members)
+            .filter(|m| m.plan.snapshot)
+            .map(|m| m.series)
             .collect();
-        for (k, st) in self.series.iter_mut() {
-            st.live = live.contains(k);
-        }
+        gauges.sort_unstable();
+        gauges.dedup();
+        self.gauge_series = gauges;
+        // Group-time series in (set, cpu) order.
+        let mut order: Vec<usize> = (0..self.time_series.len()).collect();
+        order.sort_by_key(|&i| (self.time_series[i].set, self.time_series[i].cpu));
+        self.time_order = order;
+        // Open fds per metric and availability per (metric, PMU).
         for r in &mut self.runtime {
             r.open_fds = 0;
         }
-        for g in &self.groups {
-            self.read_errors.entry((g.key.set, g.key.cpu)).or_default();
-        }
+        let mut open: HashSet<(usize, &str)> = HashSet::new();
         for g in &self.groups {
             for m in &g.members {
                 self.runtime[m.plan.metric].open_fds += 1;
+                open.insert((m.plan.metric, m.plan.attr.pmu.as_str()));
             }
         }
+        let mut avail = Vec::new();
+        for (mi, m) in self.resolution.metrics.iter().enumerate() {
+            if m.status == Status::Unavailable {
+                avail.push(Avail {
+                    metric: mi,
+                    labels: Labels::new(vec![
+                        ("metric", m.metric.clone()),
+                        (
+                            "event",
+                            m.tried.first().map(|t| t.event.clone()).unwrap_or_default(),
+                        ),
+                        ("pmu", String::new()),
+                    ]),
+                    open: false,
+                });
+                continue;
+            }
+            let mut pmus: Vec<&str> = m.instances.iter().map(|i| i.inst.pmu.as_str()).collect();
+            pmus.sort_by_key(|p| natural(p));
+            pmus.dedup();
+            for p in pmus {
+                avail.push(Avail {
+                    metric: mi,
+                    labels: Labels::new(vec![
+                        ("metric", m.metric.clone()),
+                        ("event", m.event.clone().unwrap_or_default()),
+                        ("pmu", p.to_string()),
+                    ]),
+                    open: open.contains(&(mi, p)),
+                });
+            }
+        }
+        self.avail = avail;
     }
 
     /// Splits a group that never runs into single-event groups.
@@ -486,6 +882,7 @@ impl Engine {
             return;
         }
         tracing::info!(from = %crate::pmu::format_cpu_list(&self.online), to = %crate::pmu::format_cpu_list(&online), "online CPUs changed");
+        self.online_mask = mask_of(&online);
         self.online = online;
         // The cpumask of uncore PMUs moves when its CPU goes offline.
         if let Ok(t) = PmuTable::discover(&self.table.sysfs) {
@@ -503,26 +900,57 @@ impl Engine {
         self.reconcile();
     }
 
-    /// Reads every group once and returns the counters.
-    pub fn collect(&mut self) -> Snapshot {
+    /// Reads the online CPU list from the kernel and applies it.
+    fn read_online(&mut self) {
+        self.online_reads += 1;
         if let Some(online) = self.kernel.online_cpus(&self.table.sysfs) {
             self.set_online(online);
         }
+    }
+
+    /// Re-reads the online list when the kernel's hotplug signal moved, or
+    /// at every collection when it has none.
+    fn check_hotplug(&mut self) {
+        match (self.kernel.hotplug_generation(), self.hotplug_seen) {
+            (Some(now), Some(seen)) if now == seen => {}
+            (now, _) => {
+                // Note the generation first: a change after this read
+                // moves it again and is seen at the next collection.
+                self.hotplug_seen = now;
+                self.read_online();
+            }
+        }
+    }
+
+    /// Reads every group once and returns the counters.
+    pub fn collect(&mut self) -> Snapshot {
+        self.read_groups();
+        self.snapshot()
+    }
+
+    /// Reads every group once (one `read()` each) and accumulates the
+    /// counters, without building a snapshot.
+    pub fn read_groups(&mut self) {
+        self.check_hotplug();
         if self.retry_open {
             self.retry_open = false;
             self.reconcile();
         }
-        let mut to_split = Vec::new();
         let mut failed_cpu = false;
-        // Per (set, cpu): summed enabled/running deltas and group count;
-        // the exported seconds are the mean over the groups, so six IMC
-        // groups on one CPU do not count six seconds per second.
-        let mut times: BTreeMap<(usize, u32), (u64, u64, u32)> = BTreeMap::new();
-        // Groups whose time_enabled did not move: candidates for dead fds.
-        let mut still = Vec::new();
         let mut any_moved = false;
+        let mut any_still = false;
+        let mut any_split = false;
+        for &s in &self.gauge_series {
+            if let Some(st) = self.series.get_mut(s) {
+                st.gauge_sum = 0.0;
+                st.gauge_groups = 0;
+                st.gauge_last_group = usize::MAX;
+            }
+        }
         for gi in 0..self.groups.len() {
-            let g = &self.groups[gi];
+            let g = &mut self.groups[gi];
+            g.stalled = false;
+            g.split = false;
             let leader = &g.members[0];
             let r = self.kernel.read_group(
                 &leader.counter,
@@ -531,7 +959,13 @@ impl Engine {
                 &mut self.buf,
             );
             if let Err(e) = r {
-                *self.read_errors.entry((g.key.set, g.key.cpu)).or_default() += 1;
+                if let Some(ts) = self
+                    .time_slots
+                    .get(g.time_slot)
+                    .and_then(|s| self.time_series.get_mut(s.export))
+                {
+                    ts.errors += 1;
+                }
                 tracing::debug!(error = %e, "group read failed");
                 if e.kind == ErrorKind::CpuOffline {
                     failed_cpu = true;
@@ -539,26 +973,28 @@ impl Engine {
                 continue;
             }
             let (en, run) = (self.buf.time_enabled, self.buf.time_running);
-            let g = &mut self.groups[gi];
             let d_en = en.saturating_sub(g.last_enabled);
             let d_run = run.saturating_sub(g.last_running);
             if d_en > 0 {
                 any_moved = true;
             } else if g.last_enabled > 0 {
-                still.push(gi);
+                g.stalled = true;
+                any_still = true;
             }
             g.last_enabled = g.last_enabled.max(en);
             g.last_running = g.last_running.max(run);
-            let t = times.entry((g.key.set, g.key.cpu)).or_default();
-            t.0 += d_en;
-            t.1 += d_run;
-            t.2 += 1;
-            if run == 0 {
+            if let Some(t) = self.time_slots.get_mut(g.time_slot) {
+                t.d_enabled += d_en;
+                t.d_running += d_run;
+                t.groups += 1;
+            }
+            let Some(factor) = mux_factor(en, run) else {
                 if d_en > 0 {
                     g.never_ran += 1;
                     if g.never_ran >= 2 {
                         if g.members.len() > 1 {
-                            to_split.push(gi);
+                            g.split = true;
+                            any_split = true;
                         } else {
                             let m = &g.members[0];
                             self.unschedulable.insert(
@@ -569,82 +1005,111 @@ impl Engine {
                     }
                 }
                 continue;
-            }
-            g.never_ran = 0;
-            let factor = if run < en {
-                en as f64 / run as f64
-            } else {
-                1.0
             };
-            for m in &mut g.members {
-                let Some(&(_, raw)) = self.buf.values.iter().find(|(id, _)| *id == m.counter.id)
-                else {
+            g.never_ran = 0;
+            let values = &self.buf.values;
+            for (k, m) in g.members.iter_mut().enumerate() {
+                // Values come leader first in open order: the member's own
+                // position, unless the kernel reordered them.
+                let raw = match values.get(k) {
+                    Some(&(id, v)) if id == m.counter.id => v,
+                    _ => match values.iter().find(|(id, _)| *id == m.counter.id) {
+                        Some(&(_, v)) => v,
+                        None => continue,
+                    },
+                };
+                let Some(st) = self.series.get_mut(m.series) else {
                     continue;
                 };
-                let st = self.series.entry(m.plan.series.clone()).or_default();
                 if m.plan.snapshot {
-                    st.value = raw as f64 * m.plan.scale;
-                    st.has_data = true;
+                    st.gauge_sum += raw as f64 * m.plan.scale;
+                    if st.gauge_last_group != gi {
+                        st.gauge_last_group = gi;
+                        st.gauge_groups += 1;
+                    }
                     continue;
                 }
-                let est = raw as f64 * factor;
-                if est > m.high {
-                    st.value += (est - m.high) * m.plan.scale;
-                    m.high = est;
-                }
+                st.value += monotonic_delta(&mut m.high, raw as f64 * factor) * m.plan.scale;
                 st.has_data = true;
             }
         }
-        for ((set, cpu), (en, run, n)) in times {
-            let t = self.group_times.entry((set, cpu)).or_default();
-            t.0 += en as f64 * 1e-9 / f64::from(n);
-            t.1 += run as f64 * 1e-9 / f64::from(n);
+        for &s in &self.gauge_series {
+            if let Some(st) = self.series.get_mut(s) {
+                if st.gauge_groups > 0 {
+                    st.value = st.gauge_sum / f64::from(st.gauge_groups);
+                    st.has_data = true;
+                }
+            }
         }
-        // A group whose enabled time stood still while others moved has a
-        // dead fd: its CPU went offline and came back between two
-        // collections (the kernel disables events on an offline CPU and
-        // never re-enables them). Reopen it; its series keep their totals.
-        if any_moved && !still.is_empty() {
+        for t in &mut self.time_slots {
+            if t.groups > 0 {
+                if let Some(ts) = self.time_series.get_mut(t.export) {
+                    ts.enabled += t.d_enabled as f64 * 1e-9 / f64::from(t.groups);
+                    ts.running += t.d_running as f64 * 1e-9 / f64::from(t.groups);
+                    ts.has_times = true;
+                }
+                t.d_enabled = 0;
+                t.d_running = 0;
+                t.groups = 0;
+            }
+        }
+        // A read saw an offline CPU, or a group's enabled time stood still
+        // while others moved (the kernel stops an offline CPU's events):
+        // the online list may have changed under us.
+        if failed_cpu || (any_moved && any_still) {
+            self.read_online();
+        }
+        // Groups that still stand still are on CPUs that are online: the
+        // CPU went offline and came back between two collections, and the
+        // kernel never re-enables such events. Reopen them at the next
+        // collection (its reconcile refreshes the indexes); until then
+        // their series stay in the output with their totals.
+        if any_moved && self.groups.iter().any(|g| g.stalled) {
+            let before = self.groups.len();
+            self.groups.retain(|g| !g.stalled);
             tracing::info!(
-                groups = still.len(),
+                groups = before - self.groups.len(),
                 "groups stopped counting (CPU offline and back?); reopening them"
             );
-            for gi in still.iter().rev() {
-                let g = self.groups.remove(*gi);
-                to_split.retain(|x| x != gi);
-                for x in to_split.iter_mut() {
-                    if *x > *gi {
-                        *x -= 1;
-                    }
-                }
-                drop(g);
-            }
             self.retry_open = true;
         }
-        for gi in to_split.into_iter().rev() {
-            self.split_group(gi);
+        if any_split {
+            let mut gi = self.groups.len();
+            while gi > 0 {
+                gi -= 1;
+                if self.groups[gi].split {
+                    self.split_group(gi);
+                }
+            }
+            self.refresh();
         }
         if failed_cpu {
             tracing::debug!("a read saw an offline CPU; re-planning at the next collection");
         }
-        self.snapshot()
     }
 
-    fn snapshot(&self) -> Snapshot {
-        let mut families = Vec::new();
+    /// The counters as of the last [`read_groups`](Self::read_groups).
+    pub fn snapshot(&self) -> Snapshot {
+        let mut families = Vec::with_capacity(self.series_order.len() + 4);
         // Counters by metric, in config order.
-        let mut by_metric: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
-        for ((mi, labels), st) in &self.series {
-            if st.live && st.has_data {
-                by_metric.entry(*mi).or_default().push(Sample {
-                    labels: labels.clone(),
-                    value: st.value,
-                });
+        for (mi, order) in self.series_order.iter().enumerate() {
+            let mut samples = Vec::new();
+            for &i in order {
+                let st = &self.series[i];
+                if st.live && st.has_data {
+                    if samples.is_empty() {
+                        samples.reserve_exact(order.len());
+                    }
+                    samples.push(Sample {
+                        labels: st.labels.clone(),
+                        value: st.value,
+                    });
+                }
             }
-        }
-        for (mi, mut samples) in by_metric {
+            if samples.is_empty() {
+                continue;
+            }
             let m = &self.resolution.metrics[mi];
-            samples.sort_by_key(|s| label_order(&s.labels));
             families.push(Family {
                 name: m.metric.clone(),
                 help: m.help.clone(),
@@ -652,64 +1117,31 @@ impl Engine {
                 samples,
             });
         }
-        // Availability.
-        let mut avail = Vec::new();
-        for (mi, m) in self.resolution.metrics.iter().enumerate() {
-            if m.status == Status::Unavailable {
-                avail.push(Sample {
-                    labels: vec![
-                        ("metric", m.metric.clone()),
-                        (
-                            "event",
-                            m.tried.first().map(|t| t.event.clone()).unwrap_or_default(),
-                        ),
-                        ("pmu", String::new()),
-                    ],
-                    value: 0.0,
-                });
-                continue;
-            }
-            let mut pmus: Vec<&str> = m.instances.iter().map(|i| i.inst.pmu.as_str()).collect();
-            pmus.sort_by_key(|p| natural(p));
-            pmus.dedup();
-            for p in pmus {
-                let open = self
-                    .groups
-                    .iter()
-                    .flat_map(|g| &g.members)
-                    .any(|mm| mm.plan.metric == mi && mm.plan.attr.pmu == p);
-                let ok = open && !self.unschedulable.contains_key(&mi);
-                avail.push(Sample {
-                    labels: vec![
-                        ("metric", m.metric.clone()),
-                        ("event", m.event.clone().unwrap_or_default()),
-                        ("pmu", p.to_string()),
-                    ],
-                    value: if ok { 1.0 } else { 0.0 },
-                });
-            }
-        }
         families.push(Family {
             name: "perf_event_available".into(),
             help: "Whether a configured metric is counted on this host (1) or not (0); the reason is on the landing page and in `perf-exporter check`.".into(),
             kind: Kind::Gauge,
-            samples: avail,
-        });
-        let names: Vec<&str> = self
-            .resolution
-            .sets
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect();
-        let time_samples = |pick: fn(&(f64, f64)) -> f64| -> Vec<Sample> {
-            self.group_times
+            samples: self
+                .avail
                 .iter()
-                .filter(|((_, cpu), _)| self.online.contains(cpu))
-                .map(|((set, cpu), t)| Sample {
-                    labels: vec![
-                        ("set", names.get(*set).unwrap_or(&"").to_string()),
-                        ("cpu", cpu.to_string()),
-                    ],
+                .map(|a| Sample {
+                    labels: a.labels.clone(),
+                    value: if a.open && !self.unschedulable.contains_key(&a.metric) {
+                        1.0
+                    } else {
+                        0.0
+                    },
+                })
+                .collect(),
+        });
+        let visible = |t: &TimeSeries| t.cpu.is_none_or(|c| self.is_online(c));
+        let time_samples = |pick: fn(&TimeSeries) -> f64| -> Vec<Sample> {
+            self.time_order
+                .iter()
+                .map(|&i| &self.time_series[i])
+                .filter(|t| t.has_times && visible(t))
+                .map(|t| Sample {
+                    labels: t.labels.clone(),
                     value: pick(t),
                 })
                 .collect()
@@ -718,28 +1150,26 @@ impl Engine {
             name: "perf_group_enabled_seconds_total".into(),
             help: "Time the set's perf groups were enabled; compare with running time to see multiplexing.".into(),
             kind: Kind::Counter,
-            samples: time_samples(|t| t.0),
+            samples: time_samples(|t| t.enabled),
         });
         families.push(Family {
             name: "perf_group_running_seconds_total".into(),
             help: "Time the set's perf groups were actually counting on the PMU (less than enabled when multiplexed).".into(),
             kind: Kind::Counter,
-            samples: time_samples(|t| t.1),
+            samples: time_samples(|t| t.running),
         });
         families.push(Family {
             name: "perf_read_errors_total".into(),
             help: "Failed group reads.".into(),
             kind: Kind::Counter,
             samples: self
-                .read_errors
+                .time_order
                 .iter()
-                .filter(|((_, cpu), _)| self.online.contains(cpu))
-                .map(|((set, cpu), n)| Sample {
-                    labels: vec![
-                        ("set", names.get(*set).unwrap_or(&"").to_string()),
-                        ("cpu", cpu.to_string()),
-                    ],
-                    value: *n as f64,
+                .map(|&i| &self.time_series[i])
+                .filter(|t| visible(t))
+                .map(|t| Sample {
+                    labels: t.labels.clone(),
+                    value: t.errors as f64,
                 })
                 .collect(),
         });

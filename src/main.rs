@@ -46,6 +46,10 @@ struct Cli {
     /// Count on the simulated PMU described by --path.sysfs (a fixture tree) instead of the live kernel.
     #[arg(long, global = true)]
     simulate: bool,
+    /// Sum every set over CPUs (as if each had `per_cpu: false`): one
+    /// series per metric instead of one per CPU.
+    #[arg(long = "config.aggregate-cpus", global = true)]
+    aggregate_cpus: bool,
     /// Log level: debug, info, warn, error.
     #[arg(long = "log.level", global = true, default_value = "info")]
     log_level: String,
@@ -179,10 +183,16 @@ fn init_logging(level: &str, format: &str) -> Result<()> {
 }
 
 fn load_config(cli: &Cli) -> Result<Config> {
-    match &cli.config_file {
-        Some(p) => Ok(Config::load(p)?),
-        None => Ok(Config::default_config()),
+    let mut cfg = match &cli.config_file {
+        Some(p) => Config::load(p)?,
+        None => Config::default_config(),
+    };
+    if cli.aggregate_cpus {
+        for s in &mut cfg.sets {
+            s.per_cpu = false;
+        }
     }
+    Ok(cfg)
 }
 
 /// Whether the sysfs root is this machine's own.
@@ -211,7 +221,7 @@ fn host(cli: &Cli) -> Result<Host> {
     let kernel: Option<Arc<dyn Kernel>> = if cli.simulate {
         Some(Arc::new(SimKernel::new(table.clone())))
     } else if is_live_sysfs(&cli.sysfs) {
-        Some(Arc::new(LiveKernel))
+        Some(Arc::new(LiveKernel::new()))
     } else {
         None
     };

@@ -18,6 +18,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -74,6 +75,8 @@ pub struct Options {
 pub struct State {
     /// Shared with the OTLP push, which collects through the same engine.
     engine: Arc<Mutex<Engine>>,
+    /// The size of the last response, to allocate the next one at once.
+    last_len: AtomicUsize,
     telemetry_path: String,
     simulated: bool,
     config_name: String,
@@ -202,6 +205,7 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
     let stats = o.otlp.as_ref().map(|_| Arc::new(ExportStats::default()));
     let state = Arc::new(State {
         engine: engine.clone(),
+        last_len: AtomicUsize::new(0),
         telemetry_path: o.telemetry_path.clone(),
         simulated,
         config_name: o
@@ -324,7 +328,11 @@ pub fn scrape(state: &State, accept: &str) -> (String, &'static str) {
     if let Some(st) = &state.otlp {
         snap.families.push(st.family());
     }
-    prometheus::encode(snap, accept)
+    // Room for the last response plus some growth.
+    let hint = state.last_len.load(Ordering::Relaxed);
+    let (body, ctype) = prometheus::encode(snap, accept, hint + hint / 8);
+    state.last_len.store(body.len(), Ordering::Relaxed);
+    (body, ctype)
 }
 
 fn add_self_metrics(snap: &mut Snapshot, simulated: bool, secs: f64) {
@@ -338,7 +346,8 @@ fn add_self_metrics(snap: &mut Snapshot, simulated: bool, secs: f64) {
                 labels: vec![
                     ("version", env!("CARGO_PKG_VERSION").into()),
                     ("simulated", simulated.to_string()),
-                ],
+                ]
+                .into(),
                 value: 1.0,
             }],
         },
@@ -348,7 +357,7 @@ fn add_self_metrics(snap: &mut Snapshot, simulated: bool, secs: f64) {
         help: "Time this scrape took to read every perf group.".into(),
         kind: Kind::Gauge,
         samples: vec![Sample {
-            labels: vec![],
+            labels: Vec::new().into(),
             value: secs,
         }],
     });

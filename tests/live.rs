@@ -11,6 +11,7 @@
 
 use perf_exporter::config::Config;
 use perf_exporter::engine::{Engine, Kind, Snapshot};
+use perf_exporter::perf::hotplug::UeventWatcher;
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::Kernel;
 use perf_exporter::pmu::{read_online_cpus, PmuTable};
@@ -73,7 +74,7 @@ fn live_engine(yaml: &str) -> Engine {
     let ctx = require_tracefs();
     let cfg = Config::parse(yaml, "live.yaml").unwrap_or_else(|e| panic!("test config: {e}"));
     let table = PmuTable::discover(Path::new(SYSFS)).expect("discover PMUs under /sys");
-    let kernel: Arc<dyn Kernel> = Arc::new(LiveKernel);
+    let kernel: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
     let res = {
         let probe = prober(kernel.as_ref());
         resolve_config(&cfg, &table, &ctx, Some(&probe))
@@ -550,7 +551,7 @@ fn cpu_hotplug_while_scraping() {
     for (i, (_, _, s)) in snaps.iter().enumerate() {
         for f in s.families.iter().filter(|f| f.kind == Kind::Counter) {
             for x in &f.samples {
-                let k = (f.name.clone(), x.labels.clone());
+                let k = (f.name.clone(), x.labels.to_vec());
                 let m = max.entry(k).or_insert(x.value);
                 assert!(
                     x.value >= *m,
@@ -649,11 +650,16 @@ fn cpu_offline_and_back_between_collections() {
     engine.collect();
     thread::sleep(Duration::from_millis(100));
     let before = per_cpu(&engine.collect(), "perf_cpu_clock_seconds_total");
+    let reads_before = engine.online_reads();
     set_cpu1(false).unwrap_or_else(|e| panic!("write 0 to {CPU1_ONLINE}: {e}"));
     set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
     thread::sleep(Duration::from_millis(100));
     // This collection sees cpu1's clock stand still and reopens it.
     engine.collect();
+    assert!(
+        engine.online_reads() > reads_before,
+        "the hotplug did not make the engine re-read the online CPUs"
+    );
     thread::sleep(Duration::from_millis(300));
     let mut after = per_cpu(&engine.collect(), "perf_cpu_clock_seconds_total");
     for _ in 0..3 {
@@ -668,4 +674,48 @@ fn cpu_offline_and_back_between_collections() {
         "cpu1's clock stopped: before {before:?}, after {after:?}"
     );
     assert!(after[&0] > before[&0]);
+}
+
+/// Without hotplug, a collection reads no file: the online CPU list is
+/// re-read only on a hotplug signal (a uevent), a failed read or a stalled
+/// group. (The syscalls themselves are counted by
+/// `scripts/bench-vs-node-exporter.sh` with strace.)
+#[test]
+fn no_online_list_reads_without_hotplug() {
+    let _g = serial();
+    let mut engine = live_engine(MIXED);
+    for _ in 0..20 {
+        engine.collect();
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        engine.online_reads(),
+        0,
+        "the engine re-read the online CPU list without a hotplug"
+    );
+}
+
+/// The uevent watcher counts real CPU hotplug events.
+#[test]
+fn uevent_watcher_sees_cpu_hotplug() {
+    let _g = serial();
+    require_root();
+    let _guard = Cpu1Guard;
+    set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
+    let w = UeventWatcher::start().expect("NETLINK_KOBJECT_UEVENT socket");
+    let g0 = w.generation().expect("watcher running");
+    let wait_past = |g: u64| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if w.generation().is_some_and(|x| x > g) {
+                return w.generation().unwrap_or(g);
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no CPU uevent seen within 5 s (generation stays {g})");
+    };
+    set_cpu1(false).unwrap_or_else(|e| panic!("write 0 to {CPU1_ONLINE}: {e}"));
+    let g1 = wait_past(g0);
+    set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
+    wait_past(g1);
 }

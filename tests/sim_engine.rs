@@ -393,3 +393,88 @@ fn per_cpu_false_sums_over_cpus() {
     assert_eq!(v["cs_total"].len(), 1);
     assert!(close(v["cs_total"][""], 8.0 * 2000.0));
 }
+
+#[test]
+fn one_read_per_group_and_no_online_reads_per_collection() {
+    let (k, mut e) = engine("intel-skx", None, |_| {});
+    // Per CPU: core, cache, cache_levels, software, msr (5 sets x 8 CPUs);
+    // per uncore instance: 6 IMCs and RAPL on the cpumask CPUs 0 and 2.
+    assert_eq!(e.open_groups(), 5 * 8 + 6 * 2 + 2);
+    e.collect();
+    for _ in 0..5 {
+        k.advance(SEC);
+        let before = k.reads();
+        e.collect();
+        assert_eq!(k.reads() - before, e.open_groups() as u64);
+    }
+    // Nothing changed: the online list was never read again.
+    assert_eq!(e.online_reads(), 0);
+    // A hotplug signal makes the next collection read it, once.
+    k.set_online(5, false);
+    k.advance(SEC);
+    e.collect();
+    assert_eq!(e.online_reads(), 1);
+    assert_eq!(e.open_groups(), 5 * 7 + 6 * 2 + 2);
+    k.advance(SEC);
+    e.collect();
+    assert_eq!(e.online_reads(), 1);
+}
+
+#[test]
+fn per_cpu_false_aggregates_gauges_and_group_times() {
+    let y = "sets:\n  - name: msr\n    per_cpu: false\n    events:\n      - metric: tsc_total\n        event: msr/tsc/\n      - metric: margin_celsius\n        event: msr/cpu_thermal_margin/\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n";
+    let (k, mut e) = engine("intel-skx", Some(y), |_| {});
+    e.collect();
+    k.advance(SEC);
+    let v = values(&e.collect());
+    // Counters: one series, the sum over the 8 CPUs.
+    assert_eq!(v["tsc_total"].len(), 1);
+    assert!(
+        close(v["tsc_total"][""], 8.0 * 2.5e9),
+        "{:?}",
+        v["tsc_total"]
+    );
+    // Gauges: one series, the mean over CPUs (not the sum).
+    assert_eq!(v["margin_celsius"], BTreeMap::from([(String::new(), 40.0)]));
+    // Group times and read errors: per set for the aggregated set (summed
+    // over CPUs), per CPU for the other.
+    let en = &v["perf_group_enabled_seconds_total"];
+    assert!(close(en["set=msr"], 8.0), "{en:?}");
+    assert!(close(en["set=sw,cpu=3"], 1.0), "{en:?}");
+    assert_eq!(en.len(), 1 + 8);
+    assert_eq!(v["perf_read_errors_total"]["set=msr"], 0.0);
+    // A CPU going away keeps the sums monotonic.
+    k.set_online(7, false);
+    k.advance(SEC);
+    let w = values(&e.collect());
+    assert!(close(w["tsc_total"][""], 8.0 * 2.5e9 + 7.0 * 2.5e9));
+    assert!(close(
+        w["perf_group_enabled_seconds_total"]["set=msr"],
+        15.0
+    ));
+    assert!(!w["perf_group_enabled_seconds_total"].contains_key("set=sw,cpu=7"));
+}
+
+#[test]
+fn offline_and_back_between_collections_reopens_and_keeps_series() {
+    let (k, mut e) = engine("intel-skx", Some(CORE), |_| {});
+    e.collect();
+    k.advance(SEC);
+    let before = values(&e.collect())["c_total"]["cpu=3"];
+    // Both hotplug events land between two collections: the online list
+    // looks unchanged, but the old counters on CPU 3 are dead.
+    k.set_online(3, false);
+    k.set_online(3, true);
+    k.advance(SEC);
+    // Its groups stood still while the others moved: they are reopened,
+    // and the series stays, never going back.
+    let v = values(&e.collect());
+    assert_eq!(v["c_total"]["cpu=3"], before);
+    k.advance(SEC);
+    let v = values(&e.collect());
+    assert_eq!(v["c_total"]["cpu=3"], before, "reopened groups start now");
+    k.advance(SEC);
+    let after = values(&e.collect())["c_total"]["cpu=3"];
+    assert!(close(after, before + 2.0e9), "{before} -> {after}");
+    assert!(close(values(&e.collect())["c_total"]["cpu=0"], 4.0 * 2.0e9));
+}

@@ -831,11 +831,11 @@ impl ExportStats {
             kind: Kind::Counter,
             samples: vec![
                 Sample {
-                    labels: vec![("result", "success".into())],
+                    labels: vec![("result", "success".into())].into(),
                     value: ok as f64,
                 },
                 Sample {
-                    labels: vec![("result", "failure".into())],
+                    labels: vec![("result", "failure".into())].into(),
                     value: failed as f64,
                 },
             ],
@@ -1979,7 +1979,10 @@ mod tests {
         let f = st.family();
         assert_eq!(f.name, "perf_otlp_exports_total");
         assert_eq!(f.kind, Kind::Counter);
-        assert_eq!(f.samples[0].labels, vec![("result", "success".to_string())]);
+        assert_eq!(
+            f.samples[0].labels,
+            vec![("result", "success".to_string())].into()
+        );
         assert_eq!(f.samples[0].value, 1.0);
         assert_eq!(f.samples[1].value, 2.0);
     }

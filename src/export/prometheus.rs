@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 /// Content type of the classic text format.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -55,22 +56,19 @@ fn escape_help(s: &str, out: &mut String) {
     }
 }
 
-fn escape_label(s: &str, out: &mut String) {
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '"' => out.push_str("\\\""),
-            c => out.push(c),
-        }
-    }
-}
-
+/// Writes a sample value as Rust's `Display` does (shortest round-trip
+/// form, never an exponent), with a fast path for whole numbers below
+/// 2^53, which most counts are: `12`, not `12.0`.
 fn write_value(v: f64, out: &mut String) {
     if v.is_nan() {
         out.push_str("NaN");
     } else if v.is_infinite() {
         out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
+    } else if v.fract() == 0.0
+        && v.abs() < 9_007_199_254_740_992.0
+        && !(v == 0.0 && v.is_sign_negative())
+    {
+        let _ = write!(out, "{}", v as i64);
     } else {
         let _ = write!(out, "{v}");
     }
@@ -94,19 +92,7 @@ pub fn encode_text(families: &[Family], out: &mut String) {
         });
         for s in &f.samples {
             out.push_str(&f.name);
-            if !s.labels.is_empty() {
-                out.push('{');
-                for (i, (k, v)) in s.labels.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(k);
-                    out.push_str("=\"");
-                    escape_label(v, out);
-                    out.push('"');
-                }
-                out.push('}');
-            }
+            out.push_str(s.labels.rendered());
             out.push(' ');
             write_value(s.value, out);
             out.push('\n');
@@ -114,12 +100,13 @@ pub fn encode_text(families: &[Family], out: &mut String) {
     }
 }
 
+/// The families, shared with the caller so that encoding needs no copy.
 #[derive(Debug)]
-struct SnapshotCollector(Vec<Family>);
+struct SnapshotCollector(Arc<Vec<Family>>);
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        for f in &self.0 {
+        for f in self.0.iter() {
             if f.samples.is_empty() {
                 continue;
             }
@@ -135,8 +122,7 @@ impl Collector for SnapshotCollector {
             let help = f.help.replace('\\', "\\\\").replace('\n', "\\n");
             let mut fam = encoder.encode_descriptor(name, &help, None, ty)?;
             for s in &f.samples {
-                let labels: Vec<(&str, &str)> =
-                    s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let labels: &[(&'static str, String)] = &s.labels;
                 let me = fam.encode_family(&labels)?;
                 match f.kind {
                     Kind::Counter => ConstCounter::new(s.value).encode(me)?,
@@ -149,23 +135,29 @@ impl Collector for SnapshotCollector {
 }
 
 /// Encodes families as OpenMetrics text (ending with `# EOF`).
-pub fn encode_openmetrics(families: Vec<Family>, out: &mut String) -> Result<(), std::fmt::Error> {
+pub fn encode_openmetrics(
+    families: Arc<Vec<Family>>,
+    out: &mut String,
+) -> Result<(), std::fmt::Error> {
     let mut reg = Registry::default();
     reg.register_collector(Box::new(SnapshotCollector(families)));
     prometheus_client::encoding::text::encode(out, &reg)
 }
 
-/// Encodes a snapshot in the format the `Accept` header asks for.
-/// Returns the body and its content type.
-pub fn encode(snapshot: Snapshot, accept: &str) -> (String, &'static str) {
-    let mut out = String::with_capacity(16 * 1024);
+/// Encodes a snapshot in the format the `Accept` header asks for into a
+/// body of `capacity` bytes to start with (the size of the previous
+/// scrape, so the buffer is allocated once, not grown). Returns the body
+/// and its content type.
+pub fn encode(snapshot: Snapshot, accept: &str, capacity: usize) -> (String, &'static str) {
+    let mut out = String::with_capacity(capacity.max(4096));
+    let families = Arc::new(snapshot.families);
     if wants_openmetrics(accept) {
-        if encode_openmetrics(snapshot.families.clone(), &mut out).is_ok() {
+        if encode_openmetrics(families.clone(), &mut out).is_ok() {
             return (out, OPENMETRICS_CONTENT_TYPE);
         }
         out.clear();
     }
-    encode_text(&snapshot.families, &mut out);
+    encode_text(&families, &mut out);
     (out, TEXT_CONTENT_TYPE)
 }
 
@@ -181,7 +173,7 @@ mod tests {
                 help: "Cycles.".into(),
                 kind: Kind::Counter,
                 samples: vec![Sample {
-                    labels: vec![("cpu", "0".into())],
+                    labels: vec![("cpu", "0".into())].into(),
                     value: 12.0,
                 }],
             },
@@ -190,7 +182,7 @@ mod tests {
                 help: "a \\ b\nc".into(),
                 kind: Kind::Gauge,
                 samples: vec![Sample {
-                    labels: vec![("pmu", "a\"b".into())],
+                    labels: vec![("pmu", "a\"b".into())].into(),
                     value: 0.5,
                 }],
             },
@@ -209,11 +201,39 @@ mod tests {
     }
 
     #[test]
+    fn values_format_like_display() {
+        for v in [
+            0.0,
+            -0.0,
+            1.0,
+            12.0,
+            -7.0,
+            0.5,
+            1e15,
+            9_007_199_254_740_991.0,
+            9_007_199_254_740_992.0,
+            1e20,
+            123_456_789.25,
+            2.5e-7,
+            f64::MAX,
+        ] {
+            let mut s = String::new();
+            write_value(v, &mut s);
+            assert_eq!(s, format!("{v}"), "{v:?}");
+        }
+        let mut s = String::new();
+        write_value(f64::NAN, &mut s);
+        write_value(f64::NEG_INFINITY, &mut s);
+        assert_eq!(s, "NaN-Inf");
+    }
+
+    #[test]
     fn openmetrics_text() {
         let mut s = String::new();
-        encode_openmetrics(fams(), &mut s).unwrap();
+        encode_openmetrics(Arc::new(fams()), &mut s).unwrap();
         assert!(s.contains("# TYPE perf_cpu_cycles counter\n"), "{s}");
         assert!(s.contains("perf_cpu_cycles_total{cpu=\"0\"} 12"), "{s}");
+        assert!(s.contains("perf_temp_celsius{pmu=\"a\\\"b\"} 0.5"), "{s}");
         assert!(s.ends_with("# EOF\n"), "{s}");
     }
 

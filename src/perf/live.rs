@@ -1,15 +1,28 @@
 //! The live kernel: real `perf_event_open`, ioctl and `read` syscalls.
 
+use super::hotplug::UeventWatcher;
 use super::{
     parse_group_read, Counter, CounterInner, EventAttr, GroupReading, Kernel, PerfError,
     READ_FORMAT,
 };
 use perf_event_open_sys as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
 
 /// Real syscalls.
 #[derive(Debug, Default)]
-pub struct LiveKernel;
+pub struct LiveKernel {
+    /// The CPU hotplug uevent watcher, started by the first
+    /// [`Kernel::hotplug_generation`] call (`None` if it cannot start).
+    hotplug: OnceLock<Option<UeventWatcher>>,
+}
+
+impl LiveKernel {
+    /// The live kernel. Nothing is opened until it is used.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
 
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
@@ -106,6 +119,19 @@ impl Kernel for LiveKernel {
         }
         let n = n as usize;
         parse_group_read(&buf[..n], out).map_err(|_| PerfError::new("read", attr, cpu, libc::EIO))
+    }
+
+    fn hotplug_generation(&self) -> Option<u64> {
+        self.hotplug
+            .get_or_init(|| match UeventWatcher::start() {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no CPU hotplug signal; reading the online CPU list at every scrape");
+                    None
+                }
+            })
+            .as_ref()
+            .and_then(UeventWatcher::generation)
     }
 }
 

@@ -14,6 +14,8 @@
 //! the true count is estimated as `value * time_enabled / time_running`.
 
 #[allow(unsafe_code)]
+pub mod hotplug;
+#[allow(unsafe_code)]
 pub mod live;
 pub mod sim;
 
@@ -238,9 +240,25 @@ pub trait Kernel: Send + Sync + fmt::Debug {
 
     /// The online CPUs now, for hotplug detection. The live kernel reads
     /// `devices/system/cpu/online` under `sysfs`; the simulation keeps
-    /// its own.
+    /// its own. The engine calls it only when
+    /// [`hotplug_generation`](Self::hotplug_generation) moved (or is
+    /// `None`), a read failed with `ENODEV`, or a group stopped counting.
     fn online_cpus(&self, sysfs: &std::path::Path) -> Option<Vec<u32>> {
         crate::pmu::read_online_cpus(sysfs).ok()
+    }
+
+    /// A cheap CPU hotplug signal: a number that changes whenever a CPU
+    /// may have gone online or offline, so the engine re-reads the online
+    /// list only then. Must not cost a syscall. `None` when the kernel has
+    /// no such signal: the engine then re-reads the online list at every
+    /// collection.
+    ///
+    /// The live kernel counts CPU `online`/`offline`/`add`/`remove`
+    /// uevents received on a `NETLINK_KOBJECT_UEVENT` socket by a
+    /// background thread ([`hotplug::UeventWatcher`]), started at the first
+    /// call; the simulation counts [`sim::SimKernel::set_online`] calls.
+    fn hotplug_generation(&self) -> Option<u64> {
+        None
     }
 
     /// Whether this is the simulated PMU.

@@ -162,6 +162,10 @@ struct State {
     start: Instant,
     manual: bool,
     offset_ns: u64,
+    /// Bumped by every [`SimKernel::set_online`] (the hotplug signal).
+    hotplug_generation: u64,
+    /// Group reads so far.
+    reads: u64,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -195,11 +199,17 @@ impl State {
         if !l.members.is_empty() && self.never_runs.contains(pmu) {
             return 0.0;
         }
+        if self.mux.is_empty() {
+            return 1.0;
+        }
         self.mux.get(pmu).copied().unwrap_or(1.0)
     }
 
     /// The activity factor of a group's PMU.
     fn group_activity(&self, leader: usize) -> f64 {
+        if self.activity.is_empty() {
+            return 1.0;
+        }
         let Some(l) = self.slot(leader) else {
             return 1.0;
         };
@@ -211,14 +221,22 @@ impl State {
     fn sync_group(&mut self, leader: usize, now: u64) {
         let ratio = self.group_ratio(leader);
         let activity = self.group_activity(leader);
-        let mut all = vec![leader];
-        if let Some(l) = self.slot(leader) {
-            all.extend_from_slice(&l.members);
-        }
-        for idx in all {
+        // Borrow the member list out of the leader while advancing the
+        // members (no allocation: this runs for every simulated read).
+        let members = match self.slot_mut(leader) {
+            Some(l) => {
+                l.advance(now, ratio, activity);
+                std::mem::take(&mut l.members)
+            }
+            None => return,
+        };
+        for &idx in &members {
             if let Some(s) = self.slots.get_mut(idx).and_then(Option::as_mut) {
                 s.advance(now, ratio, activity);
             }
+        }
+        if let Some(l) = self.slot_mut(leader) {
+            l.members = members;
         }
     }
 
@@ -467,6 +485,8 @@ impl SimKernel {
             start: Instant::now(),
             manual,
             offset_ns: 0,
+            hotplug_generation: 0,
+            reads: 0,
         };
         SimKernel {
             table,
@@ -563,9 +583,13 @@ impl SimKernel {
     /// already open on it stop counting for good (the kernel removes them
     /// from the CPU's context; they do not resume when the CPU returns), so
     /// the caller has to reopen them.
+    ///
+    /// Each call moves [`Kernel::hotplug_generation`], as a uevent does on
+    /// the live kernel.
     pub fn set_online(&self, cpu: u32, online: bool) {
         let mut st = self.state();
         st.sync_all();
+        st.hotplug_generation += 1;
         if online {
             if let Err(pos) = st.online.binary_search(&cpu) {
                 st.online.insert(pos, cpu);
@@ -588,6 +612,12 @@ impl SimKernel {
     /// Every successful open so far, in order.
     pub fn opens(&self) -> Vec<OpenRecord> {
         self.state().opens.clone()
+    }
+
+    /// How many group reads ([`Kernel::read_group`], one `read()` each on
+    /// the live kernel) were made so far.
+    pub fn reads(&self) -> u64 {
+        self.state().reads
     }
 
     /// How many counters are open (opened and not yet dropped).
@@ -874,6 +904,7 @@ impl Kernel for SimKernel {
         out: &mut GroupReading,
     ) -> Result<(), PerfError> {
         let mut st = self.state();
+        st.reads += 1;
         let idx = self
             .index_of(&st, leader)
             .map_err(|e| PerfError::new("read", attr, cpu, e))?;
@@ -895,6 +926,11 @@ impl Kernel for SimKernel {
     /// The simulation's own online set ([`SimKernel::set_online`]).
     fn online_cpus(&self, _sysfs: &std::path::Path) -> Option<Vec<u32>> {
         Some(self.state().online.clone())
+    }
+
+    /// Counts [`SimKernel::set_online`] calls.
+    fn hotplug_generation(&self) -> Option<u64> {
+        Some(self.state().hotplug_generation)
     }
 
     fn simulated(&self) -> bool {

@@ -1,0 +1,243 @@
+//! The exporter at the scale of a 512-CPU node, on the simulated PMU: a
+//! 512-CPU, 2-socket Intel server tree with 8 memory-controller PMUs per
+//! socket is generated at run time (`support/sysfs_gen.rs`), and the
+//! release binary serves it (`serve --simulate`) with the default config,
+//! per CPU and with `--config.aggregate-cpus` (every set `per_cpu: false`).
+//! For comparison the same binary also runs on this host's live kernel
+//! with the default config.
+//!
+//! Reported per case: samples and bytes per response; CPU time per scrape
+//! of the exporter process (user+sys from `/proc/<pid>/stat`, and from the
+//! threads' schedstat); median and p99 scrape latency seen by the client;
+//! peak and final RSS; and, in-process on the same tree, the median wall
+//! time of a collection (one read per group on the simulated PMU,
+//! accumulation, snapshot) and of the text encoding.
+//!
+//! ```sh
+//! cargo bench --bench scale -- [--short] [--scrapes N]
+//! ```
+//! Exits non-zero only when it cannot run; whether the targets are met is
+//! printed, not enforced.
+
+#[path = "support/harness.rs"]
+mod harness;
+#[path = "support/sysfs_gen.rs"]
+mod sysfs_gen;
+
+use harness::{
+    arg_value, err, quantile, schedstat_cpu_seconds, stat_cpu_seconds, status_kib, Error, HttpConn,
+    Server,
+};
+use perf_exporter::config::Config;
+use perf_exporter::engine::Engine;
+use perf_exporter::export::prometheus::encode_text;
+use perf_exporter::perf::sim::SimKernel;
+use perf_exporter::pmu::PmuTable;
+use perf_exporter::report::prober;
+use perf_exporter::resolve::chain::resolve_config;
+use perf_exporter::resolve::Context;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+struct Measured {
+    case: String,
+    samples: usize,
+    bytes: usize,
+    cpu_stat: f64,
+    cpu_sched: f64,
+    p50: f64,
+    p99: f64,
+    hwm_kib: u64,
+    rss_kib: u64,
+    groups: Option<usize>,
+    collect_wall: Option<f64>,
+    encode_wall: Option<f64>,
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("scale: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Serves `args` with the release binary and scrapes it `scrapes` times.
+fn serve_and_scrape(case: &str, args: &[String], scrapes: usize) -> Result<Measured, Error> {
+    let mut full: Vec<String> = vec![
+        "--web.listen-address".into(),
+        "127.0.0.1:{port}".into(),
+        "--log.level".into(),
+        "warn".into(),
+    ];
+    full.extend_from_slice(args);
+    let server = Server::start(
+        case,
+        PathBuf::from(env!("CARGO_BIN_EXE_perf-exporter")).as_path(),
+        &full,
+        "/-/ready",
+    )?;
+    let mut conn = HttpConn::connect(server.port)?;
+    let mut body = Vec::new();
+    for _ in 0..5 {
+        body = conn.get("/metrics")?.body;
+    }
+    let pid = server.pid();
+    let (stat0, sched0) = (stat_cpu_seconds(pid)?, schedstat_cpu_seconds(pid)?);
+    let mut lat = Vec::with_capacity(scrapes);
+    for _ in 0..scrapes {
+        let t = Instant::now();
+        let r = conn.get("/metrics")?;
+        lat.push(t.elapsed().as_secs_f64());
+        if r.status != 200 {
+            return Err(err(format!("{case}: /metrics answered {}", r.status)));
+        }
+        body = r.body;
+    }
+    let n = scrapes as f64;
+    let text = String::from_utf8_lossy(&body);
+    Ok(Measured {
+        case: case.into(),
+        samples: text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .count(),
+        bytes: body.len(),
+        cpu_stat: (stat_cpu_seconds(pid)? - stat0) / n,
+        cpu_sched: (schedstat_cpu_seconds(pid)? - sched0) / n,
+        p50: quantile(&lat, 0.5),
+        p99: quantile(&lat, 0.99),
+        hwm_kib: status_kib(pid, "VmHWM")?,
+        rss_kib: status_kib(pid, "VmRSS")?,
+        groups: None,
+        collect_wall: None,
+        encode_wall: None,
+    })
+}
+
+/// Median wall time of a collection and of its text encoding, in-process
+/// on the simulated PMU; and the number of groups (reads per collection).
+fn in_process(root: &Path, aggregate: bool, iters: usize) -> Result<(usize, f64, f64), Error> {
+    let table = PmuTable::discover(root)?;
+    let k = Arc::new(SimKernel::new(table.clone()));
+    let mut cfg = Config::default_config();
+    if aggregate {
+        for s in &mut cfg.sets {
+            s.per_cpu = false;
+        }
+    }
+    let res = {
+        let p = prober(k.as_ref());
+        resolve_config(&cfg, &table, &Context::default(), Some(&p))
+    };
+    let mut e = Engine::new(k, table, res);
+    let mut out = String::new();
+    let (mut collect, mut encode) = (Vec::new(), Vec::new());
+    for i in 0..iters + 3 {
+        let t = Instant::now();
+        let snap = e.collect();
+        let t1 = Instant::now();
+        out.clear();
+        encode_text(&snap.families, &mut out);
+        let t2 = Instant::now();
+        if i >= 3 {
+            collect.push((t1 - t).as_secs_f64());
+            encode.push((t2 - t1).as_secs_f64());
+        }
+    }
+    Ok((
+        e.open_groups(),
+        quantile(&collect, 0.5),
+        quantile(&encode, 0.5),
+    ))
+}
+
+fn run() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    let short = args.iter().any(|a| a == "--short");
+    let scrapes: usize = arg_value(&args, "--scrapes")
+        .map(|v| v.parse())
+        .transpose()?
+        .unwrap_or(if short { 20 } else { 500 });
+    let tmp = tempfile::tempdir()?;
+    let root = tmp.path().join("sys");
+    std::fs::create_dir_all(&root)?;
+    sysfs_gen::generate(&root, sysfs_gen::SHAPE_512)?;
+    let sysfs = root.display().to_string();
+
+    let mut rows = Vec::new();
+    for (case, aggregate) in [
+        ("512 CPUs (sim), default config", false),
+        ("512 CPUs (sim), --config.aggregate-cpus", true),
+    ] {
+        let mut a = vec![
+            "--simulate".to_string(),
+            "--path.sysfs".into(),
+            sysfs.clone(),
+        ];
+        if aggregate {
+            a.push("--config.aggregate-cpus".into());
+        }
+        let mut m = serve_and_scrape(case, &a, scrapes)?;
+        let (groups, c, e) = in_process(&root, aggregate, scrapes.min(200))?;
+        m.groups = Some(groups);
+        m.collect_wall = Some(c);
+        m.encode_wall = Some(e);
+        rows.push(m);
+    }
+    let cpus = perf_exporter::pmu::read_online_cpus(Path::new("/sys"))?.len();
+    rows.push(serve_and_scrape(
+        &format!("this host ({cpus} CPUs, live kernel), default config"),
+        &[],
+        scrapes,
+    )?);
+
+    let ms = |x: f64| x * 1e3;
+    let mib = |k: u64| k as f64 / 1024.0;
+    println!("\n## Scale: 512-CPU node on the simulated PMU\n");
+    println!("{}", harness::machine());
+    println!(
+        "{scrapes} scrapes per case over one keep-alive connection{}\n",
+        if short { " (short mode)" } else { "" }
+    );
+    println!("| case | samples | response | groups (reads) | CPU/scrape stat | CPU/scrape schedstat | latency p50 / p99 | collect (wall) | encode (wall) | peak RSS | RSS |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{:.2} ms", ms(v)));
+    for m in &rows {
+        println!(
+            "| {} | {} | {:.0} KiB | {} | {:.2} ms | {:.2} ms | {:.2} / {:.2} ms | {} | {} | {:.1} MiB | {:.1} MiB |",
+            m.case,
+            m.samples,
+            m.bytes as f64 / 1024.0,
+            m.groups.map_or("-".into(), |g| g.to_string()),
+            ms(m.cpu_stat),
+            ms(m.cpu_sched),
+            ms(m.p50),
+            ms(m.p99),
+            opt(m.collect_wall),
+            opt(m.encode_wall),
+            mib(m.hwm_kib),
+            mib(m.rss_kib),
+        );
+    }
+    let big = &rows[0];
+    let cpu = big.cpu_sched.max(big.cpu_stat);
+    println!(
+        "\ntarget 512 CPUs x default config: CPU per scrape < 10 ms: {} ({:.2} ms); peak RSS < 30 MiB: {} ({:.1} MiB)",
+        if cpu < 0.010 { "met" } else { "MISSED" },
+        ms(cpu),
+        if big.hwm_kib < 30 * 1024 { "met" } else { "MISSED" },
+        mib(big.hwm_kib)
+    );
+    let small = &rows[2];
+    println!(
+        "target {cpus} CPUs: peak RSS < 15 MiB: {} ({:.1} MiB)",
+        if small.hwm_kib < 15 * 1024 {
+            "met"
+        } else {
+            "MISSED"
+        },
+        mib(small.hwm_kib)
+    );
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! Generates a large Intel server sysfs tree at run time (nothing of it is
+//! committed): the PMUs of the `intel-skx` fixture, with any number of
+//! CPUs, sockets and memory-controller PMUs.
+//!
+//! * `devices/system/cpu/{online,possible,present}` = `0-(N-1)`; CPU `c`
+//!   is on package `c / (N / sockets)` (contiguous halves, as Linux numbers
+//!   a 2-socket machine without SMT interleaving).
+//! * Core, software, tracepoint and `msr` PMUs are copied as they are.
+//! * `uncore_imc_0` .. `uncore_imc_{imcs_per_socket-1}` are copies of the
+//!   fixture's `uncore_imc_0` with a cpumask of the first CPU of each
+//!   socket, as on a real multi-socket Intel server (each PMU counts its
+//!   channel on every socket); `power` and `cstate_pkg` get the same
+//!   cpumask and `cstate_core` every CPU.
+//!
+//! Used by `benches/scale.rs`, `benches/hot_path.rs` and
+//! `tests/scale_sim.rs` through `#[path]`.
+#![allow(dead_code)]
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The shape of the generated machine.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// Online CPUs.
+    pub cpus: u32,
+    /// Packages.
+    pub sockets: u32,
+    /// `uncore_imc_*` PMUs (one box per socket each).
+    pub imcs_per_socket: u32,
+}
+
+/// 512 CPUs, 2 sockets, 8 memory controllers per socket.
+pub const SHAPE_512: Shape = Shape {
+    cpus: 512,
+    sockets: 2,
+    imcs_per_socket: 8,
+};
+
+/// The fixture the PMUs come from.
+pub fn skx_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx")
+}
+
+fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
+    fs::create_dir_all(to)?;
+    for e in fs::read_dir(from)? {
+        let e = e?;
+        let dst = to.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            copy_dir(&e.path(), &dst)?;
+        } else {
+            fs::copy(e.path(), &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the tree under `root` (which must exist and be empty).
+pub fn generate(root: &Path, shape: Shape) -> io::Result<()> {
+    if shape.cpus == 0 || shape.sockets == 0 || !shape.cpus.is_multiple_of(shape.sockets) {
+        return Err(io::Error::other(format!("bad shape {shape:?}")));
+    }
+    let src = skx_fixture().join("bus/event_source/devices");
+    let dst = root.join("bus/event_source/devices");
+    fs::create_dir_all(&dst)?;
+    let per_socket = shape.cpus / shape.sockets;
+    let last = shape.cpus - 1;
+    let firsts: Vec<String> = (0..shape.sockets)
+        .map(|s| (s * per_socket).to_string())
+        .collect();
+    let firsts = firsts.join(",");
+    for pmu in [
+        "breakpoint",
+        "cpu",
+        "kprobe",
+        "msr",
+        "software",
+        "tracepoint",
+        "uprobe",
+        "power",
+        "cstate_pkg",
+        "cstate_core",
+    ] {
+        copy_dir(&src.join(pmu), &dst.join(pmu))?;
+    }
+    fs::write(dst.join("power/cpumask"), format!("{firsts}\n"))?;
+    fs::write(dst.join("cstate_pkg/cpumask"), format!("{firsts}\n"))?;
+    fs::write(dst.join("cstate_core/cpumask"), format!("0-{last}\n"))?;
+    for i in 0..shape.imcs_per_socket {
+        let d = dst.join(format!("uncore_imc_{i}"));
+        copy_dir(&src.join("uncore_imc_0"), &d)?;
+        // Dynamic PMU types above every type the fixture uses.
+        fs::write(d.join("type"), format!("{}\n", 100 + i))?;
+        fs::write(d.join("cpumask"), format!("{firsts}\n"))?;
+    }
+    let cpu = root.join("devices/system/cpu");
+    fs::create_dir_all(&cpu)?;
+    for f in ["online", "possible", "present"] {
+        fs::write(cpu.join(f), format!("0-{last}\n"))?;
+    }
+    fs::write(cpu.join("offline"), "\n")?;
+    for c in 0..shape.cpus {
+        let t = cpu.join(format!("cpu{c}/topology"));
+        fs::create_dir_all(&t)?;
+        fs::write(
+            t.join("physical_package_id"),
+            format!("{}\n", c / per_socket),
+        )?;
+        fs::write(t.join("die_id"), "0\n")?;
+        fs::write(t.join("core_id"), format!("{}\n", c % per_socket))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! perf-exporter against node_exporter 1.9's perf collector, side by side
+//! on this machine, for the same events on the same CPUs: the software
+//! profilers (context-switches, cpu-migrations, page-faults, minor-faults,
+//! major-faults), per CPU.
+//!
+//! * ours: the release binary with a one-set config of those five events;
+//! * theirs: `node_exporter --collector.disable-defaults --collector.perf
+//!   --collector.perf.disable-hardware-profilers
+//!   --collector.perf.disable-cache-profilers --web.disable-exporter-metrics`
+//!   (the last flag drops node_exporter's go_*/process_* self-metrics, so
+//!   the comparison is of the perf collector and the HTTP path, in its
+//!   favour).
+//!
+//! Each is scraped the same number of times over one keep-alive
+//! connection, interleaved (A B A B ...). Reported: CPU time per scrape
+//! (user+sys from `/proc/<pid>/stat`, and from the threads' schedstat) and
+//! the ratio ours/theirs; median and p99 scrape latency seen by the client;
+//! peak RSS (`VmHWM`); syscalls per scrape, from `strace -f -y` attached to
+//! every thread while only that exporter is scraped, by class (perf reads,
+//! socket I/O, event loop, files, other).
+//!
+//! ```sh
+//! cargo bench --bench vs_node_exporter -- --node-exporter PATH [--short] [--scrapes N]
+//! ```
+//! Needs root (system-wide counting, strace). `scripts/bench.sh` fetches
+//! node_exporter and runs this. Exits non-zero only when it cannot run;
+//! whether the targets are met is printed, not enforced.
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use harness::{
+    arg_value, err, quantile, schedstat_cpu_seconds, stat_cpu_seconds, status_kib, trace_syscalls,
+    Error, HttpConn, Server, SyscallClass,
+};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+const OURS_CONFIG: &str = "\
+# node_exporter 1.9's software profilers, per CPU.
+sets:
+  - name: software
+    events:
+      - metric: perf_context_switches_total
+        event: context-switches
+      - metric: perf_cpu_migrations_total
+        event: cpu-migrations
+      - metric: perf_page_faults_total
+        event: page-faults
+      - metric: perf_minor_faults_total
+        event: minor-faults
+      - metric: perf_major_faults_total
+        event: major-faults
+";
+
+struct Side {
+    server: Server,
+    conn: HttpConn,
+    latencies: Vec<f64>,
+    bytes: usize,
+    series: usize,
+}
+
+impl Side {
+    fn scrape(&mut self) -> Result<(), Error> {
+        let t = Instant::now();
+        let r = self.conn.get("/metrics")?;
+        self.latencies.push(t.elapsed().as_secs_f64());
+        if r.status != 200 {
+            return Err(err(format!(
+                "{}: /metrics answered {}",
+                self.server.name, r.status
+            )));
+        }
+        self.bytes = r.body.len();
+        self.series = String::from_utf8_lossy(&r.body)
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .count();
+        Ok(())
+    }
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("vs_node_exporter: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    // `cargo bench` passes --bench; nothing else is ours to reject.
+    let short = args.iter().any(|a| a == "--short");
+    let scrapes: usize = arg_value(&args, "--scrapes")
+        .map(|v| v.parse())
+        .transpose()?
+        .unwrap_or(if short { 100 } else { 10_000 });
+    let traced_scrapes: usize = if short { 20 } else { 200 };
+    let node_exporter = arg_value(&args, "--node-exporter")
+        .or_else(|| std::env::var("PERF_EXPORTER_TEST_NODE_EXPORTER").ok())
+        .map(PathBuf::from)
+        .ok_or_else(|| err("--node-exporter PATH (or PERF_EXPORTER_TEST_NODE_EXPORTER) is required; scripts/bench.sh fetches it"))?;
+    let strace = PathBuf::from(arg_value(&args, "--strace").unwrap_or_else(|| "strace".into()));
+
+    let dir = tempfile::tempdir()?;
+    let cfg = dir.path().join("software.yaml");
+    std::fs::write(&cfg, OURS_CONFIG)?;
+    let ours = Server::start(
+        "perf-exporter",
+        PathBuf::from(env!("CARGO_BIN_EXE_perf-exporter")).as_path(),
+        &[
+            "--config.file".into(),
+            cfg.display().to_string(),
+            "--web.listen-address".into(),
+            "127.0.0.1:{port}".into(),
+            "--log.level".into(),
+            "warn".into(),
+        ],
+        "/metrics",
+    )?;
+    let theirs = Server::start(
+        "node_exporter",
+        &node_exporter,
+        &[
+            "--web.listen-address=127.0.0.1:{port}".into(),
+            "--collector.disable-defaults".into(),
+            "--collector.perf".into(),
+            "--collector.perf.disable-hardware-profilers".into(),
+            "--collector.perf.disable-cache-profilers".into(),
+            "--web.disable-exporter-metrics".into(),
+            "--log.level=warn".into(),
+        ],
+        "/metrics",
+    )?;
+    let mut sides = Vec::new();
+    for server in [ours, theirs] {
+        let conn = HttpConn::connect(server.port)?;
+        sides.push(Side {
+            server,
+            conn,
+            latencies: Vec::new(),
+            bytes: 0,
+            series: 0,
+        });
+    }
+
+    // Warm up (first scrapes allocate, fault pages in, start threads).
+    for _ in 0..20 {
+        for side in sides.iter_mut() {
+            side.scrape()?;
+        }
+    }
+    for side in sides.iter_mut() {
+        side.latencies.clear();
+    }
+    let cpu0: Vec<(f64, f64)> = sides
+        .iter()
+        .map(|s| {
+            Ok::<_, Error>((
+                stat_cpu_seconds(s.server.pid())?,
+                schedstat_cpu_seconds(s.server.pid())?,
+            ))
+        })
+        .collect::<Result<_, _>>()?;
+    for _ in 0..scrapes {
+        for side in sides.iter_mut() {
+            side.scrape()?;
+        }
+    }
+    let mut cpu = Vec::new();
+    for (side, (stat0, sched0)) in sides.iter().zip(cpu0) {
+        let pid = side.server.pid();
+        cpu.push((
+            (stat_cpu_seconds(pid)? - stat0) / scrapes as f64,
+            (schedstat_cpu_seconds(pid)? - sched0) / scrapes as f64,
+        ));
+    }
+    let rss: Vec<u64> = sides
+        .iter()
+        .map(|s| status_kib(s.server.pid(), "VmHWM"))
+        .collect::<Result<_, _>>()?;
+
+    // Syscalls: one exporter traced at a time, only it is scraped.
+    let mut syscalls: Vec<BTreeMap<SyscallClass, f64>> = Vec::new();
+    let mut names: Vec<BTreeMap<String, f64>> = Vec::new();
+    for side in sides.iter_mut() {
+        let pid = side.server.pid();
+        let calls = trace_syscalls(&strace, pid, &mut || {
+            for _ in 0..traced_scrapes {
+                side.scrape()?;
+            }
+            Ok(())
+        })?;
+        let mut by_class = BTreeMap::new();
+        let mut by_name = BTreeMap::new();
+        for (name, class) in calls {
+            *by_class.entry(class).or_insert(0.0) += 1.0 / traced_scrapes as f64;
+            *by_name
+                .entry(format!("{name} ({})", class.name()))
+                .or_insert(0.0) += 1.0 / traced_scrapes as f64;
+        }
+        syscalls.push(by_class);
+        names.push(by_name);
+    }
+
+    let ms = |x: f64| x * 1e3;
+    println!("\n## perf-exporter vs node_exporter 1.9 perf collector (software profilers)\n");
+    println!("{}", harness::machine());
+    println!(
+        "{} scrapes each, interleaved, keep-alive; syscalls over {} scrapes each under strace{}\n",
+        scrapes,
+        traced_scrapes,
+        if short { " (short mode)" } else { "" }
+    );
+    println!("| | perf-exporter | node_exporter | ours/theirs |");
+    println!("|---|---:|---:|---:|");
+    let row = |name: &str, a: f64, b: f64, unit: &str, prec: usize| {
+        let u = if unit.is_empty() {
+            String::new()
+        } else {
+            format!(" {unit}")
+        };
+        println!("| {name} | {a:.prec$}{u} | {b:.prec$}{u} | {:.2} |", a / b);
+    };
+    row(
+        "CPU per scrape (user+sys, /proc/pid/stat)",
+        ms(cpu[0].0),
+        ms(cpu[1].0),
+        "ms",
+        3,
+    );
+    row(
+        "CPU per scrape (threads' schedstat)",
+        ms(cpu[0].1),
+        ms(cpu[1].1),
+        "ms",
+        3,
+    );
+    row(
+        "median scrape latency",
+        ms(quantile(&sides[0].latencies, 0.5)),
+        ms(quantile(&sides[1].latencies, 0.5)),
+        "ms",
+        3,
+    );
+    row(
+        "p99 scrape latency",
+        ms(quantile(&sides[0].latencies, 0.99)),
+        ms(quantile(&sides[1].latencies, 0.99)),
+        "ms",
+        3,
+    );
+    row(
+        "peak RSS (VmHWM)",
+        rss[0] as f64 / 1024.0,
+        rss[1] as f64 / 1024.0,
+        "MiB",
+        1,
+    );
+    let total = |m: &BTreeMap<SyscallClass, f64>| m.values().sum::<f64>();
+    row(
+        "syscalls per scrape",
+        total(&syscalls[0]),
+        total(&syscalls[1]),
+        "",
+        1,
+    );
+    for class in SyscallClass::ALL {
+        let get = |m: &BTreeMap<SyscallClass, f64>| m.get(&class).copied().unwrap_or(0.0);
+        println!(
+            "| &nbsp;&nbsp;{} | {:.1} | {:.1} | |",
+            class.name(),
+            get(&syscalls[0]),
+            get(&syscalls[1])
+        );
+    }
+    println!(
+        "| response size | {} B, {} samples | {} B, {} samples | |",
+        sides[0].bytes, sides[0].series, sides[1].bytes, sides[1].series
+    );
+    for (side, n) in sides.iter().zip(&names) {
+        let list: Vec<String> = n.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
+        println!(
+            "\n{} syscalls per scrape: {}",
+            side.server.name,
+            list.join(", ")
+        );
+    }
+    let cpus = perf_exporter::pmu::read_online_cpus(std::path::Path::new("/sys"))?.len();
+    let ratio = cpu[0].1 / cpu[1].1;
+    println!(
+        "\ntarget CPU per scrape <= 0.5 x node_exporter: {} (ratio {ratio:.2})",
+        if ratio <= 0.5 { "met" } else { "MISSED" }
+    );
+    let perf_reads = syscalls[0]
+        .get(&SyscallClass::PerfRead)
+        .copied()
+        .unwrap_or(0.0);
+    let extra: f64 = [
+        SyscallClass::PerfOther,
+        SyscallClass::File,
+        SyscallClass::Other,
+    ]
+    .iter()
+    .map(|c| syscalls[0].get(c).copied().unwrap_or(0.0))
+    .sum();
+    println!(
+        "target syscalls = read floor ({cpus} groups: one per CPU) + socket I/O: perf reads {perf_reads:.2}, other syscalls {extra:.2}: {}",
+        if (perf_reads - cpus as f64).abs() < 0.01 && extra < 0.01 {
+            "met"
+        } else {
+            "MISSED"
+        }
+    );
+    Ok(())
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Every performance benchmark (README.md, "Performance"):
+#   1. scripts/bench-vs-node-exporter.sh: ours vs node_exporter 1.9's perf
+#      collector on this machine (CPU, latency, RSS, syscalls per scrape);
+#   2. benches/scale.rs: a generated 512-CPU, 2-socket node on the simulated
+#      PMU, per CPU and with --config.aggregate-cpus, and this host's live
+#      kernel (CPU per scrape, response size, RSS);
+#   3. benches/hot_path.rs (criterion): parsing a group read, scaling and
+#      accumulating, encoding 10,000 series, a whole collection.
+#
+#   scripts/bench.sh           # full run (several minutes)
+#   scripts/bench.sh --short   # smoke test (scripts/test.sh, CI): few scrapes,
+#                              # criterion benches run once each
+#
+# Exits non-zero only when a benchmark cannot run; the numbers and whether
+# the targets are met are printed, never enforced (speed and memory are not
+# asserted in tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+short=0
+for a in "$@"; do [[ $a == --short ]] && short=1; done
+
+scripts/bench-vs-node-exporter.sh "$@"
+cargo bench --locked --bench scale -- "$@"
+if [[ $short == 1 ]]; then
+  cargo bench --locked --bench hot_path -- --test
+else
+  cargo bench --locked --bench hot_path
+fi
