@@ -25,7 +25,7 @@
 
 use crate::perf::{Counter, ErrorKind, EventAttr, GroupReading, Kernel, PerfError};
 use crate::pmu::{PmuTable, Scope};
-use crate::resolve::chain::{Resolution, Status};
+use crate::resolve::chain::{Resolution, ResolvedMetric, Status};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -758,6 +758,121 @@ impl Engine {
             }
         }
         out
+    }
+}
+
+/// An engine's accumulated counts as plain data, taken before a config
+/// reload replaces it ([`Engine::totals`]) and continued by the new engine
+/// for every metric that counts exactly the same events
+/// ([`Engine::carry_over`]), so unchanged counters never reset.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    metrics: Vec<ResolvedMetric>,
+    /// (series key with the index into `metrics`, value, has data)
+    series: Vec<(SeriesKey, f64, bool)>,
+    /// ((set name, cpu), (enabled, running) seconds)
+    group_times: Vec<((String, u32), (f64, f64))>,
+    /// ((set name, cpu), failed reads)
+    read_errors: Vec<((String, u32), u64)>,
+}
+
+/// Whether two resolutions of a metric count the same thing the same way
+/// (name, winning encodings, scale, kind); the CPUs may differ.
+fn same_counting(a: &ResolvedMetric, b: &ResolvedMetric) -> bool {
+    a.metric == b.metric
+        && a.status != Status::Unavailable
+        && b.status != Status::Unavailable
+        && a.gauge == b.gauge
+        && a.event == b.event
+        && a.instances.len() == b.instances.len()
+        && a.instances.iter().zip(&b.instances).all(|(x, y)| {
+            x.spec == y.spec
+                && x.inst.pmu == y.inst.pmu
+                && x.inst.type_ == y.inst.type_
+                && x.inst.config == y.inst.config
+                && x.inst.scale == y.inst.scale
+                && x.inst.uncore == y.inst.uncore
+                && x.inst.snapshot == y.inst.snapshot
+        })
+}
+
+impl Engine {
+    /// The accumulated counts, to continue in a reloaded engine. Collect
+    /// first so they are current.
+    pub fn totals(&self) -> Totals {
+        let set_name = |i: usize| {
+            self.resolution
+                .sets
+                .get(i)
+                .map_or_else(String::new, |s| s.name.clone())
+        };
+        Totals {
+            metrics: self.resolution.metrics.clone(),
+            series: self
+                .series
+                .iter()
+                .map(|(key, st)| (key.clone(), st.value, st.has_data))
+                .collect(),
+            group_times: self
+                .group_times
+                .iter()
+                .map(|((set, cpu), t)| ((set_name(*set), *cpu), *t))
+                .collect(),
+            read_errors: self
+                .read_errors
+                .iter()
+                .map(|((set, cpu), n)| ((set_name(*set), *cpu), *n))
+                .collect(),
+        }
+    }
+
+    /// Continues `old`'s counters where this engine counts the same metric
+    /// the same way: their series keep their totals instead of restarting
+    /// at zero (the group self-counters continue by set name). Returns the
+    /// names of the metrics continued.
+    pub fn carry_over(&mut self, old: Totals) -> Vec<String> {
+        let map: Vec<Option<usize>> = old
+            .metrics
+            .iter()
+            .map(|om| {
+                self.resolution
+                    .metrics
+                    .iter()
+                    .position(|nm| same_counting(om, nm))
+            })
+            .collect();
+        for ((oi, labels), value, has_data) in old.series {
+            let Some(ni) = map.get(oi).copied().flatten() else {
+                continue;
+            };
+            let gauge = self.resolution.metrics[ni].gauge;
+            let st = self.series.entry((ni, labels)).or_default();
+            if gauge {
+                if !st.has_data {
+                    st.value = value;
+                }
+            } else {
+                st.value += value;
+            }
+            st.has_data |= has_data;
+        }
+        let set_index = |name: &str| self.resolution.sets.iter().position(|s| s.name == name);
+        for ((set, cpu), (en, run)) in old.group_times {
+            if let Some(si) = set_index(&set) {
+                let t = self.group_times.entry((si, cpu)).or_default();
+                t.0 += en;
+                t.1 += run;
+            }
+        }
+        for ((set, cpu), n) in old.read_errors {
+            if let Some(si) = set_index(&set) {
+                *self.read_errors.entry((si, cpu)).or_default() += n;
+            }
+        }
+        map.iter()
+            .flatten()
+            .map(|&ni| self.resolution.metrics[ni].metric.clone())
+            .collect()
     }
 }
 
