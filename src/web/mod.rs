@@ -299,17 +299,19 @@ pub fn open_engine(kernel: Arc<dyn Kernel>, table: PmuTable, res: Resolution) ->
 
 /// Why nothing can be counted, for the start-up error.
 fn nothing_to_count(engine: &Engine, privilege: Option<&Privilege>) -> String {
-    let mut why = engine
-        .problems()
+    // Permission errors first: they are the ones a user can fix.
+    let mut problems = engine.problems();
+    problems.sort_by_key(|(_, r)| !r.contains("permission denied"));
+    let first = problems
         .into_iter()
         .take(5)
         .map(|(m, r)| format!("{m}: {r}"))
         .collect::<Vec<_>>()
         .join("; ");
-    if let Some(p) = privilege.filter(|p| p.grant().is_none()) {
-        why.push_str(&format!(" -- privilege: {}", p.summary()));
+    match privilege.filter(|p| p.grant().is_none()) {
+        Some(p) => format!("{}; the first problems: {first}", p.summary()),
+        None => first,
     }
-    why
 }
 
 async fn serve(o: Options) -> anyhow::Result<ExitCode> {
