@@ -1052,7 +1052,7 @@ mod tests {
     #[test]
     fn users_headers_rate_limit() {
         let s = parse(
-            "basic_auth_users:\n  alice: $2y$10$mDwo.lAisC94iLAyP81MCesa29IzH37oigHC/42V2pdJlUprsJPze\nhttp_server_config:\n  headers:\n    X-Frame-Options: deny\n    Content-Security-Policy: \"\"\nrate_limit:\n  interval: 100ms\n  burst: 5\n",
+            "basic_auth_users:\n  alice: $2b$10$m4.EwsgG0LcS5fkGoUOhsOc6K3kFIxm9WJ7g/5gGTmI1BA7OQ.Wx.\nhttp_server_config:\n  headers:\n    X-Frame-Options: deny\n    Content-Security-Policy: \"\"\nrate_limit:\n  interval: 100ms\n  burst: 5\n",
         )
         .unwrap();
         assert_eq!(s.users.len(), 1);
