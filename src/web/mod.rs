@@ -151,12 +151,17 @@ pub struct Options {
 struct WebRuntime {
     config: WebConfig,
     auth: Option<BasicAuth>,
+    /// One bcrypt verification on a blocking thread at a time; the others
+    /// wait here, holding no thread (a flood of wrong passwords must not
+    /// take the blocking threads collections need).
+    bcrypt_gate: Semaphore,
     limiter: Option<RateLimiter>,
 }
 
 impl WebRuntime {
     fn new(config: WebConfig) -> Self {
         WebRuntime {
+            bcrypt_gate: Semaphore::new(1),
             auth: BasicAuth::new(&config.users),
             limiter: config
                 .rate_limit
@@ -742,6 +747,9 @@ async fn authorized(web: &Arc<WebRuntime>, req: &Request<Incoming>) -> bool {
     if let Some(v) = auth.cached(&creds) {
         return v;
     }
+    let Ok(_one) = web.bcrypt_gate.acquire().await else {
+        return false;
+    };
     let w = web.clone();
     tokio::task::spawn_blocking(move || w.auth.as_ref().is_some_and(|a| a.verify(&creds)))
         .await
