@@ -322,7 +322,8 @@ fn cpu_hotplug_during_a_stream_of_scrapes() {
         }
         scrapes.push(s);
     }
-    assert!(scrapes.len() >= 40, "only {} scrapes", scrapes.len());
+    // Not a speed check: enough scrapes to span the three phases.
+    assert!(scrapes.len() >= 10, "only {} scrapes", scrapes.len());
     assert!(saw_offline, "no scrape without cpu1 while it was offline");
     // cpu1's series are back at the end, and counting.
     let last = scrapes.last().expect("a scrape");
