@@ -183,7 +183,7 @@ enum Cmd {
         #[arg(long)]
         tracepoints: bool,
     },
-    /// Resolve the config and report each metric's winning event.
+    /// Resolve the config and report each metric's winning event (and validate --web.config.file, when given).
     Check {
         /// JSON output.
         #[arg(long)]
@@ -277,6 +277,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Check { json }) => {
+            // A web config given to `check` is validated too (TLS files read).
+            if let Some(p) = &cli.web.web_config_file {
+                WebConfig::load(p).with_context(|| format!("--web.config.file={}", p.display()))?;
+            }
             let cfg = load_config(&cli)?;
             let h = host(&cli)?;
             let probe = h.kernel.as_deref().map(prober);

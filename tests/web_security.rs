@@ -304,6 +304,23 @@ fn refused(web_config_text: &str, files: &[(&str, &str)], want: &[&str]) {
     }
     // Refused before anything started.
     assert!(!err.contains("counters open"), "{err}");
+    // `check` validates it too.
+    let out = Command::new(common::EXPORTER)
+        .args(["check", "--simulate", "--path.sysfs", &f])
+        .arg("--web.config.file")
+        .arg(&wc)
+        .output()
+        .expect("run check");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "check accepted a bad web config: {err}"
+    );
+    assert!(
+        err.contains(want[0]),
+        "check: expected {:?} in: {err}",
+        want[0]
+    );
 }
 
 #[test]
