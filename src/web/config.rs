@@ -351,6 +351,16 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| bad())
 }
 
+/// The YAML parser's message without its own `error: line L column C: `
+/// prefix (the error carries the location already).
+fn strip_location(msg: &str) -> &str {
+    let m = msg.strip_prefix("error: ").unwrap_or(msg);
+    match m.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((loc, rest)) if loc.contains(" column ") => rest,
+        _ => m,
+    }
+}
+
 fn tls_version(s: &str) -> Option<u8> {
     match s {
         "TLS10" => Some(0),
@@ -377,11 +387,12 @@ impl WebConfigSpec {
                 .map_err(|e| {
                     let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
                     let full = e.to_string();
+                    let first = full.lines().next().unwrap_or("invalid YAML");
                     WebConfigError::Syntax {
                         file: name.clone(),
                         line,
                         column,
-                        msg: full.lines().next().unwrap_or("invalid YAML").to_string(),
+                        msg: strip_location(first).to_string(),
                     }
                 })?
                 .unwrap_or_default()
@@ -1064,6 +1075,17 @@ mod tests {
                 burst: 5
             })
         );
+    }
+
+    #[test]
+    fn yaml_errors_name_the_place_once() {
+        let e = parse("tls_server_config:\n  cert_fil: a\n").unwrap_err();
+        assert!(
+            e.starts_with("/etc/pe/web.yml:2:3: unknown field `cert_fil`"),
+            "{e}"
+        );
+        assert_eq!(strip_location("error: line 2 column 3: x: y"), "x: y");
+        assert_eq!(strip_location("plain"), "plain");
     }
 
     #[test]
