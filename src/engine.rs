@@ -40,7 +40,7 @@
 
 use crate::perf::{Counter, ErrorKind, EventAttr, GroupReading, Kernel, PerfError};
 use crate::pmu::{PmuTable, Scope};
-use crate::resolve::chain::{Resolution, Status};
+use crate::resolve::chain::{Resolution, ResolvedMetric, Status};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -1188,6 +1188,129 @@ impl Engine {
             }
         }
         out
+    }
+}
+
+/// An engine's accumulated counts as plain data, taken before a config
+/// reload replaces it ([`Engine::totals`]) and continued by the new engine
+/// for every metric that counts exactly the same events
+/// ([`Engine::carry_over`]), so unchanged counters never reset.
+#[derive(Debug, Clone, Default)]
+pub struct Totals {
+    metrics: Vec<ResolvedMetric>,
+    /// (series key with the index into `metrics`, value, has data)
+    series: Vec<(SeriesKey, f64, bool)>,
+    /// ((set name, cpu or None when summed), (enabled s, running s, has
+    /// times, failed reads))
+    times: Vec<(TimeKey, TimeTotals)>,
+}
+
+/// A group-time series by set name and CPU (`None`: summed over CPUs).
+type TimeKey = (String, Option<u32>);
+/// Enabled and running seconds, whether it has times, failed reads.
+type TimeTotals = (f64, f64, bool, u64);
+
+/// Whether two resolutions of a metric count the same thing the same way
+/// (name, winning encodings, scale, kind); the CPUs may differ.
+fn same_counting(a: &ResolvedMetric, b: &ResolvedMetric) -> bool {
+    a.metric == b.metric
+        && a.status != Status::Unavailable
+        && b.status != Status::Unavailable
+        && a.gauge == b.gauge
+        && a.event == b.event
+        && a.instances.len() == b.instances.len()
+        && a.instances.iter().zip(&b.instances).all(|(x, y)| {
+            x.spec == y.spec
+                && x.inst.pmu == y.inst.pmu
+                && x.inst.type_ == y.inst.type_
+                && x.inst.config == y.inst.config
+                && x.inst.scale == y.inst.scale
+                && x.inst.uncore == y.inst.uncore
+                && x.inst.snapshot == y.inst.snapshot
+        })
+}
+
+impl Engine {
+    /// The accumulated counts, to continue in a reloaded engine. Collect
+    /// first so they are current.
+    pub fn totals(&self) -> Totals {
+        let set_name = |i: usize| {
+            self.resolution
+                .sets
+                .get(i)
+                .map_or_else(String::new, |s| s.name.clone())
+        };
+        Totals {
+            metrics: self.resolution.metrics.clone(),
+            series: self
+                .series_index
+                .iter()
+                .filter_map(|(key, &i)| {
+                    self.series
+                        .get(i)
+                        .map(|st| (key.clone(), st.value, st.has_data))
+                })
+                .collect(),
+            times: self
+                .time_series
+                .iter()
+                .map(|t| {
+                    (
+                        (set_name(t.set), t.cpu),
+                        (t.enabled, t.running, t.has_times, t.errors),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Continues `old`'s counters where this engine counts the same metric
+    /// the same way: their series keep their totals instead of restarting
+    /// at zero (the group self-counters continue by set name). Returns the
+    /// names of the metrics continued.
+    pub fn carry_over(&mut self, old: Totals) -> Vec<String> {
+        let map: Vec<Option<usize>> = old
+            .metrics
+            .iter()
+            .map(|om| {
+                self.resolution
+                    .metrics
+                    .iter()
+                    .position(|nm| same_counting(om, nm))
+            })
+            .collect();
+        for ((oi, labels), value, has_data) in old.series {
+            let Some(ni) = map.get(oi).copied().flatten() else {
+                continue;
+            };
+            let gauge = self.resolution.metrics[ni].gauge;
+            let idx = self.series_of(&(ni, labels));
+            let st = &mut self.series[idx];
+            if gauge {
+                if !st.has_data {
+                    st.value = value;
+                }
+            } else {
+                st.value += value;
+            }
+            st.has_data |= has_data;
+        }
+        for ((set, cpu), (en, run, has, errors)) in old.times {
+            let Some(si) = self.resolution.sets.iter().position(|s| s.name == set) else {
+                continue;
+            };
+            if let Some(&x) = self.time_series_index.get(&(si, cpu)) {
+                let t = &mut self.time_series[x];
+                t.enabled += en;
+                t.running += run;
+                t.has_times |= has;
+                t.errors += errors;
+            }
+        }
+        map.iter()
+            .flatten()
+            .map(|&ni| self.resolution.metrics[ni].metric.clone())
+            .collect()
     }
 }
 

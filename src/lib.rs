@@ -10,15 +10,19 @@
 //! * [`engine`]: groups per CPU / uncore instance, scaled monotonic
 //!   counters, hotplug, producing a plain-data [`engine::Snapshot`];
 //! * [`export`]: Prometheus text and OpenMetrics encoding, OTLP push;
-//! * [`web`]: the HTTP endpoint;
-//! * [`report`]: the `list` and `check` commands' reports.
+//! * [`web`]: the HTTP endpoint (TLS, auth, limits, reload);
+//! * [`report`]: the `list` and `check` commands' reports;
+//! * [`privilege`]: which privilege the process holds and what it costs;
+//! * [`fuzzing`]: the fuzz targets (cargo-fuzz and the corpus tests).
 #![warn(missing_docs)]
 
 pub mod config;
 pub mod engine;
 pub mod export;
+pub mod fuzzing;
 pub mod perf;
 pub mod pmu;
+pub mod privilege;
 pub mod report;
 pub mod resolve;
 pub mod web;

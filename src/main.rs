@@ -12,6 +12,7 @@ use perf_exporter::pmu::PmuTable;
 use perf_exporter::report::{prober, CheckReport, ListReport};
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
+use perf_exporter::web::config::WebConfig;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -50,6 +51,9 @@ struct Cli {
     /// series per metric instead of one per CPU.
     #[arg(long = "config.aggregate-cpus", global = true)]
     aggregate_cpus: bool,
+    /// With --simulate: make every simulated group read take this long, e.g. 50ms (a slow PMU, to demo and test slow scrapes).
+    #[arg(long = "simulate.read-delay", global = true, value_name = "DURATION")]
+    simulate_read_delay: Option<String>,
     /// Log level: debug, info, warn, error.
     #[arg(long = "log.level", global = true, default_value = "info")]
     log_level: String,
@@ -72,6 +76,31 @@ struct WebArgs {
     /// Path under which to expose metrics.
     #[arg(long = "web.telemetry-path", global = true, default_value = "/metrics")]
     telemetry_path: String,
+    /// exporter-toolkit web config file: TLS, basic auth, response headers, rate limit.
+    #[arg(long = "web.config.file", global = true, value_name = "FILE")]
+    web_config_file: Option<PathBuf>,
+    /// Maximum number of scrapes in flight; more get 503 (0: no limit).
+    #[arg(long = "web.max-requests", global = true, default_value_t = 40)]
+    max_requests: usize,
+    /// Enable POST /-/reload (re-reads --config.file and --web.config.file, as SIGHUP does).
+    #[arg(long = "web.enable-lifecycle", global = true)]
+    enable_lifecycle: bool,
+    /// Time a client has to send a request's headers (and the TLS handshake), also between keep-alive requests.
+    #[arg(
+        long = "web.read-header-timeout",
+        global = true,
+        default_value = "10s",
+        value_name = "DURATION"
+    )]
+    read_header_timeout: String,
+    /// Time a scrape's collection may take (then 503), and a response write may stall.
+    #[arg(
+        long = "web.request-timeout",
+        global = true,
+        default_value = "30s",
+        value_name = "DURATION"
+    )]
+    request_timeout: String,
 }
 
 /// OTLP push. Each flag overrides its OpenTelemetry environment variable
@@ -158,7 +187,7 @@ enum Cmd {
         #[arg(long)]
         tracepoints: bool,
     },
-    /// Resolve the config and report each metric's winning event.
+    /// Resolve the config and report each metric's winning event (and validate --web.config.file, when given).
     Check {
         /// JSON output.
         #[arg(long)]
@@ -215,11 +244,22 @@ fn host(cli: &Cli) -> Result<Host> {
     let ctx = match &cli.tracefs {
         Some(t) => Context {
             tracefs: Some(t.clone()),
+            ..Context::default()
         },
         None => Context::for_sysfs(&cli.sysfs),
     };
+    if cli.simulate_read_delay.is_some() && !cli.simulate {
+        anyhow::bail!("--simulate.read-delay needs --simulate");
+    }
     let kernel: Option<Arc<dyn Kernel>> = if cli.simulate {
-        Some(Arc::new(SimKernel::new(table.clone())))
+        let sim = SimKernel::new(table.clone());
+        if let Some(d) = &cli.simulate_read_delay {
+            sim.set_read_delay(
+                otlp::parse_duration(d)
+                    .map_err(|e| anyhow::anyhow!("--simulate.read-delay: {e}"))?,
+            );
+        }
+        Some(Arc::new(sim))
     } else if is_live_sysfs(&cli.sysfs) {
         Some(Arc::new(LiveKernel::new()))
     } else {
@@ -247,6 +287,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Check { json }) => {
+            // A web config given to `check` is validated too (TLS files read).
+            if let Some(p) = &cli.web.web_config_file {
+                WebConfig::load(p).with_context(|| format!("--web.config.file={}", p.display()))?;
+            }
             let cfg = load_config(&cli)?;
             let h = host(&cli)?;
             let probe = h.kernel.as_deref().map(prober);
@@ -263,7 +307,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+fn duration_flag(name: &str, v: &str) -> Result<std::time::Duration> {
+    otlp::parse_duration(v).map_err(|e| anyhow::anyhow!("{name}: {e}"))
+}
+
 fn serve(cli: &Cli) -> Result<ExitCode> {
+    // A bad web config is refused before anything starts.
+    let web_config = match &cli.web.web_config_file {
+        Some(p) => {
+            WebConfig::load(p).with_context(|| format!("--web.config.file={}", p.display()))?
+        }
+        None => WebConfig::default(),
+    };
+    let read_header_timeout =
+        duration_flag("--web.read-header-timeout", &cli.web.read_header_timeout)?;
+    let request_timeout = duration_flag("--web.request-timeout", &cli.web.request_timeout)?;
     let cfg = load_config(cli)?;
     let otlp = OtlpSettings::resolve(&cli.otlp.flags(), &otlp::process_env, &cli.procfs)?;
     // Still single-threaded here: the exporter variables are parsed, so
@@ -286,6 +344,12 @@ fn serve(cli: &Cli) -> Result<ExitCode> {
         telemetry_path: cli.web.telemetry_path.clone(),
         procfs: cli.procfs.clone(),
         otlp,
+        web_config,
+        max_requests: cli.web.max_requests,
+        enable_lifecycle: cli.web.enable_lifecycle,
+        read_header_timeout,
+        request_timeout,
+        aggregate_cpus: cli.aggregate_cpus,
     })
 }
 

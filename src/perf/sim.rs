@@ -82,6 +82,8 @@ pub struct SimKernel {
     /// may set, and its named events' encodings.
     info: Vec<PmuInfo>,
     state: Arc<Mutex<State>>,
+    /// Added to every group read, in nanoseconds ([`SimKernel::set_read_delay`]).
+    read_delay_ns: AtomicU64,
 }
 
 impl fmt::Debug for SimKernel {
@@ -492,7 +494,16 @@ impl SimKernel {
             table,
             info,
             state: Arc::new(Mutex::new(state)),
+            read_delay_ns: AtomicU64::new(0),
         }
+    }
+
+    /// Makes every group read take at least `d` of wall time (the calling
+    /// thread sleeps, holding no lock): a slow PMU, for demos and tests
+    /// of slow scrapes (`serve --simulate --simulate.read-delay`).
+    pub fn set_read_delay(&self, d: std::time::Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.read_delay_ns.store(ns, Ordering::Relaxed);
     }
 
     /// The PMU table it simulates.
@@ -903,6 +914,10 @@ impl Kernel for SimKernel {
         cpu: u32,
         out: &mut GroupReading,
     ) -> Result<(), PerfError> {
+        let delay = self.read_delay_ns.load(Ordering::Relaxed);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(delay));
+        }
         let mut st = self.state();
         st.reads += 1;
         let idx = self

@@ -153,6 +153,9 @@ pub struct Instance {
 pub struct Context {
     /// The tracefs mount (with `events/<subsys>/<name>/id`), if any.
     pub tracefs: Option<PathBuf>,
+    /// A tracefs mount this process may not read (root-only, as usual,
+    /// for a non-root user): named in the reason of tracepoint metrics.
+    pub tracefs_denied: Option<PathBuf>,
 }
 
 impl Context {
@@ -163,7 +166,14 @@ impl Context {
             .iter()
             .map(|p| sysfs.join(p))
             .find(|p| p.join("events").is_dir());
-        Context { tracefs }
+        let tracefs_denied = match tracefs {
+            Some(_) => None,
+            None => crate::privilege::unreadable_tracefs(sysfs),
+        };
+        Context {
+            tracefs,
+            tracefs_denied,
+        }
     }
 }
 
@@ -221,10 +231,15 @@ pub fn resolve(
                 return Err(ResolveError::MissingPmu("tracepoint".into()));
             };
             let Some(tracefs) = &ctx.tracefs else {
-                return Err(ResolveError::Tracepoint {
-                    spec: spec_s,
-                    msg: "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)".into(),
-                });
+                let msg = match &ctx.tracefs_denied {
+                    Some(p) => format!(
+                        "tracefs at {} is not readable by this user (tracepoint ids are read from it; CAP_PERFMON does not open it): run as root, or mount it readable (mount -o remount,mode=0755 {})",
+                        p.display(),
+                        p.display()
+                    ),
+                    None => "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)".into(),
+                };
+                return Err(ResolveError::Tracepoint { spec: spec_s, msg });
             };
             let idp = tracefs.join("events").join(subsys).join(name).join("id");
             let id = match std::fs::read_to_string(&idp) {

@@ -343,7 +343,8 @@ pub fn try_request(
     parse_response(&raw)
 }
 
-fn parse_response(raw: &[u8]) -> Result<Response, String> {
+/// Parses a raw HTTP/1.1 response (headers, then a body, de-chunked).
+pub fn parse_response(raw: &[u8]) -> Result<Response, String> {
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

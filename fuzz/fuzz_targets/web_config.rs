@@ -1,0 +1,11 @@
+//! Fuzz target `web_config`: [`perf_exporter::fuzzing::web_config`] must never panic
+//! and its invariants must hold for every input.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Err(e) = perf_exporter::fuzzing::web_config(data) {
+        panic!("invariant broken: {e}");
+    }
+});

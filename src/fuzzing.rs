@@ -1,0 +1,199 @@
+//! Fuzz targets: every parser that reads input the exporter does not
+//! control, as functions of arbitrary bytes.
+//!
+//! Each target must never panic, whatever the input, and returns
+//! `Err(what)` when an invariant of a successful parse fails (a
+//! round-trip that does not come back, a count that exceeds the buffer).
+//! They are run three ways:
+//!
+//! * by cargo-fuzz (`fuzz/fuzz_targets/*.rs`, nightly, libFuzzer), which
+//!   panics on `Err`;
+//! * by `tests/fuzz_corpus.rs` over the checked-in corpora
+//!   (`fuzz/corpus/<target>/`), on stable, in every `cargo test`;
+//! * by the same test's bounded, deterministic mutation run over those
+//!   corpora, so stable CI also searches for crashes.
+//!
+//! Every crash found becomes a corpus file (a regression test).
+
+use crate::config::{valid_metric_name, Config};
+use crate::perf::{parse_group_read, GroupReading};
+use crate::pmu::{format_cpu_list, parse_cpu_list, parse_number, parse_terms, Format};
+use crate::resolve::spec::{self, EventSpec};
+use crate::web::config::WebConfigSpec;
+use crate::web::x509::subject_alt_names;
+use std::path::Path;
+
+/// A fuzz target: bytes in, `Err` on a broken invariant.
+pub type Target = fn(&[u8]) -> Result<(), String>;
+
+/// Every target by name (the cargo-fuzz target and corpus directory
+/// names).
+pub const TARGETS: &[(&str, Target)] = &[
+    ("config", config),
+    ("event_spec", event_spec),
+    ("sysfs", sysfs),
+    ("group_read", group_read),
+    ("web_config", web_config),
+    ("x509_sans", x509_sans),
+];
+
+fn text(data: &[u8]) -> Option<&str> {
+    std::str::from_utf8(data).ok()
+}
+
+/// The YAML config parser and validator ([`Config::parse`]): an accepted
+/// config has valid metric names and every spec in it parses.
+pub fn config(data: &[u8]) -> Result<(), String> {
+    let Some(s) = text(data) else {
+        return Ok(());
+    };
+    let Ok(c) = Config::parse(s, "fuzz.yaml") else {
+        return Ok(());
+    };
+    for set in &c.sets {
+        if set.events.is_empty() {
+            return Err(format!("set {} accepted without events", set.name.value));
+        }
+        for m in &set.events {
+            if !valid_metric_name(&m.metric.value) {
+                return Err(format!("invalid metric name {:?} accepted", m.metric.value));
+            }
+            let alts = m.event.value.alternatives();
+            if alts.is_empty() {
+                return Err(format!("{}: empty chain accepted", m.metric.value));
+            }
+            for a in alts {
+                for spec in a.specs() {
+                    if let Err(e) = spec::parse(spec) {
+                        return Err(format!(
+                            "{}: spec {spec:?} accepted but: {e}",
+                            m.metric.value
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The event-spec parser ([`spec::parse`]): what it prints parses back to
+/// the same event.
+pub fn event_spec(data: &[u8]) -> Result<(), String> {
+    let Some(s) = text(data) else {
+        return Ok(());
+    };
+    let Ok(spec) = spec::parse(s) else {
+        return Ok(());
+    };
+    let printed = spec.to_string();
+    let back = spec::parse(&printed)
+        .map_err(|e| format!("{s:?} printed as {printed:?}, which does not parse: {e}"))?;
+    let same = match (&spec, &back) {
+        (
+            EventSpec::Pmu {
+                pmu: p1, terms: t1, ..
+            },
+            EventSpec::Pmu {
+                pmu: p2, terms: t2, ..
+            },
+        ) => p1 == p2 && t1 == t2,
+        (a, b) => a == b,
+    };
+    if !same {
+        return Err(format!(
+            "{s:?} -> {spec:?} printed as {printed:?} -> {back:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The sysfs file parsers, each on the same input: `format/<term>` bit
+/// ranges ([`Format::parse`]), event term strings ([`parse_terms`]), CPU
+/// lists ([`parse_cpu_list`]) and numbers ([`parse_number`]).
+pub fn sysfs(data: &[u8]) -> Result<(), String> {
+    let Some(s) = text(data) else {
+        return Ok(());
+    };
+    if let Ok(f) = Format::parse(s) {
+        let printed = f.to_string();
+        match Format::parse(&printed) {
+            Ok(g) if g == f => {}
+            other => return Err(format!("format {s:?} printed as {printed:?} -> {other:?}")),
+        }
+        let w = f.width();
+        if w == 0 || f.ranges.iter().any(|&(lo, hi)| lo > hi || hi > 63) {
+            return Err(format!("format {s:?} accepted with ranges {:?}", f.ranges));
+        }
+        // The widest value fits; one bit more does not.
+        let max = if w >= 64 { u64::MAX } else { (1u64 << w) - 1 };
+        f.encode(max)
+            .map_err(|e| format!("format {s:?}: max value {max:#x} refused: {e}"))?;
+        if w < 64 && f.encode(max + 1).is_ok() {
+            return Err(format!("format {s:?}: {:#x} accepted", max + 1));
+        }
+    }
+    if let Ok(terms) = parse_terms(s) {
+        for t in &terms {
+            if t.name.is_empty() {
+                return Err(format!("terms {s:?}: empty name accepted"));
+            }
+        }
+    }
+    if let Ok(cpus) = parse_cpu_list(s) {
+        if cpus.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!("cpu list {s:?} not sorted and unique: {cpus:?}"));
+        }
+        let printed = format_cpu_list(&cpus);
+        match parse_cpu_list(&printed) {
+            Ok(back) if back == cpus => {}
+            other => {
+                return Err(format!(
+                    "cpu list {s:?} printed as {printed:?} -> {other:?}"
+                ))
+            }
+        }
+    }
+    let _ = parse_number(s);
+    Ok(())
+}
+
+/// The group `read()` buffer parser ([`parse_group_read`]): an accepted
+/// buffer holds every member it reports.
+pub fn group_read(data: &[u8]) -> Result<(), String> {
+    let mut r = GroupReading::default();
+    if parse_group_read(data, &mut r).is_ok() {
+        let need = 24 + 16 * r.values.len();
+        if need > data.len() {
+            return Err(format!(
+                "{} members accepted from {} bytes",
+                r.values.len(),
+                data.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The web config parser ([`WebConfigSpec::parse`], no file I/O): an
+/// accepted TLS section names a certificate and a key.
+pub fn web_config(data: &[u8]) -> Result<(), String> {
+    let Some(s) = text(data) else {
+        return Ok(());
+    };
+    if let Ok(spec) = WebConfigSpec::parse(s, Path::new("/fuzz/web.yml")) {
+        if let Some(t) = &spec.tls {
+            if !t.tls12 && !t.tls13 {
+                return Err("TLS accepted with no protocol version".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The Subject Alternative Name reader of client certificates
+/// ([`subject_alt_names`]).
+pub fn x509_sans(data: &[u8]) -> Result<(), String> {
+    let _ = subject_alt_names(data);
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! Which privilege this process holds for perf_events, and what the lack
+//! of it costs.
+//!
+//! The exporter counts system-wide: `perf_event_open(pid = -1, cpu = N)`.
+//! The kernel allows that (`perf_allow_cpu()`) when
+//! `kernel.perf_event_paranoid <= 0`, or when the caller is
+//! `perfmon_capable()`: it holds `CAP_PERFMON` (Linux >= 5.8) or
+//! `CAP_SYS_ADMIN`. Nothing the exporter does needs `CAP_SYS_ADMIN` on a
+//! kernel that knows `CAP_PERFMON`.
+//!
+//! Tracepoint events also need their ids, read from tracefs, whose mount
+//! point is usually readable by root only (mode 0700): `CAP_PERFMON` does
+//! not open it.
+
+use crate::engine::Engine;
+use std::path::{Path, PathBuf};
+
+/// `CAP_SYS_ADMIN`'s bit in the capability sets.
+pub const CAP_SYS_ADMIN: u32 = 21;
+/// `CAP_PERFMON`'s bit (Linux >= 5.8).
+pub const CAP_PERFMON: u32 = 38;
+
+/// What this process holds, as `/proc` tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Privilege {
+    /// Effective uid.
+    pub euid: Option<u32>,
+    /// The effective capability set (`CapEff`).
+    pub cap_eff: u64,
+    /// `kernel.perf_event_paranoid`.
+    pub paranoid: Option<i32>,
+    /// Kernel `(major, minor)`.
+    pub kernel: Option<(u32, u32)>,
+}
+
+/// What allows system-wide counting, if anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// `CAP_PERFMON` on Linux >= 5.8.
+    CapPerfmon,
+    /// `CAP_SYS_ADMIN` (needed before 5.8; more than needed after).
+    CapSysAdmin,
+    /// `kernel.perf_event_paranoid <= 0` (host-wide setting).
+    Paranoid(i32),
+}
+
+/// The advice given whenever privilege is missing.
+pub const HOW_TO_GRANT: &str = "grant CAP_PERFMON (a file capability: `setcap cap_perfmon=ep /path/to/perf-exporter`; systemd: `AmbientCapabilities=CAP_PERFMON`; Kubernetes: `securityContext.capabilities.add: [PERFMON]`), or set kernel.perf_event_paranoid=0 for the whole host";
+
+impl Privilege {
+    /// Reads the process's privilege under a procfs root.
+    pub fn detect(procfs: &Path) -> Self {
+        let status = std::fs::read_to_string(procfs.join("self/status")).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+                .map(str::to_string)
+        };
+        let euid = field("Uid:").and_then(|l| l.split_whitespace().nth(1)?.parse().ok());
+        let cap_eff = field("CapEff:")
+            .and_then(|h| u64::from_str_radix(&h, 16).ok())
+            .unwrap_or(0);
+        let paranoid = std::fs::read_to_string(procfs.join("sys/kernel/perf_event_paranoid"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        let kernel = std::fs::read_to_string(procfs.join("sys/kernel/osrelease"))
+            .ok()
+            .and_then(|s| parse_kernel_version(&s));
+        Privilege {
+            euid,
+            cap_eff,
+            paranoid,
+            kernel,
+        }
+    }
+
+    /// Whether the effective set holds capability `bit`.
+    pub fn has_cap(&self, bit: u32) -> bool {
+        bit < 64 && self.cap_eff & (1u64 << bit) != 0
+    }
+
+    /// Whether the kernel knows `CAP_PERFMON` (Linux >= 5.8; assumed
+    /// when the version is unknown).
+    pub fn kernel_knows_perfmon(&self) -> bool {
+        self.kernel.is_none_or(|v| v >= (5, 8))
+    }
+
+    /// What allows system-wide counting, the least powerful first; `None`
+    /// when nothing does (every open fails with EACCES).
+    pub fn grant(&self) -> Option<Grant> {
+        if self.has_cap(CAP_PERFMON) && self.kernel_knows_perfmon() {
+            Some(Grant::CapPerfmon)
+        } else if self.paranoid.is_some_and(|p| p <= 0) {
+            self.paranoid.map(Grant::Paranoid)
+        } else if self.has_cap(CAP_SYS_ADMIN) {
+            Some(Grant::CapSysAdmin)
+        } else {
+            None
+        }
+    }
+
+    /// One line for the start-up log: what was found and what it allows.
+    pub fn summary(&self) -> String {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        let facts = format!(
+            "euid={} CAP_PERFMON={} CAP_SYS_ADMIN={} perf_event_paranoid={} kernel={}",
+            self.euid.map_or("unknown".into(), |u| u.to_string()),
+            yes(self.has_cap(CAP_PERFMON)),
+            yes(self.has_cap(CAP_SYS_ADMIN)),
+            self.paranoid.map_or("unknown".into(), |p| p.to_string()),
+            self.kernel
+                .map_or("unknown".into(), |(a, b)| format!("{a}.{b}")),
+        );
+        let verdict = match self.grant() {
+            Some(Grant::CapPerfmon) => "system-wide counting allowed by CAP_PERFMON".to_string(),
+            Some(Grant::Paranoid(p)) => {
+                format!("system-wide counting allowed by kernel.perf_event_paranoid={p} (no capability needed)")
+            }
+            Some(Grant::CapSysAdmin) if self.kernel_knows_perfmon() => {
+                "system-wide counting allowed by CAP_SYS_ADMIN (more than needed: on Linux >= 5.8 CAP_PERFMON alone suffices)".to_string()
+            }
+            Some(Grant::CapSysAdmin) => {
+                "system-wide counting allowed by CAP_SYS_ADMIN (this kernel predates CAP_PERFMON)"
+                    .to_string()
+            }
+            None => format!(
+                "system-wide counting is NOT allowed: perf_event_paranoid > 0 and no CAP_PERFMON{}; every counter will fail with EACCES: {HOW_TO_GRANT}",
+                if self.kernel_knows_perfmon() {
+                    ""
+                } else {
+                    " (this kernel predates CAP_PERFMON: it needs CAP_SYS_ADMIN)"
+                }
+            ),
+        };
+        format!("{facts}: {verdict}")
+    }
+}
+
+/// Parses `6.8.0-45-generic` into `(6, 8)`.
+pub fn parse_kernel_version(s: &str) -> Option<(u32, u32)> {
+    let mut it = s.trim().split(['.', '-', '+']);
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// tracefs exists under `sysfs` but this process may not read it (the
+/// usual 0700 root-only mount seen by a non-root user): its path.
+pub fn unreadable_tracefs(sysfs: &Path) -> Option<PathBuf> {
+    ["kernel/tracing", "kernel/debug/tracing"]
+        .iter()
+        .map(|p| sysfs.join(p))
+        .find(|p| {
+            p.is_dir()
+                && matches!(
+                    std::fs::read_dir(p),
+                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied
+                )
+        })
+}
+
+/// The metrics that missing privilege costs: those whose reasons are a
+/// permission error or an unreadable tracefs, in config order.
+pub fn costs(engine: &Engine) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (metric, reason) in engine.problems() {
+        let privilege =
+            reason.contains("permission denied") || reason.contains("not readable by this user");
+        if privilege && !out.contains(&metric) {
+            out.push(metric);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(cap_eff: u64, paranoid: i32, kernel: (u32, u32)) -> Privilege {
+        Privilege {
+            euid: Some(65534),
+            cap_eff,
+            paranoid: Some(paranoid),
+            kernel: Some(kernel),
+        }
+    }
+
+    #[test]
+    fn grants() {
+        let perfmon = 1u64 << CAP_PERFMON;
+        let admin = 1u64 << CAP_SYS_ADMIN;
+        assert_eq!(p(perfmon, 2, (6, 1)).grant(), Some(Grant::CapPerfmon));
+        // A kernel older than 5.8 ignores CAP_PERFMON.
+        assert_eq!(p(perfmon, 2, (5, 4)).grant(), None);
+        assert_eq!(p(admin, 2, (5, 4)).grant(), Some(Grant::CapSysAdmin));
+        assert_eq!(p(0, 0, (6, 1)).grant(), Some(Grant::Paranoid(0)));
+        assert_eq!(p(0, -1, (6, 1)).grant(), Some(Grant::Paranoid(-1)));
+        assert_eq!(p(0, 2, (6, 1)).grant(), None);
+        assert_eq!(p(0, 1, (6, 1)).grant(), None);
+        let s = p(0, 2, (6, 1)).summary();
+        assert!(
+            s.contains("NOT allowed") && s.contains("CAP_PERFMON") && s.contains("setcap"),
+            "{s}"
+        );
+        let s = p(perfmon | admin, 2, (6, 1)).summary();
+        assert!(s.contains("allowed by CAP_PERFMON"), "{s}");
+        let s = p(admin, 2, (6, 1)).summary();
+        assert!(s.contains("more than needed"), "{s}");
+    }
+
+    #[test]
+    fn kernel_versions() {
+        assert_eq!(parse_kernel_version("6.18.44-fc-v657\n"), Some((6, 18)));
+        assert_eq!(parse_kernel_version("5.8.0"), Some((5, 8)));
+        assert_eq!(parse_kernel_version("4.19+"), Some((4, 19)));
+        assert_eq!(parse_kernel_version("x"), None);
+    }
+}

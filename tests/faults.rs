@@ -1,0 +1,352 @@
+//! Faults on the real binary, counting for real (as root, then as other
+//! users): too few file descriptors, no privilege, CAP_PERFMON alone (as
+//! an ambient and as a file capability), and a real CPU hotplug during a
+//! stream of scrapes.
+//!
+//! Needs root, util-linux (`setpriv`, `prlimit`), libcap's `setcap`,
+//! `kernel.perf_event_paranoid` > 0 (so that an unprivileged user really
+//! has no access), Linux >= 5.8 (CAP_PERFMON) and a hotpluggable cpu1.
+//! Each test fails with the reason when something is missing.
+//!
+//! The tests run one at a time (`SERIAL`): the hotplug test takes cpu1
+//! offline, and the others count per CPU.
+
+mod common;
+mod harden;
+
+use harden::{by_cpu, parse_exposition, require_root, require_tool, Proc};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+const NOBODY: &[&str] = &["--reuid=65534", "--regid=65534", "--clear-groups"];
+
+/// Software events and a tracepoint: the tracepoint needs tracefs, which
+/// only root can read.
+const SW_AND_TRACEPOINT: &str = "sets:
+  - name: software
+    events:
+      - metric: perf_cpu_clock_seconds_total
+        event: cpu-clock
+      - metric: perf_context_switches_total
+        event: context-switches
+  - name: msr
+    events:
+      - metric: perf_msr_tsc_total
+        event: msr/tsc/
+  - name: tracing
+    events:
+      - metric: perf_getppid_calls_total
+        event: syscalls:sys_enter_getppid
+";
+
+fn scrape(p: &Proc) -> BTreeMap<String, f64> {
+    let r = p.get("/metrics");
+    assert_eq!(r.status, 200, "{}\noutput:\n{}", r.body, p.output());
+    parse_exposition(&r.body).unwrap_or_else(|e| panic!("invalid scrape: {e}\n{}", r.body))
+}
+
+#[test]
+fn too_few_file_descriptors_serves_what_it_could_open() {
+    let _s = serial();
+    require_root();
+    require_tool("prlimit");
+    common::require_perf_privilege();
+    // 24 sets of two software events on every CPU: 48 fds per CPU, far
+    // more than a limit of 48 leaves after stdio, the runtime, the
+    // listener and the reserve for connections.
+    let events = [
+        "cpu-clock",
+        "task-clock",
+        "page-faults",
+        "context-switches",
+        "cpu-migrations",
+        "minor-faults",
+    ];
+    let mut yaml = String::from("sets:\n");
+    for i in 0..24 {
+        yaml.push_str(&format!("  - name: s{i}\n    events:\n"));
+        for j in 0..2 {
+            let ev = events[(i * 2 + j) % events.len()];
+            yaml.push_str(&format!(
+                "      - metric: perf_fd_test_{i}_{j}_total\n        event: {ev}\n"
+            ));
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("many.yaml");
+    std::fs::write(&cfg, yaml).expect("write");
+    let c = cfg.display().to_string();
+    let mut p = Proc::spawn(
+        &["prlimit", "--nofile=48:48", "--"],
+        Path::new(common::EXPORTER),
+        &["--config.file", &c],
+    );
+    p.wait_ready();
+    let out = p.output();
+    assert!(
+        out.contains("RLIMIT_NOFILE is below what the plan needs"),
+        "{out}"
+    );
+    assert!(out.contains("out of file descriptors"), "{out}");
+    assert!(out.contains("raise RLIMIT_NOFILE"), "{out}");
+    assert!(out.contains("planned counters"), "{out}");
+
+    // It serves what it could open, and says what it could not.
+    for _ in 0..5 {
+        let s = scrape(&p);
+        let counted = by_cpu(&s, "perf_fd_test_0_0_total");
+        assert!(!counted.is_empty(), "the first set is not counted: {s:?}");
+        let avail: Vec<(&String, &f64)> = s
+            .iter()
+            .filter(|(k, _)| k.starts_with("perf_event_available{"))
+            .collect();
+        assert!(
+            avail.iter().any(|(_, v)| **v == 1.0) && avail.iter().any(|(_, v)| **v == 0.0),
+            "expected some metrics available and some not: {avail:?}"
+        );
+    }
+    let page = p.get("/").body;
+    assert!(page.contains("out of file descriptors"), "{page}");
+    // Connections still work while the counters use up the limit.
+    let hs: Vec<_> = (0..8)
+        .map(|_| {
+            let a = p.addr.clone();
+            thread::spawn(move || common::try_request("GET", &a, "/metrics", &[], ""))
+        })
+        .collect();
+    for h in hs {
+        assert_eq!(h.join().expect("thread").expect("scrape").status, 200);
+    }
+}
+
+#[test]
+fn unprivileged_without_cap_perfmon_explains_and_exits_nonzero() {
+    let _s = serial();
+    require_root();
+    require_tool("setpriv");
+    let paranoid = harden::paranoid();
+    assert!(
+        paranoid > 0,
+        "kernel.perf_event_paranoid is {paranoid}: any user may count system-wide here, so this test cannot show what happens without privilege (set it to 2)"
+    );
+    let (_bin_dir, bin) = harden::world_executable_exporter();
+    let mut p = Proc::spawn(
+        &[&["setpriv"][..], NOBODY, &["--inh-caps=-all", "--"]].concat(),
+        &bin,
+        &[],
+    );
+    let status = p
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("still running without privilege:\n{}", p.output()));
+    let out = p.output();
+    assert!(!status.success(), "exit 0 with nothing counted:\n{out}");
+    // It started and explained.
+    assert!(out.contains("euid=65534"), "{out}");
+    assert!(out.contains("CAP_PERFMON=no"), "{out}");
+    assert!(out.contains("system-wide counting is NOT allowed"), "{out}");
+    assert!(
+        out.contains(&format!("perf_event_paranoid={paranoid}")),
+        "{out}"
+    );
+    assert!(out.contains("setcap cap_perfmon=ep"), "{out}");
+    assert!(out.contains("nothing can be counted on this host"), "{out}");
+    assert!(out.contains("permission denied"), "{out}");
+}
+
+fn assert_counts_system_wide(p: &Proc) {
+    let online = common::online_cpus();
+    let mut last = BTreeMap::new();
+    for _ in 0..3 {
+        thread::sleep(Duration::from_millis(200));
+        let s = scrape(p);
+        let clock = by_cpu(&s, "perf_cpu_clock_seconds_total");
+        assert_eq!(
+            clock.keys().copied().collect::<Vec<_>>(),
+            online,
+            "one cpu-clock series per online CPU expected: {s:?}"
+        );
+        let tsc = by_cpu(&s, "perf_msr_tsc_total");
+        assert_eq!(tsc.len(), online.len(), "{s:?}");
+        for (cpu, v) in &clock {
+            assert!(*v >= last.get(cpu).copied().unwrap_or(0.0));
+        }
+        last = clock;
+    }
+    assert!(last.values().all(|v| *v > 0.0), "{last:?}");
+}
+
+fn run_as_nobody(caps: &[&str], bin: &Path) -> (Proc, tempfile::TempDir) {
+    let (cfg_dir, cfg) = harden::world_readable_file("perf.yaml", SW_AND_TRACEPOINT);
+    let c = cfg.display().to_string();
+    let wrapper = [&["setpriv"][..], NOBODY, caps, &["--"]].concat();
+    let mut p = Proc::spawn(&wrapper, bin, &["--config.file", &c]);
+    p.wait_ready();
+    (p, cfg_dir)
+}
+
+fn check_perfmon_log(p: &Proc) {
+    let out = p.output();
+    assert!(
+        out.contains("euid=65534 CAP_PERFMON=yes CAP_SYS_ADMIN=no"),
+        "{out}"
+    );
+    assert!(
+        out.contains("system-wide counting allowed by CAP_PERFMON"),
+        "{out}"
+    );
+    // What CAP_PERFMON does not give: the root-only tracefs.
+    assert!(out.contains("lost to missing privilege"), "{out}");
+    assert!(out.contains("perf_getppid_calls_total"), "{out}");
+    assert!(out.contains("not readable by this user"), "{out}");
+}
+
+#[test]
+fn cap_perfmon_alone_as_an_ambient_capability_counts_system_wide() {
+    let _s = serial();
+    require_root();
+    require_tool("setpriv");
+    let (_bin_dir, bin) = harden::world_executable_exporter();
+    let (p, _cfg) = run_as_nobody(&["--inh-caps=+perfmon", "--ambient-caps=+perfmon"], &bin);
+    check_perfmon_log(&p);
+    assert_counts_system_wide(&p);
+}
+
+#[test]
+fn cap_perfmon_alone_as_a_file_capability_counts_system_wide() {
+    let _s = serial();
+    require_root();
+    require_tool("setpriv");
+    let (_bin_dir, bin) = harden::world_executable_exporter();
+    let ok = std::process::Command::new("setcap")
+        .arg("cap_perfmon=ep")
+        .arg(&bin)
+        .status()
+        .expect("run setcap (libcap2-bin)")
+        .success();
+    assert!(ok, "setcap cap_perfmon=ep {} failed", bin.display());
+    let (p, _cfg) = run_as_nobody(&["--inh-caps=-all"], &bin);
+    check_perfmon_log(&p);
+    assert_counts_system_wide(&p);
+}
+
+const CPU1_ONLINE: &str = "/sys/devices/system/cpu/cpu1/online";
+
+fn set_cpu1(on: bool) -> std::io::Result<()> {
+    std::fs::write(CPU1_ONLINE, if on { "1" } else { "0" })
+}
+
+/// Brings cpu1 back online when dropped, whatever happened.
+struct Cpu1Guard;
+
+impl Drop for Cpu1Guard {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if set_cpu1(true).is_ok() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("could not bring cpu1 back online: write 1 to {CPU1_ONLINE}");
+    }
+}
+
+#[test]
+fn cpu_hotplug_during_a_stream_of_scrapes() {
+    let _s = serial();
+    require_root();
+    assert!(
+        Path::new(CPU1_ONLINE).exists(),
+        "{CPU1_ONLINE} is missing: this test needs a second, hotpluggable CPU"
+    );
+    let _guard = Cpu1Guard;
+    set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, SW_AND_TRACEPOINT).expect("write");
+    let c = cfg.display().to_string();
+    let mut p = Proc::exporter(&["--config.file", &c]);
+    p.wait_ready();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let scraper = {
+        let (addr, stop) = (p.addr.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut out = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                out.push(common::try_request("GET", &addr, "/metrics", &[], ""));
+                thread::sleep(Duration::from_millis(50));
+            }
+            out
+        })
+    };
+    thread::sleep(Duration::from_millis(500));
+    set_cpu1(false).unwrap_or_else(|e| panic!("write 0 to {CPU1_ONLINE}: {e}"));
+    let offline_seen = common::online_cpus();
+    thread::sleep(Duration::from_millis(1000));
+    set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
+    thread::sleep(Duration::from_millis(1500));
+    stop.store(true, Ordering::SeqCst);
+    let results = scraper.join().expect("scraper");
+    assert!(
+        !offline_seen.contains(&1),
+        "cpu1 did not go offline: {offline_seen:?}"
+    );
+
+    let mut max: BTreeMap<String, f64> = BTreeMap::new();
+    let mut saw_offline = false;
+    let mut scrapes = Vec::new();
+    for (i, r) in results.into_iter().enumerate() {
+        let r = r.unwrap_or_else(|e| panic!("scrape {i} failed: {e}\noutput:\n{}", p.output()));
+        assert_eq!(r.status, 200, "scrape {i}: {}", r.body);
+        let s = parse_exposition(&r.body).unwrap_or_else(|e| panic!("scrape {i}: {e}"));
+        for (k, v) in &s {
+            let counter = k.contains("_total");
+            if counter {
+                let m = max.entry(k.clone()).or_insert(*v);
+                assert!(*v >= *m, "scrape {i}: {k} went backwards: {m} -> {v}");
+                *m = *v;
+            }
+        }
+        if !by_cpu(&s, "perf_cpu_clock_seconds_total").contains_key(&1) {
+            saw_offline = true;
+        }
+        scrapes.push(s);
+    }
+    // Not a speed check: enough scrapes to span the three phases.
+    assert!(scrapes.len() >= 10, "only {} scrapes", scrapes.len());
+    assert!(saw_offline, "no scrape without cpu1 while it was offline");
+    // cpu1's series are back at the end, and counting.
+    let last = scrapes.last().expect("a scrape");
+    let prev = &scrapes[scrapes.len() - 5];
+    for name in [
+        "perf_cpu_clock_seconds_total",
+        "perf_msr_tsc_total",
+        "perf_context_switches_total",
+    ] {
+        assert!(
+            by_cpu(last, name).contains_key(&1),
+            "{name}{{cpu=\"1\"}} not back: {last:?}"
+        );
+    }
+    let (a, b) = (
+        by_cpu(prev, "perf_cpu_clock_seconds_total")
+            .get(&1)
+            .copied(),
+        by_cpu(last, "perf_cpu_clock_seconds_total")[&1],
+    );
+    assert!(
+        a.is_some_and(|a| b > a),
+        "cpu1's clock does not count after coming back: {a:?} -> {b}"
+    );
+    p.wait_log("online CPUs changed", Duration::from_secs(1));
+}

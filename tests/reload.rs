@@ -1,0 +1,285 @@
+//! Reload and shutdown on the real binary, counting for real (root):
+//! SIGHUP with a changed config (the new metric appears, an unchanged
+//! counter keeps increasing, no reset), SIGHUP with a broken config (the
+//! old one keeps serving, `perf_config_last_reload_successful` goes to 0),
+//! `POST /-/reload` behind `--web.enable-lifecycle`, the web config
+//! re-read on reload, and SIGTERM ending the process within a second.
+
+mod common;
+mod harden;
+
+use harden::{by_cpu, parse_exposition, scalar, Proc};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const CLOCK: &str = "perf_cpu_clock_seconds_total";
+const SWITCHES: &str = "perf_context_switches_total";
+
+const BEFORE: &str = "sets:
+  - name: software
+    events:
+      - metric: perf_cpu_clock_seconds_total
+        event: cpu-clock
+";
+
+const AFTER: &str = "sets:
+  - name: software
+    events:
+      - metric: perf_cpu_clock_seconds_total
+        event: cpu-clock
+      - metric: perf_context_switches_total
+        event: context-switches
+";
+
+fn scrape(p: &Proc) -> BTreeMap<String, f64> {
+    let r = p.get("/metrics");
+    assert_eq!(r.status, 200, "{}", r.body);
+    parse_exposition(&r.body).unwrap_or_else(|e| panic!("invalid scrape: {e}\n{}", r.body))
+}
+
+fn live(config: &Path, extra: &[&str]) -> Proc {
+    common::require_perf_privilege();
+    let c = config.display().to_string();
+    let mut args = vec!["--config.file", c.as_str()];
+    args.extend_from_slice(extra);
+    let mut p = Proc::exporter(&args);
+    p.wait_ready();
+    p
+}
+
+/// Scrapes until `pred` holds (the reload runs in the background).
+fn scrape_until(
+    p: &Proc,
+    what: &str,
+    pred: impl Fn(&BTreeMap<String, f64>) -> bool,
+) -> BTreeMap<String, f64> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = scrape(p);
+        if pred(&s) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within 10 s; last scrape: {s:?}\noutput:\n{}",
+            p.output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn assert_not_below(before: &BTreeMap<u32, f64>, after: &BTreeMap<u32, f64>, what: &str) {
+    for (cpu, v0) in before {
+        let v1 = after
+            .get(cpu)
+            .unwrap_or_else(|| panic!("{what}: cpu {cpu} missing after: {after:?}"));
+        assert!(v1 >= v0, "{what}: cpu {cpu} went backwards {v0} -> {v1}");
+    }
+}
+
+#[test]
+fn sighup_adds_the_new_metric_and_unchanged_counters_continue() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, BEFORE).expect("write");
+    let p = live(&cfg, &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    let s0 = scrape(&p);
+    let c0 = by_cpu(&s0, CLOCK);
+    assert!(!c0.is_empty(), "{s0:?}");
+    assert!(by_cpu(&s0, SWITCHES).is_empty());
+    assert_eq!(scalar(&s0, "perf_config_last_reload_successful"), Some(1.0));
+    let t0 = scalar(&s0, "perf_config_last_reload_success_timestamp_seconds").expect("ts");
+
+    std::fs::write(&cfg, AFTER).expect("write");
+    p.signal("HUP");
+    let s1 = scrape_until(&p, "the new metric after SIGHUP", |s| {
+        !by_cpu(s, SWITCHES).is_empty()
+    });
+    // No reset: at least what it was, then still increasing.
+    assert_not_below(&c0, &by_cpu(&s1, CLOCK), "cpu-clock across the reload");
+    std::thread::sleep(Duration::from_millis(300));
+    let s2 = scrape(&p);
+    let (c1, c2) = (by_cpu(&s1, CLOCK), by_cpu(&s2, CLOCK));
+    for (cpu, v1) in &c1 {
+        assert!(
+            c2[cpu] > *v1,
+            "cpu-clock on cpu {cpu} stopped after the reload: {v1} -> {}",
+            c2[cpu]
+        );
+        // A reset would put it near the 0.3 s since the reload, far below
+        // its total since start.
+        assert!(
+            c2[cpu] >= c0[cpu],
+            "cpu {cpu} reset: {} -> {}",
+            c0[cpu],
+            c2[cpu]
+        );
+    }
+    assert_eq!(scalar(&s2, "perf_config_last_reload_successful"), Some(1.0));
+    assert!(scalar(&s2, "perf_config_last_reload_success_timestamp_seconds").expect("ts") >= t0);
+    assert!(
+        p.output()
+            .contains("1 continue their counts, 1 start from zero"),
+        "{}",
+        p.output()
+    );
+}
+
+#[test]
+fn a_broken_config_on_sighup_keeps_the_old_one_serving() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, AFTER).expect("write");
+    let p = live(&cfg, &[]);
+    std::thread::sleep(Duration::from_millis(200));
+    let s0 = scrape(&p);
+    let c0 = by_cpu(&s0, CLOCK);
+
+    for broken in [
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clokc\n",
+        "sets: [\n",
+        "sets:\n  - name: x\n    events:\n      - metric: bad name\n        event: cpu-clock\n",
+    ] {
+        std::fs::write(&cfg, broken).expect("write");
+        p.signal("HUP");
+        let s = scrape_until(&p, "perf_config_last_reload_successful 0", |s| {
+            scalar(s, "perf_config_last_reload_successful") == Some(0.0)
+        });
+        // The old config still serves, every metric of it, still counting.
+        assert!(!by_cpu(&s, SWITCHES).is_empty(), "{s:?}");
+        assert_not_below(&c0, &by_cpu(&s, CLOCK), "cpu-clock after a refused reload");
+        assert!(p.output().contains("configuration reload refused"), "{}", p.output());
+        // Back to good for the next round.
+        std::fs::write(&cfg, AFTER).expect("write");
+        p.signal("HUP");
+        scrape_until(&p, "perf_config_last_reload_successful 1", |s| {
+            scalar(s, "perf_config_last_reload_successful") == Some(1.0)
+        });
+    }
+    assert!(p.output().contains("perf.yaml:5:"), "{}", p.output());
+    let s = scrape(&p);
+    assert_not_below(&c0, &by_cpu(&s, CLOCK), "cpu-clock after three reloads");
+}
+
+#[test]
+fn reload_endpoint_behind_enable_lifecycle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, BEFORE).expect("write");
+    let p = live(&cfg, &["--web.enable-lifecycle"]);
+    std::fs::write(&cfg, AFTER).expect("write");
+    let r = p.request("POST", "/-/reload", &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("2 of 2 metrics counted"), "{}", r.body);
+    // Synchronous: the metric is there at once.
+    assert!(!by_cpu(&scrape(&p), SWITCHES).is_empty());
+    std::fs::write(&cfg, "sets: 7\n").expect("write");
+    let r = p.request("PUT", "/-/reload", &[]);
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert!(
+        r.body.contains("failed to reload config") && r.body.contains("perf.yaml:1:"),
+        "{}",
+        r.body
+    );
+    let s = scrape(&p);
+    assert_eq!(scalar(&s, "perf_config_last_reload_successful"), Some(0.0));
+    assert!(
+        !by_cpu(&s, SWITCHES).is_empty(),
+        "the old config stopped serving"
+    );
+    let r = p.get("/-/reload");
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow"), Some("POST, PUT"));
+}
+
+#[test]
+fn sighup_rereads_the_web_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wc = dir.path().join("web.yml");
+    let hash = |pw: &str| bcrypt::hash(pw, 5).expect("bcrypt");
+    std::fs::write(&wc, format!("basic_auth_users:\n  u: {}\n", hash("old"))).expect("write");
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let w = wc.display().to_string();
+    let mut p = Proc::exporter(&["--simulate", "--path.sysfs", &f, "--web.config.file", &w]);
+    p.wait_log("counters open", Duration::from_secs(15));
+    let auth = |pw: &str| harden::basic("u", pw);
+    let addr = p.addr.clone();
+    let get = |pw: &str| {
+        let a = auth(pw);
+        let mut last = None;
+        for _ in 0..100 {
+            match common::try_request("GET", &addr, "/metrics", &[("Authorization", &a)], "") {
+                Ok(r) => return r.status,
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{last:?}");
+    };
+    assert_eq!(get("old"), 200);
+    std::fs::write(&wc, format!("basic_auth_users:\n  u: {}\n", hash("new"))).expect("write");
+    p.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get("new") != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "new password not accepted:\n{}",
+            p.output()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(get("old"), 401);
+    // A broken web config is refused like a broken config.
+    std::fs::write(&wc, "basic_auth_users:\n  u: not-a-hash\n").expect("write");
+    p.signal("HUP");
+    p.wait_log("not a bcrypt hash", Duration::from_secs(10));
+    assert_eq!(get("new"), 200);
+}
+
+#[test]
+fn sigterm_exits_within_a_second() {
+    common::require_perf_privilege();
+    let mut p = Proc::exporter(&[]);
+    p.wait_ready();
+    // An idle keep-alive connection must not hold the shutdown up.
+    let mut ka = harden::KeepAlive::connect(&p.addr).expect("connect");
+    assert_eq!(ka.get("/metrics", &[]).expect("scrape").status, 200);
+    let t = Instant::now();
+    p.signal("TERM");
+    let status = p
+        .wait_exit(Duration::from_secs(1))
+        .unwrap_or_else(|| panic!("still running 1 s after SIGTERM; output:\n{}", p.output()));
+    let took = t.elapsed();
+    assert!(
+        status.success(),
+        "exit status {status}; output:\n{}",
+        p.output()
+    );
+    assert!(took <= Duration::from_secs(1), "{took:?}");
+    assert!(p.output().contains("shutting down"), "{}", p.output());
+}
+
+#[test]
+fn sigterm_with_a_slow_scrape_in_flight_exits_within_a_second() {
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let mut p = Proc::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        &f,
+        "--simulate.read-delay",
+        "2s",
+    ]);
+    p.wait_ready();
+    let a = p.addr.clone();
+    let _slow = std::thread::spawn(move || common::try_request("GET", &a, "/metrics", &[], ""));
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    p.signal("TERM");
+    let status = p
+        .wait_exit(Duration::from_secs(1))
+        .unwrap_or_else(|| panic!("still running 1 s after SIGTERM; output:\n{}", p.output()));
+    assert!(status.success(), "{status}");
+    assert!(t.elapsed() <= Duration::from_secs(1));
+}
