@@ -60,12 +60,13 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum WebConfigError {
     /// The file (or a file it names) could not be read.
-    #[error("cannot read {file}: {source}")]
+    #[error("cannot read {file}: {err}")]
     Io {
         /// The file.
         file: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, not a separate cause, so it is
+        /// printed once).
+        err: std::io::Error,
     },
     /// Invalid YAML, an unknown key, or a value of the wrong shape.
     #[error("{file}:{line}:{column}: {msg}")]
@@ -664,9 +665,9 @@ pub struct WebConfig {
 impl WebConfig {
     /// Reads, validates and builds a web config file.
     pub fn load(path: &Path) -> Result<Self, WebConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| WebConfigError::Io {
+        let text = std::fs::read_to_string(path).map_err(|err| WebConfigError::Io {
             file: path.display().to_string(),
-            source,
+            err,
         })?;
         let spec = WebConfigSpec::parse(&text, path)?;
         Self::build(spec, path)
@@ -678,7 +679,7 @@ impl WebConfig {
         let tls = match &spec.tls {
             None => None,
             Some(t) => Some(build_tls(t).map_err(|e| match e {
-                BuildError::Io { file, source } => WebConfigError::Io { file, source },
+                BuildError::Io { file, source } => WebConfigError::Io { file, err: source },
                 BuildError::Invalid(msg) => WebConfigError::Invalid {
                     file: name.clone(),
                     msg,

@@ -78,12 +78,13 @@ pub enum WebError {
     #[error("--web.listen-address `{0}` is not HOST:PORT or :PORT")]
     Address(String),
     /// Binding failed.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {err}")]
     Bind {
         /// The address.
         addr: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, not a separate cause, so it is
+        /// printed once).
+        err: std::io::Error,
     },
     /// Nothing can be counted at all.
     #[error("nothing can be counted on this host: {0}")]
@@ -501,7 +502,7 @@ async fn bind(listen: &str, telemetry_path: &str) -> Result<tokio::net::TcpListe
     }
     Err(WebError::Bind {
         addr: listen.to_string(),
-        source: last_err.unwrap_or_else(|| std::io::Error::other("no address")),
+        err: last_err.unwrap_or_else(|| std::io::Error::other("no address")),
     })
 }
 
