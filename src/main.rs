@@ -225,8 +225,18 @@ fn load_config(cli: &Cli) -> Result<Config> {
 }
 
 /// Whether the sysfs root is this machine's own.
-fn is_live_sysfs(p: &Path) -> bool {
-    std::fs::canonicalize(p).is_ok_and(|c| c == Path::new("/sys"))
+/// Whether the sysfs root is a mounted sysfs (this machine's own, also
+/// when the host's `/sys` is mounted elsewhere, as in a DaemonSet) rather
+/// than a copied tree.
+fn is_live_sysfs(p: &Path, procfs: &Path) -> bool {
+    let Ok(c) = std::fs::canonicalize(p) else {
+        return false;
+    };
+    if c == Path::new("/sys") {
+        return true;
+    }
+    std::fs::read_to_string(procfs.join("self/mountinfo"))
+        .is_ok_and(|mi| perf_exporter::pmu::is_sysfs_mount(&c, &mi))
 }
 
 struct Host {
@@ -260,7 +270,7 @@ fn host(cli: &Cli) -> Result<Host> {
             );
         }
         Some(Arc::new(sim))
-    } else if is_live_sysfs(&cli.sysfs) {
+    } else if is_live_sysfs(&cli.sysfs, &cli.procfs) {
         Some(Arc::new(LiveKernel::new()))
     } else {
         None

@@ -712,6 +712,41 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
     })
 }
 
+/// Whether `path` is where a sysfs is mounted, according to the text of
+/// `/proc/self/mountinfo`: the live kernel's PMUs, as opposed to a copied
+/// fixture tree. A DaemonSet mounts the host's `/sys` elsewhere (e.g.
+/// `/host/sys`); it is just as live. `path` should be canonical.
+pub fn is_sysfs_mount(path: &Path, mountinfo: &str) -> bool {
+    mountinfo.lines().any(|line| {
+        let Some((left, right)) = line.split_once(" - ") else {
+            return false;
+        };
+        let fstype = right.split_whitespace().next().unwrap_or("");
+        let mount_point = left.split_whitespace().nth(4).map(unescape_mount);
+        fstype == "sysfs" && mount_point.as_deref() == Some(path.to_string_lossy().as_ref())
+    })
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape_mount(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Normalises a sysfs `.scale`/`.unit` pair to base units.
 ///
 /// `MiB` becomes bytes (so the IMC's 6.103515625e-5 MiB is exactly 64
@@ -807,6 +842,22 @@ mod tests {
             "uncore_imc_free_running_1"
         ));
         assert!(!pmu_name_matches("cpu", "cpu_core"));
+    }
+
+    #[test]
+    fn sysfs_mounts_from_mountinfo() {
+        let mi = "22 1 0:21 / /sys rw,nosuid - sysfs sysfs rw\n\
+                  99 80 0:21 / /host/sys ro,nosuid master:7 - sysfs sysfs ro\n\
+                  100 80 0:50 / /host\\040dir rw - sysfs sysfs rw\n\
+                  101 80 8:1 /work /data rw - ext4 /dev/vda rw\n";
+        assert!(is_sysfs_mount(Path::new("/sys"), mi));
+        assert!(is_sysfs_mount(Path::new("/host/sys"), mi));
+        assert!(is_sysfs_mount(Path::new("/host dir"), mi));
+        assert!(!is_sysfs_mount(Path::new("/data"), mi));
+        assert!(!is_sysfs_mount(
+            Path::new("/work/tests/fixtures/sysfs/intel-skx"),
+            mi
+        ));
     }
 
     #[test]

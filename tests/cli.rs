@@ -274,3 +274,45 @@ fn serve_refuses_a_fixture_without_simulate_and_nothing_to_count() {
         "{e}"
     );
 }
+
+/// Unmounts on drop, even when the test fails.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A DaemonSet mounts the host's sysfs elsewhere (`--path.sysfs=/host/sys`):
+/// that is the live kernel too, so events are probed and served for real.
+#[test]
+fn sysfs_mounted_elsewhere_is_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "sysfs", "sysfs"])
+        .arg(dir.path())
+        .status()
+        .expect("mount(8) runs");
+    assert!(
+        st.success(),
+        "mounting a sysfs needs root (this test must run as root)"
+    );
+    let _u = Unmount(dir.path().to_path_buf());
+    let o = run(&[
+        "list",
+        "--json",
+        "--path.sysfs",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["probed"], true, "a mounted sysfs is the live kernel");
+    let tsc = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "msr/tsc/")
+        .unwrap();
+    assert_eq!(tsc["available"], true);
+}
