@@ -5,7 +5,7 @@
 //! * [`config`]: the YAML configuration as written (no I/O but reading it);
 //! * [`pmu`]: PMU discovery from a sysfs root;
 //! * [`resolve`]: event specs and fallback chains to concrete encodings;
-//! * [`perf`]: the only `unsafe` code: `perf_event_open`, ioctls, `read`,
+//! * [`perf`]: the syscall layer, the one place with raw OS calls: `perf_event_open`, ioctls, `read`,
 //!   behind the [`perf::Kernel`] seam (live kernel or simulated PMU);
 //! * [`engine`]: groups per CPU / uncore instance, scaled monotonic
 //!   counters, hotplug, producing a plain-data [`engine::Snapshot`];

@@ -12,6 +12,7 @@
 //! offline, and the others count per CPU.
 
 mod common;
+use common::{set_cpu1, Cpu1Guard, CPU1_ONLINE};
 mod harden;
 
 use harden::{by_cpu, parse_exposition, require_root, require_tool, Proc};
@@ -237,27 +238,6 @@ fn cap_perfmon_alone_as_a_file_capability_counts_system_wide() {
     let (p, _cfg) = run_as_nobody(&["--inh-caps=-all"], &bin);
     check_perfmon_log(&p);
     assert_counts_system_wide(&p);
-}
-
-const CPU1_ONLINE: &str = "/sys/devices/system/cpu/cpu1/online";
-
-fn set_cpu1(on: bool) -> std::io::Result<()> {
-    std::fs::write(CPU1_ONLINE, if on { "1" } else { "0" })
-}
-
-/// Brings cpu1 back online when dropped, whatever happened.
-struct Cpu1Guard;
-
-impl Drop for Cpu1Guard {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if set_cpu1(true).is_ok() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("could not bring cpu1 back online: write 1 to {CPU1_ONLINE}");
-    }
 }
 
 #[test]

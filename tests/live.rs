@@ -9,6 +9,9 @@
 //! Every test takes `CPU_STATE`: the hotplug test takes cpu1 offline, and
 //! the others count per CPU, so they must never overlap.
 
+mod common;
+
+use common::{set_cpu1, Cpu1Guard, CPU1_ONLINE};
 use perf_exporter::config::Config;
 use perf_exporter::engine::{Engine, Kind, Snapshot};
 use perf_exporter::perf::hotplug::UeventWatcher;
@@ -34,7 +37,6 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 const SYSFS: &str = "/sys";
-const CPU1_ONLINE: &str = "/sys/devices/system/cpu/cpu1/online";
 
 /// The effective uid, from /proc/self/status (`Uid: real effective ...`).
 fn euid() -> Option<u32> {
@@ -440,25 +442,6 @@ fn software_counts_match_perf_stat() {
         within(clock_ms, clock_perf_ms, 0.02),
         "cpu-clock: exporter {clock_ms:.1} ms vs perf stat {clock_perf_ms:.1} ms"
     );
-}
-
-fn set_cpu1(on: bool) -> std::io::Result<()> {
-    std::fs::write(CPU1_ONLINE, if on { "1" } else { "0" })
-}
-
-/// Brings cpu1 back online when dropped, whatever happened.
-struct Cpu1Guard;
-
-impl Drop for Cpu1Guard {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if set_cpu1(true).is_ok() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("could not bring cpu1 back online: write 1 to {CPU1_ONLINE}");
-    }
 }
 
 /// A series: family name and labels.

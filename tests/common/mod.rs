@@ -422,3 +422,26 @@ pub fn run_with_stdin(program: &Path, args: &[&str], stdin: &str) -> (bool, Stri
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// cpu1's hotplug switch.
+pub const CPU1_ONLINE: &str = "/sys/devices/system/cpu/cpu1/online";
+
+/// Takes cpu1 offline (`false`) or brings it back (`true`).
+pub fn set_cpu1(on: bool) -> std::io::Result<()> {
+    std::fs::write(CPU1_ONLINE, if on { "1" } else { "0" })
+}
+
+/// Brings cpu1 back online when dropped, whatever happened.
+pub struct Cpu1Guard;
+
+impl Drop for Cpu1Guard {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if set_cpu1(true).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        eprintln!("could not bring cpu1 back online: write 1 to {CPU1_ONLINE}");
+    }
+}
