@@ -122,9 +122,7 @@ fn in_process(root: &Path, aggregate: bool, iters: usize) -> Result<(usize, f64,
     let k = Arc::new(SimKernel::new(table.clone()));
     let mut cfg = Config::default_config();
     if aggregate {
-        for s in &mut cfg.sets {
-            s.per_cpu = false;
-        }
+        cfg.aggregate_cpus();
     }
     let res = {
         let p = prober(k.as_ref());

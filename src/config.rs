@@ -324,6 +324,14 @@ impl Config {
         Ok(())
     }
 
+    /// Sums every set over CPUs, as if each had `per_cpu: false`
+    /// (`--config.aggregate-cpus`).
+    pub fn aggregate_cpus(&mut self) {
+        for s in &mut self.sets {
+            s.per_cpu = false;
+        }
+    }
+
     /// Where a metric's `event:` is written, for resolution errors.
     pub fn location_of(&self, metric: &str) -> Option<(u64, u64)> {
         self.sets

@@ -217,9 +217,7 @@ fn load_config(cli: &Cli) -> Result<Config> {
         None => Config::default_config(),
     };
     if cli.aggregate_cpus {
-        for s in &mut cfg.sets {
-            s.per_cpu = false;
-        }
+        cfg.aggregate_cpus();
     }
     Ok(cfg)
 }

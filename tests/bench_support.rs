@@ -30,9 +30,7 @@ fn engine(shape: sysfs_gen::Shape, aggregate: bool) -> (Arc<SimKernel>, Engine, 
     let k = Arc::new(SimKernel::with_manual_clock(table.clone()));
     let mut cfg = Config::default_config();
     if aggregate {
-        for s in &mut cfg.sets {
-            s.per_cpu = false;
-        }
+        cfg.aggregate_cpus();
     }
     let res = {
         let p = prober(k.as_ref());

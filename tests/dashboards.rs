@@ -26,21 +26,9 @@ const RATE_INTERVAL: &str = "5s";
 /// How long to wait for enough scrapes and rule evaluations.
 const WARM_UP: Duration = Duration::from_secs(45);
 
-fn urlencode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// An instant query; panics on any error (with the query).
 fn query(prom: &Server, q: &str) -> Vec<Value> {
-    let path = format!("/api/v1/query?query={}", urlencode(q));
+    let path = format!("/api/v1/query?query={}", common::urlencode(q));
     let r = prom.get(&path);
     assert_eq!(r.status, 200, "query {q}: {}", r.body);
     let v: Value = serde_json::from_str(&r.body).unwrap_or_else(|e| panic!("{q}: {e}: {}", r.body));

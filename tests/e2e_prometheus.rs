@@ -13,7 +13,7 @@ use std::time::Duration;
 const SCRAPE_FOR: Duration = Duration::from_secs(15);
 
 fn prom_query(prom: &Server, query: &str) -> Vec<serde_json::Value> {
-    let path = format!("/api/v1/query?query={}", urlencode(query));
+    let path = format!("/api/v1/query?query={}", common::urlencode(query));
     let r = prom.get(&path);
     assert_eq!(r.status, 200, "{path}: {}", r.body);
     let v: serde_json::Value =
@@ -21,18 +21,6 @@ fn prom_query(prom: &Server, query: &str) -> Vec<serde_json::Value> {
     assert_eq!(v["status"], "success", "{path}: {}", r.body);
     assert_eq!(v["data"]["resultType"], "vector", "{path}: {}", r.body);
     v["data"]["result"].as_array().cloned().unwrap_or_default()
-}
-
-fn urlencode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn sample_value(r: &serde_json::Value) -> f64 {

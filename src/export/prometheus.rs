@@ -100,13 +100,15 @@ pub fn encode_text(families: &[Family], out: &mut String) {
     }
 }
 
-/// The families, shared with the caller so that encoding needs no copy.
+/// The families, in parts shared with the caller (a collection shared by
+/// concurrent scrapes, plus each scrape's own self-metrics), so that
+/// encoding needs no copy.
 #[derive(Debug)]
-struct SnapshotCollector(Arc<Vec<Family>>);
+struct SnapshotCollector(Vec<Arc<Vec<Family>>>);
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        for f in self.0.iter() {
+        for f in self.0.iter().flat_map(|p| p.iter()) {
             if f.samples.is_empty() {
                 continue;
             }
@@ -139,8 +141,17 @@ pub fn encode_openmetrics(
     families: Arc<Vec<Family>>,
     out: &mut String,
 ) -> Result<(), std::fmt::Error> {
+    encode_openmetrics_parts(vec![families], out)
+}
+
+/// Encodes the families of several parts, in order, as one OpenMetrics
+/// exposition.
+pub fn encode_openmetrics_parts(
+    parts: Vec<Arc<Vec<Family>>>,
+    out: &mut String,
+) -> Result<(), std::fmt::Error> {
     let mut reg = Registry::default();
-    reg.register_collector(Box::new(SnapshotCollector(families)));
+    reg.register_collector(Box::new(SnapshotCollector(parts)));
     prometheus_client::encoding::text::encode(out, &reg)
 }
 
@@ -149,15 +160,26 @@ pub fn encode_openmetrics(
 /// scrape, so the buffer is allocated once, not grown). Returns the body
 /// and its content type.
 pub fn encode(snapshot: Snapshot, accept: &str, capacity: usize) -> (String, &'static str) {
+    encode_parts(&[Arc::new(snapshot.families)], accept, capacity)
+}
+
+/// Like [`encode`], for families in several shared parts, encoded in
+/// order without copying them.
+pub fn encode_parts(
+    parts: &[Arc<Vec<Family>>],
+    accept: &str,
+    capacity: usize,
+) -> (String, &'static str) {
     let mut out = String::with_capacity(capacity.max(4096));
-    let families = Arc::new(snapshot.families);
     if wants_openmetrics(accept) {
-        if encode_openmetrics(families.clone(), &mut out).is_ok() {
+        if encode_openmetrics_parts(parts.to_vec(), &mut out).is_ok() {
             return (out, OPENMETRICS_CONTENT_TYPE);
         }
         out.clear();
     }
-    encode_text(&families, &mut out);
+    for p in parts {
+        encode_text(p, &mut out);
+    }
     (out, TEXT_CONTENT_TYPE)
 }
 

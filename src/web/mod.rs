@@ -178,7 +178,8 @@ impl WebRuntime {
 /// One shared collection: the snapshot and how long it took.
 #[derive(Debug)]
 struct Collected {
-    snap: Snapshot,
+    /// The engine's families, shared by every scrape that joined.
+    families: Arc<Vec<Family>>,
     secs: f64,
 }
 
@@ -629,7 +630,7 @@ impl State {
                 let start = Instant::now();
                 let snap = collect(&st.engine);
                 let c = Arc::new(Collected {
-                    snap,
+                    families: Arc::new(snap.families),
                     secs: start.elapsed().as_secs_f64(),
                 });
                 drop(clear);
@@ -665,14 +666,16 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
 
 /// Encodes one scrape from a shared collection, with the self-metrics.
 fn encode(state: &State, c: &Collected, accept: &str) -> (String, &'static str) {
-    let mut snap = c.snap.clone();
-    add_self_metrics(&mut snap, state, c.secs);
+    // The shared collection is encoded in place; only the few
+    // self-metrics are this scrape's own.
+    let (front, mut back) = self_metrics(state, c.secs);
     if let Some(st) = &state.otlp {
-        snap.families.push(st.family());
+        back.push(st.family());
     }
     // Room for the last response plus some growth.
     let hint = state.last_len.load(Ordering::Relaxed);
-    let (body, ctype) = prometheus::encode(snap, accept, hint + hint / 8);
+    let parts = [Arc::new(front), c.families.clone(), Arc::new(back)];
+    let (body, ctype) = prometheus::encode_parts(&parts, accept, hint + hint / 8);
     state.last_len.store(body.len(), Ordering::Relaxed);
     (body, ctype)
 }
@@ -689,10 +692,10 @@ fn gauge(name: &str, help: &str, value: f64) -> Family {
     }
 }
 
-fn add_self_metrics(snap: &mut Snapshot, state: &State, secs: f64) {
-    snap.families.insert(
-        0,
-        Family {
+/// The self-metrics of one scrape: build info (first in the output) and
+/// the rest (last).
+fn self_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>) {
+    let front = vec![Family {
             name: "perf_exporter_build_info".into(),
             help: "A metric with a constant '1' value labelled by version and whether the PMU is simulated.".into(),
             kind: Kind::Gauge,
@@ -704,25 +707,25 @@ fn add_self_metrics(snap: &mut Snapshot, state: &State, secs: f64) {
                 .into(),
                 value: 1.0,
             }],
-        },
-    );
-    snap.families.push(gauge(
+    }];
+    let mut back = Vec::with_capacity(6);
+    back.push(gauge(
         "perf_scrape_duration_seconds",
         "Time the collection serving this scrape took to read every perf group (concurrent scrapes share one).",
         secs,
     ));
     let r = &state.reload;
-    snap.families.push(gauge(
+    back.push(gauge(
         "perf_config_last_reload_successful",
         "Whether the last configuration reload (SIGHUP or POST /-/reload) succeeded (1) or was refused and the previous configuration kept (0).",
         if r.ok.load(Ordering::Relaxed) { 1.0 } else { 0.0 },
     ));
-    snap.families.push(gauge(
+    back.push(gauge(
         "perf_config_last_reload_success_timestamp_seconds",
         "When the configuration was last loaded successfully, in Unix seconds.",
         f64::from_bits(r.last_success.load(Ordering::Relaxed)),
     ));
-    snap.families.push(Family {
+    back.push(Family {
         name: "perf_http_rejected_requests_total".into(),
         help: "HTTP requests turned away: over --web.max-requests, over the web config's rate limit, without valid credentials, or collection over --web.request-timeout.".into(),
         kind: Kind::Counter,
@@ -735,6 +738,7 @@ fn add_self_metrics(snap: &mut Snapshot, state: &State, secs: f64) {
             })
             .collect(),
     });
+    (front, back)
 }
 
 /// Handles one request and adds the web config's headers.
@@ -930,9 +934,7 @@ fn try_reload(state: &State) -> Result<String, ReloadError> {
         None => Config::default_config(),
     };
     if r.aggregate_cpus {
-        for s in &mut cfg.sets {
-            s.per_cpu = false;
-        }
+        cfg.aggregate_cpus();
     }
     let web = match &r.web_config_file {
         Some(p) => Some(WebConfig::load(p)?),

@@ -445,3 +445,16 @@ impl Drop for Cpu1Guard {
         eprintln!("could not bring cpu1 back online: write 1 to {CPU1_ONLINE}");
     }
 }
+
+/// Percent-encodes a query-string value (RFC 3986 unreserved kept).
+pub fn urlencode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
