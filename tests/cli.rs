@@ -316,3 +316,39 @@ fn sysfs_mounted_elsewhere_is_live() {
         .unwrap();
     assert_eq!(tsc["available"], true);
 }
+
+/// The soft RLIMIT_NOFILE is raised toward the hard limit when the plan
+/// needs more fds (plus headroom) than the soft limit allows.
+#[test]
+fn soft_fd_limit_is_raised_toward_the_hard_limit() {
+    let mut child = Command::new("prlimit")
+        .args(["--nofile=64:4096", "--"])
+        .arg(env!("CARGO_BIN_EXE_perf-exporter"))
+        .args(["--web.listen-address", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("prlimit(1) from util-linux runs");
+    let pid = child.id();
+    let mut soft = None;
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap_or("")
+            .to_string();
+        let v: Vec<&str> = line.split_whitespace().collect();
+        if let Some(s) = v.get(3).and_then(|s| s.parse::<u64>().ok()) {
+            if s != 64 {
+                soft = Some((s, v.get(4).and_then(|h| h.parse::<u64>().ok())));
+                break;
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let (soft, hard) = soft.expect("the soft limit stayed at 64");
+    assert!(soft > 64 && soft <= 4096, "soft {soft}");
+    assert_eq!(hard, Some(4096));
+}
