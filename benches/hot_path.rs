@@ -17,7 +17,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use perf_exporter::config::Config;
-use perf_exporter::engine::{monotonic_delta, mux_factor, Engine, Family, Kind, Sample, Snapshot};
+use perf_exporter::engine::{monotonic_delta, mux_factor, Engine};
 use perf_exporter::export::prometheus::{encode_openmetrics, encode_text};
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::perf::{parse_group_read, GroupReading};
@@ -25,6 +25,7 @@ use perf_exporter::pmu::PmuTable;
 use perf_exporter::report::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
+use perf_exporter::snapshot::{Family, Kind, Sample, Snapshot};
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
@@ -107,6 +108,7 @@ fn snapshot_of(n: usize) -> Snapshot {
                     .map(|cpu| Sample {
                         labels: vec![("cpu", cpu.to_string())].into(),
                         value: 1.234_567_891e12 + (cpu * 7919 + f) as f64 * 0.25,
+                        start_unix_nanos: 0,
                     })
                     .collect(),
             })

@@ -8,7 +8,8 @@
 //! * [`perf`]: the syscall layer, the one place with raw OS calls: `perf_event_open`, ioctls, `read`,
 //!   behind the [`perf::Kernel`] seam (live kernel or simulated PMU);
 //! * [`engine`]: groups per CPU / uncore instance, scaled monotonic
-//!   counters, hotplug, producing a plain-data [`engine::Snapshot`];
+//!   counters, hotplug, producing a plain-data [`snapshot::Snapshot`];
+//! * [`snapshot`]: the plain data model of a collection, which the exporters depend on;
 //! * [`export`]: Prometheus text and OpenMetrics encoding, OTLP push;
 //! * [`web`]: the HTTP endpoint (TLS, auth, limits, reload);
 //! * [`report`]: the `list` and `check` commands' reports;
@@ -25,4 +26,5 @@ pub mod pmu;
 pub mod privilege;
 pub mod report;
 pub mod resolve;
+pub mod snapshot;
 pub mod web;

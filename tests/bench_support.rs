@@ -11,12 +11,13 @@ mod sysfs_gen;
 
 use harness::{parse_strace_line, SyscallClass};
 use perf_exporter::config::Config;
-use perf_exporter::engine::{Engine, Snapshot};
+use perf_exporter::engine::Engine;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
 use perf_exporter::report::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
+use perf_exporter::snapshot::Snapshot;
 use std::sync::Arc;
 
 const SEC: u64 = 1_000_000_000;
@@ -40,7 +41,7 @@ fn engine(shape: sysfs_gen::Shape, aggregate: bool) -> (Arc<SimKernel>, Engine, 
     (k, e, tmp)
 }
 
-fn family<'a>(s: &'a Snapshot, name: &str) -> &'a perf_exporter::engine::Family {
+fn family<'a>(s: &'a Snapshot, name: &str) -> &'a perf_exporter::snapshot::Family {
     s.families
         .iter()
         .find(|f| f.name == name)

@@ -13,7 +13,7 @@ mod common;
 
 use common::{set_cpu1, Cpu1Guard, CPU1_ONLINE};
 use perf_exporter::config::Config;
-use perf_exporter::engine::{Engine, Kind, Snapshot};
+use perf_exporter::engine::Engine;
 use perf_exporter::perf::hotplug::UeventWatcher;
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::Kernel;
@@ -21,6 +21,7 @@ use perf_exporter::pmu::{read_online_cpus, PmuTable};
 use perf_exporter::report::prober;
 use perf_exporter::resolve::chain::{resolve_config, Status};
 use perf_exporter::resolve::Context;
+use perf_exporter::snapshot::{Kind, Snapshot};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};

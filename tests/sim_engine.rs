@@ -4,12 +4,13 @@
 //! never run.
 
 use perf_exporter::config::Config;
-use perf_exporter::engine::{Engine, Kind, Snapshot};
+use perf_exporter::engine::Engine;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
 use perf_exporter::report::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
+use perf_exporter::snapshot::{Kind, Snapshot};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;

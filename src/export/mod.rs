@@ -1,4 +1,4 @@
-//! Exporters of an engine [`crate::engine::Snapshot`]: Prometheus text on
+//! Exporters of an engine [`crate::snapshot::Snapshot`]: Prometheus text on
 //! scrape, OTLP push.
 
 pub mod otlp;

@@ -62,7 +62,7 @@
 //! `perf_cpu_clock_seconds_total` is `perf.cpu.clock` in `s`. Labels
 //! (`cpu`, `pmu`, `socket`, …) become attributes.
 
-use crate::engine::{Family, Kind, Sample, Snapshot};
+use crate::snapshot::{Family, Kind, Sample, Snapshot};
 use opentelemetry::metrics::{AsyncInstrument, Meter, MeterProvider as _};
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
@@ -833,10 +833,12 @@ impl ExportStats {
                 Sample {
                     labels: vec![("result", "success".into())].into(),
                     value: ok as f64,
+                    start_unix_nanos: 0,
                 },
                 Sample {
                     labels: vec![("result", "failure".into())].into(),
                     value: failed as f64,
+                    start_unix_nanos: 0,
                 },
             ],
         }

@@ -5,7 +5,7 @@
 //! prometheus-client only writes OpenMetrics, so the classic format is
 //! written here; both come from the same snapshot.
 
-use crate::engine::{Family, Kind, Snapshot};
+use crate::snapshot::{Family, Kind, Snapshot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -186,7 +186,7 @@ pub fn encode_parts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Sample;
+    use crate::snapshot::Sample;
 
     fn fams() -> Vec<Family> {
         vec![
@@ -197,6 +197,7 @@ mod tests {
                 samples: vec![Sample {
                     labels: vec![("cpu", "0".into())].into(),
                     value: 12.0,
+                    start_unix_nanos: 0,
                 }],
             },
             Family {
@@ -206,6 +207,7 @@ mod tests {
                 samples: vec![Sample {
                     labels: vec![("pmu", "a\"b".into())].into(),
                     value: 0.5,
+                    start_unix_nanos: 0,
                 }],
             },
         ]

@@ -34,7 +34,7 @@ pub mod io;
 pub mod x509;
 
 use crate::config::{Config, ConfigError};
-use crate::engine::{ensure_fd_budget, Engine, Family, Kind, Sample, Snapshot};
+use crate::engine::{ensure_fd_budget, Engine};
 use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
 use crate::export::prometheus;
 use crate::perf::Kernel;
@@ -43,6 +43,7 @@ use crate::privilege::{self, Privilege};
 use crate::report::prober;
 use crate::resolve::chain::{resolve_config, Resolution, Status};
 use crate::resolve::Context;
+use crate::snapshot::{Family, Kind, Sample, Snapshot};
 use auth::{parse_basic, BasicAuth, RateLimiter};
 use config::{WebConfig, WebConfigError};
 use hyper::body::{Bytes, Incoming};
@@ -688,6 +689,7 @@ fn gauge(name: &str, help: &str, value: f64) -> Family {
         samples: vec![Sample {
             labels: Vec::new().into(),
             value,
+            start_unix_nanos: 0,
         }],
     }
 }
@@ -706,6 +708,7 @@ fn self_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>) {
                 ]
                 .into(),
                 value: 1.0,
+                start_unix_nanos: 0,
             }],
     }];
     let mut back = Vec::with_capacity(6);
@@ -735,6 +738,7 @@ fn self_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>) {
             .map(|(reason, n)| Sample {
                 labels: vec![("reason", (*reason).to_string())].into(),
                 value: n.load(Ordering::Relaxed) as f64,
+                start_unix_nanos: 0,
             })
             .collect(),
     });

@@ -1,0 +1,154 @@
+//! The plain data model of one collection: families of samples with their
+//! label sets rendered once. The exporters (Prometheus text, OpenMetrics,
+//! OTLP, the live view) depend on this module, not on the engine.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// A metric family in a snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    /// The metric name, with `_total` for counters.
+    pub name: String,
+    /// HELP text.
+    pub help: String,
+    /// Counter or gauge.
+    pub kind: Kind,
+    /// Samples.
+    pub samples: Vec<Sample>,
+}
+
+/// The Prometheus type of a family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Monotonic.
+    Counter,
+    /// A reading.
+    Gauge,
+}
+
+/// One sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Label pairs, in order.
+    pub labels: Labels,
+    /// The value, in base units.
+    pub value: f64,
+    /// When this series' count began, in nanoseconds since the Unix epoch:
+    /// the time its group was opened, or its last restart (a reopen that
+    /// did not carry its total over, a reload that changed its encoding).
+    /// 0 for gauges and wherever it is not known.
+    pub start_unix_nanos: u64,
+}
+
+/// An immutable, shared label set with its exposition form rendered once:
+/// `{cpu="3"}` (escaped as both the Prometheus text format and OpenMetrics
+/// require), or the empty string for no labels. Cloning is a reference
+/// count, so putting a series in a snapshot allocates nothing.
+///
+/// Derefs to the pairs: `labels.iter()`, `labels[0].1`, `labels.to_vec()`.
+#[derive(Clone)]
+pub struct Labels(Arc<LabelsInner>);
+
+struct LabelsInner {
+    pairs: Vec<(&'static str, String)>,
+    rendered: String,
+}
+
+impl Labels {
+    /// A label set, rendered.
+    pub fn new(pairs: Vec<(&'static str, String)>) -> Self {
+        let mut rendered = String::new();
+        if !pairs.is_empty() {
+            rendered.push('{');
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                if i > 0 {
+                    rendered.push(',');
+                }
+                rendered.push_str(k);
+                rendered.push_str("=\"");
+                escape_label_value(v, &mut rendered);
+                rendered.push('"');
+            }
+            rendered.push('}');
+        }
+        Labels(Arc::new(LabelsInner { pairs, rendered }))
+    }
+
+    /// `{k="v",...}` with values escaped (`\\`, `\"`, `\n`), or `""`.
+    pub fn rendered(&self) -> &str {
+        &self.0.rendered
+    }
+}
+
+/// Escapes a label value for the text formats: backslash, double quote
+/// and line feed.
+pub fn escape_label_value(s: &str, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+}
+
+impl std::ops::Deref for Labels {
+    type Target = [(&'static str, String)];
+    fn deref(&self) -> &Self::Target {
+        &self.0.pairs
+    }
+}
+
+impl From<Vec<(&'static str, String)>> for Labels {
+    fn from(pairs: Vec<(&'static str, String)>) -> Self {
+        Labels::new(pairs)
+    }
+}
+
+impl PartialEq for Labels {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.pairs == other.0.pairs
+    }
+}
+
+impl Eq for Labels {}
+
+impl std::hash::Hash for Labels {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.pairs.hash(state);
+    }
+}
+
+impl PartialOrd for Labels {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Labels {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.pairs.cmp(&other.0.pairs)
+    }
+}
+
+impl fmt::Debug for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.pairs.iter()).finish()
+    }
+}
+
+/// Everything one collection produced: plain data, no perf types.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// Families in a stable order.
+    pub families: Vec<Family>,
+}
+
+impl Snapshot {
+    /// The number of samples over every family.
+    pub fn series(&self) -> usize {
+        self.families.iter().map(|f| f.samples.len()).sum()
+    }
+}
