@@ -2,6 +2,7 @@
 //!
 //! The pipeline, one module per stage:
 //!
+//! * [`duration`]: the one duration grammar of every flag (a leaf);
 //! * [`config`]: the YAML configuration as written (no I/O but reading it);
 //! * [`pmu`]: PMU discovery from a sysfs root;
 //! * [`resolve`]: event specs and fallback chains to concrete encodings;
@@ -18,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod duration;
 pub mod engine;
 pub mod export;
 pub mod fuzzing;

@@ -263,7 +263,7 @@ fn host(cli: &Cli) -> Result<Host> {
         let sim = SimKernel::new(table.clone());
         if let Some(d) = &cli.simulate_read_delay {
             sim.set_read_delay(
-                otlp::parse_duration(d)
+                perf_exporter::duration::parse(d)
                     .map_err(|e| anyhow::anyhow!("--simulate.read-delay: {e}"))?,
             );
         }
@@ -316,7 +316,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn duration_flag(name: &str, v: &str) -> Result<std::time::Duration> {
-    otlp::parse_duration(v).map_err(|e| anyhow::anyhow!("{name}: {e}"))
+    perf_exporter::duration::parse(v).map_err(|e| anyhow::anyhow!("{name}: {e}"))
 }
 
 fn serve(cli: &Cli) -> Result<ExitCode> {

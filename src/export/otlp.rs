@@ -181,44 +181,6 @@ pub fn parse_millis(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(ms))
 }
 
-/// Parses a flag's duration: `250ms`, `10s`, `1m`, `1h`, `1m30s`, or a
-/// bare number of milliseconds (as in the environment variables).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t.bytes().all(|b| b.is_ascii_digit()) && !t.is_empty() {
-        return parse_millis(t);
-    }
-    let bad = || format!("`{t}` is not a duration (e.g. `500ms`, `10s`, `1m30s`)");
-    let mut total = Duration::ZERO;
-    let mut rest = t;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(bad());
-        }
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let d = match unit {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            "h" => Duration::from_secs(n.saturating_mul(3600)),
-            _ => return Err(bad()),
-        };
-        total = total.saturating_add(d);
-    }
-    if total.is_zero() {
-        return Err("must be greater than 0".into());
-    }
-    Ok(total)
-}
-
 /// Percent-decodes `%XX` sequences (as in W3C baggage, which
 /// `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_RESOURCE_ATTRIBUTES` use).
 pub fn percent_decode(s: &str) -> Result<String, String> {
@@ -540,7 +502,7 @@ impl OtlpSettings {
         }
 
         let timeout = match &flags.timeout {
-            Some(f) => parse_duration(f).map_err(|e| invalid("--otlp.timeout", e))?,
+            Some(f) => crate::duration::parse(f).map_err(|e| invalid("--otlp.timeout", e))?,
             None => match pick(
                 None,
                 "",
@@ -555,7 +517,7 @@ impl OtlpSettings {
             },
         };
         let interval = match &flags.interval {
-            Some(f) => parse_duration(f).map_err(|e| invalid("--otlp.interval", e))?,
+            Some(f) => crate::duration::parse(f).map_err(|e| invalid("--otlp.interval", e))?,
             None => match env("OTEL_METRIC_EXPORT_INTERVAL") {
                 Some(v) => {
                     parse_millis(&v).map_err(|e| invalid("OTEL_METRIC_EXPORT_INTERVAL", e))?
@@ -1639,14 +1601,6 @@ mod tests {
         assert!(parse_millis("0").is_err());
         assert!(parse_millis("10s").is_err());
         assert!(parse_millis("-1").is_err());
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
-        assert_eq!(parse_duration("1500"), Ok(Duration::from_millis(1500)));
-        for bad in ["", "s", "10x", "1.5s", "0s", "ms10"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
         let env = [
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
             ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
