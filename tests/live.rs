@@ -57,7 +57,10 @@ fn require_root() {
 }
 
 fn require_tracefs() -> Context {
-    let ctx = Context::for_sysfs(Path::new(SYSFS));
+    let ctx = Context::from(perf_exporter::pmu::host::find_tracefs(
+        Path::new(SYSFS),
+        Path::new("/proc"),
+    ));
     assert!(
         ctx.tracefs.is_some(),
         "tracefs is not mounted: /sys/kernel/tracing/events is missing; \

@@ -13,6 +13,7 @@
 //! is scheduled only part of the time, `time_running < time_enabled`, and
 //! the true count is estimated as `value * time_enabled / time_running`.
 
+pub mod abi;
 #[allow(unsafe_code)]
 pub mod hotplug;
 #[allow(unsafe_code)]
@@ -22,7 +23,10 @@ pub mod sim;
 use std::fmt;
 
 /// `PERF_FORMAT_TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID | GROUP`.
-pub const READ_FORMAT: u64 = 1 | 2 | 4 | 8;
+pub const READ_FORMAT: u64 = abi::FORMAT_TOTAL_TIME_ENABLED
+    | abi::FORMAT_TOTAL_TIME_RUNNING
+    | abi::FORMAT_ID
+    | abi::FORMAT_GROUP;
 
 /// What to open: the encoding plus names for error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]

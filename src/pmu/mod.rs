@@ -24,6 +24,10 @@
 //! `caps/`, unreadable files); a malformed entry is skipped with a warning
 //! instead of failing the whole table.
 
+pub mod host;
+
+pub use crate::spec::{parse_number, parse_terms, SyntaxError, Term, TermValue};
+pub use host::is_sysfs_mount;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
@@ -49,11 +53,6 @@ pub enum PmuError {
         msg: String,
     },
 }
-
-/// A parse error of one of the small sysfs grammars, without a path.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SyntaxError(pub String);
 
 /// Which 64-bit word of `perf_event_attr` a format term writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -197,77 +196,6 @@ fn parse_bit(s: &str) -> Result<u8, SyntaxError> {
         return Err(SyntaxError(format!("bit {b} is beyond 63")));
     }
     Ok(b)
-}
-
-/// A term's value in an event alias or a user spec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TermValue {
-    /// A number (hex `0x..` or decimal). A bare term means 1.
-    Num(u64),
-    /// `?`: the user must supply this term (e.g. arm_cmn `nodeid=?`).
-    Required,
-}
-
-/// One `name=value` term.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Term {
-    /// The term's name: a format name or `config`/`config1`/`config2`.
-    pub name: String,
-    /// Its value.
-    pub value: TermValue,
-}
-
-/// Parses a number the way the kernel and perf write them: `0x` hex or
-/// decimal.
-pub fn parse_number(s: &str) -> Result<u64, SyntaxError> {
-    let s = s.trim();
-    let r = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16)
-    } else {
-        s.parse::<u64>()
-    };
-    r.map_err(|_| SyntaxError(format!("`{s}` is not a number")))
-}
-
-/// Parses an event term string such as `event=0x04,umask=0x03` or
-/// `event=0xd,umask=0x1,cmask=1,any=1`. A bare term means `=1`; `?` means
-/// the user must supply the value.
-pub fn parse_terms(s: &str) -> Result<Vec<Term>, SyntaxError> {
-    let s = s.trim();
-    let mut terms = Vec::new();
-    if s.is_empty() {
-        return Ok(terms);
-    }
-    for part in s.split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            return Err(SyntaxError(format!("empty term in `{s}`")));
-        }
-        let (name, value) = match part.split_once('=') {
-            Some((n, v)) => {
-                let v = v.trim();
-                let value = if v == "?" {
-                    TermValue::Required
-                } else {
-                    TermValue::Num(parse_number(v)?)
-                };
-                (n.trim(), value)
-            }
-            None => (part, TermValue::Num(1)),
-        };
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(SyntaxError(format!("`{name}` is not a term name")));
-        }
-        terms.push(Term {
-            name: name.to_string(),
-            value,
-        });
-    }
-    Ok(terms)
 }
 
 /// Parses a kernel CPU list (`0-3,8,10-11`), as in `cpumask`, `cpus` and
@@ -666,12 +594,27 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
                 }
             };
             let comp = |ext: &str| read_trimmed(&edir.join(format!("{f}.{ext}"))).ok();
+            // A bad `.scale` would make every count wrong (negative:
+            // decreasing counters; 0: zeros; 1e308: +Inf), so the event
+            // is skipped, with the reason, rather than counted unscaled.
             let scale = match comp("scale") {
                 Some(s) => match s.trim().parse::<f64>() {
-                    Ok(v) if v.is_finite() => Some(v),
-                    _ => {
-                        warnings.push(format!("{}.scale: `{s}` is not a number", p.display()));
-                        None
+                    Ok(v) => match crate::spec::check_scale(v) {
+                        Ok(()) => Some(v),
+                        Err(why) => {
+                            warnings.push(format!(
+                                "{}.scale: `{s}` refused: {why}; event `{f}` skipped",
+                                p.display()
+                            ));
+                            continue;
+                        }
+                    },
+                    Err(_) => {
+                        warnings.push(format!(
+                            "{}.scale: `{s}` is not a number; event `{f}` skipped",
+                            p.display()
+                        ));
+                        continue;
                     }
                 },
                 None => None,
@@ -710,41 +653,6 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
         formats,
         caps,
     })
-}
-
-/// Whether `path` is where a sysfs is mounted, according to the text of
-/// `/proc/self/mountinfo`: the live kernel's PMUs, as opposed to a copied
-/// fixture tree. A DaemonSet mounts the host's `/sys` elsewhere (e.g.
-/// `/host/sys`); it is just as live. `path` should be canonical.
-pub fn is_sysfs_mount(path: &Path, mountinfo: &str) -> bool {
-    mountinfo.lines().any(|line| {
-        let Some((left, right)) = line.split_once(" - ") else {
-            return false;
-        };
-        let fstype = right.split_whitespace().next().unwrap_or("");
-        let mount_point = left.split_whitespace().nth(4).map(unescape_mount);
-        fstype == "sysfs" && mount_point.as_deref() == Some(path.to_string_lossy().as_ref())
-    })
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape_mount(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Normalises a sysfs `.scale`/`.unit` pair to base units.

@@ -8,11 +8,11 @@
 //!   ([`PmuTable::core_pmus`]). With several core PMUs (hybrid x86) bits
 //!   32-63 of `config` must hold one core PMU's type (the extended type)
 //!   and the CPU must be one of that PMU's `cpus`; with one core PMU they
-//!   must be 0 or its type. Hardware ids above 9 fail with ENOENT, and so
-//!   does an id whose sysfs name ([`HARDWARE_SYSFS`]) the core PMU hides
-//!   while publishing others. Cache ids, ops and results out of range fail
-//!   with EINVAL; combinations perf does not offer (`L1-icache-stores`)
-//!   with ENOENT. `config1..3` must be 0.
+//!   must be 0 or its type. Which hardware ids and cache triples the
+//!   driver counts comes from the simulator's own transcription of the
+//!   kernel's tables ([`drivers`]), never from the resolver's: ENOENT for
+//!   what the CPU does not count, EINVAL for what makes no sense
+//!   (`L1-icache-stores`, ids out of range). `config1..3` must be 0.
 //! * `PERF_TYPE_SOFTWARE` (1): ids 0..=11. `PERF_TYPE_TRACEPOINT` (2): any
 //!   id, when the table has a `tracepoint` PMU.
 //! * Any other type must be a PMU of the table (else ENOENT). Every set bit
@@ -53,12 +53,12 @@
 //! Every knob changes only what happens after the call: the counters are
 //! brought up to date with the old setting first.
 
+pub mod drivers;
+
+use super::abi::{PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use super::{Counter, CounterInner, EventAttr, GroupReading, Kernel, PerfError};
 use crate::pmu::{Pmu, PmuEvent, PmuTable, Scope, TermValue};
-use crate::resolve::spec::{cache_op_valid, HARDWARE_SYSFS};
-use crate::resolve::{
-    PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
-};
+use crate::spec::HARDWARE_SYSFS;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -682,23 +682,16 @@ impl SimKernel {
                     return Err(libc::EINVAL);
                 }
                 let low = c[0] & 0xffff_ffff;
+                let driver = drivers::driver_of(&self.table, core);
                 let rate = if attr.type_ == TYPE_HARDWARE {
-                    if low >= HARDWARE_SYSFS.len() as u64 {
-                        return Err(libc::ENOENT);
-                    }
-                    let publishes = HARDWARE_SYSFS.iter().any(|n| core.events.contains_key(*n));
-                    if publishes && !core.events.contains_key(HARDWARE_SYSFS[low as usize]) {
-                        return Err(libc::ENOENT);
-                    }
+                    drivers::hardware(driver, low)?;
                     hardware_rate(low)
                 } else {
                     let (cache, op, result) = (low & 0xff, (low >> 8) & 0xff, (low >> 16) & 0xff);
-                    if cache >= 7 || op >= 3 || result >= 2 || low >> 24 != 0 {
+                    if low >> 24 != 0 {
                         return Err(libc::EINVAL);
                     }
-                    if !cache_op_valid(cache, op) {
-                        return Err(libc::ENOENT);
-                    }
+                    drivers::cache(driver, cache, op, result)?;
                     cache_rate(low)
                 };
                 Ok(Accepted {
@@ -1092,8 +1085,14 @@ mod tests {
         assert_eq!(open(&k, 4, 0x3c, 16, None).unwrap_err(), libc::ENOENT);
         assert_eq!(k.opens()[0].0, "cpu_core");
         assert_eq!(k.opens()[1].0, "cpu_atom");
-        // Cache events take the extended type too.
-        open(&k, TYPE_HW_CACHE, cycles_atom | 0x10000, 20, None).unwrap();
+        // Cache events take the extended type too; Gracemont counts L1D
+        // loads but not their misses (glp_hw_cache_event_ids).
+        open(&k, TYPE_HW_CACHE, cycles_atom, 20, None).unwrap();
+        open(&k, TYPE_HW_CACHE, cycles_core | 0x10000, 0, None).unwrap();
+        assert_eq!(
+            open(&k, TYPE_HW_CACHE, cycles_atom | 0x10000, 20, None).unwrap_err(),
+            libc::ENOENT
+        );
         assert_eq!(
             k.rate_of(TYPE_HARDWARE, [cycles_core | 1, 0, 0, 0]),
             Some(3.0e9)
@@ -1120,9 +1119,14 @@ mod tests {
             open(&k, TYPE_HARDWARE, 5 << 32, 0, None).unwrap_err(),
             libc::ENOENT
         );
-        // Cache: L1-icache-stores does not exist, op 3 is out of range.
+        // Cache: L1-icache-stores is meaningless (-1: EINVAL), op 3 is
+        // out of range; L1-icache-loads is not counted (0: ENOENT).
         assert_eq!(
             open(&k, TYPE_HW_CACHE, 0x101, 0, None).unwrap_err(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            open(&k, TYPE_HW_CACHE, 0x1, 0, None).unwrap_err(),
             libc::ENOENT
         );
         assert_eq!(
