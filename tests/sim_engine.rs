@@ -149,8 +149,9 @@ fn imc_opened_only_on_cpumask_cpus() {
         .filter(|o| o.0.starts_with("uncore_imc"))
         .cloned()
         .collect();
-    // cas_count_read + cas_count_write on 6 boxes x cpumask {0,2}.
-    assert_eq!(imc.len(), 24);
+    // cas_count_read + cas_count_write on 6 boxes x cpumask {0,2}, and
+    // both again for their sum, perf_dram_bytes_total.
+    assert_eq!(imc.len(), 48);
     assert!(imc.iter().all(|o| o.3 == 0 || o.3 == 2), "{imc:?}");
     e.collect();
     k.advance(SEC);
@@ -188,7 +189,7 @@ fn amd_zen4_umc_per_socket() {
         .filter(|o| o.0.starts_with("amd_umc"))
         .cloned()
         .collect();
-    assert_eq!(umc.len(), 48);
+    assert_eq!(umc.len(), 96, "read, write, and both again for the total");
     for o in &umc {
         let n: u32 = o.0.trim_start_matches("amd_umc_").parse().unwrap();
         assert_eq!(o.3, if n < 12 { 0 } else { 2 }, "{o:?}");
@@ -198,7 +199,18 @@ fn amd_zen4_umc_per_socket() {
     let v = values(&e.collect());
     assert_eq!(v["perf_dram_read_bytes_total"].len(), 24);
     assert!(v["perf_dram_read_bytes_total"].contains_key("pmu=amd_umc_13,socket=1"));
-    assert!(!v.contains_key("perf_dram_bytes_total"));
+    // The total is the read and write counts summed into one series per
+    // UMC (1.5e7 + 0.5e7 CAS per second in the simulation, x 64 bytes).
+    let total = &v["perf_dram_bytes_total"];
+    assert_eq!(total.len(), 24);
+    let l = "pmu=amd_umc_13,socket=1";
+    assert!(
+        close(
+            total[l],
+            v["perf_dram_read_bytes_total"][l] + v["perf_dram_write_bytes_total"][l]
+        ),
+        "{total:?}"
+    );
 }
 
 #[test]
@@ -399,8 +411,9 @@ fn per_cpu_false_sums_over_cpus() {
 fn one_read_per_group_and_no_online_reads_per_collection() {
     let (k, mut e) = engine("intel-skx", None, |_| {});
     // Per CPU: core, cache, cache_levels, software, msr (5 sets x 8 CPUs);
-    // per uncore instance: 6 IMCs and RAPL on the cpumask CPUs 0 and 2.
-    assert_eq!(e.open_groups(), 5 * 8 + 6 * 2 + 2);
+    // per uncore instance: 6 IMCs (dram and dram_total sets) and RAPL on
+    // the cpumask CPUs 0 and 2.
+    assert_eq!(e.open_groups(), 5 * 8 + 2 * 6 * 2 + 2);
     e.collect();
     for _ in 0..5 {
         k.advance(SEC);
@@ -415,7 +428,7 @@ fn one_read_per_group_and_no_online_reads_per_collection() {
     k.advance(SEC);
     e.collect();
     assert_eq!(e.online_reads(), 1);
-    assert_eq!(e.open_groups(), 5 * 7 + 6 * 2 + 2);
+    assert_eq!(e.open_groups(), 5 * 7 + 2 * 6 * 2 + 2);
     k.advance(SEC);
     e.collect();
     assert_eq!(e.online_reads(), 1);
@@ -423,7 +436,7 @@ fn one_read_per_group_and_no_online_reads_per_collection() {
 
 #[test]
 fn per_cpu_false_aggregates_gauges_and_group_times() {
-    let y = "sets:\n  - name: msr\n    per_cpu: false\n    events:\n      - metric: tsc_total\n        event: msr/tsc/\n      - metric: margin_celsius\n        event: msr/cpu_thermal_margin/\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n";
+    let y = "sets:\n  - name: msr\n    per_cpu: false\n    events:\n      - metric: tsc_total\n        event: msr/tsc/\n      - metric: margin_celsius\n        gauge: true\n        event: msr/cpu_thermal_margin/\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n";
     let (k, mut e) = engine("intel-skx", Some(y), |_| {});
     e.collect();
     k.advance(SEC);
