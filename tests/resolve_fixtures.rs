@@ -689,30 +689,23 @@ fn dram_total_on_every_fixture() {
         .iter()
         .map(|e| (e & 0xff) | 0x38 << 8 | (e >> 8) << 32)
         .collect();
-    let expected: Vec<(&str, Box<dyn Fn(&PmuTable) -> Vec<Enc>>)> = vec![
-        (
-            "intel-skx",
-            Box::new(move |t| on(t, "uncore_imc", &[0x304, 0xc04])),
-        ),
-        (
-            "intel-client",
-            Box::new(move |t| on(t, "uncore_imc", &[0x1, 0x2])),
-        ),
+    // (fixture, PMUs, configs): every config on every matching PMU.
+    let expected: [(&str, &str, Vec<u64>); 6] = [
+        ("intel-skx", "uncore_imc", vec![0x304, 0xc04]),
+        ("intel-client", "uncore_imc", vec![0x1, 0x2]),
         (
             "intel-hybrid",
-            Box::new(move |t| on(t, "uncore_imc_free_running", &[0x20ff, 0x30ff])),
+            "uncore_imc_free_running",
+            vec![0x20ff, 0x30ff],
         ),
-        (
-            "amd-zen4",
-            Box::new(move |t| on(t, "amd_umc", &[0x10a, 0x20a])),
-        ),
-        ("amd-zen3", Box::new(move |t| on(t, "amd_df", &zen3_df))),
-        ("vm-no-pmu", Box::new(|_| Vec::new())),
+        ("amd-zen4", "amd_umc", vec![0x10a, 0x20a]),
+        ("amd-zen3", "amd_df", zen3_df),
+        ("vm-no-pmu", "none", vec![]),
     ];
-    for (f, want) in expected {
+    for (f, pmus, configs) in expected {
         let t = table(f);
         let total = encodings(&t, "perf_dram_bytes_total");
-        assert_eq!(total, want(&t), "{f}");
+        assert_eq!(total, on(&t, pmus, &configs), "{f}");
         // Where reads and writes are counted apart, the total counts
         // exactly their encodings, on the same CPUs.
         let mut split = encodings(&t, "perf_dram_read_bytes_total");

@@ -474,12 +474,10 @@ mod input_tests {
             e.starts_with("t.yaml:7:1: the file holds several YAML documents"),
             "{e}"
         );
-        for e in [&e] {
-            assert!(
-                !e.contains("from_str") && !e.contains("Options") && !e.contains("line 7 column"),
-                "{e}"
-            );
-        }
+        assert!(
+            !e.contains("from_str") && !e.contains("Options") && !e.contains("line 7 column"),
+            "{e}"
+        );
     }
 
     /// Issue 11: `~` as a whole config, `sets: []` and a bare `sets:`

@@ -685,6 +685,50 @@ pub fn normalize_unit(scale: f64, unit: &str) -> (f64, String) {
 mod tests {
     use super::*;
 
+    /// Issue 11: a sysfs `.scale` that is not finite, not positive or
+    /// absurd skips its event with the reason, instead of exporting
+    /// decreasing counters, zeros or +Inf.
+    #[test]
+    fn odd_scales_skip_the_event_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        let w = |p: &str, s: &str| {
+            let f = r.join(p);
+            fs::create_dir_all(f.parent().unwrap()).unwrap();
+            fs::write(f, s).unwrap();
+        };
+        w("devices/system/cpu/online", "0-1\n");
+        let d = "bus/event_source/devices/odd";
+        w(&format!("{d}/type"), "42\n");
+        w(&format!("{d}/format/event"), "config:0-7\n");
+        let scales = [
+            ("good", "6.103515625e-5"),
+            ("neg", "-1"),
+            ("zero", "0"),
+            ("huge", "1e308"),
+            ("nan", "nan"),
+            ("word", "lots"),
+        ];
+        for (i, (name, scale)) in scales.iter().enumerate() {
+            w(&format!("{d}/events/{name}"), &format!("event={i}"));
+            w(&format!("{d}/events/{name}.scale"), scale);
+        }
+        let t = PmuTable::discover(r).unwrap();
+        let p = t.get("odd").unwrap();
+        assert_eq!(p.events.keys().collect::<Vec<_>>(), ["good"]);
+        assert_eq!(t.warnings.len(), 5, "{:?}", t.warnings);
+        for (name, _) in &scales[1..] {
+            assert!(
+                t.warnings
+                    .iter()
+                    .any(|w| w.contains(&format!("event `{name}` skipped"))),
+                "{name}: {:?}",
+                t.warnings
+            );
+        }
+        assert!(t.warnings.iter().any(|w| w.contains("must be positive")));
+    }
+
     #[test]
     fn format_split_ranges_fill_lsb_first() {
         let f = Format::parse("config:0-7,32-35\n").unwrap();
