@@ -48,16 +48,19 @@ fn cfg(t: &PmuTable, spec: &str) -> u64 {
     one(t, spec).1
 }
 
+/// Every fixture tree.
+const FIXTURES: [&str; 6] = [
+    "intel-skx",
+    "intel-client",
+    "intel-hybrid",
+    "amd-zen3",
+    "amd-zen4",
+    "vm-no-pmu",
+];
+
 #[test]
 fn generic_rules_every_fixture() {
-    for f in [
-        "intel-skx",
-        "intel-client",
-        "intel-hybrid",
-        "amd-zen3",
-        "amd-zen4",
-        "vm-no-pmu",
-    ] {
+    for f in FIXTURES {
         let t = table(f);
         assert!(t.warnings.is_empty(), "{f}: {:?}", t.warnings);
         assert_eq!(type_of(&t, "software"), 1);
@@ -731,14 +734,11 @@ fn hardware_disagreements(table_under_test: &[(&str, u64)]) -> Vec<String> {
     use perf_exporter::perf::sim::SimKernel;
     use perf_exporter::perf::{EventAttr, Kernel};
     let mut out = Vec::new();
-    for f in [
-        "intel-skx",
-        "intel-client",
-        "intel-hybrid",
-        "amd-zen3",
-        "amd-zen4",
-    ] {
+    for f in FIXTURES {
         let t = table(f);
+        if t.core_pmus().is_empty() {
+            continue;
+        }
         let k = SimKernel::new(t.clone());
         for &(name, id) in table_under_test {
             let claim = resolve_str(name, &t, &Context::default());
