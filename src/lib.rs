@@ -7,8 +7,9 @@
 //! reads every `crate::` path and fails on a back-edge):
 //!
 //! 0. leaves, usable by every stage: [`duration`] (the one duration
-//!    grammar of every flag), [`spec`] (the event-spec grammar) and
-//!    [`perf::abi`] (the kernel's ABI numbers, from perf-event-open-sys);
+//!    grammar of every flag), [`spec`] (the event-spec grammar),
+//!    [`perf::abi`] (the kernel's ABI numbers, from perf-event-open-sys)
+//!    and the typed reasons why a metric is not counted;
 //! 1. [`config`]: the YAML configuration as written, specs stored parsed
 //!    (no I/O but reading the file);
 //! 2. [`pmu`]: discovery from the sysfs and procfs roots: PMUs, topology,
@@ -21,7 +22,7 @@
 //! 5. [`engine`]: groups per CPU / uncore instance, scaled monotonic
 //!    counters, hotplug, producing a plain-data [`snapshot::Snapshot`];
 //!    [`privilege`] (what the process may open and what missing privilege
-//!    costs) sits beside it;
+//!    costs) and the availability probe sit beside it;
 //! 6. [`snapshot`] (the plain data model of a collection) and [`export`]
 //!    (Prometheus text and OpenMetrics encoding, OTLP push), with
 //!    [`report`] (the `list` and `check` reports);

@@ -2,9 +2,9 @@
 //! (use statements, grouped uses and inline paths) goes to a module of the
 //! same or an earlier stage, in the order `src/lib.rs` declares:
 //!
-//! 0. leaves: `duration`, `spec`, `perf::abi`
+//! 0. leaves: `duration`, `spec`, `perf::abi`, `problem` (typed reasons)
 //! 1. `config` · 2. `pmu` · 3. `resolve` · 4. `perf` ·
-//! 5. `engine`, `snapshot`, `privilege` · 6. `export`, `report` ·
+//! 5. `engine`, `snapshot`, `privilege`, `probe` · 6. `export`, `report` ·
 //! 7. `web` · 8. the application (`app`, `cli`, `main.rs`) ·
 //! 9. `fuzzing` (the fuzz targets reach every stage)
 //!
@@ -25,13 +25,13 @@ fn stage_of_module(path: &[String]) -> Option<Result<usize, String>> {
         return None;
     }
     Some(Ok(match (first, second) {
-        ("duration" | "spec", _) | ("perf", Some("abi")) => 0,
+        ("duration" | "spec" | "problem", _) | ("perf", Some("abi")) => 0,
         ("config", _) => 1,
         ("pmu", _) => 2,
         ("resolve", Some("spec")) => 0,
         ("resolve", _) => 3,
         ("perf", _) => 4,
-        ("engine" | "snapshot" | "privilege", _) => 5,
+        ("engine" | "snapshot" | "privilege" | "probe", _) => 5,
         ("export" | "report", _) => 6,
         ("web", _) => 7,
         ("app" | "cli", _) => 8,

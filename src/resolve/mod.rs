@@ -226,7 +226,7 @@ pub fn resolve(
                         p.display(),
                         p.display()
                     ),
-                    None => "tracefs is not mounted: not under --path.sysfs, nor in <path.procfs>/self/mountinfo (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)".into(),
+                    None => "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)".into(),
                 };
                 return Err(ResolveError::Tracepoint { spec: spec_s, msg });
             };
