@@ -863,3 +863,56 @@ fn simulated_kernel_refuses_what_the_cpu_does_not_count() {
     assert_eq!(pmus, ["cpu_core"], "{l1d:?}");
     assert_eq!(l1d.partial.len(), 1, "{:?}", l1d.partial);
 }
+
+/// Defect 7: tracefs mounted away from `<sysfs>/kernel/tracing` (here at
+/// a path only `<procfs>/self/mountinfo` names) is found, and tracepoints
+/// resolve from it instead of being "not mounted".
+#[test]
+fn tracepoints_resolve_from_tracefs_mounted_elsewhere() {
+    use perf_exporter::pmu::host::find_tracefs;
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let w = |p: &str, s: &str| {
+        let f = r.join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, s).unwrap();
+    };
+    w("sys/devices/system/cpu/online", "0-1\n");
+    w("sys/bus/event_source/devices/tracepoint/type", "2\n");
+    w("sys/bus/event_source/devices/software/type", "1\n");
+    std::fs::create_dir_all(r.join("sys/kernel/tracing")).unwrap();
+    w("mnt/trace/events/sched/sched_switch/id", "316\n");
+    let mount = r.join("mnt/trace");
+    w(
+        "proc/self/mountinfo",
+        &format!(
+            "25 1 0:22 / /sys rw - sysfs sysfs rw\n41 25 0:12 / {} rw,nosuid - tracefs tracefs rw\n",
+            mount.display()
+        ),
+    );
+    let t = PmuTable::discover(&r.join("sys")).unwrap();
+    let ctx = Context::from(find_tracefs(&r.join("sys"), &r.join("proc")));
+    let v = resolve_str("sched:sched_switch", &t, &ctx).expect("resolves");
+    assert_eq!((v[0].type_, v[0].config[0]), (2, 316));
+    // Without the mount, the reason is that tracefs is not mounted.
+    let none = Context::from(find_tracefs(&r.join("sys"), &r.join("nowhere")));
+    let e = resolve_str("sched:sched_switch", &t, &none)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not mounted"), "{e}");
+}
+
+/// Issue 11: `cycles:u` is a generic event with a modifier, refused as
+/// such, never looked up as a tracepoint (whose reason would be tracefs).
+#[test]
+fn modifiers_are_not_tracepoints() {
+    let t = table("intel-skx");
+    for s in ["cycles:u", "instructions:k", "r412e:ppp"] {
+        let e = err(&t, s);
+        assert!(matches!(e, ResolveError::Syntax(_)), "{s}: {e:?}");
+        assert!(
+            e.to_string().contains("modifiers") && !e.to_string().contains("tracefs"),
+            "{e}"
+        );
+    }
+}

@@ -24,6 +24,8 @@ pub const RESERVED: &[&str] = &[
     "perf_http_",
     "perf_otlp_",
     "perf_scrape_",
+    // The per-cgroup families the exporter derives (DESIGN.md).
+    "perf_cgroup_",
 ];
 
 /// Whether `s` has Prometheus's metric-name syntax.
