@@ -20,12 +20,12 @@
 //!    `perf_event_open`, ioctls, `read`, behind the [`perf::Kernel`] seam
 //!    (live kernel or simulated PMU with its own acceptance tables);
 //! 5. [`engine`]: groups per CPU / uncore instance, scaled monotonic
-//!    counters, hotplug, producing a plain-data [`snapshot::Snapshot`];
+//!    counters, hotplug, producing [`snapshot`]s (the plain data model of
+//!    a collection, which the exporters depend on instead of the engine);
 //!    [`privilege`] (what the process may open and what missing privilege
 //!    costs) and the availability probe sit beside it;
-//! 6. [`snapshot`] (the plain data model of a collection) and [`export`]
-//!    (Prometheus text and OpenMetrics encoding, OTLP push), with
-//!    [`report`] (the `list` and `check` reports);
+//! 6. [`export`] (Prometheus text and OpenMetrics encoding, OTLP push),
+//!    with [`report`] (the `list` and `check` reports);
 //! 7. [`web`]: the HTTP endpoint (routes, TLS, auth, limits);
 //! 8. the application: start-up, reload, signals (and `main`, thin);
 //!
