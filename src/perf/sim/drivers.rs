@@ -17,8 +17,8 @@
 //!   without the stalled-cycles ids (set only for older models) and
 //!   `skl_hw_cache_event_ids`, in `arch/x86/events/intel/core.c`;
 //! * Intel Alder Lake `cpu_core` (Golden Cove): the same event map;
-//!   `glc_hw_cache_event_ids`, whose supported entries are, as far as
-//!   modelled here, those of Skylake;
+//!   `glc_hw_cache_event_ids` (named `spr_hw_cache_event_ids` before 6.8:
+//!   no ITLB access event, no NODE writes);
 //! * Intel Alder Lake `cpu_atom` (Gracemont): the same event map;
 //!   `intel_pmu_init_grt` copies `glp_hw_cache_event_ids` (no L1D miss
 //!   events, no NODE events);
@@ -128,6 +128,18 @@ const SKYLAKE: [Row; 7] = [
     [(S, S), (S, S), (N, N)],
 ];
 
+/// `glc_hw_cache_event_ids` (Golden Cove); entries the kernel leaves out
+/// are 0.
+const GOLDEN_COVE: [Row; 7] = [
+    [(S, S), (S, N), (N, N)],
+    [(N, S), (X, X), (N, N)],
+    [(S, S), (S, S), (N, N)],
+    [(S, S), (S, S), (N, N)],
+    [(X, S), (X, X), (X, X)],
+    [(S, S), (X, X), (X, X)],
+    [(S, S), (N, N), (N, N)],
+];
+
 /// `glp_hw_cache_event_ids` (Goldmont Plus, Tremont, Gracemont).
 const GOLDMONT_PLUS: [Row; 7] = [
     [(S, N), (S, N), (N, N)],
@@ -158,7 +170,8 @@ pub fn cache(driver: Driver, cache: u64, op: u64, result: u64) -> Result<(), i32
         return Err(libc::EINVAL);
     }
     let table = match driver {
-        Driver::Skylake | Driver::GoldenCove => &SKYLAKE,
+        Driver::Skylake => &SKYLAKE,
+        Driver::GoldenCove => &GOLDEN_COVE,
         Driver::Gracemont => &GOLDMONT_PLUS,
         Driver::Zen2 | Driver::Zen4 => &ZEN,
         Driver::Unknown => return Err(libc::ENOENT),
@@ -231,5 +244,24 @@ mod tests {
             Err(libc::ENOENT)
         );
         assert_eq!(hardware(Driver::Unknown, HW_CPU_CYCLES), Err(libc::ENOENT));
+        // Golden Cove has no generic ITLB access event; Skylake has one.
+        assert_eq!(
+            cache(
+                Driver::GoldenCove,
+                CACHE_ITLB,
+                CACHE_OP_READ,
+                CACHE_RESULT_ACCESS
+            ),
+            Err(libc::EINVAL)
+        );
+        assert_eq!(
+            cache(
+                Driver::Skylake,
+                CACHE_ITLB,
+                CACHE_OP_READ,
+                CACHE_RESULT_ACCESS
+            ),
+            Ok(())
+        );
     }
 }
