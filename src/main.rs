@@ -254,10 +254,7 @@ fn host(cli: &Cli) -> Result<Host> {
             tracefs: Some(t.clone()),
             ..Context::default()
         },
-        None => Context::from(perf_exporter::pmu::host::find_tracefs(
-            &cli.sysfs,
-            &cli.procfs,
-        )),
+        None => Context::for_host(&cli.sysfs, &cli.procfs),
     };
     if cli.simulate_read_delay.is_some() && !cli.simulate {
         anyhow::bail!("--simulate.read-delay needs --simulate");

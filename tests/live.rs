@@ -57,10 +57,7 @@ fn require_root() {
 }
 
 fn require_tracefs() -> Context {
-    let ctx = Context::from(perf_exporter::pmu::host::find_tracefs(
-        Path::new(SYSFS),
-        Path::new("/proc"),
-    ));
+    let ctx = Context::for_host(Path::new(SYSFS), Path::new("/proc"));
     assert!(
         ctx.tracefs.is_some(),
         "tracefs is not mounted: /sys/kernel/tracing/events is missing; \

@@ -154,6 +154,15 @@ pub struct Context {
     pub tracefs_denied: Option<PathBuf>,
 }
 
+impl Context {
+    /// The context of the host under these roots: where tracefs is (the
+    /// usual places under `sysfs`, then `<procfs>/self/mountinfo`), by
+    /// [`crate::pmu::host::find_tracefs`].
+    pub fn for_host(sysfs: &std::path::Path, procfs: &std::path::Path) -> Self {
+        crate::pmu::host::find_tracefs(sysfs, procfs).into()
+    }
+}
+
 impl From<Tracefs> for Context {
     /// The context of a host whose tracefs was looked for by
     /// [`crate::pmu::host::find_tracefs`].
