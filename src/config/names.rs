@@ -48,12 +48,15 @@ pub fn check(name: &str, gauge: bool) -> Result<(), String> {
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
             .collect();
+        let fixed = fixed.trim_start_matches(|c: char| c.is_ascii_digit() || c == '_');
+        let fixed = if fixed.is_empty() {
+            "perf_metric"
+        } else {
+            fixed
+        };
         return Err(format!(
             "`{name}` is not a valid Prometheus metric name ([a-zA-Z_][a-zA-Z0-9_]*); use `{}`",
-            with_suffix(
-                fixed.trim_start_matches(|c: char| c.is_ascii_digit()),
-                gauge
-            )
+            with_suffix(fixed, gauge)
         ));
     }
     if name.starts_with("__") {
@@ -114,7 +117,16 @@ mod tests {
         let e = check("perf_temp_total", true).unwrap_err();
         assert!(e.contains("use `perf_temp`"), "{e}");
         let e = check("9bad", false).unwrap_err();
-        assert!(e.contains("not a valid Prometheus metric name"), "{e}");
+        assert!(
+            e.contains("not a valid Prometheus metric name") && e.contains("use `bad_total`"),
+            "{e}"
+        );
+        assert!(check("", false)
+            .unwrap_err()
+            .contains("use `perf_metric_total`"));
+        assert!(check("bad name", false)
+            .unwrap_err()
+            .contains("use `bad_name_total`"));
     }
 
     #[test]
