@@ -916,3 +916,30 @@ fn modifiers_are_not_tracepoints() {
         );
     }
 }
+
+/// A counter never resolves to a `.snapshot` reading, nor a gauge to a
+/// count: the series would change type from host to host.
+#[test]
+fn counters_and_gauges_keep_their_kind() {
+    let t = table("intel-skx");
+    let y = "sets:\n  - name: a\n    events:\n      - metric: margin_total\n        event: msr/cpu_thermal_margin/\n      - metric: margin_celsius\n        gauge: true\n        event: [msr/tsc/, msr/cpu_thermal_margin/]\n";
+    let c = Config::parse(y, "t.yaml").unwrap();
+    let r = resolve_config(&c, &t, &Context::default(), None);
+    let counter = &r.metrics[0];
+    assert_eq!(counter.status, Status::Unavailable);
+    assert!(
+        counter
+            .reason()
+            .contains("declare the metric `gauge: true`"),
+        "{}",
+        counter.reason()
+    );
+    let gauge = &r.metrics[1];
+    assert_eq!(gauge.status, Status::Fallback, "{gauge:?}");
+    assert!(gauge.gauge);
+    assert!(
+        gauge.tried[0].reason.contains("a count, not a reading"),
+        "{:?}",
+        gauge.tried
+    );
+}
