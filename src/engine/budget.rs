@@ -99,7 +99,19 @@ pub fn open_with_reserve(
         tracing::warn!(needed = b.needed, counters = b.counters, soft = b.soft, hard = b.hard,
             "RLIMIT_NOFILE is below what the plan needs; opening what fits (raise the limit: `ulimit -n`, systemd LimitNOFILE=, or the container runtime's nofile limit)");
     }
-    Engine::with_fd_cap(kernel, table, res, Some(b.counters as usize))
+    let mut e = Engine::with_fd_cap(kernel, table, res, Some(b.counters as usize));
+    if b.counters == 0 {
+        // Even the resolver's probes may have failed for want of fds, so
+        // the metrics' own reasons can point elsewhere: say it first.
+        e.fd_exhausted = Some(format!(
+            "no file descriptor is free for counters: the open-files limit RLIMIT_NOFILE is {} (hard limit {}) and the exporter itself uses {}; raise it to at least {} (`ulimit -n`, systemd LimitNOFILE=, or the container runtime's nofile limit)",
+            b.soft,
+            b.hard,
+            b.soft.saturating_sub(b.free),
+            b.soft.saturating_sub(b.free) + b.needed.max(1) + reserve as u64
+        ));
+    }
+    e
 }
 
 #[cfg(test)]

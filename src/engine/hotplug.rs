@@ -65,21 +65,42 @@ impl Engine {
         self.online_mask = mask_of(&online);
         self.known_cpus.extend(online.iter().copied());
         self.online = online;
-        // The cpumask of uncore PMUs moves when its CPU goes offline.
-        if let Ok(t) = PmuTable::discover(&self.table.sysfs) {
-            if !self.kernel.simulated() {
-                for p in &mut self.table.pmus {
-                    if let Some(np) = t.get(&p.name) {
+        // At once for core and software PMUs, which follow the online list.
+        self.reconcile();
+        // The cpumask of uncore PMUs moves when its CPU goes offline (and a
+        // new CPU brings its package id): rediscover, then open what moved.
+        if self.rediscover() {
+            self.reconcile();
+        }
+        true
+    }
+
+    /// Takes the PMUs' cpumasks and the CPUs' packages from sysfs again;
+    /// returns whether anything changed.
+    fn rediscover(&mut self) -> bool {
+        let Ok(t) = PmuTable::discover(&self.table.sysfs) else {
+            return false;
+        };
+        let mut changed = false;
+        if !self.kernel.simulated() {
+            for p in &mut self.table.pmus {
+                if let Some(np) = t.get(&p.name) {
+                    if p.scope != np.scope {
                         p.scope = np.scope.clone();
+                        changed = true;
                     }
                 }
             }
-            for (cpu, pkg) in t.topology.package {
-                self.table.topology.package.entry(cpu).or_insert(pkg);
+        }
+        for (cpu, pkg) in t.topology.package {
+            if let std::collections::btree_map::Entry::Vacant(v) =
+                self.table.topology.package.entry(cpu)
+            {
+                v.insert(pkg);
+                changed = true;
             }
         }
-        self.reconcile();
-        true
+        changed
     }
 
     /// Reads the online CPU list from the kernel and applies it. Returns

@@ -219,6 +219,9 @@ pub struct Engine {
     fd_starved: BTreeSet<usize>,
     /// At most this many fds are opened (`None`: no budget).
     fd_cap: Option<usize>,
+    /// Set when no descriptor at all was free for counters: the cause of
+    /// everything else, named first in [`Engine::problems`].
+    fd_exhausted: Option<String>,
     /// Scratch while opening: fds that may still be opened.
     fd_room: usize,
     /// An open failed with ENODEV on a CPU the online list already shows
@@ -290,6 +293,7 @@ impl Engine {
             unschedulable: BTreeMap::new(),
             fd_starved: BTreeSet::new(),
             fd_cap,
+            fd_exhausted: None,
             fd_room: 0,
             retry_open: false,
             hotplug_seen: None,

@@ -75,7 +75,11 @@ impl Engine {
     /// file descriptors come first: when nothing at all can be counted,
     /// that is the cause to fix before any other.
     pub fn problems(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
+        let mut out: Vec<(String, String)> = self
+            .fd_exhausted
+            .iter()
+            .map(|r| ("file descriptors".to_string(), r.clone()))
+            .collect();
         let order = self
             .fd_starved
             .iter()
