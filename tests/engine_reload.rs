@@ -10,7 +10,7 @@ use perf_exporter::pmu::PmuTable;
 use perf_exporter::report::prober;
 use perf_exporter::resolve::chain::{resolve_config, Resolution};
 use perf_exporter::resolve::Context;
-use perf_exporter::snapshot::Snapshot;
+use perf_exporter::snapshot::{Sample, Snapshot};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -22,14 +22,18 @@ fn resolve(k: &SimKernel, t: &PmuTable, yaml: &str) -> Resolution {
     resolve_config(&cfg, t, &Context::default(), Some(&p))
 }
 
-fn value(s: &Snapshot, name: &str, cpu: &str) -> Option<f64> {
+/// The sample of family `name` on CPU `cpu`.
+fn sample<'a>(s: &'a Snapshot, name: &str, cpu: &str) -> Option<&'a Sample> {
     s.families
         .iter()
         .find(|f| f.name == name)?
         .samples
         .iter()
         .find(|x| x.labels.iter().any(|(k, v)| *k == "cpu" && v == cpu))
-        .map(|x| x.value)
+}
+
+fn value(s: &Snapshot, name: &str, cpu: &str) -> Option<f64> {
+    sample(s, name, cpu).map(|x| x.value)
 }
 
 const OLD: &str = "sets:
@@ -58,12 +62,18 @@ const NEW: &str = "sets:
         event: task-clock
 ";
 
-#[test]
-fn unchanged_metrics_continue_changed_ones_restart() {
+/// The intel-skx fixture on a manual clock, with an engine for `yaml`.
+fn skx(yaml: &str) -> (Arc<SimKernel>, PmuTable, Engine) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
     let t = PmuTable::discover(&root).unwrap();
     let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let mut old = Engine::new(k.clone(), t.clone(), resolve(&k, &t, OLD));
+    let e = Engine::new(k.clone(), t.clone(), resolve(&k, &t, yaml));
+    (k, t, e)
+}
+
+#[test]
+fn unchanged_metrics_continue_changed_ones_restart() {
+    let (k, t, mut old) = skx(OLD);
     old.collect();
     k.advance(5 * SEC);
     let before = old.collect();
@@ -127,13 +137,7 @@ fn unchanged_metrics_continue_changed_ones_restart() {
 }
 
 fn start_of(s: &Snapshot, name: &str, cpu: &str) -> Option<u64> {
-    s.families
-        .iter()
-        .find(|f| f.name == name)?
-        .samples
-        .iter()
-        .find(|x| x.labels.iter().any(|(k, v)| *k == "cpu" && v == cpu))
-        .map(|x| x.start_unix_nanos)
+    sample(s, name, cpu).map(|x| x.start_unix_nanos)
 }
 
 fn set_value(s: &Snapshot, name: &str, set: &str, cpu: &str) -> Option<(f64, u64)> {
@@ -153,10 +157,7 @@ fn set_value(s: &Snapshot, name: &str, set: &str, cpu: &str) -> Option<(f64, u64
 /// self-counters of a set, which continue with their start by set name.
 #[test]
 fn carried_counters_keep_their_start_changed_ones_get_a_new_one() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
-    let t = PmuTable::discover(&root).unwrap();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let mut old = Engine::new(k.clone(), t.clone(), resolve(&k, &t, OLD));
+    let (k, t, mut old) = skx(OLD);
     old.collect();
     k.advance(SEC);
     let before = old.collect();
@@ -203,17 +204,17 @@ fn carried_counters_keep_their_start_changed_ones_get_a_new_one() {
 /// reload keep their totals for its return, as the metric counters do.
 #[test]
 fn group_times_of_an_offline_cpu_survive_a_reload() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
-    let t = PmuTable::discover(&root).unwrap();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let mut old = Engine::new(k.clone(), t.clone(), resolve(&k, &t, OLD));
+    let (k, t, mut old) = skx(OLD);
     old.collect();
     k.advance(2 * SEC);
     let s = old.collect();
     let (en0, start) = set_value(&s, "perf_group_enabled_seconds_total", "sw", "1").unwrap();
     let (run0, _) = set_value(&s, "perf_group_running_seconds_total", "sw", "1").unwrap();
     let clock0 = value(&s, "perf_cpu_clock_seconds_total", "1").unwrap();
-    assert!((en0 - 2.0).abs() < 1e-6 && (run0 - 2.0).abs() < 1e-6, "{en0} {run0}");
+    assert!(
+        (en0 - 2.0).abs() < 1e-6 && (run0 - 2.0).abs() < 1e-6,
+        "{en0} {run0}"
+    );
     k.set_online(1, false);
     old.on_hotplug();
     let totals = old.totals();

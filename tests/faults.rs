@@ -162,10 +162,17 @@ fn ulimit_24_opens_what_fits_and_serves_it() {
     require_root();
     require_tool("prlimit");
     common::require_perf_privilege();
-    let mut p = Proc::spawn(&["prlimit", "--nofile=24:24", "--"], Path::new(common::EXPORTER), &[]);
+    let mut p = Proc::spawn(
+        &["prlimit", "--nofile=24:24", "--"],
+        Path::new(common::EXPORTER),
+        &[],
+    );
     p.wait_ready();
     let out = p.output();
-    assert!(out.contains("RLIMIT_NOFILE is below what the plan needs"), "{out}");
+    assert!(
+        out.contains("RLIMIT_NOFILE is below what the plan needs"),
+        "{out}"
+    );
     let s = scrape(&p);
     let avail: Vec<(&String, &f64)> = s
         .iter()
@@ -176,7 +183,8 @@ fn ulimit_24_opens_what_fits_and_serves_it() {
         "nothing counted under ulimit -n 24: {avail:?}\n{out}"
     );
     assert!(
-        s.keys().any(|k| k.starts_with("perf_cpu_clock_seconds_total{")),
+        s.keys()
+            .any(|k| k.starts_with("perf_cpu_clock_seconds_total{")),
         "the first set is not counted: {s:?}"
     );
     assert!(p.get("/").body.contains("out of file descriptors"));
@@ -204,7 +212,9 @@ fn no_descriptor_for_any_counter_names_the_limit_to_raise() {
             .lines()
             .find(|l| l.contains("nothing can be counted on this host"))
             .unwrap_or_else(|| panic!("at ulimit -n {limit} it exits without saying why:\n{out}"));
-        let why = &line[line.find("nothing can be counted on this host: ").unwrap_or(0)..];
+        let why = &line[line
+            .find("nothing can be counted on this host: ")
+            .unwrap_or(0)..];
         assert!(
             why.starts_with("nothing can be counted on this host: file descriptors:")
                 && why.contains("RLIMIT_NOFILE")

@@ -724,14 +724,13 @@ fn proc_stat_cpu1_seconds() -> f64 {
 
 /// Collects, checking that no counter went below its highest value and
 /// that no group read failed; returns the snapshot.
-fn checked_collect(
-    engine: &Mutex<Engine>,
-    max: &mut BTreeMap<SeriesId, f64>,
-) -> Snapshot {
+fn checked_collect(engine: &Mutex<Engine>, max: &mut BTreeMap<SeriesId, f64>) -> Snapshot {
     let s = engine.lock().unwrap_or_else(|p| p.into_inner()).collect();
     for f in s.families.iter().filter(|f| f.kind == Kind::Counter) {
         for x in &f.samples {
-            let m = max.entry((f.name.clone(), x.labels.to_vec())).or_insert(x.value);
+            let m = max
+                .entry((f.name.clone(), x.labels.to_vec()))
+                .or_insert(x.value);
             assert!(
                 x.value >= *m,
                 "{}{:?} went backwards: {} -> {}",
@@ -749,9 +748,10 @@ fn checked_collect(
     s
 }
 
-/// Scrapes once a second from now until `deadline`, without a scrape at
-/// the deadline itself (so what happens then falls between scrapes).
-fn scrape_until(engine: &Mutex<Engine>, max: &mut BTreeMap<SeriesId, f64>, deadline: Instant) {
+/// Scrapes once a second for `ms` milliseconds, without a scrape at the
+/// end (so what happens then falls between scrapes).
+fn scrape_for(engine: &Mutex<Engine>, max: &mut BTreeMap<SeriesId, f64>, ms: u64) {
+    let deadline = Instant::now() + Duration::from_millis(ms);
     loop {
         checked_collect(engine, max);
         let next = Instant::now() + Duration::from_secs(1);
@@ -782,7 +782,7 @@ fn cpu1_clock_matches_its_online_time_through_hotplug_cycles() {
     let clock1 = |s: &Snapshot| per_cpu(s, "perf_cpu_clock_seconds_total").get(&1).copied();
     let c0 = clock1(&checked_collect(&engine, &mut max)).expect("cpu1 counted");
     let p0 = proc_stat_cpu1_seconds();
-    let wait_for = |what: &str, cond: &dyn Fn(&Snapshot) -> bool| {
+    let wait_for = |online: bool, cond: &dyn Fn(&Snapshot) -> bool| {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             // Looks without collecting: the hotplug thread alone must act.
@@ -790,23 +790,22 @@ fn cpu1_clock_matches_its_online_time_through_hotplug_cycles() {
             if cond(&s) {
                 return;
             }
-            assert!(Instant::now() < deadline, "{what} within 5 s");
+            assert!(
+                Instant::now() < deadline,
+                "cpu1's series did not follow its online={online} within 5 s of the uevent"
+            );
             thread::sleep(Duration::from_millis(5));
         }
     };
-    for _ in 0..4 {
-        scrape_until(&engine, &mut max, Instant::now() + Duration::from_millis(5300));
-        set_cpu1(false).unwrap_or_else(|e| panic!("write 0 to {CPU1_ONLINE}: {e}"));
-        wait_for("cpu1's series leave after the offline uevent", &|s| {
-            clock1(s).is_none()
-        });
-        scrape_until(&engine, &mut max, Instant::now() + Duration::from_millis(1400));
-        set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
-        wait_for("cpu1's series come back after the online uevent", &|s| {
-            clock1(s).is_some()
-        });
+    scrape_for(&engine, &mut max, 5300);
+    for cycle in 0..4 {
+        let back_for = if cycle < 3 { 5300 } else { 3300 };
+        for (on, stay_ms) in [(false, 1400), (true, back_for)] {
+            set_cpu1(on).unwrap_or_else(|e| panic!("write {on} to {CPU1_ONLINE}: {e}"));
+            wait_for(on, &|s| clock1(s).is_some() == on);
+            scrape_for(&engine, &mut max, stay_ms);
+        }
     }
-    scrape_until(&engine, &mut max, Instant::now() + Duration::from_millis(3300));
     let c1 = clock1(&checked_collect(&engine, &mut max)).expect("cpu1 counted");
     let p1 = proc_stat_cpu1_seconds();
     let (ours, theirs) = (c1 - c0, p1 - p0);

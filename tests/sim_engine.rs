@@ -57,6 +57,15 @@ fn engine_probed(
     (k, e, probes)
 }
 
+/// Labels rendered `k=v,k=v`.
+fn rendered(labels: &[(&'static str, String)]) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// metric -> labels rendered `k=v,k=v` -> value.
 fn values(s: &Snapshot) -> BTreeMap<String, BTreeMap<String, f64>> {
     s.families
@@ -65,15 +74,7 @@ fn values(s: &Snapshot) -> BTreeMap<String, BTreeMap<String, f64>> {
             let m = f
                 .samples
                 .iter()
-                .map(|x| {
-                    let l = x
-                        .labels
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(",");
-                    (l, x.value)
-                })
+                .map(|x| (rendered(&x.labels), x.value))
                 .collect();
             (f.name.clone(), m)
         })
@@ -631,15 +632,9 @@ fn starts(s: &Snapshot) -> BTreeMap<(String, String), u64> {
     s.families
         .iter()
         .flat_map(|f| {
-            f.samples.iter().map(move |x| {
-                let l = x
-                    .labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(",");
-                ((f.name.clone(), l), x.start_unix_nanos)
-            })
+            f.samples
+                .iter()
+                .map(move |x| ((f.name.clone(), rendered(&x.labels)), x.start_unix_nanos))
         })
         .collect()
 }

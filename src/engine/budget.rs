@@ -20,18 +20,18 @@ const MIN_RESERVE: usize = 2;
 
 /// Where the fd budget stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FdBudget {
+struct FdBudget {
     /// fds the plan needs.
-    pub needed: u64,
+    needed: u64,
     /// The soft limit after raising it.
-    pub soft: u64,
+    soft: u64,
     /// The hard limit.
-    pub hard: u64,
+    hard: u64,
     /// fds free before the counters were opened.
-    pub free: u64,
+    free: u64,
     /// fds the counters may use (the rest of `free` is kept for
     /// connections).
-    pub counters: u64,
+    counters: u64,
 }
 
 /// How many of the `free` descriptors counters may use, keeping a share

@@ -51,13 +51,9 @@ impl Engine {
     /// Applies the current online CPU list: groups of CPUs that went
     /// offline are read one last time and closed (their series leave the
     /// output, keeping their totals), CPUs that came back get their groups
-    /// reopened (their counters continue from their totals).
-    pub fn set_online(&mut self, online: Vec<u32>) {
-        self.apply_online(online);
-    }
-
-    /// [`set_online`](Self::set_online); returns whether the list changed.
-    fn apply_online(&mut self, online: Vec<u32>) -> bool {
+    /// reopened (their counters continue from their totals). Returns
+    /// whether the list changed.
+    pub(super) fn set_online(&mut self, online: Vec<u32>) -> bool {
         if online == self.online {
             return false;
         }
@@ -108,7 +104,7 @@ impl Engine {
     fn read_online(&mut self) -> bool {
         self.online_reads += 1;
         match self.kernel.online_cpus(&self.table.sysfs) {
-            Some(online) => self.apply_online(online),
+            Some(online) => self.set_online(online),
             None => false,
         }
     }
@@ -203,13 +199,7 @@ impl Engine {
     /// to a collection), each member on its own if the kernel detached it
     /// from the group.
     fn read_last(&mut self, g: &mut Group) {
-        let leader = &g.members[0];
-        let r =
-            self.kernel
-                .read_group(&leader.counter, &leader.plan.attr, g.key.cpu, &mut self.buf);
-        if let Err(e) = r {
-            self.count_read_error(g);
-            tracing::debug!(error = %e, "last group read failed");
+        if self.read_leader(g).is_err() {
             return;
         }
         self.account_times(g, &mut Seen::default());

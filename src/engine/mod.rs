@@ -65,7 +65,7 @@ mod read;
 mod runtime;
 mod totals;
 
-pub use budget::{open_with_reserve, FdBudget};
+pub use budget::open_with_reserve;
 pub use hotplug::{follow_hotplug, HotplugFollower};
 pub use read::{monotonic_delta, mux_factor};
 pub use runtime::MetricRuntime;
@@ -261,7 +261,7 @@ impl Engine {
 
     /// Plans and opens groups, at most `fd_cap` fds (`None`: no cap);
     /// counters beyond it are reported as lacking file descriptors.
-    pub fn with_fd_cap(
+    fn with_fd_cap(
         kernel: Arc<dyn Kernel>,
         table: PmuTable,
         resolution: Resolution,

@@ -135,14 +135,8 @@ impl Engine {
     fn read_group(&mut self, g: &mut Group, gi: usize, seen: &mut Seen) {
         g.stalled = false;
         g.split = false;
-        let leader = &g.members[0];
-        let r =
-            self.kernel
-                .read_group(&leader.counter, &leader.plan.attr, g.key.cpu, &mut self.buf);
-        if let Err(e) = r {
-            self.count_read_error(g);
-            tracing::debug!(error = %e, "group read failed");
-            seen.failed_cpu |= e.kind == ErrorKind::CpuOffline;
+        if let Err(kind) = self.read_leader(g) {
+            seen.failed_cpu |= kind == ErrorKind::CpuOffline;
             return;
         }
         let d_en = self.account_times(g, seen);
@@ -158,7 +152,16 @@ impl Engine {
         }
     }
 
-    pub(super) fn count_read_error(&mut self, g: &Group) {
+    /// The group's one `read()` (of its leader) into the read buffer; a
+    /// failure counts in `perf_read_errors_total`.
+    pub(super) fn read_leader(&mut self, g: &Group) -> Result<(), ErrorKind> {
+        let leader = &g.members[0];
+        let r =
+            self.kernel
+                .read_group(&leader.counter, &leader.plan.attr, g.key.cpu, &mut self.buf);
+        let Err(e) = r else {
+            return Ok(());
+        };
         if let Some(ts) = self
             .time_slots
             .get(g.time_slot)
@@ -166,6 +169,8 @@ impl Engine {
         {
             ts.errors += 1;
         }
+        tracing::debug!(error = %e, "group read failed");
+        Err(e.kind)
     }
 
     /// Takes the group's enabled/running deltas from the last read into its
