@@ -2,12 +2,12 @@
 //! them through a [`Kernel`], and turns group reads into a plain-data
 //! [`Snapshot`](crate::snapshot::Snapshot) at scrape time.
 //!
-//! * **Groups** ([`plan`](self::plan)). Each set becomes one group per
+//! * **Groups** (`plan.rs`). Each set becomes one group per
 //!   (PMU, CPU): core and software PMUs on every CPU they cover, uncore
 //!   PMUs once per instance on each CPU of their `cpumask`. Hybrid core
 //!   PMUs get separate groups (a group never mixes `cpu_core` and
 //!   `cpu_atom`).
-//! * **Reads** ([`read`](self::read)). One `read()` per group returns every
+//! * **Reads** (`read.rs`). One `read()` per group returns every
 //!   member's raw count with the group's `time_enabled` and
 //!   `time_running`. That is the whole cost of a collection on the kernel
 //!   side: no other syscall, no `/sys` or `/proc` file is read while
@@ -22,7 +22,7 @@
 //! * **Never scheduled.** A group whose `time_running` stays 0 while it is
 //!   enabled cannot fit on the PMU; it is split into single-event groups
 //!   (and a member that still never runs exports nothing, not zero).
-//! * **Hotplug** ([`hotplug`](self::hotplug)). When a CPU goes offline the
+//! * **Hotplug** (`hotplug.rs`). When a CPU goes offline the
 //!   kernel stops its events (their `time_enabled` stands still) and, on
 //!   current kernels, detaches the members of each group, but every event
 //!   stays readable with its final count until it is closed (`perf stat`
@@ -47,9 +47,9 @@
 //!   carried over (a CPU's return, a reload that counts the same events)
 //!   and new when the count restarts; OTLP exports it as
 //!   `start_time_unix_nano`.
-//! * **Carry-over** ([`totals`](self::totals)). A config reload continues
+//! * **Carry-over** (`totals.rs`). A config reload continues
 //!   the totals of every metric that counts the same events the same way.
-//! * **File descriptors** ([`budget`](self::budget)). Each counter is an
+//! * **File descriptors** (`budget.rs`). Each counter is an
 //!   fd. Under a low `RLIMIT_NOFILE` the engine opens what fits, in plan
 //!   order, and names the rest with the limit to raise.
 //! * **Failures.** One CPU's or PMU's failure never drops the others.
