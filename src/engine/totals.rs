@@ -178,3 +178,17 @@ impl Engine {
             .then_some(si)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_earliest_known_start_wins() {
+        assert_eq!(earliest(0, 0), 0);
+        assert_eq!(earliest(0, 5), 5);
+        assert_eq!(earliest(7, 0), 7);
+        assert_eq!(earliest(7, 5), 5);
+        assert_eq!(earliest(3, 5), 3);
+    }
+}
