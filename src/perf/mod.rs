@@ -244,7 +244,8 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     /// `devices/system/cpu/online` under `sysfs`; the simulation keeps
     /// its own. The engine calls it only when
     /// [`hotplug_generation`](Self::hotplug_generation) moved (or is
-    /// `None`), a read failed with `ENODEV`, or a group stopped counting.
+    /// `None`), a read failed with `ENODEV`, a group stopped counting, or
+    /// while a CPU it saw online is offline.
     fn online_cpus(&self, sysfs: &std::path::Path) -> Option<Vec<u32>> {
         crate::pmu::read_online_cpus(sysfs).ok()
     }
