@@ -202,7 +202,9 @@ fn hint(k: ErrorKind) -> &'static str {
         ErrorKind::Privilege => {
             "; system-wide counting needs CAP_PERFMON (or CAP_SYS_ADMIN before Linux 5.8) or kernel.perf_event_paranoid <= 0"
         }
-        ErrorKind::FdLimit => "; raise RLIMIT_NOFILE (ulimit -n)",
+        ErrorKind::FdLimit => {
+            "; raise RLIMIT_NOFILE, the open-files limit (`ulimit -n`, systemd LimitNOFILE=, or the container runtime's nofile limit)"
+        }
         ErrorKind::Busy => "; another user (e.g. the NMI watchdog) holds the counter",
         _ => "",
     }
@@ -246,7 +248,8 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     /// `devices/system/cpu/online` under `sysfs`; the simulation keeps
     /// its own. The engine calls it only when
     /// [`hotplug_generation`](Self::hotplug_generation) moved (or is
-    /// `None`), a read failed with `ENODEV`, or a group stopped counting.
+    /// `None`), a read failed with `ENODEV`, a group stopped counting, or
+    /// while a CPU it saw online is offline.
     fn online_cpus(&self, sysfs: &std::path::Path) -> Option<Vec<u32>> {
         crate::pmu::read_online_cpus(sysfs).ok()
     }
@@ -262,6 +265,24 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     /// background thread ([`hotplug::UeventWatcher`]), started at the first
     /// call; the simulation counts [`sim::SimKernel::set_online`] calls.
     fn hotplug_generation(&self) -> Option<u64> {
+        None
+    }
+
+    /// Blocks until the hotplug generation differs from `seen` or `timeout`
+    /// passes, and returns the generation then, so a thread can apply a
+    /// hotplug between scrapes. `None` when there is nothing to wait for
+    /// (the default: no signal, or one that cannot be waited on).
+    fn wait_hotplug(&self, seen: u64, timeout: std::time::Duration) -> Option<u64> {
+        let _ = (seen, timeout);
+        None
+    }
+
+    /// Raises the soft `RLIMIT_NOFILE` toward `want` (never above the hard
+    /// limit) and returns the `(soft, hard)` limits in force afterwards.
+    /// `None` (the default) when counters cost no file descriptors (the
+    /// simulation).
+    fn raise_nofile(&self, want: u64) -> Option<(u64, u64)> {
+        let _ = want;
         None
     }
 
