@@ -8,11 +8,14 @@
 //! series' own start: [`Sample::start_unix_nanos`] (when its group was
 //! opened, or its count last restarted), or, where the engine does not
 //! know it (0), when the exporter started counting; never the time of an
-//! export. Counters are cumulative monotonic sums, gauges gauges (no start
-//! time); labels are string attributes.
+//! export. A series of unknown start whose value goes down has restarted:
+//! it starts anew at the time of its previous point (the OTLP data model's
+//! rule for a reset cumulative stream), so a restarted count is never
+//! reported under its old start. Counters are cumulative monotonic sums,
+//! gauges gauges (no start time); labels are string attributes.
 
 use super::naming::otel_metric;
-use crate::snapshot::{Family, Kind, Sample, Snapshot};
+use crate::snapshot::{Family, Kind, Labels, Sample, Snapshot};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{
@@ -51,6 +54,19 @@ pub(super) struct Converter {
     /// OTel name another family has (not pushed).
     names: HashMap<String, Option<(String, String)>>,
     taken: HashSet<String>,
+    /// Series of unknown start: what was pushed of them last.
+    unknown: Series,
+}
+
+/// Series of unknown start, by family and labels.
+type Series = HashMap<(String, Labels), Pushed>;
+
+/// What was pushed of a series of unknown start.
+#[derive(Debug, Clone, Copy)]
+struct Pushed {
+    value: f64,
+    time: u64,
+    start: u64,
 }
 
 impl Converter {
@@ -71,6 +87,7 @@ impl Converter {
             counting_since: unix_nanos(counting_since),
             names: HashMap::new(),
             taken: HashSet::new(),
+            unknown: HashMap::new(),
         }
     }
 
@@ -91,13 +108,36 @@ impl Converter {
         v
     }
 
-    /// A point of a sample taken at `now`; with its series' start for a
-    /// cumulative sum (never after `now`).
-    fn point(&self, s: &Sample, kind: Kind, now: u64) -> NumberDataPoint {
-        let start = match kind {
+    /// The start of a series the engine gives none for: when counting
+    /// began, until its value goes down (a restart), then the time of its
+    /// previous point. `seen` collects the series of this export.
+    fn unknown_start(&self, key: (String, Labels), value: f64, now: u64, seen: &mut Series) -> u64 {
+        let start = match self.unknown.get(&key) {
+            Some(p) if value < p.value => p.time,
+            Some(p) => p.start,
+            None => self.counting_since,
+        }
+        .min(now);
+        seen.insert(
+            key,
+            Pushed {
+                value,
+                time: now,
+                start,
+            },
+        );
+        start
+    }
+
+    /// A point of a sample of family `f` taken at `now`; with its series'
+    /// start for a cumulative sum (never after `now`).
+    fn point(&self, f: &Family, s: &Sample, now: u64, seen: &mut Series) -> NumberDataPoint {
+        let start = match f.kind {
             Kind::Gauge => 0,
             Kind::Counter if s.start_unix_nanos != 0 => s.start_unix_nanos.min(now),
-            Kind::Counter => self.counting_since.min(now),
+            Kind::Counter => {
+                self.unknown_start((f.name.clone(), s.labels.clone()), s.value, now, seen)
+            }
         };
         NumberDataPoint {
             attributes: s.labels.iter().map(|(k, v)| string_kv(k, v)).collect(),
@@ -108,12 +148,12 @@ impl Converter {
         }
     }
 
-    fn metric(&mut self, f: &Family, now: u64) -> Option<Metric> {
+    fn metric(&mut self, f: &Family, now: u64, seen: &mut Series) -> Option<Metric> {
         if f.samples.is_empty() {
             return None;
         }
         let (name, unit) = self.name(f)?;
-        let data_points = f.samples.iter().map(|s| self.point(s, f.kind, now));
+        let data_points = f.samples.iter().map(|s| self.point(f, s, now, seen));
         let data = match f.kind {
             Kind::Counter => metric::Data::Sum(Sum {
                 data_points: data_points.collect(),
@@ -140,11 +180,14 @@ impl Converter {
         now: SystemTime,
     ) -> ExportMetricsServiceRequest {
         let now = unix_nanos(now);
+        let mut seen = HashMap::new();
         let metrics = snap
             .families
             .iter()
-            .filter_map(|f| self.metric(f, now))
+            .filter_map(|f| self.metric(f, now, &mut seen))
             .collect();
+        // Series gone from the snapshot are forgotten.
+        self.unknown = seen;
         ExportMetricsServiceRequest {
             resource_metrics: vec![ResourceMetrics {
                 resource: Some(self.resource.clone()),
@@ -241,6 +284,33 @@ mod tests {
             points(&r, "perf.cpu.cycles")[0].start_time_unix_nano,
             ns(130)
         );
+    }
+
+    #[test]
+    fn a_series_of_unknown_start_that_goes_down_starts_anew() {
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let ns = |s: u64| unix_nanos(at(s));
+        let mut c = Converter::new(&[], t0);
+        let snap = |v: f64| Snapshot {
+            families: vec![family(
+                "perf_cpu_cycles_total",
+                Kind::Counter,
+                &[("0", v, 0)],
+            )],
+        };
+        let start = |c: &mut Converter, v: f64, t: u64| {
+            points(&c.request(&snap(v), at(t)), "perf.cpu.cycles")[0].start_time_unix_nano
+        };
+        assert_eq!(start(&mut c, 12682.0, 60), ns(0));
+        assert_eq!(start(&mut c, 12682.0, 120), ns(0));
+        // 12682 -> 33: restarted after the point at 120 s.
+        assert_eq!(start(&mut c, 33.0, 180), ns(120));
+        assert_eq!(start(&mut c, 90.0, 240), ns(120));
+        // Gone for one export, then back: when it began is unknown, so
+        // the exporter's start again.
+        c.request(&Snapshot::default(), at(300));
+        assert_eq!(start(&mut c, 5.0, 360), ns(0));
     }
 
     #[test]

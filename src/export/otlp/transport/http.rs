@@ -33,26 +33,35 @@ pub(super) struct RedirectRefused {
     why: &'static str,
 }
 
-/// Follows redirects within the first URL's origin only.
+/// Why a redirect from `first` (the endpoint) to `next`, after `hops`
+/// redirects already, is not followed; `None` when it is.
+fn refusal(first: &reqwest::Url, next: &reqwest::Url, hops: usize) -> Option<&'static str> {
+    if first.scheme() == "https" && next.scheme() != "https" {
+        Some("a downgrade from https to http")
+    } else if first.origin() != next.origin() {
+        Some("another origin")
+    } else if hops > MAX_REDIRECTS {
+        Some("too many redirects")
+    } else {
+        None
+    }
+}
+
+/// Follows redirects within the endpoint's origin only.
 fn same_origin_policy() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let Some(first) = attempt.previous().first() else {
             return attempt.follow();
         };
-        let next = attempt.url();
-        let why = if first.scheme() == "https" && next.scheme() != "https" {
-            "a downgrade from https to http"
-        } else if first.origin() != next.origin() {
-            "another origin"
-        } else if attempt.previous().len() > MAX_REDIRECTS {
-            "too many redirects"
-        } else {
-            return attempt.follow();
-        };
-        let mut to = next.clone();
-        redact(&mut to);
-        let to = to.to_string();
-        attempt.error(RedirectRefused { to, why })
+        match refusal(first, attempt.url(), attempt.previous().len()) {
+            None => attempt.follow(),
+            Some(why) => {
+                let mut to = attempt.url().clone();
+                redact(&mut to);
+                let to = to.to_string();
+                attempt.error(RedirectRefused { to, why })
+            }
+        }
     })
 }
 
@@ -142,5 +151,46 @@ impl Http {
             status: status.as_u16(),
             body: text.trim().to_string(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_stay_within_the_origin() {
+        let u = |s: &str| reqwest::Url::parse(s).unwrap();
+        let https = u("https://c:4318/v1/metrics");
+        assert_eq!(refusal(&https, &u("https://c:4318/other"), 1), None);
+        assert_eq!(
+            refusal(&https, &u("http://c:4318/v1/metrics"), 1),
+            Some("a downgrade from https to http")
+        );
+        assert_eq!(
+            refusal(&https, &u("https://evil:4318/v1/metrics"), 1),
+            Some("another origin")
+        );
+        assert_eq!(
+            refusal(&https, &u("https://c:4319/v1/metrics"), 1),
+            Some("another origin")
+        );
+        let http = u("http://c:4318/v1/metrics");
+        assert_eq!(
+            refusal(&http, &u("https://c:4318/v1/metrics"), 1),
+            Some("another origin")
+        );
+        assert_eq!(
+            refusal(&http, &u("http://c:4318/x"), MAX_REDIRECTS + 1),
+            Some("too many redirects")
+        );
+        let e = RedirectRefused {
+            to: "http://REDACTED@evil/".into(),
+            why: "another origin",
+        };
+        assert_eq!(
+            e.to_string(),
+            "refused a redirect to http://REDACTED@evil/: another origin (headers are never sent across origins)"
+        );
     }
 }
