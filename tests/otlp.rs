@@ -1,202 +1,30 @@
 //! OTLP push end to end: the real binary counting live software events
-//! (root), pushing to a real VictoriaMetrics 1.112 over HTTP/protobuf and
-//! to a gRPC receiver built on opentelemetry-proto's tonic service, with
-//! TLS, a collector that dies or hangs, and shutdown.
+//! (root) or on the simulated PMU, pushing to a real VictoriaMetrics 1.112
+//! over HTTP/protobuf and to a gRPC receiver of our own that decodes every
+//! request, with TLS, redirects, a collector that dies or hangs, reloads
+//! and shutdown. The harness is `tests/common/otlp.rs`.
 //!
 //! VictoriaMetrics comes from `scripts/fetch-servers.sh` (its path in
-//! `PERF_EXPORTER_TEST_VICTORIA_METRICS`, as `scripts/test.sh` exports it;
-//! without it the script is run here). A test that cannot get it fails.
+//! `PERF_EXPORTER_TEST_VICTORIA_METRICS`, as `scripts/test.sh` exports it).
+//! A test that cannot get it fails.
 
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
-    MetricsService, MetricsServiceServer,
+mod common;
+
+use common::otlp::{
+    exporter_fails, exports_in, find_metric, resource_of, str_attr, sum_by_cpu, sum_points,
+    value_of, wait_for, Exporter, Pki, Received, Receiver, Vm,
 };
-use opentelemetry_proto::tonic::collector::metrics::v1::{
-    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::any_value;
-use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
-use serde_json::Value;
-use std::collections::BTreeMap;
+use common::{fixture, online_cpus, require_perf_privilege};
+use opentelemetry_proto::tonic::metrics::v1::metric;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-// ---------------------------------------------------------------- helpers
-
-/// A real server's binary from `scripts/fetch-servers.sh`.
-fn server_bin(key: &str) -> PathBuf {
-    if let Ok(p) = std::env::var(format!("PERF_EXPORTER_TEST_{key}")) {
-        let p = PathBuf::from(p);
-        assert!(
-            p.exists(),
-            "PERF_EXPORTER_TEST_{key}={} does not exist",
-            p.display()
-        );
-        return p;
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-servers.sh");
-    let out = Command::new(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} failed: this test needs {key} (set PERF_EXPORTER_TEST_{key} or run scripts/test.sh)",
-        script.display()
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let p = text
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("{} printed no {key}=", script.display()));
-    PathBuf::from(p)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process killed (by its pid) when dropped.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Proc {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().unwrap()
-    }
-
-    /// Sends SIGTERM and waits up to `limit` for the exit.
-    fn terminate(&mut self, limit: Duration) -> (std::process::ExitStatus, Duration) {
-        let t0 = Instant::now();
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -TERM failed");
-        loop {
-            if let Some(st) = self.exited() {
-                return (st, t0.elapsed());
-            }
-            assert!(
-                t0.elapsed() < limit,
-                "did not exit within {limit:?} of SIGTERM\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(bin: &Path, args: &[String], env: &[(&str, String)]) -> Proc {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("stderr.log");
-    let f = std::fs::File::create(&log).unwrap();
-    let mut c = Command::new(bin);
-    c.args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(f))
-        .current_dir(dir.path());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("OTEL_") || k == "K8S_NODE_NAME" {
-            c.env_remove(k);
-        }
-    }
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let child = c
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-    Proc {
-        child,
-        log,
-        _dir: dir,
-    }
-}
-
-/// GET over HTTP/1.0 (no chunking): status and body.
-fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(20)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n"
-    )?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    Ok((status, body.to_string()))
-}
-
-fn urlencode(s: &str) -> String {
-    let mut o = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            o.push(b as char);
-        } else {
-            o.push_str(&format!("%{b:02X}"));
-        }
-    }
-    o
-}
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// CPUs online on this host.
-fn online_cpus() -> Vec<String> {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    let mut v = Vec::new();
-    for part in s.trim().split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
-                v.extend((a..=b).map(|c| c.to_string()));
-            }
-            None => v.push(part.to_string()),
-        }
-    }
-    v
+/// The online CPUs as `cpu` label values.
+fn cpus() -> Vec<String> {
+    online_cpus().iter().map(u32::to_string).collect()
 }
 
 fn hostname() -> String {
@@ -215,164 +43,21 @@ fn host_arch() -> &'static str {
     }
 }
 
-fn needs_root() {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let uid = status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2))
-        .unwrap_or("?")
-        .to_string();
-    assert_eq!(
-        uid, "0",
-        "this test counts system-wide with the live kernel: run it as root (scripts/test.sh)"
-    );
+/// The live exporter (root: it counts system-wide).
+fn live(args: &[&str], env: &[(&str, String)]) -> Exporter {
+    require_perf_privilege();
+    Exporter::start(args, env)
 }
 
-// ------------------------------------------------------------- exporter
-
-struct Exporter {
-    proc: Proc,
-    addr: Option<String>,
-}
-
-impl Exporter {
-    /// Starts the binary on the embedded default config and waits until it
-    /// answers (or, with `--otlp.only`, until it logs its OTLP settings).
-    fn start(args: &[&str], env: &[(&str, String)]) -> Exporter {
-        needs_root();
-        let only = args.contains(&"--otlp.only");
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let mut a: Vec<String> = vec!["--web.listen-address".into(), addr.clone()];
-        a.extend(args.iter().map(|s| s.to_string()));
-        let mut proc = spawn(Path::new(env!("CARGO_BIN_EXE_perf-exporter")), &a, env);
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = proc.exited() {
-                panic!("perf-exporter exited ({st}) at start:\n{}", proc.log());
-            }
-            let up = if only {
-                proc.log().contains("OTLP push")
-            } else {
-                matches!(http_get(&addr, "/-/ready"), Ok((200, _)))
-            };
-            if up {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "perf-exporter did not start:\n{}",
-                proc.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Exporter {
-            proc,
-            addr: (!only).then_some(addr),
-        }
-    }
-
-    /// One scrape of /metrics and how long it took.
-    fn scrape(&self) -> (String, Duration) {
-        let addr = self.addr.as_ref().expect("a listener");
-        let t0 = Instant::now();
-        let (status, body) = http_get(addr, "/metrics").expect("scrape");
-        assert_eq!(status, 200, "{body}");
-        (body, t0.elapsed())
-    }
-
-    /// `perf_otlp_exports_total{result}` from a scrape.
-    fn exports(&self) -> (f64, f64) {
-        exports_in(&self.scrape().0)
-    }
-}
-
-fn exports_in(text: &str) -> (f64, f64) {
-    let get = |r: &str| {
-        let p = format!("perf_otlp_exports_total{{result=\"{r}\"}} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&p))
-            .unwrap_or_else(|| panic!("no {p} in:\n{text}"))
-            .parse::<f64>()
-            .unwrap()
-    };
-    (get("success"), get("failure"))
+/// The exporter on the simulated Skylake-SP.
+fn simulated(args: &[&str], env: &[(&str, String)]) -> Exporter {
+    let f = fixture("intel-skx");
+    let mut a = vec!["--simulate", "--path.sysfs", f.to_str().unwrap()];
+    a.extend_from_slice(args);
+    Exporter::start(&a, env)
 }
 
 // ------------------------------------------------------- VictoriaMetrics
-
-struct Vm {
-    proc: Proc,
-    addr: String,
-}
-
-impl Vm {
-    fn start(extra: &[&str]) -> Vm {
-        let bin = server_bin("VICTORIA_METRICS");
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        // The data directory is relative to the process' own temporary
-        // working directory, which goes away with it.
-        let mut args = vec![
-            "-storageDataPath=vmdata".to_string(),
-            format!("-httpListenAddr={addr}"),
-            "-search.latencyOffset=0s".to_string(),
-            "-loggerLevel=WARN".to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let tls = extra.contains(&"-tls");
-        let mut proc = spawn(&bin, &args, &[]);
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = proc.exited() {
-                panic!("victoria-metrics exited ({st}):\n{}", proc.log());
-            }
-            let up = if tls {
-                TcpStream::connect(&addr).is_ok()
-            } else {
-                matches!(http_get(&addr, "/health"), Ok((200, _)))
-            };
-            if up {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "victoria-metrics did not start:\n{}",
-                proc.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Vm { proc, addr }
-    }
-
-    /// `/api/v1/query` (uncached): each series' labels and value.
-    fn query(&self, q: &str) -> Vec<(BTreeMap<String, String>, f64)> {
-        let (status, body) = http_get(
-            &self.addr,
-            &format!("/api/v1/query?nocache=1&query={}", urlencode(q)),
-        )
-        .unwrap();
-        assert_eq!(status, 200, "{body}");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(v["status"], "success", "{body}");
-        v["data"]["result"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                let labels = r["metric"]
-                    .as_object()
-                    .unwrap()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-                    .collect();
-                let val = r["value"][1].as_str().unwrap().parse().unwrap();
-                (labels, val)
-            })
-            .collect()
-    }
-}
 
 /// Per-CPU values of a query's series.
 fn by_cpu(rows: &[(BTreeMap<String, String>, f64)]) -> BTreeMap<String, f64> {
@@ -383,7 +68,7 @@ fn by_cpu(rows: &[(BTreeMap<String, String>, f64)]) -> BTreeMap<String, f64> {
 
 #[test]
 fn otlp_http_push_to_victoriametrics() {
-    let cpus = online_cpus();
+    let cpus = cpus();
     // With Prometheus naming VictoriaMetrics 1.112 applies the Prometheus
     // translation (unit suffix, `_total`, `_` in labels): the names come
     // back as ours. Without it, it keeps the OTel names and attribute keys.
@@ -408,8 +93,8 @@ fn otlp_http_push_to_victoriametrics() {
         }
         e
     };
-    let ex = Exporter::start(&[], &env(&vm, true));
-    let ex_plain = Exporter::start(&[], &env(&vm_plain, false));
+    let ex = live(&[], &env(&vm, true));
+    let ex_plain = live(&[], &env(&vm_plain, false));
 
     let q_cs = "perf_context_switches_total";
     let q_clock = "perf_cpu_clock_seconds_total";
@@ -436,16 +121,23 @@ fn otlp_http_push_to_victoriametrics() {
             assert!(!labels["host_cpu_model_name"].is_empty(), "{labels:?}");
         }
     }
-    // Two more pushes later (interval 1 s) the counters have increased.
-    std::thread::sleep(Duration::from_millis(2500));
-    let (c1, c2) = (by_cpu(&first_clock), by_cpu(&vm.query(q_clock)));
-    for cpu in &cpus {
-        assert!(
-            c2[cpu] > c1[cpu],
-            "cpu clock of CPU {cpu} did not increase: {c1:?} -> {c2:?}"
-        );
-    }
-    let (s1, s2) = (by_cpu(&first_cs), by_cpu(&vm.query(q_cs)));
+    // Later pushes (interval 1 s) carry increased counters.
+    let c1 = by_cpu(&first_clock);
+    let mut c2 = c1.clone();
+    wait_for(
+        "the cpu clock of every CPU to increase",
+        Duration::from_secs(20),
+        || {
+            c2 = by_cpu(&vm.query(q_clock));
+            cpus.iter().all(|cpu| c2.get(cpu) > c1.get(cpu))
+        },
+    );
+    let s1 = by_cpu(&first_cs);
+    let mut s2 = s1.clone();
+    wait_for("more context switches", Duration::from_secs(20), || {
+        s2 = by_cpu(&vm.query(q_cs));
+        s2.values().sum::<f64>() > s1.values().sum::<f64>()
+    });
     for cpu in &cpus {
         assert!(
             s2[cpu] >= s1[cpu],
@@ -505,146 +197,65 @@ fn otlp_http_push_to_victoriametrics() {
     );
 }
 
-// ------------------------------------------------------ gRPC receiver
-
-/// What the receiver saw of one export.
-#[derive(Debug, Clone)]
-struct Received {
-    token: Option<String>,
-    encoding: Option<String>,
-    req: ExportMetricsServiceRequest,
-}
-
-#[derive(Debug, Clone, Default)]
-struct Sink(Arc<Mutex<Vec<Received>>>);
-
-#[tonic::async_trait]
-impl MetricsService for Sink {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportMetricsServiceRequest>,
-    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
-        let md = request.metadata();
-        let get = |k: &str| md.get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let r = Received {
-            token: get("x-test-token"),
-            encoding: get("grpc-encoding"),
-            req: request.into_inner(),
-        };
-        self.0.lock().unwrap().push(r);
-        Ok(tonic::Response::new(ExportMetricsServiceResponse {
-            partial_success: None,
-        }))
-    }
-}
-
-/// A gRPC OTLP receiver on its own thread; stops when dropped.
-struct Receiver {
-    addr: String,
-    sink: Sink,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Receiver {
-    fn start(tls: Option<tonic::transport::ServerTlsConfig>) -> Receiver {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.set_nonblocking(true).unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        let sink = Sink::default();
-        let s2 = sink.clone();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let l = tokio::net::TcpListener::from_std(l).unwrap();
-                let incoming = tonic::transport::server::TcpIncoming::from(l);
-                let mut b = tonic::transport::Server::builder();
-                if let Some(t) = tls {
-                    b = b.tls_config(t).unwrap();
-                }
-                b.add_service(
-                    MetricsServiceServer::new(s2)
-                        .accept_compressed(tonic::codec::CompressionEncoding::Gzip),
-                )
-                .serve_with_incoming_shutdown(incoming, async {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
-            });
-        });
-        Receiver {
-            addr,
-            sink,
-            stop: Some(tx),
-            thread: Some(thread),
-        }
-    }
-
-    fn received(&self) -> Vec<Received> {
-        self.sink.0.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn str_attr(attrs: &[opentelemetry_proto::tonic::common::v1::KeyValue], k: &str) -> Option<String> {
-    attrs
-        .iter()
-        .find(|a| a.key == k)
-        .and_then(|a| match a.value.as_ref()?.value.as_ref()? {
-            any_value::Value::StringValue(s) => Some(s.clone()),
-            _ => None,
-        })
-}
-
-fn find_metric<'a>(r: &'a ExportMetricsServiceRequest, name: &str) -> Option<&'a Metric> {
-    r.resource_metrics
-        .iter()
-        .flat_map(|rm| &rm.scope_metrics)
-        .flat_map(|sm| &sm.metrics)
-        .find(|m| m.name == name)
-}
-
-/// A cumulative monotonic sum's values by `cpu`.
-fn sum_by_cpu(m: &Metric) -> BTreeMap<String, f64> {
-    let Some(metric::Data::Sum(s)) = &m.data else {
-        panic!("{} is not a sum: {:?}", m.name, m.data)
-    };
-    assert!(s.is_monotonic, "{}", m.name);
-    assert_eq!(s.aggregation_temporality, 2, "{} is not cumulative", m.name);
-    s.data_points
-        .iter()
-        .map(|p| {
-            let v = match p.value {
-                Some(number_data_point::Value::AsDouble(d)) => d,
-                Some(number_data_point::Value::AsInt(i)) => i as f64,
-                None => panic!("no value"),
-            };
-            assert!(p.start_time_unix_nano > 0 && p.start_time_unix_nano < p.time_unix_nano);
-            (str_attr(&p.attributes, "cpu").expect("cpu attribute"), v)
-        })
+/// The metric names of an exposition (`# TYPE` lines).
+fn exposed_names(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
         .collect()
 }
 
+/// Issue 10, defect 4 (OTLP side): what a receiver stores under the
+/// Prometheus translation is exactly the exposition name; nothing is
+/// renamed on the way.
+#[test]
+fn otlp_names_are_the_exposition_names() {
+    let vm = Vm::start(&["-opentelemetry.usePrometheusNaming"]);
+    let ex = simulated(
+        &["--otlp.interval", "500ms"],
+        &[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://{}/opentelemetry", vm.addr),
+        )],
+    );
+    let exposed = exposed_names(&ex.scrape().0);
+    let must = [
+        "perf_cpu_cycles_total",
+        "perf_instructions_total",
+        "perf_dram_read_bytes_total",
+        "perf_cpu_clock_seconds_total",
+        "perf_event_available",
+        "perf_group_enabled_seconds_total",
+    ];
+    for n in must {
+        assert!(exposed.contains(n), "{n} not on /metrics: {exposed:?}");
+    }
+    let mut stored = Vec::new();
+    wait_for(
+        "the metrics in VictoriaMetrics",
+        Duration::from_secs(30),
+        || {
+            stored = vm.names();
+            must.iter().all(|n| stored.iter().any(|s| s == n))
+        },
+    );
+    assert!(stored.len() > 20, "{stored:?}");
+    for n in &stored {
+        assert!(
+            exposed.contains(n),
+            "`{n}` is stored from OTLP, but /metrics has no such name: {exposed:?}"
+        );
+    }
+}
+
+// ------------------------------------------------------------ gRPC
+
 #[test]
 fn otlp_grpc_push_with_gzip_and_a_custom_header() {
-    let cpus = online_cpus();
+    let cpus = cpus();
     let rx = Receiver::start(None);
-    let ex = Exporter::start(
+    let ex = live(
         &[],
         &[
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".into()),
@@ -665,7 +276,7 @@ fn otlp_grpc_push_with_gzip_and_a_custom_header() {
     }
     let (a, b) = (&got[0].req, &got[got.len() - 1].req);
     assert_eq!(a.resource_metrics.len(), 1);
-    let res = &a.resource_metrics[0].resource.as_ref().unwrap().attributes;
+    let res = resource_of(a);
     assert_eq!(str_attr(res, "host.name"), Some(hostname()));
     assert_eq!(str_attr(res, "k8s.node.name").as_deref(), Some("node-grpc"));
     assert_eq!(
@@ -710,8 +321,8 @@ fn otlp_grpc_push_with_gzip_and_a_custom_header() {
 #[test]
 fn otlp_only_has_no_listener_flags_override_env_and_shutdown_flushes_once() {
     let rx = Receiver::start(None);
-    let bogus = free_port();
-    let mut ex = Exporter::start(
+    let bogus = common::free_port();
+    let mut ex = live(
         &[
             "--otlp.only",
             "--otlp.protocol",
@@ -743,12 +354,15 @@ fn otlp_only_has_no_listener_flags_override_env_and_shutdown_flushes_once() {
     let log = ex.proc.log();
     assert!(log.contains("--otlp.only: no HTTP listener"), "{log}");
     assert!(!log.contains("listening"), "{log}");
-    std::thread::sleep(Duration::from_millis(1500));
     assert!(rx.received().is_empty(), "pushed before the first interval");
     let (st, took) = ex.proc.terminate(Duration::from_secs(10));
     assert!(st.success(), "{st}\n{}", ex.proc.log());
     let got = rx.received();
-    assert_eq!(got.len(), 1, "exactly one final push at shutdown");
+    assert_eq!(
+        got.len(),
+        1,
+        "exactly one push (the final one at shutdown): none at start, none periodic"
+    );
     assert_eq!(got[0].token.as_deref(), Some("from-flag"));
     assert_eq!(
         got[0].encoding, None,
@@ -760,6 +374,187 @@ fn otlp_only_has_no_listener_flags_override_env_and_shutdown_flushes_once() {
         .proc
         .log()
         .contains("final OTLP export at shutdown succeeded"));
+}
+
+/// Nanoseconds since the Unix epoch, now.
+fn now_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// `(start, time, value)` of a sum's point on `cpu` in one export.
+fn point_on(r: &Received, name: &str, cpu: &str) -> Option<(u64, u64, f64)> {
+    let m = find_metric(&r.req, name)?;
+    sum_points(m)
+        .iter()
+        .find(|p| str_attr(&p.attributes, "cpu").as_deref() == Some(cpu))
+        .map(|p| (p.start_time_unix_nano, p.time_unix_nano, value_of(p)))
+}
+
+/// Issue 10, defect 2: a series' start is when its count began, not the
+/// first export; a reload that changes its encoding restarts the count
+/// and the start with it; a count never goes down under one start.
+#[test]
+fn otlp_start_times_are_when_counting_began_and_restart_with_the_count() {
+    let rx = Receiver::start(None);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("perf.yaml");
+    let yaml = |event: &str| {
+        format!("sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        event: {event}\n")
+    };
+    std::fs::write(&cfg, yaml("cycles")).unwrap();
+    let before = now_nanos();
+    let ex = simulated(
+        &[
+            "--config.file",
+            cfg.to_str().unwrap(),
+            "--otlp.protocol",
+            "grpc",
+            "--otlp.endpoint",
+            &format!("http://{}", rx.addr),
+            "--otlp.interval",
+            "1s",
+        ],
+        &[],
+    );
+    let started = now_nanos();
+    wait_for("two exports", Duration::from_secs(30), || {
+        rx.received().len() >= 2
+    });
+    let got = rx.received();
+    let (start, time, _) = point_on(&got[0], "perf.cpu.cycles", "0").expect("cycles on cpu 0");
+    assert!(
+        before <= start && start <= started,
+        "start {start} is not when the exporter started counting ({before}..{started})"
+    );
+    assert!(
+        time - start >= 800_000_000,
+        "the first point covers {} ms: its start is the export, not when counting began",
+        (time - start) / 1_000_000
+    );
+    let (start2, ..) = point_on(&got[1], "perf.cpu.cycles", "0").unwrap();
+    assert_eq!(start2, start, "the start of a continuing count moved");
+
+    // A reload that changes the encoding: the count restarts, and so
+    // does its start.
+    std::fs::write(&cfg, yaml("branch-misses")).unwrap();
+    ex.proc.signal("HUP");
+    let mut restart = None;
+    wait_for(
+        "an export of the restarted count",
+        Duration::from_secs(30),
+        || {
+            let got = rx.received();
+            let pts: Vec<_> = got
+                .iter()
+                .filter_map(|r| point_on(r, "perf.cpu.cycles", "0"))
+                .collect();
+            restart = pts
+                .windows(2)
+                .find(|w| w[1].2 < w[0].2)
+                .map(|w| (w[0], w[1]));
+            restart.is_some()
+        },
+    );
+    let (old, new) = restart.unwrap();
+    assert!(old.0 == start, "{old:?}");
+    assert!(
+        new.0 > old.0 && new.0 >= old.1 && new.0 <= new.1,
+        "the restarted count {} -> {} kept an old start, or starts outside (previous point, its point]: {old:?} -> {new:?}",
+        old.2,
+        new.2
+    );
+    // Across every export and CPU: a count never goes down under one start.
+    let got = rx.received();
+    for cpu in cpus_of(&got[0], "perf.cpu.cycles") {
+        let pts: Vec<_> = got
+            .iter()
+            .filter_map(|r| point_on(r, "perf.cpu.cycles", &cpu))
+            .collect();
+        for w in pts.windows(2) {
+            assert!(
+                w[1].0 != w[0].0 || w[1].2 >= w[0].2,
+                "cpu {cpu}: {} -> {} under the same start {}",
+                w[0].2,
+                w[1].2,
+                w[0].0
+            );
+            assert!(w[1].0 <= w[1].1, "cpu {cpu}: start after the point: {w:?}");
+        }
+    }
+}
+
+/// The `cpu` attributes of a sum in one export.
+fn cpus_of(r: &Received, name: &str) -> Vec<String> {
+    sum_points(find_metric(&r.req, name).unwrap())
+        .iter()
+        .filter_map(|p| str_attr(&p.attributes, "cpu"))
+        .collect()
+}
+
+/// The one export of a simulated `--otlp.only` exporter that pushes only
+/// at shutdown.
+fn final_push(env: &[(&str, String)]) -> Received {
+    let rx = Receiver::start(None);
+    let mut ex = simulated(
+        &[
+            "--otlp.only",
+            "--otlp.protocol",
+            "grpc",
+            "--otlp.endpoint",
+            &format!("http://{}", rx.addr),
+            "--otlp.interval",
+            "1h",
+        ],
+        env,
+    );
+    let (st, _) = ex.proc.terminate(Duration::from_secs(10));
+    assert!(st.success(), "{st}\n{}", ex.proc.log());
+    let got = rx.received();
+    assert_eq!(got.len(), 1, "{}", ex.proc.log());
+    got.into_iter().next().unwrap()
+}
+
+/// Issue 10, defect 5: `telemetry.sdk.*` and a `service.instance.id` that
+/// stays the same across restarts, differs per service, and yields to
+/// the user's.
+#[test]
+fn otlp_resource_names_the_sdk_and_a_stable_service_instance() {
+    let a = final_push(&[]);
+    let res = resource_of(&a.req);
+    let attr = |k: &str| str_attr(res, k);
+    assert_eq!(attr("telemetry.sdk.name").as_deref(), Some("perf-exporter"));
+    assert_eq!(attr("telemetry.sdk.language").as_deref(), Some("rust"));
+    assert_eq!(
+        attr("telemetry.sdk.version").as_deref(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    let id = attr("service.instance.id").expect("service.instance.id");
+    assert!(
+        id.len() == 36 && id.as_bytes()[14] == b'5',
+        "not a UUID v5: {id}"
+    );
+    let again = final_push(&[]);
+    assert_eq!(
+        str_attr(resource_of(&again.req), "service.instance.id"),
+        Some(id.clone()),
+        "not stable across restarts"
+    );
+    let other = final_push(&[("OTEL_SERVICE_NAME", "other".into())]);
+    assert_ne!(
+        str_attr(resource_of(&other.req), "service.instance.id"),
+        Some(id)
+    );
+    let user = final_push(&[(
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "service.instance.id=pod-a".into(),
+    )]);
+    assert_eq!(
+        str_attr(resource_of(&user.req), "service.instance.id").as_deref(),
+        Some("pod-a")
+    );
 }
 
 // ------------------------------------------------------------ failures
@@ -800,7 +595,7 @@ fn assert_scrapes_unaffected(before: &mut [Duration], after: &mut [Duration]) {
 #[test]
 fn otlp_collector_killed_mid_run_scrapes_stay_fast_and_failures_are_counted() {
     let mut vm = Vm::start(&[]);
-    let ex = Exporter::start(
+    let ex = live(
         &[],
         &[
             (
@@ -844,7 +639,7 @@ fn otlp_hanging_collector_never_slows_scrapes_and_shutdown_is_bounded() {
             h2.lock().unwrap().push(s);
         }
     });
-    let mut ex = Exporter::start(
+    let mut ex = live(
         &["--otlp.timeout", "2s", "--otlp.interval", "300ms"],
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))],
     );
@@ -876,60 +671,163 @@ fn otlp_hanging_collector_never_slows_scrapes_and_shutdown_is_bounded() {
     );
 }
 
+/// A minimal HTTP/1.1 server: answers each request with `respond(path)`
+/// and keeps each request's head. Stops with the test process.
+struct Http1 {
+    addr: String,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl Http1 {
+    fn start(respond: impl Fn(&str) -> String + Send + 'static) -> Http1 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let h2 = heads.clone();
+        std::thread::spawn(move || {
+            for mut c in l.incoming().flatten() {
+                let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut buf = Vec::new();
+                let mut b = [0u8; 4096];
+                let end = loop {
+                    match c.read(&mut b) {
+                        Ok(0) | Err(_) => break None,
+                        Ok(n) => buf.extend_from_slice(&b[..n]),
+                    }
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break Some(i);
+                    }
+                };
+                let Some(end) = end else { continue };
+                let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse().ok())?
+                    })
+                    .unwrap_or(0);
+                while buf.len() < end + 4 + len {
+                    match c.read(&mut b) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&b[..n]),
+                    }
+                }
+                let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                h2.lock().unwrap().push(head);
+                let _ = c.write_all(respond(&path).as_bytes());
+            }
+        });
+        Http1 { addr, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+fn redirect_to(location: &str) -> String {
+    format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+}
+
+const OK: &str = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// Issue 11: a redirect to another origin is not followed, the secret
+/// header never reaches it, and the export counts as failed; a redirect
+/// within the origin is followed. (The https-to-http downgrade is refused
+/// by the same policy: `transport::http` unit tests.)
+#[test]
+fn otlp_follows_no_redirect_to_another_origin() {
+    let elsewhere = Http1::start(|_| OK.to_string());
+    let target = format!("http://{}/v1/metrics", elsewhere.addr);
+    let collector = Http1::start(move |path| match path {
+        "/same" => redirect_to("/ok"),
+        "/ok" => OK.to_string(),
+        _ => redirect_to(&target),
+    });
+    let env = |path: &str| {
+        vec![
+            (
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                format!("http://{}{path}", collector.addr),
+            ),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=s3cret".to_string()),
+        ]
+    };
+    let ex = simulated(&["--otlp.interval", "300ms"], &env("/v1/metrics"));
+    wait_for("two failed exports", Duration::from_secs(20), || {
+        ex.exports().1 >= 2.0
+    });
+    assert_eq!(
+        ex.exports().0,
+        0.0,
+        "a refused redirect counted as a success"
+    );
+    assert!(
+        elsewhere.heads().is_empty(),
+        "followed: {:?}",
+        elsewhere.heads()
+    );
+    let log = ex.proc.log();
+    assert!(
+        log.contains(&format!(
+            "refused a redirect to http://{}/v1/metrics: another origin",
+            elsewhere.addr
+        )),
+        "{log}"
+    );
+    let same = simulated(&["--otlp.interval", "300ms"], &env("/same"));
+    wait_for(
+        "an export through a same-origin redirect",
+        Duration::from_secs(20),
+        || same.exports().0 >= 1.0,
+    );
+    let heads = collector.heads();
+    let ok = heads
+        .iter()
+        .find(|h| h.starts_with("POST /ok "))
+        .expect("the redirect was followed");
+    assert!(
+        ok.to_ascii_lowercase().contains("x-api-key: s3cret"),
+        "{ok}"
+    );
+}
+
+/// Issue 11: userinfo and query values of the endpoint appear in no log
+/// line (start-up, failure warnings, the final export).
+#[test]
+fn otlp_endpoint_secrets_never_reach_the_log() {
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut ex = simulated(
+        &["--otlp.interval", "300ms", "--otlp.timeout", "1s"],
+        &[(
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            format!("http://user:pw0rd@127.0.0.1:{closed}/v1/metrics?api_key=s3cret&tenant=hidden-tenant"),
+        )],
+    );
+    wait_for("a logged export failure", Duration::from_secs(20), || {
+        ex.proc.log().contains("OTLP export failed")
+    });
+    let (st, _) = ex.proc.terminate(Duration::from_secs(10));
+    assert!(st.success(), "{st}");
+    let log = ex.proc.log();
+    assert!(
+        log.contains("final OTLP export at shutdown failed"),
+        "{log}"
+    );
+    for secret in ["pw0rd", "s3cret", "hidden-tenant", "user:"] {
+        assert!(!log.contains(secret), "`{secret}` in the log:\n{log}");
+    }
+    let redacted =
+        format!("http://REDACTED@127.0.0.1:{closed}/v1/metrics?api_key=REDACTED&tenant=REDACTED");
+    assert!(log.matches(&redacted).count() >= 3, "{log}");
+}
+
 // ----------------------------------------------------------------- TLS
-
-struct Pki {
-    dir: tempfile::TempDir,
-    ca_pem: String,
-    server_cert: String,
-    server_key: String,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair};
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(rcgen::DnType::CommonName, "perf-exporter test CA");
-        let ca_cert = ca.self_signed(&ca_key).unwrap();
-        let leaf = |names: Vec<String>, usage: ExtendedKeyUsagePurpose| {
-            let key = KeyPair::generate().unwrap();
-            let mut p = CertificateParams::new(names).unwrap();
-            p.extended_key_usages = vec![usage];
-            let c = p.signed_by(&key, &ca_cert, &ca_key).unwrap();
-            (c.pem(), key.serialize_pem())
-        };
-        let (server_cert, server_key) = leaf(
-            vec!["localhost".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
-        let (client_cert, client_key) =
-            leaf(vec!["client".into()], ExtendedKeyUsagePurpose::ClientAuth);
-        let dir = tempfile::tempdir().unwrap();
-        let ca_pem = ca_cert.pem();
-        for (n, c) in [
-            ("ca.pem", &ca_pem),
-            ("server.pem", &server_cert),
-            ("server.key", &server_key),
-            ("client.pem", &client_cert),
-            ("client.key", &client_key),
-        ] {
-            std::fs::write(dir.path().join(n), c).unwrap();
-        }
-        Pki {
-            dir,
-            ca_pem,
-            server_cert,
-            server_key,
-        }
-    }
-
-    fn path(&self, n: &str) -> String {
-        self.dir.path().join(n).display().to_string()
-    }
-}
 
 #[test]
 fn otlp_grpc_over_tls_with_a_custom_ca_and_a_client_certificate() {
@@ -943,7 +841,7 @@ fn otlp_grpc_over_tls_with_a_custom_ca_and_a_client_certificate() {
     let rx = Receiver::start(Some(tls));
     let port = rx.addr.rsplit(':').next().unwrap().to_string();
     let endpoint = format!("https://localhost:{port}");
-    let ex = Exporter::start(
+    let ex = live(
         &["--otlp.interval", "500ms"],
         &[
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".into()),
@@ -980,11 +878,18 @@ fn otlp_grpc_over_tls_with_a_custom_ca_and_a_client_certificate() {
         e.push(("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".into()));
         e.push(("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()));
         e.push(("OTEL_EXPORTER_OTLP_TIMEOUT", "2000".into()));
-        let bad = Exporter::start(&["--otlp.interval", "300ms"], &e);
+        let bad = live(&["--otlp.interval", "300ms"], &e);
         wait_for("a failed TLS export", Duration::from_secs(20), || {
             bad.exports().1 >= 1.0
         });
         assert_eq!(bad.exports().0, 0.0, "{}", bad.proc.log());
+        if !e
+            .iter()
+            .any(|(k, _)| *k == "OTEL_EXPORTER_OTLP_CERTIFICATE")
+        {
+            let log = bad.proc.log();
+            assert!(log.contains("certificate problem"), "{log}");
+        }
     }
 }
 
@@ -997,7 +902,7 @@ fn otlp_http_over_tls_with_a_custom_ca() {
         &format!("-tlsKeyFile={}", pki.path("server.key")),
     ]);
     let port = vm.addr.rsplit(':').next().unwrap().to_string();
-    let ex = Exporter::start(
+    let ex = live(
         &[
             "--otlp.interval",
             "500ms",
@@ -1014,7 +919,7 @@ fn otlp_http_over_tls_with_a_custom_ca() {
     });
     assert_eq!(ex.exports().1, 0.0);
     // Without the CA: not trusted.
-    let bad = Exporter::start(
+    let bad = live(
         &["--otlp.interval", "300ms", "--otlp.timeout", "2s"],
         &[(
             "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -1025,37 +930,21 @@ fn otlp_http_over_tls_with_a_custom_ca() {
         bad.exports().1 >= 1.0
     });
     assert_eq!(bad.exports().0, 0.0);
+    // Issue 11: the failure says it is the certificate, and what to do.
+    let log = bad.proc.log();
+    assert!(
+        log.contains(
+            "certificate problem: the collector's certificate is not signed by a CA it trusts"
+        ) && log.contains("--otlp.certificate"),
+        "{log}"
+    );
 }
 
 // ------------------------------------------------------- configuration
 
-fn run_fail(args: &[&str], env: &[(&str, &str)]) -> String {
-    let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.to_string())).collect();
-    let mut a: Vec<String> = vec![
-        "--web.listen-address".into(),
-        format!("127.0.0.1:{}", free_port()),
-    ];
-    a.extend(args.iter().map(|s| s.to_string()));
-    let mut p = spawn(Path::new(env!("CARGO_BIN_EXE_perf-exporter")), &a, &env);
-    let t0 = Instant::now();
-    let st = loop {
-        if let Some(st) = p.exited() {
-            break st;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "still running:\n{}",
-            p.log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(!st.success(), "should fail:\n{}", p.log());
-    p.log()
-}
-
 #[test]
 fn otlp_configuration_errors_name_their_source() {
-    let e = run_fail(
+    let e = exporter_fails(
         &[],
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1"),
@@ -1066,19 +955,38 @@ fn otlp_configuration_errors_name_their_source() {
         e.contains("OTEL_EXPORTER_OTLP_PROTOCOL: `http/json` is not supported"),
         "{e}"
     );
-    let e = run_fail(&["--otlp.only"], &[("OTEL_SDK_DISABLED", "true")]);
+    let e = exporter_fails(&["--otlp.only"], &[("OTEL_SDK_DISABLED", "true")]);
     assert!(e.contains("OTEL_SDK_DISABLED=true"), "{e}");
-    let e = run_fail(&["--otlp.only", "--otlp.timeout", "soon"], &[]);
+    let e = exporter_fails(&["--otlp.only", "--otlp.timeout", "soon"], &[]);
     assert!(
         e.contains("--otlp.timeout: `soon` is not a duration"),
         "{e}"
     );
-    let e = run_fail(
+    let e = exporter_fails(
         &["--otlp.only", "--otlp.certificate", "/nonexistent/ca.pem"],
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:1")],
     );
     assert!(e.contains("--otlp.certificate /nonexistent/ca.pem"), "{e}");
-    let e = run_fail(
+    // Issue 11: a client key of another certificate says so.
+    let pki = Pki::new();
+    let (cert, key) = (pki.path("client.pem"), pki.path("server.key"));
+    let e = exporter_fails(
+        &[
+            "--otlp.only",
+            "--otlp.client-certificate",
+            &cert,
+            "--otlp.client-key",
+            &key,
+        ],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:1")],
+    );
+    assert!(
+        e.contains(&format!(
+            "--otlp.client-certificate {cert}: the client key {key} does not belong to this certificate"
+        )),
+        "{e}"
+    );
+    let e = exporter_fails(
         &[],
         &[
             ("OTEL_EXPORTER_OTLP_HEADERS", "x"),
