@@ -788,10 +788,11 @@ fn otlp_follows_no_redirect_to_another_origin() {
         .iter()
         .find(|h| h.starts_with("POST /ok "))
         .expect("the redirect was followed");
-    assert!(
-        ok.to_ascii_lowercase().contains("x-api-key: s3cret"),
-        "{ok}"
-    );
+    let ok = ok.to_ascii_lowercase();
+    assert!(ok.contains("x-api-key: s3cret"), "{ok}");
+    assert!(ok.contains("content-type: application/x-protobuf"), "{ok}");
+    let agent = format!("user-agent: perf-exporter/{}", env!("CARGO_PKG_VERSION"));
+    assert!(ok.contains(&agent), "{ok}");
 }
 
 /// Issue 11: userinfo and query values of the endpoint appear in no log

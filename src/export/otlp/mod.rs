@@ -52,7 +52,9 @@ mod stats;
 mod table;
 mod transport;
 
-pub use parse::{redact_url, Compression, Protocol};
+pub use parse::{Compression, Protocol};
+
+use parse::redact_url;
 pub use pusher::Pusher;
 pub use settings::{process_env, Env, OtlpFlags, OtlpSettings, TlsFiles};
 pub use stats::ExportStats;

@@ -198,7 +198,7 @@ const REDACTED: &str = "REDACTED";
 /// `REDACTED@`, every query value `REDACTED` (keys stay, to tell which
 /// parameter is set), the fragment goes. Text that is not a URL is
 /// returned as it is.
-pub fn redact_url(s: &str) -> String {
+pub(super) fn redact_url(s: &str) -> String {
     let Ok(mut u) = reqwest::Url::parse(s) else {
         return s.to_string();
     };

@@ -64,7 +64,7 @@ pub struct TlsFiles {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtlpSettings {
     /// The URL requests go to (may hold secrets: log it through
-    /// [`super::redact_url`]).
+    /// `redact_url`).
     pub endpoint: String,
     /// The transport.
     pub protocol: Protocol,

@@ -20,7 +20,7 @@ impl ExportStats {
     }
 
     /// `(successes, failures)` so far.
-    pub fn counts(&self) -> (u64, u64) {
+    fn counts(&self) -> (u64, u64) {
         (
             self.success.load(Ordering::Relaxed),
             self.failure.load(Ordering::Relaxed),

@@ -30,7 +30,9 @@ impl Grpc {
         let mut ep = Endpoint::from_shared(s.endpoint.clone())
             .map_err(|e| build_err(&format!("endpoint {redacted}"), e))?
             .timeout(s.timeout)
-            .connect_timeout(s.timeout);
+            .connect_timeout(s.timeout)
+            .user_agent(super::USER_AGENT)
+            .map_err(|e| build_err("user agent", e))?;
         if s.endpoint.starts_with("https://") {
             let mut cfg = match &tls.ca {
                 Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),

@@ -92,6 +92,7 @@ impl Http {
             .timeout(s.timeout)
             .connect_timeout(s.timeout)
             .redirect(same_origin_policy())
+            .user_agent(super::USER_AGENT)
             .default_headers(headers);
         if let Some(pem) = &tls.ca {
             let certs = reqwest::Certificate::from_pem_bundle(pem)

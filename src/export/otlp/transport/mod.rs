@@ -91,6 +91,9 @@ fn render(e: &(dyn StdError + 'static)) -> String {
     out.join(": ")
 }
 
+/// The `User-Agent` of every export, as the OTLP exporter spec asks.
+const USER_AGENT: &str = concat!("perf-exporter/", env!("CARGO_PKG_VERSION"));
+
 /// The transport of the settings' protocol.
 pub(super) struct Transport(Inner);
 
