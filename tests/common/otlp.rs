@@ -8,7 +8,9 @@
 //! variant of it that can; it uses the same port allocator, HTTP client
 //! and binary lookup.
 
-use super::{free_port, server_binary, try_request, urlencode, EXPORTER};
+use super::{
+    fixture, free_port, require_perf_privilege, server_binary, try_request, urlencode, EXPORTER,
+};
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
     MetricsService, MetricsServiceServer,
 };
@@ -184,6 +186,24 @@ impl Exporter {
     pub fn exports(&self) -> (f64, f64) {
         exports_in(&self.scrape().0)
     }
+}
+
+/// The live exporter (root: it counts system-wide).
+pub fn live(args: &[&str], env: &[(&str, String)]) -> Exporter {
+    require_perf_privilege();
+    Exporter::start(args, env)
+}
+
+/// The exporter on the simulated Skylake-SP.
+pub fn simulated(args: &[&str], env: &[(&str, String)]) -> Exporter {
+    let f = fixture("intel-skx");
+    let mut a = vec![
+        "--simulate",
+        "--path.sysfs",
+        f.to_str().expect("utf-8 path"),
+    ];
+    a.extend_from_slice(args);
+    Exporter::start(&a, env)
 }
 
 /// `perf-exporter` fails at start; returns its output.
