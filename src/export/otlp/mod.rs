@@ -123,13 +123,34 @@ pub fn describe(s: &OtlpSettings) -> String {
     )
 }
 
+impl std::fmt::Debug for OtlpSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, _)| (k.as_str(), "REDACTED"))
+            .collect();
+        f.debug_struct("OtlpSettings")
+            .field("endpoint", &redact_url(&self.endpoint))
+            .field("protocol", &self.protocol)
+            .field("headers", &headers)
+            .field("timeout", &self.timeout)
+            .field("compression", &self.compression)
+            .field("interval", &self.interval)
+            .field("tls", &self.tls)
+            .field("resource", &self.resource)
+            .field("only", &self.only)
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::settings::tests::on;
     use super::*;
 
     #[test]
-    fn describe_redacts_the_endpoint_and_header_values() {
+    fn describe_and_debug_redact_the_endpoint_and_header_values() {
         let s = on(
             &OtlpFlags {
                 metrics_endpoint: Some("https://u:pw@c:4318/v1/metrics?api_key=k3y".into()),
@@ -139,13 +160,14 @@ mod tests {
             &[],
         );
         let d = describe(&s);
-        assert!(
-            d.contains("endpoint=https://REDACTED@c:4318/v1/metrics?api_key=REDACTED "),
-            "{d}"
-        );
+        let redacted = "https://REDACTED@c:4318/v1/metrics?api_key=REDACTED";
+        assert!(d.contains(&format!("endpoint={redacted} ")), "{d}");
         assert!(d.contains("headers=[x-api-key]"), "{d}");
+        let dbg = format!("{s:?}");
+        assert!(dbg.contains(redacted), "{dbg}");
+        assert!(dbg.contains("(\"x-api-key\", \"REDACTED\")"), "{dbg}");
         for secret in ["pw", "k3y", "s3cret"] {
-            assert!(!d.contains(secret), "{d}");
+            assert!(!d.contains(secret) && !dbg.contains(secret), "{d}\n{dbg}");
         }
     }
 }

@@ -9,8 +9,8 @@
 //! variable, key by key.
 
 use super::parse::{
-    metrics_endpoint, parse_compression, parse_headers, parse_millis, parse_protocol, Compression,
-    Protocol,
+    metrics_endpoint, parse_compression, parse_headers, parse_millis, parse_protocol, redact_url,
+    Compression, Protocol,
 };
 use super::table::{
     invalid, Given, Inputs, Setting, CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY, COMPRESSION,
@@ -60,11 +60,12 @@ pub struct TlsFiles {
     pub client: Option<(PathBuf, PathBuf, String)>,
 }
 
-/// Everything the push needs, resolved from flags and environment.
-#[derive(Debug, Clone, PartialEq)]
+/// Everything the push needs, resolved from flags and environment. Its
+/// `Debug` redacts the endpoint's secrets and the header values.
+#[derive(Clone, PartialEq)]
 pub struct OtlpSettings {
-    /// The URL requests go to (may hold secrets: log it through
-    /// `redact_url`).
+    /// The URL requests go to. It may hold secrets (userinfo, query
+    /// values): log [`super::describe`], which redacts them, never this.
     pub endpoint: String,
     /// The transport.
     pub protocol: Protocol,
