@@ -9,8 +9,8 @@
 //! variable, key by key.
 
 use super::parse::{
-    metrics_endpoint, parse_compression, parse_headers, parse_millis, parse_protocol, redact_url,
-    Compression, Protocol,
+    metrics_endpoint, parse_compression, parse_headers, parse_millis, parse_protocol, Compression,
+    Protocol,
 };
 use super::table::{
     invalid, Given, Inputs, Setting, CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY, COMPRESSION,
