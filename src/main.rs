@@ -332,9 +332,6 @@ fn serve(cli: &Cli) -> Result<ExitCode> {
     let request_timeout = duration_flag("--web.request-timeout", &cli.web.request_timeout)?;
     let cfg = load_config(cli)?;
     let otlp = OtlpSettings::resolve(&cli.otlp.flags(), &otlp::process_env, &cli.procfs)?;
-    // Still single-threaded here: the exporter variables are parsed, so
-    // opentelemetry-otlp must not read them again (see scrub_exporter_env).
-    otlp::scrub_exporter_env();
     let h = host(cli)?;
     let Some(kernel) = h.kernel else {
         anyhow::bail!(
