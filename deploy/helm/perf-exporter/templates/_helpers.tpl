@@ -71,14 +71,84 @@ app.kubernetes.io/component: test
 {{- end }}
 
 {{/*
-The image: registry/repository:tag, or @digest when a digest is given.
+The image: registry/repository:tag, or @digest when a digest is given;
+global.imageRegistry, when set, replaces image.registry.
 */}}
 {{- define "perf-exporter.image" -}}
-{{- $repo := printf "%s/%s" .Values.image.registry .Values.image.repository | trimPrefix "/" }}
+{{- $registry := default .Values.image.registry ((.Values.global).imageRegistry) }}
+{{- $repo := printf "%s/%s" $registry .Values.image.repository | trimPrefix "/" }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" $repo .Values.image.digest }}
 {{- else }}
 {{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The `helm test` image, global.imageRegistry honoured as above.
+*/}}
+{{- define "perf-exporter.testImage" -}}
+{{- $registry := default .Values.tests.image.registry ((.Values.global).imageRegistry) }}
+{{- printf "%s/%s:%s" $registry .Values.tests.image.repository .Values.tests.image.tag | trimPrefix "/" }}
+{{- end }}
+
+{{/*
+imagePullSecrets: global.imagePullSecrets (names or {name: ...}) and then
+imagePullSecrets, without duplicates.
+*/}}
+{{- define "perf-exporter.imagePullSecrets" -}}
+{{- $secrets := list }}
+{{- range concat (((.Values.global).imagePullSecrets) | default list) .Values.imagePullSecrets }}
+{{- $s := ternary (dict "name" .) . (kindIs "string" .) }}
+{{- if not (has $s $secrets) }}
+{{- $secrets = append $secrets $s }}
+{{- end }}
+{{- end }}
+{{- with $secrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+The scheme the exporter serves: https when webConfig.tls, else http.
+*/}}
+{{- define "perf-exporter.scheme" -}}
+{{- ternary "https" "http" .Values.webConfig.tls }}
+{{- end }}
+
+{{/*
+A monitor's endpoint fields shared by the ServiceMonitor and the PodMonitor
+(dict "root" $ "m" <monitor values>).
+*/}}
+{{- define "perf-exporter.monitorEndpoint" -}}
+{{- $m := .m }}
+path: {{ default .root.Values.metricsPath $m.path }}
+scheme: {{ default (include "perf-exporter.scheme" .root) $m.scheme }}
+{{- with $m.interval }}
+interval: {{ . }}
+{{- end }}
+{{- with $m.scrapeTimeout }}
+scrapeTimeout: {{ . }}
+{{- end }}
+{{- if $m.honorLabels }}
+honorLabels: true
+{{- end }}
+{{- with $m.tlsConfig }}
+tlsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $m.basicAuth }}
+basicAuth:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $m.relabelings }}
+relabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $m.metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 
@@ -95,6 +165,20 @@ Checks of value combinations the schema cannot express.
 {{- define "perf-exporter.validate" -}}
 {{- if and .Values.prometheus.monitor.enabled .Values.prometheus.podMonitor.enabled }}
 {{- fail "prometheus.monitor.enabled and prometheus.podMonitor.enabled: enable one of them, not both (every node would be scraped twice)" }}
+{{- end }}
+{{- range .Values.extraArgs }}
+{{- if regexMatch "^--?web\\.telemetry-path" . }}
+{{- fail (printf "extraArgs: %s: set metricsPath instead (the probes, the monitors, the Service annotations and helm test use it)" .) }}
+{{- end }}
+{{- if regexMatch "^--?web\\.config\\.file" . }}
+{{- fail (printf "extraArgs: %s: set webConfig.file instead (the probes and the monitors switch to https with webConfig.tls)" .) }}
+{{- end }}
+{{- if regexMatch "^--?web\\.listen-address" . }}
+{{- fail (printf "extraArgs: %s: set port instead (the Service, the probes and the NetworkPolicy use it)" .) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.webConfig.tls (not .Values.webConfig.file) }}
+{{- fail "webConfig.tls needs webConfig.file: the exporter serves TLS from its web config (mount it from a Secret with extraVolumes/extraVolumeMounts)" }}
 {{- end }}
 {{- if eq .Values.privilege.mode "fileCapabilities" }}
 {{- if or (has "SYS_ADMIN" .Values.privilege.capabilities) (not (has "PERFMON" .Values.privilege.capabilities)) }}

@@ -1,0 +1,170 @@
+"""The image, built for real from the Dockerfile (buildah, on the stand-in
+base images of scripts/images.sh) and run under real runtimes with the Helm
+chart's securityContext: containerd (its default seccomp profile, which is
+what the chart's RuntimeDefault means there) and podman (its own default
+profile). Each case asserts on /metrics, the log and the exit code.
+
+What these tests measure is what README's Deploy section claims; a runtime
+that is missing fails the tests loudly (scripts/images.sh installs them)."""
+
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from containers import (BUILD_TIMEOUT, RUNTIME_BASE, RUST_BASE, STAMP, Containerd, Store, free_port, get, poll,
+                        sh)
+
+IMAGE = "localhost/perf-exporter:test"
+ROOT = "localhost/perf-exporter:test-root"
+NOCAP = "localhost/perf-exporter:test-nocap"
+# Counted on any Linux host, PMU or not: software events.
+SOFTWARE = ("perf_cpu_clock_seconds_total{", "perf_context_switches_total{")
+CAP_PERFMON_BIT = 38
+
+
+@pytest.fixture(scope="session")
+def store():
+    if not STAMP.exists():
+        pytest.fail(f"{STAMP} missing: run scripts/images.sh (stand-in base images, runtimes)")
+    with tempfile.TemporaryDirectory(prefix="pe-runroot-") as runroot:
+        yield Store(Path(runroot))
+
+
+@pytest.fixture(scope="session")
+def image(store):
+    """The Dockerfile built for real (layers cached in the private store, the
+    cargo registry and target dir in buildah's cache mounts)."""
+    t0 = time.monotonic()
+    # The machine's trust store for the build only (cargo through a TLS proxy).
+    store.buildah("bud", "--layers", "--network", "host", "--pull-never", "--volume", "/etc/ssl/certs:/etc/ssl/certs:ro",
+                  "--build-arg", f"RUST_IMAGE={RUST_BASE}", "--build-arg", f"RUNTIME_IMAGE={RUNTIME_BASE}",
+                  "-t", IMAGE, "-f", REPO / "Dockerfile", REPO, timeout=BUILD_TIMEOUT)
+    size = store.buildah("images", "--format", "{{.Size}}", IMAGE).stdout.strip()
+    print(f"\nimage {IMAGE}: built in {time.monotonic() - t0:.0f} s, size {size}", file=sys.stderr)
+    store.derive(IMAGE, ROOT, user="0:0")
+    store.derive(IMAGE, NOCAP, drop_file_caps=True)
+    return IMAGE
+
+
+@pytest.fixture(scope="session")
+def containerd(store, image):
+    ctrd = Containerd()
+    try:
+        for i in (IMAGE, ROOT, NOCAP):
+            ctrd.import_image(store, i)
+        yield ctrd
+    finally:
+        ctrd.stop()
+
+
+def args(port: int) -> list[str]:
+    return ["--path.sysfs=/host/sys", f"--web.listen-address=127.0.0.1:{port}", "--log.level=info"]
+
+
+def scrape(port: int, log) -> str:
+    """/metrics once it answers 200 with the software counters."""
+    def ok():
+        r = get(f"http://127.0.0.1:{port}/metrics")
+        return r and r[0] == 200 and all(s in r[1] for s in SOFTWARE) and r[1]
+    try:
+        return poll("/metrics serves the software counters", ok, 30)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nlog:\n{log()}") from None
+
+
+def caps_of(pid: int) -> tuple[int, int]:
+    """(effective uid, effective capability mask) of a host pid."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    uid = int(re.search(r"(?m)^Uid:\s+\d+\s+(\d+)", status).group(1))
+    eff = int(re.search(r"(?m)^CapEff:\s+([0-9a-f]+)", status).group(1), 16)
+    return uid, eff
+
+
+def test_image_binary_is_stripped_and_carries_the_file_capability(store, image):
+    c = store.buildah("from", "--pull-never", image).stdout.strip()
+    try:
+        root = Path(store.buildah("mount", c).stdout.strip())
+        binary = root / "bin/perf-exporter"
+        sections = sh(["readelf", "-SW", binary]).stdout
+        assert ".symtab" not in sections, "the release binary is stripped (profile.release strip = true)"
+        assert sh(["getcap", binary]).stdout.split()[-1] == "cap_perfmon=ep"
+        print(f"\nbinary: {binary.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
+    finally:
+        store.buildah("rm", c, check=False)
+    cfg = store.buildah("inspect", "--type", "image", "--format", "{{.OCIv1.Config.User}}", image).stdout.strip()
+    assert cfg == "65532:65532"
+
+
+def test_containerd_root_with_perfmon_serves(containerd):
+    """privilege.mode root: uid 0, only CAP_PERFMON, no_new_privs
+    (allowPrivilegeEscalation false), containerd's default seccomp profile."""
+    port = free_port()
+    task = containerd.run(ROOT, "root-perfmon", args(port), ["PERFMON"])
+    body = scrape(port, task.log)
+    assert "perf_exporter_build_info" in body or "perf_" in body
+    uid, eff = caps_of(task.pid())
+    assert uid == 0 and eff == 1 << CAP_PERFMON_BIT, f"uid {uid}, CapEff {eff:#x}"
+    assert "CAP_PERFMON=yes" in task.log(), task.log()
+    assert task.status() == "RUNNING"
+
+
+def test_containerd_non_root_file_capability_serves_with_no_new_privs(containerd):
+    """privilege.mode fileCapabilities: uid 65532 gains CAP_PERFMON from the
+    binary's file capability, even with no_new_privs (allowPrivilegeEscalation
+    false): the runtime puts the added capabilities in the permitted set
+    before exec, and the kernel caps exec-time gains under no_new_privs only
+    to that set."""
+    port = free_port()
+    task = containerd.run(IMAGE, "nonroot-filecap", args(port), ["PERFMON"])
+    scrape(port, task.log)
+    uid, eff = caps_of(task.pid())
+    assert uid == 65532 and eff == 1 << CAP_PERFMON_BIT, f"uid {uid}, CapEff {eff:#x}"
+    assert "CAP_PERFMON=yes" in task.log(), task.log()
+
+
+def test_containerd_non_root_without_file_capability_explains_and_exits(containerd):
+    """The image pipeline lost the xattr: uid 65532 holds nothing; the
+    exporter says why and what to do, and exits non-zero."""
+    r = containerd.run_to_exit(NOCAP, "nonroot-nocap", args(free_port()), ["PERFMON"])
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "nothing can be counted" in out and "CAP_PERFMON=no" in out, out
+    assert "setcap cap_perfmon=ep" in out, out
+
+
+def podman_run(store, image: str, caps: list[str], port: int, *, no_new_privs: bool = True, user: str = "0"):
+    flags = ["run", "--rm", "--network", "host", "--read-only", "--cap-drop", "all", "--user", user,
+             "--pull", "never", "-v", "/sys:/host/sys:ro"]
+    flags += [f for c in caps for f in ("--cap-add", c)]
+    if no_new_privs:
+        flags += ["--security-opt", "no-new-privileges"]
+    return flags + [image, *args(port)]
+
+
+def test_podman_default_seccomp_needs_sys_admin(store, image):
+    """Podman's default seccomp profile allows perf_event_open only with
+    CAP_SYS_ADMIN: with CAP_PERFMON alone every open fails with EPERM although
+    the capability is held; the exporter names seccomp and exits."""
+    r = store.podman(*podman_run(store, ROOT, ["PERFMON"], free_port()), check=False, timeout=90)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "CAP_PERFMON=yes" in out and "nothing can be counted" in out, out
+    assert "seccomp" in out.lower(), f"the message names seccomp:\n{out}"
+
+
+def test_podman_default_seccomp_with_sys_admin_serves(store, image):
+    port = free_port()
+    name = f"pe-sysadmin-{port}"
+    flags = podman_run(store, ROOT, ["PERFMON", "SYS_ADMIN"], port)
+    store.podman(*flags[:2], "--detach", "--name", name, *flags[2:])
+    try:
+        scrape(port, lambda: store.podman("logs", name, check=False).stderr)
+    finally:
+        store.podman("rm", "--force", "--time", "0", name, check=False)
