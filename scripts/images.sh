@@ -2,7 +2,10 @@
 # Sets up what the container tests (tests/deploy/test_container.py) need:
 #   1. the runtimes, from Debian's packages (apt-get install, if missing):
 #      buildah, podman, containerd, runc, debootstrap;
-#   2. local stand-ins for the Dockerfile's base images, which cannot be pulled
+#   2. containerd 1.7 (trixie) and 2.x (sid) besides the system's (bookworm:
+#      1.6), unpacked from Debian's packages into .cache/deploy/containerd/SUITE
+#      (apt-get download against a private sources list; nothing installed);
+#   3. local stand-ins for the Dockerfile's base images, which cannot be pulled
 #      here, built from Debian packages (debootstrap) into a private image
 #      store under .cache/deploy/storage (containers-storage, buildah --root):
 #        localhost/standin/rust:1-bookworm    for docker.io/library/rust:1-bookworm
@@ -16,7 +19,7 @@
 # Usage: scripts/images.sh          (idempotent: a stamp marks a complete run;
 #                                    FORCE=1 rebuilds the stand-ins)
 # stdout: nothing; stderr: progress. Exits non-zero on any failure.
-# Every path the tests use is fixed: .cache/deploy/{storage,stamp}.
+# Every path the tests use is fixed: .cache/deploy/{storage,stamp,containerd}.
 set -euo pipefail
 
 log() { printf 'images: %s\n' "$*" >&2; }
@@ -32,9 +35,9 @@ STAMP=$DEST/stamp
 STAMP_TEXT="images v1 $(dpkg --print-architecture) $(rustc --version)"
 [[ $(id -u) == 0 ]] || die "run as root (debootstrap, buildah and containerd need it)"
 
-# 1. Runtimes.
+# 1. Runtimes, and libcap2-bin (setcap/getcap) and binutils (readelf) for the tests.
 need=()
-for p in buildah podman containerd runc debootstrap; do
+for p in buildah podman containerd runc debootstrap libcap2-bin binutils; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if ((${#need[@]})); then
@@ -43,12 +46,34 @@ if ((${#need[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >&2
 fi
 
+# 2. Other containerd releases, each with its ctr and shim.
+mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Created-By: Packages' 2>/dev/null |
+  grep -m1 -v security || true)
+[[ -n $mirror ]] || die "no Debian mirror found in this machine's apt sources"
+for suite in trixie sid; do
+  out=$DEST/containerd/$suite
+  [[ ${FORCE:-0} != 1 && -x $out/usr/bin/containerd ]] && continue
+  log "containerd from Debian $suite (apt-get download, unpacked into $out)"
+  apt=$(mktemp -d)
+  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+  printf 'deb %s %s main\n' "$mirror" "$suite" >"$apt/sources.list"
+  o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o Dir::State::Status=/dev/null
+    -o Debug::NoLocking=1 -o APT::Sandbox::User=root)
+  apt-get "${o[@]}" update -q >&2
+  (cd "$apt" && apt-get "${o[@]}" download containerd >&2)
+  rm -rf "$out" && mkdir -p "$out"
+  dpkg -x "$apt"/containerd_*.deb "$out"
+  rm -rf "$apt"
+  "$out/usr/bin/containerd" --version >&2
+done
+
 if [[ ${FORCE:-0} != 1 && -f $STAMP && $(cat "$STAMP") == "$STAMP_TEXT" ]]; then
   log "stand-in base images up to date ($STORAGE)"
   exit 0
 fi
 
-# 2. Stand-in base images.
+# 3. Stand-in base images.
 mkdir -p "$DEST"
 rm -f "$STAMP"
 work=$(mktemp -d "$DEST/work.XXXXXX")
@@ -60,10 +85,6 @@ cleanup() {
 trap cleanup EXIT
 bah() { buildah --root "$STORAGE" --runroot "$runroot" --storage-driver overlay "$@"; }
 
-# The mirror this machine's apt already uses (never hard-coded).
-mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Created-By: Packages' 2>/dev/null |
-  grep -m1 -v security || true)
-[[ -n $mirror ]] || die "no Debian mirror found in this machine's apt sources"
 rootfs=$work/rootfs
 log "debootstrap bookworm from $mirror (a few minutes, once)"
 debootstrap --variant=minbase --include=gcc,libc6-dev,ca-certificates \

@@ -5,8 +5,8 @@ a temporary directory; never the system's). Every wait has a deadline."""
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -66,8 +66,11 @@ def get(url: str) -> tuple[int, str] | None:
 class Store:
     """buildah/podman on the private containers-storage under .cache/deploy."""
 
-    def __init__(self, runroot: Path):
-        self.flags = ["--root", STORAGE, "--runroot", runroot, "--storage-driver", "overlay"]
+    # Fixed: podman's database remembers it. On /run, so a reboot clears it.
+    RUNROOT = Path("/run/perf-exporter-deploy-tests")
+
+    def __init__(self):
+        self.flags = ["--root", STORAGE, "--runroot", self.RUNROOT, "--storage-driver", "overlay"]
 
     def buildah(self, *args, timeout: float = 300, check: bool = True):
         return sh(["buildah", *self.flags, *args], timeout=timeout, check=check)
@@ -94,13 +97,25 @@ class Store:
         return tag
 
 
+# The capabilities of containerd's default spec. ctr takes no "ALL": each is
+# dropped by name; the tests then check the process's sets in /proc.
+DEFAULT_CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
+                "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
+                "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"]
+
+
 class Containerd:
     """A private containerd: its own socket, root and state under a temporary
-    directory, the CRI plugin off. Stop it with stop() (kills its tasks)."""
+    directory, the CRI plugin off; bindir holds its containerd, ctr and shim
+    (None: the system's). Stop it with stop() (kills its tasks)."""
 
     NS = "perf-exporter-test"
 
-    def __init__(self):
+    def __init__(self, bindir: Path | None = None):
+        self.bin = (lambda name: str(bindir / name)) if bindir else (lambda name: name)
+        env = dict(os.environ)
+        if bindir:
+            env["PATH"] = f"{bindir}:{env['PATH']}"  # its shim
         self.dir = Path(tempfile.mkdtemp(prefix="pe-ctrd-"))
         self.sock = self.dir / "containerd.sock"
         cfg = self.dir / "config.toml"
@@ -114,17 +129,18 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
   address = "{self.dir}/containerd.sock.ttrpc"
 ''')
         self.log = open(self.dir / "containerd.log", "w")
-        self.proc = subprocess.Popen(["containerd", "--config", cfg], stdout=self.log, stderr=self.log,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen([self.bin("containerd"), "--config", cfg], stdout=self.log, stderr=self.log,
+                                     start_new_session=True, env=env)
         self.names: list[str] = []
         poll("containerd answers", lambda: self.proc.poll() is None and
              self.ctr("version", check=False).returncode == 0, 30)
 
     def version(self) -> str:
-        return self.ctr("version").stdout.split("Server:")[1].split("Version:")[1].split()[0]
+        out = self.ctr("version").stdout
+        return re.search(r"Server:\s+Version:\s+v?(\S+)", out).group(1)
 
     def ctr(self, *args, timeout: float = 120, check: bool = True):
-        return sh(["ctr", "--address", self.sock, "--namespace", self.NS, *args], timeout=timeout, check=check)
+        return sh([self.bin("ctr"), "--address", self.sock, "--namespace", self.NS, *args], timeout=timeout, check=check)
 
     def import_image(self, store: Store, image: str) -> None:
         archive = self.dir / "image.tar"
@@ -137,8 +153,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
         capability dropped but caps, no_new_privs (unless allow_new_privs),
         the runtime's default seccomp profile; the host's /sys read-only at
         /host/sys (as the chart mounts it); host network."""
-        flags = ["--net-host", "--read-only", "--cap-drop", "ALL",
-                 "--mount", "type=bind,src=/sys,dst=/host/sys,options=rbind:ro"]
+        flags = ["--net-host", "--read-only", "--mount", "type=bind,src=/sys,dst=/host/sys,options=rbind:ro"]
+        flags += [f for c in DEFAULT_CAPS for f in ("--cap-drop", c)]
         flags += [f for c in caps for f in ("--cap-add", f"CAP_{c}")]
         if seccomp:
             flags.append("--seccomp")
