@@ -33,21 +33,24 @@
 #    on the binary below (cap_perfmon+ep; chart: privilege.mode=fileCapabilities):
 #
 #      docker run --cap-drop ALL --cap-add PERFMON --read-only \
+#        --security-opt no-new-privileges \
 #        -v /sys:/host/sys:ro -p 9659:9659 perf-exporter --path.sysfs=/host/sys
 #
 #    The kernel grants a file capability at exec only if it is in the bounding
-#    set (--cap-add PERFMON) and no_new_privs is off (so NOT with
-#    --security-opt no-new-privileges, nor Kubernetes' allowPrivilegeEscalation:
-#    false), and only if the image kept the binary's security.capability xattr:
-#    BuildKit keeps it through COPY --from; the legacy builder, kaniko and some
-#    registries/filesystems drop it, and the exporter then runs without the
-#    capability (it says so in its log and reports the hardware metrics
-#    unavailable). Trade-off: no root at all, but privilege escalation must be
-#    allowed and the capability can be lost silently by the image pipeline.
+#    set (--cap-add PERFMON); under no_new_privs only if it is also in the
+#    permitted set before exec, which containerd (1.6, 1.7, 2.1) and podman
+#    (4.3) fill with the added capabilities even for a non-root user (measured
+#    by tests/deploy/test_container.py). And only if the image kept the
+#    binary's security.capability xattr: buildah, podman and BuildKit keep it
+#    through COPY --from; the legacy builder, kaniko and some
+#    registries/filesystems drop it, and the exporter then holds nothing, says
+#    so and exits. Trade-off: no root at all, but the capability can be lost
+#    by the image pipeline.
 #
 # Runtimes too old to know CAP_PERFMON (Docker 20.10: "unknown capability")
-# or seccomp profiles that allow perf_event_open only with CAP_SYS_ADMIN need
-# --cap-add SYS_ADMIN (option 1 only), which grants far more than counting.
+# or seccomp profiles that allow perf_event_open only with CAP_SYS_ADMIN
+# (podman's default, 4.3 measured) need --cap-add SYS_ADMIN as well, which
+# grants far more than counting.
 
 ARG RUST_IMAGE=docker.io/library/rust:1-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
