@@ -175,6 +175,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
                     allow_new_privs: bool = False, deadline_s: float = 60) -> subprocess.CompletedProcess:
         """Runs image in the foreground (see flags()) until it exits: ctr's
         exit code is the container's."""
+        self.names.append(name)  # stop() removes it if the deadline passes
         return self.ctr("run", "--rm", *self.flags(caps, seccomp, allow_new_privs), image, name,
                         "/bin/perf-exporter", *args, timeout=deadline_s, check=False)
 
@@ -203,16 +204,18 @@ class Task:
     def log(self) -> str:
         return self.logfile.read_text() if self.logfile.exists() else ""
 
-    def status(self) -> str:
+    def _row(self) -> list[str]:
+        """This task's line of `ctr tasks ls`: TASK PID STATUS."""
         for line in self.ctrd.ctr("tasks", "ls").stdout.splitlines()[1:]:
             f = line.split()
             if f and f[0] == self.name:
-                return f[2]
-        return "UNKNOWN"
+                return f
+        return [self.name, "0", "UNKNOWN"]
+
+    def status(self) -> str:
+        return self._row()[2]
 
     def pid(self) -> int:
-        for line in self.ctrd.ctr("tasks", "ls").stdout.splitlines()[1:]:
-            f = line.split()
-            if f and f[0] == self.name:
-                return int(f[1])
-        raise AssertionError(f"no task {self.name}")
+        pid = int(self._row()[1])
+        assert pid > 0, f"no task {self.name}"
+        return pid

@@ -89,8 +89,11 @@ def scrape(port: int, log) -> str:
 
 def caps_of(pid: int) -> tuple[int, int]:
     """(effective uid, effective capability mask) of a host pid; its
-    bounding set must hold PERFMON alone (every other capability dropped)."""
+    bounding set must hold PERFMON alone (every other capability dropped),
+    and a seccomp filter must be on (the runtime's default profile)."""
     status = Path(f"/proc/{pid}/status").read_text()
+    assert re.search(r"(?m)^Seccomp:\s+2$", status), "no seccomp filter"
+    assert re.search(r"(?m)^NoNewPrivs:\s+1$", status), "no_new_privs is off"
     uid = int(re.search(r"(?m)^Uid:\s+\d+\s+(\d+)", status).group(1))
     eff = int(re.search(r"(?m)^CapEff:\s+([0-9a-f]+)", status).group(1), 16)
     bnd = int(re.search(r"(?m)^CapBnd:\s+([0-9a-f]+)", status).group(1), 16)
@@ -164,8 +167,8 @@ def podman(store, image: str, caps: list[str], *, no_new_privs: bool = True, use
     flags += [f for c in caps for f in ("--cap-add", c)]
     if no_new_privs:
         flags += ["--security-opt", "no-new-privileges"]
-    store.podman(*flags, image, *args(port))
     try:
+        store.podman(*flags, image, *args(port))
         def outcome():
             r = get(f"http://127.0.0.1:{port}/metrics")
             if r and r[0] == 200 and all(s in r[1] for s in SOFTWARE):
