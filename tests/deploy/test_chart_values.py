@@ -150,3 +150,52 @@ def test_job_check_covers_service_and_pod_monitors():
     del old["nameOverride"]
     assert monitor_job(render(old)) == "perf-exporter"  # what the old example yielded against job="node-perf"
     assert RELEASE and NAMESPACE
+
+
+def test_kube_rbac_proxy():
+    r = render(variant_values("kuberbacproxy-values.yaml"))
+    pod = r.pod_spec()
+    exporter, proxy = pod["containers"]
+    assert proxy["name"] == "kube-rbac-proxy" and proxy["image"] == "quay.io/brancz/kube-rbac-proxy:v0.19.1"
+    # The exporter on loopback only, without a port of its own; the proxy serves TLS on `port`.
+    assert "--web.listen-address=127.0.0.1:9658" in exporter["args"]
+    assert "ports" not in exporter and "livenessProbe" not in exporter
+    assert proxy["ports"] == [{"name": "metrics", "containerPort": 9659, "protocol": "TCP"}]
+    assert "--secure-listen-address=:9659" in proxy["args"]
+    assert "--upstream=http://127.0.0.1:9658/" in proxy["args"]
+    assert "--ignore-paths=/-/healthy,/-/ready" in proxy["args"]
+    assert "--tls-cert-file=/etc/kube-rbac-proxy/tls/tls.crt" in proxy["args"]
+    assert proxy["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    vols = {v["name"]: v for v in pod["volumes"]}
+    assert vols["kube-rbac-proxy-tls"]["secret"]["secretName"] == "perf-exporter-tls"
+    sc = proxy["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False
+    # The proxy calls TokenReview and SubjectAccessReview with the mounted token.
+    assert pod["automountServiceAccountToken"] is True
+    (role,) = [o for o in r.kinds("ClusterRole") if not o["metadata"]["name"].endswith("-test")]
+    assert {(g, res) for rule in role["rules"] for g in rule["apiGroups"] for res in rule["resources"]} == {
+        ("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
+    binding = [o for o in r.kinds("ClusterRoleBinding") if o["roleRef"]["name"] == role["metadata"]["name"]][0]
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
+    ep = r.one("ServiceMonitor")["spec"]["endpoints"][0]
+    assert ep["scheme"] == "https" and ep["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    # helm test scrapes with a token allowed to get metricsPath.
+    test = r.one("Pod")
+    assert "Authorization: Bearer" in " ".join(test["spec"]["containers"][0]["command"])
+    (test_role,) = [o for o in r.kinds("ClusterRole") if o["metadata"]["name"].endswith("-test")]
+    assert test_role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert test["spec"]["serviceAccountName"] == test_role["metadata"]["name"]
+    assert "kubeRBACProxy" in render_error({"kubeRBACProxy": {"enabled": True}, "webConfig": {"file": "/w.yml"}})
+    # Off by default: no RBAC, no token.
+    d = render()
+    assert not d.kinds("ClusterRole") and d.pod_spec()["automountServiceAccountToken"] is False
+    assert len(d.pod_spec()["containers"]) == 1
+
+
+def test_kube_rbac_proxy_with_a_pod_monitor_takes_a_token_secret():
+    auth = {"type": "Bearer", "credentials": {"name": "prometheus-token", "key": "token"}}
+    r = render({"kubeRBACProxy": {"enabled": True}, "service": {"enabled": False},
+                "prometheus": {"podMonitor": {"enabled": True, "authorization": auth}}})
+    ep = r.one("PodMonitor")["spec"]["podMetricsEndpoints"][0]
+    assert ep["scheme"] == "https" and ep["authorization"] == auth and "bearerTokenFile" not in ep

@@ -114,7 +114,23 @@ imagePullSecrets:
 The scheme the exporter serves: https when webConfig.tls, else http.
 */}}
 {{- define "perf-exporter.scheme" -}}
-{{- ternary "https" "http" .Values.webConfig.tls }}
+{{- ternary "https" "http" (or .Values.webConfig.tls .Values.kubeRBACProxy.enabled) }}
+{{- end }}
+
+{{/*
+The image of kube-rbac-proxy, global.imageRegistry honoured.
+*/}}
+{{- define "perf-exporter.proxyImage" -}}
+{{- $i := .Values.kubeRBACProxy.image }}
+{{- printf "%s/%s:%s" (default $i.registry ((.Values.global).imageRegistry)) $i.repository $i.tag | trimPrefix "/" }}
+{{- end }}
+
+{{/*
+The ServiceAccount token is mounted when asked, or for kube-rbac-proxy (it
+calls the API server's TokenReview and SubjectAccessReview).
+*/}}
+{{- define "perf-exporter.automountToken" -}}
+{{- or .Values.serviceAccount.automountServiceAccountToken .Values.kubeRBACProxy.enabled }}
 {{- end }}
 
 {{/*
@@ -141,6 +157,15 @@ tlsConfig:
 {{- with $m.basicAuth }}
 basicAuth:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $m.authorization }}
+authorization:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if hasKey $m "bearerTokenFile" }}
+{{- with (default (ternary "/var/run/secrets/kubernetes.io/serviceaccount/token" "" .root.Values.kubeRBACProxy.enabled) $m.bearerTokenFile) }}
+bearerTokenFile: {{ . }}
+{{- end }}
 {{- end }}
 {{- with $m.relabelings }}
 relabelings:
@@ -177,6 +202,9 @@ Checks of value combinations the schema cannot express.
 {{- fail (printf "extraArgs: %s: set port instead (the Service, the probes and the NetworkPolicy use it)" .) }}
 {{- end }}
 {{- end }}
+{{- if and .Values.kubeRBACProxy.enabled .Values.webConfig.file }}
+{{- fail "kubeRBACProxy.enabled and webConfig.file: pick one (the proxy serves TLS and authenticates; the exporter behind it listens on loopback)" }}
+{{- end }}
 {{- if and .Values.webConfig.tls (not .Values.webConfig.file) }}
 {{- fail "webConfig.tls needs webConfig.file: the exporter serves TLS from its web config (mount it from a Secret with extraVolumes/extraVolumeMounts)" }}
 {{- end }}
@@ -201,4 +229,25 @@ The OTLP endpoint's port, for the NetworkPolicy: the explicit port, else
 {{- else }}
 {{- 80 }}
 {{- end }}
+{{- end }}
+
+{{/*
+The metrics port and the probes: on the exporter, or on kube-rbac-proxy in
+front of it.
+*/}}
+{{- define "perf-exporter.portAndProbes" -}}
+ports:
+  - name: {{ .Values.service.portName }}
+    containerPort: {{ .Values.port }}
+    protocol: TCP
+livenessProbe:
+  {{- $lp := deepCopy .Values.livenessProbe }}
+  {{- $_ := set $lp.httpGet "port" .Values.service.portName }}
+  {{- $_ := set $lp.httpGet "scheme" (upper (include "perf-exporter.scheme" .)) }}
+  {{- toYaml $lp | nindent 2 }}
+readinessProbe:
+  {{- $rp := deepCopy .Values.readinessProbe }}
+  {{- $_ := set $rp.httpGet "port" .Values.service.portName }}
+  {{- $_ := set $rp.httpGet "scheme" (upper (include "perf-exporter.scheme" .)) }}
+  {{- toYaml $rp | nindent 2 }}
 {{- end }}
