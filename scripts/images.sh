@@ -112,6 +112,7 @@ bah add "$c" "$work/rust.tar" / >/dev/null
 bah config --env RUSTUP_HOME=/usr/local/rustup --env CARGO_HOME=/usr/local/cargo \
   --env PATH=/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   --env RUSTUP_AUTO_INSTALL=0 --cmd /bin/bash "$c"
+bah rmi localhost/standin/rust:1-bookworm >/dev/null 2>&1 || true # the previous stand-in
 bah commit --quiet --rm "$c" localhost/standin/rust:1-bookworm >/dev/null
 rm -f "$work/rust.tar"
 
@@ -138,6 +139,7 @@ tar -C "$base" -cf "$work/base.tar" .
 bah add "$c" "$work/base.tar" / >/dev/null
 bah config --user 65532:65532 --workingdir /home/nonroot \
   --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$c"
+bah rmi localhost/standin/distroless-cc:nonroot >/dev/null 2>&1 || true # the previous stand-in
 bah commit --quiet --rm "$c" localhost/standin/distroless-cc:nonroot >/dev/null
 
 printf '%s\n' "$STAMP_TEXT" >"$STAMP"

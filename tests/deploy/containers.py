@@ -91,6 +91,7 @@ class Store:
                 sh(["setcap", "-r", root / "bin/perf-exporter"])
                 assert sh(["getcap", root / "bin/perf-exporter"]).stdout.strip() == ""
                 self.buildah("umount", c)
+            self.buildah("rmi", tag, check=False)  # the previous run's
             self.buildah("commit", "--quiet", c, tag)
         finally:
             self.buildah("rm", c, check=False)

@@ -44,6 +44,8 @@ def image(store):
     store.buildah("bud", "--layers", "--network", "host", "--pull-never", "--volume", "/etc/ssl/certs:/etc/ssl/certs:ro",
                   "--build-arg", f"RUST_IMAGE={RUST_BASE}", "--build-arg", f"RUNTIME_IMAGE={RUNTIME_BASE}",
                   "-t", IMAGE, "-f", REPO / "Dockerfile", REPO, timeout=BUILD_TIMEOUT)
+    # The build stage's cached steps of older sources: kept a week, then dropped.
+    store.podman("image", "prune", "--force", "--filter", "until=168h")
     size = store.buildah("images", "--format", "{{.Size}}", IMAGE).stdout.strip()
     print(f"\nimage {IMAGE}: built in {time.monotonic() - t0:.0f} s, size {size}", file=sys.stderr)
     store.derive(IMAGE, ROOT, user="0:0")
