@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from test_chart import render, variant_values
 from containers import (BUILD_TIMEOUT, CACHE, RUNTIME_BASE, RUST_BASE, STAMP, Containerd, Store, free_port, get, poll,
                         sh)
 
@@ -118,13 +119,27 @@ def test_image_binary_is_stripped_and_carries_the_file_capability(store, image):
     assert cfg == "65532:65532"
 
 
+def chart_context(ci: str | None) -> dict:
+    """The rendered chart's securityContext (default values, or a ci file),
+    as the ctr run options that carry it out."""
+    r = render(variant_values(ci) if ci else {})
+    pod, sc = r.pod_spec()["securityContext"], r.container()["securityContext"]
+    assert sc["capabilities"]["drop"] == ["ALL"] and sc["readOnlyRootFilesystem"] is True
+    assert pod["seccompProfile"] == {"type": "RuntimeDefault"}  # ctr --seccomp: the runtime's default
+    return {"image": {0: ROOT, 65532: IMAGE}[pod["runAsUser"]], "caps": sc["capabilities"]["add"],
+            "allow_new_privs": sc["allowPrivilegeEscalation"]}
+
+
 def test_containerd_root_with_perfmon_serves(containerd):
-    """privilege.mode root: uid 0, only CAP_PERFMON, no_new_privs
-    (allowPrivilegeEscalation false), containerd's default seccomp profile."""
+    """privilege.mode root (the chart's default): uid 0, only CAP_PERFMON,
+    no_new_privs (allowPrivilegeEscalation false), containerd's default
+    seccomp profile."""
+    ctx = chart_context(None)
+    assert ctx == {"image": ROOT, "caps": ["PERFMON"], "allow_new_privs": False}
     port = free_port()
-    task = containerd.run(ROOT, "root-perfmon", args(port), ["PERFMON"])
+    task = containerd.run(ctx["image"], "root-perfmon", args(port), ctx["caps"], allow_new_privs=ctx["allow_new_privs"])
     body = scrape(port, task.log)
-    assert "perf_exporter_build_info" in body or "perf_" in body
+    assert "perf_exporter_build_info{" in body
     uid, eff = caps_of(task.pid())
     assert uid == 0 and eff == 1 << CAP_PERFMON_BIT, f"uid {uid}, CapEff {eff:#x}"
     assert "CAP_PERFMON=yes" in task.log(), task.log()
@@ -137,8 +152,11 @@ def test_containerd_non_root_file_capability_serves_with_no_new_privs(containerd
     false): the runtime puts the added capabilities in the permitted set
     before exec, and the kernel caps exec-time gains under no_new_privs only
     to that set."""
+    ctx = chart_context("filecapabilities-values.yaml")
+    assert ctx == {"image": IMAGE, "caps": ["PERFMON"], "allow_new_privs": False}
     port = free_port()
-    task = containerd.run(IMAGE, "nonroot-filecap", args(port), ["PERFMON"])
+    task = containerd.run(ctx["image"], "nonroot-filecap", args(port), ctx["caps"],
+                          allow_new_privs=ctx["allow_new_privs"])
     scrape(port, task.log)
     uid, eff = caps_of(task.pid())
     assert uid == 65532 and eff == 1 << CAP_PERFMON_BIT, f"uid {uid}, CapEff {eff:#x}"
