@@ -508,7 +508,7 @@ fn offline_and_back_between_collections_reopens_and_keeps_series() {
     assert!(close(values(&e.collect())["c_total"]["cpu=0"], 4.0 * 2.0e9));
 }
 
-const CLOCK: &str = "sets:\n  - name: sw\n    events:\n      - metric: clock_seconds_total\n        event: cpu-clock\n      - metric: cs_total\n        event: context-switches\n  - name: msr\n    events:\n      - metric: margin_celsius\n        event: msr/cpu_thermal_margin/\n";
+const CLOCK: &str = "sets:\n  - name: sw\n    events:\n      - metric: clock_seconds_total\n        event: cpu-clock\n      - metric: cs_total\n        event: context-switches\n  - name: msr\n    events:\n      - metric: margin_celsius\n        gauge: true\n        event: msr/cpu_thermal_margin/\n";
 
 fn cpu_value(s: &Snapshot, name: &str, cpu: &str) -> Option<f64> {
     values(s).get(name)?.get(&format!("cpu={cpu}")).copied()
