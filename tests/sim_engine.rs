@@ -599,8 +599,11 @@ impl Kernel for Quirks {
     }
 }
 
-/// An engine for `CLOCK` on intel-skx over `Quirks`.
-fn quirky_engine(no_uevents: bool, detach_offline: bool) -> (Arc<SimKernel>, Engine) {
+/// An engine for `CLOCK` on intel-skx over `Quirks`, and how to make
+/// another one over the same kernel (a reload).
+type Reopen = Box<dyn Fn() -> Engine>;
+
+fn quirky_engine(no_uevents: bool, detach_offline: bool) -> (Arc<SimKernel>, Engine, Reopen) {
     let t = table("intel-skx");
     let sim = Arc::new(SimKernel::with_manual_clock(t.clone()));
     let cfg = Config::parse(CLOCK, "test.yaml").unwrap();
@@ -608,19 +611,28 @@ fn quirky_engine(no_uevents: bool, detach_offline: bool) -> (Arc<SimKernel>, Eng
         let p = prober(sim.as_ref());
         resolve_config(&cfg, &t, &Context::default(), Some(&p))
     };
-    let k = Quirks {
+    let k: Arc<dyn Kernel> = Arc::new(Quirks {
         sim: sim.clone(),
         no_uevents,
         detach_offline,
+    });
+    let reopen: Reopen = {
+        let (k, t, res, sim) = (k.clone(), t.clone(), res.clone(), sim.clone());
+        Box::new(move || {
+            // A reload discovers the host again: its CPUs online now.
+            let mut t = t.clone();
+            t.topology.online = sim.online_cpus();
+            Engine::new(k.clone(), t, res.clone())
+        })
     };
-    (sim, Engine::new(Arc::new(k), t, res))
+    (sim, Engine::new(k, t, res), reopen)
 }
 
 /// The kernel detaches an offline CPU's group members: the last read
 /// reads each of them on its own, so their counts are not lost either.
 #[test]
 fn last_read_reads_members_detached_from_their_group() {
-    let (sim, mut e) = quirky_engine(false, true);
+    let (sim, mut e, _) = quirky_engine(false, true);
     e.collect();
     sim.advance(SEC);
     sim.set_online(1, false);
@@ -648,7 +660,7 @@ fn last_read_reads_members_detached_from_their_group() {
 /// because the online list is re-read while a CPU is known offline.
 #[test]
 fn without_a_signal_a_return_is_noticed_within_one_collection() {
-    let (sim, mut e) = quirky_engine(true, false);
+    let (sim, mut e, _) = quirky_engine(true, false);
     e.collect();
     sim.advance(SEC);
     sim.set_online(1, false);
@@ -682,6 +694,33 @@ fn without_a_signal_a_return_is_noticed_within_one_collection() {
     sim.advance(SEC);
     e.collect();
     assert_eq!(e.online_reads(), reads, "every CPU back: no more reads");
+}
+
+/// A reload while a CPU is offline, without a hotplug signal: the new
+/// engine still watches for the CPU's return (and continues its totals).
+#[test]
+fn without_a_signal_a_cpu_offline_during_a_reload_is_still_watched() {
+    let (sim, mut e, reopen) = quirky_engine(true, false);
+    e.collect();
+    sim.advance(SEC);
+    sim.set_online(1, false);
+    // The first read after the offline moves, the second stands still.
+    for _ in 0..2 {
+        sim.advance(SEC);
+        e.collect();
+    }
+    let totals = e.totals();
+    drop(e);
+    let mut e = reopen();
+    e.carry_over(totals);
+    sim.advance(SEC);
+    e.collect();
+    sim.set_online(1, true);
+    e.collect();
+    sim.advance(SEC);
+    let s = e.collect();
+    let cpu1 = cpu_value(&s, "clock_seconds_total", "1").expect("cpu1 is back");
+    assert!(close(cpu1, 2.0), "{cpu1}");
 }
 
 fn unix_nanos() -> u64 {

@@ -16,6 +16,9 @@ pub struct Totals {
     series: Vec<SeriesTotal>,
     /// The group-time and read-error series, by set name and CPU.
     times: Vec<(TimeKey, TimeTotal)>,
+    /// Every CPU the engine saw online: one offline during the reload is
+    /// still watched for its return.
+    known_cpus: Vec<u32>,
 }
 
 /// One series' total: its key (with the index into `Totals::metrics`).
@@ -107,6 +110,7 @@ impl Engine {
                     )
                 })
                 .collect(),
+            known_cpus: self.known_cpus.iter().copied().collect(),
         }
     }
 
@@ -114,8 +118,8 @@ impl Engine {
     /// the same way: their series keep their totals and start times instead
     /// of restarting at zero. The group-time and read-error counters
     /// continue by set name, for every CPU, online or not (a CPU offline
-    /// during the reload keeps its totals for its return). Returns the
-    /// names of the metrics continued.
+    /// during the reload keeps its totals for its return, and is watched
+    /// for it as before). Returns the names of the metrics continued.
     pub fn carry_over(&mut self, old: Totals) -> Vec<String> {
         let map: Vec<Option<usize>> = old
             .metrics
@@ -161,6 +165,7 @@ impl Engine {
             ts.errors += t.errors;
             ts.start_ns = earliest(ts.start_ns, t.start_ns);
         }
+        self.known_cpus.extend(old.known_cpus);
         self.refresh();
         map.iter()
             .flatten()

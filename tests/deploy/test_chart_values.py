@@ -199,3 +199,14 @@ def test_kube_rbac_proxy_with_a_pod_monitor_takes_a_token_secret():
                 "prometheus": {"podMonitor": {"enabled": True, "authorization": auth}}})
     ep = r.one("PodMonitor")["spec"]["podMetricsEndpoints"][0]
     assert ep["scheme"] == "https" and ep["authorization"] == auth and "bearerTokenFile" not in ep
+
+
+def test_config_gauge_is_in_the_schema():
+    """config/default.yaml declares readings `gauge: true`: the schema takes
+    the boolean (the chart's lint failed on it) and nothing else."""
+    gauge = {"sets": [{"name": "m", "events": [{"metric": "perf_margin_celsius", "gauge": True,
+                                                 "event": "msr/cpu_thermal_margin/"}]}]}
+    assert "gauge: true" in [o for o in render({"config": gauge}).kinds("ConfigMap")
+                             if "config.yaml" in o["data"]][0]["data"]["config.yaml"]
+    gauge["sets"][0]["events"][0]["gauge"] = "yes"
+    assert "schema" in render_error({"config": gauge})
