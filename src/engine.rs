@@ -40,6 +40,7 @@
 
 use crate::perf::{Counter, ErrorKind, EventAttr, GroupReading, Kernel, PerfError};
 use crate::pmu::{PmuTable, Scope};
+use crate::problem::{Class, Problem};
 use crate::resolve::chain::{Resolution, ResolvedMetric, Status};
 use crate::snapshot::{Family, Kind, Labels, Sample, Snapshot};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -59,7 +60,7 @@ pub struct MetricRuntime {
     /// Open fds.
     pub open_fds: usize,
     /// Why not available, or open failures (deduplicated).
-    pub reasons: Vec<String>,
+    pub reasons: Vec<Problem>,
 }
 
 /// The multiplexing factor of a group read: `enabled / running` when the
@@ -193,6 +194,9 @@ struct Avail {
     metric: usize,
     labels: Labels,
     open: bool,
+    /// `perf_event_unavailable_info`'s labels when not open: these plus
+    /// `reason` and `class`.
+    info: Labels,
 }
 
 /// The engine. Owns every fd.
@@ -222,7 +226,7 @@ pub struct Engine {
     online_mask: Vec<bool>,
     buf: GroupReading,
     /// Members that can never be scheduled, by metric.
-    unschedulable: BTreeMap<usize, String>,
+    unschedulable: BTreeMap<usize, Problem>,
     /// An open failed with ENODEV on a CPU the online list already shows
     /// (the kernel brings perf up on a CPU slightly after it appears):
     /// retry at the next collection.
@@ -285,7 +289,7 @@ impl Engine {
                     pmus,
                     open_fds: 0,
                     reasons: if m.status == Status::Unavailable {
-                        vec![m.reason()]
+                        m.problem().cloned().into_iter().collect()
                     } else {
                         m.partial.clone()
                     },
@@ -441,10 +445,10 @@ impl Engine {
         plan
     }
 
-    fn note(&mut self, metric: usize, reason: String) {
+    fn note(&mut self, metric: usize, reason: Problem) {
         let rt = &mut self.runtime[metric];
         if !rt.reasons.contains(&reason) && rt.reasons.len() < 16 {
-            tracing::warn!(metric = %rt.metric, %reason, "counter unavailable");
+            tracing::warn!(metric = %rt.metric, %reason, what_to_do = %reason.what_to_do(), "counter unavailable");
             rt.reasons.push(reason);
         }
     }
@@ -540,7 +544,7 @@ impl Engine {
             if let Some(first) = opened.first() {
                 if let Err(e) = self.kernel.enable_group(&first.1, &first.0.attr, key.cpu) {
                     for m in &opened {
-                        self.note(m.0.metric, e.reason());
+                        self.note(m.0.metric, e.problem());
                     }
                 } else {
                     let mut members = Vec::with_capacity(opened.len());
@@ -581,8 +585,7 @@ impl Engine {
             self.retry_open = true;
             return;
         }
-        let reason = format!("{} on {}: {}", mp.attr.event, mp.attr.pmu, e.reason());
-        self.note(mp.metric, reason);
+        self.note(mp.metric, e.problem());
     }
 
     /// Brings open groups in line with the plan on the current CPUs.
@@ -671,16 +674,18 @@ impl Engine {
         let mut avail = Vec::new();
         for (mi, m) in self.resolution.metrics.iter().enumerate() {
             if m.status == Status::Unavailable {
+                let pairs = vec![
+                    ("metric", m.metric.clone()),
+                    (
+                        "event",
+                        m.tried.first().map(|t| t.event.clone()).unwrap_or_default(),
+                    ),
+                    ("pmu", String::new()),
+                ];
                 avail.push(Avail {
                     metric: mi,
-                    labels: Labels::new(vec![
-                        ("metric", m.metric.clone()),
-                        (
-                            "event",
-                            m.tried.first().map(|t| t.event.clone()).unwrap_or_default(),
-                        ),
-                        ("pmu", String::new()),
-                    ]),
+                    info: info_labels(&pairs, m.problem()),
+                    labels: Labels::new(pairs),
                     open: false,
                 });
                 continue;
@@ -689,13 +694,20 @@ impl Engine {
             pmus.sort_by_key(|p| natural(p));
             pmus.dedup();
             for p in pmus {
+                let pairs = vec![
+                    ("metric", m.metric.clone()),
+                    ("event", m.event.clone().unwrap_or_default()),
+                    ("pmu", p.to_string()),
+                ];
+                let reasons = &self.runtime[mi].reasons;
+                let why = reasons
+                    .iter()
+                    .find(|r| r.pmu() == Some(p))
+                    .or(reasons.first());
                 avail.push(Avail {
                     metric: mi,
-                    labels: Labels::new(vec![
-                        ("metric", m.metric.clone()),
-                        ("event", m.event.clone().unwrap_or_default()),
-                        ("pmu", p.to_string()),
-                    ]),
+                    info: info_labels(&pairs, why),
+                    labels: Labels::new(pairs),
                     open: open.contains(&(mi, p)),
                 });
             }
@@ -856,7 +868,11 @@ impl Engine {
                             let m = &g.members[0];
                             self.unschedulable.insert(
                                 m.plan.metric,
-                                format!("{} on {} CPU {}: never scheduled on the PMU (time_running stays 0)", m.plan.attr.event, m.plan.attr.pmu, g.key.cpu),
+                                Problem::Unschedulable {
+                                    event: m.plan.attr.event.clone(),
+                                    pmu: m.plan.attr.pmu.clone(),
+                                    cpu: g.key.cpu,
+                                },
                             );
                         }
                     }
@@ -993,6 +1009,30 @@ impl Engine {
                 })
                 .collect(),
         });
+        families.push(Family {
+            name: "perf_event_unavailable_info".into(),
+            help: "Why a configured metric is not counted (perf_event_available is 0): `reason` is one of a fixed set of problem codes, `class` is `not_on_platform` (expected on this hardware) or `failed` (should be countable here).".into(),
+            kind: Kind::Gauge,
+            samples: self
+                .avail
+                .iter()
+                .filter_map(|a| {
+                    let labels = if !a.open {
+                        a.info.clone()
+                    } else {
+                        let u = self.unschedulable.get(&a.metric)?;
+                        let pairs: Vec<(&'static str, String)> =
+                            a.labels.to_vec();
+                        info_labels(&pairs, Some(u))
+                    };
+                    Some(Sample {
+                        labels,
+                        value: 1.0,
+                        start_unix_nanos: 0,
+                    })
+                })
+                .collect(),
+        });
         let visible = |t: &TimeSeries| t.cpu.is_none_or(|c| self.is_online(c));
         let time_samples = |pick: fn(&TimeSeries) -> f64| -> Vec<Sample> {
             self.time_order
@@ -1038,7 +1078,7 @@ impl Engine {
     }
 
     /// Why a metric is missing or partial, per metric.
-    pub fn problems(&self) -> Vec<(String, String)> {
+    pub fn problems(&self) -> Vec<(String, Problem)> {
         let mut out = Vec::new();
         for (mi, rt) in self.runtime.iter().enumerate() {
             for r in &rt.reasons {
@@ -1050,6 +1090,18 @@ impl Engine {
         }
         out
     }
+}
+
+/// The labels of a `perf_event_unavailable_info` sample: an availability
+/// sample's plus `reason` and `class` (each from a small fixed set).
+fn info_labels(pairs: &[(&'static str, String)], why: Option<&Problem>) -> Labels {
+    let mut v = pairs.to_vec();
+    v.push(("reason", why.map_or("failed", Problem::code).into()));
+    v.push((
+        "class",
+        why.map_or(Class::Failed, Problem::class).as_str().into(),
+    ));
+    Labels::new(v)
 }
 
 /// An engine's accumulated counts as plain data, taken before a config

@@ -11,8 +11,16 @@
 //! Tracepoint events also need their ids, read from tracefs, whose mount
 //! point is usually readable by root only (mode 0700): `CAP_PERFMON` does
 //! not open it.
+//!
+//! A permission error (EACCES/EPERM) is not always missing privilege:
+//! a seccomp filter (container runtimes' default profiles allow
+//! `perf_event_open` only with `CAP_SYS_ADMIN`) or an LSM refuses the
+//! syscall before the kernel looks at capabilities, and some events are
+//! restricted beyond `CAP_PERFMON` (kernel lockdown, `ftrace:function`).
+//! [`Privilege::diagnose`] tells these apart, so a process that holds
+//! `CAP_PERFMON` is never told to grant it.
 
-use crate::engine::Engine;
+use crate::problem::{Problem, HOW_TO_GRANT};
 use std::path::{Path, PathBuf};
 
 /// `CAP_SYS_ADMIN`'s bit in the capability sets.
@@ -31,6 +39,8 @@ pub struct Privilege {
     pub paranoid: Option<i32>,
     /// Kernel `(major, minor)`.
     pub kernel: Option<(u32, u32)>,
+    /// `Seccomp:` of `/proc/self/status`: 0 none, 1 strict, 2 filter.
+    pub seccomp: Option<u8>,
 }
 
 /// What allows system-wide counting, if anything.
@@ -44,8 +54,16 @@ pub enum Grant {
     Paranoid(i32),
 }
 
-/// The advice given whenever privilege is missing.
-pub const HOW_TO_GRANT: &str = "grant CAP_PERFMON (a file capability: `setcap cap_perfmon=ep /path/to/perf-exporter`; systemd: `AmbientCapabilities=CAP_PERFMON`; Kubernetes: `securityContext.capabilities.add: [PERFMON]`), or set kernel.perf_event_paranoid=0 for the whole host";
+impl Grant {
+    /// What allows it, as a user would name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Grant::CapPerfmon => "CAP_PERFMON",
+            Grant::CapSysAdmin => "CAP_SYS_ADMIN",
+            Grant::Paranoid(_) => "kernel.perf_event_paranoid <= 0",
+        }
+    }
+}
 
 impl Privilege {
     /// Reads the process's privilege under a procfs root.
@@ -68,11 +86,13 @@ impl Privilege {
         let kernel = std::fs::read_to_string(procfs.join("sys/kernel/osrelease"))
             .ok()
             .and_then(|s| parse_kernel_version(&s));
+        let seccomp = field("Seccomp:").and_then(|m| m.parse().ok());
         Privilege {
             euid,
             cap_eff,
             paranoid,
             kernel,
+            seccomp,
         }
     }
 
@@ -113,6 +133,10 @@ impl Privilege {
             self.kernel
                 .map_or("unknown".into(), |(a, b)| format!("{a}.{b}")),
         );
+        let facts = match self.seccomp {
+            Some(m) if m > 0 => format!("{facts} seccomp={m}"),
+            _ => facts,
+        };
         let verdict = match self.grant() {
             Some(Grant::CapPerfmon) => "system-wide counting allowed by CAP_PERFMON".to_string(),
             Some(Grant::Paranoid(p)) => {
@@ -161,18 +185,105 @@ pub fn unreadable_tracefs(sysfs: &Path) -> Option<PathBuf> {
         })
 }
 
-/// The metrics that missing privilege costs: those whose reasons are a
-/// permission error or an unreadable tracefs, in config order.
-pub fn costs(engine: &Engine) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for (metric, reason) in engine.problems() {
-        let privilege =
-            reason.contains("permission denied") || reason.contains("not readable by this user");
-        if privilege && !out.contains(&metric) {
-            out.push(metric);
+impl Privilege {
+    /// Refines permission errors once it is known what this process
+    /// holds. Without privilege they stay [`Problem::Privilege`] ("grant
+    /// CAP_PERFMON"). With it, they are not a missing capability: when
+    /// no open succeeded at all ([`any_open_succeeded`](Self::diagnose)
+    /// false) a seccomp profile or an LSM refuses `perf_event_open`
+    /// ([`Problem::Seccomp`]); otherwise the kernel restricts these
+    /// events ([`Problem::Refused`]).
+    pub fn diagnose<'a>(
+        &self,
+        problems: impl IntoIterator<Item = &'a mut Problem>,
+        any_open_succeeded: bool,
+    ) {
+        let Some(grant) = self.grant() else {
+            return;
+        };
+        for p in problems {
+            if let Problem::Privilege(o) = p {
+                let open = o.clone();
+                *p = if any_open_succeeded {
+                    Problem::Refused {
+                        open,
+                        allowed_by: grant.name(),
+                    }
+                } else {
+                    Problem::Seccomp {
+                        open,
+                        mode: self.seccomp,
+                        allowed_by: grant.name(),
+                    }
+                };
+            }
         }
     }
-    out
+
+    /// The privilege report for the start-up log: what was found, what
+    /// is more than needed, and which metrics privilege-like problems
+    /// cost (with what to do), from `(metric, problem)` pairs.
+    pub fn report<'a>(
+        &self,
+        problems: impl IntoIterator<Item = (&'a str, &'a Problem)>,
+    ) -> Vec<Finding> {
+        let mut out = vec![Finding {
+            warn: self.grant().is_none(),
+            message: self.summary(),
+        }];
+        if self.has_cap(CAP_SYS_ADMIN) && self.kernel_knows_perfmon() {
+            out.push(Finding {
+                warn: true,
+                message: "CAP_SYS_ADMIN is held, which is more than needed: on Linux >= 5.8 CAP_PERFMON alone allows everything this exporter does; run it as a non-root user with only CAP_PERFMON (README, Security)".into(),
+            });
+        }
+        // (problem code, metrics, the first problem of that code)
+        let mut lost: Vec<(&str, Vec<&str>, &Problem)> = Vec::new();
+        for (metric, p) in problems {
+            let code = p.code();
+            if !(p.is_permission() || code == "tracefs_unreadable") {
+                continue;
+            }
+            match lost.iter_mut().find(|(c, _, _)| *c == code) {
+                Some((_, ms, _)) if !ms.contains(&metric) => ms.push(metric),
+                Some(_) => {}
+                None => lost.push((code, vec![metric], p)),
+            }
+        }
+        if lost.is_empty() {
+            out.push(Finding {
+                warn: false,
+                message: "no metric is lost to missing privilege".into(),
+            });
+        }
+        for (code, metrics, p) in lost {
+            let cause = match code {
+                "privilege" => "missing privilege",
+                "seccomp" => "a seccomp profile or LSM that refuses perf_event_open",
+                "refused" => "the kernel restricting these events despite privilege",
+                _ => "a tracefs this user may not read",
+            };
+            out.push(Finding {
+                warn: true,
+                message: format!(
+                    "these metrics are lost to {cause}: {}: {}; what to do: {}",
+                    metrics.join(", "),
+                    p,
+                    p.what_to_do()
+                ),
+            });
+        }
+        out
+    }
+}
+
+/// One line of the privilege report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Logged as a warning (else as information).
+    pub warn: bool,
+    /// The line.
+    pub message: String,
 }
 
 #[cfg(test)]
@@ -185,6 +296,7 @@ mod tests {
             cap_eff,
             paranoid: Some(paranoid),
             kernel: Some(kernel),
+            seccomp: Some(0),
         }
     }
 

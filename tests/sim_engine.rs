@@ -7,7 +7,7 @@ use perf_exporter::config::Config;
 use perf_exporter::engine::Engine;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::report::prober;
+use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::{Kind, Snapshot};
@@ -292,8 +292,8 @@ fn refused_pmu_does_not_drop_the_others() {
     let p = e.problems();
     assert!(
         p.iter().any(|(m, r)| m == "perf_dram_read_bytes_total"
-            && r.contains("uncore_imc_3")
-            && r.contains("permission")),
+            && r.pmu() == Some("uncore_imc_3")
+            && r.code() == "privilege"),
         "{p:?}"
     );
 }
@@ -316,9 +316,9 @@ fn refused_cpu_pmu_does_not_drop_software() {
     assert_eq!(*cyc.1, 0.0);
     let reasons = e.problems();
     assert!(
-        reasons
-            .iter()
-            .any(|(m, r)| m == "perf_cpu_cycles_total" && r.contains("perf_event_paranoid")),
+        reasons.iter().any(|(m, r)| m == "perf_cpu_cycles_total"
+            && r.is_permission()
+            && r.what_to_do().contains("perf_event_paranoid")),
         "{reasons:?}"
     );
 }
