@@ -33,17 +33,37 @@ fn rank(p: &Problem) -> u8 {
     }
 }
 
-/// The most useful explanations among `(metric, problem)` pairs, at most
-/// `n`, each `metric: problem; what to do: ...`.
+/// The most useful explanations among `(metric, problem)` pairs: one
+/// per kind of problem (at most `n`), each naming its metrics (at most
+/// five) and saying what to do: `m1, m2: problem; what to do: ...`.
 pub fn explain_first<'a>(
     problems: impl IntoIterator<Item = (&'a str, &'a Problem)>,
     n: usize,
 ) -> String {
     let mut v: Vec<(&str, &Problem)> = problems.into_iter().collect();
     v.sort_by_key(|(_, p)| rank(p));
-    v.into_iter()
+    let mut groups: Vec<(Vec<&str>, &Problem)> = Vec::new();
+    for (m, p) in v {
+        match groups.iter_mut().find(|(_, g)| g.code() == p.code()) {
+            Some((ms, _)) if !ms.contains(&m) => ms.push(m),
+            Some(_) => {}
+            None => groups.push((vec![m], p)),
+        }
+    }
+    groups
+        .into_iter()
         .take(n)
-        .map(|(m, p)| format!("{m}: {}", p.explain()))
+        .map(|(ms, p)| {
+            let more = match ms.len() {
+                0..=5 => String::new(),
+                k => format!(" and {} more", k - 5),
+            };
+            format!(
+                "{}{more}: {}",
+                ms[..ms.len().min(5)].join(", "),
+                p.explain()
+            )
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
