@@ -323,6 +323,117 @@ mod tests {
         assert!(s.contains("more than needed"), "{s}");
     }
 
+    fn eperm(event: &str) -> Problem {
+        Problem::Privilege(crate::problem::OpenFailure {
+            op: "open",
+            event: event.into(),
+            pmu: "tracepoint".into(),
+            cpu: 0,
+            errno: 1,
+        })
+    }
+
+    #[test]
+    fn permission_errors_are_diagnosed_with_what_is_held() {
+        let perfmon = 1u64 << CAP_PERFMON;
+        // Nothing held: missing privilege, as the kernel said.
+        let mut v = [eperm("cycles")];
+        p(0, 2, (6, 1)).diagnose(v.iter_mut(), false);
+        assert_eq!(v[0].code(), "privilege");
+        // Held, and nothing opens at all: seccomp or an LSM.
+        let mut held = p(perfmon, 2, (6, 1));
+        held.seccomp = Some(2);
+        let mut v = [eperm("cycles")];
+        held.diagnose(v.iter_mut(), false);
+        assert_eq!(v[0].code(), "seccomp");
+        assert!(v[0].to_string().contains("Seccomp: 2"), "{}", v[0]);
+        // Held, and other events open: this event is restricted.
+        let mut v = [eperm("ftrace:function")];
+        held.diagnose(v.iter_mut(), true);
+        assert_eq!(v[0].code(), "refused");
+        assert!(!v[0].explain().contains("grant CAP_PERFMON"));
+        // paranoid <= 0 allows it as well.
+        let mut v = [eperm("cycles")];
+        p(0, -1, (6, 1)).diagnose(v.iter_mut(), true);
+        assert!(
+            v[0].to_string().contains("perf_event_paranoid <= 0"),
+            "{}",
+            v[0]
+        );
+    }
+
+    #[test]
+    fn report_names_the_cause_and_never_asks_a_holder_to_grant() {
+        let perfmon = 1u64 << CAP_PERFMON;
+        let admin = 1u64 << CAP_SYS_ADMIN;
+        let tracefs = Problem::TracefsUnreadable {
+            event: "syscalls:sys_enter_getppid".into(),
+            path: "/sys/kernel/tracing".into(),
+        };
+        // CAP_PERFMON alone, tracefs 0700 (issue 11): the tracefs is named.
+        let r = p(perfmon, 2, (6, 8)).report([("perf_getppid_calls_total", &tracefs)]);
+        let all: Vec<&str> = r.iter().map(|f| f.message.as_str()).collect();
+        assert!(!r[0].warn, "{all:?}");
+        assert!(
+            all.iter().any(|m| m
+                .contains("lost to a tracefs this user may not read: perf_getppid_calls_total")
+                && m.contains("mode=0755")),
+            "{all:?}"
+        );
+        assert!(
+            all.iter().all(|m| !m.contains("grant CAP_PERFMON")),
+            "{all:?}"
+        );
+        assert!(
+            all.iter().all(|m| !m.contains("CAP_SYS_ADMIN is held")),
+            "{all:?}"
+        );
+        // Nothing held: grant it.
+        let e = eperm("cycles");
+        let r = p(0, 2, (6, 8)).report([("perf_cpu_cycles_total", &e), ("x_total", &e)]);
+        assert!(r[0].warn);
+        let lost = r
+            .iter()
+            .find(|f| f.message.contains("missing privilege"))
+            .unwrap();
+        assert!(
+            lost.message.contains("perf_cpu_cycles_total, x_total"),
+            "{lost:?}"
+        );
+        assert!(lost.message.contains("setcap cap_perfmon=ep"), "{lost:?}");
+        // Root holds CAP_SYS_ADMIN: more than needed, said as a warning.
+        let r = p(perfmon | admin, 2, (6, 8)).report([]);
+        assert!(
+            r.iter().any(|f| f.warn
+                && f.message
+                    .contains("CAP_SYS_ADMIN is held, which is more than needed")),
+            "{r:?}"
+        );
+        assert!(r
+            .iter()
+            .any(|f| f.message == "no metric is lost to missing privilege"));
+        // Before 5.8 CAP_SYS_ADMIN is what it takes: no warning.
+        let r = p(admin, 2, (5, 4)).report([]);
+        assert!(
+            r.iter().all(|f| !f.message.contains("more than needed")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn seccomp_mode_is_read_from_status() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("self")).unwrap();
+        std::fs::write(
+            dir.path().join("self/status"),
+            "Uid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\nSeccomp:\t2\nSeccomp_filters:\t1\n",
+        )
+        .unwrap();
+        let d = Privilege::detect(dir.path());
+        assert_eq!((d.euid, d.seccomp), (Some(0), Some(2)));
+        assert!(d.summary().contains("seccomp=2"), "{}", d.summary());
+    }
+
     #[test]
     fn kernel_versions() {
         assert_eq!(parse_kernel_version("6.18.44-fc-v657\n"), Some((6, 18)));

@@ -517,3 +517,71 @@ impl ListReport {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::OpenFailure;
+
+    fn absent(e: &str) -> Problem {
+        Problem::NotOnPlatform {
+            event: e.into(),
+            detail: format!("no PMU matches `{e}` on this host"),
+        }
+    }
+
+    fn fd(e: &str) -> Problem {
+        Problem::FdLimit(OpenFailure {
+            op: "open",
+            event: e.into(),
+            pmu: "software".into(),
+            cpu: 0,
+            errno: libc::EMFILE,
+        })
+    }
+
+    #[test]
+    fn explanations_put_what_to_fix_first_and_group_by_kind() {
+        let (a, b, c) = (absent("amd_df"), fd("cpu-clock"), fd("task-clock"));
+        let s = explain_first([("m_dram", &a), ("m_clock", &b), ("m_task", &c)], 5);
+        let fds = s.find("m_clock, m_task: out of file descriptors").unwrap();
+        let dram = s.find("m_dram: no PMU matches").unwrap();
+        assert!(fds < dram, "{s}");
+        assert_eq!(s.matches("raise RLIMIT_NOFILE").count(), 1, "{s}");
+        let many: Vec<String> = (0..8).map(|i| format!("m{i}")).collect();
+        let s = explain_first(many.iter().map(|m| (m.as_str(), &b)), 5);
+        assert!(s.starts_with("m0, m1, m2, m3, m4 and 3 more: "), "{s}");
+    }
+
+    #[test]
+    fn check_fails_when_serve_would_refuse_or_strictly_on_any_unavailable() {
+        let empty = Resolution {
+            sets: Vec::new(),
+            metrics: Vec::new(),
+        };
+        let r = CheckReport::new(&empty);
+        assert_eq!(r.exit_status(false), 1);
+        assert!(r.failure(false).unwrap().contains("no metrics"));
+        let metric = |name: &str, status: &str| CheckMetric {
+            metric: name.into(),
+            status: status.into(),
+            class: None,
+            event: None,
+            instances: Vec::new(),
+            tried: Vec::new(),
+            partial: Vec::new(),
+        };
+        let r = CheckReport {
+            metrics: vec![
+                metric("a_total", "resolved"),
+                metric("b_total", "unavailable"),
+            ],
+            refusal: None,
+        };
+        assert_eq!((r.exit_status(false), r.exit_status(true)), (0, 1));
+        assert!(r
+            .failure(true)
+            .unwrap()
+            .contains("1 of 2 metrics unavailable: b_total"));
+    }
+}
