@@ -333,6 +333,13 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
     let simulated = o.kernel.simulated();
     tracing::info!(version = env!("CARGO_PKG_VERSION"), simulated, sysfs = %o.table.sysfs.display(), "starting perf-exporter");
     let privilege = (!simulated).then(|| Privilege::detect(&o.procfs));
+    if let Some(p) = &privilege {
+        if p.grant().is_some() {
+            tracing::info!(privilege = %p.summary(), "privilege");
+        } else {
+            tracing::warn!(privilege = %p.summary(), "privilege");
+        }
+    }
     if o.web_config.file.is_some() {
         tracing::info!(web_config = %o.web_config.describe(), "web config");
     }
