@@ -499,7 +499,7 @@ fn vm_no_pmu() {
     // Tracepoints need tracefs, which a fixture does not have.
     assert!(matches!(
         err(&t, "sched:sched_switch"),
-        ResolveError::Tracepoint { .. }
+        ResolveError::TracefsMissing { .. }
     ));
 }
 
