@@ -219,7 +219,10 @@ fn endpoints() {
             row.contains("<td>unavailable: not on this platform</td>"),
             "{row}"
         );
-        assert!(row.contains("core PMU") && row.contains("What to do: "), "{row}");
+        assert!(
+            row.contains("core PMU") && row.contains("What to do: "),
+            "{row}"
+        );
     }
     let row = landing_row(&page, "perf_cpu_clock_seconds_total");
     assert!(row.contains("<td>resolved</td>"), "{row}");

@@ -225,6 +225,8 @@ struct Reloader {
     table: PmuTable,
     ctx: Context,
     kernel: Arc<dyn Kernel>,
+    /// What this process holds, to diagnose permission errors (live kernel).
+    privilege: Option<Privilege>,
     /// One reload at a time.
     lock: Mutex<()>,
     ok: AtomicBool,
@@ -419,6 +421,7 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
             table: o.table,
             ctx: o.ctx,
             kernel: o.kernel,
+            privilege,
             lock: Mutex::new(()),
             ok: AtomicBool::new(true),
             last_success: AtomicU64::new(unix_now().to_bits()),
@@ -954,7 +957,10 @@ fn try_reload(state: &State) -> Result<String, ReloadError> {
         }
         t
     };
-    let res = resolve_plan(&cfg, &table, &r.ctx, r.kernel.as_ref());
+    let mut res = resolve_plan(&cfg, &table, &r.ctx, r.kernel.as_ref());
+    if let Some(p) = &r.privilege {
+        crate::report::diagnose(&mut res, p, true);
+    }
     if let Some(why) = crate::report::serve_would_refuse(&res) {
         return Err(ReloadError::NothingToCount(why));
     }
