@@ -314,6 +314,15 @@ fn refused_cpu_pmu_does_not_drop_software() {
         .find(|(l, _)| l.contains("metric=perf_cpu_cycles_total"))
         .unwrap();
     assert_eq!(*cyc.1, 0.0);
+    // Why, as a label from a fixed set: a failure, not another platform.
+    let info = &v["perf_event_unavailable_info"];
+    assert!(
+        info.keys()
+            .any(|l| l.contains("metric=perf_cpu_cycles_total")
+                && l.contains("reason=privilege")
+                && l.contains("class=failed")),
+        "{info:?}"
+    );
     let reasons = e.problems();
     assert!(
         reasons.iter().any(|(m, r)| m == "perf_cpu_cycles_total"
