@@ -136,6 +136,17 @@ pub enum Problem {
     },
     /// EMFILE/ENFILE.
     FdLimit(OpenFailure),
+    /// No file descriptor is left for counters at all (`RLIMIT_NOFILE`).
+    FdExhausted {
+        /// The soft limit.
+        soft: u64,
+        /// The hard limit.
+        hard: u64,
+        /// Descriptors the exporter itself uses.
+        used: u64,
+        /// The limit that would fit the plan.
+        raise_to: u64,
+    },
     /// EINVAL: the PMU refuses the encoding (or the group).
     PmuRefused(OpenFailure),
     /// ENODEV/ENXIO: the CPU is offline.
@@ -169,7 +180,7 @@ impl Problem {
             Problem::Privilege(_) => "privilege",
             Problem::Seccomp { .. } => "seccomp",
             Problem::Refused { .. } => "refused",
-            Problem::FdLimit(_) => "fd_limit",
+            Problem::FdLimit(_) | Problem::FdExhausted { .. } => "fd_limit",
             Problem::PmuRefused(_) => "pmu_refused",
             Problem::CpuOffline(_) => "cpu_offline",
             Problem::Busy(_) => "busy",
@@ -217,6 +228,7 @@ impl Problem {
             | Problem::TracefsUnreadable { event, .. }
             | Problem::NoOnlineCpu { event, .. }
             | Problem::Unschedulable { event, .. } => event,
+            Problem::FdExhausted { .. } => "",
             Problem::Seccomp { open, .. } | Problem::Refused { open, .. } => &open.event,
             Problem::Privilege(o)
             | Problem::FdLimit(o)
@@ -275,6 +287,7 @@ impl Problem {
             Problem::Seccomp { mode: Some(m), .. } if *m > 0 => "allow perf_event_open in the seccomp profile: container runtimes' default profiles allow it only with CAP_SYS_ADMIN (podman, Docker); run with a profile that allows it (`--security-opt seccomp=/path/to/profile.json`; Kubernetes: `securityContext.seccompProfile` of type `Localhost`), or, if an LSM denies it, allow perf_event_open there; granting capabilities does not help".into(),
             Problem::Seccomp { .. } => "no seccomp filter is active, so look for an LSM that denies perf_event_open (SELinux: `ausearch -m avc`, the `perf_event` class; AppArmor: the profile's `capability perfmon` rule; a BPF LSM) and allow it there; granting capabilities does not help".into(),
             Problem::Refused { .. } => "nothing to grant: the kernel restricts this event on this host (kernel lockdown, an LSM policy, or a limit of the event itself, as for `ftrace:function`); leave it out or count another event".into(),
+            Problem::FdExhausted { raise_to, .. } => format!("raise RLIMIT_NOFILE to at least {raise_to} (`ulimit -n`, systemd `LimitNOFILE=`, container `--ulimit nofile=`)"),
             Problem::FdLimit(_) => "raise RLIMIT_NOFILE (`ulimit -n`, systemd `LimitNOFILE=`, container `--ulimit nofile=`): the exporter raises its soft limit up to the hard limit itself, so raise the hard limit".into(),
             Problem::PmuRefused(_) => "the PMU driver does not take this encoding (or group) on this CPU: check the event against `perf-exporter list` and the CPU model's event list, or put it in a set of its own".into(),
             Problem::CpuOffline(_) => "nothing: it is counted again when the CPU comes online".into(),
@@ -315,6 +328,10 @@ impl fmt::Display for Problem {
             }
             Problem::Refused { open, allowed_by } => write!(f, "permission denied ({open}) although {allowed_by} allows system-wide counting and other events open: the kernel restricts this event, not a missing capability"),
             Problem::FdLimit(o) => write!(f, "out of file descriptors ({o})"),
+            Problem::FdExhausted { soft, hard, used, .. } => write!(
+                f,
+                "out of file descriptors: no file descriptor is free for counters: the open-files limit RLIMIT_NOFILE is {soft} (hard limit {hard}) and the exporter itself uses {used}"
+            ),
             Problem::PmuRefused(o) => write!(f, "rejected by the PMU: invalid encoding or group ({o})"),
             Problem::CpuOffline(o) => write!(f, "CPU offline ({o})"),
             Problem::Busy(o) => write!(f, "no free hardware counter ({o})"),
@@ -373,6 +390,12 @@ mod tests {
                 allowed_by: "CAP_PERFMON",
             },
             Problem::FdLimit(open(24)),
+            Problem::FdExhausted {
+                soft: 24,
+                hard: 24,
+                used: 20,
+                raise_to: 60,
+            },
             Problem::PmuRefused(open(22)),
             Problem::CpuOffline(open(19)),
             Problem::Busy(open(16)),
@@ -383,7 +406,8 @@ mod tests {
             },
             Problem::Failed(open(5)),
         ];
-        let codes: Vec<&str> = all.iter().map(Problem::code).collect();
+        let mut codes: Vec<&str> = all.iter().map(Problem::code).collect();
+        codes.dedup();
         assert_eq!(codes, Problem::CODES);
         for p in &all {
             assert!(!p.to_string().is_empty() && !p.what_to_do().is_empty());
