@@ -149,14 +149,10 @@ impl Privilege {
                 "system-wide counting allowed by CAP_SYS_ADMIN (this kernel predates CAP_PERFMON)"
                     .to_string()
             }
-            None => format!(
-                "system-wide counting is NOT allowed: perf_event_paranoid > 0 and no CAP_PERFMON{}; every counter will fail with EACCES: {HOW_TO_GRANT}",
-                if self.kernel_knows_perfmon() {
-                    ""
-                } else {
-                    " (this kernel predates CAP_PERFMON: it needs CAP_SYS_ADMIN)"
-                }
+            None if self.kernel_knows_perfmon() => format!(
+                "system-wide counting is NOT allowed: perf_event_paranoid > 0 and no CAP_PERFMON; every counter will fail with EACCES: {HOW_TO_GRANT}"
             ),
+            None => "system-wide counting is NOT allowed: perf_event_paranoid > 0 and no CAP_SYS_ADMIN (this kernel predates CAP_PERFMON, so CAP_PERFMON gives nothing here); every counter will fail with EACCES: grant CAP_SYS_ADMIN, or set kernel.perf_event_paranoid=0 for the whole host".to_string(),
         };
         format!("{facts}: {verdict}")
     }
@@ -319,6 +315,12 @@ mod tests {
         assert!(s.contains("allowed by CAP_PERFMON"), "{s}");
         let s = p(admin, 2, (6, 1)).summary();
         assert!(s.contains("more than needed"), "{s}");
+        // Before 5.8, CAP_PERFMON gives nothing and is not the advice.
+        let s = p(perfmon, 2, (5, 4)).summary();
+        assert!(
+            s.contains("grant CAP_SYS_ADMIN") && !s.contains("grant CAP_PERFMON"),
+            "{s}"
+        );
     }
 
     fn eperm(event: &str) -> Problem {
