@@ -268,7 +268,7 @@ fn host(cli: &Cli) -> Result<Host> {
             tracefs: Some(t.clone()),
             ..Context::default()
         },
-        None => Context::for_sysfs(&cli.sysfs),
+        None => Context::for_host(&cli.sysfs, &cli.procfs),
     };
     if !cli.simulate_refuse.is_empty() && !cli.simulate {
         anyhow::bail!("--simulate.refuse needs --simulate");
@@ -385,9 +385,6 @@ fn serve(cli: &Cli) -> Result<ExitCode> {
     let request_timeout = duration_flag("--web.request-timeout", &cli.web.request_timeout)?;
     let cfg = load_config(cli)?;
     let otlp = OtlpSettings::resolve(&cli.otlp.flags(), &otlp::process_env, &cli.procfs)?;
-    // Still single-threaded here: the exporter variables are parsed, so
-    // opentelemetry-otlp must not read them again (see scrub_exporter_env).
-    otlp::scrub_exporter_env();
     let h = host(cli)?;
     let Some(kernel) = h.kernel else {
         anyhow::bail!(

@@ -44,7 +44,13 @@ pub fn explain_first<'a>(
     v.sort_by_key(|(_, p)| rank(p));
     let mut groups: Vec<(Vec<&str>, &Problem)> = Vec::new();
     for (m, p) in v {
-        match groups.iter_mut().find(|(_, g)| g.code() == p.code()) {
+        // One group per kind of problem (not per code: running out of
+        // descriptors altogether is told apart from one failed open).
+        let kind = std::mem::discriminant(p);
+        match groups
+            .iter_mut()
+            .find(|(_, g)| std::mem::discriminant(*g) == kind)
+        {
             Some((ms, _)) if !ms.contains(&m) => ms.push(m),
             Some(_) => {}
             None => groups.push((vec![m], p)),

@@ -5,7 +5,7 @@
 //! here are separate from the config types: they describe what will be
 //! counted, where, and why the other alternatives were not taken.
 
-use super::{resolve_str, Context, Instance, ResolveError};
+use super::{resolve, Context, Instance, ResolveError};
 use crate::config::{Alternative, Config};
 use crate::pmu::{normalize_unit, PmuTable};
 use crate::problem::{Class, Problem};
@@ -246,8 +246,9 @@ fn try_alternative(
     let sum = alt.specs().len() > 1;
     let mut out = Vec::new();
     for spec in alt.specs() {
+        let (parsed, spec) = (&spec.parsed, spec.text.as_str());
         let mut insts =
-            resolve_str(spec, table, ctx).map_err(|e| in_sum(problem_of(e, spec), spec, sum))?;
+            resolve(parsed, table, ctx).map_err(|e| in_sum(problem_of(e, spec), spec, sum))?;
         for i in &mut insts {
             if let Some(s) = scale {
                 let (s, u) = normalize_unit(s, unit.unwrap_or(""));
@@ -291,6 +292,26 @@ fn try_alternative(
     Ok(out)
 }
 
+/// A counter's alternative must count and a gauge's must read
+/// (`.snapshot`): otherwise the series would change type with the host.
+fn same_kind(
+    gauge: bool,
+    event: String,
+    insts: Vec<MetricInstance>,
+) -> Result<Vec<MetricInstance>, Problem> {
+    let wrong = |detail: &str| {
+        Err(Problem::Config {
+            event,
+            detail: detail.into(),
+        })
+    };
+    match (gauge, insts.iter().any(|i| i.inst.snapshot)) {
+        (false, true) => wrong("a `.snapshot` reading, not a count: declare the metric `gauge: true` and name it without `_total`"),
+        (true, false) => wrong("a count, not a reading: a `gauge: true` metric needs a `.snapshot` event"),
+        _ => Ok(insts),
+    }
+}
+
 /// Resolves every metric of `cfg` on the host described by `table`.
 pub fn resolve_config(
     cfg: &Config,
@@ -309,9 +330,11 @@ pub fn resolve_config(
             let mut tried = Vec::new();
             let mut won = None;
             let mut partial = Vec::new();
-            for (idx, alt) in m.event.value.alternatives().into_iter().enumerate() {
+            for (idx, alt) in m.event.value.iter().enumerate() {
                 partial.clear();
-                match try_alternative(alt, table, ctx, probe, &mut partial) {
+                let outcome = try_alternative(alt, table, ctx, probe, &mut partial)
+                    .and_then(|insts| same_kind(m.gauge, alt.display(), insts));
+                match outcome {
                     Ok(insts) => {
                         tried.push(Tried {
                             event: alt.display(),

@@ -34,7 +34,7 @@ pub mod io;
 pub mod x509;
 
 use crate::config::{Config, ConfigError};
-use crate::engine::{ensure_fd_budget, Engine};
+use crate::engine::Engine;
 use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
 use crate::export::prometheus;
 use crate::perf::Kernel;
@@ -288,31 +288,10 @@ pub fn resolve_plan(
     resolve_config(config, table, ctx, Some(&probe))
 }
 
-/// Opens an engine for a resolution: raises RLIMIT_NOFILE toward what the
-/// plan needs and keeps [`FD_RESERVE`] descriptors free for connections.
+/// Opens an engine for a resolution within the fd budget, keeping up to
+/// [`FD_RESERVE`] descriptors free for connections.
 pub fn open_engine(kernel: Arc<dyn Kernel>, table: PmuTable, res: Resolution) -> Engine {
-    if kernel.simulated() {
-        return Engine::new(kernel, table, res);
-    }
-    let planned: usize = res
-        .metrics
-        .iter()
-        .flat_map(|m| &m.instances)
-        .map(|i| i.inst.cpus.len())
-        .sum();
-    let b = ensure_fd_budget(planned);
-    tracing::info!(
-        needed = b.needed,
-        soft = b.soft,
-        hard = b.hard,
-        "fd budget (RLIMIT_NOFILE)"
-    );
-    let reserve: Vec<std::fs::File> = (0..FD_RESERVE)
-        .map_while(|_| std::fs::File::open("/dev/null").ok())
-        .collect();
-    let e = Engine::new(kernel, table, res);
-    drop(reserve);
-    e
+    crate::engine::open_with_reserve(kernel, table, res, FD_RESERVE)
 }
 
 /// Why nothing can be counted, for the start-up error.
@@ -394,6 +373,8 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
         return Err(WebError::NothingToCount(nothing_to_count(&engine, privilege.as_ref())).into());
     }
     let engine = Arc::new(Mutex::new(engine));
+    // Applies CPU hotplug between scrapes (until `serve` returns).
+    let _hotplug = crate::engine::follow_hotplug(&engine);
     let stats = o.otlp.as_ref().map(|_| Arc::new(ExportStats::default()));
     let web_config_file = o.web_config.file.clone();
     let state = Arc::new(State {

@@ -12,6 +12,8 @@
 //! Each test crate uses a different subset of these.
 #![allow(dead_code)]
 
+pub mod otlp;
+
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
