@@ -64,8 +64,8 @@ impl fmt::Display for OpenFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "errno {}, {} {} on PMU {}, CPU {}",
-            self.errno, self.op, self.event, self.pmu, self.cpu
+            "{} {} on PMU {}, CPU {}",
+            self.op, self.event, self.pmu, self.cpu
         )
     }
 }
@@ -317,29 +317,29 @@ impl fmt::Display for Problem {
                 path.display()
             ),
             Problem::NoOnlineCpu { pmu, .. } => write!(f, "none of the CPUs of {pmu} is online"),
-            Problem::Privilege(o) => write!(f, "permission denied ({o}): this process lacks the privilege to count system-wide"),
+            Problem::Privilege(o) => write!(f, "permission denied (errno {}): {o}: this process lacks the privilege to count system-wide", o.errno),
             Problem::Seccomp { open, mode, allowed_by } => {
-                write!(f, "permission denied ({open}) on every counter although {allowed_by} allows system-wide counting: ")?;
+                write!(f, "permission denied (errno {}): {open}, and every other counter, although {allowed_by} allows system-wide counting: ", open.errno)?;
                 match mode {
                     Some(m) if *m > 0 => write!(f, "a seccomp filter is active (Seccomp: {m} in /proc/self/status), so a seccomp profile (or an LSM) is the likely cause"),
                     Some(_) => f.write_str("no seccomp filter is active (Seccomp: 0), so an LSM or kernel lockdown is the likely cause"),
                     None => f.write_str("a seccomp profile or an LSM is the likely cause"),
                 }
             }
-            Problem::Refused { open, allowed_by } => write!(f, "permission denied ({open}) although {allowed_by} allows system-wide counting and other events open: the kernel restricts this event, not a missing capability"),
-            Problem::FdLimit(o) => write!(f, "out of file descriptors ({o})"),
+            Problem::Refused { open, allowed_by } => write!(f, "permission denied (errno {}): {open}, although {allowed_by} allows system-wide counting and other events open: the kernel restricts this event, not a missing capability", open.errno),
+            Problem::FdLimit(o) => write!(f, "out of file descriptors (errno {}): {o}", o.errno),
             Problem::FdExhausted { soft, hard, used, .. } => write!(
                 f,
                 "out of file descriptors: no file descriptor is free for counters: the open-files limit RLIMIT_NOFILE is {soft} (hard limit {hard}) and the exporter itself uses {used}"
             ),
-            Problem::PmuRefused(o) => write!(f, "rejected by the PMU: invalid encoding or group ({o})"),
-            Problem::CpuOffline(o) => write!(f, "CPU offline ({o})"),
-            Problem::Busy(o) => write!(f, "no free hardware counter ({o})"),
+            Problem::PmuRefused(o) => write!(f, "rejected by the PMU: invalid encoding or group (errno {}): {o}", o.errno),
+            Problem::CpuOffline(o) => write!(f, "CPU offline (errno {}): {o}", o.errno),
+            Problem::Busy(o) => write!(f, "no free hardware counter (errno {}): {o}", o.errno),
             Problem::Unschedulable { event, pmu, cpu } => write!(
                 f,
                 "{event} on {pmu} CPU {cpu}: never scheduled on the PMU (time_running stays 0)"
             ),
-            Problem::Failed(o) => write!(f, "failed ({o})"),
+            Problem::Failed(o) => write!(f, "failed (errno {}): {o}", o.errno),
         }
     }
 }
@@ -425,7 +425,7 @@ mod tests {
         let p = Problem::FdLimit(open(24));
         assert_eq!(
             p.to_string(),
-            "out of file descriptors (errno 24, open cycles on PMU cpu, CPU 3)"
+            "out of file descriptors (errno 24): open cycles on PMU cpu, CPU 3"
         );
         assert!(p.what_to_do().contains("raise RLIMIT_NOFILE"));
         assert_eq!((p.event(), p.pmu()), ("cycles", Some("cpu")));

@@ -173,7 +173,10 @@ impl PerfError {
         };
         match self.kind {
             ErrorKind::NotSupported => Problem::NotOnPlatform {
-                detail: format!("not supported on this host: no PMU claims this encoding ({o})"),
+                detail: format!(
+                    "not supported on this host (errno {}): no PMU claims this encoding: {o}",
+                    o.errno
+                ),
                 event: o.event,
             },
             ErrorKind::Privilege => Problem::Privilege(o),
