@@ -22,7 +22,7 @@ use perf_exporter::export::prometheus::{encode_openmetrics, encode_text};
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::perf::{parse_group_read, GroupReading};
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::report::prober;
+use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::{Family, Kind, Sample, Snapshot};

@@ -35,6 +35,13 @@ NOT_AVAILABLE = "Not available on this system"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 # Every selector carries these two matchers.
 SEL = 'job=~"$job", instance=~"$instance"'
+# Unavailable metrics with their class and reason code (perf_event_unavailable_info
+# carries both, from small fixed sets); the value stays 0 for the value mapping.
+UNAVAILABLE_WITH_REASON = (
+    f"(perf_event_available{{{SEL}}} == 0)\n"
+    f"* on (job, instance, metric, event, pmu) group_left (class, reason)\n"
+    f"perf_event_unavailable_info{{{SEL}}}"
+)
 RI = "$__rate_interval"
 
 
@@ -394,9 +401,9 @@ def node_dashboard() -> dict:
     p.append(stat(lay, "Counting time", "The lowest share of its enabled time any counter set was on the PMU (running / enabled). Below 100% the counts are scaled estimates (multiplexing).",
                   "percentunit", f"min(\n{running_ratio('set')}\n)", decimals=0,
                   steps=(("red", None), ("orange", 0.5), ("green", 0.99))))
-    p.append(stat(lay, "Unavailable metrics", "How many configured metrics this host cannot count (on some or all of their PMUs); see the Availability row.",
-                  "short", f'sum(1 - min by (metric) (perf_event_available{{{SEL}}}))',
-                  steps=(("green", None), ("blue", 1)), no_value="No data"))
+    p.append(stat(lay, "Failed metrics", "How many configured metrics this host should count but does not (privilege, seccomp, file descriptors, tracefs, the PMU refusing the encoding: perf_event_unavailable_info class=\"failed\"). Metrics of other platforms (class=\"not_on_platform\", e.g. hardware events in a VM without a PMU) are not counted here; the Availability row lists both.",
+                  "short", f'count(count by (metric) (perf_event_unavailable_info{{{SEL}, class="failed"}})) or vector(0)',
+                  steps=(("green", None), ("red", 1)), no_value="No data"))
 
     p.append(lay.row("Instructions per cycle"))
     p.append(timeseries(lay, "IPC", "Instructions retired per CPU cycle, all CPUs together: work done per clock. Low IPC with high cache miss ratios usually means memory stalls.",
@@ -463,16 +470,17 @@ def node_dashboard() -> dict:
 
     p.append(lay.row("Availability"))
     p.append(table(lay, "Metrics this host cannot count",
-                   "Configured metrics this host cannot count (perf_event_available == 0), with the last encoding tried. "
-                   "Why: the exporter's status page (http://<instance>/) and `perf-exporter check` give the reason for each, "
-                   "e.g. no core PMU in a VM without a virtual PMU, or a memory controller PMU this CPU does not have. "
+                   "Configured metrics this host cannot count (perf_event_available == 0), with the last encoding tried, "
+                   "the class (not_on_platform: expected on this hardware, e.g. no core PMU in a VM or a memory controller "
+                   "PMU this CPU does not have; failed: should be countable here) and the reason code. "
+                   "The exporter's status page (http://<instance>/) and `perf-exporter check` explain each and say what to do. "
                    "Such metrics are never exported as zero: their panels say \"" + NOT_AVAILABLE + "\".",
-                   "short", f"perf_event_available{{{SEL}}} == 0",
+                   "short", UNAVAILABLE_WITH_REASON,
                    no_value="Every configured metric is counted on this host",
                    mappings=[{"type": "value", "options": {"0": {"text": NOT_AVAILABLE, "color": "orange", "index": 0}}}],
                    exclude=("job",),
                    rename={"metric": "Metric", "event": "Encoding tried", "pmu": "PMU", "Value": "Status",
-                           "instance": "Instance"}))
+                           "instance": "Instance", "class": "Class", "reason": "Reason"}))
 
     p.append(lay.row("Exporter"))
     p.append(timeseries(lay, "Counter read time per scrape", "How long a scrape took to read every perf group.",
@@ -499,9 +507,12 @@ def cluster_dashboard() -> dict:
                   f'sum(up{{{SEL}}})', w=6, no_value="No targets"))
     p.append(stat(lay, "Nodes down", "Targets of the job failing their scrapes.", "short",
                   f'sum(1 - up{{{SEL}}})', w=6, steps=(("green", None), ("red", 1)), no_value="No targets"))
-    p.append(stat(lay, "Nodes with unavailable metrics", "Nodes that cannot count at least one configured metric (see the table below).",
-                  "short", f'sum(1 - min by (instance) (perf_event_available{{{SEL}}}))', w=6,
-                  steps=(("green", None), ("blue", 1)), no_value="No data"))
+    p.append(stat(lay, "Nodes with failed metrics", "Nodes that fail to count at least one configured metric their hardware has "
+                  "(perf_event_unavailable_info class=\"failed\": privilege, seccomp, file descriptors, tracefs, the PMU refusing the encoding). "
+                  "Metrics of other platforms (class=\"not_on_platform\", e.g. AMD's DRAM total on Intel, hardware events in a VM) "
+                  "are expected and not counted here; the table below lists both.",
+                  "short", f'count(count by (instance) (perf_event_unavailable_info{{{SEL}, class="failed"}})) or vector(0)', w=6,
+                  steps=(("green", None), ("red", 1)), no_value="No data"))
     p.append(stat(lay, "Cluster IPC", "All instructions / all cycles over the selected nodes.", "short",
                   ratio("perf_instructions_total", "perf_cpu_cycles_total"), w=6, decimals=2,
                   steps=(("red", None), ("orange", 0.5), ("green", 1.0))))
@@ -532,14 +543,15 @@ def cluster_dashboard() -> dict:
 
     p.append(lay.row("Availability"))
     p.append(table(lay, "Unavailable metrics by node",
-                   "Per node, the configured metrics it cannot count (perf_event_available == 0). The reason is on each "
-                   "exporter's status page (/) and in `perf-exporter check`.",
-                   "short", f"perf_event_available{{{SEL}}} == 0",
+                   "Per node, the configured metrics it cannot count (perf_event_available == 0), with the class "
+                   "(not_on_platform: expected on that hardware; failed: should be countable there) and the reason code. "
+                   "The explanation and what to do are on each exporter's status page (/) and in `perf-exporter check`.",
+                   "short", UNAVAILABLE_WITH_REASON,
                    no_value="Every configured metric is counted on every selected node",
                    mappings=[{"type": "value", "options": {"0": {"text": NOT_AVAILABLE, "color": "orange", "index": 0}}}],
                    exclude=("job",),
                    rename={"instance": "Node", "metric": "Metric", "event": "Encoding tried", "pmu": "PMU",
-                           "Value": "Status"}, h=10))
+                           "Value": "Status", "class": "Class", "reason": "Reason"}, h=10))
 
     return dashboard(
         "perf-exporter-cluster",

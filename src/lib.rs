@@ -9,7 +9,8 @@
 //! 0. leaves, usable by every stage: [`duration`] (the one duration
 //!    grammar of every flag), [`spec`] (the event-spec grammar),
 //!    [`perf::abi`] (the kernel's ABI numbers, from perf-event-open-sys)
-//!    and the typed reasons why a metric is not counted;
+//!    and [`problem`] (the typed reasons why a metric is not counted,
+//!    with what to do);
 //! 1. [`config`]: the YAML configuration as written, specs stored parsed
 //!    (no I/O but reading the file);
 //! 2. [`pmu`]: discovery from the sysfs and procfs roots: PMUs, topology,
@@ -23,7 +24,7 @@
 //!    counters, hotplug, producing [`snapshot`]s (the plain data model of
 //!    a collection, which the exporters depend on instead of the engine);
 //!    [`privilege`] (what the process may open and what missing privilege
-//!    costs) and the availability probe sit beside it;
+//!    costs) and the availability [`probe`] sit beside it;
 //! 6. [`export`] (Prometheus text and OpenMetrics encoding, OTLP push),
 //!    with [`report`] (the `list` and `check` reports);
 //! 7. [`web`]: the HTTP endpoint (routes, TLS, auth, limits);
@@ -40,6 +41,8 @@ pub mod fuzzing;
 pub mod perf;
 pub mod pmu;
 pub mod privilege;
+pub mod probe;
+pub mod problem;
 pub mod report;
 pub mod resolve;
 pub mod snapshot;

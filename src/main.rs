@@ -9,7 +9,9 @@ use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::perf::Kernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::report::{prober, CheckReport, ListReport};
+use perf_exporter::privilege::Privilege;
+use perf_exporter::probe::prober;
+use perf_exporter::report::{CheckReport, ListReport};
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
 use perf_exporter::web::config::WebConfig;
@@ -54,6 +56,14 @@ struct Cli {
     /// With --simulate: make every simulated group read take this long, e.g. 50ms (a slow PMU, to demo and test slow scrapes).
     #[arg(long = "simulate.read-delay", global = true, value_name = "DURATION")]
     simulate_read_delay: Option<String>,
+    /// With --simulate: make every open on PMU fail with ERRNO (a number or EACCES, EPERM, EINVAL, ENOENT, EMFILE, EBUSY); `*` for every PMU. For tests of the explanations.
+    #[arg(
+        long = "simulate.refuse",
+        global = true,
+        value_name = "PMU=ERRNO",
+        hide = true
+    )]
+    simulate_refuse: Vec<String>,
     /// Log level: debug, info, warn, error.
     #[arg(long = "log.level", global = true, default_value = "info")]
     log_level: String,
@@ -188,10 +198,14 @@ enum Cmd {
         tracepoints: bool,
     },
     /// Resolve the config and report each metric's winning event (and validate --web.config.file, when given).
+    /// Fails whenever `serve` would refuse the config (nothing can be counted).
     Check {
         /// JSON output.
         #[arg(long)]
         json: bool,
+        /// Also fail when any metric is unavailable.
+        #[arg(long)]
+        strict: bool,
     },
 }
 
@@ -256,6 +270,9 @@ fn host(cli: &Cli) -> Result<Host> {
         },
         None => Context::for_host(&cli.sysfs, &cli.procfs),
     };
+    if !cli.simulate_refuse.is_empty() && !cli.simulate {
+        anyhow::bail!("--simulate.refuse needs --simulate");
+    }
     if cli.simulate_read_delay.is_some() && !cli.simulate {
         anyhow::bail!("--simulate.read-delay needs --simulate");
     }
@@ -267,6 +284,16 @@ fn host(cli: &Cli) -> Result<Host> {
                     .map_err(|e| anyhow::anyhow!("--simulate.read-delay: {e}"))?,
             );
         }
+        for r in &cli.simulate_refuse {
+            let (pmu, errno) = parse_refuse(r)?;
+            if pmu == "*" {
+                for p in &table.pmus {
+                    sim.refuse(&p.name, errno);
+                }
+            } else {
+                sim.refuse(pmu, errno);
+            }
+        }
         Some(Arc::new(sim))
     } else if is_live_sysfs(&cli.sysfs, &cli.procfs) {
         Some(Arc::new(LiveKernel::new()))
@@ -276,15 +303,35 @@ fn host(cli: &Cli) -> Result<Host> {
     Ok(Host { table, ctx, kernel })
 }
 
+fn parse_refuse(s: &str) -> Result<(&str, i32)> {
+    let (pmu, e) = s
+        .split_once('=')
+        .ok_or_else(|| anyhow::anyhow!("--simulate.refuse: `{s}` is not PMU=ERRNO"))?;
+    let errno = match e {
+        "EACCES" => libc::EACCES,
+        "EPERM" => libc::EPERM,
+        "EINVAL" => libc::EINVAL,
+        "ENOENT" => libc::ENOENT,
+        "EMFILE" => libc::EMFILE,
+        "EBUSY" => libc::EBUSY,
+        n => n.parse().map_err(|_| {
+            anyhow::anyhow!("--simulate.refuse: `{e}` is not an errno (a number or EACCES, EPERM, EINVAL, ENOENT, EMFILE, EBUSY)")
+        })?,
+    };
+    Ok((pmu, errno))
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.cmd {
         Some(Cmd::List { json, tracepoints }) => {
             let h = host(&cli)?;
             let probe = h.kernel.as_deref().map(prober);
+            let privilege = h.kernel.as_ref().map(|_| Privilege::detect(&cli.procfs));
             let r = ListReport::new(
                 &h.table,
                 &h.ctx,
                 probe.as_ref().map(|p| p as _),
+                privilege.as_ref(),
                 *tracepoints,
             );
             if *json {
@@ -294,7 +341,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Some(Cmd::Check { json }) => {
+        Some(Cmd::Check { json, strict }) => {
             // A web config given to `check` is validated too (TLS files read).
             if let Some(p) = &cli.web.web_config_file {
                 WebConfig::load(p).with_context(|| format!("--web.config.file={}", p.display()))?;
@@ -302,14 +349,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let cfg = load_config(&cli)?;
             let h = host(&cli)?;
             let probe = h.kernel.as_deref().map(prober);
-            let res = resolve_config(&cfg, &h.table, &h.ctx, probe.as_ref().map(|p| p as _));
+            let mut res = resolve_config(&cfg, &h.table, &h.ctx, probe.as_ref().map(|p| p as _));
+            if h.kernel.is_some() {
+                perf_exporter::report::diagnose(&mut res, &Privilege::detect(&cli.procfs), true);
+            }
             let r = CheckReport::new(&res);
             if *json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
                 print!("{}", r.text());
             }
-            Ok(ExitCode::SUCCESS)
+            if let Some(why) = r.failure(*strict) {
+                eprintln!("perf-exporter: check failed: {why}");
+            }
+            Ok(ExitCode::from(r.exit_status(*strict)))
         }
         None | Some(Cmd::Serve) => serve(&cli),
     }

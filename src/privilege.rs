@@ -11,8 +11,16 @@
 //! Tracepoint events also need their ids, read from tracefs, whose mount
 //! point is usually readable by root only (mode 0700): `CAP_PERFMON` does
 //! not open it.
+//!
+//! A permission error (EACCES/EPERM) is not always missing privilege:
+//! a seccomp filter (container runtimes' default profiles allow
+//! `perf_event_open` only with `CAP_SYS_ADMIN`) or an LSM refuses the
+//! syscall before the kernel looks at capabilities, and some events are
+//! restricted beyond `CAP_PERFMON` (kernel lockdown, `ftrace:function`).
+//! [`Privilege::diagnose`] tells these apart, so a process that holds
+//! `CAP_PERFMON` is never told to grant it.
 
-use crate::engine::Engine;
+use crate::problem::{Problem, HOW_TO_GRANT};
 use std::path::{Path, PathBuf};
 
 /// `CAP_SYS_ADMIN`'s bit in the capability sets.
@@ -31,6 +39,8 @@ pub struct Privilege {
     pub paranoid: Option<i32>,
     /// Kernel `(major, minor)`.
     pub kernel: Option<(u32, u32)>,
+    /// `Seccomp:` of `/proc/self/status`: 0 none, 1 strict, 2 filter.
+    pub seccomp: Option<u8>,
 }
 
 /// What allows system-wide counting, if anything.
@@ -44,8 +54,16 @@ pub enum Grant {
     Paranoid(i32),
 }
 
-/// The advice given whenever privilege is missing.
-pub const HOW_TO_GRANT: &str = "grant CAP_PERFMON (a file capability: `setcap cap_perfmon=ep /path/to/perf-exporter`; systemd: `AmbientCapabilities=CAP_PERFMON`; Kubernetes: `securityContext.capabilities.add: [PERFMON]`), or set kernel.perf_event_paranoid=0 for the whole host";
+impl Grant {
+    /// What allows it, as a user would name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Grant::CapPerfmon => "CAP_PERFMON",
+            Grant::CapSysAdmin => "CAP_SYS_ADMIN",
+            Grant::Paranoid(_) => "kernel.perf_event_paranoid <= 0",
+        }
+    }
+}
 
 impl Privilege {
     /// Reads the process's privilege under a procfs root.
@@ -68,11 +86,13 @@ impl Privilege {
         let kernel = std::fs::read_to_string(procfs.join("sys/kernel/osrelease"))
             .ok()
             .and_then(|s| parse_kernel_version(&s));
+        let seccomp = field("Seccomp:").and_then(|m| m.parse().ok());
         Privilege {
             euid,
             cap_eff,
             paranoid,
             kernel,
+            seccomp,
         }
     }
 
@@ -113,6 +133,10 @@ impl Privilege {
             self.kernel
                 .map_or("unknown".into(), |(a, b)| format!("{a}.{b}")),
         );
+        let facts = match self.seccomp {
+            Some(m) if m > 0 => format!("{facts} seccomp={m}"),
+            _ => facts,
+        };
         let verdict = match self.grant() {
             Some(Grant::CapPerfmon) => "system-wide counting allowed by CAP_PERFMON".to_string(),
             Some(Grant::Paranoid(p)) => {
@@ -125,14 +149,10 @@ impl Privilege {
                 "system-wide counting allowed by CAP_SYS_ADMIN (this kernel predates CAP_PERFMON)"
                     .to_string()
             }
-            None => format!(
-                "system-wide counting is NOT allowed: perf_event_paranoid > 0 and no CAP_PERFMON{}; every counter will fail with EACCES: {HOW_TO_GRANT}",
-                if self.kernel_knows_perfmon() {
-                    ""
-                } else {
-                    " (this kernel predates CAP_PERFMON: it needs CAP_SYS_ADMIN)"
-                }
+            None if self.kernel_knows_perfmon() => format!(
+                "system-wide counting is NOT allowed: perf_event_paranoid > 0 and no CAP_PERFMON; every counter will fail with EACCES: {HOW_TO_GRANT}"
             ),
+            None => "system-wide counting is NOT allowed: perf_event_paranoid > 0 and no CAP_SYS_ADMIN (this kernel predates CAP_PERFMON, so CAP_PERFMON gives nothing here); every counter will fail with EACCES: grant CAP_SYS_ADMIN, or set kernel.perf_event_paranoid=0 for the whole host".to_string(),
         };
         format!("{facts}: {verdict}")
     }
@@ -161,18 +181,103 @@ pub fn unreadable_tracefs(sysfs: &Path) -> Option<PathBuf> {
         })
 }
 
-/// The metrics that missing privilege costs: those whose reasons are a
-/// permission error or an unreadable tracefs, in config order.
-pub fn costs(engine: &Engine) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for (metric, reason) in engine.problems() {
-        let privilege =
-            reason.contains("permission denied") || reason.contains("not readable by this user");
-        if privilege && !out.contains(&metric) {
-            out.push(metric);
+impl Privilege {
+    /// Refines permission errors once it is known what this process
+    /// holds. Without privilege they stay [`Problem::Privilege`] ("grant
+    /// CAP_PERFMON"). With it, they are not a missing capability: when
+    /// no open succeeded at all ([`any_open_succeeded`](Self::diagnose)
+    /// false) a seccomp profile or an LSM refuses `perf_event_open`
+    /// ([`Problem::Seccomp`]); otherwise the kernel restricts these
+    /// events ([`Problem::Refused`]).
+    pub fn diagnose<'a>(
+        &self,
+        problems: impl IntoIterator<Item = &'a mut Problem>,
+        any_open_succeeded: bool,
+    ) {
+        let Some(grant) = self.grant() else {
+            return;
+        };
+        for p in problems {
+            if let Problem::Privilege(o) = p {
+                let open = o.clone();
+                *p = if any_open_succeeded {
+                    Problem::Refused {
+                        open,
+                        allowed_by: grant.name(),
+                    }
+                } else {
+                    Problem::Seccomp {
+                        open,
+                        mode: self.seccomp,
+                        allowed_by: grant.name(),
+                    }
+                };
+            }
         }
     }
-    out
+
+    /// The privilege report for the start-up log, after
+    /// [`summary`](Self::summary): what is more than needed, and which
+    /// metrics privilege-like problems cost (with what to do), from
+    /// `(metric, problem)` pairs.
+    pub fn report<'a>(
+        &self,
+        problems: impl IntoIterator<Item = (&'a str, &'a Problem)>,
+    ) -> Vec<Finding> {
+        let mut out = Vec::new();
+        if self.has_cap(CAP_SYS_ADMIN) && self.kernel_knows_perfmon() {
+            out.push(Finding {
+                warn: true,
+                message: "CAP_SYS_ADMIN is held, which is more than needed: on Linux >= 5.8 CAP_PERFMON alone allows everything this exporter does; run it as a non-root user with only CAP_PERFMON (README, Security)".into(),
+            });
+        }
+        // (problem code, metrics, the first problem of that code)
+        let mut lost: Vec<(&str, Vec<&str>, &Problem)> = Vec::new();
+        for (metric, p) in problems {
+            let code = p.code();
+            if !(p.is_permission() || code == "tracefs_unreadable") {
+                continue;
+            }
+            match lost.iter_mut().find(|(c, _, _)| *c == code) {
+                Some((_, ms, _)) if !ms.contains(&metric) => ms.push(metric),
+                Some(_) => {}
+                None => lost.push((code, vec![metric], p)),
+            }
+        }
+        if lost.is_empty() {
+            out.push(Finding {
+                warn: false,
+                message: "no metric is lost to missing privilege".into(),
+            });
+        }
+        for (code, metrics, p) in lost {
+            let cause = match code {
+                "privilege" => "missing privilege",
+                "seccomp" => "a seccomp profile or LSM that refuses perf_event_open",
+                "refused" => "the kernel restricting these events despite privilege",
+                _ => "a tracefs this user may not read",
+            };
+            out.push(Finding {
+                warn: true,
+                message: format!(
+                    "these metrics are lost to {cause}: {}: {}; what to do: {}",
+                    metrics.join(", "),
+                    p,
+                    p.what_to_do()
+                ),
+            });
+        }
+        out
+    }
+}
+
+/// One line of the privilege report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Logged as a warning (else as information).
+    pub warn: bool,
+    /// The line.
+    pub message: String,
 }
 
 #[cfg(test)]
@@ -185,6 +290,7 @@ mod tests {
             cap_eff,
             paranoid: Some(paranoid),
             kernel: Some(kernel),
+            seccomp: Some(0),
         }
     }
 
@@ -209,6 +315,121 @@ mod tests {
         assert!(s.contains("allowed by CAP_PERFMON"), "{s}");
         let s = p(admin, 2, (6, 1)).summary();
         assert!(s.contains("more than needed"), "{s}");
+        // Before 5.8, CAP_PERFMON gives nothing and is not the advice.
+        let s = p(perfmon, 2, (5, 4)).summary();
+        assert!(
+            s.contains("grant CAP_SYS_ADMIN") && !s.contains("grant CAP_PERFMON"),
+            "{s}"
+        );
+    }
+
+    fn eperm(event: &str) -> Problem {
+        Problem::Privilege(crate::problem::OpenFailure {
+            op: "open",
+            event: event.into(),
+            pmu: "tracepoint".into(),
+            cpu: 0,
+            errno: 1,
+        })
+    }
+
+    #[test]
+    fn permission_errors_are_diagnosed_with_what_is_held() {
+        let perfmon = 1u64 << CAP_PERFMON;
+        // Nothing held: missing privilege, as the kernel said.
+        let mut v = [eperm("cycles")];
+        p(0, 2, (6, 1)).diagnose(v.iter_mut(), false);
+        assert_eq!(v[0].code(), "privilege");
+        // Held, and nothing opens at all: seccomp or an LSM.
+        let mut held = p(perfmon, 2, (6, 1));
+        held.seccomp = Some(2);
+        let mut v = [eperm("cycles")];
+        held.diagnose(v.iter_mut(), false);
+        assert_eq!(v[0].code(), "seccomp");
+        assert!(v[0].to_string().contains("Seccomp: 2"), "{}", v[0]);
+        // Held, and other events open: this event is restricted.
+        let mut v = [eperm("ftrace:function")];
+        held.diagnose(v.iter_mut(), true);
+        assert_eq!(v[0].code(), "refused");
+        assert!(!v[0].explain().contains("grant CAP_PERFMON"));
+        // paranoid <= 0 allows it as well.
+        let mut v = [eperm("cycles")];
+        p(0, -1, (6, 1)).diagnose(v.iter_mut(), true);
+        assert!(
+            v[0].to_string().contains("perf_event_paranoid <= 0"),
+            "{}",
+            v[0]
+        );
+    }
+
+    #[test]
+    fn report_names_the_cause_and_never_asks_a_holder_to_grant() {
+        let perfmon = 1u64 << CAP_PERFMON;
+        let admin = 1u64 << CAP_SYS_ADMIN;
+        let tracefs = Problem::TracefsUnreadable {
+            event: "syscalls:sys_enter_getppid".into(),
+            path: "/sys/kernel/tracing".into(),
+        };
+        // CAP_PERFMON alone, tracefs 0700 (issue 11): the tracefs is named.
+        let r = p(perfmon, 2, (6, 8)).report([("perf_getppid_calls_total", &tracefs)]);
+        let all: Vec<&str> = r.iter().map(|f| f.message.as_str()).collect();
+        assert!(
+            all.iter().any(|m| m
+                .contains("lost to a tracefs this user may not read: perf_getppid_calls_total")
+                && m.contains("mode=0755")),
+            "{all:?}"
+        );
+        assert!(
+            all.iter().all(|m| !m.contains("grant CAP_PERFMON")),
+            "{all:?}"
+        );
+        assert!(
+            all.iter().all(|m| !m.contains("CAP_SYS_ADMIN is held")),
+            "{all:?}"
+        );
+        // Nothing held: grant it.
+        let e = eperm("cycles");
+        let r = p(0, 2, (6, 8)).report([("perf_cpu_cycles_total", &e), ("x_total", &e)]);
+        let lost = r
+            .iter()
+            .find(|f| f.message.contains("missing privilege"))
+            .unwrap();
+        assert!(
+            lost.message.contains("perf_cpu_cycles_total, x_total"),
+            "{lost:?}"
+        );
+        assert!(lost.message.contains("setcap cap_perfmon=ep"), "{lost:?}");
+        // Root holds CAP_SYS_ADMIN: more than needed, said as a warning.
+        let r = p(perfmon | admin, 2, (6, 8)).report([]);
+        assert!(
+            r.iter().any(|f| f.warn
+                && f.message
+                    .contains("CAP_SYS_ADMIN is held, which is more than needed")),
+            "{r:?}"
+        );
+        assert!(r
+            .iter()
+            .any(|f| f.message == "no metric is lost to missing privilege"));
+        // Before 5.8 CAP_SYS_ADMIN is what it takes: no warning.
+        let r = p(admin, 2, (5, 4)).report([]);
+        assert!(
+            r.iter().all(|f| !f.message.contains("more than needed")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn seccomp_mode_is_read_from_status() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("self")).unwrap();
+        std::fs::write(
+            dir.path().join("self/status"),
+            "Uid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\nSeccomp:\t2\nSeccomp_filters:\t1\n",
+        )
+        .unwrap();
+        let d = Privilege::detect(dir.path());
+        assert_eq!((d.euid, d.seccomp), (Some(0), Some(2)));
+        assert!(d.summary().contains("seccomp=2"), "{}", d.summary());
     }
 
     #[test]

@@ -1,39 +1,96 @@
 //! The `list` and `check` reports, as data (serialisable to JSON) and as
-//! text for terminals.
+//! text for terminals, and when `check` fails ([`CheckReport::failure`],
+//! the same rule `serve` refuses by: [`serve_would_refuse`]).
 
-use crate::perf::{EventAttr, Kernel};
 use crate::pmu::PmuTable;
-use crate::resolve::chain::{Probe, Resolution};
+use crate::privilege::Privilege;
+use crate::problem::{Class, Problem};
+use crate::resolve::chain::{Probe, Resolution, ResolvedMetric, Status, SELECTED};
 use crate::resolve::spec::{cache_event_names, HARDWARE, SOFTWARE};
-use crate::resolve::{resolve_str, Context, Instance};
+use crate::resolve::{resolve_str, Context};
 use serde::Serialize;
 use std::fmt::Write as _;
 
-/// Opens an instance on its first CPU and closes it again: the proof
-/// that it is available on this host.
-pub fn probe_instance(kernel: &dyn Kernel, spec: &str, inst: &Instance) -> Result<(), String> {
-    let Some(&cpu) = inst.cpus.first() else {
-        return Err("none of its CPUs is online".into());
-    };
-    let attr = EventAttr {
-        type_: inst.type_,
-        config: inst.config,
-        event: spec.to_string(),
-        pmu: inst.pmu.clone(),
-    };
-    kernel
-        .open(&attr, cpu, None)
-        .map(drop)
-        .map_err(|e| e.reason())
-}
-
-/// A probe closure over a kernel, for [`crate::resolve::chain::resolve_config`].
-pub fn prober(kernel: &dyn Kernel) -> impl Fn(&str, &Instance) -> Result<(), String> + '_ {
-    move |spec, inst| probe_instance(kernel, spec, inst)
-}
-
 fn hex(v: u64) -> String {
     format!("{v:#x}")
+}
+
+/// Refines the permission problems of a resolution with what this
+/// process holds ([`Privilege::diagnose`]): `probed` says whether opens
+/// were tried at all (a live or simulated kernel).
+pub fn diagnose(res: &mut Resolution, privilege: &Privilege, probed: bool) {
+    let any_open = probed && res.metrics.iter().any(|m| m.status != Status::Unavailable);
+    privilege.diagnose(res.problems_mut(), any_open);
+}
+
+/// Orders problems for an explanation: failures (things to fix) first,
+/// permission errors first among them, expected absences last.
+fn rank(p: &Problem) -> u8 {
+    match (p.class(), p.is_permission()) {
+        (Class::Failed, true) => 0,
+        (Class::Failed, false) => 1,
+        (Class::NotOnPlatform, _) => 2,
+    }
+}
+
+/// The most useful explanations among `(metric, problem)` pairs: one
+/// per kind of problem (at most `n`), each naming its metrics (at most
+/// five) and saying what to do: `m1, m2: problem; what to do: ...`.
+pub fn explain_first<'a>(
+    problems: impl IntoIterator<Item = (&'a str, &'a Problem)>,
+    n: usize,
+) -> String {
+    let mut v: Vec<(&str, &Problem)> = problems.into_iter().collect();
+    v.sort_by_key(|(_, p)| rank(p));
+    let mut groups: Vec<(Vec<&str>, &Problem)> = Vec::new();
+    for (m, p) in v {
+        // One group per kind of problem (not per code: running out of
+        // descriptors altogether is told apart from one failed open).
+        let kind = std::mem::discriminant(p);
+        match groups
+            .iter_mut()
+            .find(|(_, g)| std::mem::discriminant(*g) == kind)
+        {
+            Some((ms, _)) if !ms.contains(&m) => ms.push(m),
+            Some(_) => {}
+            None => groups.push((vec![m], p)),
+        }
+    }
+    groups
+        .into_iter()
+        .take(n)
+        .map(|(ms, p)| {
+            let more = match ms.len() {
+                0..=5 => String::new(),
+                k => format!(" and {} more", k - 5),
+            };
+            format!(
+                "{}{more}: {}",
+                ms[..ms.len().min(5)].join(", "),
+                p.explain()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Why `serve` would refuse to start on this resolution (and a reload
+/// refuse this config), or `None`: no metric is configured, or not one
+/// can be counted. `check` fails by the same rule.
+pub fn serve_would_refuse(res: &Resolution) -> Option<String> {
+    if res.metrics.is_empty() {
+        return Some("the config has no metrics: nothing to count".into());
+    }
+    if !res.counts_nothing() {
+        return None;
+    }
+    let why = explain_first(
+        res.metrics
+            .iter()
+            .filter_map(|m| m.problem().map(|p| (m.metric.as_str(), p))),
+        5,
+    );
+    Some(format!("nothing can be counted on this host: {why}"))
 }
 
 /// One PMU instance in the `check` report.
@@ -65,6 +122,11 @@ pub struct CheckTried {
     pub event: String,
     /// Why not (or `selected`).
     pub reason: String,
+    /// The problem's code (the `reason` label of
+    /// `perf_event_unavailable_info`), `null` when selected.
+    pub problem: Option<&'static str>,
+    /// What to do about it, `null` when selected.
+    pub what_to_do: Option<String>,
 }
 
 /// One metric in the `check` report.
@@ -74,12 +136,17 @@ pub struct CheckMetric {
     pub metric: String,
     /// `resolved`, `fallback` or `unavailable`.
     pub status: String,
+    /// For an unavailable metric: `not_on_platform` (expected absence)
+    /// or `failed` (should be here); `null` when counted.
+    pub class: Option<&'static str>,
     /// The winning event spec.
     pub event: Option<String>,
     /// Where it is counted.
     pub instances: Vec<CheckInstance>,
     /// Every alternative tried.
     pub tried: Vec<CheckTried>,
+    /// Instances of the winning alternative that could not be opened.
+    pub partial: Vec<String>,
 }
 
 /// The `check` report: `{"metrics": [...]}`.
@@ -87,43 +154,82 @@ pub struct CheckMetric {
 pub struct CheckReport {
     /// Every configured metric.
     pub metrics: Vec<CheckMetric>,
+    /// Why `serve` would refuse this config on this host.
+    #[serde(skip)]
+    pub refusal: Option<String>,
+}
+
+fn check_metric(m: &ResolvedMetric) -> CheckMetric {
+    CheckMetric {
+        metric: m.metric.clone(),
+        status: m.status.as_str().into(),
+        class: m.class().map(Class::as_str),
+        event: m.event.clone(),
+        instances: m
+            .instances
+            .iter()
+            .map(|mi| CheckInstance {
+                pmu: mi.inst.pmu.clone(),
+                type_: mi.inst.type_,
+                config: hex(mi.inst.config[0]),
+                config1: hex(mi.inst.config[1]),
+                config2: hex(mi.inst.config[2]),
+                cpus: mi.inst.cpus.clone(),
+                scale: mi.inst.scale,
+                unit: mi.inst.unit.clone(),
+            })
+            .collect(),
+        tried: m
+            .tried
+            .iter()
+            .map(|t| CheckTried {
+                event: t.event.clone(),
+                reason: t
+                    .problem
+                    .as_ref()
+                    .map_or(SELECTED.into(), ToString::to_string),
+                problem: t.problem.as_ref().map(Problem::code),
+                what_to_do: t.problem.as_ref().map(Problem::what_to_do),
+            })
+            .collect(),
+        partial: m.partial.iter().map(Problem::explain).collect(),
+    }
 }
 
 impl CheckReport {
     /// Builds the report from a resolution.
     pub fn new(r: &Resolution) -> Self {
-        let metrics = r
+        CheckReport {
+            metrics: r.metrics.iter().map(check_metric).collect(),
+            refusal: serve_would_refuse(r),
+        }
+    }
+
+    /// Why `check` fails, or `None`: whenever `serve` would refuse the
+    /// config, and with `strict` whenever any metric is unavailable.
+    pub fn failure(&self, strict: bool) -> Option<String> {
+        if let Some(r) = &self.refusal {
+            return Some(format!("serve would refuse this config: {r}"));
+        }
+        let unavailable: Vec<&str> = self
             .metrics
             .iter()
-            .map(|m| CheckMetric {
-                metric: m.metric.clone(),
-                status: m.status.as_str().into(),
-                event: m.event.clone(),
-                instances: m
-                    .instances
-                    .iter()
-                    .map(|mi| CheckInstance {
-                        pmu: mi.inst.pmu.clone(),
-                        type_: mi.inst.type_,
-                        config: hex(mi.inst.config[0]),
-                        config1: hex(mi.inst.config[1]),
-                        config2: hex(mi.inst.config[2]),
-                        cpus: mi.inst.cpus.clone(),
-                        scale: mi.inst.scale,
-                        unit: mi.inst.unit.clone(),
-                    })
-                    .collect(),
-                tried: m
-                    .tried
-                    .iter()
-                    .map(|t| CheckTried {
-                        event: t.event.clone(),
-                        reason: t.reason.clone(),
-                    })
-                    .collect(),
-            })
+            .filter(|m| m.status == Status::Unavailable.as_str())
+            .map(|m| m.metric.as_str())
             .collect();
-        CheckReport { metrics }
+        (strict && !unavailable.is_empty()).then(|| {
+            format!(
+                "--strict: {} of {} metrics unavailable: {}",
+                unavailable.len(),
+                self.metrics.len(),
+                unavailable.join(", ")
+            )
+        })
+    }
+
+    /// The process exit status: 0, or 1 when [`failure`](Self::failure).
+    pub fn exit_status(&self, strict: bool) -> u8 {
+        u8::from(self.failure(strict).is_some())
     }
 
     /// Human-readable text.
@@ -143,7 +249,11 @@ impl CheckReport {
                 "{:w$}  {:11}  {}",
                 m.metric,
                 m.status,
-                m.event.as_deref().unwrap_or("-")
+                match m.class {
+                    Some("not_on_platform") => "- (not on this platform)",
+                    Some(_) => "- (failed: should be countable here)",
+                    None => m.event.as_deref().unwrap_or("-"),
+                }
             );
             for i in &m.instances {
                 let _ = writeln!(
@@ -160,22 +270,43 @@ impl CheckReport {
                     i.unit
                 );
             }
-            for t in m
-                .tried
-                .iter()
-                .filter(|t| t.reason != crate::resolve::chain::SELECTED)
-            {
+            for t in m.tried.iter().filter(|t| t.problem.is_some()) {
                 let _ = writeln!(s, "{:w$}    tried {}: {}", "", t.event, t.reason);
+            }
+            if m.class == Some(Class::Failed.as_str()) {
+                // The first failure is what to fix.
+                if let Some(t) = m.tried.iter().find(|t| {
+                    t.problem
+                        .is_some_and(|c| c != "not_on_platform" && c != "needs_hardware_pmu")
+                }) {
+                    let _ = writeln!(
+                        s,
+                        "{:w$}    what to do: {}",
+                        "",
+                        t.what_to_do.as_deref().unwrap_or("")
+                    );
+                }
+            }
+            for p in &m.partial {
+                let _ = writeln!(s, "{:w$}    partly: {p}", "");
             }
         }
         let n = |st: &str| self.metrics.iter().filter(|m| m.status == st).count();
+        let c = |cl: Class| {
+            self.metrics
+                .iter()
+                .filter(|m| m.class == Some(cl.as_str()))
+                .count()
+        };
         let _ = writeln!(
             s,
-            "{} metrics: {} resolved, {} fallback, {} unavailable",
+            "{} metrics: {} resolved, {} fallback, {} unavailable ({} not on this platform, {} failed)",
             self.metrics.len(),
             n("resolved"),
             n("fallback"),
-            n("unavailable")
+            n("unavailable"),
+            c(Class::NotOnPlatform),
+            c(Class::Failed),
         );
         s
     }
@@ -199,6 +330,10 @@ pub struct ListEvent {
     pub available: Option<bool>,
     /// Why not available, or `not probed`.
     pub reason: Option<String>,
+    /// The problem's code when not available.
+    pub problem: Option<&'static str>,
+    /// What to do about it.
+    pub what_to_do: Option<String>,
 }
 
 /// The `list` report.
@@ -245,10 +380,12 @@ fn tracepoint_names(ctx: &Context) -> Vec<String> {
 impl ListReport {
     /// Lists what the host offers. With a probe, each event is opened
     /// once to prove it is available.
+    /// Permission errors are diagnosed with `privilege` when given.
     pub fn new(
         table: &PmuTable,
         ctx: &Context,
         probe: Option<Probe>,
+        privilege: Option<&Privilege>,
         all_tracepoints: bool,
     ) -> Self {
         let mut specs: Vec<(String, &str)> = Vec::new();
@@ -276,24 +413,24 @@ impl ListReport {
             // One representative proves the tracepoint PMU works.
             specs.push((first.clone(), "tracepoint"));
         }
-        let mut events = Vec::new();
+        let mut rows = Vec::new();
         for (name, source) in specs {
-            let (pmu, type_, config, available, reason) = match resolve_str(&name, table, ctx) {
+            let (pmu, type_, config, available, problem) = match resolve_str(&name, table, ctx) {
                 Ok(insts) => {
                     let pmus: Vec<&str> = insts.iter().map(|i| i.pmu.as_str()).collect();
-                    let (avail, reason) = match probe {
+                    let (avail, problem) = match probe {
                         Some(pr) => match insts.iter().find_map(|i| pr(&name, i).err()) {
                             None => (Some(true), None),
                             Some(e) => (Some(false), Some(e)),
                         },
-                        None => (None, Some("not probed".to_string())),
+                        None => (None, None),
                     };
                     (
                         pmus.join(","),
                         insts[0].type_,
                         hex(insts[0].config[0]),
                         avail,
-                        reason,
+                        problem,
                     )
                 }
                 Err(e) => (
@@ -301,20 +438,35 @@ impl ListReport {
                     0,
                     String::new(),
                     Some(false),
-                    Some(e.to_string()),
+                    Some(crate::resolve::chain::problem_of(e, &name)),
                 ),
             };
-            events.push(ListEvent {
-                name,
-                source: source.into(),
-                pmu,
-                type_,
-                config,
-                available,
-                reason,
-            });
+            rows.push((name, source, pmu, type_, config, available, problem));
         }
-        let available = events.iter().filter(|e| e.available == Some(true)).count();
+        let available = rows.iter().filter(|r| r.5 == Some(true)).count();
+        if let Some(p) = privilege {
+            p.diagnose(rows.iter_mut().filter_map(|r| r.6.as_mut()), available > 0);
+        }
+        let events: Vec<ListEvent> = rows
+            .into_iter()
+            .map(
+                |(name, source, pmu, type_, config, available, problem)| ListEvent {
+                    name,
+                    source: source.into(),
+                    pmu,
+                    type_,
+                    config,
+                    reason: match (&problem, available) {
+                        (Some(p), _) => Some(p.to_string()),
+                        (None, None) => Some("not probed".into()),
+                        (None, Some(_)) => None,
+                    },
+                    what_to_do: problem.as_ref().map(Problem::what_to_do),
+                    problem: problem.as_ref().map(Problem::code),
+                    available,
+                },
+            )
+            .collect();
         ListReport {
             total: events.len(),
             available,
@@ -369,5 +521,73 @@ impl ListReport {
             );
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::OpenFailure;
+
+    fn absent(e: &str) -> Problem {
+        Problem::NotOnPlatform {
+            event: e.into(),
+            detail: format!("no PMU matches `{e}` on this host"),
+        }
+    }
+
+    fn fd(e: &str) -> Problem {
+        Problem::FdLimit(OpenFailure {
+            op: "open",
+            event: e.into(),
+            pmu: "software".into(),
+            cpu: 0,
+            errno: libc::EMFILE,
+        })
+    }
+
+    #[test]
+    fn explanations_put_what_to_fix_first_and_group_by_kind() {
+        let (a, b, c) = (absent("amd_df"), fd("cpu-clock"), fd("task-clock"));
+        let s = explain_first([("m_dram", &a), ("m_clock", &b), ("m_task", &c)], 5);
+        let fds = s.find("m_clock, m_task: out of file descriptors").unwrap();
+        let dram = s.find("m_dram: no PMU matches").unwrap();
+        assert!(fds < dram, "{s}");
+        assert_eq!(s.matches("raise RLIMIT_NOFILE").count(), 1, "{s}");
+        let many: Vec<String> = (0..8).map(|i| format!("m{i}")).collect();
+        let s = explain_first(many.iter().map(|m| (m.as_str(), &b)), 5);
+        assert!(s.starts_with("m0, m1, m2, m3, m4 and 3 more: "), "{s}");
+    }
+
+    #[test]
+    fn check_fails_when_serve_would_refuse_or_strictly_on_any_unavailable() {
+        let empty = Resolution {
+            sets: Vec::new(),
+            metrics: Vec::new(),
+        };
+        let r = CheckReport::new(&empty);
+        assert_eq!(r.exit_status(false), 1);
+        assert!(r.failure(false).unwrap().contains("no metrics"));
+        let metric = |name: &str, status: &str| CheckMetric {
+            metric: name.into(),
+            status: status.into(),
+            class: None,
+            event: None,
+            instances: Vec::new(),
+            tried: Vec::new(),
+            partial: Vec::new(),
+        };
+        let r = CheckReport {
+            metrics: vec![
+                metric("a_total", "resolved"),
+                metric("b_total", "unavailable"),
+            ],
+            refusal: None,
+        };
+        assert_eq!((r.exit_status(false), r.exit_status(true)), (0, 1));
+        assert!(r
+            .failure(true)
+            .unwrap()
+            .contains("1 of 2 metrics unavailable: b_total"));
     }
 }

@@ -69,15 +69,7 @@ fn list_on_this_vm_probes_for_real() {
     let o = run(&["list", "--json"]);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["probed"], true);
-    let ev = |n: &str| {
-        v["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == n)
-            .unwrap()
-            .clone()
-    };
+    let ev = |n: &str| entry(&v, "events", "name", n);
     assert_eq!(ev("msr/tsc/")["available"], true);
     assert_eq!(ev("cycles")["available"], false);
     assert_eq!(ev("cycles")["type"], 0);
@@ -87,16 +79,9 @@ fn list_on_this_vm_probes_for_real() {
 #[test]
 fn list_of_a_fixture_is_not_probed_unless_simulated() {
     let skx = fixture("intel-skx");
-    let o = run(&["list", "--json", "--path.sysfs", skx.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = json(&["list", "--json", "--path.sysfs", skx.to_str().unwrap()]);
     assert_eq!(v["probed"], false);
-    let imc = v["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "uncore_imc_0/cas_count_read/")
-        .unwrap();
+    let imc = entry(&v, "events", "name", "uncore_imc_0/cas_count_read/");
     assert_eq!(imc["available"], Value::Null);
     assert_eq!(imc["reason"], "not probed");
     assert_eq!(imc["config"], "0x304");
@@ -111,13 +96,7 @@ fn list_of_a_fixture_is_not_probed_unless_simulated() {
         skx.to_str().unwrap(),
     ]);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let cyc = v["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "cycles")
-        .unwrap();
-    assert_eq!(cyc["available"], true);
+    assert_eq!(entry(&v, "events", "name", "cycles")["available"], true);
 }
 
 #[test]
@@ -131,7 +110,15 @@ fn check_json_has_exactly_the_contract_keys() {
     for m in ms {
         assert_eq!(
             keys(m),
-            vec!["event", "instances", "metric", "status", "tried"]
+            vec![
+                "class",
+                "event",
+                "instances",
+                "metric",
+                "partial",
+                "status",
+                "tried"
+            ]
         );
         for i in m["instances"].as_array().unwrap() {
             assert_eq!(
@@ -140,7 +127,7 @@ fn check_json_has_exactly_the_contract_keys() {
             );
         }
         for t in m["tried"].as_array().unwrap() {
-            assert_eq!(keys(t), vec!["event", "reason"]);
+            assert_eq!(keys(t), vec!["event", "problem", "reason", "what_to_do"]);
         }
     }
     let get = |n: &str| ms.iter().find(|m| m["metric"] == n).unwrap().clone();
@@ -183,6 +170,8 @@ fn check_json_has_exactly_the_contract_keys() {
         "{tried:?}"
     );
     assert_eq!(tried[2]["reason"], "selected");
+    assert_eq!(tried[2]["problem"], Value::Null);
+    assert_eq!(rd["class"], Value::Null);
 
     let vm = fixture("vm-no-pmu");
     let o = run(&["check", "--path.sysfs", vm.to_str().unwrap()]);
@@ -196,6 +185,303 @@ fn check_json_has_exactly_the_contract_keys() {
         "{t}"
     );
     assert!(t.contains("no core PMU"), "{t}");
+}
+
+/// The entry of `report[list]` whose `key` is `name` (a metric of
+/// `check --json`, an event of `list --json`).
+fn entry(report: &Value, list: &str, key: &str, name: &str) -> Value {
+    report[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {report}"))
+        .iter()
+        .find(|m| m[key] == name)
+        .unwrap_or_else(|| panic!("no {name} in {report}"))
+        .clone()
+}
+
+/// `check ARGS --simulate --path.sysfs <fixture> --simulate.refuse REFUSE`.
+fn simulated_check(fixture_name: &str, args: &[&str], refuse: &str) -> Output {
+    simulated("check", fixture_name, args, refuse)
+}
+
+/// `CMD ARGS --simulate --path.sysfs <fixture> --simulate.refuse REFUSE`.
+fn simulated(cmd: &str, fixture_name: &str, args: &[&str], refuse: &str) -> Output {
+    let f = fixture(fixture_name);
+    let sysfs = ["--simulate", "--path.sysfs", f.to_str().expect("utf-8")];
+    run(&[&[cmd][..], args, &sysfs, &["--simulate.refuse", refuse]].concat())
+}
+
+/// Runs the binary, which must succeed, and parses its JSON output.
+fn json(args: &[&str]) -> Value {
+    let o = run(args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).expect("JSON on stdout")
+}
+
+/// The metric `name` of a `check --json` report.
+fn metric(report: &Value, name: &str) -> Value {
+    entry(report, "metrics", "metric", name)
+}
+
+/// Defect 8: `check` tells "not on this platform" (an expected absence)
+/// from "should be here but failed".
+#[test]
+fn check_tells_not_on_this_platform_from_failed() {
+    let vm = fixture("vm-no-pmu");
+    let v = json(&["check", "--json", "--path.sysfs", vm.to_str().unwrap()]);
+    let get = |n: &str| metric(&v, n);
+    let cyc = get("perf_cpu_cycles_total");
+    assert_eq!(cyc["status"], "unavailable");
+    assert_eq!(cyc["class"], "not_on_platform");
+    assert_eq!(cyc["tried"][0]["problem"], "needs_hardware_pmu");
+    assert!(
+        cyc["tried"][0]["what_to_do"]
+            .as_str()
+            .unwrap()
+            .contains("virtual PMU"),
+        "{cyc}"
+    );
+    assert_eq!(get("perf_context_switches_total")["class"], Value::Null);
+
+    // Refused opens on a host that has the PMU: failed, not absent.
+    let o = simulated_check(
+        "intel-skx",
+        &["--json", "--simulate.refuse", "uncore_imc_0=EINVAL"],
+        "cpu=EINVAL",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let m = |n: &str| metric(&v, n);
+    let cyc = m("perf_cpu_cycles_total");
+    assert_eq!(cyc["class"], "failed", "{cyc}");
+    assert_eq!(cyc["tried"][0]["problem"], "pmu_refused", "{cyc}");
+    // One IMC box refused: counted on the others, the refusal named.
+    let rd = m("perf_dram_read_bytes_total");
+    assert_eq!(rd["status"], "resolved");
+    assert!(
+        rd["partial"][0].as_str().unwrap().contains("uncore_imc_0"),
+        "{rd}"
+    );
+    // Zen 4 has no RAPL DRAM domain: an expected absence, beside the
+    // refused core PMU's failures.
+    let text = stdout(&simulated_check("amd-zen4", &[], "cpu=EINVAL"));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("perf_energy_dram_joules_total ")
+                && l.ends_with("(not on this platform)")),
+        "{text}"
+    );
+    assert!(
+        text.contains("(failed: should be countable here)")
+            && text.contains("(not on this platform)")
+            && text.contains("what to do: "),
+        "{text}"
+    );
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.contains("not on this platform,") && last.ends_with("failed)"),
+        "{last}"
+    );
+}
+
+fn config(dir: &Path, yaml: &str) -> String {
+    let f = dir.join("c.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    f.display().to_string()
+}
+
+/// `check` fails whenever `serve` would refuse the config (so CI can rely
+/// on it), and with `--strict` whenever a metric is unavailable.
+#[test]
+fn check_fails_whenever_serve_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    // No metrics at all.
+    let empty = config(dir.path(), "sets: []\n");
+    let o = run(&["check", "--config.file", &empty]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stderr(&o).contains("count nothing"), "{}", stderr(&o));
+    let o = run(&[
+        "--config.file",
+        &empty,
+        "--web.listen-address",
+        "127.0.0.1:0",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("count nothing"), "{}", stderr(&o));
+
+    // Only hardware events on this VM without a PMU: nothing countable,
+    // live and on the fixture of such a VM.
+    let hw = config(
+        dir.path(),
+        "sets:\n  - name: core\n    events:\n      - metric: c_total\n        event: cycles\n",
+    );
+    let vm = fixture("vm-no-pmu");
+    for extra in [&[][..], &["--path.sysfs", vm.to_str().unwrap()][..]] {
+        let o = run(&[&["check", "--config.file", &hw][..], extra].concat());
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", stdout(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("nothing can be counted on this host") && e.contains("c_total"),
+            "{e}"
+        );
+        let o = run(&[&["check", "--json", "--config.file", &hw][..], extra].concat());
+        assert_eq!(o.status.code(), Some(1));
+        let v: Value = serde_json::from_str(&stdout(&o)).expect("the report is still printed");
+        assert_eq!(v["metrics"][0]["status"], "unavailable");
+    }
+
+    // Something countable: 0, unless --strict and something is unavailable.
+    let o = run(&["check", "--path.sysfs", vm.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["check", "--strict", "--path.sysfs", vm.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--strict") && stderr(&o).contains("perf_cpu_cycles_total"),
+        "{}",
+        stderr(&o)
+    );
+    let sw = config(
+        dir.path(),
+        "sets:\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n",
+    );
+    let o = run(&["check", "--strict", "--config.file", &sw]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// A procfs root whose `self/status` says what the process holds.
+fn procfs(dir: &Path, cap_eff: &str, seccomp: u8) -> String {
+    let root = dir.join("proc");
+    std::fs::create_dir_all(root.join("self")).unwrap();
+    std::fs::create_dir_all(root.join("sys/kernel")).unwrap();
+    std::fs::write(
+        root.join("self/status"),
+        format!("Name:\tperf-exporter\nUid:\t65534\t65534\t65534\t65534\nCapEff:\t{cap_eff}\nSeccomp:\t{seccomp}\nSeccomp_filters:\t1\n"),
+    )
+    .unwrap();
+    std::fs::write(root.join("sys/kernel/perf_event_paranoid"), "2\n").unwrap();
+    std::fs::write(root.join("sys/kernel/osrelease"), "6.8.0-45-generic\n").unwrap();
+    root.display().to_string()
+}
+
+/// Defect 9: CAP_PERFMON held, every open refused with EACCES under a
+/// seccomp filter: the seccomp profile is named, CAP_PERFMON is not asked
+/// for. Without CAP_PERFMON the same refusal says to grant it.
+#[test]
+fn seccomp_not_cap_perfmon_when_perfmon_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |procfs: &str| {
+        simulated_check(
+            "intel-skx",
+            &["--json", "--path.procfs", procfs],
+            "*=EACCES",
+        )
+    };
+    // CAP_PERFMON is bit 38.
+    let held = procfs(dir.path(), "0000004000000000", 2);
+    let o = check(&held);
+    assert_eq!(o.status.code(), Some(1), "nothing countable must fail");
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let t = &v["metrics"][0]["tried"][0];
+    assert_eq!(t["problem"], "seccomp", "{t}");
+    let reason = t["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("Seccomp: 2") && reason.contains("errno 13"),
+        "{reason}"
+    );
+    let todo = t["what_to_do"].as_str().unwrap();
+    assert!(todo.contains("--security-opt seccomp="), "{todo}");
+    let all = stdout(&o) + &stderr(&o);
+    assert!(
+        !all.contains("grant CAP_PERFMON") && !all.contains("setcap"),
+        "a process holding CAP_PERFMON is told to grant it:\n{all}"
+    );
+    assert!(stderr(&o).contains("seccomp profile"), "{}", stderr(&o));
+
+    // No seccomp filter: an LSM is the likely cause.
+    let dir2 = tempfile::tempdir().unwrap();
+    let v: Value =
+        serde_json::from_str(&stdout(&check(&procfs(dir2.path(), "0000004000000000", 0)))).unwrap();
+    let r = v["metrics"][0]["tried"][0]["reason"].as_str().unwrap();
+    assert!(r.contains("LSM") && r.contains("Seccomp: 0"), "{r}");
+
+    // No capability: that is missing privilege.
+    let dir3 = tempfile::tempdir().unwrap();
+    let v: Value =
+        serde_json::from_str(&stdout(&check(&procfs(dir3.path(), "0000000000000000", 2)))).unwrap();
+    let t = &v["metrics"][0]["tried"][0];
+    assert_eq!(t["problem"], "privilege", "{t}");
+    assert!(t["what_to_do"]
+        .as_str()
+        .unwrap()
+        .contains("setcap cap_perfmon=ep"));
+}
+
+/// CAP_PERFMON held, one PMU refuses with EPERM while others open: the
+/// kernel restricts those events; nobody is told to grant CAP_PERFMON.
+#[test]
+fn refused_with_cap_perfmon_is_a_restriction_not_missing_privilege() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = procfs(dir.path(), "0000004000000000", 0);
+    let o = simulated_check(
+        "intel-skx",
+        &["--json", "--path.procfs", &held],
+        "cpu=EPERM",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let cyc = &v["metrics"][0];
+    assert_eq!(cyc["metric"], "perf_cpu_cycles_total");
+    assert_eq!(cyc["class"], "failed");
+    let t = &cyc["tried"][0];
+    assert_eq!(t["problem"], "refused", "{t}");
+    assert!(
+        !stdout(&o).contains("grant CAP_PERFMON") && !stdout(&o).contains("setcap"),
+        "{}",
+        stdout(&o)
+    );
+    // `list` diagnoses the same way.
+    let o = simulated(
+        "list",
+        "intel-skx",
+        &["--json", "--path.procfs", &held],
+        "cpu=EPERM",
+    );
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let cyc = entry(&v, "events", "name", "cycles");
+    assert_eq!(cyc["available"], false);
+    assert_eq!(cyc["problem"], "refused", "{cyc}");
+}
+
+/// As root (who holds CAP_PERFMON), a refused `ftrace:function` is not
+/// "needs CAP_PERFMON": the kernel restricts that event here.
+#[test]
+fn as_root_a_refused_event_is_not_missing_cap_perfmon() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    assert!(
+        status.lines().any(|l| l.starts_with("Uid:\t0\t")),
+        "this test must run as root"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let f = config(
+        dir.path(),
+        "sets:\n  - name: t\n    events:\n      - metric: perf_ftrace_function_total\n        event: ftrace:function\n      - metric: perf_cs_total\n        event: context-switches\n",
+    );
+    let o = run(&["check", "--json", "--config.file", &f]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let ft = &v["metrics"][0];
+    assert_eq!(
+        ft["status"], "unavailable",
+        "ftrace:function opened as root: this kernel does not restrict it, so this test cannot show the reason given when it does (it needs a kernel that refuses ftrace:function to root, as this VM's does)"
+    );
+    let t = &ft["tried"][0];
+    assert_eq!(t["problem"], "refused", "{t}");
+    let all = format!("{} {}", t["reason"], t["what_to_do"]);
+    assert!(
+        !all.contains("needs CAP_PERFMON") && !all.contains("grant CAP_PERFMON"),
+        "{all}"
+    );
+    assert!(all.contains("although CAP_PERFMON allows"), "{all}");
 }
 
 #[test]
@@ -237,7 +523,8 @@ fn unknown_pmu_event_suggests_and_lists() {
         "--path.sysfs",
         skx.to_str().unwrap(),
     ]);
-    assert!(o.status.success());
+    // Its one metric is unavailable: serve would refuse, so check fails.
+    assert_eq!(o.status.code(), Some(1));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let reason = v["metrics"][0]["tried"][0]["reason"]
         .as_str()

@@ -7,7 +7,7 @@ use perf_exporter::config::Config;
 use perf_exporter::engine::Engine;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::report::prober;
+use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::{resolve_config, Resolution};
 use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::{Sample, Snapshot};

@@ -18,7 +18,7 @@ use perf_exporter::perf::hotplug::UeventWatcher;
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::Kernel;
 use perf_exporter::pmu::{read_online_cpus, PmuTable};
-use perf_exporter::report::prober;
+use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::{resolve_config, Status};
 use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::{Kind, Snapshot};

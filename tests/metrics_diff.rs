@@ -14,6 +14,7 @@ use std::time::Duration;
 /// never fails a read, so `perf_read_errors_total` is exactly 0).
 const EXACT: &[&str] = &[
     "perf_event_available",
+    "perf_event_unavailable_info",
     "perf_exporter_build_info",
     "perf_read_errors_total",
 ];

@@ -502,7 +502,7 @@ fn vm_no_pmu() {
     // Tracepoints need tracefs, which a fixture does not have.
     assert!(matches!(
         err(&t, "sched:sched_switch"),
-        ResolveError::Tracepoint { .. }
+        ResolveError::TracefsMissing { .. }
     ));
 }
 
@@ -815,23 +815,11 @@ fn a_wrong_resolver_table_entry_fails_the_simulated_check() {
 #[test]
 fn simulated_kernel_refuses_what_the_cpu_does_not_count() {
     use perf_exporter::perf::sim::SimKernel;
-    use perf_exporter::perf::{EventAttr, Kernel};
     use perf_exporter::resolve::chain::Probe;
     let run = |f: &str| {
         let t = table(f);
         let k = SimKernel::new(t.clone());
-        let probe = |spec: &str, i: &Instance| -> Result<(), String> {
-            let attr = EventAttr {
-                type_: i.type_,
-                config: i.config,
-                event: spec.into(),
-                pmu: i.pmu.clone(),
-            };
-            let cpu = *i.cpus.first().ok_or("no CPU")?;
-            k.open(&attr, cpu, None)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        };
+        let probe = perf_exporter::probe::prober(&k);
         let p: Probe = &probe;
         resolve_config(&Config::default_config(), &t, &Context::default(), Some(p))
     };
@@ -938,7 +926,10 @@ fn counters_and_gauges_keep_their_kind() {
     assert_eq!(gauge.status, Status::Fallback, "{gauge:?}");
     assert!(gauge.gauge);
     assert!(
-        gauge.tried[0].reason.contains("a count, not a reading"),
+        gauge.tried[0]
+            .problem
+            .as_ref()
+            .is_some_and(|p| p.to_string().contains("a count, not a reading")),
         "{:?}",
         gauge.tried
     );

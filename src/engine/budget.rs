@@ -10,6 +10,7 @@
 use super::Engine;
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
+use crate::problem::Problem;
 use crate::resolve::chain::Resolution;
 use std::sync::Arc;
 
@@ -103,13 +104,12 @@ pub fn open_with_reserve(
     if b.counters == 0 {
         // Even the resolver's probes may have failed for want of fds, so
         // the metrics' own reasons can point elsewhere: say it first.
-        e.fd_exhausted = Some(format!(
-            "no file descriptor is free for counters: the open-files limit RLIMIT_NOFILE is {} (hard limit {}) and the exporter itself uses {}; raise it to at least {} (`ulimit -n`, systemd LimitNOFILE=, or the container runtime's nofile limit)",
-            b.soft,
-            b.hard,
-            b.soft.saturating_sub(b.free),
-            b.soft.saturating_sub(b.free) + b.needed.max(1) + reserve as u64
-        ));
+        e.fd_exhausted = Some(Problem::FdExhausted {
+            soft: b.soft,
+            hard: b.hard,
+            used: b.soft.saturating_sub(b.free),
+            raise_to: b.soft.saturating_sub(b.free) + b.needed.max(1) + reserve as u64,
+        });
     }
     e
 }

@@ -73,6 +73,7 @@ pub use totals::Totals;
 
 use crate::perf::{Counter, EventAttr, GroupReading, Kernel};
 use crate::pmu::PmuTable;
+use crate::problem::Problem;
 use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -182,6 +183,9 @@ struct Avail {
     metric: usize,
     labels: Labels,
     open: bool,
+    /// `perf_event_unavailable_info`'s labels when not open: these plus
+    /// `reason` and `class`.
+    info: Labels,
 }
 
 /// The engine. Owns every fd.
@@ -214,14 +218,14 @@ pub struct Engine {
     known_cpus: BTreeSet<u32>,
     buf: GroupReading,
     /// Members that can never be scheduled, by metric.
-    unschedulable: BTreeMap<usize, String>,
+    unschedulable: BTreeMap<usize, Problem>,
     /// Metrics with counters left unopened for want of file descriptors.
     fd_starved: BTreeSet<usize>,
     /// At most this many fds are opened (`None`: no budget).
     fd_cap: Option<usize>,
     /// Set when no descriptor at all was free for counters: the cause of
     /// everything else, named first in [`Engine::problems`].
-    fd_exhausted: Option<String>,
+    fd_exhausted: Option<Problem>,
     /// Scratch while opening: fds that may still be opened.
     fd_room: usize,
     /// An open failed with ENODEV on a CPU the online list already shows

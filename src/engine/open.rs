@@ -133,7 +133,7 @@ impl Engine {
             if let Some(first) = opened.first() {
                 if let Err(e) = self.kernel.enable_group(&first.1, &first.0.attr, key.cpu) {
                     for m in &opened {
-                        self.note(m.0.metric, e.reason());
+                        self.note(m.0.metric, e.problem());
                     }
                     self.fd_room = self.fd_room.saturating_add(opened.len());
                 } else {
@@ -195,10 +195,7 @@ impl Engine {
         match e.kind {
             ErrorKind::CpuOffline => self.retry_open = true,
             ErrorKind::FdLimit => self.note_fd_limit(mp, &e),
-            _ => {
-                let reason = format!("{} on {}: {}", mp.attr.event, mp.attr.pmu, e.reason());
-                self.note(mp.metric, reason);
-            }
+            _ => self.note(mp.metric, e.problem()),
         }
     }
 

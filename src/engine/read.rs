@@ -8,6 +8,7 @@
 
 use super::{Engine, Group, Member, SeriesState};
 use crate::perf::ErrorKind;
+use crate::problem::Problem;
 use crate::snapshot::Snapshot;
 
 /// The multiplexing factor of a group read: `enabled / running` when the
@@ -213,10 +214,11 @@ impl Engine {
             let m = &g.members[0];
             self.unschedulable.insert(
                 m.plan.metric,
-                format!(
-                    "{} on {} CPU {}: never scheduled on the PMU (time_running stays 0)",
-                    m.plan.attr.event, m.plan.attr.pmu, g.key.cpu
-                ),
+                Problem::Unschedulable {
+                    event: m.plan.attr.event.clone(),
+                    pmu: m.plan.attr.pmu.clone(),
+                    cpu: g.key.cpu,
+                },
             );
         }
     }

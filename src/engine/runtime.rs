@@ -5,6 +5,7 @@
 use super::plan::{label_order, natural};
 use super::{Avail, Engine, MemberPlan, TimeSeries};
 use crate::perf::PerfError;
+use crate::problem::{Class, Problem};
 use crate::resolve::chain::{Resolution, Status};
 use crate::snapshot::{Family, Kind, Labels, Sample, Snapshot};
 use std::collections::HashSet;
@@ -23,7 +24,7 @@ pub struct MetricRuntime {
     /// Open fds.
     pub open_fds: usize,
     /// Why not available, or open failures (deduplicated).
-    pub reasons: Vec<String>,
+    pub reasons: Vec<Problem>,
 }
 
 /// Every metric's state before anything is opened.
@@ -41,7 +42,7 @@ pub(super) fn initial(resolution: &Resolution) -> Vec<MetricRuntime> {
                 pmus,
                 open_fds: 0,
                 reasons: if m.status == Status::Unavailable {
-                    vec![m.reason()]
+                    m.problem().cloned().into_iter().collect()
                 } else {
                     m.partial.clone()
                 },
@@ -56,10 +57,10 @@ impl Engine {
         &self.runtime
     }
 
-    pub(super) fn note(&mut self, metric: usize, reason: String) {
+    pub(super) fn note(&mut self, metric: usize, reason: Problem) {
         let rt = &mut self.runtime[metric];
         if !rt.reasons.contains(&reason) && rt.reasons.len() < 16 {
-            tracing::warn!(metric = %rt.metric, %reason, "counter unavailable");
+            tracing::warn!(metric = %rt.metric, %reason, what_to_do = %reason.what_to_do(), "counter unavailable");
             rt.reasons.push(reason);
         }
     }
@@ -67,15 +68,14 @@ impl Engine {
     /// A counter left unopened for want of file descriptors.
     pub(super) fn note_fd_limit(&mut self, mp: &MemberPlan, e: &PerfError) {
         self.fd_starved.insert(mp.metric);
-        let reason = format!("{} on {}: {}", mp.attr.event, mp.attr.pmu, e.reason());
-        self.note(mp.metric, reason);
+        self.note(mp.metric, e.problem());
     }
 
     /// Why a metric is missing or partial, per metric. Metrics short of
     /// file descriptors come first: when nothing at all can be counted,
     /// that is the cause to fix before any other.
-    pub fn problems(&self) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = self
+    pub fn problems(&self) -> Vec<(String, Problem)> {
+        let mut out: Vec<(String, Problem)> = self
             .fd_exhausted
             .iter()
             .map(|r| ("file descriptors".to_string(), r.clone()))
@@ -155,16 +155,18 @@ impl Engine {
         let mut avail = Vec::new();
         for (mi, m) in self.resolution.metrics.iter().enumerate() {
             if m.status == Status::Unavailable {
+                let pairs = vec![
+                    ("metric", m.metric.clone()),
+                    (
+                        "event",
+                        m.tried.first().map(|t| t.event.clone()).unwrap_or_default(),
+                    ),
+                    ("pmu", String::new()),
+                ];
                 avail.push(Avail {
                     metric: mi,
-                    labels: Labels::new(vec![
-                        ("metric", m.metric.clone()),
-                        (
-                            "event",
-                            m.tried.first().map(|t| t.event.clone()).unwrap_or_default(),
-                        ),
-                        ("pmu", String::new()),
-                    ]),
+                    info: info_labels(&pairs, m.problem()),
+                    labels: Labels::new(pairs),
                     open: false,
                 });
                 continue;
@@ -173,13 +175,21 @@ impl Engine {
             pmus.sort_by_key(|p| natural(p));
             pmus.dedup();
             for p in pmus {
+                let pairs = vec![
+                    ("metric", m.metric.clone()),
+                    ("event", m.event.clone().unwrap_or_default()),
+                    ("pmu", p.to_string()),
+                ];
+                let reasons = &self.runtime[mi].reasons;
+                let why = reasons
+                    .iter()
+                    .find(|r| r.pmu() == Some(p))
+                    .or(reasons.first())
+                    .or(self.fd_exhausted.as_ref());
                 avail.push(Avail {
                     metric: mi,
-                    labels: Labels::new(vec![
-                        ("metric", m.metric.clone()),
-                        ("event", m.event.clone().unwrap_or_default()),
-                        ("pmu", p.to_string()),
-                    ]),
+                    info: info_labels(&pairs, why),
+                    labels: Labels::new(pairs),
                     open: open.contains(&(mi, p)),
                 });
             }
@@ -209,8 +219,36 @@ impl Engine {
                 })
                 .collect(),
         });
+        families.push(self.unavailable_info());
         self.time_families(&mut families);
         Snapshot { families }
+    }
+
+    /// `perf_event_unavailable_info`: why each `perf_event_available`
+    /// sample that is 0 is 0 (`reason` and `class`, from fixed sets).
+    fn unavailable_info(&self) -> Family {
+        Family {
+            name: "perf_event_unavailable_info".into(),
+            help: "Why a configured metric is not counted (perf_event_available is 0): `reason` is one of a fixed set of problem codes, `class` is `not_on_platform` (expected on this hardware) or `failed` (should be countable here).".into(),
+            kind: Kind::Gauge,
+            samples: self
+                .avail
+                .iter()
+                .filter_map(|a| {
+                    let labels = if !a.open {
+                        a.info.clone()
+                    } else {
+                        let u = self.unschedulable.get(&a.metric)?;
+                        info_labels(&a.labels, Some(u))
+                    };
+                    Some(Sample {
+                        labels,
+                        value: 1.0,
+                        start_unix_nanos: 0,
+                    })
+                })
+                .collect(),
+        }
     }
 
     /// The configured metrics' families, in config order.
@@ -277,4 +315,16 @@ impl Engine {
             samples: time_samples(|t| t.errors as f64, false),
         });
     }
+}
+
+/// The labels of a `perf_event_unavailable_info` sample: an availability
+/// sample's plus `reason` and `class` (each from a small fixed set).
+fn info_labels(pairs: &[(&'static str, String)], why: Option<&Problem>) -> Labels {
+    let mut v = pairs.to_vec();
+    v.push(("reason", why.map_or("failed", Problem::code).into()));
+    v.push((
+        "class",
+        why.map_or(Class::Failed, Problem::class).as_str().into(),
+    ));
+    Labels::new(v)
 }

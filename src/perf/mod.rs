@@ -20,6 +20,7 @@ pub mod hotplug;
 pub mod live;
 pub mod sim;
 
+use crate::problem::{OpenFailure, Problem};
 use std::fmt;
 
 /// `PERF_FORMAT_TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID | GROUP`.
@@ -132,7 +133,7 @@ pub enum ErrorKind {
 
 /// A perf syscall failure, naming the event, PMU and CPU.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{op} {event} on PMU {pmu}, CPU {cpu}: {} (errno {errno}){}", describe(*kind), hint(*kind))]
+#[error("{op} {event} on PMU {pmu}, CPU {cpu}: {} (errno {errno})", describe(*kind))]
 pub struct PerfError {
     /// `open`, `read`, `enable`.
     pub op: &'static str,
@@ -161,14 +162,30 @@ impl PerfError {
         }
     }
 
-    /// A short reason for reports: `not supported on this host (ENOENT)`.
-    pub fn reason(&self) -> String {
-        format!(
-            "{} (errno {}){}",
-            describe(self.kind),
-            self.errno,
-            hint(self.kind)
-        )
+    /// The typed problem, for reports: what failed where, and what to do.
+    pub fn problem(&self) -> Problem {
+        let o = OpenFailure {
+            op: self.op,
+            event: self.event.clone(),
+            pmu: self.pmu.clone(),
+            cpu: self.cpu,
+            errno: self.errno,
+        };
+        match self.kind {
+            ErrorKind::NotSupported => Problem::NotOnPlatform {
+                detail: format!(
+                    "not supported on this host (errno {}): no PMU claims this encoding: {o}",
+                    o.errno
+                ),
+                event: o.event,
+            },
+            ErrorKind::Privilege => Problem::Privilege(o),
+            ErrorKind::FdLimit => Problem::FdLimit(o),
+            ErrorKind::Invalid => Problem::PmuRefused(o),
+            ErrorKind::CpuOffline => Problem::CpuOffline(o),
+            ErrorKind::Busy => Problem::Busy(o),
+            ErrorKind::Other => Problem::Failed(o),
+        }
     }
 }
 
@@ -194,19 +211,6 @@ fn describe(k: ErrorKind) -> &'static str {
         ErrorKind::CpuOffline => "CPU offline",
         ErrorKind::Busy => "no free hardware counter",
         ErrorKind::Other => "failed",
-    }
-}
-
-fn hint(k: ErrorKind) -> &'static str {
-    match k {
-        ErrorKind::Privilege => {
-            "; system-wide counting needs CAP_PERFMON (or CAP_SYS_ADMIN before Linux 5.8) or kernel.perf_event_paranoid <= 0"
-        }
-        ErrorKind::FdLimit => {
-            "; raise RLIMIT_NOFILE, the open-files limit (`ulimit -n`, systemd LimitNOFILE=, or the container runtime's nofile limit)"
-        }
-        ErrorKind::Busy => "; another user (e.g. the NMI watchdog) holds the counter",
-        _ => "",
     }
 }
 
@@ -325,13 +329,16 @@ mod tests {
             event: "cycles".into(),
             pmu: "cpu".into(),
         };
-        let e = PerfError::new("open", &attr, 3, libc::EACCES).to_string();
+        let e = PerfError::new("open", &attr, 3, libc::EACCES);
+        let s = e.to_string();
+        assert!(s.contains("cycles") && s.contains("CPU 3"), "{s}");
+        let p = e.problem();
+        assert_eq!(p.code(), "privilege");
         assert!(
-            e.contains("cycles")
-                && e.contains("CPU 3")
-                && e.contains("perf_event_paranoid")
-                && e.contains("CAP_PERFMON"),
-            "{e}"
+            p.what_to_do().contains("perf_event_paranoid")
+                && p.what_to_do().contains("CAP_PERFMON")
         );
+        let p = PerfError::new("open", &attr, 3, libc::ENOENT).problem();
+        assert_eq!(p.class(), crate::problem::Class::NotOnPlatform);
     }
 }

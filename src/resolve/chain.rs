@@ -5,9 +5,10 @@
 //! here are separate from the config types: they describe what will be
 //! counted, where, and why the other alternatives were not taken.
 
-use super::{resolve, Context, Instance};
+use super::{resolve, Context, Instance, ResolveError};
 use crate::config::{Alternative, Config};
 use crate::pmu::{normalize_unit, PmuTable};
+use crate::problem::{Class, Problem};
 
 /// How a metric resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,8 +37,8 @@ impl Status {
 pub struct Tried {
     /// The alternative as written (`a + b` for a sum).
     pub event: String,
-    /// Why it failed, or `selected`.
-    pub reason: String,
+    /// Why it failed; `None` for the alternative selected.
+    pub problem: Option<Problem>,
 }
 
 /// One counted instance of a metric: which spec of the winning
@@ -73,18 +74,41 @@ pub struct ResolvedMetric {
     pub unit: String,
     /// Instances of the winning alternative the probe refused (the rest
     /// are counted), with why.
-    pub partial: Vec<String>,
+    pub partial: Vec<Problem>,
 }
 
 impl ResolvedMetric {
+    /// The problems of every alternative that failed, in order.
+    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
+        self.tried.iter().filter_map(|t| t.problem.as_ref())
+    }
+
+    /// The problem that explains an unavailable metric best: the first
+    /// failure (something to fix) before any expected absence.
+    pub fn problem(&self) -> Option<&Problem> {
+        self.problems()
+            .find(|p| p.class() == Class::Failed)
+            .or_else(|| self.problems().next())
+    }
+
+    /// For an unavailable metric: not on this platform (every
+    /// alternative is absent here) or failed (one should work but did
+    /// not). `None` when it is counted.
+    pub fn class(&self) -> Option<Class> {
+        (self.status == Status::Unavailable)
+            .then(|| self.problem().map_or(Class::Failed, Problem::class))
+    }
+
     /// Why it is unavailable: the reasons of every alternative.
     /// Alternatives that failed for the same reason are named together.
     pub fn reason(&self) -> String {
-        let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
-        for t in self.tried.iter().filter(|t| t.reason != SELECTED) {
-            match groups.iter_mut().find(|(_, r)| *r == t.reason) {
+        let mut groups: Vec<(Vec<&str>, String)> = Vec::new();
+        for t in &self.tried {
+            let Some(p) = &t.problem else { continue };
+            let r = p.to_string();
+            match groups.iter_mut().find(|(_, g)| *g == r) {
                 Some(g) => g.0.push(&t.event),
-                None => groups.push((vec![&t.event], &t.reason)),
+                None => groups.push((vec![&t.event], r)),
             }
         }
         groups
@@ -113,32 +137,99 @@ pub struct Resolution {
     pub metrics: Vec<ResolvedMetric>,
 }
 
-/// The `reason` of the winning alternative in `tried`.
+impl Resolution {
+    /// Whether nothing at all would be counted: no metric is configured,
+    /// or every metric is unavailable. `serve` refuses to start on such a
+    /// resolution and `check` fails on it.
+    pub fn counts_nothing(&self) -> bool {
+        self.metrics.iter().all(|m| m.status == Status::Unavailable)
+    }
+
+    /// Every problem, of alternatives tried and of instances refused,
+    /// for a diagnosis that refines them in place.
+    pub fn problems_mut(&mut self) -> impl Iterator<Item = &mut Problem> {
+        self.metrics.iter_mut().flat_map(|m| {
+            m.tried
+                .iter_mut()
+                .filter_map(|t| t.problem.as_mut())
+                .chain(m.partial.iter_mut())
+        })
+    }
+}
+
+/// How the selected alternative is shown where a reason would be.
 pub const SELECTED: &str = "selected";
 
-/// Checks that an instance really opens on this host: `Err(reason)` if
+/// Checks that an instance really opens on this host: `Err(problem)` if
 /// not. The engine passes the live kernel or the simulated PMU.
-pub type Probe<'a> = &'a dyn Fn(&str, &Instance) -> Result<(), String>;
+pub type Probe<'a> = &'a dyn Fn(&str, &Instance) -> Result<(), Problem>;
 
-fn check_requires(req: &str, table: &PmuTable) -> Result<(), String> {
-    let bad = || format!("`requires_format: {req}` is not `PMU/term=configN:bits`");
+/// The typed problem of a spec that did not resolve.
+pub fn problem_of(e: ResolveError, event: &str) -> Problem {
+    let event = event.to_string();
+    match e {
+        ResolveError::NoCorePmu => Problem::NeedsHardwarePmu { event },
+        ResolveError::TracefsMissing { .. } => Problem::TracefsMissing { event },
+        ResolveError::TracefsUnreadable { path, .. } => Problem::TracefsUnreadable { event, path },
+        e @ (ResolveError::Syntax(_)
+        | ResolveError::RequiredTerm { .. }
+        | ResolveError::TooWide { .. }) => Problem::Config {
+            event,
+            detail: e.to_string(),
+        },
+        e @ (ResolveError::NoPmu { .. }
+        | ResolveError::UnknownEvent { .. }
+        | ResolveError::UnknownTerm { .. }
+        | ResolveError::HiddenGeneric { .. }
+        | ResolveError::Tracepoint { .. }
+        | ResolveError::MissingPmu(_)) => Problem::NotOnPlatform {
+            event,
+            detail: e.to_string(),
+        },
+    }
+}
+
+fn check_requires(req: &str, table: &PmuTable) -> Result<(), Problem> {
+    let absent = |detail: String| Problem::NotOnPlatform {
+        event: req.to_string(),
+        detail,
+    };
+    let bad = || Problem::Config {
+        event: req.to_string(),
+        detail: format!("`requires_format: {req}` is not `PMU/term=configN:bits`"),
+    };
     let (pmu, rest) = req.split_once('/').ok_or_else(bad)?;
     let (term, want) = rest.split_once('=').ok_or_else(bad)?;
     let pmus = table.matching(pmu);
     if pmus.is_empty() {
-        return Err(format!("no PMU matches `{pmu}` on this host"));
+        return Err(absent(format!("no PMU matches `{pmu}` on this host")));
     }
     for p in pmus {
         let have = p.formats.get(term).map(|f| f.to_string());
         if have.as_deref() != Some(want.trim()) {
-            return Err(format!(
+            return Err(absent(format!(
                 "needs {}/format/{term} = {want}, this host has {}",
                 p.name,
                 have.unwrap_or_else(|| "no such term".into())
-            ));
+            )));
         }
     }
     Ok(())
+}
+
+/// Names the spec of a sum in a problem's message.
+fn in_sum(p: Problem, spec: &str, sum: bool) -> Problem {
+    match p {
+        Problem::NotOnPlatform { event, detail } if sum => Problem::NotOnPlatform {
+            event,
+            detail: format!("{spec}: {detail}"),
+        },
+        Problem::Config { event, detail } if sum => Problem::Config {
+            event,
+            detail: format!("{spec}: {detail}"),
+        },
+        p => p,
+    }
 }
 
 fn try_alternative(
@@ -146,22 +237,18 @@ fn try_alternative(
     table: &PmuTable,
     ctx: &Context,
     probe: Option<Probe>,
-    partial: &mut Vec<String>,
-) -> Result<Vec<MetricInstance>, String> {
+    partial: &mut Vec<Problem>,
+) -> Result<Vec<MetricInstance>, Problem> {
     if let Some(req) = alt.requires_format() {
         check_requires(req, table)?;
     }
     let (scale, unit) = alt.overrides();
+    let sum = alt.specs().len() > 1;
     let mut out = Vec::new();
     for spec in alt.specs() {
         let (parsed, spec) = (&spec.parsed, spec.text.as_str());
-        let mut insts = resolve(parsed, table, ctx).map_err(|e| {
-            if alt.specs().len() > 1 {
-                format!("{spec}: {e}")
-            } else {
-                e.to_string()
-            }
-        })?;
+        let mut insts =
+            resolve(parsed, table, ctx).map_err(|e| in_sum(problem_of(e, spec), spec, sum))?;
         for i in &mut insts {
             if let Some(s) = scale {
                 let (s, u) = normalize_unit(s, unit.unwrap_or(""));
@@ -174,30 +261,28 @@ fn try_alternative(
             }
         }
         if let Some(probe) = probe {
-            let mut first_err = None;
             let mut refused = Vec::new();
+            let first_pmu = insts.first().map(|i| i.pmu.clone()).unwrap_or_default();
             insts.retain(|i| match probe(spec, i) {
                 Ok(()) => true,
                 Err(e) => {
-                    refused.push(format!("{spec} on {}: {e}", i.pmu));
-                    first_err.get_or_insert(e);
+                    refused.push(e);
                     false
                 }
             });
-            if !insts.is_empty() {
-                partial.extend(refused);
-            }
             if insts.is_empty() {
-                let e = first_err.unwrap_or_else(|| "no CPU to open it on".into());
-                return Err(if alt.specs().len() > 1 {
-                    format!("{spec}: {e}")
-                } else {
-                    e
-                });
+                return Err(refused.into_iter().next().unwrap_or(Problem::NoOnlineCpu {
+                    event: spec.to_string(),
+                    pmu: first_pmu,
+                }));
             }
+            partial.extend(refused);
         }
         if insts.iter().all(|i| i.cpus.is_empty()) {
-            return Err(format!("{spec}: none of its CPUs is online"));
+            return Err(Problem::NoOnlineCpu {
+                event: spec.to_string(),
+                pmu: insts.first().map(|i| i.pmu.clone()).unwrap_or_default(),
+            });
         }
         out.extend(insts.into_iter().map(|inst| MetricInstance {
             spec: spec.to_string(),
@@ -209,10 +294,20 @@ fn try_alternative(
 
 /// A counter's alternative must count and a gauge's must read
 /// (`.snapshot`): otherwise the series would change type with the host.
-fn same_kind(gauge: bool, insts: Vec<MetricInstance>) -> Result<Vec<MetricInstance>, String> {
+fn same_kind(
+    gauge: bool,
+    event: String,
+    insts: Vec<MetricInstance>,
+) -> Result<Vec<MetricInstance>, Problem> {
+    let wrong = |detail: &str| {
+        Err(Problem::Config {
+            event,
+            detail: detail.into(),
+        })
+    };
     match (gauge, insts.iter().any(|i| i.inst.snapshot)) {
-        (false, true) => Err("a `.snapshot` reading, not a count: declare the metric `gauge: true` and name it without `_total`".into()),
-        (true, false) => Err("a count, not a reading: a `gauge: true` metric needs a `.snapshot` event".into()),
+        (false, true) => wrong("a `.snapshot` reading, not a count: declare the metric `gauge: true` and name it without `_total`"),
+        (true, false) => wrong("a count, not a reading: a `gauge: true` metric needs a `.snapshot` event"),
         _ => Ok(insts),
     }
 }
@@ -238,19 +333,19 @@ pub fn resolve_config(
             for (idx, alt) in m.event.value.iter().enumerate() {
                 partial.clear();
                 let outcome = try_alternative(alt, table, ctx, probe, &mut partial)
-                    .and_then(|insts| same_kind(m.gauge, insts));
+                    .and_then(|insts| same_kind(m.gauge, alt.display(), insts));
                 match outcome {
                     Ok(insts) => {
                         tried.push(Tried {
                             event: alt.display(),
-                            reason: SELECTED.into(),
+                            problem: None,
                         });
                         won = Some((idx, alt.display(), insts));
                         break;
                     }
-                    Err(reason) => tried.push(Tried {
+                    Err(problem) => tried.push(Tried {
                         event: alt.display(),
-                        reason,
+                        problem: Some(problem),
                     }),
                 }
             }

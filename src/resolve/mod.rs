@@ -101,7 +101,21 @@ pub enum ResolveError {
         /// The sysfs event name.
         event: String,
     },
-    /// Tracepoints need tracefs.
+    /// Tracepoints need tracefs, which is not mounted where looked for.
+    #[error("tracepoint `{spec}`: tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)")]
+    TracefsMissing {
+        /// The tracepoint.
+        spec: String,
+    },
+    /// tracefs exists but this process may not read it.
+    #[error("tracepoint `{spec}`: tracefs at {} is not readable by this user (tracepoint ids are read from it; CAP_PERFMON does not open it)", path.display())]
+    TracefsUnreadable {
+        /// The tracepoint.
+        spec: String,
+        /// The tracefs mount.
+        path: PathBuf,
+    },
+    /// No such tracepoint (or an unreadable id).
     #[error("tracepoint `{spec}`: {msg}")]
     Tracepoint {
         /// The tracepoint.
@@ -229,15 +243,13 @@ pub fn resolve(
                 return Err(ResolveError::MissingPmu("tracepoint".into()));
             };
             let Some(tracefs) = &ctx.tracefs else {
-                let msg = match &ctx.tracefs_denied {
-                    Some(p) => format!(
-                        "tracefs at {} is not readable by this user (tracepoint ids are read from it; CAP_PERFMON does not open it): run as root, or mount it readable (mount -o remount,mode=0755 {})",
-                        p.display(),
-                        p.display()
-                    ),
-                    None => "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)".into(),
-                };
-                return Err(ResolveError::Tracepoint { spec: spec_s, msg });
+                return Err(match &ctx.tracefs_denied {
+                    Some(p) => ResolveError::TracefsUnreadable {
+                        spec: spec_s,
+                        path: p.clone(),
+                    },
+                    None => ResolveError::TracefsMissing { spec: spec_s },
+                });
             };
             let id = crate::pmu::host::tracepoint_id(tracefs, subsys, name)
                 .map_err(|msg| ResolveError::Tracepoint { spec: spec_s, msg })?;

@@ -39,8 +39,9 @@ use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
 use crate::export::prometheus;
 use crate::perf::Kernel;
 use crate::pmu::{PmuError, PmuTable};
-use crate::privilege::{self, Privilege};
-use crate::report::prober;
+use crate::privilege::Privilege;
+use crate::probe::prober;
+use crate::problem::Class;
 use crate::resolve::chain::{resolve_config, Resolution, Status};
 use crate::resolve::Context;
 use crate::snapshot::{Family, Kind, Sample, Snapshot};
@@ -224,6 +225,8 @@ struct Reloader {
     table: PmuTable,
     ctx: Context,
     kernel: Arc<dyn Kernel>,
+    /// What this process holds, to diagnose permission errors (live kernel).
+    privilege: Option<Privilege>,
     /// One reload at a time.
     lock: Mutex<()>,
     ok: AtomicBool,
@@ -293,15 +296,12 @@ pub fn open_engine(kernel: Arc<dyn Kernel>, table: PmuTable, res: Resolution) ->
 
 /// Why nothing can be counted, for the start-up error.
 fn nothing_to_count(engine: &Engine, privilege: Option<&Privilege>) -> String {
-    // Permission errors first: they are the ones a user can fix.
-    let mut problems = engine.problems();
-    problems.sort_by_key(|(_, r)| !r.contains("permission denied"));
-    let first = problems
-        .into_iter()
-        .take(5)
-        .map(|(m, r)| format!("{m}: {r}"))
-        .collect::<Vec<_>>()
-        .join("; ");
+    if engine.resolution().metrics.is_empty() {
+        return "the config has no metrics".into();
+    }
+    // What a user can fix first (permission errors), expected absences last.
+    let problems = engine.problems();
+    let first = crate::report::explain_first(problems.iter().map(|(m, p)| (m.as_str(), p)), 5);
     match privilege.filter(|p| p.grant().is_none()) {
         Some(p) => format!("{}; the first problems: {first}", p.summary()),
         None => first,
@@ -335,10 +335,13 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
     } else {
         Some(bind(&o.listen, &o.telemetry_path).await?)
     };
-    let res = resolve_plan(&o.config, &o.table, &o.ctx, o.kernel.as_ref());
+    let mut res = resolve_plan(&o.config, &o.table, &o.ctx, o.kernel.as_ref());
+    if let Some(p) = &privilege {
+        crate::report::diagnose(&mut res, p, true);
+    }
     let engine = open_engine(o.kernel.clone(), o.table.clone(), res);
     for (metric, reason) in engine.problems() {
-        tracing::warn!(%metric, %reason, "metric not (fully) available");
+        tracing::warn!(%metric, %reason, what_to_do = %reason.what_to_do(), class = reason.class().as_str(), "metric not (fully) available");
     }
     let counted = engine.runtime().iter().filter(|r| r.open_fds > 0).count();
     let (fds, planned) = (engine.open_fds(), engine.planned_fds());
@@ -356,16 +359,14 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
             "opened {fds} of {planned} planned counters; the warnings above say why (also on the landing page and in perf_event_available)"
         );
     }
-    if privilege.is_some() {
-        let lost = privilege::costs(&engine);
-        if lost.is_empty() {
-            tracing::info!("privilege: no metric is lost to missing privilege");
-        } else {
-            tracing::warn!(
-                metrics = %lost.join(", "),
-                "privilege: these metrics are lost to missing privilege; {}",
-                privilege::HOW_TO_GRANT
-            );
+    if let Some(p) = &privilege {
+        let problems = engine.problems();
+        for f in p.report(problems.iter().map(|(m, p)| (m.as_str(), p))) {
+            if f.warn {
+                tracing::warn!("privilege: {}", f.message);
+            } else {
+                tracing::info!("privilege: {}", f.message);
+            }
         }
     }
     if !engine.counting() {
@@ -401,6 +402,7 @@ async fn serve(o: Options) -> anyhow::Result<ExitCode> {
             table: o.table,
             ctx: o.ctx,
             kernel: o.kernel,
+            privilege,
             lock: Mutex::new(()),
             ok: AtomicBool::new(true),
             last_success: AtomicU64::new(unix_now().to_bits()),
@@ -936,15 +938,11 @@ fn try_reload(state: &State) -> Result<String, ReloadError> {
         }
         t
     };
-    let res = resolve_plan(&cfg, &table, &r.ctx, r.kernel.as_ref());
-    if !res.metrics.is_empty() && res.metrics.iter().all(|m| m.status == Status::Unavailable) {
-        let why = res
-            .metrics
-            .iter()
-            .take(3)
-            .map(|m| format!("{}: {}", m.metric, m.reason()))
-            .collect::<Vec<_>>()
-            .join("; ");
+    let mut res = resolve_plan(&cfg, &table, &r.ctx, r.kernel.as_ref());
+    if let Some(p) = &r.privilege {
+        crate::report::diagnose(&mut res, p, true);
+    }
+    if let Some(why) = crate::report::serve_would_refuse(&res) {
         return Err(ReloadError::NothingToCount(why));
     }
     let summary = {
@@ -967,7 +965,7 @@ fn try_reload(state: &State) -> Result<String, ReloadError> {
         // Only what changed: the rest was logged at start or last reload.
         for (metric, reason) in ne.problems() {
             if !old_problems.contains(&(metric.clone(), reason.clone())) {
-                tracing::warn!(%metric, %reason, "metric not (fully) available");
+                tracing::warn!(%metric, %reason, what_to_do = %reason.what_to_do(), "metric not (fully) available");
             }
         }
         let counted = ne
@@ -1008,25 +1006,43 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The reason cell of a metric on the landing page: every alternative's
+/// problem for an unavailable metric (then what to do about the one that
+/// matters), or the open failures of a counted one.
+fn landing_reason<'a>(
+    m: &crate::resolve::chain::ResolvedMetric,
+    runtime: impl Iterator<Item = &'a crate::problem::Problem>,
+) -> String {
+    if m.status == Status::Unavailable {
+        let what = m
+            .problem()
+            .map(|p| format!(". What to do: {}", p.what_to_do()))
+            .unwrap_or_default();
+        return format!("{}{what}", m.reason());
+    }
+    runtime
+        .map(crate::problem::Problem::explain)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn landing(state: &State) -> String {
     let e = lock(&state.engine);
     let mut rows = String::new();
     let problems = e.problems();
     for (rt, m) in e.runtime().iter().zip(&e.resolution().metrics) {
-        let reason = if m.status == Status::Unavailable {
-            m.reason()
-        } else {
+        let reason = landing_reason(
+            m,
             problems
                 .iter()
                 .filter(|(n, _)| n == &rt.metric)
-                .map(|(_, r)| r.clone())
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        let status = if m.status != Status::Unavailable && rt.open_fds == 0 {
-            "unavailable (open failed)"
-        } else {
-            m.status.as_str()
+                .map(|(_, p)| p),
+        );
+        let status = match m.class() {
+            Some(Class::NotOnPlatform) => "unavailable: not on this platform",
+            Some(Class::Failed) => "unavailable: failed",
+            None if rt.open_fds == 0 => "unavailable: open failed",
+            None => m.status.as_str(),
         };
         rows.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",

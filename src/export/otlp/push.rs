@@ -203,7 +203,7 @@ mod tests {
         use crate::engine::Engine;
         use crate::perf::sim::SimKernel;
         use crate::pmu::PmuTable;
-        use crate::report::prober;
+        use crate::probe::prober;
         use crate::resolve::chain::resolve_config;
         use crate::resolve::Context;
 

@@ -1,0 +1,473 @@
+//! Why a metric is not counted: a typed [`Problem`] with its context
+//! (event, PMU, CPU, errno), a message and a "what to do".
+//!
+//! Every place that explains unavailability renders from it: `check`
+//! (text and JSON), `list`, the landing page, the log, the privilege
+//! report and `perf_event_unavailable_info`'s `reason` label
+//! ([`Problem::code`], a small fixed set).
+//!
+//! Problems fall in two classes ([`Class`]): **not on this platform**
+//! (the host has no such PMU, event, format or tracepoint, or no hardware
+//! PMU at all: an expected absence, nothing to fix) and **failed** (the
+//! host should count it but something stands in the way: privilege, a
+//! seccomp profile, file descriptors, tracefs, the PMU refusing the
+//! encoding, ...).
+//!
+//! A leaf: plain data, no I/O. The perf layer builds open failures
+//! ([`OpenFailure`]); the privilege report refines permission errors once
+//! it knows what the process holds ([`Problem::Privilege`] becomes
+//! [`Problem::Seccomp`] or [`Problem::Refused`] when `CAP_PERFMON` is
+//! held: a process that holds it is never told to grant it).
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// How to grant what system-wide counting needs.
+pub const HOW_TO_GRANT: &str = "grant CAP_PERFMON (a file capability: `setcap cap_perfmon=ep /path/to/perf-exporter`; systemd: `AmbientCapabilities=CAP_PERFMON`; Kubernetes: `securityContext.capabilities.add: [PERFMON]`), or set kernel.perf_event_paranoid=0 for the whole host";
+
+/// Whether a problem is an expected absence or a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// The host has no such PMU, event or format (or no hardware PMU):
+    /// expected on this platform, nothing to fix.
+    NotOnPlatform,
+    /// The host should count it, but something stands in the way.
+    Failed,
+}
+
+impl Class {
+    /// `not_on_platform` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::NotOnPlatform => "not_on_platform",
+            Class::Failed => "failed",
+        }
+    }
+}
+
+/// A failed perf syscall: what, where and the errno.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenFailure {
+    /// `open`, `enable`, `read`.
+    pub op: &'static str,
+    /// The event as written.
+    pub event: String,
+    /// The PMU.
+    pub pmu: String,
+    /// The CPU.
+    pub cpu: u32,
+    /// The raw errno.
+    pub errno: i32,
+}
+
+impl fmt::Display for OpenFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} on PMU {}, CPU {}",
+            self.op, self.event, self.pmu, self.cpu
+        )
+    }
+}
+
+/// Why a metric (or one alternative, PMU or CPU of it) is not counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// No such PMU, event, format term or tracepoint on this host, or the
+    /// kernel says no PMU claims the encoding (ENOENT/EOPNOTSUPP).
+    NotOnPlatform {
+        /// The event.
+        event: String,
+        /// What the host lacks.
+        detail: String,
+    },
+    /// Hardware or cache events without a core PMU (a VM without a
+    /// virtual PMU).
+    NeedsHardwarePmu {
+        /// The event.
+        event: String,
+    },
+    /// The event spec is wrong for this PMU (a value needed, too wide,
+    /// a syntax error).
+    Config {
+        /// The event.
+        event: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// tracefs is not mounted where the exporter looks.
+    TracefsMissing {
+        /// The tracepoint.
+        event: String,
+    },
+    /// tracefs exists but this process may not read it (mode 0700).
+    TracefsUnreadable {
+        /// The tracepoint.
+        event: String,
+        /// The tracefs mount.
+        path: PathBuf,
+    },
+    /// None of the PMU's CPUs is online.
+    NoOnlineCpu {
+        /// The event.
+        event: String,
+        /// The PMU.
+        pmu: String,
+    },
+    /// EACCES/EPERM without the privilege system-wide counting needs.
+    Privilege(OpenFailure),
+    /// EACCES/EPERM on every open although `CAP_PERFMON` is held: a
+    /// seccomp profile or an LSM refuses `perf_event_open`.
+    Seccomp {
+        /// The failure.
+        open: OpenFailure,
+        /// `Seccomp:` of `/proc/self/status` (0 none, 1 strict, 2 filter).
+        mode: Option<u8>,
+        /// What allows system-wide counting (`CAP_PERFMON`, ...).
+        allowed_by: &'static str,
+    },
+    /// EACCES/EPERM on this event only, although `CAP_PERFMON` is held
+    /// and other events open: the kernel restricts this event.
+    Refused {
+        /// The failure.
+        open: OpenFailure,
+        /// What allows system-wide counting (`CAP_PERFMON`, ...).
+        allowed_by: &'static str,
+    },
+    /// EMFILE/ENFILE.
+    FdLimit(OpenFailure),
+    /// No file descriptor is left for counters at all (`RLIMIT_NOFILE`).
+    FdExhausted {
+        /// The soft limit.
+        soft: u64,
+        /// The hard limit.
+        hard: u64,
+        /// Descriptors the exporter itself uses.
+        used: u64,
+        /// The limit that would fit the plan.
+        raise_to: u64,
+    },
+    /// EINVAL: the PMU refuses the encoding (or the group).
+    PmuRefused(OpenFailure),
+    /// ENODEV/ENXIO: the CPU is offline.
+    CpuOffline(OpenFailure),
+    /// ENOSPC/EBUSY: no free hardware counter.
+    Busy(OpenFailure),
+    /// The group never ran (`time_running` stays 0): more events than
+    /// counters.
+    Unschedulable {
+        /// The event.
+        event: String,
+        /// The PMU.
+        pmu: String,
+        /// The CPU.
+        cpu: u32,
+    },
+    /// Any other errno.
+    Failed(OpenFailure),
+}
+
+impl Problem {
+    /// The `reason` label value: one of a small fixed set.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Problem::NotOnPlatform { .. } => "not_on_platform",
+            Problem::NeedsHardwarePmu { .. } => "needs_hardware_pmu",
+            Problem::Config { .. } => "config",
+            Problem::TracefsMissing { .. } => "tracefs_missing",
+            Problem::TracefsUnreadable { .. } => "tracefs_unreadable",
+            Problem::NoOnlineCpu { .. } => "no_online_cpu",
+            Problem::Privilege(_) => "privilege",
+            Problem::Seccomp { .. } => "seccomp",
+            Problem::Refused { .. } => "refused",
+            Problem::FdLimit(_) | Problem::FdExhausted { .. } => "fd_limit",
+            Problem::PmuRefused(_) => "pmu_refused",
+            Problem::CpuOffline(_) => "cpu_offline",
+            Problem::Busy(_) => "busy",
+            Problem::Unschedulable { .. } => "unschedulable",
+            Problem::Failed(_) => "failed",
+        }
+    }
+
+    /// Every [`code`](Self::code), for documentation and tests.
+    pub const CODES: &'static [&'static str] = &[
+        "not_on_platform",
+        "needs_hardware_pmu",
+        "config",
+        "tracefs_missing",
+        "tracefs_unreadable",
+        "no_online_cpu",
+        "privilege",
+        "seccomp",
+        "refused",
+        "fd_limit",
+        "pmu_refused",
+        "cpu_offline",
+        "busy",
+        "unschedulable",
+        "failed",
+    ];
+
+    /// Expected absence or failure.
+    pub fn class(&self) -> Class {
+        match self {
+            Problem::NotOnPlatform { .. } | Problem::NeedsHardwarePmu { .. } => {
+                Class::NotOnPlatform
+            }
+            _ => Class::Failed,
+        }
+    }
+
+    /// The event it is about.
+    pub fn event(&self) -> &str {
+        match self {
+            Problem::NotOnPlatform { event, .. }
+            | Problem::NeedsHardwarePmu { event }
+            | Problem::Config { event, .. }
+            | Problem::TracefsMissing { event }
+            | Problem::TracefsUnreadable { event, .. }
+            | Problem::NoOnlineCpu { event, .. }
+            | Problem::Unschedulable { event, .. } => event,
+            Problem::FdExhausted { .. } => "",
+            Problem::Seccomp { open, .. } | Problem::Refused { open, .. } => &open.event,
+            Problem::Privilege(o)
+            | Problem::FdLimit(o)
+            | Problem::PmuRefused(o)
+            | Problem::CpuOffline(o)
+            | Problem::Busy(o)
+            | Problem::Failed(o) => &o.event,
+        }
+    }
+
+    /// The PMU it is about, when known.
+    pub fn pmu(&self) -> Option<&str> {
+        match self {
+            Problem::NoOnlineCpu { pmu, .. } | Problem::Unschedulable { pmu, .. } => Some(pmu),
+            _ => self.open().map(|o| o.pmu.as_str()),
+        }
+    }
+
+    /// The failed syscall, for open failures.
+    pub fn open(&self) -> Option<&OpenFailure> {
+        match self {
+            Problem::Seccomp { open, .. } | Problem::Refused { open, .. } => Some(open),
+            Problem::Privilege(o)
+            | Problem::FdLimit(o)
+            | Problem::PmuRefused(o)
+            | Problem::CpuOffline(o)
+            | Problem::Busy(o)
+            | Problem::Failed(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// A permission error (EACCES/EPERM) of any diagnosis.
+    pub fn is_permission(&self) -> bool {
+        matches!(
+            self,
+            Problem::Privilege(_) | Problem::Seccomp { .. } | Problem::Refused { .. }
+        )
+    }
+
+    /// What the user can do about it.
+    pub fn what_to_do(&self) -> String {
+        match self {
+            Problem::NotOnPlatform { .. } => "nothing on this host: it is expected on other hardware or kernels (`perf-exporter list` shows what this host offers; add an alternative encoding to count it here)".into(),
+            Problem::NeedsHardwarePmu { .. } => "run on bare metal or give the VM a virtual PMU (KVM/QEMU: `-cpu host,pmu=on`; VMware: enable virtualized CPU performance counters; cloud: a bare-metal or full-host instance type); software events, tracepoints and `msr` work without one".into(),
+            Problem::Config { .. } => "fix the event in the config (`perf-exporter list` shows the PMUs, events and format terms of this host)".into(),
+            Problem::TracefsMissing { .. } => "mount tracefs (`mount -t tracefs nodev /sys/kernel/tracing`) or give --path.tracefs".into(),
+            Problem::TracefsUnreadable { path, .. } => format!(
+                "run as root, make tracefs readable (`mount -o remount,mode=0755 {}`), give a readable --path.tracefs, or leave tracepoints out; CAP_PERFMON does not help here",
+                path.display()
+            ),
+            Problem::NoOnlineCpu { .. } => "nothing: it is counted once one of its CPUs is online".into(),
+            Problem::Privilege(_) => format!(
+                "system-wide counting needs CAP_PERFMON (or CAP_SYS_ADMIN before Linux 5.8) or kernel.perf_event_paranoid <= 0: {HOW_TO_GRANT}"
+            ),
+            Problem::Seccomp { mode: Some(m), .. } if *m > 0 => "allow perf_event_open in the seccomp profile: container runtimes' default profiles allow it only with CAP_SYS_ADMIN (podman, Docker); run with a profile that allows it (`--security-opt seccomp=/path/to/profile.json`; Kubernetes: `securityContext.seccompProfile` of type `Localhost`), or, if an LSM denies it, allow perf_event_open there; granting capabilities does not help".into(),
+            Problem::Seccomp { .. } => "no seccomp filter is active, so look for an LSM that denies perf_event_open (SELinux: `ausearch -m avc`, the `perf_event` class; AppArmor: the profile's `capability perfmon` rule; a BPF LSM) and allow it there; granting capabilities does not help".into(),
+            Problem::Refused { .. } => "nothing to grant: the kernel restricts this event on this host (kernel lockdown, an LSM policy, or a limit of the event itself, as for `ftrace:function`); leave it out or count another event".into(),
+            Problem::FdExhausted { raise_to, .. } => format!("raise RLIMIT_NOFILE to at least {raise_to} (`ulimit -n`, systemd `LimitNOFILE=`, container `--ulimit nofile=`)"),
+            Problem::FdLimit(_) => "raise RLIMIT_NOFILE (`ulimit -n`, systemd `LimitNOFILE=`, container `--ulimit nofile=`): the exporter raises its soft limit up to the hard limit itself, so raise the hard limit".into(),
+            Problem::PmuRefused(_) => "the PMU driver does not take this encoding (or group) on this CPU: check the event against `perf-exporter list` and the CPU model's event list, or put it in a set of its own".into(),
+            Problem::CpuOffline(_) => "nothing: it is counted again when the CPU comes online".into(),
+            Problem::Busy(_) => "another user holds the counter (e.g. the NMI watchdog: `sysctl kernel.nmi_watchdog=0`), or the set has more events than the PMU has counters: split the set".into(),
+            Problem::Unschedulable { .. } => "the PMU never had a free counter for it: split the set, or stop other users of the counters (the NMI watchdog: `sysctl kernel.nmi_watchdog=0`)".into(),
+            Problem::Failed(_) => "see the errno; report it if it persists".into(),
+        }
+    }
+
+    /// The message and what to do, on one line (for logs and pages).
+    pub fn explain(&self) -> String {
+        format!("{self}; what to do: {}", self.what_to_do())
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::NotOnPlatform { detail, .. } | Problem::Config { detail, .. } => {
+                f.write_str(detail)
+            }
+            Problem::NeedsHardwarePmu { .. } => f.write_str("no core PMU in sysfs (no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`): hardware events need a hardware PMU, which this host (a VM without a virtual PMU?) does not have"),
+            Problem::TracefsMissing { .. } => f.write_str("tracefs is not mounted (tracepoint ids are read from it)"),
+            Problem::TracefsUnreadable { path, .. } => write!(
+                f,
+                "tracefs at {} is not readable by this user (tracepoint ids are read from it)",
+                path.display()
+            ),
+            Problem::NoOnlineCpu { pmu, .. } => write!(f, "none of the CPUs of {pmu} is online"),
+            Problem::Privilege(o) => write!(f, "permission denied (errno {}): {o}: this process lacks the privilege to count system-wide", o.errno),
+            Problem::Seccomp { open, mode, allowed_by } => {
+                write!(f, "permission denied (errno {}): {open}, and every other counter, although {allowed_by} allows system-wide counting: ", open.errno)?;
+                match mode {
+                    Some(m) if *m > 0 => write!(f, "a seccomp filter is active (Seccomp: {m} in /proc/self/status), so a seccomp profile (or an LSM) is the likely cause"),
+                    Some(_) => f.write_str("no seccomp filter is active (Seccomp: 0), so an LSM or kernel lockdown is the likely cause"),
+                    None => f.write_str("a seccomp profile or an LSM is the likely cause"),
+                }
+            }
+            Problem::Refused { open, allowed_by } => write!(f, "permission denied (errno {}): {open}, although {allowed_by} allows system-wide counting and other events open: the kernel restricts this event, not a missing capability", open.errno),
+            Problem::FdLimit(o) => write!(f, "out of file descriptors (errno {}): {o}", o.errno),
+            Problem::FdExhausted { soft, hard, used, .. } => write!(
+                f,
+                "out of file descriptors: no file descriptor is free for counters: the open-files limit RLIMIT_NOFILE is {soft} (hard limit {hard}) and the exporter itself uses {used}"
+            ),
+            Problem::PmuRefused(o) => write!(f, "rejected by the PMU: invalid encoding or group (errno {}): {o}", o.errno),
+            Problem::CpuOffline(o) => write!(f, "CPU offline (errno {}): {o}", o.errno),
+            Problem::Busy(o) => write!(f, "no free hardware counter (errno {}): {o}", o.errno),
+            Problem::Unschedulable { event, pmu, cpu } => write!(
+                f,
+                "{event} on {pmu} CPU {cpu}: never scheduled on the PMU (time_running stays 0)"
+            ),
+            Problem::Failed(o) => write!(f, "failed (errno {}): {o}", o.errno),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(errno: i32) -> OpenFailure {
+        OpenFailure {
+            op: "open",
+            event: "cycles".into(),
+            pmu: "cpu".into(),
+            cpu: 3,
+            errno,
+        }
+    }
+
+    #[test]
+    fn codes_are_a_small_fixed_set() {
+        let all = [
+            Problem::NotOnPlatform {
+                event: "e".into(),
+                detail: "d".into(),
+            },
+            Problem::NeedsHardwarePmu { event: "e".into() },
+            Problem::Config {
+                event: "e".into(),
+                detail: "d".into(),
+            },
+            Problem::TracefsMissing { event: "e".into() },
+            Problem::TracefsUnreadable {
+                event: "e".into(),
+                path: "/t".into(),
+            },
+            Problem::NoOnlineCpu {
+                event: "e".into(),
+                pmu: "p".into(),
+            },
+            Problem::Privilege(open(13)),
+            Problem::Seccomp {
+                open: open(1),
+                mode: Some(2),
+                allowed_by: "CAP_PERFMON",
+            },
+            Problem::Refused {
+                open: open(1),
+                allowed_by: "CAP_PERFMON",
+            },
+            Problem::FdLimit(open(24)),
+            Problem::FdExhausted {
+                soft: 24,
+                hard: 24,
+                used: 20,
+                raise_to: 60,
+            },
+            Problem::PmuRefused(open(22)),
+            Problem::CpuOffline(open(19)),
+            Problem::Busy(open(16)),
+            Problem::Unschedulable {
+                event: "e".into(),
+                pmu: "p".into(),
+                cpu: 0,
+            },
+            Problem::Failed(open(5)),
+        ];
+        let mut codes: Vec<&str> = all.iter().map(Problem::code).collect();
+        codes.dedup();
+        assert_eq!(codes, Problem::CODES);
+        for p in &all {
+            assert!(!p.to_string().is_empty() && !p.what_to_do().is_empty());
+        }
+        let absent: Vec<&str> = all
+            .iter()
+            .filter(|p| p.class() == Class::NotOnPlatform)
+            .map(Problem::code)
+            .collect();
+        assert_eq!(absent, ["not_on_platform", "needs_hardware_pmu"]);
+    }
+
+    #[test]
+    fn open_failures_carry_their_context() {
+        let p = Problem::FdLimit(open(24));
+        assert_eq!(
+            p.to_string(),
+            "out of file descriptors (errno 24): open cycles on PMU cpu, CPU 3"
+        );
+        assert!(p.what_to_do().contains("raise RLIMIT_NOFILE"));
+        assert_eq!((p.event(), p.pmu()), ("cycles", Some("cpu")));
+        assert_eq!(p.open().map(|o| o.errno), Some(24));
+    }
+
+    /// Only a process without privilege is told to grant CAP_PERFMON.
+    #[test]
+    fn only_missing_privilege_says_grant_cap_perfmon() {
+        let grant = Problem::Privilege(open(13));
+        assert!(grant.explain().contains("setcap cap_perfmon=ep"));
+        let seccomp = Problem::Seccomp {
+            open: open(1),
+            mode: Some(2),
+            allowed_by: "CAP_PERFMON",
+        };
+        let s = seccomp.explain();
+        assert!(
+            s.contains("Seccomp: 2") && s.contains("seccomp profile"),
+            "{s}"
+        );
+        assert!(s.contains("--security-opt seccomp="), "{s}");
+        let lsm = Problem::Seccomp {
+            open: open(13),
+            mode: Some(0),
+            allowed_by: "CAP_PERFMON",
+        };
+        assert!(lsm.explain().contains("LSM"), "{}", lsm.explain());
+        let refused = Problem::Refused {
+            open: open(1),
+            allowed_by: "CAP_PERFMON",
+        };
+        let tracefs = Problem::TracefsUnreadable {
+            event: "sched:sched_switch".into(),
+            path: "/sys/kernel/tracing".into(),
+        };
+        for p in [seccomp, lsm, refused, tracefs] {
+            let s = p.explain();
+            assert!(
+                !s.contains("grant CAP_PERFMON") && !s.contains("setcap"),
+                "{s}"
+            );
+        }
+    }
+}
