@@ -12,12 +12,16 @@
 //!   counters, hotplug, producing a plain-data [`snapshot::Snapshot`];
 //! * [`snapshot`]: the plain data model of a collection, which the exporters depend on;
 //! * [`export`]: Prometheus text and OpenMetrics encoding, OTLP push;
-//! * [`web`]: the HTTP endpoint (TLS, auth, limits, reload);
+//! * [`web`]: the HTTP endpoint (routes, shared collection, TLS, auth, limits);
 //! * [`report`]: the `list` and `check` commands' reports;
 //! * [`privilege`]: which privilege the process holds and what it costs;
+//! * [`app`]: the composition root: start-up, the one reload path, signals;
+//! * [`cli`]: the command line as typed and as resolved (thin; over [`app`]);
 //! * [`fuzzing`]: the fuzz targets (cargo-fuzz and the corpus tests).
 #![warn(missing_docs)]
 
+pub mod app;
+pub mod cli;
 pub mod config;
 pub mod duration;
 pub mod engine;

@@ -1,0 +1,309 @@
+//! `serve`: start-up in a fixed order, then serve until SIGTERM/SIGINT.
+//!
+//! 1. Signal handlers, before anything else: SIGHUP's default action would
+//!    end the process, and SIGTERM must work in every start-up state.
+//! 2. The files (web config, config, PMU table) are read on a start-up
+//!    thread while the runtime waits for it *or* a SIGTERM/SIGINT: a read
+//!    that never returns (a FIFO, a hung mount) cannot hold the process.
+//!    A SIGHUP during start-up asks for one reload once serving.
+//! 3. The listener is bound before counters open (a listen error ends the
+//!    start-up cheaply), then the engine, the reload thread and the OTLP
+//!    push start, and the server runs.
+
+use super::host::{Host, HostSettings};
+use super::reload::{load, Guard, Job, Loaded, Reloader, Sources};
+use super::{AppError, WebSettings};
+use crate::engine::{ensure_fd_budget, Engine};
+use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
+use crate::perf::Kernel;
+use crate::pmu::PmuTable;
+use crate::privilege::{self, Privilege};
+use crate::resolve::chain::Resolution;
+use crate::web::config::WebConfig;
+use crate::web::{self, State};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+/// File descriptors kept free for connections while the engine opens its
+/// counters, so an fd-starved engine never starves the listener.
+const FD_RESERVE: usize = 16;
+
+/// Starts the exporter and serves until SIGINT/SIGTERM.
+pub(super) fn serve(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(16)
+        .build()
+        .map_err(AppError::Runtime)?;
+    let r = rt.block_on(run(host, web));
+    // A collection still running on a blocking thread does not hold up
+    // the exit.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    r
+}
+
+/// SIGTERM, SIGINT and SIGHUP.
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        Ok(Signals {
+            hup: signal(SignalKind::hangup())?,
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn terminated(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+
+    /// Asks for a reload on each SIGHUP; returns on SIGTERM or SIGINT.
+    async fn until_shutdown(mut self, reloader: Reloader) {
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => return,
+                _ = self.int.recv() => return,
+                _ = self.hup.recv() => {
+                    tracing::info!("SIGHUP: reloading the configuration");
+                    reloader.request_detached();
+                }
+            }
+        }
+    }
+}
+
+/// What the start-up thread reads.
+struct Prepared {
+    host: Host,
+    kernel: Arc<dyn Kernel>,
+    loaded: Loaded,
+}
+
+fn prepare(src: &Sources) -> Result<Prepared, AppError> {
+    let host = Host::open(&src.host)?;
+    let Some(kernel) = host.kernel.clone() else {
+        return Err(AppError::NotLive(src.host.sysfs.display().to_string()));
+    };
+    let loaded = load(src, &host.table, &host.ctx, kernel.as_ref())?;
+    Ok(Prepared {
+        host,
+        kernel,
+        loaded,
+    })
+}
+
+async fn run(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
+    let mut signals = Signals::new().map_err(AppError::Runtime)?;
+    let otlp = OtlpSettings::resolve(&web.otlp, &otlp::process_env, &host.procfs)?;
+    // The exporter variables are parsed, so opentelemetry-otlp must not
+    // read them again (see scrub_exporter_env); no other thread runs yet.
+    otlp::scrub_exporter_env();
+    let src = Sources {
+        host,
+        web_config_file: web.web_config_file.clone(),
+        allow_downgrade: web.allow_downgrade,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = src.clone();
+    std::thread::Builder::new()
+        .name("start-up".into())
+        .spawn(move || drop(tx.send(prepare(&s))))
+        .map_err(AppError::Runtime)?;
+    let p = tokio::select! {
+        r = rx => r.map_err(|_| AppError::Runtime(std::io::Error::other("the start-up thread died")))??,
+        _ = signals.terminated() => {
+            tracing::info!("terminated during start-up");
+            return Ok(());
+        }
+    };
+    start(p, src, web, otlp, signals).await
+}
+
+fn log_privilege(privilege: Option<&Privilege>) {
+    if let Some(p) = privilege {
+        if p.grant().is_some() {
+            tracing::info!(privilege = %p.summary(), "privilege");
+        } else {
+            tracing::warn!(privilege = %p.summary(), "privilege");
+        }
+    }
+}
+
+fn log_web_config(w: &WebConfig) {
+    if w.file.is_some() {
+        tracing::info!(web_config = %w.describe(), "web config");
+    }
+    for warn in &w.warnings {
+        tracing::warn!(warning = %warn, "web config");
+    }
+}
+
+async fn start(
+    p: Prepared,
+    src: Sources,
+    web: WebSettings,
+    otlp: Option<OtlpSettings>,
+    signals: Signals,
+) -> Result<(), AppError> {
+    let simulated = p.kernel.simulated();
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), simulated, sysfs = %p.host.table.sysfs.display(), "starting perf-exporter");
+    let privilege = (!simulated).then(|| Privilege::detect(&src.host.procfs));
+    log_privilege(privilege.as_ref());
+    let web_config = p.loaded.web.unwrap_or_default();
+    log_web_config(&web_config);
+    let only = otlp.as_ref().is_some_and(|s| s.only);
+    // Bind first: a listen error ends the start-up before counters open.
+    let listener = if only {
+        tracing::info!("--otlp.only: no HTTP listener");
+        None
+    } else {
+        Some(web::bind(&web.listen, &web.telemetry_path).await?)
+    };
+    let engine = open_engine(p.kernel.clone(), p.loaded.table.clone(), p.loaded.res);
+    log_engine(&engine, privilege.as_ref());
+    if !engine.counting() {
+        return Err(AppError::NothingToCount(nothing_to_count(
+            &engine,
+            privilege.as_ref(),
+        )));
+    }
+    let engine = Arc::new(Mutex::new(engine));
+    let stats = otlp.as_ref().map(|_| Arc::new(ExportStats::default()));
+    let guard = Guard::of(&web_config);
+    let state = State::new(web::Options {
+        engine: engine.clone(),
+        telemetry_path: web.telemetry_path,
+        simulated,
+        config_name: src
+            .host
+            .config_file
+            .as_ref()
+            .map_or("<embedded default>".into(), |p| p.display().to_string()),
+        otlp: stats.clone(),
+        web_config,
+        max_requests: web.max_requests,
+        max_connections: web.max_connections,
+        read_header_timeout: web.read_header_timeout,
+        request_timeout: web.request_timeout,
+    });
+    let reloader = Reloader::start(Job {
+        sources: src,
+        table: p.loaded.table,
+        ctx: p.host.ctx,
+        kernel: p.kernel,
+        engine: engine.clone(),
+        state: state.clone(),
+        guard,
+    })
+    .map_err(AppError::Runtime)?;
+    if web.enable_lifecycle {
+        state.set_lifecycle(Arc::new(reloader.clone()));
+    }
+    let pusher = match (otlp, stats) {
+        (Some(settings), Some(stats)) => {
+            tracing::info!(settings = %otlp::describe(&settings), "OTLP push");
+            let e = engine.clone();
+            let collect: otlp::Collect = Arc::new(move || {
+                e.lock().unwrap_or_else(PoisonError::into_inner).collect()
+            });
+            Some(Pusher::start(settings, collect, stats)?)
+        }
+        _ => None,
+    };
+    let shutdown = signals.until_shutdown(reloader);
+    match listener {
+        Some(l) => web::serve(l, state, shutdown).await,
+        None => shutdown.await,
+    }
+    if let Some(p) = pusher {
+        p.shutdown();
+    }
+    Ok(())
+}
+
+fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
+    for (metric, reason) in engine.problems() {
+        tracing::warn!(%metric, %reason, "metric not (fully) available");
+    }
+    let counted = engine.runtime().iter().filter(|r| r.open_fds > 0).count();
+    let (fds, planned) = (engine.open_fds(), engine.planned_fds());
+    tracing::info!(
+        metrics = engine.runtime().len(),
+        counted,
+        fds,
+        planned,
+        "counters open"
+    );
+    if fds < planned {
+        tracing::warn!(
+            fds,
+            planned,
+            "opened {fds} of {planned} planned counters; the warnings above say why (also on the landing page and in perf_event_available)"
+        );
+    }
+    if privilege.is_some() {
+        let lost = privilege::costs(engine);
+        if lost.is_empty() {
+            tracing::info!("privilege: no metric is lost to missing privilege");
+        } else {
+            tracing::warn!(
+                metrics = %lost.join(", "),
+                "privilege: these metrics are lost to missing privilege; {}",
+                privilege::HOW_TO_GRANT
+            );
+        }
+    }
+}
+
+/// Opens an engine for a resolution: raises RLIMIT_NOFILE toward what the
+/// plan needs and keeps [`FD_RESERVE`] descriptors free for connections.
+pub(super) fn open_engine(kernel: Arc<dyn Kernel>, table: PmuTable, res: Resolution) -> Engine {
+    if kernel.simulated() {
+        return Engine::new(kernel, table, res);
+    }
+    let planned: usize = res
+        .metrics
+        .iter()
+        .flat_map(|m| &m.instances)
+        .map(|i| i.inst.cpus.len())
+        .sum();
+    let b = ensure_fd_budget(planned);
+    tracing::info!(
+        needed = b.needed,
+        soft = b.soft,
+        hard = b.hard,
+        "fd budget (RLIMIT_NOFILE)"
+    );
+    let reserve: Vec<std::fs::File> = (0..FD_RESERVE)
+        .map_while(|_| std::fs::File::open("/dev/null").ok())
+        .collect();
+    let e = Engine::new(kernel, table, res);
+    drop(reserve);
+    e
+}
+
+/// Why nothing can be counted, for the start-up error.
+fn nothing_to_count(engine: &Engine, privilege: Option<&Privilege>) -> String {
+    // Permission errors first: they are the ones a user can fix.
+    let mut problems = engine.problems();
+    problems.sort_by_key(|(_, r)| !r.contains("permission denied"));
+    let first = problems
+        .into_iter()
+        .take(5)
+        .map(|(m, r)| format!("{m}: {r}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    match privilege.filter(|p| p.grant().is_none()) {
+        Some(p) => format!("{}; the first problems: {first}", p.summary()),
+        None => first,
+    }
+}
