@@ -41,7 +41,10 @@ fn main() -> ExitCode {
     match perf_exporter::app::run(args.settings()) {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
-            match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+            match stdout
+                .write_all(out.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
                 // `list | head -1`: the reader left; exit quietly, as Unix
                 // tools do.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

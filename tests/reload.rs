@@ -69,6 +69,12 @@ fn scrape_until(
     }
 }
 
+/// Every CPU's cpu-clock is above zero.
+fn counting(s: &BTreeMap<String, f64>) -> bool {
+    let c = by_cpu(s, CLOCK);
+    !c.is_empty() && c.values().all(|v| *v > 0.0)
+}
+
 fn assert_not_below(before: &BTreeMap<u32, f64>, after: &BTreeMap<u32, f64>, what: &str) {
     for (cpu, v0) in before {
         let v1 = after
@@ -84,8 +90,7 @@ fn sighup_adds_the_new_metric_and_unchanged_counters_continue() {
     let cfg = dir.path().join("perf.yaml");
     std::fs::write(&cfg, BEFORE).expect("write");
     let p = live(&cfg, &[]);
-    std::thread::sleep(Duration::from_millis(300));
-    let s0 = scrape(&p);
+    let s0 = scrape_until(&p, "counting", counting);
     let c0 = by_cpu(&s0, CLOCK);
     assert!(!c0.is_empty(), "{s0:?}");
     assert!(by_cpu(&s0, SWITCHES).is_empty());
@@ -99,9 +104,13 @@ fn sighup_adds_the_new_metric_and_unchanged_counters_continue() {
     });
     // No reset: at least what it was, then still increasing.
     assert_not_below(&c0, &by_cpu(&s1, CLOCK), "cpu-clock across the reload");
-    std::thread::sleep(Duration::from_millis(300));
-    let s2 = scrape(&p);
-    let (c1, c2) = (by_cpu(&s1, CLOCK), by_cpu(&s2, CLOCK));
+    let c1 = by_cpu(&s1, CLOCK);
+    let s2 = scrape_until(&p, "cpu-clock advancing after the reload", |s| {
+        let c = by_cpu(s, CLOCK);
+        c1.iter()
+            .all(|(cpu, v1)| c.get(cpu).is_some_and(|v| v > v1))
+    });
+    let c2 = by_cpu(&s2, CLOCK);
     for (cpu, v1) in &c1 {
         assert!(
             c2[cpu] > *v1,
@@ -133,8 +142,7 @@ fn a_broken_config_on_sighup_keeps_the_old_one_serving() {
     let cfg = dir.path().join("perf.yaml");
     std::fs::write(&cfg, AFTER).expect("write");
     let p = live(&cfg, &[]);
-    std::thread::sleep(Duration::from_millis(200));
-    let s0 = scrape(&p);
+    let s0 = scrape_until(&p, "counting", counting);
     let c0 = by_cpu(&s0, CLOCK);
 
     for broken in [
@@ -270,11 +278,22 @@ fn sigterm_with_a_slow_scrape_in_flight_exits_within_a_second() {
         &f,
         "--simulate.read-delay",
         "2s",
+        "--web.request-timeout",
+        "100ms",
     ]);
     p.wait_ready();
     let a = p.addr.clone();
     let _slow = std::thread::spawn(move || common::try_request("GET", &a, "/metrics", &[], ""));
-    std::thread::sleep(Duration::from_millis(300));
+    // The collection is in flight once it has overrun the request timeout
+    // (then /-/healthy says 503).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.get("/-/healthy").status != 503 {
+        assert!(
+            Instant::now() < deadline,
+            "the slow collection never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let t = Instant::now();
     p.signal("TERM");
     let status = p
@@ -282,4 +301,171 @@ fn sigterm_with_a_slow_scrape_in_flight_exits_within_a_second() {
         .unwrap_or_else(|| panic!("still running 1 s after SIGTERM; output:\n{}", p.output()));
     assert!(status.success(), "{status}");
     assert!(t.elapsed() <= Duration::from_secs(1));
+}
+
+const ONE_SET: &str = "sets:\n  - name: sw\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n";
+
+fn mkfifo(p: &Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(p)
+        .status()
+        .expect("run mkfifo")
+        .success();
+    assert!(ok, "mkfifo {}", p.display());
+}
+
+/// Waits until one of the process's threads is named `name`.
+fn wait_thread(p: &Proc, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = std::fs::read_dir(format!("/proc/{}/task", p.pid()))
+            .map(|d| {
+                d.flatten().any(|t| {
+                    std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
+                })
+            })
+            .unwrap_or(false);
+        if found {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no thread {name:?}; output:\n{}",
+            p.output()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn simulated(cfg: &Path, extra: &[&str]) -> Proc {
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let c = cfg.display().to_string();
+    let mut args = vec!["--simulate", "--path.sysfs", &f, "--config.file", &c];
+    args.extend_from_slice(extra);
+    let mut p = Proc::exporter(&args);
+    p.wait_ready();
+    p
+}
+
+/// Issue 11: a SIGHUP during start-up ended the process (exit 129), and a
+/// start-up read that never returns (a FIFO config) held off SIGTERM.
+#[test]
+fn sighup_during_start_up_is_harmless_and_sigterm_still_ends_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("perf.yaml");
+    mkfifo(&fifo);
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let c = fifo.display().to_string();
+    let mut p = Proc::exporter(&["--simulate", "--path.sysfs", &f, "--config.file", &c]);
+    // Start-up is blocked reading the FIFO on its own thread.
+    wait_thread(&p, "start-up");
+    p.signal("HUP");
+    p.signal("HUP");
+    assert_eq!(
+        p.wait_exit(Duration::from_millis(300)),
+        None,
+        "{}",
+        p.output()
+    );
+    p.signal("TERM");
+    let status = p
+        .wait_exit(Duration::from_secs(2))
+        .unwrap_or_else(|| panic!("SIGTERM ignored during start-up:\n{}", p.output()));
+    assert!(status.success(), "{status}; output:\n{}", p.output());
+}
+
+/// Issue 11: `sets: []` on reload was accepted and every metric vanished.
+#[test]
+fn an_empty_config_is_refused_on_reload() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, ONE_SET).expect("write");
+    let mut p = simulated(&cfg, &[]);
+    for empty in ["sets: []\n", "sets:\n"] {
+        std::fs::write(&cfg, empty).expect("write");
+        p.signal("HUP");
+        p.wait_log("defines no metric", Duration::from_secs(10));
+        let s = scrape_until(&p, "the refusal recorded", |s| {
+            scalar(s, "perf_config_last_reload_successful") == Some(0.0)
+        });
+        assert!(!by_cpu(&s, CLOCK).is_empty(), "{s:?}");
+        std::fs::write(&cfg, ONE_SET).expect("write");
+        p.signal("HUP");
+        scrape_until(&p, "the good config reloaded", |s| {
+            scalar(s, "perf_config_last_reload_successful") == Some(1.0)
+        });
+    }
+}
+
+/// Issue 11: an empty (truncated) web config on reload turned auth off.
+#[test]
+fn a_reload_may_not_drop_authentication() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, ONE_SET).expect("write");
+    let wc = dir.path().join("web.yml");
+    let hash = bcrypt::hash("pw", 5).expect("bcrypt");
+    std::fs::write(&wc, format!("basic_auth_users:\n  u: {hash}\n")).expect("write");
+    let w = wc.display().to_string();
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let c = cfg.display().to_string();
+    let mut p = Proc::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        &f,
+        "--config.file",
+        &c,
+        "--web.config.file",
+        &w,
+    ]);
+    p.wait_log("counters open", Duration::from_secs(15));
+    std::fs::write(&wc, "# truncated during rotation\n").expect("write");
+    p.signal("HUP");
+    p.wait_log("drops basic authentication", Duration::from_secs(10));
+    let out = p.output();
+    let line = out
+        .lines()
+        .find(|l| l.contains("drops basic authentication"))
+        .expect("line");
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains("--web.config.allow-downgrade"), "{line}");
+    let r = common::try_request("GET", &p.addr, "/metrics", &[], "").expect("request");
+    assert_eq!(r.status, 401, "{}", r.body);
+    let a = harden::basic("u", "pw");
+    let r = common::try_request("GET", &p.addr, "/metrics", &[("Authorization", &a)], "")
+        .expect("request");
+    assert!(
+        r.body.contains("perf_config_last_reload_successful 0"),
+        "{}",
+        r.body
+    );
+}
+
+/// Issue 11: SIGHUPs while the config path blocks (a FIFO) each took a
+/// blocking thread until `/metrics` answered 503 forever. Reloads are
+/// coalesced on their own thread now.
+#[test]
+fn reloads_blocked_on_a_fifo_do_not_take_metrics_down() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, ONE_SET).expect("write");
+    let mut p = simulated(&cfg, &["--web.request-timeout", "2s"]);
+    std::fs::remove_file(&cfg).expect("rm");
+    mkfifo(&cfg);
+    for _ in 0..40 {
+        p.signal("HUP");
+    }
+    for _ in 0..5 {
+        let s = scrape(&p);
+        assert!(!by_cpu(&s, CLOCK).is_empty(), "{s:?}");
+    }
+    assert_eq!(p.get("/-/healthy").status, 200);
+    // Unblock the reload: it reads the config from the FIFO.
+    let mut w = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&cfg)
+        .expect("open the FIFO for writing");
+    std::io::Write::write_all(&mut w, ONE_SET.as_bytes()).expect("write");
+    drop(w);
+    p.wait_log("configuration reloaded", Duration::from_secs(10));
 }

@@ -142,7 +142,12 @@ pub fn run(s: Settings) -> Result<String, AppError> {
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
             let probe = h.kernel.as_deref().map(prober);
-            let r = ListReport::new(&h.table, &h.ctx, probe.as_ref().map(|p| p as _), tracepoints);
+            let r = ListReport::new(
+                &h.table,
+                &h.ctx,
+                probe.as_ref().map(|p| p as _),
+                tracepoints,
+            );
             if json {
                 serde_json::to_string_pretty(&r)
                     .map(|t| t + "\n")

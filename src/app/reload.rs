@@ -156,7 +156,9 @@ impl Job {
         self.state.record_reload(out.is_ok());
         match &out {
             Ok(summary) => tracing::info!(%summary, "configuration reloaded"),
-            Err(e) => tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps serving"),
+            Err(e) => {
+                tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps serving")
+            }
         }
         out.map_err(|e| e.to_string())
     }
@@ -168,7 +170,11 @@ impl Job {
                 self.guard.check(w)?;
             }
         }
-        if l.res.metrics.iter().all(|m| m.status == Status::Unavailable) {
+        if l.res
+            .metrics
+            .iter()
+            .all(|m| m.status == Status::Unavailable)
+        {
             let why = l
                 .res
                 .metrics

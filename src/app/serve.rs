@@ -212,9 +212,8 @@ async fn start(
         (Some(settings), Some(stats)) => {
             tracing::info!(settings = %otlp::describe(&settings), "OTLP push");
             let e = engine.clone();
-            let collect: otlp::Collect = Arc::new(move || {
-                e.lock().unwrap_or_else(PoisonError::into_inner).collect()
-            });
+            let collect: otlp::Collect =
+                Arc::new(move || e.lock().unwrap_or_else(PoisonError::into_inner).collect());
             Some(Pusher::start(settings, collect, stats)?)
         }
         _ => None,

@@ -258,7 +258,10 @@ mod tests {
     #[test]
     fn log_values_are_enumerations() {
         let e = parse(&["--log.level", "verbose"]).unwrap_err().to_string();
-        assert!(e.contains("[possible values: debug, info, warn, error]"), "{e}");
+        assert!(
+            e.contains("[possible values: debug, info, warn, error]"),
+            "{e}"
+        );
         let e = parse(&["--log.format", "text"]).unwrap_err().to_string();
         assert!(e.contains("[possible values: logfmt, json]"), "{e}");
         let a = parse(&["list", "--log.level", "warn"]).unwrap();
@@ -267,13 +270,17 @@ mod tests {
 
     #[test]
     fn durations_need_a_unit_and_a_bound() {
-        let e = parse(&["--web.request-timeout", "5"]).unwrap_err().to_string();
+        let e = parse(&["--web.request-timeout", "5"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("write `5s` or `5ms`"), "{e}");
         let e = parse(&["serve", "--web.read-header-timeout", "3000000000000000h"])
             .unwrap_err()
             .to_string();
         assert!(e.contains("longest allowed duration"), "{e}");
-        let s = parse(&["--web.request-timeout", "1m30s"]).unwrap().settings();
+        let s = parse(&["--web.request-timeout", "1m30s"])
+            .unwrap()
+            .settings();
         match s.command {
             Command::Serve(w) => assert_eq!(w.request_timeout, Duration::from_secs(90)),
             _ => panic!("serve expected"),

@@ -722,9 +722,16 @@ impl WebConfig {
             parts.push(format!("headers {}", names.join(", ")));
         }
         if let Some(r) = self.rate_limit {
+            // The flags' duration grammar (`100ms`, `1m30s`); finer than a
+            // millisecond, Rust's own (`500µs`).
+            let every = if r.interval.subsec_nanos() % 1_000_000 == 0 {
+                crate::duration::render(r.interval)
+            } else {
+                format!("{:?}", r.interval)
+            };
             parts.push(format!(
-                "rate limit: bursts of {}, then one request per {:?}",
-                r.burst, r.interval
+                "rate limit: bursts of {}, then one request per {every}",
+                r.burst
             ));
         }
         parts.join("; ")

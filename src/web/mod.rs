@@ -217,8 +217,6 @@ impl State {
     }
 }
 
-
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -246,7 +244,6 @@ pub fn parse_listen(s: &str) -> Result<Vec<SocketAddr>, WebError> {
     }
     Ok(v)
 }
-
 
 /// Binds the first of the listen address's addresses that works.
 pub async fn bind(listen: &str, telemetry_path: &str) -> Result<tokio::net::TcpListener, WebError> {

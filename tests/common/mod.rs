@@ -283,8 +283,11 @@ pub struct Response {
     pub status: u16,
     /// Header names (lower case) and values, in order.
     pub headers: Vec<(String, String)>,
-    /// The body (de-chunked).
+    /// The body (de-chunked, and decompressed when `Content-Encoding:
+    /// gzip`).
     pub body: String,
+    /// The body's length as sent (de-chunked, still compressed).
+    pub wire_len: usize,
 }
 
 impl Response {
@@ -368,11 +371,23 @@ pub fn parse_response(raw: &[u8]) -> Result<Response, String> {
     if chunked {
         body = dechunk(&body)?;
     }
+    let wire_len = body.len();
+    let gzip = headers
+        .iter()
+        .any(|(k, v)| k == "content-encoding" && v.eq_ignore_ascii_case("gzip"));
+    if gzip {
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_end(&mut plain)
+            .map_err(|e| format!("gzip body: {e}"))?;
+        body = plain;
+    }
     let body = String::from_utf8(body).map_err(|e| format!("body is not UTF-8: {e}"))?;
     Ok(Response {
         status,
         headers,
         body,
+        wire_len,
     })
 }
 

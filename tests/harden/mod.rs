@@ -353,6 +353,29 @@ impl KeepAlive {
         })
     }
 
+    /// Waits until the server closes the idle connection; how long that
+    /// took, or `Err` when `limit` passes first.
+    pub fn closed_within(&mut self, limit: Duration) -> Result<Duration, String> {
+        let start = Instant::now();
+        let mut buf = [0u8; 256];
+        let s = self.reader.get_mut();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .map_err(|e| e.to_string())?;
+        while start.elapsed() < limit {
+            match s.read(&mut buf) {
+                Ok(0) => return Ok(start.elapsed()),
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => return Ok(start.elapsed()),
+            }
+        }
+        Err(format!("still open after {limit:?}"))
+    }
+
     /// One request on the connection; the response must carry a
     /// Content-Length (this server always sends one).
     pub fn get(&mut self, path: &str, headers: &[(&str, &str)]) -> Result<Response, String> {
