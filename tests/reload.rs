@@ -6,9 +6,8 @@
 //! re-read on reload, and SIGTERM ending the process within a second.
 
 mod common;
-mod harden;
 
-use harden::{by_cpu, parse_exposition, scalar, Proc};
+use common::{by_cpu, parse_exposition, scalar, Proc};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -178,13 +177,13 @@ fn reload_endpoint_behind_enable_lifecycle() {
     std::fs::write(&cfg, BEFORE).expect("write");
     let p = live(&cfg, &["--web.enable-lifecycle"]);
     std::fs::write(&cfg, AFTER).expect("write");
-    let r = p.request("POST", "/-/reload", &[]);
+    let r = p.request("POST", "/-/reload", &[], "");
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.contains("2 of 2 metrics counted"), "{}", r.body);
     // Synchronous: the metric is there at once.
     assert!(!by_cpu(&scrape(&p), SWITCHES).is_empty());
     std::fs::write(&cfg, "sets: 7\n").expect("write");
-    let r = p.request("PUT", "/-/reload", &[]);
+    let r = p.request("PUT", "/-/reload", &[], "");
     assert_eq!(r.status, 500, "{}", r.body);
     assert!(
         r.body.contains("failed to reload config") && r.body.contains("perf.yaml:1:"),
@@ -212,7 +211,7 @@ fn sighup_rereads_the_web_config() {
     let w = wc.display().to_string();
     let mut p = Proc::exporter(&["--simulate", "--path.sysfs", &f, "--web.config.file", &w]);
     p.wait_log("counters open", Duration::from_secs(15));
-    let auth = |pw: &str| harden::basic("u", pw);
+    let auth = |pw: &str| common::basic("u", pw);
     let addr = p.addr.clone();
     let get = |pw: &str| {
         let a = auth(pw);
@@ -252,7 +251,7 @@ fn sigterm_exits_within_a_second() {
     let mut p = Proc::exporter(&[]);
     p.wait_ready();
     // An idle keep-alive connection must not hold the shutdown up.
-    let mut ka = harden::KeepAlive::connect(&p.addr).expect("connect");
+    let mut ka = common::KeepAlive::connect(&p.addr).expect("connect");
     assert_eq!(ka.get("/metrics", &[]).expect("scrape").status, 200);
     let t = Instant::now();
     p.signal("TERM");
@@ -431,7 +430,7 @@ fn a_reload_may_not_drop_authentication() {
     assert!(line.contains("--web.config.allow-downgrade"), "{line}");
     let r = common::try_request("GET", &p.addr, "/metrics", &[], "").expect("request");
     assert_eq!(r.status, 401, "{}", r.body);
-    let a = harden::basic("u", "pw");
+    let a = common::basic("u", "pw");
     let r = common::try_request("GET", &p.addr, "/metrics", &[("Authorization", &a)], "")
         .expect("request");
     assert!(

@@ -8,9 +8,8 @@
 //! collection.
 
 mod common;
-mod harden;
 
-use harden::Proc;
+use common::Proc;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Barrier};
@@ -233,7 +232,7 @@ fn slowloris_connections_are_closed_by_the_header_timeout() {
     closed_within(&mut idle, Duration::from_secs(6)).expect("an idle connection stayed open");
 
     // Idle between keep-alive requests.
-    let mut ka = harden::KeepAlive::connect(&p.addr).expect("connect");
+    let mut ka = common::KeepAlive::connect(&p.addr).expect("connect");
     assert_eq!(ka.get("/-/healthy", &[]).expect("first").status, 200);
     let idle_for = ka
         .closed_within(Duration::from_secs(6))
@@ -254,26 +253,26 @@ fn request_size_methods_and_paths() {
     let mut p = Proc::exporter(&["--simulate", "--path.sysfs", &f]);
     p.wait_ready();
     let big = "x".repeat(20 * 1024);
-    let r = p.request("GET", "/metrics", &[("X-Big", &big)]);
+    let r = p.request("GET", "/metrics", &[("X-Big", &big)], "");
     assert_eq!(r.status, 431, "{}", r.body);
-    let r = p.request("GET", "/metrics", &[("Content-Length", "10000000")]);
+    let r = p.request("GET", "/metrics", &[("Content-Length", "10000000")], "");
     assert_eq!(r.status, 413, "{}", r.body);
     for path in ["/metrics", "/", "/-/healthy", "/-/ready"] {
         for m in ["POST", "PUT", "DELETE", "PATCH"] {
-            let r = p.request(m, path, &[]);
+            let r = p.request(m, path, &[], "");
             assert_eq!(r.status, 405, "{m} {path}: {}", r.body);
             assert_eq!(r.header("allow"), Some("GET, HEAD"), "{m} {path}");
         }
     }
     for path in ["/nope", "/metrics/", "/metricsx", "/-/", "/-/quit"] {
         assert_eq!(p.get(path).status, 404, "{path}");
-        assert_eq!(p.request("POST", path, &[]).status, 404, "POST {path}");
+        assert_eq!(p.request("POST", path, &[], "").status, 404, "POST {path}");
     }
     // Without --web.enable-lifecycle.
-    let r = p.request("POST", "/-/reload", &[]);
+    let r = p.request("POST", "/-/reload", &[], "");
     assert_eq!(r.status, 403, "{}", r.body);
     assert!(r.body.contains("--web.enable-lifecycle"), "{}", r.body);
-    let r = p.request("HEAD", "/metrics", &[]);
+    let r = p.request("HEAD", "/metrics", &[], "");
     assert_eq!(r.status, 200);
     assert!(r.body.is_empty(), "HEAD with a body: {}", r.body);
     assert_eq!(p.get("/metrics").status, 200);

@@ -4,9 +4,8 @@
 //! and bad files refused at start with a clear message.
 
 mod common;
-mod harden;
 
-use harden::{basic, tls_request, Pki, Proc};
+use common::{basic, tls_request, Pki, Proc};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -111,15 +110,20 @@ fn basic_auth_401_without_credentials_200_with() {
         ("nobody", "scrape-secret"),
         ("", ""),
     ] {
-        let r = p.request("GET", "/metrics", &[("Authorization", &basic(user, pw))]);
+        let r = p.request(
+            "GET",
+            "/metrics",
+            &[("Authorization", &basic(user, pw))],
+            "",
+        );
         assert_eq!(r.status, 401, "{user}:{pw} -> {}", r.body);
     }
-    let r = p.request("GET", "/metrics", &[("Authorization", "Bearer x")]);
+    let r = p.request("GET", "/metrics", &[("Authorization", "Bearer x")], "");
     assert_eq!(r.status, 401);
     let good = basic("prometheus", "scrape-secret");
     // Twice: the second answer comes from the verification cache.
     for _ in 0..2 {
-        let r = p.request("GET", "/metrics", &[("Authorization", &good)]);
+        let r = p.request("GET", "/metrics", &[("Authorization", &good)], "");
         assert_eq!(r.status, 200, "{}", r.body);
         assert!(
             r.body.contains("perf_cpu_clock_seconds_total"),
@@ -131,11 +135,12 @@ fn basic_auth_401_without_credentials_200_with() {
         "GET",
         "/",
         &[("Authorization", &basic("alice", "alice-pw"))],
+        "",
     );
     assert_eq!(r.status, 200);
     // Every path is protected, as with exporter-toolkit.
     assert_eq!(p.get("/-/healthy").status, 401);
-    let r = p.request("GET", "/metrics", &[("Authorization", &good)]);
+    let r = p.request("GET", "/metrics", &[("Authorization", &good)], "");
     assert!(
         r.body
             .contains("perf_http_rejected_requests_total{reason=\"unauthorized\"} 7"),
