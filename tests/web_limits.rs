@@ -316,3 +316,29 @@ fn metrics_are_gzipped_when_asked() {
         assert_eq!(r.header("content-encoding"), None, "{no}");
     }
 }
+
+/// Issue 11: HTTP/2 with prior knowledge got a silent close. It gets the
+/// server's SETTINGS and a GOAWAY with `HTTP_1_1_REQUIRED` (0xd).
+#[test]
+fn http2_prior_knowledge_is_refused_with_goaway() {
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let mut p = Proc::exporter(&["--simulate", "--path.sysfs", &f]);
+    p.wait_ready();
+    let mut s = TcpStream::connect(&p.addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .expect("preface");
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).expect("read until closed");
+    assert!(got.len() >= 26, "{got:?}");
+    assert_eq!(
+        &got[..9],
+        &[0, 0, 0, 4, 0, 0, 0, 0, 0],
+        "SETTINGS first: {got:?}"
+    );
+    assert_eq!(got[12], 0x7, "GOAWAY: {got:?}");
+    assert_eq!(&got[22..26], &[0, 0, 0, 0xd], "HTTP_1_1_REQUIRED: {got:?}");
+    // HTTP/1.1 still works.
+    assert_eq!(p.get("/-/healthy").status, 200);
+}

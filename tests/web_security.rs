@@ -379,3 +379,38 @@ fn bad_web_configs_are_refused_at_start() {
         &["can not be configured"],
     );
 }
+
+/// Issue 11: a FIFO as the web config hung the process. It is refused at
+/// once, as is a file too large to be a web config.
+#[test]
+fn a_fifo_or_huge_web_config_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("web.yml");
+    let ok = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo")
+        .success();
+    assert!(ok);
+    let f = fifo.display().to_string();
+    let o = Command::new(common::EXPORTER)
+        .args(["check", "--web.config.file", &f])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("perf-exporter: --web.config.file={f}: cannot read {f}: not a regular file (a FIFO, a device or a directory)\n")
+    );
+    let huge = dir.path().join("huge.yml");
+    std::fs::write(&huge, "#".repeat(2 << 20)).expect("write");
+    let h = huge.display().to_string();
+    let o = Command::new(common::EXPORTER)
+        .args(["check", "--web.config.file", &h])
+        .output()
+        .expect("run");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("perf-exporter: --web.config.file={h}: cannot read {h}: larger than 1024 KiB\n")
+    );
+}

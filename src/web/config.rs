@@ -665,7 +665,7 @@ pub struct WebConfig {
 impl WebConfig {
     /// Reads, validates and builds a web config file.
     pub fn load(path: &Path) -> Result<Self, WebConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|err| WebConfigError::Io {
+        let text = read_bounded(path).map_err(|err| WebConfigError::Io {
             file: path.display().to_string(),
             err,
         })?;
@@ -746,11 +746,42 @@ enum BuildError {
     Invalid(String),
 }
 
+/// The most a web config or a PEM file it names may hold.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// Reads a web config or PEM file without trusting it: opened with
+/// `O_NONBLOCK` (a FIFO does not block the open), only a regular file is
+/// read (a FIFO or a device would block the read or never end), and at
+/// most [`MAX_FILE_BYTES`].
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, a device or a directory)",
+        ));
+    }
+    let mut text = String::new();
+    f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} KiB", MAX_FILE_BYTES / 1024),
+        ));
+    }
+    Ok(text)
+}
+
 fn read_pem(p: &Pem, what: &str) -> Result<(Vec<u8>, String), BuildError> {
     match p {
         Pem::Inline(s) => Ok((s.as_bytes().to_vec(), format!("inline `{what}`"))),
-        Pem::File(f) => std::fs::read(f)
-            .map(|b| (b, f.display().to_string()))
+        Pem::File(f) => read_bounded(f)
+            .map(|t| (t.into_bytes(), f.display().to_string()))
             .map_err(|source| BuildError::Io {
                 file: f.display().to_string(),
                 source,

@@ -19,8 +19,10 @@
 //!   `--web.request-timeout`, and so is a client that stops reading its
 //!   response; headers are capped at 16 KiB and request bodies at
 //!   64 KiB; only GET and HEAD on the metric, landing and health paths,
-//!   404 elsewhere. `/-/healthy` answers 503 while a collection has run
-//!   longer than `--web.request-timeout` (no scrape can succeed).
+//!   404 elsewhere; HTTP/2 with prior knowledge gets a GOAWAY
+//!   (`HTTP_1_1_REQUIRED`), not a silent close. `/-/healthy` answers 503
+//!   while a collection has run longer than `--web.request-timeout` (no
+//!   scrape can succeed).
 //! * **Shutdown.** When the shutdown future given to [`serve`] completes,
 //!   the server stops accepting, lets requests in flight finish for up to
 //!   half a second, and returns.
@@ -32,6 +34,7 @@ pub mod x509;
 
 mod collect;
 mod gzip;
+mod h2;
 mod landing;
 mod routes;
 mod scrape;
@@ -343,7 +346,16 @@ async fn connection(
     let _ = stream.set_nodelay(true);
     let tls = st.web().config.tls.clone();
     match tls {
-        None => serve_http(st, stream, watcher).await,
+        None => {
+            // Bounded like a request's headers (a client that sends
+            // nothing is closed by the header timeout either way).
+            let h2 = tokio::time::timeout(st.read_header_timeout, h2::is_prior_knowledge(&stream));
+            if h2.await.unwrap_or(false) {
+                tracing::debug!(%peer, "HTTP/2 prior knowledge refused (HTTP/1.1 only)");
+                return h2::refuse(stream).await;
+            }
+            serve_http(st, stream, watcher).await
+        }
         Some(tls) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.server);
             match tokio::time::timeout(st.read_header_timeout, acceptor.accept(stream)).await {
