@@ -342,3 +342,52 @@ fn http2_prior_knowledge_is_refused_with_goaway() {
     // HTTP/1.1 still works.
     assert_eq!(p.get("/-/healthy").status, 200);
 }
+
+/// Issue 11: open connections had no cap. Over `--web.max-connections`,
+/// a connection waits in the accept queue until another closes.
+#[test]
+fn max_connections_caps_open_connections() {
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let mut p = Proc::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        &f,
+        "--web.max-connections",
+        "2",
+    ]);
+    p.wait_ready();
+    // wait_ready's connections are closed; wait until the server saw that.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (mut a, mut b) = loop {
+        let mut a = common::KeepAlive::connect(&p.addr).expect("connect");
+        let mut b = common::KeepAlive::connect(&p.addr).expect("connect");
+        if a.get("/-/healthy", &[]).is_ok() && b.get("/-/healthy", &[]).is_ok() {
+            break (a, b);
+        }
+        assert!(Instant::now() < deadline, "two connections never served");
+    };
+    let mut third = TcpStream::connect(&p.addr).expect("connect (the kernel accepts it)");
+    third
+        .write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    third
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let mut buf = [0u8; 512];
+    assert!(
+        third.read(&mut buf).is_err(),
+        "a third connection was served over --web.max-connections 2"
+    );
+    assert_eq!(a.get("/-/healthy", &[]).expect("still served").status, 200);
+    drop(a);
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let n = third.read(&mut buf).expect("served once a slot is free");
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    assert_eq!(b.get("/-/healthy", &[]).expect("still served").status, 200);
+}
