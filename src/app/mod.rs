@@ -1,8 +1,8 @@
 //! The composition root: what the binary runs, assembled from the
 //! pipeline's stages. `list` and `check` report on this host; `serve`
-//! starts the exporter ([`serve`]): signal handlers first, then the
+//! starts the exporter (`app::serve`): signal handlers first, then the
 //! configuration, the PMU table, the listener, the engine and the OTLP
-//! push, and one reload path ([`reload`]) that start-up, SIGHUP and
+//! push, and one reload path (`app::reload`) that start-up, SIGHUP and
 //! `POST /-/reload` share.
 
 mod host;
@@ -11,7 +11,8 @@ mod reload;
 pub use reload::ReloadError;
 mod serve;
 
-pub use host::{Host, HostSettings};
+use host::Host;
+pub use host::HostSettings;
 
 use crate::config::ConfigError;
 use crate::export::otlp::{OtlpError, OtlpFlags};

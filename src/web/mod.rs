@@ -7,7 +7,7 @@
 //!
 //! * **Web config** ([`config`]): exporter-toolkit's `--web.config.file`:
 //!   HTTPS with rustls (client certificates, versions, suites), basic
-//!   auth with bcrypt hashes ([`auth`]), extra response headers, a rate
+//!   auth with bcrypt hashes (`web::auth`), extra response headers, a rate
 //!   limit. Read at start (a bad file ends the start-up) and on reload
 //!   ([`State::set_web_config`]).
 //! * **Limits.** At most `--web.max-connections` open connections (more
@@ -27,9 +27,9 @@
 //!   the server stops accepting, lets requests in flight finish for up to
 //!   half a second, and returns.
 
-pub mod auth;
+mod auth;
 pub mod config;
-pub mod io;
+mod io;
 pub mod x509;
 
 mod collect;
@@ -57,11 +57,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Semaphore;
 
 /// Request headers (start line included) larger than this get 431.
-pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// Requests announcing a larger body get 413 (no endpoint reads one).
-pub const MAX_BODY_BYTES: u64 = 64 * 1024;
+const MAX_BODY_BYTES: u64 = 64 * 1024;
 /// How long requests in flight may finish after shutdown.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// Errors of the web layer.
 #[derive(Debug, thiserror::Error)]
@@ -231,7 +231,7 @@ fn unix_now() -> f64 {
 }
 
 /// Parses `:9659`, `0.0.0.0:9659`, `[::1]:9659`, `localhost:9659`.
-pub fn parse_listen(s: &str) -> Result<Vec<SocketAddr>, WebError> {
+fn parse_listen(s: &str) -> Result<Vec<SocketAddr>, WebError> {
     let bad = || WebError::Address(s.into());
     if let Some(port) = s.strip_prefix(':') {
         let port: u16 = port.parse().map_err(|_| bad())?;
