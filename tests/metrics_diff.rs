@@ -196,3 +196,36 @@ fn mask_keeps_exact_values_and_labels_with_spaces() {
          perf_exporter_build_info{version=\"<version>\",simulated=\"true\"} 1\nperf_scrape_duration_seconds <v>\n"
     );
 }
+
+/// `check --json` of the embedded default config on each fixture's
+/// simulated PMU must equal `tests/golden/<fixture>.check.json`.
+#[test]
+fn check_json_per_fixture() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs");
+    let mut fixtures: Vec<String> = std::fs::read_dir(&dir)
+        .expect("fixtures")
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    fixtures.sort();
+    assert!(fixtures.len() >= 6, "{fixtures:?}");
+    for fixture in fixtures {
+        let f = common::fixture(&fixture).display().to_string();
+        let o = std::process::Command::new(common::EXPORTER)
+            .args(["check", "--json", "--simulate", "--path.sysfs", &f])
+            .output()
+            .expect("run check");
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{fixture}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        compare(
+            &format!("{fixture}.check.json"),
+            &stdout,
+            &format!("check --json --simulate --path.sysfs tests/fixtures/sysfs/{fixture}"),
+        );
+    }
+}

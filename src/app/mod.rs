@@ -135,6 +135,21 @@ fn load_web_config(p: &std::path::Path) -> Result<WebConfig, AppError> {
     })
 }
 
+/// A report as JSON or as text.
+fn output<R: serde::Serialize>(
+    r: &R,
+    json: bool,
+    text: impl FnOnce() -> String,
+) -> Result<String, AppError> {
+    if json {
+        serde_json::to_string_pretty(r)
+            .map(|t| t + "\n")
+            .map_err(AppError::Json)
+    } else {
+        Ok(text())
+    }
+}
+
 /// Runs `list` or `check` and returns what to print; `serve` runs until
 /// SIGTERM/SIGINT and returns nothing to print.
 pub fn run(s: Settings) -> Result<String, AppError> {
@@ -149,13 +164,7 @@ pub fn run(s: Settings) -> Result<String, AppError> {
                 probe.as_ref().map(|p| p as _),
                 tracepoints,
             );
-            if json {
-                serde_json::to_string_pretty(&r)
-                    .map(|t| t + "\n")
-                    .map_err(AppError::Json)
-            } else {
-                Ok(r.text())
-            }
+            output(&r, json, || r.text())
         }
         Command::Check {
             json,
@@ -170,13 +179,7 @@ pub fn run(s: Settings) -> Result<String, AppError> {
             let probe = h.kernel.as_deref().map(prober);
             let res = resolve_config(&cfg, &h.table, &h.ctx, probe.as_ref().map(|p| p as _));
             let r = CheckReport::new(&res);
-            if json {
-                serde_json::to_string_pretty(&r)
-                    .map(|t| t + "\n")
-                    .map_err(AppError::Json)
-            } else {
-                Ok(r.text())
-            }
+            output(&r, json, || r.text())
         }
     }
 }
