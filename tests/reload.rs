@@ -313,20 +313,21 @@ fn mkfifo(p: &Path) {
     assert!(ok, "mkfifo {}", p.display());
 }
 
+/// Whether one of the process's threads is named `name`.
+fn has_thread(p: &Proc, name: &str) -> bool {
+    std::fs::read_dir(format!("/proc/{}/task", p.pid()))
+        .map(|d| {
+            d.flatten().any(|t| {
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
+            })
+        })
+        .unwrap_or(false)
+}
+
 /// Waits until one of the process's threads is named `name`.
 fn wait_thread(p: &Proc, name: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let found = std::fs::read_dir(format!("/proc/{}/task", p.pid()))
-            .map(|d| {
-                d.flatten().any(|t| {
-                    std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
-                })
-            })
-            .unwrap_or(false);
-        if found {
-            return;
-        }
+    while !has_thread(p, name) {
         assert!(
             Instant::now() < deadline,
             "no thread {name:?}; output:\n{}",
@@ -467,4 +468,44 @@ fn reloads_blocked_on_a_fifo_do_not_take_metrics_down() {
     std::io::Write::write_all(&mut w, ONE_SET.as_bytes()).expect("write");
     drop(w);
     p.wait_log("configuration reloaded", Duration::from_secs(10));
+}
+
+/// Issue 11: with the OTLP CA a FIFO, start-up blocked and SIGTERM was
+/// ignored while the port was held.
+#[test]
+fn sigterm_ends_a_start_up_blocked_on_the_otlp_certificate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("ca.pem");
+    mkfifo(&fifo);
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let c = fifo.display().to_string();
+    let mut p = Proc::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        &f,
+        "--otlp.endpoint",
+        "https://127.0.0.1:9",
+        "--otlp.certificate",
+        &c,
+    ]);
+    // Either the read blocks (on its own thread) or the file is refused.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = p.exited() {
+            assert!(!status.success());
+            assert!(p.output().contains("ca.pem"), "{}", p.output());
+            return;
+        }
+        let blocked = has_thread(&p, "otlp-start");
+        if blocked {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", p.output());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    p.signal("TERM");
+    let status = p
+        .wait_exit(Duration::from_secs(2))
+        .unwrap_or_else(|| panic!("SIGTERM ignored during the OTLP start:\n{}", p.output()));
+    assert!(status.success(), "{status}; output:\n{}", p.output());
 }

@@ -66,6 +66,31 @@ impl Signals {
         }
     }
 
+    /// Runs `f` on a thread of its own and waits for it, unless SIGTERM or
+    /// SIGINT comes first (then `None`): a start-up step that reads files
+    /// (a FIFO, a hung mount) cannot hold off the shutdown.
+    async fn unless_terminated<T: Send + 'static>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce() -> Result<T, AppError> + Send + 'static,
+    ) -> Result<Option<T>, AppError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name(what.into())
+            .spawn(move || drop(tx.send(f())))
+            .map_err(AppError::Runtime)?;
+        tokio::select! {
+            r = rx => match r {
+                Ok(r) => r.map(Some),
+                Err(_) => Err(AppError::Runtime(std::io::Error::other(format!("the {what} thread died")))),
+            },
+            _ = self.terminated() => {
+                tracing::info!("terminated during {what}");
+                Ok(None)
+            }
+        }
+    }
+
     /// Asks for a reload on each SIGHUP; returns on SIGTERM or SIGINT.
     async fn until_shutdown(mut self, reloader: Reloader) {
         loop {
@@ -112,18 +137,12 @@ async fn run(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
         web_config_file: web.web_config_file.clone(),
         allow_downgrade: web.allow_downgrade,
     };
-    let (tx, rx) = tokio::sync::oneshot::channel();
     let s = src.clone();
-    std::thread::Builder::new()
-        .name("start-up".into())
-        .spawn(move || drop(tx.send(prepare(&s))))
-        .map_err(AppError::Runtime)?;
-    let p = tokio::select! {
-        r = rx => r.map_err(|_| AppError::Runtime(std::io::Error::other("the start-up thread died")))??,
-        _ = signals.terminated() => {
-            tracing::info!("terminated during start-up");
-            return Ok(());
-        }
+    let Some(p) = signals
+        .unless_terminated("start-up", move || prepare(&s))
+        .await?
+    else {
+        return Ok(());
     };
     start(p, src, web, otlp, signals).await
 }
@@ -152,7 +171,7 @@ async fn start(
     src: Sources,
     web: WebSettings,
     otlp: Option<OtlpSettings>,
-    signals: Signals,
+    mut signals: Signals,
 ) -> Result<(), AppError> {
     let simulated = p.kernel.simulated();
     tracing::info!(version = env!("CARGO_PKG_VERSION"), simulated, sysfs = %p.host.table.sysfs.display(), "starting perf-exporter");
@@ -214,7 +233,13 @@ async fn start(
             let e = engine.clone();
             let collect: otlp::Collect =
                 Arc::new(move || e.lock().unwrap_or_else(PoisonError::into_inner).collect());
-            Some(Pusher::start(settings, collect, stats)?)
+            // Reads its TLS files: off the runtime thread, SIGTERM still
+            // heard.
+            let start = move || Pusher::start(settings, collect, stats).map_err(AppError::from);
+            match signals.unless_terminated("otlp-start", start).await? {
+                Some(p) => Some(p),
+                None => return Ok(()),
+            }
         }
         _ => None,
     };
