@@ -435,6 +435,11 @@ impl WebConfigSpec {
         }
 
         for (user, hash) in raw.basic_auth_users.unwrap_or_default() {
+            if user.contains(':') {
+                return Err(invalid(format!(
+                    "basic_auth_users: the user name `{user}` contains `:`, which basic auth cannot carry (the header is user:password); rename it"
+                )));
+            }
             let parts: bcrypt::HashParts = hash.parse().map_err(|e| {
                 invalid(format!(
                     "basic_auth_users: the password of `{user}` is not a bcrypt hash ({e}); make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`"
@@ -1091,6 +1096,10 @@ mod tests {
             ("http_server_config:\n  headers:\n    X-Powered-By: me\n", "can not be configured"),
             ("http_server_config:\n  headers:\n    X-Frame-Options: allow\n", "invalid value for X-Frame-Options"),
             ("rate_limit:\n  interval: 1s\n", "burst must be at least 1"),
+            (
+                "basic_auth_users:\n  \"a:b\": $2b$10$m4.EwsgG0LcS5fkGoUOhsOc6K3kFIxm9WJ7g/5gGTmI1BA7OQ.Wx.\n",
+                "contains `:`",
+            ),
             ("rate_limit:\n  interval: 1 parsec\n  burst: 1\n", "not a duration"),
             ("nonsense: 1\n", "web.yml:1:"),
         ] {

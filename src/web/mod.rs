@@ -116,19 +116,33 @@ pub struct Options {
 #[derive(Debug)]
 struct WebRuntime {
     config: WebConfig,
-    auth: Option<BasicAuth>,
+    /// Kept across reloads that leave the users as they were (and with
+    /// it the verification cache).
+    auth: Option<Arc<BasicAuth>>,
     /// One bcrypt verification on a blocking thread at a time; the others
     /// wait here, holding no thread (a flood of wrong passwords must not
-    /// take the blocking threads collections need).
+    /// take the blocking threads collections need), at most
+    /// [`BCRYPT_QUEUE`] of them and for at most `--web.request-timeout`.
     bcrypt_gate: Semaphore,
+    /// Requests waiting at the gate.
+    bcrypt_waiting: AtomicUsize,
     limiter: Option<RateLimiter>,
 }
 
+/// Requests that may wait for a bcrypt verification at once; more are
+/// refused (401) at once.
+const BCRYPT_QUEUE: usize = 16;
+
 impl WebRuntime {
-    fn new(config: WebConfig) -> Self {
+    fn new(config: WebConfig, previous: Option<&WebRuntime>) -> Self {
+        let auth = match previous {
+            Some(p) if p.config.users == config.users => p.auth.clone(),
+            _ => BasicAuth::new(&config.users).map(Arc::new),
+        };
         WebRuntime {
             bcrypt_gate: Semaphore::new(1),
-            auth: BasicAuth::new(&config.users),
+            bcrypt_waiting: AtomicUsize::new(0),
+            auth,
             limiter: config
                 .rate_limit
                 .map(|r| RateLimiter::new(r.interval, r.burst)),
@@ -184,7 +198,7 @@ impl State {
             simulated: o.simulated,
             config_name: o.config_name,
             otlp: o.otlp,
-            web: RwLock::new(Arc::new(WebRuntime::new(o.web_config))),
+            web: RwLock::new(Arc::new(WebRuntime::new(o.web_config, None))),
             inflight: (o.max_requests > 0).then(|| Arc::new(Semaphore::new(o.max_requests))),
             max_requests: o.max_requests,
             lifecycle: OnceLock::new(),
@@ -206,7 +220,8 @@ impl State {
     /// Serves a new web config from the next connection and request on.
     pub fn set_web_config(&self, w: WebConfig) {
         let mut g = self.web.write().unwrap_or_else(PoisonError::into_inner);
-        *g = Arc::new(WebRuntime::new(w));
+        let new = WebRuntime::new(w, Some(&g));
+        *g = Arc::new(new);
     }
 
     /// Records a reload's outcome for `perf_config_last_reload_successful`

@@ -3,13 +3,14 @@
 
 use super::auth::parse_basic;
 use super::io::Body;
-use super::{gzip, landing, scrape, State, WebRuntime, MAX_BODY_BYTES};
+use super::{gzip, landing, scrape, State, WebRuntime, BCRYPT_QUEUE, MAX_BODY_BYTES};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{
     HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_ENCODING,
     CONTENT_TYPE, VARY,
 };
 use hyper::{Method, Request, Response, StatusCode};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 fn respond(status: StatusCode, ctype: &str, body: impl Into<Bytes>) -> Response<Body> {
@@ -35,7 +36,7 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<B
     resp
 }
 
-async fn authorized(web: &Arc<WebRuntime>, req: &Request<Incoming>) -> bool {
+async fn authorized(st: &State, web: &Arc<WebRuntime>, req: &Request<Incoming>) -> bool {
     let Some(auth) = &web.auth else {
         return true;
     };
@@ -50,7 +51,15 @@ async fn authorized(web: &Arc<WebRuntime>, req: &Request<Incoming>) -> bool {
     if let Some(v) = auth.cached(&creds) {
         return v;
     }
-    let Ok(_one) = web.bcrypt_gate.acquire().await else {
+    // A bounded queue, and a bounded wait in it: a flood of uncached
+    // credentials cannot hold a legitimate client past its scrape timeout.
+    if web.bcrypt_waiting.fetch_add(1, Ordering::Relaxed) >= BCRYPT_QUEUE {
+        web.bcrypt_waiting.fetch_sub(1, Ordering::Relaxed);
+        return false;
+    }
+    let one = tokio::time::timeout(st.request_timeout, web.bcrypt_gate.acquire()).await;
+    web.bcrypt_waiting.fetch_sub(1, Ordering::Relaxed);
+    let Ok(Ok(_one)) = one else {
         return false;
     };
     let w = web.clone();
@@ -91,7 +100,7 @@ async fn route(st: &Arc<State>, web: &Arc<WebRuntime>, req: Request<Incoming>) -
             return text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n");
         }
     }
-    if !authorized(web, &req).await {
+    if !authorized(st, web, &req).await {
         st.reject(2);
         let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
         r.headers_mut().insert(
