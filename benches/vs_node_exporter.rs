@@ -309,21 +309,21 @@ fn run() -> Result<(), Error> {
     .iter()
     .map(|c| syscalls[0].get(c).copied().unwrap_or(0.0))
     .sum();
-    // A scrape hands its collection to tokio's blocking pool (the runtime
+    // A scrape hands its collection to the collector thread (the runtime
     // thread must stay free for timeouts and other connections): a futex
-    // wake for the parked pool thread and that thread's futex wait when it
-    // parks again, plus a wait/wake pair whenever the two threads meet on
-    // the pool's lock (measured: 4.85 per scrape on 2 busy CPUs). The
-    // result comes back as an eventfd write that wakes the runtime's
-    // epoll_wait (the "event loop" class). So 2 futex calls per scrape at
-    // the least; they are counted apart from the target.
+    // wake for the parked thread and that thread's futex wait when it parks
+    // again, plus a wait/wake pair whenever the two threads meet on a lock.
+    // The result comes back as an eventfd write that wakes the runtime's
+    // epoll_wait when it is parked (the "event loop" class). So 2 futex
+    // calls per scrape at the least; they are counted apart from the
+    // target. (On tokio's blocking pool, before, it was about 5.)
     let futex: f64 = names[0]
         .iter()
         .filter(|(k, _)| k.starts_with("futex "))
         .map(|(_, v)| v)
         .sum();
     println!(
-        "target syscalls = read floor ({cpus} groups: one per CPU) + socket I/O + the blocking-pool hand-off: perf reads {perf_reads:.2}, futex {futex:.2} (counted apart: the collection's hand-off to the blocking pool, 2 per scrape at the least, more when the pool's lock is contended), other syscalls {:.2}: {}",
+        "target syscalls = read floor ({cpus} groups: one per CPU) + socket I/O + the blocking-pool hand-off: perf reads {perf_reads:.2}, futex {futex:.2} (counted apart: the hand-off to the collector thread, 2 per scrape at the least), other syscalls {:.2}: {}",
         extra - futex,
         if (perf_reads - cpus as f64).abs() < 0.01 && extra - futex < 0.01 {
             "met"

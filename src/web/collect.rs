@@ -1,11 +1,20 @@
 //! One collection shared by concurrent scrapes: a scrape arriving while a
 //! collection is in progress waits for it instead of reading every group
 //! again.
+//!
+//! Collections run on a thread of their own (the `collector`), never on
+//! the runtime thread, which stays free for timeouts and other
+//! connections. As only one collection runs at a time, one thread is
+//! enough, and handing work to a parked thread over a channel costs about
+//! two futex calls per scrape, where tokio's blocking pool (shared with
+//! bcrypt and the landing page) cost about five on a busy machine: its
+//! lock is met by both threads.
 
 use super::{lock, State};
 use crate::engine::Engine;
 use crate::snapshot::{Family, Snapshot};
-use std::sync::{Arc, Mutex};
+use std::panic::AssertUnwindSafe;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::watch;
 
@@ -18,6 +27,9 @@ pub(super) struct Collected {
 }
 
 pub(super) type Flight = watch::Receiver<Option<Arc<Collected>>>;
+
+/// Work for the collector thread.
+pub(super) type Job = Box<dyn FnOnce() + Send>;
 
 impl State {
     /// One collection, shared: a scrape arriving while a collection is in
@@ -38,7 +50,7 @@ impl State {
         if let Some(tx) = lead {
             let st = self.clone();
             // Runs to the end even if every scrape waiting for it gives up.
-            drop(tokio::task::spawn_blocking(move || {
+            self.on_collector(Box::new(move || {
                 // Clears the flight however the collection ends.
                 struct Clear<'a>(&'a State);
                 impl Drop for Clear<'_> {
@@ -64,6 +76,31 @@ impl State {
             Err(_) => None,
         };
         got
+    }
+
+    /// Runs `job` on the collector thread (started on first use); on the
+    /// blocking pool if that thread cannot be had.
+    fn on_collector(&self, job: Job) {
+        let tx = self.collector.get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let spawned = std::thread::Builder::new()
+                .name("collector".into())
+                .spawn(move || {
+                    for job in rx {
+                        // A panicking collection fails its scrapes (the
+                        // flight is cleared, its sender dropped), not the
+                        // thread.
+                        let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "no collector thread; collecting on the blocking pool");
+            }
+            tx
+        });
+        if let Err(mpsc::SendError(job)) = tx.send(job) {
+            drop(tokio::task::spawn_blocking(job));
+        }
     }
 
     /// Whether the collection in progress has run longer than

@@ -164,6 +164,8 @@ pub struct State {
     flight: Mutex<Option<Flight>>,
     /// When the collection in progress began (for `/-/healthy`).
     flight_started: Mutex<Option<Instant>>,
+    /// The collector thread's queue (see `collect`).
+    collector: OnceLock<std::sync::mpsc::Sender<collect::Job>>,
     /// The size of the last response, to allocate the next one at once.
     last_len: AtomicUsize,
     telemetry_path: String,
@@ -193,6 +195,7 @@ impl State {
             engine: o.engine,
             flight: Mutex::new(None),
             flight_started: Mutex::new(None),
+            collector: OnceLock::new(),
             last_len: AtomicUsize::new(0),
             telemetry_path: o.telemetry_path,
             simulated: o.simulated,
