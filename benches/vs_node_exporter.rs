@@ -323,7 +323,7 @@ fn run() -> Result<(), Error> {
         .map(|(_, v)| v)
         .sum();
     println!(
-        "target syscalls = read floor ({cpus} groups: one per CPU) + socket I/O + the blocking-pool hand-off: perf reads {perf_reads:.2}, futex {futex:.2} (counted apart: the hand-off to the collector thread, 2 per scrape at the least), other syscalls {:.2}: {}",
+        "target syscalls = read floor ({cpus} groups: one per CPU) + socket I/O + the hand-off to the collector thread: perf reads {perf_reads:.2}, futex {futex:.2} (counted apart: the hand-off to the collector thread, 2 per scrape at the least), other syscalls {:.2}: {}",
         extra - futex,
         if (perf_reads - cpus as f64).abs() < 0.01 && extra - futex < 0.01 {
             "met"

@@ -37,8 +37,9 @@ pub(super) fn serve(host: HostSettings, web: WebSettings) -> Result<(), AppError
         .build()
         .map_err(AppError::Runtime)?;
     let r = rt.block_on(run(host, web));
-    // A collection still running on a blocking thread does not hold up
-    // the exit.
+    // A bcrypt or landing page still running on a blocking thread does
+    // not hold up the exit (nor does the collector thread: it is not
+    // waited for).
     rt.shutdown_timeout(Duration::from_millis(100));
     r
 }

@@ -121,7 +121,7 @@ struct WebRuntime {
     auth: Option<Arc<BasicAuth>>,
     /// One bcrypt verification on a blocking thread at a time; the others
     /// wait here, holding no thread (a flood of wrong passwords must not
-    /// take the blocking threads collections need), at most
+    /// take every blocking thread), at most
     /// [`BCRYPT_QUEUE`] of them and for at most `--web.request-timeout`.
     bcrypt_gate: Semaphore,
     /// Requests waiting at the gate.
