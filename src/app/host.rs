@@ -8,6 +8,7 @@ use crate::perf::sim::SimKernel;
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
 use crate::resolve::Context;
+use crate::web::config::read_bounded;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +37,16 @@ impl HostSettings {
     /// when asked; start-up and every reload read it here.
     pub fn load_config(&self) -> Result<Config, ConfigError> {
         let mut cfg = match &self.config_file {
-            Some(p) => Config::load(p)?,
+            // Read bounded: a FIFO or a device is refused at once instead of
+            // blocking start-up or a reload, and so is a huge file.
+            Some(p) => {
+                let file = p.display().to_string();
+                let text = read_bounded(p).map_err(|source| ConfigError::Io {
+                    file: file.clone(),
+                    source,
+                })?;
+                Config::parse(&text, &file)?
+            }
             None => Config::default_config(),
         };
         if self.aggregate_cpus {

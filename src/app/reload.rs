@@ -151,7 +151,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Job {
     /// One reload: logs the outcome and records it for the self-metrics.
-    fn run(&mut self) -> Result<String, String> {
+    pub fn run(&mut self) -> Result<String, String> {
         let out = self.try_reload();
         self.state.record_reload(out.is_ok());
         match &out {
@@ -264,8 +264,11 @@ pub(super) struct Reloader {
 }
 
 impl Reloader {
-    /// Starts the reload thread.
-    pub fn start(mut job: Job) -> std::io::Result<Reloader> {
+    /// Starts the reload thread, which runs `work` for each (coalesced)
+    /// request.
+    pub fn start(
+        mut work: impl FnMut() -> Result<String, String> + Send + 'static,
+    ) -> std::io::Result<Reloader> {
         let (done, _) = watch::channel(Outcome {
             generation: 0,
             result: Ok(String::new()),
@@ -288,7 +291,7 @@ impl Reloader {
                         }
                         *r
                     };
-                    let result = job.run();
+                    let result = work();
                     served = target;
                     s.done.send_replace(Outcome {
                         generation: target,
@@ -325,5 +328,61 @@ impl Lifecycle for Reloader {
             };
             out
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Issue 11: each SIGHUP queued a reload of its own. Requests that
+    /// arrive while one runs are served by one more, however many.
+    #[test]
+    fn requests_during_a_reload_are_coalesced_into_one() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (gate_tx, gate) = mpsc::channel::<()>();
+        let (started_tx, started) = mpsc::channel::<()>();
+        let r = runs.clone();
+        let reloader = Reloader::start(move || {
+            let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+            let _ = started_tx.send(());
+            // Blocks like a hung mount until the test lets it go.
+            let _ = gate.recv();
+            Ok(format!("reload {n}"))
+        })
+        .expect("thread");
+        let (first, _rx) = reloader.request();
+        started
+            .recv_timeout(Duration::from_secs(5))
+            .expect("first reload runs");
+        let waiting: Vec<_> = (0..50).map(|_| reloader.request()).collect();
+        let (last_gen, mut rx) = waiting.last().map(|(g, rx)| (*g, rx.clone())).expect("50");
+        assert_eq!(last_gen, first + 50);
+        gate_tx.send(()).expect("release the first");
+        started
+            .recv_timeout(Duration::from_secs(5))
+            .expect("one more reload runs");
+        gate_tx.send(()).expect("release the second");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let out = rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                rx.wait_for(|o| o.generation >= last_gen),
+            )
+            .await
+            .expect("in time")
+            .expect("outcome")
+            .result
+            .clone()
+        });
+        assert_eq!(out, Ok("reload 2".to_string()));
+        assert!(started.recv_timeout(Duration::from_millis(200)).is_err());
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 }

@@ -215,7 +215,7 @@ async fn start(
         read_header_timeout: web.read_header_timeout,
         request_timeout: web.request_timeout,
     });
-    let reloader = Reloader::start(Job {
+    let mut job = Job {
         sources: src,
         table: p.loaded.table,
         ctx: p.host.ctx,
@@ -223,8 +223,8 @@ async fn start(
         engine: engine.clone(),
         state: state.clone(),
         guard,
-    })
-    .map_err(AppError::Runtime)?;
+    };
+    let reloader = Reloader::start(move || job.run()).map_err(AppError::Runtime)?;
     if web.enable_lifecycle {
         state.set_lifecycle(Arc::new(reloader.clone()));
     }

@@ -737,14 +737,15 @@ impl WebConfig {
     }
 }
 
-/// The most a web config or a PEM file it names may hold.
-const MAX_FILE_BYTES: u64 = 1 << 20;
+/// The most a web config or a PEM file it names (or a config file) may
+/// hold.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// Reads a web config or PEM file without trusting it: opened with
 /// `O_NONBLOCK` (a FIFO does not block the open), only a regular file is
 /// read (a FIFO or a device would block the read or never end), and at
 /// most [`MAX_FILE_BYTES`].
-pub(super) fn read_bounded(path: &Path) -> std::io::Result<String> {
+pub fn read_bounded(path: &Path) -> std::io::Result<String> {
     use std::io::Read as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let f = std::fs::OpenOptions::new()
