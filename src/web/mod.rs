@@ -291,7 +291,7 @@ pub async fn bind(listen: &str, telemetry_path: &str) -> Result<tokio::net::TcpL
 }
 
 /// Serves connections until `shutdown` completes, then lets requests in
-/// flight finish for up to [`SHUTDOWN_GRACE`].
+/// flight finish for up to half a second.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<State>,
