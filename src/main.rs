@@ -2,7 +2,6 @@
 //! starts logging, runs the application ([`perf_exporter::app`]) and turns
 //! its outcome into output and an exit code.
 
-use clap::Parser;
 use perf_exporter::cli::{Args, LogFormat, LogLevel};
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -35,7 +34,7 @@ fn render(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = Args::parse_args();
     let (level, format) = args.log();
     init_logging(level, format);
     match perf_exporter::app::run(args.settings()) {

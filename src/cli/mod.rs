@@ -10,7 +10,8 @@
 mod otlp;
 
 use crate::app::{Command, HostSettings, Settings, WebSettings};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,7 +19,6 @@ use std::time::Duration;
 /// software events, tracepoints) for Prometheus and OpenTelemetry.
 #[derive(Debug, Parser)]
 #[command(name = "perf-exporter", version, about, long_about = None)]
-#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
     #[command(flatten)]
     global: GlobalArgs,
@@ -192,6 +192,40 @@ enum Cmd {
 }
 
 impl Args {
+    /// Parses the process's arguments; exits with clap's message (and code
+    /// 2) when they are not valid.
+    pub fn parse_args() -> Args {
+        Args::try_parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args` (the program name first). The global flags may come
+    /// before a subcommand (`perf-exporter --path.sysfs X list`); the
+    /// serve-only flags only with `serve` or no subcommand.
+    pub fn try_parse_args<I, T>(args: I) -> Result<Args, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut cmd = Args::command();
+        let m = cmd.try_get_matches_from_mut(args)?;
+        if let Some(sub) = m.subcommand_name() {
+            let given = cmd
+                .get_arguments()
+                .filter(|a| !a.is_global_set())
+                .find(|a| m.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine));
+            if let Some(a) = given {
+                let flag = a.get_long().unwrap_or(a.get_id().as_str());
+                let msg = if sub == "serve" {
+                    format!("--{flag} goes after `serve` (`perf-exporter serve --{flag} ...`)")
+                } else {
+                    format!("--{flag} applies to `serve` only, not to `{sub}`")
+                };
+                return Err(cmd.error(clap::error::ErrorKind::ArgumentConflict, msg));
+            }
+        }
+        Args::from_arg_matches(&m).map_err(|e| e.format(&mut cmd))
+    }
+
     /// The log settings, wanted before anything else runs.
     pub fn log(&self) -> (LogLevel, LogFormat) {
         (self.global.log_level, self.global.log_format)
@@ -252,7 +286,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Args, clap::Error> {
-        Args::try_parse_from(std::iter::once("perf-exporter").chain(args.iter().copied()))
+        Args::try_parse_args(std::iter::once("perf-exporter").chain(args.iter().copied()))
     }
 
     #[test]
@@ -291,7 +325,17 @@ mod tests {
     fn serve_flags_are_serve_only() {
         assert!(parse(&["list", "--web.request-timeout", "5"]).is_err());
         assert!(parse(&["list", "--web.listen-address", ":1"]).is_err());
-        assert!(parse(&["--web.listen-address", ":1", "list"]).is_err());
+        let e = parse(&["--web.listen-address", ":1", "list"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--web.listen-address applies to `serve` only, not to `list`"),
+            "{e}"
+        );
+        assert!(parse(&["--web.listen-address", ":1", "serve"]).is_err());
+        // Global flags may come first.
+        let a = parse(&["--path.sysfs", "/x", "--log.level", "warn", "check"]).unwrap();
+        assert_eq!(a.log().0, LogLevel::Warn);
+        assert_eq!(a.settings().host.sysfs, std::path::PathBuf::from("/x"));
         assert!(parse(&["check", "--web.config.file", "w.yml"]).is_ok());
         assert!(parse(&["serve", "--web.listen-address", ":1"]).is_ok());
     }
