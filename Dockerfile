@@ -1,10 +1,16 @@
 # syntax=docker/dockerfile:1
 #
-# perf-exporter: a static (musl) binary on a minimal, non-root base
-# (distroless static: no shell, no package manager, uid 65532).
+# perf-exporter: a glibc binary on a minimal, non-root base (distroless cc:
+# glibc and libgcc only; no shell, no package manager, uid 65532).
 #
-#   docker build -t perf-exporter .                         # BuildKit (Docker >= 23, buildx, podman)
+#   docker build -t perf-exporter .                         # BuildKit (Docker >= 23, buildx)
+#   podman build -t perf-exporter .                         # or buildah bud (no SHELL needed)
 #   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/perf-exporter .
+#
+# BASE IMAGES are build arguments with fully qualified defaults (podman and
+# buildah refuse short names); point them at a mirror or a local copy with
+#   --build-arg RUST_IMAGE=... --build-arg RUNTIME_IMAGE=...
+# The two must be of the same Debian release (the binary links to its glibc).
 #
 # PRIVILEGE. System-wide counting (perf_event_open with pid = -1 on every CPU)
 # needs CAP_PERFMON (Linux >= 5.8; CAP_SYS_ADMIN before that) or
@@ -27,49 +33,53 @@
 #    on the binary below (cap_perfmon+ep; chart: privilege.mode=fileCapabilities):
 #
 #      docker run --cap-drop ALL --cap-add PERFMON --read-only \
+#        --security-opt no-new-privileges \
 #        -v /sys:/host/sys:ro -p 9659:9659 perf-exporter --path.sysfs=/host/sys
 #
 #    The kernel grants a file capability at exec only if it is in the bounding
-#    set (--cap-add PERFMON) and no_new_privs is off (so NOT with
-#    --security-opt no-new-privileges, nor Kubernetes' allowPrivilegeEscalation:
-#    false), and only if the image kept the binary's security.capability xattr:
-#    BuildKit keeps it through COPY --from; the legacy builder, kaniko and some
-#    registries/filesystems drop it, and the exporter then runs without the
-#    capability (it says so in its log and reports the hardware metrics
-#    unavailable). Trade-off: no root at all, but privilege escalation must be
-#    allowed and the capability can be lost silently by the image pipeline.
+#    set (--cap-add PERFMON); under no_new_privs only if it is also in the
+#    permitted set before exec, which containerd (1.6, 1.7, 2.1) and podman
+#    (4.3) fill with the added capabilities even for a non-root user (measured
+#    by tests/deploy/test_container.py). And only if the image kept the
+#    binary's security.capability xattr: buildah, podman and BuildKit keep it
+#    through COPY --from; the legacy builder, kaniko and some
+#    registries/filesystems drop it, and the exporter then holds nothing, says
+#    so and exits. Trade-off: no root at all, but the capability can be lost
+#    by the image pipeline.
 #
 # Runtimes too old to know CAP_PERFMON (Docker 20.10: "unknown capability")
-# or seccomp profiles that allow perf_event_open only with CAP_SYS_ADMIN need
-# --cap-add SYS_ADMIN (option 1 only), which grants far more than counting.
+# or seccomp profiles that allow perf_event_open only with CAP_SYS_ADMIN
+# (podman's default, 4.3 measured) need --cap-add SYS_ADMIN as well, which
+# grants far more than counting.
 
-FROM rust:1-bookworm AS build
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-# The target's own musl triple: x86_64-unknown-linux-musl or aarch64-unknown-linux-musl.
+ARG RUST_IMAGE=docker.io/library/rust:1-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+
+FROM ${RUST_IMAGE} AS build
 # Build-stage tools from the base image's Debian release; not pinned, as
 # Debian drops superseded versions (nothing of them ships in the image).
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends musl-tools libcap2-bin \
-    && rm -rf /var/lib/apt/lists/* \
-    && rustup target add "$(uname -m)-unknown-linux-musl"
+    && apt-get install -y --no-install-recommends libcap2-bin \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# Cargo reads every target the manifest declares, the benchmarks included.
 COPY Cargo.toml Cargo.lock ./
 COPY src src
 COPY config config
-# Build; check the binary is static (no interpreter, no shared libraries) and
-# runs; give it the file capability (see PRIVILEGE above).
+COPY benches benches
+# Build (release profile: stripped); check that the binary runs; give it the
+# file capability (see PRIVILEGE above) and check that it holds it. No pipes:
+# podman's default (OCI) image format ignores SHELL, so none is set.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    target="$(uname -m)-unknown-linux-musl" \
-    && cargo build --release --locked --target "$target" \
-    && cp "target/$target/release/perf-exporter" /perf-exporter \
-    && ldd /perf-exporter 2>&1 | grep -Eq 'not a dynamic executable|statically linked' \
+    cargo build --release --locked --bin perf-exporter \
+    && cp target/release/perf-exporter /perf-exporter \
     && /perf-exporter --version \
     && setcap cap_perfmon+ep /perf-exporter \
-    && getcap /perf-exporter | grep -q cap_perfmon
+    && test "$(getcap /perf-exporter)" = "/perf-exporter cap_perfmon=ep"
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 LABEL org.opencontainers.image.title="perf-exporter" \
       org.opencontainers.image.description="Linux perf_events counters (IPC, cache misses, DRAM bandwidth) for Prometheus" \
       org.opencontainers.image.licenses="Apache-2.0"

@@ -25,6 +25,8 @@ while IFS='=' read -r k v; do
   [[ -n $k ]] && export "PERF_EXPORTER_TEST_${k}=${v}"
 done <<<"$tools"
 
+scripts/images.sh # container runtimes and stand-in base images (tests/deploy/test_container.py)
+
 # Tracepoint tests read ids from tracefs.
 if [[ ! -e /sys/kernel/tracing/events ]] && [[ $(id -u) == 0 ]]; then
   mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

@@ -18,7 +18,7 @@
 use crate::config::{valid_metric_name, Config};
 use crate::perf::{parse_group_read, GroupReading};
 use crate::pmu::{format_cpu_list, parse_cpu_list, parse_number, parse_terms, Format};
-use crate::resolve::spec::{self, EventSpec};
+use crate::spec::{self, check_scale, EventSpec};
 use crate::web::config::WebConfigSpec;
 use crate::web::x509::subject_alt_names;
 use std::path::Path;
@@ -42,7 +42,8 @@ fn text(data: &[u8]) -> Option<&str> {
 }
 
 /// The YAML config parser and validator ([`Config::parse`]): an accepted
-/// config has valid metric names and every spec in it parses.
+/// config has sets, valid metric names (counters ending in `_total`),
+/// sane scales, and every spec in it parsed (printing it parses back).
 pub fn config(data: &[u8]) -> Result<(), String> {
     let Some(s) = text(data) else {
         return Ok(());
@@ -50,25 +51,39 @@ pub fn config(data: &[u8]) -> Result<(), String> {
     let Ok(c) = Config::parse(s, "fuzz.yaml") else {
         return Ok(());
     };
+    if c.sets.is_empty() {
+        return Err("a config without sets accepted".into());
+    }
     for set in &c.sets {
         if set.events.is_empty() {
             return Err(format!("set {} accepted without events", set.name.value));
         }
         for m in &set.events {
-            if !valid_metric_name(&m.metric.value) {
-                return Err(format!("invalid metric name {:?} accepted", m.metric.value));
+            let name = &m.metric.value;
+            if !valid_metric_name(name) || name.contains(':') || name.starts_with("__") {
+                return Err(format!("invalid metric name {name:?} accepted"));
             }
-            let alts = m.event.value.alternatives();
-            if alts.is_empty() {
-                return Err(format!("{}: empty chain accepted", m.metric.value));
+            if m.gauge == name.ends_with("_total") {
+                return Err(format!("{name:?} accepted with gauge: {}", m.gauge));
             }
-            for a in alts {
+            if m.event.value.is_empty() {
+                return Err(format!("{name}: empty chain accepted"));
+            }
+            for a in &m.event.value {
+                if let Some(sc) = a.scale {
+                    if check_scale(sc).is_err() {
+                        return Err(format!("{name}: scale {sc} accepted"));
+                    }
+                }
                 for spec in a.specs() {
-                    if let Err(e) = spec::parse(spec) {
-                        return Err(format!(
-                            "{}: spec {spec:?} accepted but: {e}",
-                            m.metric.value
-                        ));
+                    match spec::parse(&spec.text) {
+                        Ok(p) if p == spec.parsed => {}
+                        other => {
+                            return Err(format!(
+                                "{name}: spec {:?} stored as {:?} but parses as {other:?}",
+                                spec.text, spec.parsed
+                            ))
+                        }
                     }
                 }
             }
@@ -86,6 +101,15 @@ pub fn event_spec(data: &[u8]) -> Result<(), String> {
     let Ok(spec) = spec::parse(s) else {
         return Ok(());
     };
+    if let EventSpec::Pmu { terms, .. } = &spec {
+        if let Some(t) = terms
+            .iter()
+            .enumerate()
+            .find(|(i, t)| terms[..*i].iter().any(|u| u.name == t.name))
+        {
+            return Err(format!("{s:?}: duplicate term `{}` accepted", t.1.name));
+        }
+    }
     let printed = spec.to_string();
     let back = spec::parse(&printed)
         .map_err(|e| format!("{s:?} printed as {printed:?}, which does not parse: {e}"))?;
@@ -110,7 +134,8 @@ pub fn event_spec(data: &[u8]) -> Result<(), String> {
 
 /// The sysfs file parsers, each on the same input: `format/<term>` bit
 /// ranges ([`Format::parse`]), event term strings ([`parse_terms`]), CPU
-/// lists ([`parse_cpu_list`]) and numbers ([`parse_number`]).
+/// lists ([`parse_cpu_list`]), numbers ([`parse_number`]) and `.scale`
+/// values ([`check_scale`]).
 pub fn sysfs(data: &[u8]) -> Result<(), String> {
     let Some(s) = text(data) else {
         return Ok(());
@@ -155,6 +180,12 @@ pub fn sysfs(data: &[u8]) -> Result<(), String> {
         }
     }
     let _ = parse_number(s);
+    // A `.scale` file: an accepted scale is finite, positive and bounded.
+    if let Ok(v) = s.trim().parse::<f64>() {
+        if check_scale(v).is_ok() && !(v.is_finite() && v > 0.0 && v <= 1e15) {
+            return Err(format!("scale {s:?} = {v} accepted"));
+        }
+    }
     Ok(())
 }
 

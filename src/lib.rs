@@ -1,23 +1,38 @@
 //! perf-exporter: Linux perf_events counters for Prometheus and OpenTelemetry.
 //!
-//! The pipeline, one module per stage:
+//! # Stage order
 //!
-//! * [`duration`]: the one duration grammar of every flag (a leaf);
-//! * [`config`]: the YAML configuration as written (no I/O but reading it);
-//! * [`pmu`]: PMU discovery from a sysfs root;
-//! * [`resolve`]: event specs and fallback chains to concrete encodings;
-//! * [`perf`]: the syscall layer, the one place with raw OS calls: `perf_event_open`, ioctls, `read`,
-//!   behind the [`perf::Kernel`] seam (live kernel or simulated PMU);
-//! * [`engine`]: groups per CPU / uncore instance, scaled monotonic
-//!   counters, hotplug, producing a plain-data [`snapshot::Snapshot`];
-//! * [`snapshot`]: the plain data model of a collection, which the exporters depend on;
-//! * [`export`]: Prometheus text and OpenMetrics encoding, OTLP push;
-//! * [`web`]: the HTTP endpoint (routes, shared collection, TLS, auth, limits);
-//! * [`report`]: the `list` and `check` commands' reports;
-//! * [`privilege`]: which privilege the process holds and what it costs;
-//! * [`app`]: the composition root: start-up, the one reload path, signals;
-//! * [`cli`]: the command line as typed and as resolved (thin; over [`app`]);
-//! * [`fuzzing`]: the fuzz targets (cargo-fuzz and the corpus tests).
+//! The crate is a pipeline of stages. A module may use modules of its own
+//! stage or of earlier stages, never of a later one (`tests/layering.rs`
+//! reads every `crate::` path and fails on a back-edge):
+//!
+//! 0. leaves, usable by every stage: [`duration`] (the one duration
+//!    grammar of every flag), [`spec`] (the event-spec grammar),
+//!    [`perf::abi`] (the kernel's ABI numbers, from perf-event-open-sys)
+//!    and the typed reasons why a metric is not counted;
+//! 1. [`config`]: the YAML configuration as written, specs stored parsed
+//!    (no I/O but reading the file);
+//! 2. [`pmu`]: discovery from the sysfs and procfs roots: PMUs, topology,
+//!    and where tracefs is ([`pmu::host`]);
+//! 3. [`resolve`]: event specs and fallback chains to concrete encodings
+//!    or a reasoned "unavailable" (no syscalls);
+//! 4. [`perf`]: the syscall layer, the one place with raw OS calls:
+//!    `perf_event_open`, ioctls, `read`, behind the [`perf::Kernel`] seam
+//!    (live kernel or simulated PMU with its own acceptance tables);
+//! 5. [`engine`]: groups per CPU / uncore instance, scaled monotonic
+//!    counters, hotplug, producing [`snapshot`]s (the plain data model of
+//!    a collection, which the exporters depend on instead of the engine);
+//!    [`privilege`] (what the process may open and what missing privilege
+//!    costs) and the availability probe sit beside it;
+//! 6. [`export`] (Prometheus text and OpenMetrics encoding, OTLP push),
+//!    with [`report`] (the `list` and `check` reports);
+//! 7. [`web`]: the HTTP endpoint (routes, shared collection, TLS, auth,
+//!    limits, landing page);
+//! 8. the application: [`app`], the composition root (start-up, the one
+//!    reload path, signals), and [`cli`], the command line as typed and as
+//!    resolved (and `main`, thin);
+//!
+//! and [`fuzzing`], the fuzz targets, which may reach every stage.
 #![warn(missing_docs)]
 
 pub mod app;
@@ -33,4 +48,5 @@ pub mod privilege;
 pub mod report;
 pub mod resolve;
 pub mod snapshot;
+pub mod spec;
 pub mod web;

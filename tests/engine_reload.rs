@@ -10,7 +10,7 @@ use perf_exporter::pmu::PmuTable;
 use perf_exporter::report::prober;
 use perf_exporter::resolve::chain::{resolve_config, Resolution};
 use perf_exporter::resolve::Context;
-use perf_exporter::snapshot::Snapshot;
+use perf_exporter::snapshot::{Sample, Snapshot};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -22,14 +22,18 @@ fn resolve(k: &SimKernel, t: &PmuTable, yaml: &str) -> Resolution {
     resolve_config(&cfg, t, &Context::default(), Some(&p))
 }
 
-fn value(s: &Snapshot, name: &str, cpu: &str) -> Option<f64> {
+/// The sample of family `name` on CPU `cpu`.
+fn sample<'a>(s: &'a Snapshot, name: &str, cpu: &str) -> Option<&'a Sample> {
     s.families
         .iter()
         .find(|f| f.name == name)?
         .samples
         .iter()
         .find(|x| x.labels.iter().any(|(k, v)| *k == "cpu" && v == cpu))
-        .map(|x| x.value)
+}
+
+fn value(s: &Snapshot, name: &str, cpu: &str) -> Option<f64> {
+    sample(s, name, cpu).map(|x| x.value)
 }
 
 const OLD: &str = "sets:
@@ -58,12 +62,18 @@ const NEW: &str = "sets:
         event: task-clock
 ";
 
-#[test]
-fn unchanged_metrics_continue_changed_ones_restart() {
+/// The intel-skx fixture on a manual clock, with an engine for `yaml`.
+fn skx(yaml: &str) -> (Arc<SimKernel>, PmuTable, Engine) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
     let t = PmuTable::discover(&root).unwrap();
     let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let mut old = Engine::new(k.clone(), t.clone(), resolve(&k, &t, OLD));
+    let e = Engine::new(k.clone(), t.clone(), resolve(&k, &t, yaml));
+    (k, t, e)
+}
+
+#[test]
+fn unchanged_metrics_continue_changed_ones_restart() {
+    let (k, t, mut old) = skx(OLD);
     old.collect();
     k.advance(5 * SEC);
     let before = old.collect();
@@ -124,4 +134,105 @@ fn unchanged_metrics_continue_changed_ones_restart() {
         .unwrap()
         .value;
     assert!(group >= group0 + 2.0 - 1e-6, "{group0} -> {group}");
+}
+
+fn start_of(s: &Snapshot, name: &str, cpu: &str) -> Option<u64> {
+    sample(s, name, cpu).map(|x| x.start_unix_nanos)
+}
+
+fn set_value(s: &Snapshot, name: &str, set: &str, cpu: &str) -> Option<(f64, u64)> {
+    s.families
+        .iter()
+        .find(|f| f.name == name)?
+        .samples
+        .iter()
+        .find(|x| {
+            x.labels.contains(&("set", set.into())) && x.labels.contains(&("cpu", cpu.into()))
+        })
+        .map(|x| (x.value, x.start_unix_nanos))
+}
+
+/// A carried-over counter keeps its start time; a metric whose encoding
+/// changed restarts from zero under a new start time; so do the group
+/// self-counters of a set, which continue with their start by set name.
+#[test]
+fn carried_counters_keep_their_start_changed_ones_get_a_new_one() {
+    let (k, t, mut old) = skx(OLD);
+    old.collect();
+    k.advance(SEC);
+    let before = old.collect();
+    let clock = start_of(&before, "perf_cpu_clock_seconds_total", "0").unwrap();
+    let cs = start_of(&before, "perf_context_switches_total", "0").unwrap();
+    let (_, group) = set_value(&before, "perf_group_enabled_seconds_total", "sw", "0").unwrap();
+    assert!(clock > 0 && cs > 0 && group > 0);
+    let totals = old.totals();
+    drop(old);
+    // The wall clock moves on between the two engines.
+    let reload_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    while std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        == reload_at
+    {
+        std::hint::spin_loop();
+    }
+    let mut new = Engine::new(k.clone(), t.clone(), resolve(&k, &t, NEW));
+    new.carry_over(totals);
+    k.advance(SEC);
+    let after = new.collect();
+    assert_eq!(
+        start_of(&after, "perf_cpu_clock_seconds_total", "0"),
+        Some(clock),
+        "a carried counter restarted its start time"
+    );
+    let cs_new = start_of(&after, "perf_context_switches_total", "0").unwrap();
+    assert!(
+        cs_new > reload_at && cs_new > cs,
+        "a restarted counter kept its old start: {cs} -> {cs_new}"
+    );
+    let (_, group_new) = set_value(&after, "perf_group_enabled_seconds_total", "sw", "0").unwrap();
+    assert_eq!(group_new, group, "the set's group times continue");
+    let (_, other) = set_value(&after, "perf_group_enabled_seconds_total", "other", "0").unwrap();
+    assert!(other > reload_at, "a new set's group times start now");
+}
+
+/// Issue 11: the group self-counters of a CPU that is offline during a
+/// reload keep their totals for its return, as the metric counters do.
+#[test]
+fn group_times_of_an_offline_cpu_survive_a_reload() {
+    let (k, t, mut old) = skx(OLD);
+    old.collect();
+    k.advance(2 * SEC);
+    let s = old.collect();
+    let (en0, start) = set_value(&s, "perf_group_enabled_seconds_total", "sw", "1").unwrap();
+    let (run0, _) = set_value(&s, "perf_group_running_seconds_total", "sw", "1").unwrap();
+    let clock0 = value(&s, "perf_cpu_clock_seconds_total", "1").unwrap();
+    assert!(
+        (en0 - 2.0).abs() < 1e-6 && (run0 - 2.0).abs() < 1e-6,
+        "{en0} {run0}"
+    );
+    k.set_online(1, false);
+    old.on_hotplug();
+    let totals = old.totals();
+    drop(old);
+    let mut new = Engine::new(k.clone(), t.clone(), resolve(&k, &t, OLD));
+    new.carry_over(totals);
+    k.advance(SEC);
+    let s = new.collect();
+    assert!(set_value(&s, "perf_group_enabled_seconds_total", "sw", "1").is_none());
+    k.set_online(1, true);
+    new.on_hotplug();
+    k.advance(SEC / 2);
+    let s = new.collect();
+    let (en, start1) = set_value(&s, "perf_group_enabled_seconds_total", "sw", "1").unwrap();
+    let (run, _) = set_value(&s, "perf_group_running_seconds_total", "sw", "1").unwrap();
+    assert!((en - 2.5).abs() < 1e-6, "enabled reset: {en0} -> {en}");
+    assert!((run - 2.5).abs() < 1e-6, "running reset: {run0} -> {run}");
+    assert_eq!(start1, start);
+    let clock = value(&s, "perf_cpu_clock_seconds_total", "1").unwrap();
+    assert!((clock - (clock0 + 0.5)).abs() < 1e-6, "{clock0} -> {clock}");
 }

@@ -134,6 +134,16 @@ fn dictionary(target: &str) -> &'static [&'static [u8]] {
             b": ",
             b"---\n",
             b"cpu/event=0x3c/",
+            b"cpu/event=1,event=2/",
+            b"cycles:u",
+            b"gauge: true",
+            b"scale: -1",
+            b"scale: 0",
+            b"scale: 1e308",
+            b"scale: .nan",
+            b"_total",
+            b"__name__",
+            b"perf_event_available",
             b"0x",
             b"-1e309",
         ],
@@ -160,6 +170,9 @@ fn dictionary(target: &str) -> &'static [&'static [u8]] {
             b"L1-dcache-",
             b"-load-misses",
             b"uncore_imc_*",
+            b"event=1,event=2",
+            b":u",
+            b":k",
         ],
         "sysfs" => &[
             b"config:",
@@ -180,6 +193,11 @@ fn dictionary(target: &str) -> &'static [&'static [u8]] {
             b" ",
             b"event=",
             b"umask=",
+            b"-1",
+            b"1e308",
+            b"NaN",
+            b"inf",
+            b"e-5",
         ],
         "web_config" => &[
             b"tls_server_config:\n  ",
@@ -380,4 +398,56 @@ fn targets_accept_empty_input() {
         assert_eq!(f(b""), Ok(()), "{name}");
     }
     assert_eq!(fuzzing::group_read(&[0u8; 24]), Ok(()));
+}
+
+/// Issue 11's new input shapes are seeds of the corpora, and each is
+/// refused: duplicate terms, event modifiers, odd `.scale` values, and
+/// configs with such specs, bad scales or bad names.
+#[test]
+fn new_shapes_are_seeds_and_refused() {
+    use perf_exporter::config::Config;
+    use perf_exporter::spec::{check_scale, parse};
+    let read = |t: &str, f: &str| {
+        let p = corpus_dir(t).join(f);
+        String::from_utf8(std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+            .expect("utf-8 seed")
+    };
+    for f in [
+        "seed-duplicate-term",
+        "seed-duplicate-bare-term",
+        "seed-modifier",
+    ] {
+        let s = read("event_spec", f);
+        assert!(parse(&s).is_err(), "{f}: {s:?} parsed");
+    }
+    for f in [
+        "seed-scale-negative",
+        "seed-scale-zero",
+        "seed-scale-huge",
+        "seed-scale-nan",
+        "seed-scale-inf",
+    ] {
+        let s = read("sysfs", f);
+        let v: f64 = s.trim().parse().expect("a float");
+        assert!(check_scale(v).is_err(), "{f}: {v} accepted");
+    }
+    assert!(check_scale(read("sysfs", "seed-scale-imc").trim().parse().unwrap()).is_ok());
+    for f in [
+        "seed-duplicate-term",
+        "seed-scale-huge",
+        "seed-scale-negative",
+        "seed-scale-zero",
+        "seed-names",
+        "seed-null",
+        "seed-bare-sets",
+    ] {
+        let e = Config::parse(&read("config", f), "t.yaml")
+            .map(|_| ())
+            .expect_err(f)
+            .to_string();
+        assert!(
+            !e.contains(":0:0") && e.len() > "t.yaml: ".len() + 10,
+            "{f}: {e}"
+        );
+    }
 }

@@ -57,7 +57,7 @@ fn require_root() {
 }
 
 fn require_tracefs() -> Context {
-    let ctx = Context::for_sysfs(Path::new(SYSFS));
+    let ctx = Context::for_host(Path::new(SYSFS), Path::new("/proc"));
     assert!(
         ctx.tracefs.is_some(),
         "tracefs is not mounted: /sys/kernel/tracing/events is missing; \
@@ -702,4 +702,179 @@ fn uevent_watcher_sees_cpu_hotplug() {
     let g1 = wait_past(g0);
     set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
     wait_past(g1);
+}
+
+/// cpu1's /proc/stat times in USER_HZ ticks (1/100 s): user, nice,
+/// system, idle, iowait, irq, softirq, steal (guest time is already in
+/// user). cpu1 must be online.
+fn proc_stat_cpu1() -> [u64; 8] {
+    let stat = std::fs::read_to_string("/proc/stat").expect("read /proc/stat");
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with("cpu1 "))
+        .unwrap_or_else(|| panic!("no cpu1 line in /proc/stat (cpu1 offline?)"));
+    let mut t = [0u64; 8];
+    for (x, v) in t.iter_mut().zip(line.split_whitespace().skip(1)) {
+        *x = v.parse().expect("numeric /proc/stat field");
+    }
+    t
+}
+
+/// Collects, checking that no counter went below its highest value and
+/// that no group read failed; returns the snapshot.
+fn checked_collect(engine: &Mutex<Engine>, max: &mut BTreeMap<SeriesId, f64>) -> Snapshot {
+    let s = engine.lock().unwrap_or_else(|p| p.into_inner()).collect();
+    for f in s.families.iter().filter(|f| f.kind == Kind::Counter) {
+        for x in &f.samples {
+            let m = max
+                .entry((f.name.clone(), x.labels.to_vec()))
+                .or_insert(x.value);
+            assert!(
+                x.value >= *m,
+                "{}{:?} went backwards: {} -> {}",
+                f.name,
+                x.labels,
+                *m,
+                x.value
+            );
+            *m = x.value;
+            if f.name == "perf_read_errors_total" {
+                assert_eq!(x.value, 0.0, "a group read failed: {:?}", x.labels);
+            }
+        }
+    }
+    s
+}
+
+/// Scrapes once a second for `ms` milliseconds, without a scrape at the
+/// end (so what happens then falls between scrapes).
+fn scrape_for(engine: &Mutex<Engine>, max: &mut BTreeMap<SeriesId, f64>, ms: u64) {
+    let deadline = Instant::now() + Duration::from_millis(ms);
+    loop {
+        checked_collect(engine, max);
+        let next = Instant::now() + Duration::from_secs(1);
+        thread::sleep(next.min(deadline).saturating_duration_since(Instant::now()));
+        if next >= deadline {
+            return;
+        }
+    }
+}
+
+/// Issue 10, defect 1: four offline/online cycles of cpu1 while the engine
+/// is scraped about once a second, with the hotplug signal applied between
+/// scrapes (`follow_hotplug`, as the exporter does). cpu1's cpu-clock grows
+/// by the online time /proc/stat reports for it, within 2%: the counts
+/// since the last scrape are read before its groups close, and counting
+/// resumes as soon as it is back, not at the next scrape. No counter goes
+/// backwards and no read fails.
+#[test]
+fn cpu1_clock_matches_its_online_time_through_hotplug_cycles() {
+    let _g = serial();
+    require_root();
+    let _guard = Cpu1Guard;
+    set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
+    // /proc/stat is the reference, but its per-CPU times have been seen
+    // (rarely) to jump by seconds across a hotplug, beyond the time that
+    // even passed: such a window says nothing and is measured again, once.
+    for attempt in 1..=2 {
+        let m = hotplug_cycles();
+        eprintln!("cpu1: {m:?}");
+        assert!(
+            m.proc_stat > 10.0,
+            "/proc/stat shows only {m:?} s online for cpu1"
+        );
+        if m.proc_stat > m.at_most + 0.2 && attempt == 1 {
+            eprintln!("/proc/stat counts more online time than passed: measuring again");
+            continue;
+        }
+        assert!(
+            m.proc_stat <= m.at_most + 0.2,
+            "/proc/stat counts more online time for cpu1 than passed, twice: {m:?}"
+        );
+        assert!(
+            within(m.cpu_clock, m.proc_stat, 0.02),
+            "cpu1's cpu-clock grew {:.3} s while /proc/stat shows {:.3} s online ({:+.1}%): {m:?}",
+            m.cpu_clock,
+            m.proc_stat,
+            (m.cpu_clock / m.proc_stat - 1.0) * 100.0
+        );
+        return;
+    }
+}
+
+/// One window of `cpu1_clock_matches_its_online_time_through_hotplug_cycles`.
+#[derive(Debug)]
+#[allow(dead_code)] // Read through Debug in messages.
+struct HotplugWindow {
+    /// cpu1's cpu-clock growth, seconds.
+    cpu_clock: f64,
+    /// cpu1's /proc/stat time growth, seconds.
+    proc_stat: f64,
+    /// The same per field, in ticks (user .. steal).
+    ticks: Vec<u64>,
+    /// Wall time minus the offline phases measured from each offline
+    /// write's start to the next online write's end (a lower bound of the
+    /// online time) ...
+    at_least: f64,
+    /// ... and from each offline write's end to the online write's start
+    /// (an upper bound).
+    at_most: f64,
+}
+
+/// Four offline/online cycles of cpu1 in about 30 s, scraped once a second
+/// with the hotplug thread running; no counter goes backwards, no read
+/// fails, and cpu1's series follow each uevent within 5 s.
+fn hotplug_cycles() -> HotplugWindow {
+    let engine = Arc::new(Mutex::new(live_engine(MIXED)));
+    let _follower = perf_exporter::engine::follow_hotplug(&engine)
+        .expect("the live kernel's hotplug signal (uevents)");
+    let mut max = BTreeMap::new();
+    let clock1 = |s: &Snapshot| per_cpu(s, "perf_cpu_clock_seconds_total").get(&1).copied();
+    let wait_for = |online: bool| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            // Looks without collecting: the hotplug thread alone must act.
+            let s = engine.lock().unwrap_or_else(|p| p.into_inner()).snapshot();
+            if clock1(&s).is_some() == online {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cpu1's series did not follow its online={online} within 5 s of the uevent"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let c0 = clock1(&checked_collect(&engine, &mut max)).expect("cpu1 counted");
+    let p0 = proc_stat_cpu1();
+    let start = Instant::now();
+    let (mut off_long, mut off_short) = (Duration::ZERO, Duration::ZERO);
+    scrape_for(&engine, &mut max, 5300);
+    for cycle in 0..4 {
+        let back_for = if cycle < 3 { 5300 } else { 3300 };
+        let (mut t0, mut t1) = (Instant::now(), Instant::now());
+        for (on, stay_ms) in [(false, 1400), (true, back_for)] {
+            let before = Instant::now();
+            set_cpu1(on).unwrap_or_else(|e| panic!("write {on} to {CPU1_ONLINE}: {e}"));
+            if on {
+                off_long += t0.elapsed();
+                off_short += before - t1;
+            } else {
+                (t0, t1) = (before, Instant::now());
+            }
+            wait_for(on);
+            scrape_for(&engine, &mut max, stay_ms);
+        }
+    }
+    let c1 = clock1(&checked_collect(&engine, &mut max)).expect("cpu1 counted");
+    let p1 = proc_stat_cpu1();
+    let window = start.elapsed();
+    let ticks: Vec<u64> = p1.iter().zip(&p0).map(|(b, a)| b - a).collect();
+    HotplugWindow {
+        cpu_clock: c1 - c0,
+        proc_stat: ticks.iter().sum::<u64>() as f64 / 100.0,
+        ticks,
+        at_least: (window - off_long).as_secs_f64(),
+        at_most: (window - off_short).as_secs_f64(),
+    }
 }

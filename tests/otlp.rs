@@ -1,202 +1,28 @@
 //! OTLP push end to end: the real binary counting live software events
-//! (root), pushing to a real VictoriaMetrics 1.112 over HTTP/protobuf and
-//! to a gRPC receiver built on opentelemetry-proto's tonic service, with
-//! TLS, a collector that dies or hangs, and shutdown.
+//! (root) or on the simulated PMU, pushing to a real VictoriaMetrics 1.112
+//! over HTTP/protobuf and to a gRPC receiver of our own that decodes every
+//! request: names, units, attributes, the resource, start times across a
+//! reload, shutdown and configuration errors. Failures, redirects, secrets
+//! and TLS are in `otlp_failures.rs`; the harness is `tests/common/otlp.rs`.
 //!
 //! VictoriaMetrics comes from `scripts/fetch-servers.sh` (its path in
-//! `PERF_EXPORTER_TEST_VICTORIA_METRICS`, as `scripts/test.sh` exports it;
-//! without it the script is run here). A test that cannot get it fails.
+//! `PERF_EXPORTER_TEST_VICTORIA_METRICS`, as `scripts/test.sh` exports it).
+//! A test that cannot get it fails.
 
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
-    MetricsService, MetricsServiceServer,
+mod common;
+
+use common::online_cpus;
+use common::otlp::{
+    exporter_fails, exports_in, find_metric, live, resource_of, simulated, str_attr, sum_by_cpu,
+    sum_points, value_of, wait_for, Pki, Received, Receiver, Vm,
 };
-use opentelemetry_proto::tonic::collector::metrics::v1::{
-    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::any_value;
-use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
-use serde_json::Value;
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use opentelemetry_proto::tonic::metrics::v1::metric;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-// ---------------------------------------------------------------- helpers
-
-/// A real server's binary from `scripts/fetch-servers.sh`.
-fn server_bin(key: &str) -> PathBuf {
-    if let Ok(p) = std::env::var(format!("PERF_EXPORTER_TEST_{key}")) {
-        let p = PathBuf::from(p);
-        assert!(
-            p.exists(),
-            "PERF_EXPORTER_TEST_{key}={} does not exist",
-            p.display()
-        );
-        return p;
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-servers.sh");
-    let out = Command::new(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} failed: this test needs {key} (set PERF_EXPORTER_TEST_{key} or run scripts/test.sh)",
-        script.display()
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let p = text
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("{} printed no {key}=", script.display()));
-    PathBuf::from(p)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process killed (by its pid) when dropped.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Proc {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().unwrap()
-    }
-
-    /// Sends SIGTERM and waits up to `limit` for the exit.
-    fn terminate(&mut self, limit: Duration) -> (std::process::ExitStatus, Duration) {
-        let t0 = Instant::now();
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -TERM failed");
-        loop {
-            if let Some(st) = self.exited() {
-                return (st, t0.elapsed());
-            }
-            assert!(
-                t0.elapsed() < limit,
-                "did not exit within {limit:?} of SIGTERM\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(bin: &Path, args: &[String], env: &[(&str, String)]) -> Proc {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("stderr.log");
-    let f = std::fs::File::create(&log).unwrap();
-    let mut c = Command::new(bin);
-    c.args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(f))
-        .current_dir(dir.path());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("OTEL_") || k == "K8S_NODE_NAME" {
-            c.env_remove(k);
-        }
-    }
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let child = c
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-    Proc {
-        child,
-        log,
-        _dir: dir,
-    }
-}
-
-/// GET over HTTP/1.0 (no chunking): status and body.
-fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(20)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n"
-    )?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    Ok((status, body.to_string()))
-}
-
-fn urlencode(s: &str) -> String {
-    let mut o = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            o.push(b as char);
-        } else {
-            o.push_str(&format!("%{b:02X}"));
-        }
-    }
-    o
-}
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// CPUs online on this host.
-fn online_cpus() -> Vec<String> {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    let mut v = Vec::new();
-    for part in s.trim().split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
-                v.extend((a..=b).map(|c| c.to_string()));
-            }
-            None => v.push(part.to_string()),
-        }
-    }
-    v
+/// The online CPUs as `cpu` label values.
+fn cpus() -> Vec<String> {
+    online_cpus().iter().map(u32::to_string).collect()
 }
 
 fn hostname() -> String {
@@ -215,164 +41,7 @@ fn host_arch() -> &'static str {
     }
 }
 
-fn needs_root() {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let uid = status
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(2))
-        .unwrap_or("?")
-        .to_string();
-    assert_eq!(
-        uid, "0",
-        "this test counts system-wide with the live kernel: run it as root (scripts/test.sh)"
-    );
-}
-
-// ------------------------------------------------------------- exporter
-
-struct Exporter {
-    proc: Proc,
-    addr: Option<String>,
-}
-
-impl Exporter {
-    /// Starts the binary on the embedded default config and waits until it
-    /// answers (or, with `--otlp.only`, until it logs its OTLP settings).
-    fn start(args: &[&str], env: &[(&str, String)]) -> Exporter {
-        needs_root();
-        let only = args.contains(&"--otlp.only");
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let mut a: Vec<String> = vec!["--web.listen-address".into(), addr.clone()];
-        a.extend(args.iter().map(|s| s.to_string()));
-        let mut proc = spawn(Path::new(env!("CARGO_BIN_EXE_perf-exporter")), &a, env);
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = proc.exited() {
-                panic!("perf-exporter exited ({st}) at start:\n{}", proc.log());
-            }
-            let up = if only {
-                proc.log().contains("OTLP push")
-            } else {
-                matches!(http_get(&addr, "/-/ready"), Ok((200, _)))
-            };
-            if up {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "perf-exporter did not start:\n{}",
-                proc.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Exporter {
-            proc,
-            addr: (!only).then_some(addr),
-        }
-    }
-
-    /// One scrape of /metrics and how long it took.
-    fn scrape(&self) -> (String, Duration) {
-        let addr = self.addr.as_ref().expect("a listener");
-        let t0 = Instant::now();
-        let (status, body) = http_get(addr, "/metrics").expect("scrape");
-        assert_eq!(status, 200, "{body}");
-        (body, t0.elapsed())
-    }
-
-    /// `perf_otlp_exports_total{result}` from a scrape.
-    fn exports(&self) -> (f64, f64) {
-        exports_in(&self.scrape().0)
-    }
-}
-
-fn exports_in(text: &str) -> (f64, f64) {
-    let get = |r: &str| {
-        let p = format!("perf_otlp_exports_total{{result=\"{r}\"}} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&p))
-            .unwrap_or_else(|| panic!("no {p} in:\n{text}"))
-            .parse::<f64>()
-            .unwrap()
-    };
-    (get("success"), get("failure"))
-}
-
 // ------------------------------------------------------- VictoriaMetrics
-
-struct Vm {
-    proc: Proc,
-    addr: String,
-}
-
-impl Vm {
-    fn start(extra: &[&str]) -> Vm {
-        let bin = server_bin("VICTORIA_METRICS");
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        // The data directory is relative to the process' own temporary
-        // working directory, which goes away with it.
-        let mut args = vec![
-            "-storageDataPath=vmdata".to_string(),
-            format!("-httpListenAddr={addr}"),
-            "-search.latencyOffset=0s".to_string(),
-            "-loggerLevel=WARN".to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let tls = extra.contains(&"-tls");
-        let mut proc = spawn(&bin, &args, &[]);
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = proc.exited() {
-                panic!("victoria-metrics exited ({st}):\n{}", proc.log());
-            }
-            let up = if tls {
-                TcpStream::connect(&addr).is_ok()
-            } else {
-                matches!(http_get(&addr, "/health"), Ok((200, _)))
-            };
-            if up {
-                break;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "victoria-metrics did not start:\n{}",
-                proc.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Vm { proc, addr }
-    }
-
-    /// `/api/v1/query` (uncached): each series' labels and value.
-    fn query(&self, q: &str) -> Vec<(BTreeMap<String, String>, f64)> {
-        let (status, body) = http_get(
-            &self.addr,
-            &format!("/api/v1/query?nocache=1&query={}", urlencode(q)),
-        )
-        .unwrap();
-        assert_eq!(status, 200, "{body}");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(v["status"], "success", "{body}");
-        v["data"]["result"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                let labels = r["metric"]
-                    .as_object()
-                    .unwrap()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-                    .collect();
-                let val = r["value"][1].as_str().unwrap().parse().unwrap();
-                (labels, val)
-            })
-            .collect()
-    }
-}
 
 /// Per-CPU values of a query's series.
 fn by_cpu(rows: &[(BTreeMap<String, String>, f64)]) -> BTreeMap<String, f64> {
@@ -383,7 +52,7 @@ fn by_cpu(rows: &[(BTreeMap<String, String>, f64)]) -> BTreeMap<String, f64> {
 
 #[test]
 fn otlp_http_push_to_victoriametrics() {
-    let cpus = online_cpus();
+    let cpus = cpus();
     // With Prometheus naming VictoriaMetrics 1.112 applies the Prometheus
     // translation (unit suffix, `_total`, `_` in labels): the names come
     // back as ours. Without it, it keeps the OTel names and attribute keys.
@@ -408,8 +77,8 @@ fn otlp_http_push_to_victoriametrics() {
         }
         e
     };
-    let ex = Exporter::start(&[], &env(&vm, true));
-    let ex_plain = Exporter::start(&[], &env(&vm_plain, false));
+    let ex = live(&[], &env(&vm, true));
+    let ex_plain = live(&[], &env(&vm_plain, false));
 
     let q_cs = "perf_context_switches_total";
     let q_clock = "perf_cpu_clock_seconds_total";
@@ -436,16 +105,23 @@ fn otlp_http_push_to_victoriametrics() {
             assert!(!labels["host_cpu_model_name"].is_empty(), "{labels:?}");
         }
     }
-    // Two more pushes later (interval 1 s) the counters have increased.
-    std::thread::sleep(Duration::from_millis(2500));
-    let (c1, c2) = (by_cpu(&first_clock), by_cpu(&vm.query(q_clock)));
-    for cpu in &cpus {
-        assert!(
-            c2[cpu] > c1[cpu],
-            "cpu clock of CPU {cpu} did not increase: {c1:?} -> {c2:?}"
-        );
-    }
-    let (s1, s2) = (by_cpu(&first_cs), by_cpu(&vm.query(q_cs)));
+    // Later pushes (interval 1 s) carry increased counters.
+    let c1 = by_cpu(&first_clock);
+    let mut c2 = c1.clone();
+    wait_for(
+        "the cpu clock of every CPU to increase",
+        Duration::from_secs(20),
+        || {
+            c2 = by_cpu(&vm.query(q_clock));
+            cpus.iter().all(|cpu| c2.get(cpu) > c1.get(cpu))
+        },
+    );
+    let s1 = by_cpu(&first_cs);
+    let mut s2 = s1.clone();
+    wait_for("more context switches", Duration::from_secs(20), || {
+        s2 = by_cpu(&vm.query(q_cs));
+        s2.values().sum::<f64>() > s1.values().sum::<f64>()
+    });
     for cpu in &cpus {
         assert!(
             s2[cpu] >= s1[cpu],
@@ -505,146 +181,65 @@ fn otlp_http_push_to_victoriametrics() {
     );
 }
 
-// ------------------------------------------------------ gRPC receiver
-
-/// What the receiver saw of one export.
-#[derive(Debug, Clone)]
-struct Received {
-    token: Option<String>,
-    encoding: Option<String>,
-    req: ExportMetricsServiceRequest,
-}
-
-#[derive(Debug, Clone, Default)]
-struct Sink(Arc<Mutex<Vec<Received>>>);
-
-#[tonic::async_trait]
-impl MetricsService for Sink {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportMetricsServiceRequest>,
-    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
-        let md = request.metadata();
-        let get = |k: &str| md.get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let r = Received {
-            token: get("x-test-token"),
-            encoding: get("grpc-encoding"),
-            req: request.into_inner(),
-        };
-        self.0.lock().unwrap().push(r);
-        Ok(tonic::Response::new(ExportMetricsServiceResponse {
-            partial_success: None,
-        }))
-    }
-}
-
-/// A gRPC OTLP receiver on its own thread; stops when dropped.
-struct Receiver {
-    addr: String,
-    sink: Sink,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Receiver {
-    fn start(tls: Option<tonic::transport::ServerTlsConfig>) -> Receiver {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.set_nonblocking(true).unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        let sink = Sink::default();
-        let s2 = sink.clone();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let l = tokio::net::TcpListener::from_std(l).unwrap();
-                let incoming = tonic::transport::server::TcpIncoming::from(l);
-                let mut b = tonic::transport::Server::builder();
-                if let Some(t) = tls {
-                    b = b.tls_config(t).unwrap();
-                }
-                b.add_service(
-                    MetricsServiceServer::new(s2)
-                        .accept_compressed(tonic::codec::CompressionEncoding::Gzip),
-                )
-                .serve_with_incoming_shutdown(incoming, async {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
-            });
-        });
-        Receiver {
-            addr,
-            sink,
-            stop: Some(tx),
-            thread: Some(thread),
-        }
-    }
-
-    fn received(&self) -> Vec<Received> {
-        self.sink.0.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn str_attr(attrs: &[opentelemetry_proto::tonic::common::v1::KeyValue], k: &str) -> Option<String> {
-    attrs
-        .iter()
-        .find(|a| a.key == k)
-        .and_then(|a| match a.value.as_ref()?.value.as_ref()? {
-            any_value::Value::StringValue(s) => Some(s.clone()),
-            _ => None,
-        })
-}
-
-fn find_metric<'a>(r: &'a ExportMetricsServiceRequest, name: &str) -> Option<&'a Metric> {
-    r.resource_metrics
-        .iter()
-        .flat_map(|rm| &rm.scope_metrics)
-        .flat_map(|sm| &sm.metrics)
-        .find(|m| m.name == name)
-}
-
-/// A cumulative monotonic sum's values by `cpu`.
-fn sum_by_cpu(m: &Metric) -> BTreeMap<String, f64> {
-    let Some(metric::Data::Sum(s)) = &m.data else {
-        panic!("{} is not a sum: {:?}", m.name, m.data)
-    };
-    assert!(s.is_monotonic, "{}", m.name);
-    assert_eq!(s.aggregation_temporality, 2, "{} is not cumulative", m.name);
-    s.data_points
-        .iter()
-        .map(|p| {
-            let v = match p.value {
-                Some(number_data_point::Value::AsDouble(d)) => d,
-                Some(number_data_point::Value::AsInt(i)) => i as f64,
-                None => panic!("no value"),
-            };
-            assert!(p.start_time_unix_nano > 0 && p.start_time_unix_nano < p.time_unix_nano);
-            (str_attr(&p.attributes, "cpu").expect("cpu attribute"), v)
-        })
+/// The metric names of an exposition (`# TYPE` lines).
+fn exposed_names(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
         .collect()
 }
 
+/// Issue 10, defect 4 (OTLP side): what a receiver stores under the
+/// Prometheus translation is exactly the exposition name; nothing is
+/// renamed on the way.
+#[test]
+fn otlp_names_are_the_exposition_names() {
+    let vm = Vm::start(&["-opentelemetry.usePrometheusNaming"]);
+    let ex = simulated(
+        &["--otlp.interval", "500ms"],
+        &[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://{}/opentelemetry", vm.addr),
+        )],
+    );
+    let exposed = exposed_names(&ex.scrape().0);
+    let must = [
+        "perf_cpu_cycles_total",
+        "perf_instructions_total",
+        "perf_dram_read_bytes_total",
+        "perf_cpu_clock_seconds_total",
+        "perf_event_available",
+        "perf_group_enabled_seconds_total",
+    ];
+    for n in must {
+        assert!(exposed.contains(n), "{n} not on /metrics: {exposed:?}");
+    }
+    let mut stored = Vec::new();
+    wait_for(
+        "the metrics in VictoriaMetrics",
+        Duration::from_secs(30),
+        || {
+            stored = vm.names();
+            must.iter().all(|n| stored.iter().any(|s| s == n))
+        },
+    );
+    assert!(stored.len() > 20, "{stored:?}");
+    for n in &stored {
+        assert!(
+            exposed.contains(n),
+            "`{n}` is stored from OTLP, but /metrics has no such name: {exposed:?}"
+        );
+    }
+}
+
+// ------------------------------------------------------------ gRPC
+
 #[test]
 fn otlp_grpc_push_with_gzip_and_a_custom_header() {
-    let cpus = online_cpus();
+    let cpus = cpus();
     let rx = Receiver::start(None);
-    let ex = Exporter::start(
+    let ex = live(
         &[],
         &[
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".into()),
@@ -665,7 +260,7 @@ fn otlp_grpc_push_with_gzip_and_a_custom_header() {
     }
     let (a, b) = (&got[0].req, &got[got.len() - 1].req);
     assert_eq!(a.resource_metrics.len(), 1);
-    let res = &a.resource_metrics[0].resource.as_ref().unwrap().attributes;
+    let res = resource_of(a);
     assert_eq!(str_attr(res, "host.name"), Some(hostname()));
     assert_eq!(str_attr(res, "k8s.node.name").as_deref(), Some("node-grpc"));
     assert_eq!(
@@ -710,8 +305,8 @@ fn otlp_grpc_push_with_gzip_and_a_custom_header() {
 #[test]
 fn otlp_only_has_no_listener_flags_override_env_and_shutdown_flushes_once() {
     let rx = Receiver::start(None);
-    let bogus = free_port();
-    let mut ex = Exporter::start(
+    let bogus = common::free_port();
+    let mut ex = live(
         &[
             "--otlp.only",
             "--otlp.protocol",
@@ -743,12 +338,15 @@ fn otlp_only_has_no_listener_flags_override_env_and_shutdown_flushes_once() {
     let log = ex.proc.log();
     assert!(log.contains("--otlp.only: no HTTP listener"), "{log}");
     assert!(!log.contains("listening"), "{log}");
-    std::thread::sleep(Duration::from_millis(1500));
     assert!(rx.received().is_empty(), "pushed before the first interval");
     let (st, took) = ex.proc.terminate(Duration::from_secs(10));
     assert!(st.success(), "{st}\n{}", ex.proc.log());
     let got = rx.received();
-    assert_eq!(got.len(), 1, "exactly one final push at shutdown");
+    assert_eq!(
+        got.len(),
+        1,
+        "exactly one push (the final one at shutdown): none at start, none periodic"
+    );
     assert_eq!(got[0].token.as_deref(), Some("from-flag"));
     assert_eq!(
         got[0].encoding, None,
@@ -762,300 +360,192 @@ fn otlp_only_has_no_listener_flags_override_env_and_shutdown_flushes_once() {
         .contains("final OTLP export at shutdown succeeded"));
 }
 
-// ------------------------------------------------------------ failures
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
+/// Nanoseconds since the Unix epoch, now.
+fn now_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
 }
 
-/// Scrapes for `span`, every 100 ms: latencies and the last body.
-fn scrape_for(ex: &Exporter, span: Duration) -> (Vec<Duration>, String) {
-    let t0 = Instant::now();
-    let mut lat = Vec::new();
-    let mut last = String::new();
-    while t0.elapsed() < span {
-        let (body, d) = ex.scrape();
-        lat.push(d);
-        last = body;
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (lat, last)
+/// `(start, time, value)` of a sum's point on `cpu` in one export.
+fn point_on(r: &Received, name: &str, cpu: &str) -> Option<(u64, u64, f64)> {
+    let m = find_metric(&r.req, name)?;
+    sum_points(m)
+        .iter()
+        .find(|p| str_attr(&p.attributes, "cpu").as_deref() == Some(cpu))
+        .map(|p| (p.start_time_unix_nano, p.time_unix_nano, value_of(p)))
 }
 
-fn assert_scrapes_unaffected(before: &mut [Duration], after: &mut [Duration]) {
-    let (mb, ma) = (median(before), median(after));
-    let max_b = *before.iter().max().unwrap();
-    let max_a = *after.iter().max().unwrap();
-    assert!(
-        ma <= mb * 3 + Duration::from_millis(50),
-        "median scrape {mb:?} before, {ma:?} after"
-    );
-    assert!(
-        max_a <= (max_b * 5).max(Duration::from_millis(500)),
-        "slowest scrape {max_b:?} before, {max_a:?} after"
-    );
-}
-
+/// Issue 10, defect 2: a series' start is when its count began, not the
+/// first export; a reload that changes its encoding restarts the count
+/// and the start with it; a count never goes down under one start.
 #[test]
-fn otlp_collector_killed_mid_run_scrapes_stay_fast_and_failures_are_counted() {
-    let mut vm = Vm::start(&[]);
-    let ex = Exporter::start(
-        &[],
+fn otlp_start_times_are_when_counting_began_and_restart_with_the_count() {
+    let rx = Receiver::start(None);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("perf.yaml");
+    let yaml = |event: &str| {
+        format!("sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        event: {event}\n")
+    };
+    std::fs::write(&cfg, yaml("cycles")).unwrap();
+    let before = now_nanos();
+    let ex = simulated(
         &[
-            (
-                "OTEL_EXPORTER_OTLP_ENDPOINT",
-                format!("http://{}/opentelemetry", vm.addr),
-            ),
-            ("OTEL_METRIC_EXPORT_INTERVAL", "500".into()),
-            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000".into()),
-        ],
-    );
-    wait_for("two successful exports", Duration::from_secs(20), || {
-        ex.exports().0 >= 2.0
-    });
-    let (mut before, _) = scrape_for(&ex, Duration::from_secs(2));
-    let (_, failed0) = ex.exports();
-    assert_eq!(failed0, 0.0);
-    // Kill the collector (SIGKILL, by pid).
-    vm.proc.child.kill().unwrap();
-    vm.proc.child.wait().unwrap();
-    let (mut after, last) = scrape_for(&ex, Duration::from_secs(6));
-    let (ok, failed) = exports_in(&last);
-    assert!(
-        failed >= 2.0,
-        "failures not counted: success {ok}, failure {failed}"
-    );
-    assert_scrapes_unaffected(&mut before, &mut after);
-    // The failure is logged, rate limited: once, not once per export.
-    let log = ex.proc.log();
-    assert_eq!(log.matches("OTLP export failed").count(), 1, "{log}");
-}
-
-#[test]
-fn otlp_hanging_collector_never_slows_scrapes_and_shutdown_is_bounded() {
-    // A collector that accepts connections and never answers.
-    let hole = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = hole.local_addr().unwrap().to_string();
-    let held = Arc::new(Mutex::new(Vec::new()));
-    let h2 = held.clone();
-    std::thread::spawn(move || {
-        for s in hole.incoming().flatten() {
-            h2.lock().unwrap().push(s);
-        }
-    });
-    let mut ex = Exporter::start(
-        &["--otlp.timeout", "2s", "--otlp.interval", "300ms"],
-        &[("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))],
-    );
-    let (mut before, _) = scrape_for(&ex, Duration::from_millis(1000));
-    wait_for("a timed-out export", Duration::from_secs(15), || {
-        ex.exports().1 >= 1.0
-    });
-    let (mut after, last) = scrape_for(&ex, Duration::from_secs(3));
-    let (ok, failed) = exports_in(&last);
-    assert_eq!(ok, 0.0);
-    assert!(failed >= 1.0);
-    assert_scrapes_unaffected(&mut before, &mut after);
-    assert!(
-        !held.lock().unwrap().is_empty(),
-        "the exporter never connected"
-    );
-    assert!(ex.proc.log().contains("timed out"), "{}", ex.proc.log());
-    // SIGTERM while an export hangs: one final push bounded by the
-    // timeout (2 s), then exit.
-    let (st, took) = ex.proc.terminate(Duration::from_secs(8));
-    assert!(st.success(), "{st}");
-    assert!(took < Duration::from_secs(4), "shutdown took {took:?}");
-    assert!(
-        ex.proc
-            .log()
-            .contains("final OTLP export at shutdown failed"),
-        "{}",
-        ex.proc.log()
-    );
-}
-
-// ----------------------------------------------------------------- TLS
-
-struct Pki {
-    dir: tempfile::TempDir,
-    ca_pem: String,
-    server_cert: String,
-    server_key: String,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair};
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(rcgen::DnType::CommonName, "perf-exporter test CA");
-        let ca_cert = ca.self_signed(&ca_key).unwrap();
-        let leaf = |names: Vec<String>, usage: ExtendedKeyUsagePurpose| {
-            let key = KeyPair::generate().unwrap();
-            let mut p = CertificateParams::new(names).unwrap();
-            p.extended_key_usages = vec![usage];
-            let c = p.signed_by(&key, &ca_cert, &ca_key).unwrap();
-            (c.pem(), key.serialize_pem())
-        };
-        let (server_cert, server_key) = leaf(
-            vec!["localhost".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
-        let (client_cert, client_key) =
-            leaf(vec!["client".into()], ExtendedKeyUsagePurpose::ClientAuth);
-        let dir = tempfile::tempdir().unwrap();
-        let ca_pem = ca_cert.pem();
-        for (n, c) in [
-            ("ca.pem", &ca_pem),
-            ("server.pem", &server_cert),
-            ("server.key", &server_key),
-            ("client.pem", &client_cert),
-            ("client.key", &client_key),
-        ] {
-            std::fs::write(dir.path().join(n), c).unwrap();
-        }
-        Pki {
-            dir,
-            ca_pem,
-            server_cert,
-            server_key,
-        }
-    }
-
-    fn path(&self, n: &str) -> String {
-        self.dir.path().join(n).display().to_string()
-    }
-}
-
-#[test]
-fn otlp_grpc_over_tls_with_a_custom_ca_and_a_client_certificate() {
-    let pki = Pki::new();
-    let tls = tonic::transport::ServerTlsConfig::new()
-        .identity(tonic::transport::Identity::from_pem(
-            &pki.server_cert,
-            &pki.server_key,
-        ))
-        .client_ca_root(tonic::transport::Certificate::from_pem(&pki.ca_pem));
-    let rx = Receiver::start(Some(tls));
-    let port = rx.addr.rsplit(':').next().unwrap().to_string();
-    let endpoint = format!("https://localhost:{port}");
-    let ex = Exporter::start(
-        &["--otlp.interval", "500ms"],
-        &[
-            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".into()),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()),
-            ("OTEL_EXPORTER_OTLP_CERTIFICATE", pki.path("ca.pem")),
-            (
-                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
-                pki.path("client.pem"),
-            ),
-            ("OTEL_EXPORTER_OTLP_CLIENT_KEY", pki.path("client.key")),
-        ],
-    );
-    wait_for("an export over TLS", Duration::from_secs(20), || {
-        !rx.received().is_empty()
-    });
-    assert!(find_metric(&rx.received()[0].req, "perf.cpu.clock").is_some());
-    wait_for("a counted success", Duration::from_secs(10), || {
-        ex.exports().0 >= 1.0
-    });
-
-    // Without the CA the server is not trusted (the system roots do not
-    // know it), and without a client certificate the server refuses.
-    for env in [
-        vec![
-            (
-                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
-                pki.path("client.pem"),
-            ),
-            ("OTEL_EXPORTER_OTLP_CLIENT_KEY", pki.path("client.key")),
-        ],
-        vec![("OTEL_EXPORTER_OTLP_CERTIFICATE", pki.path("ca.pem"))],
-    ] {
-        let mut e = env;
-        e.push(("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".into()));
-        e.push(("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()));
-        e.push(("OTEL_EXPORTER_OTLP_TIMEOUT", "2000".into()));
-        let bad = Exporter::start(&["--otlp.interval", "300ms"], &e);
-        wait_for("a failed TLS export", Duration::from_secs(20), || {
-            bad.exports().1 >= 1.0
-        });
-        assert_eq!(bad.exports().0, 0.0, "{}", bad.proc.log());
-    }
-}
-
-#[test]
-fn otlp_http_over_tls_with_a_custom_ca() {
-    let pki = Pki::new();
-    let vm = Vm::start(&[
-        "-tls",
-        &format!("-tlsCertFile={}", pki.path("server.pem")),
-        &format!("-tlsKeyFile={}", pki.path("server.key")),
-    ]);
-    let port = vm.addr.rsplit(':').next().unwrap().to_string();
-    let ex = Exporter::start(
-        &[
+            "--config.file",
+            cfg.to_str().unwrap(),
+            "--otlp.protocol",
+            "grpc",
+            "--otlp.endpoint",
+            &format!("http://{}", rx.addr),
             "--otlp.interval",
-            "500ms",
-            "--otlp.certificate",
-            &pki.path("ca.pem"),
+            "1s",
         ],
-        &[(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("https://localhost:{port}/opentelemetry"),
-        )],
+        &[],
     );
-    wait_for("two exports over TLS", Duration::from_secs(20), || {
-        ex.exports().0 >= 2.0
+    let started = now_nanos();
+    wait_for("two exports", Duration::from_secs(30), || {
+        rx.received().len() >= 2
     });
-    assert_eq!(ex.exports().1, 0.0);
-    // Without the CA: not trusted.
-    let bad = Exporter::start(
-        &["--otlp.interval", "300ms", "--otlp.timeout", "2s"],
-        &[(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("https://localhost:{port}/opentelemetry"),
-        )],
+    let got = rx.received();
+    let (start, time, _) = point_on(&got[0], "perf.cpu.cycles", "0").expect("cycles on cpu 0");
+    assert!(
+        before <= start && start <= started,
+        "start {start} is not when the exporter started counting ({before}..{started})"
     );
-    wait_for("a failed export", Duration::from_secs(20), || {
-        bad.exports().1 >= 1.0
-    });
-    assert_eq!(bad.exports().0, 0.0);
+    assert!(
+        time - start >= 800_000_000,
+        "the first point covers {} ms: its start is the export, not when counting began",
+        (time - start) / 1_000_000
+    );
+    let (start2, ..) = point_on(&got[1], "perf.cpu.cycles", "0").unwrap();
+    assert_eq!(start2, start, "the start of a continuing count moved");
+
+    // A reload that changes the encoding: the count restarts, and so
+    // does its start.
+    std::fs::write(&cfg, yaml("branch-misses")).unwrap();
+    ex.proc.signal("HUP");
+    let mut restart = None;
+    wait_for(
+        "an export of the restarted count",
+        Duration::from_secs(30),
+        || {
+            let got = rx.received();
+            let pts: Vec<_> = got
+                .iter()
+                .filter_map(|r| point_on(r, "perf.cpu.cycles", "0"))
+                .collect();
+            restart = pts
+                .windows(2)
+                .find(|w| w[1].2 < w[0].2)
+                .map(|w| (w[0], w[1]));
+            restart.is_some()
+        },
+    );
+    let (old, new) = restart.unwrap();
+    assert!(old.0 == start, "{old:?}");
+    assert!(
+        new.0 > old.0 && new.0 >= old.1 && new.0 <= new.1,
+        "the restarted count {} -> {} kept an old start, or starts outside (previous point, its point]: {old:?} -> {new:?}",
+        old.2,
+        new.2
+    );
+    // Across every export and CPU: a count never goes down under one start.
+    let got = rx.received();
+    for cpu in cpus_of(&got[0], "perf.cpu.cycles") {
+        let pts: Vec<_> = got
+            .iter()
+            .filter_map(|r| point_on(r, "perf.cpu.cycles", &cpu))
+            .collect();
+        for w in pts.windows(2) {
+            assert!(
+                w[1].0 != w[0].0 || w[1].2 >= w[0].2,
+                "cpu {cpu}: {} -> {} under the same start {}",
+                w[0].2,
+                w[1].2,
+                w[0].0
+            );
+            assert!(w[1].0 <= w[1].1, "cpu {cpu}: start after the point: {w:?}");
+        }
+    }
+}
+
+/// The `cpu` attributes of a sum in one export.
+fn cpus_of(r: &Received, name: &str) -> Vec<String> {
+    sum_points(find_metric(&r.req, name).unwrap())
+        .iter()
+        .filter_map(|p| str_attr(&p.attributes, "cpu"))
+        .collect()
+}
+
+/// The one export of a simulated `--otlp.only` exporter that pushes only
+/// at shutdown.
+fn final_push(env: &[(&str, String)]) -> Received {
+    let rx = Receiver::start(None);
+    let mut ex = simulated(
+        &[
+            "--otlp.only",
+            "--otlp.protocol",
+            "grpc",
+            "--otlp.endpoint",
+            &format!("http://{}", rx.addr),
+            "--otlp.interval",
+            "1h",
+        ],
+        env,
+    );
+    let (st, _) = ex.proc.terminate(Duration::from_secs(10));
+    assert!(st.success(), "{st}\n{}", ex.proc.log());
+    let got = rx.received();
+    assert_eq!(got.len(), 1, "{}", ex.proc.log());
+    got.into_iter().next().unwrap()
+}
+
+/// Issue 10, defect 5: `telemetry.sdk.*` and a `service.instance.id` that
+/// stays the same across restarts, differs per service, and yields to
+/// the user's.
+#[test]
+fn otlp_resource_names_the_sdk_and_a_stable_service_instance() {
+    let a = final_push(&[]);
+    let res = resource_of(&a.req);
+    let attr = |k: &str| str_attr(res, k);
+    assert_eq!(attr("telemetry.sdk.name").as_deref(), Some("perf-exporter"));
+    assert_eq!(attr("telemetry.sdk.language").as_deref(), Some("rust"));
+    assert_eq!(
+        attr("telemetry.sdk.version").as_deref(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    let id = attr("service.instance.id").expect("service.instance.id");
+    assert!(
+        id.len() == 36 && id.as_bytes()[14] == b'5',
+        "not a UUID v5: {id}"
+    );
+    let again = final_push(&[]);
+    assert_eq!(
+        str_attr(resource_of(&again.req), "service.instance.id"),
+        Some(id.clone()),
+        "not stable across restarts"
+    );
+    let other = final_push(&[("OTEL_SERVICE_NAME", "other".into())]);
+    assert_ne!(
+        str_attr(resource_of(&other.req), "service.instance.id"),
+        Some(id)
+    );
+    let user = final_push(&[(
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "service.instance.id=pod-a".into(),
+    )]);
+    assert_eq!(
+        str_attr(resource_of(&user.req), "service.instance.id").as_deref(),
+        Some("pod-a")
+    );
 }
 
 // ------------------------------------------------------- configuration
 
-fn run_fail(args: &[&str], env: &[(&str, &str)]) -> String {
-    let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.to_string())).collect();
-    let mut a: Vec<String> = vec![
-        "--web.listen-address".into(),
-        format!("127.0.0.1:{}", free_port()),
-    ];
-    a.extend(args.iter().map(|s| s.to_string()));
-    let mut p = spawn(Path::new(env!("CARGO_BIN_EXE_perf-exporter")), &a, &env);
-    let t0 = Instant::now();
-    let st = loop {
-        if let Some(st) = p.exited() {
-            break st;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "still running:\n{}",
-            p.log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(!st.success(), "should fail:\n{}", p.log());
-    p.log()
-}
-
 #[test]
 fn otlp_configuration_errors_name_their_source() {
-    let e = run_fail(
+    let e = exporter_fails(
         &[],
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1"),
@@ -1066,19 +556,39 @@ fn otlp_configuration_errors_name_their_source() {
         e.contains("OTEL_EXPORTER_OTLP_PROTOCOL: `http/json` is not supported"),
         "{e}"
     );
-    let e = run_fail(&["--otlp.only"], &[("OTEL_SDK_DISABLED", "true")]);
+    let e = exporter_fails(&["--otlp.only"], &[("OTEL_SDK_DISABLED", "true")]);
     assert!(e.contains("OTEL_SDK_DISABLED=true"), "{e}");
-    let e = run_fail(&["--otlp.only", "--otlp.timeout", "soon"], &[]);
+    let e = exporter_fails(&["--otlp.only", "--otlp.timeout", "soon"], &[]);
+    // Named by the flag, whether clap or the resolver refuses it.
     assert!(
-        e.contains("--otlp.timeout: `soon` is not a duration"),
+        e.contains("--otlp.timeout") && e.contains("`soon` is not a duration"),
         "{e}"
     );
-    let e = run_fail(
+    let e = exporter_fails(
         &["--otlp.only", "--otlp.certificate", "/nonexistent/ca.pem"],
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:1")],
     );
     assert!(e.contains("--otlp.certificate /nonexistent/ca.pem"), "{e}");
-    let e = run_fail(
+    // Issue 11: a client key of another certificate says so.
+    let pki = Pki::new();
+    let (cert, key) = (pki.path("client.pem"), pki.path("server.key"));
+    let e = exporter_fails(
+        &[
+            "--otlp.only",
+            "--otlp.client-certificate",
+            &cert,
+            "--otlp.client-key",
+            &key,
+        ],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:1")],
+    );
+    assert!(
+        e.contains(&format!(
+            "--otlp.client-certificate {cert}: the client key {key} does not belong to this certificate"
+        )),
+        "{e}"
+    );
+    let e = exporter_fails(
         &[],
         &[
             ("OTEL_EXPORTER_OTLP_HEADERS", "x"),

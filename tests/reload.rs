@@ -412,7 +412,7 @@ fn an_empty_config_is_refused_on_reload() {
     for empty in ["sets: []\n", "sets:\n"] {
         std::fs::write(&cfg, empty).expect("write");
         p.signal("HUP");
-        p.wait_log("defines no metric", Duration::from_secs(10));
+        p.wait_log("the configuration has no sets", Duration::from_secs(10));
         let s = scrape_until(&p, "the refusal recorded", |s| {
             scalar(s, "perf_config_last_reload_successful") == Some(0.0)
         });

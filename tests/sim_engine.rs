@@ -1,11 +1,12 @@
 //! The engine on the simulated PMU, with a manual clock so every number is
 //! exact: multiplexing scaling, monotonic counters under a decreasing
-//! estimate, uncore and hybrid placement, hotplug, refusals, groups that
-//! never run.
+//! estimate, uncore and hybrid placement, hotplug (with and without a
+//! hotplug signal), start times, refusals, groups that never run.
 
 use perf_exporter::config::Config;
 use perf_exporter::engine::Engine;
 use perf_exporter::perf::sim::SimKernel;
+use perf_exporter::perf::{Counter, EventAttr, GroupReading, Kernel, PerfError};
 use perf_exporter::pmu::PmuTable;
 use perf_exporter::report::prober;
 use perf_exporter::resolve::chain::resolve_config;
@@ -56,6 +57,15 @@ fn engine_probed(
     (k, e, probes)
 }
 
+/// Labels rendered `k=v,k=v`.
+fn rendered(labels: &[(&'static str, String)]) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// metric -> labels rendered `k=v,k=v` -> value.
 fn values(s: &Snapshot) -> BTreeMap<String, BTreeMap<String, f64>> {
     s.families
@@ -64,15 +74,7 @@ fn values(s: &Snapshot) -> BTreeMap<String, BTreeMap<String, f64>> {
             let m = f
                 .samples
                 .iter()
-                .map(|x| {
-                    let l = x
-                        .labels
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(",");
-                    (l, x.value)
-                })
+                .map(|x| (rendered(&x.labels), x.value))
                 .collect();
             (f.name.clone(), m)
         })
@@ -149,8 +151,9 @@ fn imc_opened_only_on_cpumask_cpus() {
         .filter(|o| o.0.starts_with("uncore_imc"))
         .cloned()
         .collect();
-    // cas_count_read + cas_count_write on 6 boxes x cpumask {0,2}.
-    assert_eq!(imc.len(), 24);
+    // cas_count_read + cas_count_write on 6 boxes x cpumask {0,2}, and
+    // both again for their sum, perf_dram_bytes_total.
+    assert_eq!(imc.len(), 48);
     assert!(imc.iter().all(|o| o.3 == 0 || o.3 == 2), "{imc:?}");
     e.collect();
     k.advance(SEC);
@@ -188,7 +191,7 @@ fn amd_zen4_umc_per_socket() {
         .filter(|o| o.0.starts_with("amd_umc"))
         .cloned()
         .collect();
-    assert_eq!(umc.len(), 48);
+    assert_eq!(umc.len(), 96, "read, write, and both again for the total");
     for o in &umc {
         let n: u32 = o.0.trim_start_matches("amd_umc_").parse().unwrap();
         assert_eq!(o.3, if n < 12 { 0 } else { 2 }, "{o:?}");
@@ -198,7 +201,18 @@ fn amd_zen4_umc_per_socket() {
     let v = values(&e.collect());
     assert_eq!(v["perf_dram_read_bytes_total"].len(), 24);
     assert!(v["perf_dram_read_bytes_total"].contains_key("pmu=amd_umc_13,socket=1"));
-    assert!(!v.contains_key("perf_dram_bytes_total"));
+    // The total is the read and write counts summed into one series per
+    // UMC (1.5e7 + 0.5e7 CAS per second in the simulation, x 64 bytes).
+    let total = &v["perf_dram_bytes_total"];
+    assert_eq!(total.len(), 24);
+    let l = "pmu=amd_umc_13,socket=1";
+    assert!(
+        close(
+            total[l],
+            v["perf_dram_read_bytes_total"][l] + v["perf_dram_write_bytes_total"][l]
+        ),
+        "{total:?}"
+    );
 }
 
 #[test]
@@ -416,14 +430,26 @@ fn one_read_per_group_and_no_online_reads_per_collection() {
     e.collect();
     assert_eq!(e.online_reads(), 1);
     assert_eq!(e.open_groups(), 5 * 7 + 6 * 2 + 2);
+    // While CPU 5 is known offline, each collection reads it (one small
+    // file), so its return is noticed even without a signal.
     k.advance(SEC);
     e.collect();
-    assert_eq!(e.online_reads(), 1);
+    assert_eq!(e.online_reads(), 2);
+    k.set_online(5, true);
+    e.collect();
+    assert_eq!(e.online_reads(), 3);
+    assert_eq!(e.open_groups(), 5 * 8 + 6 * 2 + 2);
+    // Back to none once every CPU is back.
+    for _ in 0..3 {
+        k.advance(SEC);
+        e.collect();
+    }
+    assert_eq!(e.online_reads(), 3);
 }
 
 #[test]
 fn per_cpu_false_aggregates_gauges_and_group_times() {
-    let y = "sets:\n  - name: msr\n    per_cpu: false\n    events:\n      - metric: tsc_total\n        event: msr/tsc/\n      - metric: margin_celsius\n        event: msr/cpu_thermal_margin/\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n";
+    let y = "sets:\n  - name: msr\n    per_cpu: false\n    events:\n      - metric: tsc_total\n        event: msr/tsc/\n      - metric: margin_celsius\n        gauge: true\n        event: msr/cpu_thermal_margin/\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n";
     let (k, mut e) = engine("intel-skx", Some(y), |_| {});
     e.collect();
     k.advance(SEC);
@@ -467,15 +493,249 @@ fn offline_and_back_between_collections_reopens_and_keeps_series() {
     k.set_online(3, false);
     k.set_online(3, true);
     k.advance(SEC);
-    // Its groups stood still while the others moved: they are reopened,
-    // and the series stays, never going back.
+    // The signal moved but the online list looks unchanged: every group
+    // is read one last time and reopened at once, and the series stays,
+    // never going back.
     let v = values(&e.collect());
     assert_eq!(v["c_total"]["cpu=3"], before);
     k.advance(SEC);
     let v = values(&e.collect());
-    assert_eq!(v["c_total"]["cpu=3"], before, "reopened groups start now");
+    assert!(close(v["c_total"]["cpu=3"], before + 2.0e9), "{v:?}");
     k.advance(SEC);
     let after = values(&e.collect())["c_total"]["cpu=3"];
-    assert!(close(after, before + 2.0e9), "{before} -> {after}");
+    assert!(close(after, before + 4.0e9), "{before} -> {after}");
+    // The other CPUs lost nothing to the reopening.
     assert!(close(values(&e.collect())["c_total"]["cpu=0"], 4.0 * 2.0e9));
+}
+
+const CLOCK: &str = "sets:\n  - name: sw\n    events:\n      - metric: clock_seconds_total\n        event: cpu-clock\n      - metric: cs_total\n        event: context-switches\n  - name: msr\n    events:\n      - metric: margin_celsius\n        gauge: true\n        event: msr/cpu_thermal_margin/\n";
+
+fn cpu_value(s: &Snapshot, name: &str, cpu: &str) -> Option<f64> {
+    values(s).get(name)?.get(&format!("cpu={cpu}")).copied()
+}
+
+/// Four offline/online cycles of CPU 1, each applied at once as the
+/// signal arrives ([`Engine::on_hotplug`], what the exporter's hotplug
+/// thread does): CPU 1's clock counts exactly its online time. The counts
+/// since the last collection are read before its groups close, and its
+/// groups count again from the moment it is back.
+#[test]
+fn hotplug_signal_reads_the_last_counts_and_reopens_at_once() {
+    let (k, mut e) = engine("intel-skx", Some(CLOCK), |_| {});
+    e.collect();
+    let mut last = 0.0;
+    for _ in 0..4 {
+        k.advance(SEC / 2);
+        let s = e.collect();
+        let v = cpu_value(&s, "clock_seconds_total", "1").expect("cpu1 online");
+        assert!(v >= last, "went backwards: {last} -> {v}");
+        last = v;
+        k.advance(SEC / 4);
+        k.set_online(1, false);
+        assert!(!e.on_hotplug());
+        k.advance(SEC);
+        let s = e.collect();
+        assert_eq!(cpu_value(&s, "clock_seconds_total", "1"), None);
+        k.set_online(1, true);
+        assert!(!e.on_hotplug());
+        k.advance(SEC / 4);
+    }
+    let s = e.collect();
+    // Online 4 x (0.5 + 0.25 + 0.25) s of the 8 s.
+    let cpu1 = cpu_value(&s, "clock_seconds_total", "1").unwrap();
+    assert!(close(cpu1, 4.0), "cpu1 counted {cpu1} s of 4 s online");
+    assert!(close(
+        cpu_value(&s, "clock_seconds_total", "0").unwrap(),
+        8.0
+    ));
+    let en = &values(&s)["perf_group_enabled_seconds_total"];
+    assert!(close(en["set=sw,cpu=1"], 4.0), "{en:?}");
+}
+
+/// The simulated kernel with two behaviours of the live one: no hotplug
+/// signal ever arrives (a container with its own user namespace), and an
+/// offline CPU's groups are broken up (the kernel detaches the members, so
+/// a read of the leader returns the leader alone).
+#[derive(Debug)]
+struct Quirks {
+    sim: Arc<SimKernel>,
+    no_uevents: bool,
+    detach_offline: bool,
+}
+
+impl Kernel for Quirks {
+    fn open(&self, a: &EventAttr, cpu: u32, g: Option<&Counter>) -> Result<Counter, PerfError> {
+        self.sim.open(a, cpu, g)
+    }
+    fn enable_group(&self, l: &Counter, a: &EventAttr, cpu: u32) -> Result<(), PerfError> {
+        self.sim.enable_group(l, a, cpu)
+    }
+    fn read_group(
+        &self,
+        c: &Counter,
+        a: &EventAttr,
+        cpu: u32,
+        out: &mut GroupReading,
+    ) -> Result<(), PerfError> {
+        self.sim.read_group(c, a, cpu, out)?;
+        let leader = out.values.first().is_some_and(|v| v.0 == c.id);
+        if self.detach_offline && leader && !self.sim.online_cpus().contains(&cpu) {
+            out.values.truncate(1);
+        }
+        Ok(())
+    }
+    fn online_cpus(&self, sysfs: &Path) -> Option<Vec<u32>> {
+        Kernel::online_cpus(self.sim.as_ref(), sysfs)
+    }
+    fn hotplug_generation(&self) -> Option<u64> {
+        if self.no_uevents {
+            Some(0)
+        } else {
+            self.sim.hotplug_generation()
+        }
+    }
+    fn simulated(&self) -> bool {
+        true
+    }
+}
+
+/// An engine for `CLOCK` on intel-skx over `Quirks`.
+fn quirky_engine(no_uevents: bool, detach_offline: bool) -> (Arc<SimKernel>, Engine) {
+    let t = table("intel-skx");
+    let sim = Arc::new(SimKernel::with_manual_clock(t.clone()));
+    let cfg = Config::parse(CLOCK, "test.yaml").unwrap();
+    let res = {
+        let p = prober(sim.as_ref());
+        resolve_config(&cfg, &t, &Context::default(), Some(&p))
+    };
+    let k = Quirks {
+        sim: sim.clone(),
+        no_uevents,
+        detach_offline,
+    };
+    (sim, Engine::new(Arc::new(k), t, res))
+}
+
+/// The kernel detaches an offline CPU's group members: the last read
+/// reads each of them on its own, so their counts are not lost either.
+#[test]
+fn last_read_reads_members_detached_from_their_group() {
+    let (sim, mut e) = quirky_engine(false, true);
+    e.collect();
+    sim.advance(SEC);
+    sim.set_online(1, false);
+    e.on_hotplug();
+    sim.advance(SEC);
+    sim.set_online(1, true);
+    e.on_hotplug();
+    sim.advance(SEC);
+    let s = e.collect();
+    // context-switches counts 2000/s in the simulation: 1 s before the
+    // offline, 1 s after the return.
+    let cs = cpu_value(&s, "cs_total", "1").unwrap();
+    assert!(
+        close(cs, 4000.0),
+        "cs_total{{cpu=\"1\"}} = {cs}, 4000 expected"
+    );
+    assert!(close(
+        cpu_value(&s, "clock_seconds_total", "1").unwrap(),
+        2.0
+    ));
+}
+
+/// Without a hotplug signal: the offline CPU is noticed by its stalled
+/// group (its final count kept), and its return within one collection,
+/// because the online list is re-read while a CPU is known offline.
+#[test]
+fn without_a_signal_a_return_is_noticed_within_one_collection() {
+    let (sim, mut e) = quirky_engine(true, false);
+    e.collect();
+    sim.advance(SEC);
+    sim.set_online(1, false);
+    sim.advance(SEC);
+    // The first read after the offline still moved (it covers the time
+    // before it): the final count, nothing lost.
+    let s = e.collect();
+    assert_eq!(cpu_value(&s, "clock_seconds_total", "1"), Some(1.0));
+    sim.advance(SEC);
+    // Now its enabled time stood still while the others moved.
+    let s = e.collect();
+    assert_eq!(cpu_value(&s, "clock_seconds_total", "1"), None);
+    let reads = e.online_reads();
+    sim.advance(SEC);
+    e.collect();
+    assert_eq!(
+        e.online_reads(),
+        reads + 1,
+        "offline known: one read per collection"
+    );
+    sim.set_online(1, true);
+    e.collect();
+    sim.advance(SEC);
+    let s = e.collect();
+    let cpu1 = cpu_value(&s, "clock_seconds_total", "1").expect("cpu1 is back");
+    assert!(
+        close(cpu1, 2.0),
+        "1 s before the offline, 1 s after: {cpu1}"
+    );
+    let reads = e.online_reads();
+    sim.advance(SEC);
+    e.collect();
+    assert_eq!(e.online_reads(), reads, "every CPU back: no more reads");
+}
+
+fn unix_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// Start times: (family, labels) -> start_unix_nanos.
+fn starts(s: &Snapshot) -> BTreeMap<(String, String), u64> {
+    s.families
+        .iter()
+        .flat_map(|f| {
+            f.samples
+                .iter()
+                .map(move |x| ((f.name.clone(), rendered(&x.labels)), x.start_unix_nanos))
+        })
+        .collect()
+}
+
+/// Every counter series starts when its group opened; gauges carry none;
+/// a CPU's return continues its series under the same start.
+#[test]
+fn start_times_are_when_counting_began_and_survive_hotplug() {
+    let t0 = unix_nanos();
+    let (k, mut e) = engine("intel-skx", Some(CLOCK), |_| {});
+    let t1 = unix_nanos();
+    e.collect();
+    k.advance(SEC);
+    let s = e.collect();
+    for f in &s.families {
+        for x in &f.samples {
+            if f.kind == Kind::Gauge {
+                assert_eq!(x.start_unix_nanos, 0, "{} {:?}", f.name, x.labels);
+            } else {
+                assert!(
+                    (t0..=t1).contains(&x.start_unix_nanos),
+                    "{} {:?}: start {} not within the open {t0}..{t1}",
+                    f.name,
+                    x.labels,
+                    x.start_unix_nanos
+                );
+            }
+        }
+    }
+    let before = starts(&s);
+    k.set_online(1, false);
+    e.on_hotplug();
+    k.advance(SEC);
+    k.set_online(1, true);
+    e.on_hotplug();
+    k.advance(SEC);
+    let after = starts(&e.collect());
+    assert_eq!(before, after, "a CPU's return restarted a series");
+    assert!(after.contains_key(&("clock_seconds_total".into(), "cpu=1".into())));
 }

@@ -91,7 +91,7 @@ impl Host {
                 tracefs: Some(t.clone()),
                 ..Context::default()
             },
-            None => Context::for_sysfs(&s.sysfs),
+            None => Context::for_host(&s.sysfs, &s.procfs),
         };
         if s.simulate_read_delay.is_some() && !s.simulate {
             return Err(AppError::DelayNeedsSimulate);

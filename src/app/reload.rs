@@ -42,9 +42,6 @@ pub enum ReloadError {
     /// PMU discovery failed.
     #[error("PMU discovery: {0}")]
     Pmu(PmuError),
-    /// The config defines no metric at all.
-    #[error("{0} defines no metric (`sets` is empty): nothing would be counted")]
-    Empty(String),
     /// Not one metric of the new config resolves here.
     #[error("nothing in the new config can be counted on this host: {0}")]
     NothingToCount(String),
@@ -86,13 +83,6 @@ pub(super) fn load(
         None => None,
     };
     let cfg = src.host.load_config()?;
-    if cfg.sets.is_empty() {
-        let name = src.host.config_file.as_ref().map_or_else(
-            || "the embedded default config".to_string(),
-            |p| p.display().to_string(),
-        );
-        return Err(ReloadError::Empty(name));
-    }
     let table = if kernel.simulated() {
         table.clone()
     } else {

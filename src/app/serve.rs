@@ -13,7 +13,7 @@
 use super::host::{Host, HostSettings};
 use super::reload::{load, Guard, Job, Loaded, Reloader, Sources};
 use super::{AppError, WebSettings};
-use crate::engine::{ensure_fd_budget, Engine};
+use crate::engine::Engine;
 use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
@@ -130,9 +130,6 @@ fn prepare(src: &Sources) -> Result<Prepared, AppError> {
 async fn run(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
     let mut signals = Signals::new().map_err(AppError::Runtime)?;
     let otlp = OtlpSettings::resolve(&web.otlp, &otlp::process_env, &host.procfs)?;
-    // The exporter variables are parsed, so opentelemetry-otlp must not
-    // read them again (see scrub_exporter_env); no other thread runs yet.
-    otlp::scrub_exporter_env();
     let src = Sources {
         host,
         web_config_file: web.web_config_file.clone(),
@@ -197,6 +194,8 @@ async fn start(
         )));
     }
     let engine = Arc::new(Mutex::new(engine));
+    // Applies CPU hotplug between scrapes (until serving ends).
+    let _hotplug = crate::engine::follow_hotplug(&engine);
     let stats = otlp.as_ref().map(|_| Arc::new(ExportStats::default()));
     let guard = Guard::of(&web_config);
     let state = State::new(web::Options {
@@ -289,31 +288,10 @@ fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
     }
 }
 
-/// Opens an engine for a resolution: raises RLIMIT_NOFILE toward what the
-/// plan needs and keeps [`FD_RESERVE`] descriptors free for connections.
+/// Opens an engine for a resolution within the fd budget, keeping up to
+/// [`FD_RESERVE`] descriptors free for connections.
 pub(super) fn open_engine(kernel: Arc<dyn Kernel>, table: PmuTable, res: Resolution) -> Engine {
-    if kernel.simulated() {
-        return Engine::new(kernel, table, res);
-    }
-    let planned: usize = res
-        .metrics
-        .iter()
-        .flat_map(|m| &m.instances)
-        .map(|i| i.inst.cpus.len())
-        .sum();
-    let b = ensure_fd_budget(planned);
-    tracing::info!(
-        needed = b.needed,
-        soft = b.soft,
-        hard = b.hard,
-        "fd budget (RLIMIT_NOFILE)"
-    );
-    let reserve: Vec<std::fs::File> = (0..FD_RESERVE)
-        .map_while(|_| std::fs::File::open("/dev/null").ok())
-        .collect();
-    let e = Engine::new(kernel, table, res);
-    drop(reserve);
-    e
+    crate::engine::open_with_reserve(kernel, table, res, FD_RESERVE)
 }
 
 /// Why nothing can be counted, for the start-up error.

@@ -46,11 +46,15 @@ pub fn wants_openmetrics(accept: &str) -> bool {
     }
 }
 
-fn escape_help(s: &str, out: &mut String) {
+/// Escapes HELP text: `\\` and newline in both formats, and `"` too in
+/// OpenMetrics (`quote`), whose HELP is an escaped string; the classic
+/// text format has no `\\"` escape in HELP.
+fn escape_help(s: &str, quote: bool, out: &mut String) {
     for c in s.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
+            '"' if quote => out.push_str("\\\""),
             c => out.push(c),
         }
     }
@@ -83,7 +87,7 @@ pub fn encode_text(families: &[Family], out: &mut String) {
         out.push_str("# HELP ");
         out.push_str(&f.name);
         out.push(' ');
-        escape_help(&f.help, out);
+        escape_help(&f.help, false, out);
         out.push_str("\n# TYPE ");
         out.push_str(&f.name);
         out.push_str(match f.kind {
@@ -121,7 +125,8 @@ impl Collector for SnapshotCollector {
                 ),
                 Kind::Gauge => (f.name.as_str(), MetricType::Gauge),
             };
-            let help = f.help.replace('\\', "\\\\").replace('\n', "\\n");
+            let mut help = String::with_capacity(f.help.len());
+            escape_help(&f.help, true, &mut help);
             let mut fam = encoder.encode_descriptor(name, &help, None, ty)?;
             for s in &f.samples {
                 let labels: &[(&'static str, String)] = &s.labels;
@@ -221,6 +226,25 @@ mod tests {
             s,
             "# HELP perf_cpu_cycles_total Cycles.\n# TYPE perf_cpu_cycles_total counter\nperf_cpu_cycles_total{cpu=\"0\"} 12\n\
              # HELP perf_temp_celsius a \\\\ b\\nc\n# TYPE perf_temp_celsius gauge\nperf_temp_celsius{pmu=\"a\\\"b\"} 0.5\n"
+        );
+    }
+
+    /// Defect 4: user-supplied HELP text with `"` stays valid OpenMetrics.
+    #[test]
+    fn help_escapes_quotes_in_openmetrics() {
+        let mut om = String::new();
+        escape_help("say \"hi\" \\ now\n", true, &mut om);
+        assert_eq!(om, r#"say \"hi\" \\ now\n"#);
+        let mut text = String::new();
+        escape_help("say \"hi\"", false, &mut text);
+        assert_eq!(text, "say \"hi\"");
+        let mut f = fams();
+        f[0].help = "The \"quoted\" help.".into();
+        let mut s = String::new();
+        encode_openmetrics(Arc::new(f), &mut s).unwrap();
+        assert!(
+            s.contains("# HELP perf_cpu_cycles The \\\"quoted\\\" help.\n"),
+            "{s}"
         );
     }
 

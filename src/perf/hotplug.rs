@@ -14,19 +14,22 @@
 //! on it. For every CPU uevent it bumps a generation counter, which the
 //! engine compares with the value it saw when it last read the online list
 //! ([`Kernel::hotplug_generation`](super::Kernel::hotplug_generation)): an
-//! atomic load, no syscall. The thread is stopped through an `eventfd` when
-//! the watcher is dropped.
+//! atomic load, no syscall. [`UeventWatcher::wait`] blocks until it moves,
+//! so the engine can apply a hotplug between scrapes. The thread is stopped
+//! through an `eventfd` when the watcher is dropped.
 //!
 //! The signal can lag the sysfs write by the time the thread takes to be
-//! scheduled, so the engine also re-reads the online list when a group read
-//! fails with `ENODEV` or a group's `time_enabled` stands still (the kernel
-//! stops an offline CPU's events at once): an offlined CPU leaves the very
-//! next scrape, an onlined one appears within a scrape or two.
+//! scheduled, and no uevent reaches a container in its own user namespace,
+//! so the engine also re-reads the online list when a group read fails
+//! with `ENODEV` or a group's `time_enabled` stands still (the kernel stops
+//! an offline CPU's events at once), and at every collection while a CPU
+//! is known offline.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Why the watcher could not start.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +69,19 @@ struct Shared {
     generation: AtomicU64,
     /// The socket failed in a way that may lose events for good.
     failed: AtomicBool,
+    /// Held while the generation moves, so a waiter cannot miss it.
+    lock: Mutex<()>,
+    /// Notified when the generation moves or the socket fails.
+    moved: Condvar,
+}
+
+impl Shared {
+    /// Runs `f` under the lock and wakes every waiter.
+    fn signal(&self, f: impl FnOnce(&Self)) {
+        let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        f(self);
+        self.moved.notify_all();
+    }
 }
 
 /// Counts CPU hotplug uevents on a background thread. See the
@@ -201,9 +217,9 @@ fn run(sock: OwnedFd, stop: Arc<OwnedFd>, shared: Arc<Shared>) {
         }
         if fds[0].revents != 0 {
             match drain(sock.as_raw_fd(), &mut buf) {
-                Ok(true) => {
-                    shared.generation.fetch_add(1, Ordering::SeqCst);
-                }
+                Ok(true) => shared.signal(|s| {
+                    s.generation.fetch_add(1, Ordering::SeqCst);
+                }),
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "hotplug uevent socket failed; reading the online CPU list at every scrape from now on");
@@ -212,7 +228,7 @@ fn run(sock: OwnedFd, stop: Arc<OwnedFd>, shared: Arc<Shared>) {
             }
         }
     }
-    shared.failed.store(true, Ordering::SeqCst);
+    shared.signal(|s| s.failed.store(true, Ordering::SeqCst));
 }
 
 impl UeventWatcher {
@@ -223,6 +239,8 @@ impl UeventWatcher {
         let shared = Arc::new(Shared {
             generation: AtomicU64::new(0),
             failed: AtomicBool::new(false),
+            lock: Mutex::new(()),
+            moved: Condvar::new(),
         });
         let thread = {
             let (stop, shared) = (stop.clone(), shared.clone());
@@ -246,6 +264,30 @@ impl UeventWatcher {
             return None;
         }
         Some(self.shared.generation.load(Ordering::SeqCst))
+    }
+
+    /// Blocks until the generation differs from `seen` or `timeout`
+    /// passes; returns the generation then (`None` once the socket failed).
+    pub fn wait(&self, seen: u64, timeout: Duration) -> Option<u64> {
+        let deadline = Instant::now() + timeout;
+        let mut g = self
+            .shared
+            .lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let now = self.generation()?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if now != seen || left.is_zero() {
+                return Some(now);
+            }
+            g = self
+                .shared
+                .moved
+                .wait_timeout(g, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 }
 
@@ -294,6 +336,7 @@ mod tests {
     fn watcher_starts_and_stops() {
         let w = UeventWatcher::start().expect("uevent socket");
         assert_eq!(w.generation(), Some(0));
+        assert_eq!(w.wait(0, Duration::from_millis(1)), Some(0));
         drop(w);
     }
 }

@@ -133,6 +133,14 @@ impl Kernel for LiveKernel {
             .as_ref()
             .and_then(UeventWatcher::generation)
     }
+
+    fn wait_hotplug(&self, seen: u64, timeout: std::time::Duration) -> Option<u64> {
+        self.hotplug.get()?.as_ref()?.wait(seen, timeout)
+    }
+
+    fn raise_nofile(&self, want: u64) -> Option<(u64, u64)> {
+        Some(raise_nofile(want))
+    }
 }
 
 /// Raises the soft RLIMIT_NOFILE toward `want` (never above the hard

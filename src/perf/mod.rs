@@ -13,6 +13,7 @@
 //! is scheduled only part of the time, `time_running < time_enabled`, and
 //! the true count is estimated as `value * time_enabled / time_running`.
 
+pub mod abi;
 #[allow(unsafe_code)]
 pub mod hotplug;
 #[allow(unsafe_code)]
@@ -22,7 +23,10 @@ pub mod sim;
 use std::fmt;
 
 /// `PERF_FORMAT_TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID | GROUP`.
-pub const READ_FORMAT: u64 = 1 | 2 | 4 | 8;
+pub const READ_FORMAT: u64 = abi::FORMAT_TOTAL_TIME_ENABLED
+    | abi::FORMAT_TOTAL_TIME_RUNNING
+    | abi::FORMAT_ID
+    | abi::FORMAT_GROUP;
 
 /// What to open: the encoding plus names for error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,7 +202,9 @@ fn hint(k: ErrorKind) -> &'static str {
         ErrorKind::Privilege => {
             "; system-wide counting needs CAP_PERFMON (or CAP_SYS_ADMIN before Linux 5.8) or kernel.perf_event_paranoid <= 0"
         }
-        ErrorKind::FdLimit => "; raise RLIMIT_NOFILE (ulimit -n)",
+        ErrorKind::FdLimit => {
+            "; raise RLIMIT_NOFILE, the open-files limit (`ulimit -n`, systemd LimitNOFILE=, or the container runtime's nofile limit)"
+        }
         ErrorKind::Busy => "; another user (e.g. the NMI watchdog) holds the counter",
         _ => "",
     }
@@ -242,7 +248,8 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     /// `devices/system/cpu/online` under `sysfs`; the simulation keeps
     /// its own. The engine calls it only when
     /// [`hotplug_generation`](Self::hotplug_generation) moved (or is
-    /// `None`), a read failed with `ENODEV`, or a group stopped counting.
+    /// `None`), a read failed with `ENODEV`, a group stopped counting, or
+    /// while a CPU it saw online is offline.
     fn online_cpus(&self, sysfs: &std::path::Path) -> Option<Vec<u32>> {
         crate::pmu::read_online_cpus(sysfs).ok()
     }
@@ -258,6 +265,24 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     /// background thread ([`hotplug::UeventWatcher`]), started at the first
     /// call; the simulation counts [`sim::SimKernel::set_online`] calls.
     fn hotplug_generation(&self) -> Option<u64> {
+        None
+    }
+
+    /// Blocks until the hotplug generation differs from `seen` or `timeout`
+    /// passes, and returns the generation then, so a thread can apply a
+    /// hotplug between scrapes. `None` when there is nothing to wait for
+    /// (the default: no signal, or one that cannot be waited on).
+    fn wait_hotplug(&self, seen: u64, timeout: std::time::Duration) -> Option<u64> {
+        let _ = (seen, timeout);
+        None
+    }
+
+    /// Raises the soft `RLIMIT_NOFILE` toward `want` (never above the hard
+    /// limit) and returns the `(soft, hard)` limits in force afterwards.
+    /// `None` (the default) when counters cost no file descriptors (the
+    /// simulation).
+    fn raise_nofile(&self, want: u64) -> Option<(u64, u64)> {
+        let _ = want;
         None
     }
 

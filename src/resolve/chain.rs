@@ -5,7 +5,7 @@
 //! here are separate from the config types: they describe what will be
 //! counted, where, and why the other alternatives were not taken.
 
-use super::{resolve_str, Context, Instance};
+use super::{resolve, Context, Instance};
 use crate::config::{Alternative, Config};
 use crate::pmu::{normalize_unit, PmuTable};
 
@@ -154,7 +154,8 @@ fn try_alternative(
     let (scale, unit) = alt.overrides();
     let mut out = Vec::new();
     for spec in alt.specs() {
-        let mut insts = resolve_str(spec, table, ctx).map_err(|e| {
+        let (parsed, spec) = (&spec.parsed, spec.text.as_str());
+        let mut insts = resolve(parsed, table, ctx).map_err(|e| {
             if alt.specs().len() > 1 {
                 format!("{spec}: {e}")
             } else {
@@ -206,6 +207,16 @@ fn try_alternative(
     Ok(out)
 }
 
+/// A counter's alternative must count and a gauge's must read
+/// (`.snapshot`): otherwise the series would change type with the host.
+fn same_kind(gauge: bool, insts: Vec<MetricInstance>) -> Result<Vec<MetricInstance>, String> {
+    match (gauge, insts.iter().any(|i| i.inst.snapshot)) {
+        (false, true) => Err("a `.snapshot` reading, not a count: declare the metric `gauge: true` and name it without `_total`".into()),
+        (true, false) => Err("a count, not a reading: a `gauge: true` metric needs a `.snapshot` event".into()),
+        _ => Ok(insts),
+    }
+}
+
 /// Resolves every metric of `cfg` on the host described by `table`.
 pub fn resolve_config(
     cfg: &Config,
@@ -224,9 +235,11 @@ pub fn resolve_config(
             let mut tried = Vec::new();
             let mut won = None;
             let mut partial = Vec::new();
-            for (idx, alt) in m.event.value.alternatives().into_iter().enumerate() {
+            for (idx, alt) in m.event.value.iter().enumerate() {
                 partial.clear();
-                match try_alternative(alt, table, ctx, probe, &mut partial) {
+                let outcome = try_alternative(alt, table, ctx, probe, &mut partial)
+                    .and_then(|insts| same_kind(m.gauge, insts));
+                match outcome {
                     Ok(insts) => {
                         tried.push(Tried {
                             event: alt.display(),

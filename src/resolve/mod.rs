@@ -17,23 +17,19 @@
 //!   `ns` → seconds), so IMC CAS counts carry a scale of exactly 64 bytes.
 
 pub mod chain;
-pub mod spec;
+/// The event-spec grammar, a leaf module of its own ([`crate::spec`]);
+/// re-exported under its old path.
+pub use crate::spec;
 
+use crate::pmu::host::Tracefs;
 use crate::pmu::{normalize_unit, Pmu, PmuTable, Scope, SyntaxError, TermValue};
 use spec::{quote_list, suggest, EventSpec, HARDWARE, HARDWARE_SYSFS};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// `PERF_TYPE_HARDWARE`.
-pub const TYPE_HARDWARE: u32 = 0;
-/// `PERF_TYPE_SOFTWARE`.
-pub const TYPE_SOFTWARE: u32 = 1;
-/// `PERF_TYPE_TRACEPOINT`.
-pub const TYPE_TRACEPOINT: u32 = 2;
-/// `PERF_TYPE_HW_CACHE`.
-pub const TYPE_HW_CACHE: u32 = 3;
-/// `PERF_PMU_TYPE_SHIFT`: where the extended PMU type sits in `config`.
-pub const PMU_TYPE_SHIFT: u32 = 32;
+pub use crate::perf::abi::{
+    PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
+};
 
 /// PMU families whose older drivers expose no `cpumask` although they are
 /// uncore (one counter set per device, `event->cpu` overwritten by the
@@ -159,25 +155,27 @@ pub struct Context {
 }
 
 impl Context {
-    /// The usual tracefs locations under a sysfs root: `kernel/tracing`,
-    /// then `kernel/debug/tracing`.
-    pub fn for_sysfs(sysfs: &Path) -> Self {
-        let tracefs = ["kernel/tracing", "kernel/debug/tracing"]
-            .iter()
-            .map(|p| sysfs.join(p))
-            .find(|p| p.join("events").is_dir());
-        let tracefs_denied = match tracefs {
-            Some(_) => None,
-            None => crate::privilege::unreadable_tracefs(sysfs),
-        };
+    /// The context of the host under these roots: where tracefs is (the
+    /// usual places under `sysfs`, then `<procfs>/self/mountinfo`), by
+    /// [`crate::pmu::host::find_tracefs`].
+    pub fn for_host(sysfs: &std::path::Path, procfs: &std::path::Path) -> Self {
+        crate::pmu::host::find_tracefs(sysfs, procfs).into()
+    }
+}
+
+impl From<Tracefs> for Context {
+    /// The context of a host whose tracefs was looked for by
+    /// [`crate::pmu::host::find_tracefs`].
+    fn from(t: Tracefs) -> Self {
         Context {
-            tracefs,
-            tracefs_denied,
+            tracefs: t.path,
+            tracefs_denied: t.denied,
         }
     }
 }
 
-/// Resolves a spec string.
+/// Resolves a spec string (for callers that hold text, such as `list`;
+/// a configuration holds its specs parsed and uses [`resolve`]).
 pub fn resolve_str(
     s: &str,
     table: &PmuTable,
@@ -241,30 +239,8 @@ pub fn resolve(
                 };
                 return Err(ResolveError::Tracepoint { spec: spec_s, msg });
             };
-            let idp = tracefs.join("events").join(subsys).join(name).join("id");
-            let id = match std::fs::read_to_string(&idp) {
-                Ok(s) => s
-                    .trim()
-                    .parse::<u64>()
-                    .map_err(|_| ResolveError::Tracepoint {
-                        spec: spec_s.clone(),
-                        msg: format!("{} does not hold a number", idp.display()),
-                    })?,
-                Err(e) => {
-                    let mut msg = format!("{}: {e}", idp.display());
-                    if let Ok(rd) = std::fs::read_dir(tracefs.join("events").join(subsys)) {
-                        let names: Vec<String> = rd
-                            .filter_map(|e| e.ok())
-                            .map(|e| e.file_name().to_string_lossy().into_owned())
-                            .collect();
-                        let close = suggest(name, names.iter().map(String::as_str));
-                        if !close.is_empty() {
-                            msg.push_str(&format!("; did you mean {}?", quote_list(&close)));
-                        }
-                    }
-                    return Err(ResolveError::Tracepoint { spec: spec_s, msg });
-                }
-            };
+            let id = crate::pmu::host::tracepoint_id(tracefs, subsys, name)
+                .map_err(|msg| ResolveError::Tracepoint { spec: spec_s, msg })?;
             Ok(vec![Instance {
                 pmu: "tracepoint".into(),
                 type_: tp.type_,
@@ -579,6 +555,7 @@ fn encode_on(
 mod tests {
     use super::*;
     use crate::pmu::PmuTable;
+    use std::path::Path;
 
     fn fixture(name: &str) -> PmuTable {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -26,6 +26,8 @@ pub use tls::{basic, tls_request, Pki};
 /// The process harness's old name, kept for the tests that use it.
 pub type Server = Proc;
 
+pub mod otlp;
+
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::io::{Read, Write};

@@ -71,14 +71,109 @@ app.kubernetes.io/component: test
 {{- end }}
 
 {{/*
-The image: registry/repository:tag, or @digest when a digest is given.
+The image: registry/repository:tag, or @digest when a digest is given;
+global.imageRegistry, when set, replaces image.registry.
 */}}
 {{- define "perf-exporter.image" -}}
-{{- $repo := printf "%s/%s" .Values.image.registry .Values.image.repository | trimPrefix "/" }}
+{{- $registry := default .Values.image.registry ((.Values.global).imageRegistry) }}
+{{- $repo := printf "%s/%s" $registry .Values.image.repository | trimPrefix "/" }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" $repo .Values.image.digest }}
 {{- else }}
 {{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The `helm test` image, global.imageRegistry honoured as above.
+*/}}
+{{- define "perf-exporter.testImage" -}}
+{{- $registry := default .Values.tests.image.registry ((.Values.global).imageRegistry) }}
+{{- printf "%s/%s:%s" $registry .Values.tests.image.repository .Values.tests.image.tag | trimPrefix "/" }}
+{{- end }}
+
+{{/*
+imagePullSecrets: global.imagePullSecrets (names or {name: ...}) and then
+imagePullSecrets, without duplicates.
+*/}}
+{{- define "perf-exporter.imagePullSecrets" -}}
+{{- $secrets := list }}
+{{- range concat (((.Values.global).imagePullSecrets) | default list) .Values.imagePullSecrets }}
+{{- $s := ternary (dict "name" .) . (kindIs "string" .) }}
+{{- if not (has $s $secrets) }}
+{{- $secrets = append $secrets $s }}
+{{- end }}
+{{- end }}
+{{- with $secrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+The scheme the exporter serves: https when webConfig.tls, else http.
+*/}}
+{{- define "perf-exporter.scheme" -}}
+{{- ternary "https" "http" (or .Values.webConfig.tls .Values.kubeRBACProxy.enabled) }}
+{{- end }}
+
+{{/*
+The image of kube-rbac-proxy, global.imageRegistry honoured.
+*/}}
+{{- define "perf-exporter.proxyImage" -}}
+{{- $i := .Values.kubeRBACProxy.image }}
+{{- printf "%s/%s:%s" (default $i.registry ((.Values.global).imageRegistry)) $i.repository $i.tag | trimPrefix "/" }}
+{{- end }}
+
+{{/*
+The ServiceAccount token is mounted when asked, or for kube-rbac-proxy (it
+calls the API server's TokenReview and SubjectAccessReview).
+*/}}
+{{- define "perf-exporter.automountToken" -}}
+{{- or .Values.serviceAccount.automountServiceAccountToken .Values.kubeRBACProxy.enabled }}
+{{- end }}
+
+{{/*
+A monitor's endpoint fields shared by the ServiceMonitor and the PodMonitor
+(dict "root" $ "m" <monitor values>).
+*/}}
+{{- define "perf-exporter.monitorEndpoint" -}}
+{{- $m := .m }}
+path: {{ default .root.Values.metricsPath $m.path }}
+scheme: {{ default (include "perf-exporter.scheme" .root) $m.scheme }}
+{{- with $m.interval }}
+interval: {{ . }}
+{{- end }}
+{{- with $m.scrapeTimeout }}
+scrapeTimeout: {{ . }}
+{{- end }}
+{{- if $m.honorLabels }}
+honorLabels: true
+{{- end }}
+{{- with $m.tlsConfig }}
+tlsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $m.basicAuth }}
+basicAuth:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $m.authorization }}
+authorization:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if hasKey $m "bearerTokenFile" }}
+{{- with (default (ternary "/var/run/secrets/kubernetes.io/serviceaccount/token" "" .root.Values.kubeRBACProxy.enabled) $m.bearerTokenFile) }}
+bearerTokenFile: {{ . }}
+{{- end }}
+{{- end }}
+{{- with $m.relabelings }}
+relabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $m.metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 
@@ -95,6 +190,23 @@ Checks of value combinations the schema cannot express.
 {{- define "perf-exporter.validate" -}}
 {{- if and .Values.prometheus.monitor.enabled .Values.prometheus.podMonitor.enabled }}
 {{- fail "prometheus.monitor.enabled and prometheus.podMonitor.enabled: enable one of them, not both (every node would be scraped twice)" }}
+{{- end }}
+{{- range .Values.extraArgs }}
+{{- if regexMatch "^--?web\\.telemetry-path" . }}
+{{- fail (printf "extraArgs: %s: set metricsPath instead (the probes, the monitors, the Service annotations and helm test use it)" .) }}
+{{- end }}
+{{- if regexMatch "^--?web\\.config\\.file" . }}
+{{- fail (printf "extraArgs: %s: set webConfig.file instead (the probes and the monitors switch to https with webConfig.tls)" .) }}
+{{- end }}
+{{- if regexMatch "^--?web\\.listen-address" . }}
+{{- fail (printf "extraArgs: %s: set port instead (the Service, the probes and the NetworkPolicy use it)" .) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.kubeRBACProxy.enabled .Values.webConfig.file }}
+{{- fail "kubeRBACProxy.enabled and webConfig.file: pick one (the proxy serves TLS and authenticates; the exporter behind it listens on loopback)" }}
+{{- end }}
+{{- if and .Values.webConfig.tls (not .Values.webConfig.file) }}
+{{- fail "webConfig.tls needs webConfig.file: the exporter serves TLS from its web config (mount it from a Secret with extraVolumes/extraVolumeMounts)" }}
 {{- end }}
 {{- if eq .Values.privilege.mode "fileCapabilities" }}
 {{- if or (has "SYS_ADMIN" .Values.privilege.capabilities) (not (has "PERFMON" .Values.privilege.capabilities)) }}
@@ -117,4 +229,25 @@ The OTLP endpoint's port, for the NetworkPolicy: the explicit port, else
 {{- else }}
 {{- 80 }}
 {{- end }}
+{{- end }}
+
+{{/*
+The metrics port and the probes: on the exporter, or on kube-rbac-proxy in
+front of it.
+*/}}
+{{- define "perf-exporter.portAndProbes" -}}
+ports:
+  - name: {{ .Values.service.portName }}
+    containerPort: {{ .Values.port }}
+    protocol: TCP
+livenessProbe:
+  {{- $lp := deepCopy .Values.livenessProbe }}
+  {{- $_ := set $lp.httpGet "port" .Values.service.portName }}
+  {{- $_ := set $lp.httpGet "scheme" (upper (include "perf-exporter.scheme" .)) }}
+  {{- toYaml $lp | nindent 2 }}
+readinessProbe:
+  {{- $rp := deepCopy .Values.readinessProbe }}
+  {{- $_ := set $rp.httpGet "port" .Values.service.portName }}
+  {{- $_ := set $rp.httpGet "scheme" (upper (include "perf-exporter.scheme" .)) }}
+  {{- toYaml $rp | nindent 2 }}
 {{- end }}

@@ -9,30 +9,134 @@
 //! core/...                                           every core PMU
 //! subsys:name                                        tracepoint
 //! ```
+//!
+//! A leaf of the pipeline: it depends only on the kernel's ABI numbers
+//! ([`crate::perf::abi`]). The configuration stores specs parsed by it,
+//! and the resolver takes them as parsed; nothing parses a spec twice.
+//!
+//! perf's event modifiers (`cycles:u`, `cpu/event=0x3c/k`) are refused
+//! with a clear reason: the exporter counts user and kernel together,
+//! system-wide, and a modifier would silently change what a metric means.
+//! A term given twice (`cpu/event=1,event=2/`) is refused too, as perf
+//! refuses it, rather than letting the last one win.
 
-use crate::pmu::{parse_number, parse_terms, SyntaxError, Term};
+use crate::perf::abi;
 use std::fmt;
+
+/// A parse error of one of the small grammars (event specs, sysfs terms
+/// and formats), without a path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SyntaxError(pub String);
+
+/// A term's value in an event alias or a user spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermValue {
+    /// A number (hex `0x..` or decimal). A bare term means 1.
+    Num(u64),
+    /// `?`: the user must supply this term (e.g. arm_cmn `nodeid=?`).
+    Required,
+}
+
+/// One `name=value` term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    /// The term's name: a format name or `config`/`config1`/`config2`.
+    pub name: String,
+    /// Its value.
+    pub value: TermValue,
+}
+
+/// Parses a number the way the kernel and perf write them: `0x` hex or
+/// decimal.
+pub fn parse_number(s: &str) -> Result<u64, SyntaxError> {
+    let s = s.trim();
+    let r = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16)
+    } else {
+        s.parse::<u64>()
+    };
+    r.map_err(|_| SyntaxError(format!("`{s}` is not a number")))
+}
+
+/// Parses an event term string such as `event=0x04,umask=0x03` or
+/// `event=0xd,umask=0x1,cmask=1,any=1`. A bare term means `=1`; `?` means
+/// the user must supply the value.
+pub fn parse_terms(s: &str) -> Result<Vec<Term>, SyntaxError> {
+    let s = s.trim();
+    let mut terms = Vec::new();
+    if s.is_empty() {
+        return Ok(terms);
+    }
+    for part in s.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err(SyntaxError(format!("empty term in `{s}`")));
+        }
+        let (name, value) = match part.split_once('=') {
+            Some((n, v)) => {
+                let v = v.trim();
+                let value = if v == "?" {
+                    TermValue::Required
+                } else {
+                    TermValue::Num(parse_number(v)?)
+                };
+                (n.trim(), value)
+            }
+            None => (part, TermValue::Num(1)),
+        };
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(SyntaxError(format!("`{name}` is not a term name")));
+        }
+        terms.push(Term {
+            name: name.to_string(),
+            value,
+        });
+    }
+    Ok(terms)
+}
+
+/// Checks a scale factor, from sysfs `.scale` or a config `scale:`: a
+/// count is multiplied by it, so it must be a finite positive number of a
+/// sane size (the kernel's own range from 2^-32 J for RAPL to 64 bytes
+/// for a CAS). Returns the reason when it is not.
+pub fn check_scale(scale: f64) -> Result<(), &'static str> {
+    if !scale.is_finite() {
+        Err("a scale must be a finite number")
+    } else if scale <= 0.0 {
+        Err("a scale must be positive (zero or a negative scale would export zeros or decreasing counters)")
+    } else if !(1e-15..=1e15).contains(&scale) {
+        Err("a scale must lie between 1e-15 and 1e15 (a larger one overflows to +Inf)")
+    } else {
+        Ok(())
+    }
+}
 
 /// `PERF_TYPE_HARDWARE` event ids and the names perf accepts for them.
 pub const HARDWARE: &[(&str, u64)] = &[
-    ("cycles", 0),
-    ("cpu-cycles", 0),
-    ("instructions", 1),
-    ("cache-references", 2),
-    ("cache-misses", 3),
-    ("branch-instructions", 4),
-    ("branches", 4),
-    ("branch-misses", 5),
-    ("bus-cycles", 6),
-    ("stalled-cycles-frontend", 7),
-    ("idle-cycles-frontend", 7),
-    ("stalled-cycles-backend", 8),
-    ("idle-cycles-backend", 8),
-    ("ref-cycles", 9),
+    ("cycles", abi::HW_CPU_CYCLES),
+    ("cpu-cycles", abi::HW_CPU_CYCLES),
+    ("instructions", abi::HW_INSTRUCTIONS),
+    ("cache-references", abi::HW_CACHE_REFERENCES),
+    ("cache-misses", abi::HW_CACHE_MISSES),
+    ("branch-instructions", abi::HW_BRANCH_INSTRUCTIONS),
+    ("branches", abi::HW_BRANCH_INSTRUCTIONS),
+    ("branch-misses", abi::HW_BRANCH_MISSES),
+    ("bus-cycles", abi::HW_BUS_CYCLES),
+    ("stalled-cycles-frontend", abi::HW_STALLED_CYCLES_FRONTEND),
+    ("idle-cycles-frontend", abi::HW_STALLED_CYCLES_FRONTEND),
+    ("stalled-cycles-backend", abi::HW_STALLED_CYCLES_BACKEND),
+    ("idle-cycles-backend", abi::HW_STALLED_CYCLES_BACKEND),
+    ("ref-cycles", abi::HW_REF_CPU_CYCLES),
 ];
 
-/// The sysfs `events/` name the kernel uses for each hardware id.
-pub const HARDWARE_SYSFS: &[&str] = &[
+/// The sysfs `events/` name the kernel uses for each hardware id, indexed
+/// by `PERF_COUNT_HW_*` (x86's `events_sysfs_show` names).
+pub const HARDWARE_SYSFS: [&str; abi::HW_MAX as usize] = [
     "cpu-cycles",
     "instructions",
     "cache-references",
@@ -48,38 +152,41 @@ pub const HARDWARE_SYSFS: &[&str] = &[
 /// `PERF_TYPE_SOFTWARE` event ids and names (perf_event_open(2)). The
 /// `software` PMU has no `events/` directory, so these are built in.
 pub const SOFTWARE: &[(&str, u64)] = &[
-    ("cpu-clock", 0),
-    ("task-clock", 1),
-    ("page-faults", 2),
-    ("faults", 2),
-    ("context-switches", 3),
-    ("cs", 3),
-    ("cpu-migrations", 4),
-    ("migrations", 4),
-    ("minor-faults", 5),
-    ("major-faults", 6),
-    ("alignment-faults", 7),
-    ("emulation-faults", 8),
-    ("dummy", 9),
-    ("bpf-output", 10),
-    ("cgroup-switches", 11),
+    ("cpu-clock", abi::SW_CPU_CLOCK),
+    ("task-clock", abi::SW_TASK_CLOCK),
+    ("page-faults", abi::SW_PAGE_FAULTS),
+    ("faults", abi::SW_PAGE_FAULTS),
+    ("context-switches", abi::SW_CONTEXT_SWITCHES),
+    ("cs", abi::SW_CONTEXT_SWITCHES),
+    ("cpu-migrations", abi::SW_CPU_MIGRATIONS),
+    ("migrations", abi::SW_CPU_MIGRATIONS),
+    ("minor-faults", abi::SW_PAGE_FAULTS_MIN),
+    ("major-faults", abi::SW_PAGE_FAULTS_MAJ),
+    ("alignment-faults", abi::SW_ALIGNMENT_FAULTS),
+    ("emulation-faults", abi::SW_EMULATION_FAULTS),
+    ("dummy", abi::SW_DUMMY),
+    ("bpf-output", abi::SW_BPF_OUTPUT),
+    ("cgroup-switches", abi::SW_CGROUP_SWITCHES),
 ];
 
 /// Cache ids of `PERF_TYPE_HW_CACHE` and their accepted names.
 const CACHES: &[(u64, &[&str])] = &[
-    (0, &["L1-dcache", "l1-d", "l1d", "L1-data"]),
-    (1, &["L1-icache", "l1-i", "l1i", "L1-instruction"]),
-    (2, &["LLC", "L2"]),
-    (3, &["dTLB", "d-tlb", "Data-TLB"]),
-    (4, &["iTLB", "i-tlb", "Instruction-TLB"]),
-    (5, &["branch", "branches", "bpu", "btb", "bpc"]),
-    (6, &["node"]),
+    (abi::CACHE_L1D, &["L1-dcache", "l1-d", "l1d", "L1-data"]),
+    (
+        abi::CACHE_L1I,
+        &["L1-icache", "l1-i", "l1i", "L1-instruction"],
+    ),
+    (abi::CACHE_LL, &["LLC", "L2"]),
+    (abi::CACHE_DTLB, &["dTLB", "d-tlb", "Data-TLB"]),
+    (abi::CACHE_ITLB, &["iTLB", "i-tlb", "Instruction-TLB"]),
+    (abi::CACHE_BPU, &["branch", "branches", "bpu", "btb", "bpc"]),
+    (abi::CACHE_NODE, &["node"]),
 ];
 const OPS: &[(u64, &[&str])] = &[
-    (0, &["load", "loads", "read"]),
-    (1, &["store", "stores", "write"]),
+    (abi::CACHE_OP_READ, &["load", "loads", "read"]),
+    (abi::CACHE_OP_WRITE, &["store", "stores", "write"]),
     (
-        2,
+        abi::CACHE_OP_PREFETCH,
         &[
             "prefetch",
             "prefetches",
@@ -89,16 +196,23 @@ const OPS: &[(u64, &[&str])] = &[
     ),
 ];
 const RESULTS: &[(u64, &[&str])] = &[
-    (0, &["refs", "Reference", "ops", "access"]),
-    (1, &["misses", "miss"]),
+    (
+        abi::CACHE_RESULT_ACCESS,
+        &["refs", "Reference", "ops", "access"],
+    ),
+    (abi::CACHE_RESULT_MISS, &["misses", "miss"]),
 ];
 
-/// Which ops each cache supports (perf's `evsel__hw_cache_stat`).
+/// Which ops each cache supports as a *name* (perf's
+/// `evsel__hw_cache_stat`). Whether a CPU's driver counts it is another
+/// matter, which only the kernel (or the simulator's transcription of its
+/// tables) knows.
 pub fn cache_op_valid(cache: u64, op: u64) -> bool {
+    use abi::*;
     match cache {
-        0 | 2 | 3 | 6 => op <= 2,
-        1 => op == 0 || op == 2,
-        4 | 5 => op == 0,
+        CACHE_L1D | CACHE_LL | CACHE_DTLB | CACHE_NODE => op < CACHE_OP_MAX,
+        CACHE_L1I => op == CACHE_OP_READ || op == CACHE_OP_PREFETCH,
+        CACHE_ITLB | CACHE_BPU => op == CACHE_OP_READ,
         _ => false,
     }
 }
@@ -182,8 +296,8 @@ impl fmt::Display for EventSpec {
                         f.write_str(",")?;
                     }
                     match t.value {
-                        crate::pmu::TermValue::Num(v) => write!(f, "{}={v:#x}", t.name)?,
-                        crate::pmu::TermValue::Required => write!(f, "{}=?", t.name)?,
+                        TermValue::Num(v) => write!(f, "{}={v:#x}", t.name)?,
+                        TermValue::Required => write!(f, "{}=?", t.name)?,
                     }
                 }
                 f.write_str("/")
@@ -231,6 +345,17 @@ fn parse_cache(s: &str) -> Option<u64> {
     None
 }
 
+/// Whether `s` is a generic (hardware, cache, software) or raw event: what
+/// `s:modifiers` would modify, as opposed to a tracepoint's subsystem.
+fn generic_or_raw(s: &str) -> bool {
+    let raw = s
+        .strip_prefix('r')
+        .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()));
+    raw || lookup(HARDWARE, s).is_some()
+        || lookup(SOFTWARE, s).is_some()
+        || parse_cache(s).is_some()
+}
+
 /// Every generic (hardware, cache, software) name, for suggestions.
 pub fn generic_names() -> Vec<String> {
     let mut v: Vec<String> = HARDWARE.iter().map(|(n, _)| n.to_string()).collect();
@@ -267,6 +392,14 @@ pub fn parse(spec: &str) -> Result<EventSpec, SyntaxError> {
         if terms.is_empty() {
             return Err(SyntaxError(format!("`{s}` names no event or term")));
         }
+        for (i, t) in terms.iter().enumerate() {
+            if terms[..i].iter().any(|u| u.name == t.name) {
+                return Err(SyntaxError(format!(
+                    "`{s}`: term `{}` is given twice (perf refuses a duplicate term rather than letting one win): keep one",
+                    t.name
+                )));
+            }
+        }
         let bare = inner
             .split(',')
             .map(str::trim)
@@ -278,6 +411,13 @@ pub fn parse(spec: &str) -> Result<EventSpec, SyntaxError> {
             terms,
             bare,
         });
+    }
+    if let Some((event, modifiers)) = s.split_once(':') {
+        if !event.contains(':') && generic_or_raw(event) {
+            return Err(SyntaxError(format!(
+                "`{s}`: event modifiers (`:{modifiers}`) are not supported: the exporter counts user and kernel space together, system-wide; write `{event}`"
+            )));
+        }
     }
     if let Some((subsys, name)) = s.split_once(':') {
         let ok = |x: &str| {
@@ -364,7 +504,6 @@ pub fn quote_list(v: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmu::TermValue;
 
     #[test]
     fn generic_names_parse() {
@@ -446,6 +585,46 @@ mod tests {
             }
         );
         assert!(parse("sched:").is_err());
+    }
+
+    #[test]
+    fn duplicate_terms_refused() {
+        let e = parse("cpu/event=1,event=2/").unwrap_err().0;
+        assert!(e.contains("term `event` is given twice"), "{e}");
+        assert!(parse("cpu/cycles,cycles/").is_err());
+        assert!(parse("cpu/event=1,umask=2/").is_ok());
+    }
+
+    #[test]
+    fn modifiers_refused_not_taken_for_tracepoints() {
+        for s in [
+            "cycles:u",
+            "instructions:k",
+            "cpu-clock:ppp",
+            "r412e:u",
+            "LLC-load-misses:u",
+        ] {
+            let e = parse(s).unwrap_err().0;
+            assert!(e.contains("modifiers"), "{s}: {e}");
+            assert!(!e.contains("tracepoint"), "{s}: {e}");
+        }
+        assert!(parse("cpu/event=0x3c/u")
+            .unwrap_err()
+            .0
+            .contains("modifiers"));
+        assert!(matches!(
+            parse("sched:sched_switch").unwrap(),
+            EventSpec::Tracepoint { .. }
+        ));
+    }
+
+    #[test]
+    fn scales() {
+        assert!(check_scale(64.0).is_ok());
+        assert!(check_scale(2f64.powi(-32)).is_ok());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e308, 1e-300] {
+            assert!(check_scale(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -24,8 +24,13 @@
 //! `caps/`, unreadable files); a malformed entry is skipped with a warning
 //! instead of failing the whole table.
 
+mod format;
+pub mod host;
+
+pub use crate::spec::{parse_number, parse_terms, SyntaxError, Term, TermValue};
+pub use format::{format_cpu_list, parse_cpu_list, ConfigWord, Format};
+pub use host::is_sysfs_mount;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -48,281 +53,6 @@ pub enum PmuError {
         /// What was wrong.
         msg: String,
     },
-}
-
-/// A parse error of one of the small sysfs grammars, without a path.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SyntaxError(pub String);
-
-/// Which 64-bit word of `perf_event_attr` a format term writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ConfigWord {
-    /// `config`
-    Config,
-    /// `config1` (also `bp_addr`/`kprobe_func`)
-    Config1,
-    /// `config2`
-    Config2,
-    /// `config3`
-    Config3,
-}
-
-impl ConfigWord {
-    /// Index 0..=3.
-    pub fn index(self) -> usize {
-        match self {
-            ConfigWord::Config => 0,
-            ConfigWord::Config1 => 1,
-            ConfigWord::Config2 => 2,
-            ConfigWord::Config3 => 3,
-        }
-    }
-
-    fn parse(s: &str) -> Option<Self> {
-        match s {
-            "config" | "config0" => Some(ConfigWord::Config),
-            "config1" => Some(ConfigWord::Config1),
-            "config2" => Some(ConfigWord::Config2),
-            "config3" => Some(ConfigWord::Config3),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for ConfigWord {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ConfigWord::Config => "config",
-            ConfigWord::Config1 => "config1",
-            ConfigWord::Config2 => "config2",
-            ConfigWord::Config3 => "config3",
-        })
-    }
-}
-
-/// The bit ranges one format term occupies, e.g. `config:0-7,32-35`.
-///
-/// A value's bits fill the ranges least-significant first, in the order
-/// written: for AMD's `event` (`config:0-7,32-35`), 0x120 puts 0x20 in bits
-/// 0-7 and 0x1 in bits 32-35.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Format {
-    /// The word the bits live in.
-    pub word: ConfigWord,
-    /// Inclusive `(lo, hi)` bit ranges, in order.
-    pub ranges: Vec<(u8, u8)>,
-}
-
-impl Format {
-    /// Parses the contents of a `format/<term>` file.
-    pub fn parse(s: &str) -> Result<Self, SyntaxError> {
-        let s = s.trim();
-        let (word, bits) = s
-            .split_once(':')
-            .ok_or_else(|| SyntaxError(format!("expected `configN:lo-hi`, found `{s}`")))?;
-        let word = ConfigWord::parse(word.trim())
-            .ok_or_else(|| SyntaxError(format!("unknown config word `{word}`")))?;
-        let mut ranges = Vec::new();
-        for part in bits.split(',') {
-            let part = part.trim();
-            let (lo, hi) = match part.split_once('-') {
-                Some((lo, hi)) => (parse_bit(lo)?, parse_bit(hi)?),
-                None => {
-                    let b = parse_bit(part)?;
-                    (b, b)
-                }
-            };
-            if lo > hi {
-                return Err(SyntaxError(format!("bit range `{part}` is reversed")));
-            }
-            ranges.push((lo, hi));
-        }
-        Ok(Format { word, ranges })
-    }
-
-    /// How many bits the term holds.
-    pub fn width(&self) -> u32 {
-        self.ranges
-            .iter()
-            .map(|&(lo, hi)| u32::from(hi - lo) + 1)
-            .sum()
-    }
-
-    /// Places `value` into the term's bits, returning the bits to OR into
-    /// the word. A value wider than the ranges is an error.
-    pub fn encode(&self, value: u64) -> Result<u64, SyntaxError> {
-        let width = self.width();
-        if width < 64 && value >> width != 0 {
-            return Err(SyntaxError(format!(
-                "value {value:#x} is too wide for {} ({width} bits)",
-                self
-            )));
-        }
-        let mut out = 0u64;
-        let mut rest = value;
-        for &(lo, hi) in &self.ranges {
-            let n = u32::from(hi - lo) + 1;
-            let mask = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
-            out |= (rest & mask) << lo;
-            rest = if n >= 64 { 0 } else { rest >> n };
-        }
-        Ok(out)
-    }
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:", self.word)?;
-        for (i, &(lo, hi)) in self.ranges.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            if lo == hi {
-                write!(f, "{lo}")?;
-            } else {
-                write!(f, "{lo}-{hi}")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-fn parse_bit(s: &str) -> Result<u8, SyntaxError> {
-    let b: u8 = s
-        .trim()
-        .parse()
-        .map_err(|_| SyntaxError(format!("`{s}` is not a bit number")))?;
-    if b > 63 {
-        return Err(SyntaxError(format!("bit {b} is beyond 63")));
-    }
-    Ok(b)
-}
-
-/// A term's value in an event alias or a user spec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TermValue {
-    /// A number (hex `0x..` or decimal). A bare term means 1.
-    Num(u64),
-    /// `?`: the user must supply this term (e.g. arm_cmn `nodeid=?`).
-    Required,
-}
-
-/// One `name=value` term.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Term {
-    /// The term's name: a format name or `config`/`config1`/`config2`.
-    pub name: String,
-    /// Its value.
-    pub value: TermValue,
-}
-
-/// Parses a number the way the kernel and perf write them: `0x` hex or
-/// decimal.
-pub fn parse_number(s: &str) -> Result<u64, SyntaxError> {
-    let s = s.trim();
-    let r = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16)
-    } else {
-        s.parse::<u64>()
-    };
-    r.map_err(|_| SyntaxError(format!("`{s}` is not a number")))
-}
-
-/// Parses an event term string such as `event=0x04,umask=0x03` or
-/// `event=0xd,umask=0x1,cmask=1,any=1`. A bare term means `=1`; `?` means
-/// the user must supply the value.
-pub fn parse_terms(s: &str) -> Result<Vec<Term>, SyntaxError> {
-    let s = s.trim();
-    let mut terms = Vec::new();
-    if s.is_empty() {
-        return Ok(terms);
-    }
-    for part in s.split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            return Err(SyntaxError(format!("empty term in `{s}`")));
-        }
-        let (name, value) = match part.split_once('=') {
-            Some((n, v)) => {
-                let v = v.trim();
-                let value = if v == "?" {
-                    TermValue::Required
-                } else {
-                    TermValue::Num(parse_number(v)?)
-                };
-                (n.trim(), value)
-            }
-            None => (part, TermValue::Num(1)),
-        };
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(SyntaxError(format!("`{name}` is not a term name")));
-        }
-        terms.push(Term {
-            name: name.to_string(),
-            value,
-        });
-    }
-    Ok(terms)
-}
-
-/// Parses a kernel CPU list (`0-3,8,10-11`), as in `cpumask`, `cpus` and
-/// `devices/system/cpu/online`. An empty string is the empty list.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, SyntaxError> {
-    let s = s.trim();
-    let mut cpus = Vec::new();
-    if s.is_empty() {
-        return Ok(cpus);
-    }
-    for part in s.split(',') {
-        let part = part.trim();
-        let num = |x: &str| -> Result<u32, SyntaxError> {
-            x.trim()
-                .parse()
-                .map_err(|_| SyntaxError(format!("`{x}` is not a CPU number in `{s}`")))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b || b - a > 65_536 {
-                    return Err(SyntaxError(format!("bad CPU range `{part}`")));
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(num(part)?),
-        }
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
-}
-
-/// Formats a CPU list compactly, the kernel's way (`0-3,8`).
-pub fn format_cpu_list(cpus: &[u32]) -> String {
-    let mut out = String::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        let mut end = start;
-        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
-            i += 1;
-            end = cpus[i];
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if start == end {
-            out.push_str(&start.to_string());
-        } else {
-            out.push_str(&format!("{start}-{end}"));
-        }
-        i += 1;
-    }
-    out
 }
 
 /// Where a PMU may count.
@@ -666,12 +396,27 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
                 }
             };
             let comp = |ext: &str| read_trimmed(&edir.join(format!("{f}.{ext}"))).ok();
+            // A bad `.scale` would make every count wrong (negative:
+            // decreasing counters; 0: zeros; 1e308: +Inf), so the event
+            // is skipped, with the reason, rather than counted unscaled.
             let scale = match comp("scale") {
                 Some(s) => match s.trim().parse::<f64>() {
-                    Ok(v) if v.is_finite() => Some(v),
-                    _ => {
-                        warnings.push(format!("{}.scale: `{s}` is not a number", p.display()));
-                        None
+                    Ok(v) => match crate::spec::check_scale(v) {
+                        Ok(()) => Some(v),
+                        Err(why) => {
+                            warnings.push(format!(
+                                "{}.scale: `{s}` refused: {why}; event `{f}` skipped",
+                                p.display()
+                            ));
+                            continue;
+                        }
+                    },
+                    Err(_) => {
+                        warnings.push(format!(
+                            "{}.scale: `{s}` is not a number; event `{f}` skipped",
+                            p.display()
+                        ));
+                        continue;
                     }
                 },
                 None => None,
@@ -712,41 +457,6 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
     })
 }
 
-/// Whether `path` is where a sysfs is mounted, according to the text of
-/// `/proc/self/mountinfo`: the live kernel's PMUs, as opposed to a copied
-/// fixture tree. A DaemonSet mounts the host's `/sys` elsewhere (e.g.
-/// `/host/sys`); it is just as live. `path` should be canonical.
-pub fn is_sysfs_mount(path: &Path, mountinfo: &str) -> bool {
-    mountinfo.lines().any(|line| {
-        let Some((left, right)) = line.split_once(" - ") else {
-            return false;
-        };
-        let fstype = right.split_whitespace().next().unwrap_or("");
-        let mount_point = left.split_whitespace().nth(4).map(unescape_mount);
-        fstype == "sysfs" && mount_point.as_deref() == Some(path.to_string_lossy().as_ref())
-    })
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape_mount(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Normalises a sysfs `.scale`/`.unit` pair to base units.
 ///
 /// `MiB` becomes bytes (so the IMC's 6.103515625e-5 MiB is exactly 64
@@ -776,6 +486,50 @@ pub fn normalize_unit(scale: f64, unit: &str) -> (f64, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 11: a sysfs `.scale` that is not finite, not positive or
+    /// absurd skips its event with the reason, instead of exporting
+    /// decreasing counters, zeros or +Inf.
+    #[test]
+    fn odd_scales_skip_the_event_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        let w = |p: &str, s: &str| {
+            let f = r.join(p);
+            fs::create_dir_all(f.parent().unwrap()).unwrap();
+            fs::write(f, s).unwrap();
+        };
+        w("devices/system/cpu/online", "0-1\n");
+        let d = "bus/event_source/devices/odd";
+        w(&format!("{d}/type"), "42\n");
+        w(&format!("{d}/format/event"), "config:0-7\n");
+        let scales = [
+            ("good", "6.103515625e-5"),
+            ("neg", "-1"),
+            ("zero", "0"),
+            ("huge", "1e308"),
+            ("nan", "nan"),
+            ("word", "lots"),
+        ];
+        for (i, (name, scale)) in scales.iter().enumerate() {
+            w(&format!("{d}/events/{name}"), &format!("event={i}"));
+            w(&format!("{d}/events/{name}.scale"), scale);
+        }
+        let t = PmuTable::discover(r).unwrap();
+        let p = t.get("odd").unwrap();
+        assert_eq!(p.events.keys().collect::<Vec<_>>(), ["good"]);
+        assert_eq!(t.warnings.len(), 5, "{:?}", t.warnings);
+        for (name, _) in &scales[1..] {
+            assert!(
+                t.warnings
+                    .iter()
+                    .any(|w| w.contains(&format!("event `{name}` skipped"))),
+                "{name}: {:?}",
+                t.warnings
+            );
+        }
+        assert!(t.warnings.iter().any(|w| w.contains("must be positive")));
+    }
 
     #[test]
     fn format_split_ranges_fill_lsb_first() {

@@ -1,0 +1,581 @@
+//! The YAML configuration: named sets of metrics, each metric with a
+//! fallback chain of event encodings.
+//!
+//! ```yaml
+//! sets:
+//!   - name: core            # one perf group per CPU (or per uncore PMU instance)
+//!     events:
+//!       - metric: perf_cpu_cycles_total   # a counter: ends in _total
+//!         help: CPU cycles.
+//!         event: [cycles, "core/cpu-cycles/"]      # fallback chain, first that works wins
+//!   - name: dram
+//!     events:
+//!       - metric: perf_dram_read_bytes_total
+//!         event:
+//!           - "uncore_imc_*/cas_count_read/"
+//!           - { event: "amd_umc_*/event=0x0a,rdwrmask=1/", scale: 64, unit: bytes }
+//!           - { sum_of: ["amd_df/event=0x07,umask=0x38/", "..."], scale: 64, unit: bytes }
+//! ```
+//!
+//! A reading (a `.snapshot` event such as a temperature) is declared
+//! `gauge: true` and named without `_total`; every other metric is a
+//! counter and its name ends in `_total` (see the rules in `names`).
+//!
+//! These types describe what was written, with every event spec already
+//! parsed ([`crate::spec`]): parse, don't validate. The only I/O here is
+//! reading the file. Resolution against a host produces separate types
+//! (`crate::resolve::chain`).
+
+mod names;
+mod raw;
+
+pub use names::valid_syntax as valid_metric_name;
+use raw::{RawAlternative, RawConfig, RawMetric, RawSet};
+use serde_saphyr::{Location, Spanned};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::spec::{self, EventSpec};
+
+/// The default configuration, embedded in the binary.
+pub const DEFAULT_CONFIG: &str = include_str!("../../config/default.yaml");
+
+/// A configuration error, with where it is.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Invalid YAML or a value of the wrong shape.
+    #[error("{file}{}: {msg}", at(*line, *column))]
+    Invalid {
+        /// The file (or `<default>`).
+        file: String,
+        /// 1-based line (0 when unknown).
+        line: u64,
+        /// 1-based column (0 when unknown).
+        column: u64,
+        /// What is wrong and what was expected.
+        msg: String,
+    },
+}
+
+/// `:line:column`, or nothing when the location is unknown.
+fn at(line: u64, column: u64) -> String {
+    match (line, column) {
+        (0, _) => String::new(),
+        (l, 0) => format!(":{l}"),
+        (l, c) => format!(":{l}:{c}"),
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The sets, in order (never empty).
+    pub sets: Vec<SetConfig>,
+}
+
+/// One set: opened as one perf group per CPU, or per uncore PMU instance.
+#[derive(Debug, Clone)]
+pub struct SetConfig {
+    /// The set's name (the `set` label of the group self-metrics).
+    pub name: Spanned<String>,
+    /// Export per-CPU series (default) or sum over CPUs.
+    pub per_cpu: bool,
+    /// The metrics (never empty).
+    pub events: Vec<MetricConfig>,
+}
+
+/// One metric and the encodings that may count it.
+#[derive(Debug, Clone)]
+pub struct MetricConfig {
+    /// The Prometheus metric name (`perf_cpu_cycles_total`).
+    pub metric: Spanned<String>,
+    /// The HELP text.
+    pub help: Option<String>,
+    /// A reading (`gauge: true`, a `.snapshot` event such as a
+    /// temperature) rather than a counter.
+    pub gauge: bool,
+    /// The fallback chain: alternative encodings of the same quantity,
+    /// in order (never empty), with where `event:` is written.
+    pub event: Spanned<Vec<Alternative>>,
+}
+
+/// One event spec as written, and as parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// As written (for reports).
+    pub text: String,
+    /// As parsed: what the resolver takes.
+    pub parsed: EventSpec,
+}
+
+/// One alternative encoding of a metric's quantity: one spec, or several
+/// summed (`sum_of`, e.g. AMD Zen 3's eight DRAM channel events, or a
+/// read and a write count making a total).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Alternative {
+    /// The specs it sums (one for most).
+    pub specs: Vec<Spec>,
+    /// Multiply counts by this (replaces the sysfs `.scale`).
+    pub scale: Option<f64>,
+    /// The base unit of the scaled value (`bytes`, `seconds`, `joules`).
+    pub unit: Option<String>,
+    /// Use this alternative only where a PMU's format term is exactly
+    /// this: `"amd_df/umask=config:8-15"`. Distinguishes encodings that
+    /// would resolve on the wrong generation of a PMU.
+    pub requires_format: Option<String>,
+}
+
+impl Alternative {
+    /// The specs it sums (one for most).
+    pub fn specs(&self) -> &[Spec] {
+        &self.specs
+    }
+
+    /// How the alternative reads in reports: the spec, or `a + b + …`.
+    pub fn display(&self) -> String {
+        let texts: Vec<&str> = self.specs.iter().map(|s| s.text.as_str()).collect();
+        texts.join(" + ")
+    }
+
+    /// The `requires_format` guard, if any.
+    pub fn requires_format(&self) -> Option<&str> {
+        self.requires_format.as_deref()
+    }
+
+    /// The scale and unit it overrides, if any.
+    pub fn overrides(&self) -> (Option<f64>, Option<&str>) {
+        (self.scale, self.unit.as_deref())
+    }
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    /// The embedded default.
+    pub fn default_config() -> Self {
+        // The embedded default is checked by a unit test; failing here
+        // would be a build defect, so fall back to an empty config rather
+        // than panic.
+        Self::parse(DEFAULT_CONFIG, "<default>").unwrap_or(Config { sets: Vec::new() })
+    }
+
+    /// Parses and validates YAML text; `file` names it in errors. Every
+    /// event spec is parsed here, once.
+    pub fn parse(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let invalid = |loc: &Location, msg: String| ConfigError::Invalid {
+            file: file.into(),
+            line: loc.line(),
+            column: loc.column(),
+            msg,
+        };
+        if is_empty_document(text) {
+            return Err(ConfigError::Invalid {
+                file: file.into(),
+                line: 0,
+                column: 0,
+                msg: EMPTY.into(),
+            });
+        }
+        let raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| {
+            let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
+            // The crate renders a snippet; keep its first line as the
+            // message and our own location prefix.
+            let full = e.to_string();
+            let first = full.lines().next().unwrap_or("invalid YAML");
+            // The snippet's first line repeats the place we already name
+            // (`error: line 3 column 5: ...`): keep only the message.
+            let msg = first
+                .strip_prefix("error: line ")
+                .and_then(|r| r.split_once(": "))
+                .map_or(first, |(_, m)| m)
+                .to_string();
+            ConfigError::Invalid {
+                file: file.into(),
+                line,
+                column,
+                msg: hint_for(&msg),
+            }
+        })?;
+        let sets = match raw.sets.value {
+            Some(v) if !v.is_empty() => v,
+            _ => return Err(invalid(&raw.sets.referenced, EMPTY.into())),
+        };
+        let mut out = Vec::new();
+        let mut set_names = BTreeMap::new();
+        let mut families: BTreeMap<String, String> = BTreeMap::new();
+        for s in sets {
+            out.push(convert_set(s, &mut set_names, &mut families, &invalid)?);
+        }
+        Ok(Config { sets: out })
+    }
+
+    /// Sums every set over CPUs, as if each had `per_cpu: false`
+    /// (`--config.aggregate-cpus`).
+    pub fn aggregate_cpus(&mut self) {
+        for s in &mut self.sets {
+            s.per_cpu = false;
+        }
+    }
+
+    /// Where a metric's `event:` is written, for resolution errors.
+    pub fn location_of(&self, metric: &str) -> Option<(u64, u64)> {
+        self.sets
+            .iter()
+            .flat_map(|s| &s.events)
+            .find(|m| m.metric.value == metric)
+            .map(|m| (m.event.referenced.line(), m.event.referenced.column()))
+    }
+}
+
+const EMPTY: &str = "the configuration has no sets: it needs `sets:` with at least one set of metrics (an empty configuration would count nothing)";
+
+/// Whether the text is an empty YAML document (nothing, comments only,
+/// or a bare null such as `~`).
+fn is_empty_document(text: &str) -> bool {
+    let content: Vec<&str> = text
+        .lines()
+        .map(|l| l.split_once(" #").map_or(l, |(a, _)| a).trim())
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && *l != "---" && *l != "...")
+        .collect();
+    matches!(content.as_slice(), [] | ["~" | "null" | "Null" | "NULL"])
+}
+
+type Invalid<'a> = &'a dyn Fn(&Location, String) -> ConfigError;
+
+fn convert_set(
+    s: RawSet,
+    set_names: &mut BTreeMap<String, ()>,
+    families: &mut BTreeMap<String, String>,
+    invalid: Invalid,
+) -> Result<SetConfig, ConfigError> {
+    if s.name.value.trim().is_empty() {
+        return Err(invalid(
+            &s.name.referenced,
+            "a set needs a non-empty `name`".into(),
+        ));
+    }
+    if set_names.insert(s.name.value.clone(), ()).is_some() {
+        return Err(invalid(
+            &s.name.referenced,
+            format!("set `{}` is defined twice", s.name.value),
+        ));
+    }
+    if s.events.is_empty() {
+        return Err(invalid(
+            &s.name.referenced,
+            format!("set `{}` has no events", s.name.value),
+        ));
+    }
+    let mut events = Vec::new();
+    for m in s.events {
+        events.push(convert_metric(m, families, invalid)?);
+    }
+    Ok(SetConfig {
+        name: s.name,
+        per_cpu: s.per_cpu,
+        events,
+    })
+}
+
+fn convert_metric(
+    m: RawMetric,
+    families: &mut BTreeMap<String, String>,
+    invalid: Invalid,
+) -> Result<MetricConfig, ConfigError> {
+    let name = &m.metric.value;
+    let at = &m.metric.referenced;
+    names::check(name, m.gauge).map_err(|e| invalid(at, e))?;
+    if let Some(other) = families.insert(names::family(name).to_string(), name.clone()) {
+        let msg = if &other == name {
+            format!("metric `{name}` is defined twice")
+        } else {
+            format!("metric `{name}` collides with `{other}`: OpenMetrics names both families `{}`; rename one", names::family(name))
+        };
+        return Err(invalid(at, msg));
+    }
+    let event_at = m.event.referenced;
+    let alts = m.event.value.into_vec();
+    if alts.is_empty() {
+        return Err(invalid(
+            &event_at,
+            format!("metric `{name}`: `event` is an empty list"),
+        ));
+    }
+    let n = alts.len();
+    let mut out = Vec::new();
+    for (i, a) in alts.into_iter().enumerate() {
+        let where_ = if n > 1 {
+            format!("metric `{name}`, alternative {}", i + 1)
+        } else {
+            format!("metric `{name}`")
+        };
+        out.push(convert_alternative(a).map_err(|e| invalid(&event_at, format!("{where_}: {e}")))?);
+    }
+    Ok(MetricConfig {
+        help: m.help,
+        gauge: m.gauge,
+        event: Spanned::new(out, event_at, m.event.defined),
+        metric: m.metric,
+    })
+}
+
+fn parse_spec(text: String) -> Result<Spec, String> {
+    match spec::parse(&text) {
+        Ok(parsed) => Ok(Spec { text, parsed }),
+        Err(e) => Err(e.0),
+    }
+}
+
+fn convert_alternative(a: RawAlternative) -> Result<Alternative, String> {
+    let d = match a {
+        RawAlternative::Spec(s) => {
+            return Ok(Alternative {
+                specs: vec![parse_spec(s)?],
+                scale: None,
+                unit: None,
+                requires_format: None,
+            })
+        }
+        RawAlternative::Detailed(d) => d,
+    };
+    let texts = match (d.event, d.sum_of) {
+        (Some(_), Some(_)) => return Err("give `event` or `sum_of`, not both".into()),
+        (None, None) => return Err("needs `event` or `sum_of`".into()),
+        (None, Some(v)) if v.is_empty() => return Err("`sum_of` is empty".into()),
+        (Some(e), None) => vec![e],
+        (None, Some(v)) => v,
+    };
+    if let Some(sc) = d.scale {
+        spec::check_scale(sc).map_err(|why| format!("`scale: {sc}`: {why}"))?;
+    }
+    let specs = texts
+        .into_iter()
+        .map(parse_spec)
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, s) in specs.iter().enumerate() {
+        if specs[..i].iter().any(|t| t.parsed == s.parsed) {
+            return Err(format!(
+                "`sum_of` lists `{}` twice (it would be counted twice)",
+                s.text
+            ));
+        }
+    }
+    Ok(Alternative {
+        specs,
+        scale: d.scale,
+        unit: d.unit,
+        requires_format: d.requires_format,
+    })
+}
+
+/// Rewrites the YAML library's messages for a user: no repeated location
+/// (the prefix `file:line:column` has it), no advice about the library's
+/// own options.
+fn hint_for(msg: &str) -> String {
+    let msg = strip_location(msg);
+    if msg.contains("did not match any variant") {
+        format!("{msg}: `event` must be a spec string, a list of alternatives, or {{event: SPEC, scale: N, unit: U}} / {{sum_of: [SPEC, ...], scale: N, unit: U}}")
+    } else if let Some(rest) = msg.strip_prefix("duplicate mapping key: ") {
+        let key = rest.split(", set ").next().unwrap_or(rest).trim();
+        format!("the key `{key}` is given twice in the same mapping: keep one")
+    } else if let Some(head) = msg.strip_suffix(" rejected by the configured policy") {
+        format!("{head} is not allowed here: give a finite number")
+    } else if msg.contains("from_str_multiple") || msg.contains("multiple YAML documents") {
+        "the file holds several YAML documents (separated by `---`): a configuration is one document".into()
+    } else if let Some((head, _)) = msg
+        .split_once(", set ")
+        .or_else(|| msg.split_once("; use "))
+    {
+        head.to_string()
+    } else {
+        msg.to_string()
+    }
+}
+
+/// Drops a leading `error: line N column M: `.
+fn strip_location(msg: &str) -> &str {
+    let m = msg.strip_prefix("error: ").unwrap_or(msg);
+    match m.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((loc, rest)) if loc.split_whitespace().count() == 3 => rest,
+        _ => m,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_parses() {
+        let c = Config::parse(DEFAULT_CONFIG, "<default>").unwrap();
+        assert!(!c.sets.is_empty());
+    }
+
+    #[test]
+    fn chain_and_detailed_forms() {
+        let y = "sets:\n  - name: a\n    events:\n      - metric: m_total\n        event: [cycles, {event: \"cpu/event=0x3c/\", scale: 2, unit: bytes}, {sum_of: [instructions, cycles]}]\n";
+        let c = Config::parse(y, "t.yaml").unwrap();
+        let alts = &c.sets[0].events[0].event.value;
+        assert_eq!(alts.len(), 3);
+        assert_eq!(alts[2].display(), "instructions + cycles");
+        assert_eq!(alts[1].overrides(), (Some(2.0), Some("bytes")));
+    }
+
+    #[test]
+    fn errors_name_file_line_column() {
+        let y = "sets:\n  - name: a\n    events:\n      - metric: m_total\n        event: cycels\n";
+        let e = Config::parse(y, "t.yaml").unwrap_err().to_string();
+        assert!(e.starts_with("t.yaml:5:"), "{e}");
+        assert!(e.contains("did you mean `cycles`"), "{e}");
+        let y = "sets:\n  - name: a\n    evnts: []\n";
+        let e = Config::parse(y, "t.yaml").unwrap_err().to_string();
+        assert!(e.starts_with("t.yaml:3:"), "{e}");
+        let y = "sets:\n  - name: a\n    events:\n      - metric: 9bad\n        event: cycles\n";
+        let e = Config::parse(y, "t.yaml").unwrap_err().to_string();
+        assert!(
+            e.contains("t.yaml:4:") && e.contains("not a valid Prometheus metric name"),
+            "{e}"
+        );
+        let y = "sets:\n  - name: a\n    events:\n      - metric: a_total\n        event: cycles\n      - metric: a_total\n        event: instructions\n";
+        let e = Config::parse(y, "t.yaml").unwrap_err().to_string();
+        assert!(
+            e.contains("t.yaml:6:") && e.contains("defined twice"),
+            "{e}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod input_tests {
+    use super::*;
+
+    fn err(y: &str) -> String {
+        Config::parse(y, "t.yaml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn yaml_errors_speak_to_the_user() {
+        let e = err("sets:\n  - name: a\n    name: b\n    events:\n      - metric: m_total\n        event: cycles\n");
+        assert_eq!(
+            e,
+            "t.yaml:3:5: the key `name` is given twice in the same mapping: keep one"
+        );
+        let e = err("sets:\n  - name: a\n    events:\n      - metric: m_total\n        event: cycles\n---\nsets: []\n");
+        assert!(
+            e.starts_with("t.yaml:7:1: the file holds several YAML documents"),
+            "{e}"
+        );
+        assert!(
+            !e.contains("from_str") && !e.contains("Options") && !e.contains("line 7 column"),
+            "{e}"
+        );
+    }
+
+    /// Issue 11: `~` as a whole config, `sets: []` and a bare `sets:`
+    /// are refused with a reason, never with `:0:0` or an empty one.
+    #[test]
+    fn empty_configs_refused_with_a_reason() {
+        for y in [
+            "~\n",
+            "sets: []\n",
+            "sets:\n",
+            "",
+            "# only a comment\n",
+            "null",
+            "---\n~\n",
+        ] {
+            let e = err(y);
+            assert!(e.contains("has no sets"), "{y:?}: {e}");
+            assert!(
+                !e.contains(":0:0") && !e.contains("null.yaml"),
+                "{y:?}: {e}"
+            );
+        }
+    }
+
+    /// Defect 4: a counter without `_total`, a name with `:`, reserved
+    /// names and colliding families are refused with the line, the
+    /// reason and the name to use.
+    #[test]
+    fn metric_names() {
+        let one = |name: &str, extra: &str| {
+            err(&format!("sets:\n  - name: a\n    events:\n      - metric: {name}\n{extra}        event: cycles\n"))
+        };
+        let e = one("perf_cycles", "");
+        assert!(
+            e.starts_with("t.yaml:4:") && e.contains("use `perf_cycles_total`"),
+            "{e}"
+        );
+        let e = one("perf:cycles_total", "");
+        assert!(
+            e.starts_with("t.yaml:4:") && e.contains("use `perf_cycles_total`"),
+            "{e}"
+        );
+        let e = one("perf_temp_total", "        gauge: true\n");
+        assert!(e.contains("use `perf_temp`"), "{e}");
+        for reserved in [
+            "perf_event_available",
+            "perf_group_enabled_seconds_total",
+            "perf_exporter_x_total",
+            "perf_read_errors_total",
+            "__name__",
+        ] {
+            let e = one(reserved, "        gauge: true\n");
+            let e2 = one(reserved, "");
+            assert!(
+                e.contains("t.yaml:4:") && e2.contains("t.yaml:4:"),
+                "{e} / {e2}"
+            );
+        }
+        let y = "sets:\n  - name: a\n    events:\n      - metric: foo\n        gauge: true\n        event: cycles\n      - metric: foo_total\n        event: instructions\n";
+        let e = err(y);
+        assert!(
+            e.starts_with("t.yaml:7:") && e.contains("collides with `foo`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn specs_are_stored_parsed_and_checked() {
+        let y = "sets:\n  - name: a\n    events:\n      - metric: m_total\n        event: [cycles, {sum_of: [cpu/event=0x3c/, cpu/event=0xc0/], scale: 2}]\n";
+        let c = Config::parse(y, "t.yaml").unwrap();
+        let alts = &c.sets[0].events[0].event.value;
+        assert!(matches!(
+            alts[0].specs[0].parsed,
+            EventSpec::Hardware { id: 0, .. }
+        ));
+        assert_eq!(alts[1].display(), "cpu/event=0x3c/ + cpu/event=0xc0/");
+        let bad = |ev: &str| {
+            err(&format!(
+                "sets:\n  - name: a\n    events:\n      - metric: m_total\n        event: {ev}\n"
+            ))
+        };
+        assert!(bad("\"cpu/event=1,event=2/\"").contains("given twice"));
+        assert!(bad("cycles:u").contains("modifiers"));
+        for sc in ["0", "-64", "1e308", ".nan", ".inf"] {
+            let e = bad(&format!("{{event: cycles, scale: {sc}}}"));
+            assert!(
+                e.contains("scale") || e.contains("finite number"),
+                "{sc}: {e}"
+            );
+            assert!(!e.contains("policy"), "{sc}: {e}");
+        }
+        assert!(bad("{sum_of: [cycles, cycles]}").contains("twice"));
+    }
+}

@@ -1,0 +1,76 @@
+//! The configuration as serde reads it: strings, before any spec is
+//! parsed. [`super::Config::parse`] turns it into the validated types.
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    /// `None` for a bare `sets:` (refused with a reason, not a type error).
+    pub sets: Spanned<Option<Vec<RawSet>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSet {
+    pub name: Spanned<String>,
+    #[serde(default = "yes")]
+    pub per_cpu: bool,
+    pub events: Vec<RawMetric>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetric {
+    pub metric: Spanned<String>,
+    #[serde(default)]
+    pub help: Option<String>,
+    #[serde(default)]
+    pub gauge: bool,
+    pub event: Spanned<RawEventField>,
+}
+
+/// `event:` as written: one alternative or a list of them.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawEventField {
+    One(RawAlternative),
+    Chain(Vec<RawAlternative>),
+}
+
+impl RawEventField {
+    pub fn into_vec(self) -> Vec<RawAlternative> {
+        match self {
+            RawEventField::One(a) => vec![a],
+            RawEventField::Chain(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawAlternative {
+    Spec(String),
+    Detailed(RawDetailed),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDetailed {
+    #[serde(default)]
+    pub event: Option<String>,
+    #[serde(default)]
+    pub sum_of: Option<Vec<String>>,
+    #[serde(default)]
+    pub scale: Option<f64>,
+    #[serde(default)]
+    pub unit: Option<String>,
+    #[serde(default)]
+    pub requires_format: Option<String>,
+}

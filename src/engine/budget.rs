@@ -1,0 +1,137 @@
+//! The file descriptor budget. Every counter is an fd, and so is every
+//! connection the server accepts. The soft `RLIMIT_NOFILE` is raised
+//! toward the hard limit when the plan needs more; what is free then is
+//! shared: a reserve for connections (at most `reserve`, at most a quarter
+//! of what is free, at least [`MIN_RESERVE`]) and the rest for counters,
+//! opened in plan order (the first sets first). Counters beyond the budget
+//! are reported as lacking file descriptors, with the limit to raise, and
+//! what fits is served.
+
+use super::Engine;
+use crate::perf::Kernel;
+use crate::pmu::PmuTable;
+use crate::resolve::chain::Resolution;
+use std::sync::Arc;
+
+/// Descriptors asked for beyond the plan (sockets, files, the runtime).
+const HEADROOM: u64 = 128;
+/// Descriptors always kept for connections when any are free.
+const MIN_RESERVE: usize = 2;
+
+/// Where the fd budget stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FdBudget {
+    /// fds the plan needs.
+    needed: u64,
+    /// The soft limit after raising it.
+    soft: u64,
+    /// The hard limit.
+    hard: u64,
+    /// fds free before the counters were opened.
+    free: u64,
+    /// fds the counters may use (the rest of `free` is kept for
+    /// connections).
+    counters: u64,
+}
+
+/// How many of the `free` descriptors counters may use, keeping a share
+/// for connections: `min(reserve, max(free / 4, MIN_RESERVE))`.
+fn counter_share(free: usize, reserve: usize) -> usize {
+    let keep = reserve.min((free / 4).max(MIN_RESERVE)).min(free);
+    free - keep
+}
+
+/// How many more files this process may open, counted up to `max` by
+/// opening `/dev/null` until the limit refuses (and closing them again).
+/// `None` when that cannot be told (`/dev/null` fails otherwise).
+fn free_fds(max: usize) -> Option<usize> {
+    let mut held = Vec::new();
+    while held.len() < max {
+        match std::fs::File::open("/dev/null") {
+            Ok(f) => held.push(f),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => break,
+            Err(_) => return None,
+        }
+    }
+    Some(held.len())
+}
+
+/// Opens an engine within the fd budget: raises `RLIMIT_NOFILE` toward
+/// what the plan needs (through the [`Kernel`]), keeps up to `reserve`
+/// descriptors free for connections and opens what fits. A kernel without
+/// such a limit (the simulation) opens everything.
+pub fn open_with_reserve(
+    kernel: Arc<dyn Kernel>,
+    table: PmuTable,
+    res: Resolution,
+    reserve: usize,
+) -> Engine {
+    let planned: usize = res
+        .metrics
+        .iter()
+        .flat_map(|m| &m.instances)
+        .map(|i| i.inst.cpus.len())
+        .sum();
+    // The hotplug watcher's descriptors are not the counters'.
+    let _ = kernel.hotplug_generation();
+    let Some((soft, hard)) = kernel.raise_nofile(planned as u64 + HEADROOM) else {
+        return Engine::new(kernel, table, res);
+    };
+    let Some(free) = free_fds(planned + reserve) else {
+        return Engine::new(kernel, table, res);
+    };
+    let b = FdBudget {
+        needed: planned as u64,
+        soft,
+        hard,
+        free: free as u64,
+        counters: counter_share(free, reserve) as u64,
+    };
+    tracing::info!(
+        needed = b.needed,
+        soft = b.soft,
+        hard = b.hard,
+        free = b.free,
+        counters = b.counters,
+        "fd budget (RLIMIT_NOFILE)"
+    );
+    if b.counters < b.needed {
+        tracing::warn!(needed = b.needed, counters = b.counters, soft = b.soft, hard = b.hard,
+            "RLIMIT_NOFILE is below what the plan needs; opening what fits (raise the limit: `ulimit -n`, systemd LimitNOFILE=, or the container runtime's nofile limit)");
+    }
+    let mut e = Engine::with_fd_cap(kernel, table, res, Some(b.counters as usize));
+    if b.counters == 0 {
+        // Even the resolver's probes may have failed for want of fds, so
+        // the metrics' own reasons can point elsewhere: say it first.
+        e.fd_exhausted = Some(format!(
+            "no file descriptor is free for counters: the open-files limit RLIMIT_NOFILE is {} (hard limit {}) and the exporter itself uses {}; raise it to at least {} (`ulimit -n`, systemd LimitNOFILE=, or the container runtime's nofile limit)",
+            b.soft,
+            b.hard,
+            b.soft.saturating_sub(b.free),
+            b.soft.saturating_sub(b.free) + b.needed.max(1) + reserve as u64
+        ));
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_keep_a_share_of_free_descriptors() {
+        assert_eq!(counter_share(1000, 16), 984);
+        assert_eq!(counter_share(40, 16), 30);
+        assert_eq!(counter_share(14, 16), 11);
+        assert_eq!(counter_share(3, 16), 1);
+        assert_eq!(counter_share(2, 16), 0);
+        assert_eq!(counter_share(1, 16), 0);
+        assert_eq!(counter_share(0, 16), 0);
+        assert_eq!(counter_share(100, 0), 100);
+    }
+
+    #[test]
+    fn free_descriptors_are_counted_up_to_the_bound() {
+        assert_eq!(free_fds(5), Some(5));
+    }
+}

@@ -1,0 +1,360 @@
+//! The counting engine: plans perf groups from a [`Resolution`], opens
+//! them through a [`Kernel`], and turns group reads into a plain-data
+//! [`Snapshot`](crate::snapshot::Snapshot) at scrape time.
+//!
+//! * **Groups** (`plan.rs`). Each set becomes one group per
+//!   (PMU, CPU): core and software PMUs on every CPU they cover, uncore
+//!   PMUs once per instance on each CPU of their `cpumask`. Hybrid core
+//!   PMUs get separate groups (a group never mixes `cpu_core` and
+//!   `cpu_atom`).
+//! * **Reads** (`read.rs`). One `read()` per group returns every
+//!   member's raw count with the group's `time_enabled` and
+//!   `time_running`. That is the whole cost of a collection on the kernel
+//!   side: no other syscall, no `/sys` or `/proc` file is read while
+//!   nothing changes.
+//! * **Multiplexing.** When the PMU has fewer counters than events the
+//!   kernel time-slices groups, so `time_running < time_enabled`. The
+//!   count is estimated as `raw * enabled / running` (what `perf stat`
+//!   prints, [`mux_factor`]). The estimate can go *down* between reads;
+//!   exported counters take only increases of its high-water mark
+//!   ([`monotonic_delta`]), so they never decrease and never count the
+//!   same events twice.
+//! * **Never scheduled.** A group whose `time_running` stays 0 while it is
+//!   enabled cannot fit on the PMU; it is split into single-event groups
+//!   (and a member that still never runs exports nothing, not zero).
+//! * **Hotplug** (`hotplug.rs`). When a CPU goes offline the
+//!   kernel stops its events (their `time_enabled` stands still) and, on
+//!   current kernels, detaches the members of each group, but every event
+//!   stays readable with its final count until it is closed (`perf stat`
+//!   reads them). The engine therefore reads an offline CPU's groups one
+//!   last time (each member on its own if the group read lost it) before
+//!   closing them, so nothing counted since the last scrape is lost. Events
+//!   of a CPU that went away are never re-enabled by the kernel when it
+//!   returns: its groups are reopened, and its counters continue from their
+//!   totals. [`follow_hotplug`] reacts to the kernel's hotplug signal
+//!   between scrapes, so a returning CPU counts again within milliseconds.
+//!   Without a signal (no uevents reach a user-namespaced container) a
+//!   group read failing with `ENODEV` or a group's `time_enabled` standing
+//!   still while others move reveals an offline CPU, and while any CPU is
+//!   known offline the online list is re-read at every collection, so its
+//!   return is noticed within one scrape.
+//! * **Aggregation.** A set with `per_cpu: false` sums its counters over
+//!   CPUs into one series (uncore series keep `pmu` and `socket`); its
+//!   gauges are averaged over CPUs, and its group-time and read-error
+//!   series lose the `cpu` label (summed over CPUs).
+//! * **Start times.** Every counter series records when its count began
+//!   (the wall-clock time its first group opened), kept while its total is
+//!   carried over (a CPU's return, a reload that counts the same events)
+//!   and new when the count restarts; OTLP exports it as
+//!   `start_time_unix_nano`.
+//! * **Carry-over** (`totals.rs`). A config reload continues
+//!   the totals of every metric that counts the same events the same way.
+//! * **File descriptors** (`budget.rs`). Each counter is an
+//!   fd. Under a low `RLIMIT_NOFILE` the engine opens what fits, in plan
+//!   order, and names the rest with the limit to raise.
+//! * **Failures.** One CPU's or PMU's failure never drops the others.
+//! * **Allocation.** Series are indexed, their label sets rendered once
+//!   ([`Labels`]) and their export order computed when the plan changes,
+//!   so a collection allocates per family, never per series.
+
+mod budget;
+mod hotplug;
+mod open;
+mod plan;
+mod read;
+mod runtime;
+mod totals;
+
+pub use budget::open_with_reserve;
+pub use hotplug::{follow_hotplug, HotplugFollower};
+pub use read::{monotonic_delta, mux_factor};
+pub use runtime::MetricRuntime;
+pub use totals::Totals;
+
+use crate::perf::{Counter, EventAttr, GroupReading, Kernel};
+use crate::pmu::PmuTable;
+use crate::resolve::chain::Resolution;
+use crate::snapshot::Labels;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// A series key: metric index plus labels.
+type SeriesKey = (usize, Vec<(&'static str, String)>);
+
+#[derive(Debug, Clone)]
+struct SeriesState {
+    /// The metric it belongs to.
+    metric: usize,
+    /// Its labels, rendered.
+    labels: Labels,
+    /// Accumulated counter value (base units) or last gauge reading.
+    value: f64,
+    /// Has ever had data.
+    has_data: bool,
+    /// Is currently backed by an open group.
+    live: bool,
+    /// When its count began (ns since the Unix epoch; 0: never opened).
+    start_ns: u64,
+    /// Gauges: readings summed over the groups of this collection.
+    gauge_sum: f64,
+    /// Gauges: how many groups contributed in this collection.
+    gauge_groups: u32,
+    /// Gauges: the last group that contributed (to count groups once).
+    gauge_last_group: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct MemberPlan {
+    metric: usize,
+    attr: EventAttr,
+    scale: f64,
+    snapshot: bool,
+    series: SeriesKey,
+}
+
+#[derive(Debug)]
+struct Member {
+    plan: MemberPlan,
+    /// Index into `Engine::series`.
+    series: usize,
+    counter: Counter,
+    /// High-water mark of the scaled estimate (raw units).
+    high: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct GroupKey {
+    set: usize,
+    pmu: String,
+    cpu: u32,
+    /// 0 for the planned group; >0 for groups split off it.
+    split: usize,
+}
+
+#[derive(Debug)]
+struct Group {
+    key: GroupKey,
+    members: Vec<Member>,
+    /// Index into `Engine::time_slots` (its set and CPU).
+    time_slot: usize,
+    last_enabled: u64,
+    last_running: u64,
+    never_ran: u32,
+    /// Scratch of one collection: time_enabled stood still.
+    stalled: bool,
+    /// Scratch of one collection: never ran twice, split it.
+    split: bool,
+}
+
+/// Per (set, CPU): this collection's enabled/running deltas summed over
+/// the CPU's groups of the set, and how many groups; they are exported as
+/// the mean over the groups, so six IMC groups on one CPU do not count six
+/// seconds per second.
+#[derive(Debug, Clone)]
+struct TimeSlot {
+    /// Index into `Engine::time_series`.
+    export: usize,
+    d_enabled: u64,
+    d_running: u64,
+    groups: u32,
+}
+
+/// An exported `{set, cpu}` (or `{set}` for a `per_cpu: false` set) series
+/// of the group-time and read-error families.
+#[derive(Debug, Clone)]
+struct TimeSeries {
+    set: usize,
+    /// `None`: summed over CPUs.
+    cpu: Option<u32>,
+    labels: Labels,
+    enabled: f64,
+    running: f64,
+    has_times: bool,
+    errors: u64,
+    /// When its counts began (ns since the Unix epoch; 0: never opened).
+    start_ns: u64,
+}
+
+/// A `perf_event_available` sample: which metric, and whether it has open
+/// groups on its PMU (the value also needs the metric to be schedulable).
+#[derive(Debug, Clone)]
+struct Avail {
+    metric: usize,
+    labels: Labels,
+    open: bool,
+}
+
+/// The engine. Owns every fd.
+#[derive(Debug)]
+pub struct Engine {
+    kernel: Arc<dyn Kernel>,
+    table: PmuTable,
+    resolution: Resolution,
+    groups: Vec<Group>,
+    /// Every series ever planned, by index.
+    series: Vec<SeriesState>,
+    series_index: HashMap<SeriesKey, usize>,
+    /// Per metric: its series in export order (numeric label order).
+    series_order: Vec<Vec<usize>>,
+    /// Series of snapshot (gauge) members.
+    gauge_series: Vec<usize>,
+    time_slots: Vec<TimeSlot>,
+    time_slot_index: HashMap<(usize, u32), usize>,
+    time_series: Vec<TimeSeries>,
+    time_series_index: HashMap<(usize, Option<u32>), usize>,
+    /// `time_series` in export order (set, cpu).
+    time_order: Vec<usize>,
+    avail: Vec<Avail>,
+    runtime: Vec<MetricRuntime>,
+    online: Vec<u32>,
+    /// `online` as a mask indexed by CPU.
+    online_mask: Vec<bool>,
+    /// Every CPU ever seen online: while one of them is offline, the
+    /// online list is re-read at every collection.
+    known_cpus: BTreeSet<u32>,
+    buf: GroupReading,
+    /// Members that can never be scheduled, by metric.
+    unschedulable: BTreeMap<usize, String>,
+    /// Metrics with counters left unopened for want of file descriptors.
+    fd_starved: BTreeSet<usize>,
+    /// At most this many fds are opened (`None`: no budget).
+    fd_cap: Option<usize>,
+    /// Set when no descriptor at all was free for counters: the cause of
+    /// everything else, named first in [`Engine::problems`].
+    fd_exhausted: Option<String>,
+    /// Scratch while opening: fds that may still be opened.
+    fd_room: usize,
+    /// An open failed with ENODEV on a CPU the online list already shows
+    /// (the kernel brings perf up on a CPU slightly after it appears):
+    /// retry at the next collection.
+    retry_open: bool,
+    /// The kernel's hotplug generation when the online list was last read
+    /// (`None`: the kernel has no signal; read it at every collection).
+    hotplug_seen: Option<u64>,
+    /// How many times the online list was read after start-up.
+    online_reads: u64,
+}
+
+fn mask_of(online: &[u32]) -> Vec<bool> {
+    let n = online.iter().max().map_or(0, |&m| m as usize + 1);
+    let mut mask = vec![false; n];
+    for &c in online {
+        mask[c as usize] = true;
+    }
+    mask
+}
+
+/// Wall-clock nanoseconds since the Unix epoch (1 if the clock is before it,
+/// so a start time is never mistaken for "unknown").
+fn now_unix_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .max(1)
+}
+
+impl Engine {
+    /// Plans and opens every group.
+    pub fn new(kernel: Arc<dyn Kernel>, table: PmuTable, resolution: Resolution) -> Self {
+        Self::with_fd_cap(kernel, table, resolution, None)
+    }
+
+    /// Plans and opens groups, at most `fd_cap` fds (`None`: no cap);
+    /// counters beyond it are reported as lacking file descriptors.
+    fn with_fd_cap(
+        kernel: Arc<dyn Kernel>,
+        table: PmuTable,
+        resolution: Resolution,
+        fd_cap: Option<usize>,
+    ) -> Self {
+        let online = table.topology.online.clone();
+        let runtime = runtime::initial(&resolution);
+        let metrics = resolution.metrics.len();
+        let mut e = Engine {
+            kernel,
+            table,
+            resolution,
+            groups: Vec::new(),
+            series: Vec::new(),
+            series_index: HashMap::new(),
+            series_order: vec![Vec::new(); metrics],
+            gauge_series: Vec::new(),
+            time_slots: Vec::new(),
+            time_slot_index: HashMap::new(),
+            time_series: Vec::new(),
+            time_series_index: HashMap::new(),
+            time_order: Vec::new(),
+            avail: Vec::new(),
+            runtime,
+            online_mask: mask_of(&online),
+            known_cpus: online.iter().copied().collect(),
+            online,
+            buf: GroupReading::default(),
+            unschedulable: BTreeMap::new(),
+            fd_starved: BTreeSet::new(),
+            fd_cap,
+            fd_exhausted: None,
+            fd_room: 0,
+            retry_open: false,
+            hotplug_seen: None,
+            online_reads: 0,
+        };
+        // Start listening for hotplug before reading the online list, so a
+        // change in between is not missed.
+        e.hotplug_seen = e.kernel.hotplug_generation();
+        if let Some(online) = e.kernel.online_cpus(&e.table.sysfs) {
+            e.set_online(online);
+        }
+        e.reconcile();
+        e
+    }
+
+    /// The number of open fds.
+    pub fn open_fds(&self) -> usize {
+        self.groups.iter().map(|g| g.members.len()).sum()
+    }
+
+    /// The number of open groups: the `read()` calls of one collection.
+    pub fn open_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// The fds the plan needs on the current CPUs.
+    pub fn planned_fds(&self) -> usize {
+        self.plan().values().map(Vec::len).sum()
+    }
+
+    /// How many times the online CPU list was read since start-up (only
+    /// when a hotplug signal, a failed read or a stalled group asked for
+    /// it, while a CPU is known offline, or at every collection when the
+    /// kernel has no hotplug signal).
+    pub fn online_reads(&self) -> u64 {
+        self.online_reads
+    }
+
+    /// The resolution the engine runs.
+    pub fn resolution(&self) -> &Resolution {
+        &self.resolution
+    }
+
+    /// Whether anything at all is being counted.
+    pub fn counting(&self) -> bool {
+        !self.groups.is_empty()
+    }
+
+    fn is_online(&self, cpu: u32) -> bool {
+        self.online_mask.get(cpu as usize).copied().unwrap_or(false)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Members after leaders: closing a leader first would orphan the
+        // group's other fds into singletons for a moment.
+        for g in &mut self.groups {
+            while g.members.len() > 1 {
+                g.members.pop();
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! Opening: series and group-time slots by index, groups opened leader
+//! first (members the PMU refuses to group get groups of their own),
+//! reconciling the open groups with the plan, and splitting groups that
+//! are never scheduled.
+
+use super::{
+    now_unix_nanos, Engine, Group, GroupKey, Member, MemberPlan, SeriesKey, SeriesState,
+    TimeSeries, TimeSlot,
+};
+use crate::perf::{Counter, ErrorKind, PerfError};
+use crate::snapshot::Labels;
+use std::collections::HashSet;
+
+impl Engine {
+    /// The index of a series, created on first use.
+    pub(super) fn series_of(&mut self, key: &SeriesKey) -> usize {
+        if let Some(&i) = self.series_index.get(key) {
+            return i;
+        }
+        let i = self.series.len();
+        self.series.push(SeriesState {
+            metric: key.0,
+            labels: Labels::new(key.1.clone()),
+            value: 0.0,
+            has_data: false,
+            live: false,
+            start_ns: 0,
+            gauge_sum: 0.0,
+            gauge_groups: 0,
+            gauge_last_group: usize::MAX,
+        });
+        self.series_index.insert(key.clone(), i);
+        i
+    }
+
+    /// The exported group-time series of a set on a CPU (`None`: summed
+    /// over CPUs), created on first use.
+    pub(super) fn time_series_of(&mut self, set: usize, cpu: Option<u32>) -> usize {
+        if let Some(&x) = self.time_series_index.get(&(set, cpu)) {
+            return x;
+        }
+        let name = self
+            .resolution
+            .sets
+            .get(set)
+            .map_or(String::new(), |s| s.name.clone());
+        let mut pairs = vec![("set", name)];
+        if let Some(c) = cpu {
+            pairs.push(("cpu", c.to_string()));
+        }
+        let x = self.time_series.len();
+        self.time_series.push(TimeSeries {
+            set,
+            cpu,
+            labels: Labels::new(pairs),
+            enabled: 0.0,
+            running: 0.0,
+            has_times: false,
+            errors: 0,
+            start_ns: 0,
+        });
+        self.time_series_index.insert((set, cpu), x);
+        x
+    }
+
+    /// The time slot of a (set, CPU), created on first use with its
+    /// exported series.
+    fn time_slot_of(&mut self, set: usize, cpu: u32) -> usize {
+        if let Some(&i) = self.time_slot_index.get(&(set, cpu)) {
+            return i;
+        }
+        let export_cpu = self.per_cpu(set).then_some(cpu);
+        let export = self.time_series_of(set, export_cpu);
+        let i = self.time_slots.len();
+        self.time_slots.push(TimeSlot {
+            export,
+            d_enabled: 0,
+            d_running: 0,
+            groups: 0,
+        });
+        self.time_slot_index.insert((set, cpu), i);
+        i
+    }
+
+    /// Starts a round of opening: how many fds the budget still allows.
+    pub(super) fn begin_opening(&mut self) {
+        self.fd_room = match self.fd_cap {
+            Some(cap) => cap.saturating_sub(self.open_fds()),
+            None => usize::MAX,
+        };
+    }
+
+    /// Opens one member through the kernel, within the fd budget.
+    fn open_member(
+        &mut self,
+        mp: &MemberPlan,
+        cpu: u32,
+        leader: Option<&Counter>,
+    ) -> Result<Counter, PerfError> {
+        if self.fd_room == 0 {
+            // What the kernel would say past the limit, without asking it.
+            return Err(PerfError::new("open", &mp.attr, cpu, libc::EMFILE));
+        }
+        let c = self.kernel.open(&mp.attr, cpu, leader)?;
+        self.fd_room -= 1;
+        Ok(c)
+    }
+
+    /// Opens `members` as one group (leader first), splitting off members
+    /// the PMU refuses to group. Returns the groups opened.
+    fn open_group(&mut self, key: GroupKey, members: Vec<MemberPlan>) -> Vec<Group> {
+        let mut out = Vec::new();
+        let mut pending = members;
+        let mut split = key.split;
+        while !pending.is_empty() {
+            let mut opened: Vec<(MemberPlan, Counter)> = Vec::new();
+            let mut deferred = Vec::new();
+            for mp in pending.drain(..) {
+                let leader = opened.first().map(|m| &m.1);
+                match self.open_member(&mp, key.cpu, leader) {
+                    Ok(counter) => opened.push((mp, counter)),
+                    Err(e)
+                        if leader.is_some()
+                            && matches!(e.kind, ErrorKind::Invalid | ErrorKind::Busy) =>
+                    {
+                        // The PMU will not take it in this group (too many
+                        // events, one-event-per-group drivers): own group.
+                        deferred.push(mp);
+                    }
+                    Err(e) => self.open_failed(&mp, e),
+                }
+            }
+            if let Some(first) = opened.first() {
+                if let Err(e) = self.kernel.enable_group(&first.1, &first.0.attr, key.cpu) {
+                    for m in &opened {
+                        self.note(m.0.metric, e.reason());
+                    }
+                    self.fd_room = self.fd_room.saturating_add(opened.len());
+                } else {
+                    out.push(self.enabled_group(&key, split, opened));
+                    split += 1;
+                }
+            }
+            pending = deferred;
+        }
+        out
+    }
+
+    /// A group the kernel counts from now on: its series become live, and
+    /// those that never counted before start now.
+    fn enabled_group(
+        &mut self,
+        key: &GroupKey,
+        split: usize,
+        opened: Vec<(MemberPlan, Counter)>,
+    ) -> Group {
+        let now = now_unix_nanos();
+        let mut members = Vec::with_capacity(opened.len());
+        for (plan, counter) in opened {
+            let series = self.series_of(&plan.series);
+            let st = &mut self.series[series];
+            st.live = true;
+            if st.start_ns == 0 && !plan.snapshot {
+                st.start_ns = now;
+            }
+            members.push(Member {
+                plan,
+                series,
+                counter,
+                high: 0.0,
+            });
+        }
+        let time_slot = self.time_slot_of(key.set, key.cpu);
+        let export = self.time_slots[time_slot].export;
+        let ts = &mut self.time_series[export];
+        if ts.start_ns == 0 {
+            ts.start_ns = now;
+        }
+        Group {
+            key: GroupKey {
+                split,
+                ..key.clone()
+            },
+            members,
+            time_slot,
+            last_enabled: 0,
+            last_running: 0,
+            never_ran: 0,
+            stalled: false,
+            split: false,
+        }
+    }
+
+    fn open_failed(&mut self, mp: &MemberPlan, e: PerfError) {
+        match e.kind {
+            ErrorKind::CpuOffline => self.retry_open = true,
+            ErrorKind::FdLimit => self.note_fd_limit(mp, &e),
+            _ => {
+                let reason = format!("{} on {}: {}", mp.attr.event, mp.attr.pmu, e.reason());
+                self.note(mp.metric, reason);
+            }
+        }
+    }
+
+    /// Brings open groups in line with the plan on the current CPUs:
+    /// groups no longer planned (their CPU went offline) are read one last
+    /// time and closed, planned groups that are not open are opened.
+    pub(super) fn reconcile(&mut self) {
+        let plan = self.plan();
+        let planned: HashSet<(usize, &str, u32)> = plan
+            .keys()
+            .map(|k| (k.set, k.pmu.as_str(), k.cpu))
+            .collect();
+        let (keep, gone): (Vec<Group>, Vec<Group>) = std::mem::take(&mut self.groups)
+            .into_iter()
+            .partition(|g| planned.contains(&(g.key.set, g.key.pmu.as_str(), g.key.cpu)));
+        self.groups = keep;
+        if !gone.is_empty() {
+            tracing::info!(
+                closed = gone.len(),
+                "closing groups of offline CPUs after a last read"
+            );
+            self.close_after_last_read(gone);
+        }
+        self.begin_opening();
+        let open: HashSet<(usize, String, u32)> = self
+            .groups
+            .iter()
+            .map(|g| (g.key.set, g.key.pmu.clone(), g.key.cpu))
+            .collect();
+        for (key, members) in plan {
+            if !open.contains(&(key.set, key.pmu.clone(), key.cpu)) {
+                let gs = self.open_group(key, members);
+                self.groups.extend(gs);
+            }
+        }
+        self.refresh();
+    }
+
+    /// Splits a group that never runs into single-event groups.
+    pub(super) fn split_group(&mut self, idx: usize) {
+        let g = self.groups.remove(idx);
+        tracing::warn!(set = g.key.set, pmu = %g.key.pmu, cpu = g.key.cpu, members = g.members.len(),
+            "group never scheduled on the PMU (more events than counters?); splitting it into single-event groups");
+        let next_split = self
+            .groups
+            .iter()
+            .filter(|o| o.key.set == g.key.set && o.key.pmu == g.key.pmu && o.key.cpu == g.key.cpu)
+            .map(|o| o.key.split + 1)
+            .max()
+            .unwrap_or(1)
+            .max(g.key.split + 1);
+        let mut k = next_split;
+        let plans: Vec<MemberPlan> = g.members.iter().map(|m| m.plan.clone()).collect();
+        let key = g.key.clone();
+        close_group(g);
+        self.begin_opening();
+        for plan in plans {
+            let gs = self.open_group(
+                GroupKey {
+                    split: k,
+                    ..key.clone()
+                },
+                vec![plan],
+            );
+            k += gs.len().max(1);
+            self.groups.extend(gs);
+        }
+    }
+}
+
+/// Closes a group's fds, members before the leader (closing a leader first
+/// would turn the members into singleton groups for a moment).
+pub(super) fn close_group(mut g: Group) {
+    while g.members.len() > 1 {
+        g.members.pop();
+    }
+}

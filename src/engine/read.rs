@@ -1,0 +1,310 @@
+//! Reading: one `read()` per group, then named steps: the group's times
+//! (enabled/running deltas, a stalled or never-scheduled group), the
+//! multiplexing estimate of each member folded into monotonic totals, the
+//! gauges averaged over groups, and what the reads say about hotplug.
+//!
+//! The hot path allocates nothing: the read buffer, the series and the
+//! time slots are reused from collection to collection.
+
+use super::{Engine, Group, Member, SeriesState};
+use crate::perf::ErrorKind;
+use crate::snapshot::Snapshot;
+
+/// The multiplexing factor of a group read: `enabled / running` when the
+/// group was time-sliced (`running < enabled`), 1 when it counted all the
+/// time, `None` when it never ran (no estimate is possible: export
+/// nothing rather than zero).
+#[inline]
+pub fn mux_factor(enabled: u64, running: u64) -> Option<f64> {
+    if running == 0 {
+        None
+    } else if running < enabled {
+        Some(enabled as f64 / running as f64)
+    } else {
+        Some(1.0)
+    }
+}
+
+/// Folds a new scaled estimate of a running count into its high-water
+/// mark `high` and returns how much the exported counter grows (in raw
+/// units): the increase of the mark, or 0 when the estimate fell. So a
+/// counter fed by these deltas never decreases and never counts the same
+/// events twice.
+#[inline]
+pub fn monotonic_delta(high: &mut f64, estimate: f64) -> f64 {
+    if estimate > *high {
+        let d = estimate - *high;
+        *high = estimate;
+        d
+    } else {
+        0.0
+    }
+}
+
+/// What the reads of one collection saw, for the hotplug checks after it.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Seen {
+    /// A read failed with ENODEV (an offline CPU).
+    pub(super) failed_cpu: bool,
+    /// Some group's enabled time moved.
+    pub(super) moved: bool,
+    /// Some group's enabled time stood still.
+    pub(super) still: bool,
+    /// Some group never ran twice and must be split.
+    pub(super) split: bool,
+}
+
+/// Adds one member's raw count: gauges into this collection's sum (each
+/// group counted once per series), counters through their high-water mark.
+pub(super) fn apply_member(
+    series: &mut [SeriesState],
+    m: &mut Member,
+    group: usize,
+    raw: u64,
+    factor: f64,
+) {
+    let Some(st) = series.get_mut(m.series) else {
+        return;
+    };
+    if m.plan.snapshot {
+        st.gauge_sum += raw as f64 * m.plan.scale;
+        if st.gauge_last_group != group {
+            st.gauge_last_group = group;
+            st.gauge_groups += 1;
+        }
+        return;
+    }
+    st.value += monotonic_delta(&mut m.high, raw as f64 * factor) * m.plan.scale;
+    st.has_data = true;
+}
+
+/// A member's raw value in a group read: at its own position (values come
+/// leader first in open order) unless the kernel reordered them, `None`
+/// when the read does not have it (a member detached from its group).
+#[inline]
+pub(super) fn value_of(values: &[(u64, u64)], k: usize, id: u64) -> Option<u64> {
+    match values.get(k) {
+        Some(&(i, v)) if i == id => Some(v),
+        _ => values.iter().find(|(i, _)| *i == id).map(|&(_, v)| v),
+    }
+}
+
+impl Engine {
+    /// Reads every group once and returns the counters.
+    pub fn collect(&mut self) -> Snapshot {
+        self.read_groups();
+        self.snapshot()
+    }
+
+    /// Reads every group once (one `read()` each) and accumulates the
+    /// counters, without building a snapshot.
+    pub fn read_groups(&mut self) {
+        self.check_hotplug();
+        if self.retry_open {
+            self.retry_open = false;
+            self.reconcile();
+        }
+        self.reset_gauges();
+        let mut seen = Seen::default();
+        // Moved out and back (no allocation) so each read can borrow the
+        // rest of the engine.
+        let mut groups = std::mem::take(&mut self.groups);
+        for (gi, g) in groups.iter_mut().enumerate() {
+            self.read_group(g, gi, &mut seen);
+        }
+        self.groups = groups;
+        self.finish_gauges();
+        self.flush_time_slots();
+        self.after_reads(seen);
+        if seen.split {
+            self.split_never_ran();
+        }
+    }
+
+    fn reset_gauges(&mut self) {
+        for &s in &self.gauge_series {
+            if let Some(st) = self.series.get_mut(s) {
+                st.gauge_sum = 0.0;
+                st.gauge_groups = 0;
+                st.gauge_last_group = usize::MAX;
+            }
+        }
+    }
+
+    /// One group: its `read()`, its times, its members.
+    fn read_group(&mut self, g: &mut Group, gi: usize, seen: &mut Seen) {
+        g.stalled = false;
+        g.split = false;
+        if let Err(kind) = self.read_leader(g) {
+            seen.failed_cpu |= kind == ErrorKind::CpuOffline;
+            return;
+        }
+        let d_en = self.account_times(g, seen);
+        let Some(factor) = mux_factor(self.buf.time_enabled, self.buf.time_running) else {
+            self.never_ran(g, d_en, seen);
+            return;
+        };
+        g.never_ran = 0;
+        for (k, m) in g.members.iter_mut().enumerate() {
+            if let Some(raw) = value_of(&self.buf.values, k, m.counter.id) {
+                apply_member(&mut self.series, m, gi, raw, factor);
+            }
+        }
+    }
+
+    /// The group's one `read()` (of its leader) into the read buffer; a
+    /// failure counts in `perf_read_errors_total`.
+    pub(super) fn read_leader(&mut self, g: &Group) -> Result<(), ErrorKind> {
+        let leader = &g.members[0];
+        let r =
+            self.kernel
+                .read_group(&leader.counter, &leader.plan.attr, g.key.cpu, &mut self.buf);
+        let Err(e) = r else {
+            return Ok(());
+        };
+        if let Some(ts) = self
+            .time_slots
+            .get(g.time_slot)
+            .and_then(|s| self.time_series.get_mut(s.export))
+        {
+            ts.errors += 1;
+        }
+        tracing::debug!(error = %e, "group read failed");
+        Err(e.kind)
+    }
+
+    /// Takes the group's enabled/running deltas from the last read into its
+    /// (set, CPU) slot and notes whether its enabled time moved or stood
+    /// still. Returns the enabled delta.
+    pub(super) fn account_times(&mut self, g: &mut Group, seen: &mut Seen) -> u64 {
+        let (en, run) = (self.buf.time_enabled, self.buf.time_running);
+        let d_en = en.saturating_sub(g.last_enabled);
+        let d_run = run.saturating_sub(g.last_running);
+        if d_en > 0 {
+            seen.moved = true;
+        } else if g.last_enabled > 0 {
+            g.stalled = true;
+            seen.still = true;
+        }
+        g.last_enabled = g.last_enabled.max(en);
+        g.last_running = g.last_running.max(run);
+        if let Some(t) = self.time_slots.get_mut(g.time_slot) {
+            t.d_enabled += d_en;
+            t.d_running += d_run;
+            t.groups += 1;
+        }
+        d_en
+    }
+
+    /// A group that was enabled but never on the PMU: the second time, split
+    /// it (or, alone, report its event as unschedulable).
+    fn never_ran(&mut self, g: &mut Group, d_en: u64, seen: &mut Seen) {
+        if d_en == 0 {
+            return;
+        }
+        g.never_ran += 1;
+        if g.never_ran < 2 {
+            return;
+        }
+        if g.members.len() > 1 {
+            g.split = true;
+            seen.split = true;
+        } else {
+            let m = &g.members[0];
+            self.unschedulable.insert(
+                m.plan.metric,
+                format!(
+                    "{} on {} CPU {}: never scheduled on the PMU (time_running stays 0)",
+                    m.plan.attr.event, m.plan.attr.pmu, g.key.cpu
+                ),
+            );
+        }
+    }
+
+    /// Gauges: the mean over the groups that read them this collection.
+    fn finish_gauges(&mut self) {
+        for &s in &self.gauge_series {
+            if let Some(st) = self.series.get_mut(s) {
+                if st.gauge_groups > 0 {
+                    st.value = st.gauge_sum / f64::from(st.gauge_groups);
+                    st.has_data = true;
+                }
+            }
+        }
+    }
+
+    /// Adds each slot's deltas, averaged over its groups, to its exported
+    /// group-time series, and clears the slot.
+    pub(super) fn flush_time_slots(&mut self) {
+        for t in &mut self.time_slots {
+            if t.groups > 0 {
+                if let Some(ts) = self.time_series.get_mut(t.export) {
+                    ts.enabled += t.d_enabled as f64 * 1e-9 / f64::from(t.groups);
+                    ts.running += t.d_running as f64 * 1e-9 / f64::from(t.groups);
+                    ts.has_times = true;
+                }
+                t.d_enabled = 0;
+                t.d_running = 0;
+                t.groups = 0;
+            }
+        }
+    }
+
+    /// Splits every group marked as never scheduled.
+    fn split_never_ran(&mut self) {
+        let mut gi = self.groups.len();
+        while gi > 0 {
+            gi -= 1;
+            if self.groups[gi].split {
+                self.split_group(gi);
+            }
+        }
+        self.refresh();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mux_factor_scales_time_sliced_groups_only() {
+        assert_eq!(mux_factor(100, 100), Some(1.0));
+        // running can exceed enabled by rounding: never scale down.
+        assert_eq!(mux_factor(100, 101), Some(1.0));
+        assert_eq!(mux_factor(100, 25), Some(4.0));
+        assert_eq!(mux_factor(3, 2), Some(1.5));
+        // Never ran: no estimate, not zero.
+        assert_eq!(mux_factor(100, 0), None);
+        assert_eq!(mux_factor(0, 0), None);
+    }
+
+    #[test]
+    fn monotonic_delta_takes_only_increases_of_the_mark() {
+        let mut high = 0.0;
+        assert_eq!(monotonic_delta(&mut high, 10.0), 10.0);
+        assert_eq!(monotonic_delta(&mut high, 25.0), 15.0);
+        // The scaled estimate fell (multiplexing): nothing, mark kept.
+        assert_eq!(monotonic_delta(&mut high, 20.0), 0.0);
+        assert_eq!(high, 25.0);
+        // Back above the mark: only the part above it counts.
+        assert_eq!(monotonic_delta(&mut high, 30.0), 5.0);
+        assert_eq!(monotonic_delta(&mut high, 30.0), 0.0);
+        let mut total = 0.0;
+        let mut h = 0.0;
+        for e in [1.0, 5.0, 3.0, 4.0, 9.0, 2.0, 9.5] {
+            total += monotonic_delta(&mut h, e);
+        }
+        assert_eq!(total, 9.5);
+    }
+
+    #[test]
+    fn values_are_found_by_position_or_id() {
+        let v = [(11, 7), (12, 9), (13, 1)];
+        assert_eq!(value_of(&v, 1, 12), Some(9));
+        // Reordered: found by id.
+        assert_eq!(value_of(&v, 0, 13), Some(1));
+        // Detached from the group: missing.
+        assert_eq!(value_of(&v[..1], 1, 12), None);
+    }
+}

@@ -1,0 +1,280 @@
+//! Run-time state for people: per-metric status and problems (for the
+//! landing page, `check` and the log), which series are live and in what
+//! order they are exported, and the snapshot of one collection.
+
+use super::plan::{label_order, natural};
+use super::{Avail, Engine, MemberPlan, TimeSeries};
+use crate::perf::PerfError;
+use crate::resolve::chain::{Resolution, Status};
+use crate::snapshot::{Family, Kind, Labels, Sample, Snapshot};
+use std::collections::HashSet;
+
+/// How a configured metric is doing at run time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricRuntime {
+    /// The metric.
+    pub metric: String,
+    /// `resolved`, `fallback`, `unavailable`.
+    pub status: Status,
+    /// The winning spec.
+    pub event: Option<String>,
+    /// PMUs it counts on.
+    pub pmus: Vec<String>,
+    /// Open fds.
+    pub open_fds: usize,
+    /// Why not available, or open failures (deduplicated).
+    pub reasons: Vec<String>,
+}
+
+/// Every metric's state before anything is opened.
+pub(super) fn initial(resolution: &Resolution) -> Vec<MetricRuntime> {
+    resolution
+        .metrics
+        .iter()
+        .map(|m| {
+            let mut pmus: Vec<String> = m.instances.iter().map(|i| i.inst.pmu.clone()).collect();
+            pmus.dedup();
+            MetricRuntime {
+                metric: m.metric.clone(),
+                status: m.status,
+                event: m.event.clone(),
+                pmus,
+                open_fds: 0,
+                reasons: if m.status == Status::Unavailable {
+                    vec![m.reason()]
+                } else {
+                    m.partial.clone()
+                },
+            }
+        })
+        .collect()
+}
+
+impl Engine {
+    /// Per-metric run-time state (for the landing page and logs).
+    pub fn runtime(&self) -> &[MetricRuntime] {
+        &self.runtime
+    }
+
+    pub(super) fn note(&mut self, metric: usize, reason: String) {
+        let rt = &mut self.runtime[metric];
+        if !rt.reasons.contains(&reason) && rt.reasons.len() < 16 {
+            tracing::warn!(metric = %rt.metric, %reason, "counter unavailable");
+            rt.reasons.push(reason);
+        }
+    }
+
+    /// A counter left unopened for want of file descriptors.
+    pub(super) fn note_fd_limit(&mut self, mp: &MemberPlan, e: &PerfError) {
+        self.fd_starved.insert(mp.metric);
+        let reason = format!("{} on {}: {}", mp.attr.event, mp.attr.pmu, e.reason());
+        self.note(mp.metric, reason);
+    }
+
+    /// Why a metric is missing or partial, per metric. Metrics short of
+    /// file descriptors come first: when nothing at all can be counted,
+    /// that is the cause to fix before any other.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .fd_exhausted
+            .iter()
+            .map(|r| ("file descriptors".to_string(), r.clone()))
+            .collect();
+        let order = self
+            .fd_starved
+            .iter()
+            .copied()
+            .chain((0..self.runtime.len()).filter(|m| !self.fd_starved.contains(m)));
+        for mi in order {
+            let rt = &self.runtime[mi];
+            for r in &rt.reasons {
+                out.push((rt.metric.clone(), r.clone()));
+            }
+            if let Some(u) = self.unschedulable.get(&mi) {
+                out.push((rt.metric.clone(), u.clone()));
+            }
+        }
+        out
+    }
+
+    /// Recomputes what depends on the set of open groups: which series are
+    /// live, their export order, the availability samples and the fd
+    /// counts. Runs when groups open or close, never per collection.
+    pub(super) fn refresh(&mut self) {
+        // Series that lost every group stay out of the output.
+        let mut live = vec![false; self.series.len()];
+        for g in &self.groups {
+            for m in &g.members {
+                live[m.series] = true;
+            }
+        }
+        for (st, l) in self.series.iter_mut().zip(live) {
+            st.live = l;
+        }
+        // Export order: per metric, numeric label order (cpu 2 < 10).
+        for o in &mut self.series_order {
+            o.clear();
+        }
+        for (i, st) in self.series.iter().enumerate() {
+            if let Some(o) = self.series_order.get_mut(st.metric) {
+                o.push(i);
+            }
+        }
+        for o in &mut self.series_order {
+            o.sort_by_cached_key(|&i| label_order(&self.series[i].labels));
+        }
+        let mut gauges: Vec<usize> = self
+            .groups
+            .iter()
+            .flat_map(|g| &g.members)
+            .filter(|m| m.plan.snapshot)
+            .map(|m| m.series)
+            .collect();
+        gauges.sort_unstable();
+        gauges.dedup();
+        self.gauge_series = gauges;
+        // Group-time series in (set, cpu) order.
+        let mut order: Vec<usize> = (0..self.time_series.len()).collect();
+        order.sort_by_key(|&i| (self.time_series[i].set, self.time_series[i].cpu));
+        self.time_order = order;
+        self.refresh_availability();
+    }
+
+    /// Open fds per metric and availability per (metric, PMU).
+    fn refresh_availability(&mut self) {
+        for r in &mut self.runtime {
+            r.open_fds = 0;
+        }
+        let mut open: HashSet<(usize, &str)> = HashSet::new();
+        for g in &self.groups {
+            for m in &g.members {
+                self.runtime[m.plan.metric].open_fds += 1;
+                open.insert((m.plan.metric, m.plan.attr.pmu.as_str()));
+            }
+        }
+        let mut avail = Vec::new();
+        for (mi, m) in self.resolution.metrics.iter().enumerate() {
+            if m.status == Status::Unavailable {
+                avail.push(Avail {
+                    metric: mi,
+                    labels: Labels::new(vec![
+                        ("metric", m.metric.clone()),
+                        (
+                            "event",
+                            m.tried.first().map(|t| t.event.clone()).unwrap_or_default(),
+                        ),
+                        ("pmu", String::new()),
+                    ]),
+                    open: false,
+                });
+                continue;
+            }
+            let mut pmus: Vec<&str> = m.instances.iter().map(|i| i.inst.pmu.as_str()).collect();
+            pmus.sort_by_key(|p| natural(p));
+            pmus.dedup();
+            for p in pmus {
+                avail.push(Avail {
+                    metric: mi,
+                    labels: Labels::new(vec![
+                        ("metric", m.metric.clone()),
+                        ("event", m.event.clone().unwrap_or_default()),
+                        ("pmu", p.to_string()),
+                    ]),
+                    open: open.contains(&(mi, p)),
+                });
+            }
+        }
+        self.avail = avail;
+    }
+
+    /// The counters as of the last [`read_groups`](Self::read_groups).
+    pub fn snapshot(&self) -> Snapshot {
+        let mut families = Vec::with_capacity(self.series_order.len() + 4);
+        self.metric_families(&mut families);
+        families.push(Family {
+            name: "perf_event_available".into(),
+            help: "Whether a configured metric is counted on this host (1) or not (0); the reason is on the landing page and in `perf-exporter check`.".into(),
+            kind: Kind::Gauge,
+            samples: self
+                .avail
+                .iter()
+                .map(|a| Sample {
+                    labels: a.labels.clone(),
+                    value: if a.open && !self.unschedulable.contains_key(&a.metric) {
+                        1.0
+                    } else {
+                        0.0
+                    },
+                    start_unix_nanos: 0,
+                })
+                .collect(),
+        });
+        self.time_families(&mut families);
+        Snapshot { families }
+    }
+
+    /// The configured metrics' families, in config order.
+    fn metric_families(&self, families: &mut Vec<Family>) {
+        for (mi, order) in self.series_order.iter().enumerate() {
+            let m = &self.resolution.metrics[mi];
+            let mut samples = Vec::new();
+            for &i in order {
+                let st = &self.series[i];
+                if st.live && st.has_data {
+                    if samples.is_empty() {
+                        samples.reserve_exact(order.len());
+                    }
+                    samples.push(Sample {
+                        labels: st.labels.clone(),
+                        value: st.value,
+                        start_unix_nanos: if m.gauge { 0 } else { st.start_ns },
+                    });
+                }
+            }
+            if samples.is_empty() {
+                continue;
+            }
+            families.push(Family {
+                name: m.metric.clone(),
+                help: m.help.clone(),
+                kind: if m.gauge { Kind::Gauge } else { Kind::Counter },
+                samples,
+            });
+        }
+    }
+
+    /// The engine's own families: group times and failed reads.
+    fn time_families(&self, families: &mut Vec<Family>) {
+        let visible = |t: &TimeSeries| t.cpu.is_none_or(|c| self.is_online(c));
+        let time_samples = |pick: fn(&TimeSeries) -> f64, need_times: bool| -> Vec<Sample> {
+            self.time_order
+                .iter()
+                .map(|&i| &self.time_series[i])
+                .filter(|t| (t.has_times || !need_times) && t.start_ns != 0 && visible(t))
+                .map(|t| Sample {
+                    labels: t.labels.clone(),
+                    value: pick(t),
+                    start_unix_nanos: t.start_ns,
+                })
+                .collect()
+        };
+        families.push(Family {
+            name: "perf_group_enabled_seconds_total".into(),
+            help: "Time the set's perf groups were enabled; compare with running time to see multiplexing.".into(),
+            kind: Kind::Counter,
+            samples: time_samples(|t| t.enabled, true),
+        });
+        families.push(Family {
+            name: "perf_group_running_seconds_total".into(),
+            help: "Time the set's perf groups were actually counting on the PMU (less than enabled when multiplexed).".into(),
+            kind: Kind::Counter,
+            samples: time_samples(|t| t.running, true),
+        });
+        families.push(Family {
+            name: "perf_read_errors_total".into(),
+            help: "Failed group reads.".into(),
+            kind: Kind::Counter,
+            samples: time_samples(|t| t.errors as f64, false),
+        });
+    }
+}

@@ -1,0 +1,192 @@
+//! Host discovery besides the PMU table: where the kernel's other
+//! filesystems are mounted (tracefs today; cgroupfs belongs here too).
+//!
+//! Every root is a parameter: the sysfs root (`--path.sysfs`) and the
+//! procfs root (`--path.procfs`), whose `self/mountinfo` lists the mounts
+//! of this process's mount namespace.
+//!
+//! tracefs is usually at `<sysfs>/kernel/tracing` (or, on old kernels,
+//! `<sysfs>/kernel/debug/tracing` through debugfs), but nothing forces
+//! it there: a container may mount it anywhere, and some hosts mount it
+//! only at `/tracing`. So when neither usual place has it, the mounts of
+//! type `tracefs` (and `debugfs`, with its `tracing` directory) in
+//! mountinfo are tried before tracepoints are declared unavailable.
+
+use crate::spec::{quote_list, suggest};
+use std::path::{Path, PathBuf};
+
+/// Where tracefs was found, or why not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tracefs {
+    /// The tracefs directory (with `events/<subsys>/<name>/id`), if any.
+    pub path: Option<PathBuf>,
+    /// A tracefs this process may not read (root-only, mode 0700, as
+    /// usual for a non-root user), when no readable one was found.
+    pub denied: Option<PathBuf>,
+}
+
+/// Finds tracefs: the usual places under `sysfs`, then the mounts listed
+/// in `<procfs>/self/mountinfo`.
+pub fn find_tracefs(sysfs: &Path, procfs: &Path) -> Tracefs {
+    let mut candidates: Vec<PathBuf> = ["kernel/tracing", "kernel/debug/tracing"]
+        .iter()
+        .map(|p| sysfs.join(p))
+        .collect();
+    if let Ok(mi) = std::fs::read_to_string(procfs.join("self/mountinfo")) {
+        candidates.extend(tracefs_mounts(&mi));
+    }
+    let path = candidates
+        .iter()
+        .find(|p| p.join("events").is_dir())
+        .cloned();
+    let denied = match path {
+        Some(_) => None,
+        None => candidates.into_iter().find(|p| {
+            p.is_dir()
+                && matches!(
+                    std::fs::read_dir(p),
+                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied
+                )
+        }),
+    };
+    Tracefs { path, denied }
+}
+
+/// The tracefs directories the text of a mountinfo names, in order:
+/// `tracefs` mount points, then `<debugfs>/tracing`.
+pub fn tracefs_mounts(mountinfo: &str) -> Vec<PathBuf> {
+    let mut tracefs = Vec::new();
+    let mut debugfs = Vec::new();
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let Some(mount_point) = left.split_whitespace().nth(4).map(unescape_mount) else {
+            continue;
+        };
+        match right.split_whitespace().next() {
+            Some("tracefs") => tracefs.push(PathBuf::from(mount_point)),
+            Some("debugfs") => debugfs.push(Path::new(&mount_point).join("tracing")),
+            _ => {}
+        }
+    }
+    tracefs.extend(debugfs);
+    tracefs
+}
+
+/// Reads a tracepoint's id from `<tracefs>/events/<subsys>/<name>/id`;
+/// the error says what is wrong and suggests close names.
+pub fn tracepoint_id(tracefs: &Path, subsys: &str, name: &str) -> Result<u64, String> {
+    let idp = tracefs.join("events").join(subsys).join(name).join("id");
+    match std::fs::read_to_string(&idp) {
+        Ok(s) => s
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{} does not hold a number", idp.display())),
+        Err(e) => {
+            let mut msg = format!("{}: {e}", idp.display());
+            if let Ok(rd) = std::fs::read_dir(tracefs.join("events").join(subsys)) {
+                let names: Vec<String> = rd
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                let close = suggest(name, names.iter().map(String::as_str));
+                if !close.is_empty() {
+                    msg.push_str(&format!("; did you mean {}?", quote_list(&close)));
+                }
+            }
+            Err(msg)
+        }
+    }
+}
+
+/// Whether `path` is where a sysfs is mounted, according to the text of
+/// `/proc/self/mountinfo`: the live kernel's PMUs, as opposed to a copied
+/// fixture tree. A DaemonSet mounts the host's `/sys` elsewhere (e.g.
+/// `/host/sys`); it is just as live. `path` should be canonical.
+pub fn is_sysfs_mount(path: &Path, mountinfo: &str) -> bool {
+    mountinfo.lines().any(|line| {
+        let Some((left, right)) = line.split_once(" - ") else {
+            return false;
+        };
+        let fstype = right.split_whitespace().next().unwrap_or("");
+        let mount_point = left.split_whitespace().nth(4).map(unescape_mount);
+        fstype == "sysfs" && mount_point.as_deref() == Some(path.to_string_lossy().as_ref())
+    })
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape_mount(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkdir(p: &Path) {
+        std::fs::create_dir_all(p).unwrap();
+    }
+
+    #[test]
+    fn mountinfo_lists_tracefs_then_debugfs() {
+        let mi = [
+            "22 1 0:21 / /sys rw - sysfs sysfs rw",
+            "40 22 0:12 / /mnt/my\\040trace rw,nosuid - tracefs nodev rw",
+            "41 22 0:7 / /dbg rw - debugfs debugfs rw",
+        ]
+        .join("\n");
+        assert_eq!(
+            tracefs_mounts(&mi),
+            vec![
+                PathBuf::from("/mnt/my trace"),
+                PathBuf::from("/dbg/tracing")
+            ]
+        );
+    }
+
+    /// Defect 7: tracefs mounted away from `<sysfs>/kernel/tracing` is
+    /// found through mountinfo (before, tracepoints were "not mounted").
+    #[test]
+    fn tracefs_found_where_mountinfo_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let sysfs = dir.path().join("sys");
+        mkdir(&sysfs.join("kernel/tracing")); // empty mount point: no events/
+        let elsewhere = dir.path().join("elsewhere tracing");
+        mkdir(&elsewhere.join("events/sched/sched_switch"));
+        std::fs::write(elsewhere.join("events/sched/sched_switch/id"), "316\n").unwrap();
+        let procfs = dir.path().join("proc");
+        mkdir(&procfs.join("self"));
+        let escaped = elsewhere.to_string_lossy().replace(' ', "\\040");
+        std::fs::write(
+            procfs.join("self/mountinfo"),
+            format!(
+                "22 1 0:21 / /sys rw - sysfs sysfs rw\n40 22 0:12 / {escaped} rw - tracefs nodev rw\n"
+            ),
+        )
+        .unwrap();
+        let t = find_tracefs(&sysfs, &procfs);
+        assert_eq!(t.path.as_deref(), Some(elsewhere.as_path()));
+        assert_eq!(tracepoint_id(&elsewhere, "sched", "sched_switch"), Ok(316));
+        let e = tracepoint_id(&elsewhere, "sched", "sched_swtich").unwrap_err();
+        assert!(e.contains("did you mean `sched_switch`"), "{e}");
+        // Without the mount: nothing found, nothing denied.
+        std::fs::write(procfs.join("self/mountinfo"), "").unwrap();
+        assert_eq!(find_tracefs(&sysfs, &procfs), Tracefs::default());
+    }
+}
