@@ -532,5 +532,11 @@ fn sigterm_ends_a_start_up_blocked_on_the_otlp_certificate() {
     let status = p
         .wait_exit(Duration::from_secs(2))
         .unwrap_or_else(|| panic!("SIGTERM ignored during the OTLP start:\n{}", p.output()));
-    assert!(status.success(), "{status}; output:\n{}", p.output());
+    // Ended by SIGTERM, or refused the FIFO just before it (the thread
+    // was seen while it refused).
+    assert!(
+        status.success() || (status.code() == Some(1) && p.output().contains("ca.pem")),
+        "{status}; output:\n{}",
+        p.output()
+    );
 }
