@@ -27,12 +27,17 @@
 //!    costs) and the availability [`probe`] sit beside it;
 //! 6. [`export`] (Prometheus text and OpenMetrics encoding, OTLP push),
 //!    with [`report`] (the `list` and `check` reports);
-//! 7. [`web`]: the HTTP endpoint (routes, TLS, auth, limits);
-//! 8. the application: start-up, reload, signals (and `main`, thin);
+//! 7. [`web`]: the HTTP endpoint (routes, shared collection, TLS, auth,
+//!    limits, landing page);
+//! 8. the application: [`app`], the composition root (start-up, the one
+//!    reload path, signals), and [`cli`], the command line as typed and as
+//!    resolved (and `main`, thin);
 //!
 //! and [`fuzzing`], the fuzz targets, which may reach every stage.
 #![warn(missing_docs)]
 
+pub mod app;
+pub mod cli;
 pub mod config;
 pub mod duration;
 pub mod engine;

@@ -13,9 +13,8 @@
 
 mod common;
 use common::{set_cpu1, Cpu1Guard, CPU1_ONLINE};
-mod harden;
 
-use harden::{by_cpu, parse_exposition, require_root, require_tool, Proc};
+use common::{by_cpu, parse_exposition, require_root, require_tool, Proc};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -231,12 +230,12 @@ fn unprivileged_without_cap_perfmon_explains_and_exits_nonzero() {
     let _s = serial();
     require_root();
     require_tool("setpriv");
-    let paranoid = harden::paranoid();
+    let paranoid = common::paranoid();
     assert!(
         paranoid > 0,
         "kernel.perf_event_paranoid is {paranoid}: any user may count system-wide here, so this test cannot show what happens without privilege (set it to 2)"
     );
-    let (_bin_dir, bin) = harden::world_executable_exporter();
+    let (_bin_dir, bin) = common::world_executable_exporter();
     let mut p = Proc::spawn(
         &[&["setpriv"][..], NOBODY, &["--inh-caps=-all", "--"]].concat(),
         &bin,
@@ -283,7 +282,7 @@ fn assert_counts_system_wide(p: &Proc) {
 }
 
 fn run_as_nobody(caps: &[&str], bin: &Path) -> (Proc, tempfile::TempDir) {
-    let (cfg_dir, cfg) = harden::world_readable_file("perf.yaml", SW_AND_TRACEPOINT);
+    let (cfg_dir, cfg) = common::world_readable_file("perf.yaml", SW_AND_TRACEPOINT);
     let c = cfg.display().to_string();
     let wrapper = [&["setpriv"][..], NOBODY, caps, &["--"]].concat();
     let mut p = Proc::spawn(&wrapper, bin, &["--config.file", &c]);
@@ -317,7 +316,7 @@ fn cap_perfmon_alone_as_an_ambient_capability_counts_system_wide() {
     let _s = serial();
     require_root();
     require_tool("setpriv");
-    let (_bin_dir, bin) = harden::world_executable_exporter();
+    let (_bin_dir, bin) = common::world_executable_exporter();
     let (p, _cfg) = run_as_nobody(&["--inh-caps=+perfmon", "--ambient-caps=+perfmon"], &bin);
     check_perfmon_log(&p);
     assert_counts_system_wide(&p);
@@ -328,7 +327,7 @@ fn cap_perfmon_alone_as_a_file_capability_counts_system_wide() {
     let _s = serial();
     require_root();
     require_tool("setpriv");
-    let (_bin_dir, bin) = harden::world_executable_exporter();
+    let (_bin_dir, bin) = common::world_executable_exporter();
     let ok = std::process::Command::new("setcap")
         .arg("cap_perfmon=ep")
         .arg(&bin)

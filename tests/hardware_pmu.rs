@@ -9,7 +9,6 @@
 //!   busy interval (within 10%).
 
 mod common;
-mod harden;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,7 +62,8 @@ impl Drop for Spin {
 fn total(exp: &common::Server, name: &str) -> f64 {
     let r = exp.get("/metrics");
     assert_eq!(r.status, 200, "{}", r.body);
-    let s = harden::parse_exposition(&r.body).unwrap_or_else(|e| panic!("{e}\n{}", r.body));
+    let s =
+        common::exposition::parse_exposition(&r.body).unwrap_or_else(|e| panic!("{e}\n{}", r.body));
     let v: Vec<f64> = s
         .iter()
         .filter(|(k, _)| k.as_str() == name || k.starts_with(&format!("{name}{{")))

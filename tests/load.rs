@@ -10,9 +10,8 @@
 //! 40 so no scrape may be refused.
 
 mod common;
-mod harden;
 
-use harden::{by_cpu, parse_exposition, KeepAlive, Proc};
+use common::{by_cpu, parse_exposition, KeepAlive, Proc};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

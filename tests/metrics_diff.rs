@@ -1,14 +1,25 @@
 //! Golden scrapes: the binary on a simulated PMU (`--simulate --path.sysfs
 //! <fixture>`) is scraped twice and the second scrape, with time-dependent
 //! values masked, must equal `tests/golden/<fixture>.metrics` exactly.
+//! And with exact values: the engine on the simulated PMU with a manual
+//! clock, 10 s after its first collection, encoded as text, must equal
+//! `tests/golden/<fixture>.exact.metrics` to the last digit.
 //!
 //! Regenerate with `UPDATE_GOLDEN=1 cargo test --test metrics_diff` and
 //! review the diff.
 
 mod common;
 
+use perf_exporter::config::Config;
+use perf_exporter::engine::Engine;
+use perf_exporter::export::prometheus::encode_text;
+use perf_exporter::perf::sim::SimKernel;
+use perf_exporter::pmu::PmuTable;
+use perf_exporter::probe::prober;
+use perf_exporter::resolve::chain::resolve_config;
+use perf_exporter::resolve::Context;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Arc;
 
 /// Families whose values are exact, not time-dependent (a simulated PMU
 /// never fails a read, so `perf_read_errors_total` is exactly 0).
@@ -83,17 +94,25 @@ fn golden(fixture: &str) {
     let exp = common::simulated_exporter(fixture);
     let first = exp.get("/metrics");
     assert_eq!(first.status, 200, "{}", first.body);
-    std::thread::sleep(Duration::from_millis(300));
     let second = exp.get("/metrics");
     assert_eq!(second.status, 200, "{}", second.body);
     let actual = mask(&second.body);
+    compare(
+        &format!("{fixture}.metrics"),
+        &actual,
+        &format!("scrape of --simulate --path.sysfs tests/fixtures/sysfs/{fixture}"),
+    );
+}
 
+/// Compares `actual` with `tests/golden/<name>`, or writes it there with
+/// `UPDATE_GOLDEN=1`.
+fn compare(name: &str, actual: &str, what: &str) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
-        .join(format!("{fixture}.metrics"));
+        .join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
         std::fs::create_dir_all(path.parent().unwrap()).expect("mkdir tests/golden");
-        std::fs::write(&path, &actual).expect("write golden file");
+        std::fs::write(&path, actual).expect("write golden file");
         eprintln!("wrote {}", path.display());
         return;
     }
@@ -105,12 +124,52 @@ fn golden(fixture: &str) {
     });
     assert!(
         expected == actual,
-        "scrape of --simulate --path.sysfs tests/fixtures/sysfs/{fixture} differs from {}\n{}\
+        "{what} differs from {}\n{}\
          (if the change is intended: UPDATE_GOLDEN=1 cargo test --test metrics_diff, and review the diff)\n\
-         full masked scrape:\n{actual}",
+         full output:\n{actual}",
         path.display(),
-        describe_diff(&expected, &actual)
+        describe_diff(&expected, actual)
     );
+}
+
+/// The embedded default config on the simulated PMU of `fixture`, on a
+/// manual clock: collected at 0 and again 10 s later, every value exact.
+fn exact(fixture: &str) {
+    let table = PmuTable::discover(&common::fixture(fixture)).expect("fixture");
+    let kernel = Arc::new(SimKernel::with_manual_clock(table.clone()));
+    let probe = prober(kernel.as_ref());
+    let res = resolve_config(
+        &Config::default_config(),
+        &table,
+        &Context::default(),
+        Some(&probe),
+    );
+    let mut engine = Engine::new(kernel.clone(), table, res);
+    engine.collect();
+    kernel.advance(10_000_000_000);
+    let snap = engine.collect();
+    let mut text = String::new();
+    encode_text(&snap.families, &mut text);
+    compare(
+        &format!("{fixture}.exact.metrics"),
+        &text,
+        &format!("the default config on {fixture}'s simulated PMU after 10 s of a manual clock"),
+    );
+}
+
+#[test]
+fn exact_intel_skx() {
+    exact("intel-skx");
+}
+
+#[test]
+fn exact_amd_zen4() {
+    exact("amd-zen4");
+}
+
+#[test]
+fn exact_intel_hybrid() {
+    exact("intel-hybrid");
 }
 
 #[test]
@@ -137,4 +196,37 @@ fn mask_keeps_exact_values_and_labels_with_spaces() {
          perf_event_available{metric=\"m\",event=\"a + b\",pmu=\"\"} 0\n\
          perf_exporter_build_info{version=\"<version>\",simulated=\"true\"} 1\nperf_scrape_duration_seconds <v>\n"
     );
+}
+
+/// `check --json` of the embedded default config on each fixture's
+/// simulated PMU must equal `tests/golden/<fixture>.check.json`.
+#[test]
+fn check_json_per_fixture() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs");
+    let mut fixtures: Vec<String> = std::fs::read_dir(&dir)
+        .expect("fixtures")
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    fixtures.sort();
+    assert!(fixtures.len() >= 6, "{fixtures:?}");
+    for fixture in fixtures {
+        let f = common::fixture(&fixture).display().to_string();
+        let o = std::process::Command::new(common::EXPORTER)
+            .args(["check", "--json", "--simulate", "--path.sysfs", &f])
+            .output()
+            .expect("run check");
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{fixture}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        compare(
+            &format!("{fixture}.check.json"),
+            &stdout,
+            &format!("check --json --simulate --path.sysfs tests/fixtures/sysfs/{fixture}"),
+        );
+    }
 }

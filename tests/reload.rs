@@ -6,9 +6,8 @@
 //! re-read on reload, and SIGTERM ending the process within a second.
 
 mod common;
-mod harden;
 
-use harden::{by_cpu, parse_exposition, scalar, Proc};
+use common::{by_cpu, parse_exposition, scalar, Proc};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -69,6 +68,12 @@ fn scrape_until(
     }
 }
 
+/// Every CPU's cpu-clock is above zero.
+fn counting(s: &BTreeMap<String, f64>) -> bool {
+    let c = by_cpu(s, CLOCK);
+    !c.is_empty() && c.values().all(|v| *v > 0.0)
+}
+
 fn assert_not_below(before: &BTreeMap<u32, f64>, after: &BTreeMap<u32, f64>, what: &str) {
     for (cpu, v0) in before {
         let v1 = after
@@ -84,8 +89,7 @@ fn sighup_adds_the_new_metric_and_unchanged_counters_continue() {
     let cfg = dir.path().join("perf.yaml");
     std::fs::write(&cfg, BEFORE).expect("write");
     let p = live(&cfg, &[]);
-    std::thread::sleep(Duration::from_millis(300));
-    let s0 = scrape(&p);
+    let s0 = scrape_until(&p, "counting", counting);
     let c0 = by_cpu(&s0, CLOCK);
     assert!(!c0.is_empty(), "{s0:?}");
     assert!(by_cpu(&s0, SWITCHES).is_empty());
@@ -99,9 +103,13 @@ fn sighup_adds_the_new_metric_and_unchanged_counters_continue() {
     });
     // No reset: at least what it was, then still increasing.
     assert_not_below(&c0, &by_cpu(&s1, CLOCK), "cpu-clock across the reload");
-    std::thread::sleep(Duration::from_millis(300));
-    let s2 = scrape(&p);
-    let (c1, c2) = (by_cpu(&s1, CLOCK), by_cpu(&s2, CLOCK));
+    let c1 = by_cpu(&s1, CLOCK);
+    let s2 = scrape_until(&p, "cpu-clock advancing after the reload", |s| {
+        let c = by_cpu(s, CLOCK);
+        c1.iter()
+            .all(|(cpu, v1)| c.get(cpu).is_some_and(|v| v > v1))
+    });
+    let c2 = by_cpu(&s2, CLOCK);
     for (cpu, v1) in &c1 {
         assert!(
             c2[cpu] > *v1,
@@ -133,8 +141,7 @@ fn a_broken_config_on_sighup_keeps_the_old_one_serving() {
     let cfg = dir.path().join("perf.yaml");
     std::fs::write(&cfg, AFTER).expect("write");
     let p = live(&cfg, &[]);
-    std::thread::sleep(Duration::from_millis(200));
-    let s0 = scrape(&p);
+    let s0 = scrape_until(&p, "counting", counting);
     let c0 = by_cpu(&s0, CLOCK);
 
     for broken in [
@@ -170,13 +177,13 @@ fn reload_endpoint_behind_enable_lifecycle() {
     std::fs::write(&cfg, BEFORE).expect("write");
     let p = live(&cfg, &["--web.enable-lifecycle"]);
     std::fs::write(&cfg, AFTER).expect("write");
-    let r = p.request("POST", "/-/reload", &[]);
+    let r = p.request("POST", "/-/reload", &[], "");
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.contains("2 of 2 metrics counted"), "{}", r.body);
     // Synchronous: the metric is there at once.
     assert!(!by_cpu(&scrape(&p), SWITCHES).is_empty());
     std::fs::write(&cfg, "sets: 7\n").expect("write");
-    let r = p.request("PUT", "/-/reload", &[]);
+    let r = p.request("PUT", "/-/reload", &[], "");
     assert_eq!(r.status, 500, "{}", r.body);
     assert!(
         r.body.contains("failed to reload config") && r.body.contains("perf.yaml:1:"),
@@ -204,7 +211,7 @@ fn sighup_rereads_the_web_config() {
     let w = wc.display().to_string();
     let mut p = Proc::exporter(&["--simulate", "--path.sysfs", &f, "--web.config.file", &w]);
     p.wait_log("counters open", Duration::from_secs(15));
-    let auth = |pw: &str| harden::basic("u", pw);
+    let auth = |pw: &str| common::basic("u", pw);
     let addr = p.addr.clone();
     let get = |pw: &str| {
         let a = auth(pw);
@@ -244,7 +251,7 @@ fn sigterm_exits_within_a_second() {
     let mut p = Proc::exporter(&[]);
     p.wait_ready();
     // An idle keep-alive connection must not hold the shutdown up.
-    let mut ka = harden::KeepAlive::connect(&p.addr).expect("connect");
+    let mut ka = common::KeepAlive::connect(&p.addr).expect("connect");
     assert_eq!(ka.get("/metrics", &[]).expect("scrape").status, 200);
     let t = Instant::now();
     p.signal("TERM");
@@ -270,11 +277,22 @@ fn sigterm_with_a_slow_scrape_in_flight_exits_within_a_second() {
         &f,
         "--simulate.read-delay",
         "2s",
+        "--web.request-timeout",
+        "100ms",
     ]);
     p.wait_ready();
     let a = p.addr.clone();
     let _slow = std::thread::spawn(move || common::try_request("GET", &a, "/metrics", &[], ""));
-    std::thread::sleep(Duration::from_millis(300));
+    // The collection is in flight once it has overrun the request timeout
+    // (then /-/healthy says 503).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.get("/-/healthy").status != 503 {
+        assert!(
+            Instant::now() < deadline,
+            "the slow collection never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let t = Instant::now();
     p.signal("TERM");
     let status = p
@@ -282,4 +300,243 @@ fn sigterm_with_a_slow_scrape_in_flight_exits_within_a_second() {
         .unwrap_or_else(|| panic!("still running 1 s after SIGTERM; output:\n{}", p.output()));
     assert!(status.success(), "{status}");
     assert!(t.elapsed() <= Duration::from_secs(1));
+}
+
+const ONE_SET: &str = "sets:\n  - name: sw\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n";
+
+fn mkfifo(p: &Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(p)
+        .status()
+        .expect("run mkfifo")
+        .success();
+    assert!(ok, "mkfifo {}", p.display());
+}
+
+/// Whether one of the process's threads is named `name`.
+fn has_thread(p: &Proc, name: &str) -> bool {
+    std::fs::read_dir(format!("/proc/{}/task", p.pid()))
+        .map(|d| {
+            d.flatten().any(|t| {
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == name)
+            })
+        })
+        .unwrap_or(false)
+}
+
+fn simulated(cfg: &Path, extra: &[&str]) -> Proc {
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let c = cfg.display().to_string();
+    let mut args = vec!["--simulate", "--path.sysfs", &f, "--config.file", &c];
+    args.extend_from_slice(extra);
+    let mut p = Proc::exporter(&args);
+    p.wait_ready();
+    p
+}
+
+/// Issue 11: a SIGHUP during start-up ended the process (exit 129), and a
+/// start-up read that never returns held off SIGTERM. The sysfs tree's
+/// `msr/type` is a FIFO here, so PMU discovery blocks (or, should
+/// discovery refuse FIFOs, start-up fails at once, naming the file).
+#[test]
+fn sighup_during_start_up_is_harmless_and_sigterm_still_ends_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("sys");
+    let ok = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(common::fixture("vm-no-pmu"))
+        .arg(&root)
+        .status()
+        .expect("cp")
+        .success();
+    assert!(ok);
+    let ty = root.join("bus/event_source/devices/msr/type");
+    std::fs::remove_file(&ty).expect("rm");
+    mkfifo(&ty);
+    let r = root.display().to_string();
+    let mut p = Proc::exporter(&["--simulate", "--path.sysfs", &r]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !has_thread(&p, "start-up") {
+        if let Some(status) = p.exited() {
+            assert_ne!(status.code(), None, "killed by a signal: {status}");
+            assert!(p.output().contains("msr/type"), "{}", p.output());
+            return;
+        }
+        assert!(Instant::now() < deadline, "{}", p.output());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    p.signal("HUP");
+    p.signal("HUP");
+    assert_eq!(
+        p.wait_exit(Duration::from_millis(300)),
+        None,
+        "{}",
+        p.output()
+    );
+    p.signal("TERM");
+    let status = p
+        .wait_exit(Duration::from_secs(2))
+        .unwrap_or_else(|| panic!("SIGTERM ignored during start-up:\n{}", p.output()));
+    assert!(status.success(), "{status}; output:\n{}", p.output());
+}
+
+/// Issue 11: a FIFO as the config hung start-up and every reload.
+#[test]
+fn a_fifo_config_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("perf.yaml");
+    mkfifo(&fifo);
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let c = fifo.display().to_string();
+    let mut p = Proc::exporter(&["--simulate", "--path.sysfs", &f, "--config.file", &c]);
+    let status = p
+        .wait_exit(Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("blocked on a FIFO config:\n{}", p.output()));
+    assert_eq!(status.code(), Some(1));
+    assert!(
+        p.output().ends_with(&format!(
+            "perf-exporter: cannot read config file {c}: not a regular file (a FIFO, a device or a directory)\n"
+        )),
+        "{}",
+        p.output()
+    );
+}
+
+/// Issue 11: `sets: []` on reload was accepted and every metric vanished.
+#[test]
+fn an_empty_config_is_refused_on_reload() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, ONE_SET).expect("write");
+    let mut p = simulated(&cfg, &[]);
+    for empty in ["sets: []\n", "sets:\n"] {
+        std::fs::write(&cfg, empty).expect("write");
+        p.signal("HUP");
+        p.wait_log("the configuration has no sets", Duration::from_secs(10));
+        let s = scrape_until(&p, "the refusal recorded", |s| {
+            scalar(s, "perf_config_last_reload_successful") == Some(0.0)
+        });
+        assert!(!by_cpu(&s, CLOCK).is_empty(), "{s:?}");
+        std::fs::write(&cfg, ONE_SET).expect("write");
+        p.signal("HUP");
+        scrape_until(&p, "the good config reloaded", |s| {
+            scalar(s, "perf_config_last_reload_successful") == Some(1.0)
+        });
+    }
+}
+
+/// Issue 11: an empty (truncated) web config on reload turned auth off.
+#[test]
+fn a_reload_may_not_drop_authentication() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, ONE_SET).expect("write");
+    let wc = dir.path().join("web.yml");
+    let hash = bcrypt::hash("pw", 5).expect("bcrypt");
+    std::fs::write(&wc, format!("basic_auth_users:\n  u: {hash}\n")).expect("write");
+    let w = wc.display().to_string();
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let c = cfg.display().to_string();
+    let mut p = Proc::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        &f,
+        "--config.file",
+        &c,
+        "--web.config.file",
+        &w,
+    ]);
+    p.wait_log("counters open", Duration::from_secs(15));
+    std::fs::write(&wc, "# truncated during rotation\n").expect("write");
+    p.signal("HUP");
+    p.wait_log("drops basic authentication", Duration::from_secs(10));
+    let out = p.output();
+    let line = out
+        .lines()
+        .find(|l| l.contains("drops basic authentication"))
+        .expect("line");
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains("--web.config.allow-downgrade"), "{line}");
+    let r = common::try_request("GET", &p.addr, "/metrics", &[], "").expect("request");
+    assert_eq!(r.status, 401, "{}", r.body);
+    let a = common::basic("u", "pw");
+    let r = common::try_request("GET", &p.addr, "/metrics", &[("Authorization", &a)], "")
+        .expect("request");
+    assert!(
+        r.body.contains("perf_config_last_reload_successful 0"),
+        "{}",
+        r.body
+    );
+}
+
+/// Issue 11: SIGHUPs while the config path blocked (a FIFO) each took a
+/// blocking thread until `/metrics` answered 503 forever. A FIFO is refused
+/// at once now; reloads run (coalesced) on their own thread either way
+/// (`app::reload`'s unit test blocks one for real).
+#[test]
+fn sighups_with_a_fifo_config_do_not_take_metrics_down() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, ONE_SET).expect("write");
+    let mut p = simulated(&cfg, &["--web.request-timeout", "2s"]);
+    std::fs::remove_file(&cfg).expect("rm");
+    mkfifo(&cfg);
+    for _ in 0..40 {
+        p.signal("HUP");
+    }
+    for _ in 0..5 {
+        let s = scrape(&p);
+        assert!(!by_cpu(&s, CLOCK).is_empty(), "{s:?}");
+    }
+    assert_eq!(p.get("/-/healthy").status, 200);
+    p.wait_log("not a regular file", Duration::from_secs(10));
+    scrape_until(&p, "the refusal recorded", |s| {
+        scalar(s, "perf_config_last_reload_successful") == Some(0.0)
+    });
+}
+
+/// Issue 11: with the OTLP CA a FIFO, start-up blocked and SIGTERM was
+/// ignored while the port was held.
+#[test]
+fn sigterm_ends_a_start_up_blocked_on_the_otlp_certificate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("ca.pem");
+    mkfifo(&fifo);
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let c = fifo.display().to_string();
+    let mut p = Proc::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        &f,
+        "--otlp.endpoint",
+        "https://127.0.0.1:9",
+        "--otlp.certificate",
+        &c,
+    ]);
+    // Either the read blocks (on its own thread) or the file is refused.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = p.exited() {
+            assert!(!status.success());
+            assert!(p.output().contains("ca.pem"), "{}", p.output());
+            return;
+        }
+        let blocked = has_thread(&p, "otlp-start");
+        if blocked {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", p.output());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    p.signal("TERM");
+    let status = p
+        .wait_exit(Duration::from_secs(2))
+        .unwrap_or_else(|| panic!("SIGTERM ignored during the OTLP start:\n{}", p.output()));
+    // Ended by SIGTERM, or refused the FIFO just before it (the thread
+    // was seen while it refused).
+    assert!(
+        status.success() || (status.code() == Some(1) && p.output().contains("ca.pem")),
+        "{status}; output:\n{}",
+        p.output()
+    );
 }

@@ -8,9 +8,8 @@
 //! collection.
 
 mod common;
-mod harden;
 
-use harden::Proc;
+use common::Proc;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Barrier};
@@ -59,7 +58,8 @@ fn over_max_requests_get_503_and_the_exporter_stays_healthy() {
             thread::spawn(move || common::try_request("GET", &a, "/metrics", &[], ""))
         })
         .collect();
-    // Let both take their slots (the collection lasts 3 s).
+    // Let both take their slots (the collection lasts 3 s). A fixed wait:
+    // from outside, a probe scrape would race them for a slot.
     thread::sleep(Duration::from_millis(700));
     let barrier = Arc::new(Barrier::new(4));
     let extra: Vec<_> = (0..4)
@@ -146,7 +146,23 @@ fn a_collection_over_the_request_timeout_gets_503() {
     let r = p.get("/metrics");
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains("--web.request-timeout"), "{}", r.body);
-    assert_eq!(p.get("/-/healthy").status, 200);
+    // No scrape can succeed while the collection overruns the timeout: not
+    // healthy then (issue 11), healthy again once it has ended.
+    let h = p.get("/-/healthy");
+    assert_eq!(h.status, 503, "{}", h.body);
+    assert!(
+        h.body.contains("longer than --web.request-timeout (500ms)"),
+        "{}",
+        h.body
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.get("/-/healthy").status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "still unhealthy after the collection ended"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Reads until the server closes the connection; `Err` when `limit` passes
@@ -216,12 +232,14 @@ fn slowloris_connections_are_closed_by_the_header_timeout() {
     closed_within(&mut idle, Duration::from_secs(6)).expect("an idle connection stayed open");
 
     // Idle between keep-alive requests.
-    let mut ka = harden::KeepAlive::connect(&p.addr).expect("connect");
+    let mut ka = common::KeepAlive::connect(&p.addr).expect("connect");
     assert_eq!(ka.get("/-/healthy", &[]).expect("first").status, 200);
-    thread::sleep(Duration::from_millis(2500));
+    let idle_for = ka
+        .closed_within(Duration::from_secs(6))
+        .expect("an idle keep-alive connection outlived the header timeout");
     assert!(
-        ka.get("/-/healthy", &[]).is_err(),
-        "an idle keep-alive connection outlived the header timeout"
+        idle_for >= Duration::from_millis(500),
+        "closed after {idle_for:?}"
     );
 
     // Still serving.
@@ -235,27 +253,141 @@ fn request_size_methods_and_paths() {
     let mut p = Proc::exporter(&["--simulate", "--path.sysfs", &f]);
     p.wait_ready();
     let big = "x".repeat(20 * 1024);
-    let r = p.request("GET", "/metrics", &[("X-Big", &big)]);
+    let r = p.request("GET", "/metrics", &[("X-Big", &big)], "");
     assert_eq!(r.status, 431, "{}", r.body);
-    let r = p.request("GET", "/metrics", &[("Content-Length", "10000000")]);
+    let r = p.request("GET", "/metrics", &[("Content-Length", "10000000")], "");
     assert_eq!(r.status, 413, "{}", r.body);
     for path in ["/metrics", "/", "/-/healthy", "/-/ready"] {
         for m in ["POST", "PUT", "DELETE", "PATCH"] {
-            let r = p.request(m, path, &[]);
+            let r = p.request(m, path, &[], "");
             assert_eq!(r.status, 405, "{m} {path}: {}", r.body);
             assert_eq!(r.header("allow"), Some("GET, HEAD"), "{m} {path}");
         }
     }
     for path in ["/nope", "/metrics/", "/metricsx", "/-/", "/-/quit"] {
         assert_eq!(p.get(path).status, 404, "{path}");
-        assert_eq!(p.request("POST", path, &[]).status, 404, "POST {path}");
+        assert_eq!(p.request("POST", path, &[], "").status, 404, "POST {path}");
     }
     // Without --web.enable-lifecycle.
-    let r = p.request("POST", "/-/reload", &[]);
+    let r = p.request("POST", "/-/reload", &[], "");
     assert_eq!(r.status, 403, "{}", r.body);
     assert!(r.body.contains("--web.enable-lifecycle"), "{}", r.body);
-    let r = p.request("HEAD", "/metrics", &[]);
+    let r = p.request("HEAD", "/metrics", &[], "");
     assert_eq!(r.status, 200);
     assert!(r.body.is_empty(), "HEAD with a body: {}", r.body);
     assert_eq!(p.get("/metrics").status, 200);
+}
+
+/// Defect 3 of issue 10: `/metrics` ignored `Accept-Encoding: gzip`. Two
+/// scrapes sharing one collection, one compressed and one not, carry the
+/// same exposition to the byte.
+#[test]
+fn metrics_are_gzipped_when_asked() {
+    let (p, _d) = slow_exporter("300ms", &[]);
+    let get = |enc: &'static str| {
+        let a = p.addr.clone();
+        thread::spawn(move || {
+            common::try_request("GET", &a, "/metrics", &[("Accept-Encoding", enc)], "")
+                .expect("request")
+        })
+    };
+    let (z, plain) = (get("deflate, gzip;q=0.9"), get("identity"));
+    let (z, plain) = (z.join().expect("thread"), plain.join().expect("thread"));
+    assert_eq!((z.status, plain.status), (200, 200));
+    assert_eq!(z.header("content-encoding"), Some("gzip"));
+    assert_eq!(plain.header("content-encoding"), None);
+    for r in [&z, &plain] {
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+        assert_eq!(
+            r.header("content-length"),
+            Some(r.wire_len.to_string().as_str())
+        );
+    }
+    assert_eq!(z.body, plain.body);
+    assert!(
+        z.wire_len * 2 < plain.wire_len,
+        "{} vs {}",
+        z.wire_len,
+        plain.wire_len
+    );
+    for no in ["gzip;q=0", "br", "*;q=0"] {
+        let r = common::try_request("GET", &p.addr, "/metrics", &[("Accept-Encoding", no)], "")
+            .expect("request");
+        assert_eq!(r.header("content-encoding"), None, "{no}");
+    }
+}
+
+/// Issue 11: HTTP/2 with prior knowledge got a silent close. It gets the
+/// server's SETTINGS and a GOAWAY with `HTTP_1_1_REQUIRED` (0xd).
+#[test]
+fn http2_prior_knowledge_is_refused_with_goaway() {
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let mut p = Proc::exporter(&["--simulate", "--path.sysfs", &f]);
+    p.wait_ready();
+    let mut s = TcpStream::connect(&p.addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .expect("preface");
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).expect("read until closed");
+    assert!(got.len() >= 26, "{got:?}");
+    assert_eq!(
+        &got[..9],
+        &[0, 0, 0, 4, 0, 0, 0, 0, 0],
+        "SETTINGS first: {got:?}"
+    );
+    assert_eq!(got[12], 0x7, "GOAWAY: {got:?}");
+    assert_eq!(&got[22..26], &[0, 0, 0, 0xd], "HTTP_1_1_REQUIRED: {got:?}");
+    // HTTP/1.1 still works.
+    assert_eq!(p.get("/-/healthy").status, 200);
+}
+
+/// Issue 11: open connections had no cap. Over `--web.max-connections`,
+/// a connection waits in the accept queue until another closes.
+#[test]
+fn max_connections_caps_open_connections() {
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let mut p = Proc::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        &f,
+        "--web.max-connections",
+        "2",
+    ]);
+    p.wait_ready();
+    // wait_ready's connections are closed; wait until the server saw that.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (mut a, mut b) = loop {
+        let mut a = common::KeepAlive::connect(&p.addr).expect("connect");
+        let mut b = common::KeepAlive::connect(&p.addr).expect("connect");
+        if a.get("/-/healthy", &[]).is_ok() && b.get("/-/healthy", &[]).is_ok() {
+            break (a, b);
+        }
+        assert!(Instant::now() < deadline, "two connections never served");
+    };
+    let mut third = TcpStream::connect(&p.addr).expect("connect (the kernel accepts it)");
+    third
+        .write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    third
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let mut buf = [0u8; 512];
+    assert!(
+        third.read(&mut buf).is_err(),
+        "a third connection was served over --web.max-connections 2"
+    );
+    assert_eq!(a.get("/-/healthy", &[]).expect("still served").status, 200);
+    drop(a);
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let n = third.read(&mut buf).expect("served once a slot is free");
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    assert_eq!(b.get("/-/healthy", &[]).expect("still served").status, 200);
 }

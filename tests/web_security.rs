@@ -4,9 +4,8 @@
 //! and bad files refused at start with a clear message.
 
 mod common;
-mod harden;
 
-use harden::{basic, tls_request, Pki, Proc};
+use common::{basic, tls_request, Pki, Proc};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -111,15 +110,20 @@ fn basic_auth_401_without_credentials_200_with() {
         ("nobody", "scrape-secret"),
         ("", ""),
     ] {
-        let r = p.request("GET", "/metrics", &[("Authorization", &basic(user, pw))]);
+        let r = p.request(
+            "GET",
+            "/metrics",
+            &[("Authorization", &basic(user, pw))],
+            "",
+        );
         assert_eq!(r.status, 401, "{user}:{pw} -> {}", r.body);
     }
-    let r = p.request("GET", "/metrics", &[("Authorization", "Bearer x")]);
+    let r = p.request("GET", "/metrics", &[("Authorization", "Bearer x")], "");
     assert_eq!(r.status, 401);
     let good = basic("prometheus", "scrape-secret");
     // Twice: the second answer comes from the verification cache.
     for _ in 0..2 {
-        let r = p.request("GET", "/metrics", &[("Authorization", &good)]);
+        let r = p.request("GET", "/metrics", &[("Authorization", &good)], "");
         assert_eq!(r.status, 200, "{}", r.body);
         assert!(
             r.body.contains("perf_cpu_clock_seconds_total"),
@@ -131,11 +135,12 @@ fn basic_auth_401_without_credentials_200_with() {
         "GET",
         "/",
         &[("Authorization", &basic("alice", "alice-pw"))],
+        "",
     );
     assert_eq!(r.status, 200);
     // Every path is protected, as with exporter-toolkit.
     assert_eq!(p.get("/-/healthy").status, 401);
-    let r = p.request("GET", "/metrics", &[("Authorization", &good)]);
+    let r = p.request("GET", "/metrics", &[("Authorization", &good)], "");
     assert!(
         r.body
             .contains("perf_http_rejected_requests_total{reason=\"unauthorized\"} 7"),
@@ -372,5 +377,40 @@ fn bad_web_configs_are_refused_at_start() {
         "http_server_config:\n  headers:\n    Server: me\n",
         &[],
         &["can not be configured"],
+    );
+}
+
+/// Issue 11: a FIFO as the web config hung the process. It is refused at
+/// once, as is a file too large to be a web config.
+#[test]
+fn a_fifo_or_huge_web_config_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("web.yml");
+    let ok = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo")
+        .success();
+    assert!(ok);
+    let f = fifo.display().to_string();
+    let o = Command::new(common::EXPORTER)
+        .args(["check", "--web.config.file", &f])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("perf-exporter: --web.config.file={f}: cannot read {f}: not a regular file (a FIFO, a device or a directory)\n")
+    );
+    let huge = dir.path().join("huge.yml");
+    std::fs::write(&huge, "#".repeat(2 << 20)).expect("write");
+    let h = huge.display().to_string();
+    let o = Command::new(common::EXPORTER)
+        .args(["check", "--web.config.file", &h])
+        .output()
+        .expect("run");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("perf-exporter: --web.config.file={h}: cannot read {h}: larger than 1024 KiB\n")
     );
 }

@@ -197,7 +197,14 @@ impl Config {
             // The crate renders a snippet; keep its first line as the
             // message and our own location prefix.
             let full = e.to_string();
-            let msg = full.lines().next().unwrap_or("invalid YAML").to_string();
+            let first = full.lines().next().unwrap_or("invalid YAML");
+            // The snippet's first line repeats the place we already name
+            // (`error: line 3 column 5: ...`): keep only the message.
+            let msg = first
+                .strip_prefix("error: line ")
+                .and_then(|r| r.split_once(": "))
+                .map_or(first, |(_, m)| m)
+                .to_string();
             ConfigError::Invalid {
                 file: file.into(),
                 line,

@@ -5,16 +5,23 @@
 //! exporter-toolkit: a verification result is cached, keyed by a SHA-256
 //! of user, hash and password (never the password itself); only one
 //! verification runs at a time; and an unknown user is checked against a
-//! dummy hash of the same cost, so response times do not reveal which
-//! users exist.
+//! dummy hash of the highest cost in use (made when the web config is
+//! loaded), so response times do not reveal which users exist.
+//!
+//! Successes and failures are cached apart: successes in a
+//! least-recently-used cache that is never cleared wholesale, failures in
+//! their own, so a flood of distinct wrong passwords cannot evict the
+//! verdicts of legitimate clients (issue 11).
 
 use base64::Engine as _;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Cached verification results kept at most (then the cache starts over).
-const CACHE_MAX: usize = 1024;
+/// Successful verifications kept at most (the least recently used goes).
+const SUCCESS_MAX: usize = 1024;
+/// Failed verifications kept at most (then that cache starts over).
+const FAILURE_MAX: usize = 1024;
 
 /// Credentials from an `Authorization: Basic ...` header.
 #[derive(Clone, PartialEq, Eq)]
@@ -59,11 +66,48 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 pub struct BasicAuth {
     users: BTreeMap<String, String>,
-    cache: Mutex<HashMap<[u8; 32], bool>>,
+    cache: Mutex<Verdicts>,
     /// One bcrypt at a time (it is CPU-bound).
     bcrypt: Mutex<()>,
     /// A hash of the users' highest cost, for unknown users.
-    dummy: OnceLock<String>,
+    dummy: String,
+}
+
+/// The verification caches.
+#[derive(Debug, Default)]
+struct Verdicts {
+    /// Successes, with when each was last used (a tick).
+    ok: HashMap<[u8; 32], u64>,
+    tick: u64,
+    failed: HashSet<[u8; 32]>,
+}
+
+impl Verdicts {
+    fn get(&mut self, key: &[u8; 32]) -> Option<bool> {
+        self.tick += 1;
+        if let Some(t) = self.ok.get_mut(key) {
+            *t = self.tick;
+            return Some(true);
+        }
+        self.failed.contains(key).then_some(false)
+    }
+
+    fn insert(&mut self, key: [u8; 32], ok: bool) {
+        self.tick += 1;
+        if ok {
+            if self.ok.len() >= SUCCESS_MAX {
+                if let Some(oldest) = self.ok.iter().min_by_key(|(_, t)| **t).map(|(k, _)| *k) {
+                    self.ok.remove(&oldest);
+                }
+            }
+            self.ok.insert(key, self.tick);
+        } else {
+            if self.failed.len() >= FAILURE_MAX {
+                self.failed.clear();
+            }
+            self.failed.insert(key);
+        }
+    }
 }
 
 impl BasicAuth {
@@ -72,11 +116,17 @@ impl BasicAuth {
         if users.is_empty() {
             return None;
         }
+        let cost = users
+            .values()
+            .filter_map(|h| h.parse::<bcrypt::HashParts>().ok())
+            .map(|p| p.get_cost())
+            .max()
+            .unwrap_or(bcrypt::DEFAULT_COST);
         Some(BasicAuth {
             users: users.clone(),
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(Verdicts::default()),
             bcrypt: Mutex::new(()),
-            dummy: OnceLock::new(),
+            dummy: bcrypt::hash("perf-exporter: no such user", cost).unwrap_or_default(),
         })
     }
 
@@ -95,7 +145,7 @@ impl BasicAuth {
     /// The cached verdict for these credentials, if any (cheap: call it
     /// on the async thread before [`verify`](Self::verify)).
     pub fn cached(&self, c: &Credentials) -> Option<bool> {
-        lock(&self.cache).get(&self.key(c)).copied()
+        lock(&self.cache).get(&self.key(c))
     }
 
     /// Verifies with bcrypt and caches the verdict. Blocking and slow:
@@ -103,7 +153,7 @@ impl BasicAuth {
     pub fn verify(&self, c: &Credentials) -> bool {
         let key = self.key(c);
         if let Some(v) = lock(&self.cache).get(&key) {
-            return *v;
+            return v;
         }
         let known = self.users.get(&c.user);
         let ok = {
@@ -111,26 +161,12 @@ impl BasicAuth {
             match known {
                 Some(hash) => bcrypt::verify(&c.password, hash).unwrap_or(false),
                 None => {
-                    let dummy = self.dummy.get_or_init(|| {
-                        let cost = self
-                            .users
-                            .values()
-                            .filter_map(|h| h.parse::<bcrypt::HashParts>().ok())
-                            .map(|p| p.get_cost())
-                            .max()
-                            .unwrap_or(bcrypt::DEFAULT_COST);
-                        bcrypt::hash("perf-exporter: no such user", cost).unwrap_or_default()
-                    });
-                    let _ = bcrypt::verify(&c.password, dummy);
+                    let _ = bcrypt::verify(&c.password, &self.dummy);
                     false
                 }
             }
         };
-        let mut cache = lock(&self.cache);
-        if cache.len() >= CACHE_MAX {
-            cache.clear();
-        }
-        cache.insert(key, ok);
+        lock(&self.cache).insert(key, ok);
         ok
     }
 }
@@ -210,6 +246,32 @@ mod tests {
         assert!(!a.verify(&nobody));
         assert_eq!(a.cached(&nobody), Some(false));
         assert!(BasicAuth::new(&BTreeMap::new()).is_none());
+    }
+
+    /// Issue 11: 1,030 distinct wrong passwords evicted every legitimate
+    /// verdict.
+    #[test]
+    fn failures_never_evict_successes() {
+        let mut v = Verdicts::default();
+        let key = |i: u32| {
+            let mut k = [0u8; 32];
+            k[..4].copy_from_slice(&i.to_le_bytes());
+            k
+        };
+        v.insert(key(0), true);
+        for i in 1..5000 {
+            v.insert(key(i), false);
+        }
+        assert_eq!(v.get(&key(0)), Some(true));
+        // Successes go least recently used first.
+        for i in 10_000..10_000 + SUCCESS_MAX as u32 - 1 {
+            v.insert(key(i), true);
+        }
+        assert_eq!(v.get(&key(0)), Some(true)); // used: now the newest
+        v.insert(key(99_999), true);
+        assert_eq!(v.get(&key(0)), Some(true));
+        assert_eq!(v.get(&key(10_000)), None);
+        assert_eq!(v.ok.len(), SUCCESS_MAX);
     }
 
     #[test]

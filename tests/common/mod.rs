@@ -1,28 +1,41 @@
 //! Shared helpers for the tests that run the real `perf-exporter` binary
 //! and real servers (Prometheus, promtool, ...).
 //!
-//! * [`Server`]: a child process listening on a free loopback port, waited
-//!   for on `/-/ready`, killed on drop; its stdout+stderr go to a log file
-//!   shown when it dies or never gets ready.
+//! * [`Proc`] ([`proc`]): a child process listening on a free loopback
+//!   port, killed on drop; its stdout+stderr go to a log file shown when it
+//!   dies or never gets ready; signals, log and readiness waits (deadline
+//!   polls); [`KeepAlive`], a keep-alive client.
 //! * [`exporter`]: starts `perf-exporter` with the given arguments.
+//! * [`tls`]: a test PKI and an HTTPS client; [`exposition`]: a strict
+//!   text-format validator.
 //! * [`http`] / [`get`]: a tiny blocking HTTP/1.1 client.
 //! * [`server_binary`]: the path of a fetched server binary
 //!   (`scripts/fetch-servers.sh`); panics when it is missing, never skips.
 //!
 //! Each test crate uses a different subset of these.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
+
+pub mod exposition;
+pub mod proc;
+pub mod tls;
+
+pub use exposition::{by_cpu, parse_exposition, scalar};
+pub use proc::{world_executable_exporter, world_readable_file, KeepAlive, Proc};
+pub use tls::{basic, tls_request, Pki};
+
+/// The process harness's old name, kept for the tests that use it.
+pub type Server = Proc;
 
 pub mod otlp;
 
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The `perf-exporter` binary cargo built for this test run.
 pub const EXPORTER: &str = env!("CARGO_BIN_EXE_perf-exporter");
@@ -131,136 +144,11 @@ pub fn free_port() -> u16 {
     }
 }
 
-/// A running child process that serves HTTP on a loopback port.
-/// Killed (and reaped) on drop.
-#[derive(Debug)]
-pub struct Server {
-    /// What it is, for messages.
-    pub name: String,
-    /// `127.0.0.1:PORT`.
-    pub addr: String,
-    child: Child,
-    log: PathBuf,
-    /// Holds the log file (and anything else the caller keeps in it).
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    /// Starts `program args.. <listen_flag>=127.0.0.1:PORT` on a free port
-    /// and waits until `GET /-/ready` answers 200. Retries on another port
-    /// when the chosen one was taken meanwhile; panics with the process's
-    /// output when it dies or is not ready within [`READY_TIMEOUT`].
-    pub fn start(name: &str, program: &Path, args: &[OsString], listen_flag: &str) -> Server {
-        let mut last = String::new();
-        for _attempt in 0..5 {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let log = dir.path().join("output.log");
-            let out = File::create(&log).expect("create log file");
-            let err = out.try_clone().expect("clone log file");
-            let addr = format!("127.0.0.1:{}", free_port());
-            let child = Command::new(program)
-                .args(args)
-                .arg(format!("{listen_flag}={addr}"))
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .spawn()
-                .unwrap_or_else(|e| panic!("{name}: cannot run {}: {e}", program.display()));
-            let mut s = Server {
-                name: name.to_string(),
-                addr,
-                child,
-                log,
-                _dir: dir,
-            };
-            let deadline = Instant::now() + READY_TIMEOUT;
-            loop {
-                if let Some(status) = s.child.try_wait().expect("try_wait") {
-                    last = s.output();
-                    if last.to_ascii_lowercase().contains("address already in use") {
-                        break; // another port
-                    }
-                    panic!(
-                        "{name} ({} {args:?}) exited with {status} before it was ready; its output:\n{last}",
-                        program.display()
-                    );
-                }
-                if let Ok(r) = try_request("GET", &s.addr, "/-/ready", &[], "") {
-                    if r.status == 200 {
-                        return s;
-                    }
-                }
-                if Instant::now() > deadline {
-                    panic!(
-                        "{name} ({} {args:?}) did not answer 200 on http://{}/-/ready within {READY_TIMEOUT:?}; its output:\n{}",
-                        program.display(),
-                        s.addr,
-                        s.output()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        panic!("{name}: no free port after 5 attempts; last output:\n{last}");
-    }
-
-    /// Everything the process wrote to stdout and stderr so far.
-    pub fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// `http://127.0.0.1:PORT<path>`.
-    pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// GET `path`; panics (with the server's output) when the request fails.
-    pub fn get(&self, path: &str) -> Response {
-        self.request("GET", path, &[], "")
-    }
-
-    /// Any request; panics (with the server's output) when it fails.
-    pub fn request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &str,
-    ) -> Response {
-        try_request(method, &self.addr, path, headers, body).unwrap_or_else(|e| {
-            panic!(
-                "{} {} on {} failed: {e}; its output:\n{}",
-                method,
-                path,
-                self.name,
-                self.output()
-            )
-        })
-    }
-
-    /// Panics (with the output) if the process has exited.
-    pub fn assert_running(&mut self) {
-        if let Some(status) = self.child.try_wait().expect("try_wait") {
-            panic!(
-                "{} exited with {status}; its output:\n{}",
-                self.name,
-                self.output()
-            );
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `perf-exporter <args>` on a free loopback port.
-pub fn exporter(args: &[&str]) -> Server {
+/// Starts `perf-exporter <args>` on a free loopback port and waits until
+/// it is ready.
+pub fn exporter(args: &[&str]) -> Proc {
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    Server::start(
+    Proc::start(
         "perf-exporter",
         Path::new(EXPORTER),
         &args,
@@ -269,7 +157,7 @@ pub fn exporter(args: &[&str]) -> Server {
 }
 
 /// Starts `perf-exporter --simulate --path.sysfs <fixture>`.
-pub fn simulated_exporter(fixture_name: &str) -> Server {
+pub fn simulated_exporter(fixture_name: &str) -> Proc {
     let f = fixture(fixture_name);
     exporter(&[
         "--simulate",
@@ -285,8 +173,11 @@ pub struct Response {
     pub status: u16,
     /// Header names (lower case) and values, in order.
     pub headers: Vec<(String, String)>,
-    /// The body (de-chunked).
+    /// The body (de-chunked, and decompressed when `Content-Encoding:
+    /// gzip`).
     pub body: String,
+    /// The body's length as sent (de-chunked, still compressed).
+    pub wire_len: usize,
 }
 
 impl Response {
@@ -370,11 +261,23 @@ pub fn parse_response(raw: &[u8]) -> Result<Response, String> {
     if chunked {
         body = dechunk(&body)?;
     }
+    let wire_len = body.len();
+    let gzip = headers
+        .iter()
+        .any(|(k, v)| k == "content-encoding" && v.eq_ignore_ascii_case("gzip"));
+    if gzip {
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_end(&mut plain)
+            .map_err(|e| format!("gzip body: {e}"))?;
+        body = plain;
+    }
     let body = String::from_utf8(body).map_err(|e| format!("body is not UTF-8: {e}"))?;
     Ok(Response {
         status,
         headers,
         body,
+        wire_len,
     })
 }
 
@@ -459,4 +362,38 @@ pub fn urlencode(s: &str) -> String {
         }
     }
     out
+}
+
+/// `kernel.perf_event_paranoid`.
+pub fn paranoid() -> i32 {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .expect("read /proc/sys/kernel/perf_event_paranoid")
+        .trim()
+        .parse()
+        .expect("a number")
+}
+
+/// Panics unless this test runs as root (it switches users, hotplugs).
+pub fn require_root() {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
+    assert_eq!(
+        euid.as_deref(),
+        Some("0"),
+        "this test needs root (it runs the exporter as other users, with capabilities, or hotplugs a CPU)"
+    );
+}
+
+/// Panics unless `tool` runs (`tool --version`).
+pub fn require_tool(tool: &str) {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "this test needs `{tool}` (util-linux/libcap) on PATH");
 }

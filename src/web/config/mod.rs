@@ -38,18 +38,12 @@
 //! `RequireAndVerifyClientCert` need a client CA (Go would fall back to the
 //! system roots).
 
-use super::x509::subject_alt_names;
+mod build;
+
+use build::{build_tls, BuildError};
 use hyper::header::{HeaderName, HeaderValue};
-use rustls::client::danger::HandshakeSignatureValid;
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{
-    DigitallySignedStruct, DistinguishedName, NamedGroup, RootCertStore, ServerConfig,
-    SignatureScheme, SupportedCipherSuite,
-};
+use rustls::crypto::CryptoProvider;
+use rustls::{NamedGroup, ServerConfig, SupportedCipherSuite};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -435,6 +429,11 @@ impl WebConfigSpec {
         }
 
         for (user, hash) in raw.basic_auth_users.unwrap_or_default() {
+            if user.contains(':') {
+                return Err(invalid(format!(
+                    "basic_auth_users: the user name `{user}` contains `:`, which basic auth cannot carry (the header is user:password); rename it"
+                )));
+            }
             let parts: bcrypt::HashParts = hash.parse().map_err(|e| {
                 invalid(format!(
                     "basic_auth_users: the password of `{user}` is not a bcrypt hash ({e}); make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`"
@@ -665,7 +664,7 @@ pub struct WebConfig {
 impl WebConfig {
     /// Reads, validates and builds a web config file.
     pub fn load(path: &Path) -> Result<Self, WebConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|err| WebConfigError::Io {
+        let text = read_bounded(path).map_err(|err| WebConfigError::Io {
             file: path.display().to_string(),
             err,
         })?;
@@ -722,274 +721,52 @@ impl WebConfig {
             parts.push(format!("headers {}", names.join(", ")));
         }
         if let Some(r) = self.rate_limit {
+            // The flags' duration grammar (`100ms`, `1m30s`); finer than a
+            // millisecond, Rust's own (`500µs`).
+            let every = if r.interval.subsec_nanos() % 1_000_000 == 0 {
+                crate::duration::render(r.interval)
+            } else {
+                format!("{:?}", r.interval)
+            };
             parts.push(format!(
-                "rate limit: bursts of {}, then one request per {:?}",
-                r.burst, r.interval
+                "rate limit: bursts of {}, then one request per {every}",
+                r.burst
             ));
         }
         parts.join("; ")
     }
 }
 
-enum BuildError {
-    Io {
-        file: String,
-        source: std::io::Error,
-    },
-    Invalid(String),
-}
+/// The most a web config or a PEM file it names (or a config file) may
+/// hold.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
-fn read_pem(p: &Pem, what: &str) -> Result<(Vec<u8>, String), BuildError> {
-    match p {
-        Pem::Inline(s) => Ok((s.as_bytes().to_vec(), format!("inline `{what}`"))),
-        Pem::File(f) => std::fs::read(f)
-            .map(|b| (b, f.display().to_string()))
-            .map_err(|source| BuildError::Io {
-                file: f.display().to_string(),
-                source,
-            }),
+/// Reads a web config or PEM file without trusting it: opened with
+/// `O_NONBLOCK` (a FIFO does not block the open), only a regular file is
+/// read (a FIFO or a device would block the read or never end), and at
+/// most [`MAX_FILE_BYTES`].
+pub fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, a device or a directory)",
+        ));
     }
-}
-
-fn certs(p: &Pem, what: &str) -> Result<Vec<CertificateDer<'static>>, BuildError> {
-    let (bytes, from) = read_pem(p, what)?;
-    let certs = CertificateDer::pem_slice_iter(&bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| BuildError::Invalid(format!("{from}: not a PEM certificate: {e}")))?;
-    if certs.is_empty() {
-        return Err(BuildError::Invalid(format!(
-            "{from}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it"
-        )));
+    let mut text = String::new();
+    f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} KiB", MAX_FILE_BYTES / 1024),
+        ));
     }
-    Ok(certs)
-}
-
-fn build_tls(t: &TlsSpec) -> Result<Tls, BuildError> {
-    let inv = BuildError::Invalid;
-    let chain = certs(&t.cert, "cert")?;
-    let (key_bytes, key_from) = read_pem(&t.key, "key")?;
-    let key = PrivateKeyDer::from_pem_slice(&key_bytes)
-        .map_err(|e| inv(format!("{key_from}: no usable PEM private key: {e}")))?;
-
-    let mut p = provider();
-    if !t.cipher_suites.is_empty() {
-        let mut suites: Vec<SupportedCipherSuite> = p
-            .cipher_suites
-            .iter()
-            .filter(|s| matches!(s, SupportedCipherSuite::Tls13(_)))
-            .copied()
-            .collect();
-        for name in &t.cipher_suites {
-            if let Some(s) = p.cipher_suites.iter().find(|s| suite_name(s) == name) {
-                suites.push(*s);
-            }
-        }
-        p.cipher_suites = suites;
-    }
-    if !t.curves.is_empty() {
-        let all = p.kx_groups.clone();
-        p.kx_groups = t
-            .curves
-            .iter()
-            .filter_map(|c| all.iter().find(|g| g.name() == *c).copied())
-            .collect();
-    }
-    let p = Arc::new(p);
-    let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
-    if t.tls13 {
-        versions.push(&rustls::version::TLS13);
-    }
-    if t.tls12 {
-        versions.push(&rustls::version::TLS12);
-    }
-    let builder = ServerConfig::builder_with_provider(p.clone())
-        .with_protocol_versions(&versions)
-        .map_err(|e| inv(format!("tls_server_config: {e}")))?;
-    let algs = p.signature_verification_algorithms;
-    let verifier: Option<Arc<dyn ClientCertVerifier>> = match t.client_auth {
-        ClientAuth::NoClientCert => None,
-        ClientAuth::RequestClientCert => Some(Arc::new(AnyClientCert {
-            mandatory: false,
-            algs,
-        })),
-        ClientAuth::RequireAnyClientCert => Some(Arc::new(AnyClientCert {
-            mandatory: true,
-            algs,
-        })),
-        ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
-            let ca = t.client_ca.as_ref().ok_or_else(|| {
-                inv("tls_server_config: this client_auth_type needs client_ca_file".into())
-            })?;
-            let mut roots = RootCertStore::empty();
-            let (_, from) = read_pem(ca, "client_ca")?;
-            for c in certs(ca, "client_ca")? {
-                roots
-                    .add(c)
-                    .map_err(|e| inv(format!("{from}: not a usable CA certificate: {e}")))?;
-            }
-            let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), p.clone());
-            let b = if t.client_auth == ClientAuth::VerifyClientCertIfGiven {
-                b.allow_unauthenticated()
-            } else {
-                b
-            };
-            Some(
-                b.build()
-                    .map_err(|e| inv(format!("tls_server_config: client CA: {e}")))?,
-            )
-        }
-    };
-    let verifier = match (verifier, &t.allowed_sans) {
-        (Some(v), Some(sans)) => Some(Arc::new(SanCheck {
-            inner: v,
-            allowed: sans.clone(),
-        }) as Arc<dyn ClientCertVerifier>),
-        (v, _) => v,
-    };
-    let builder = match verifier {
-        Some(v) => builder.with_client_cert_verifier(v),
-        None => builder.with_no_client_auth(),
-    };
-    let mut server = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| inv(format!("tls_server_config: certificate and key: {e}")))?;
-    server.alpn_protocols = vec![b"http/1.1".to_vec()];
-    server.ignore_client_order = t.prefer_server_order;
-    let versions = match (t.tls12, t.tls13) {
-        (true, true) => "TLS 1.2-1.3",
-        (true, false) => "TLS 1.2",
-        _ => "TLS 1.3",
-    };
-    Ok(Tls {
-        server: Arc::new(server),
-        summary: format!(
-            "{versions}, client_auth_type {}{}",
-            t.client_auth.as_str(),
-            if t.allowed_sans.is_some() {
-                ", client_allowed_sans"
-            } else {
-                ""
-            }
-        ),
-    })
-}
-
-/// `RequestClientCert` / `RequireAnyClientCert`: a client certificate is
-/// asked for (and required by the latter) but not checked against a CA;
-/// the handshake signature is still verified.
-#[derive(Debug)]
-struct AnyClientCert {
-    mandatory: bool,
-    algs: WebPkiSupportedAlgorithms,
-}
-
-impl ClientCertVerifier for AnyClientCert {
-    fn offer_client_auth(&self) -> bool {
-        true
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        self.mandatory
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &[]
-    }
-
-    fn verify_client_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        Ok(ClientCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
-    }
-}
-
-/// `client_allowed_sans`: after the inner verifier accepts a client
-/// certificate, one of its SANs must be in the list, exactly.
-#[derive(Debug)]
-struct SanCheck {
-    inner: Arc<dyn ClientCertVerifier>,
-    allowed: Vec<String>,
-}
-
-impl ClientCertVerifier for SanCheck {
-    fn offer_client_auth(&self) -> bool {
-        self.inner.offer_client_auth()
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        self.inner.client_auth_mandatory()
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        let ok = self
-            .inner
-            .verify_client_cert(end_entity, intermediates, now)?;
-        let sans = subject_alt_names(end_entity.as_ref())
-            .map_err(|e| rustls::Error::General(e.to_string()))?;
-        if sans.iter().any(|s| self.allowed.contains(s)) {
-            Ok(ok)
-        } else {
-            Err(rustls::Error::General(format!(
-                "the client certificate's SANs {sans:?} match none of client_allowed_sans"
-            )))
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -1053,6 +830,10 @@ mod tests {
             ("http_server_config:\n  headers:\n    X-Powered-By: me\n", "can not be configured"),
             ("http_server_config:\n  headers:\n    X-Frame-Options: allow\n", "invalid value for X-Frame-Options"),
             ("rate_limit:\n  interval: 1s\n", "burst must be at least 1"),
+            (
+                "basic_auth_users:\n  \"a:b\": $2b$10$m4.EwsgG0LcS5fkGoUOhsOc6K3kFIxm9WJ7g/5gGTmI1BA7OQ.Wx.\n",
+                "contains `:`",
+            ),
             ("rate_limit:\n  interval: 1 parsec\n  burst: 1\n", "not a duration"),
             ("nonsense: 1\n", "web.yml:1:"),
         ] {

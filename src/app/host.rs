@@ -1,0 +1,137 @@
+//! The host the exporter counts on: its PMU table, tracefs and kernel
+//! (the live one, or the simulated PMU of a fixture tree).
+
+use super::AppError;
+use crate::config::{Config, ConfigError};
+use crate::perf::live::LiveKernel;
+use crate::perf::sim::SimKernel;
+use crate::perf::Kernel;
+use crate::pmu::PmuTable;
+use crate::resolve::Context;
+use crate::web::config::read_bounded;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the host's files are, and which config to count.
+#[derive(Debug, Clone)]
+pub struct HostSettings {
+    /// `--path.sysfs`.
+    pub sysfs: PathBuf,
+    /// `--path.procfs`.
+    pub procfs: PathBuf,
+    /// `--path.tracefs` (None: found under sysfs).
+    pub tracefs: Option<PathBuf>,
+    /// `--simulate`: the simulated PMU of the sysfs tree.
+    pub simulate: bool,
+    /// `--simulate.read-delay`.
+    pub simulate_read_delay: Option<Duration>,
+    /// `--simulate.refuse`: PMU (or `*`) and the errno its opens fail with.
+    pub simulate_refuse: Vec<(String, i32)>,
+    /// `--config.file` (None: the embedded default).
+    pub config_file: Option<PathBuf>,
+    /// `--config.aggregate-cpus`.
+    pub aggregate_cpus: bool,
+}
+
+impl HostSettings {
+    /// Reads the config (or the embedded default), aggregated over CPUs
+    /// when asked; start-up and every reload read it here.
+    pub fn load_config(&self) -> Result<Config, ConfigError> {
+        let mut cfg = match &self.config_file {
+            // Read bounded: a FIFO or a device is refused at once instead of
+            // blocking start-up or a reload, and so is a huge file.
+            Some(p) => {
+                let file = p.display().to_string();
+                let text = read_bounded(p).map_err(|source| ConfigError::Io {
+                    file: file.clone(),
+                    source,
+                })?;
+                Config::parse(&text, &file)?
+            }
+            None => Config::default_config(),
+        };
+        if self.aggregate_cpus {
+            cfg.aggregate_cpus();
+        }
+        Ok(cfg)
+    }
+}
+
+/// The discovered host.
+pub struct Host {
+    /// The PMU table.
+    pub table: PmuTable,
+    /// Where tracefs is.
+    pub ctx: Context,
+    /// The kernel to probe and count on; None for a fixture tree without
+    /// `--simulate` (reports only, no probing).
+    pub kernel: Option<Arc<dyn Kernel>>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("sysfs", &self.table.sysfs)
+            .field("ctx", &self.ctx)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Discovers the PMUs and picks the kernel.
+    pub fn open(s: &HostSettings) -> Result<Host, AppError> {
+        let table = PmuTable::discover(&s.sysfs).map_err(|err| AppError::Pmu {
+            sysfs: s.sysfs.display().to_string(),
+            err,
+        })?;
+        for w in &table.warnings {
+            tracing::warn!(warning = %w, "sysfs entry skipped");
+        }
+        let ctx = match &s.tracefs {
+            Some(t) => Context {
+                tracefs: Some(t.clone()),
+                ..Context::default()
+            },
+            None => Context::for_host(&s.sysfs, &s.procfs),
+        };
+        if (s.simulate_read_delay.is_some() || !s.simulate_refuse.is_empty()) && !s.simulate {
+            return Err(AppError::DelayNeedsSimulate);
+        }
+        let kernel: Option<Arc<dyn Kernel>> = if s.simulate {
+            let sim = SimKernel::new(table.clone());
+            if let Some(d) = s.simulate_read_delay {
+                sim.set_read_delay(d);
+            }
+            for (pmu, errno) in &s.simulate_refuse {
+                if pmu == "*" {
+                    for p in &table.pmus {
+                        sim.refuse(&p.name, *errno);
+                    }
+                } else {
+                    sim.refuse(pmu, *errno);
+                }
+            }
+            Some(Arc::new(sim))
+        } else if is_live_sysfs(&s.sysfs, &s.procfs) {
+            Some(Arc::new(LiveKernel::new()))
+        } else {
+            None
+        };
+        Ok(Host { table, ctx, kernel })
+    }
+}
+
+/// Whether the sysfs root is a mounted sysfs (this machine's own, also
+/// when the host's `/sys` is mounted elsewhere, as in a DaemonSet) rather
+/// than a copied tree.
+fn is_live_sysfs(p: &Path, procfs: &Path) -> bool {
+    let Ok(c) = std::fs::canonicalize(p) else {
+        return false;
+    };
+    if c == Path::new("/sys") {
+        return true;
+    }
+    std::fs::read_to_string(procfs.join("self/mountinfo"))
+        .is_ok_and(|mi| crate::pmu::is_sysfs_mount(&c, &mi))
+}

@@ -1,0 +1,218 @@
+//! The composition root: what the binary runs, assembled from the
+//! pipeline's stages. `list` and `check` report on this host; `serve`
+//! starts the exporter (`app::serve`): signal handlers first, then the
+//! configuration, the PMU table, the listener, the engine and the OTLP
+//! push, and one reload path (`app::reload`) that start-up, SIGHUP and
+//! `POST /-/reload` share.
+
+mod host;
+mod reload;
+
+pub use reload::ReloadError;
+mod serve;
+
+use host::Host;
+pub use host::HostSettings;
+
+use crate::config::ConfigError;
+use crate::export::otlp::{OtlpError, OtlpFlags};
+use crate::pmu::PmuError;
+use crate::privilege::Privilege;
+use crate::probe::prober;
+use crate::report::{CheckReport, ListReport};
+use crate::resolve::chain::resolve_config;
+use crate::web::config::{WebConfig, WebConfigError};
+use crate::web::WebError;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What the command line resolved to.
+#[derive(Debug)]
+pub struct Settings {
+    /// Where the host's PMUs, config and tracefs are.
+    pub host: HostSettings,
+    /// What to do.
+    pub command: Command,
+}
+
+/// The subcommand, with its own settings.
+#[derive(Debug)]
+pub enum Command {
+    /// Serve `/metrics` (and push OTLP).
+    Serve(Box<WebSettings>),
+    /// List every event of this host.
+    List {
+        /// JSON output.
+        json: bool,
+        /// Every tracepoint instead of their count.
+        tracepoints: bool,
+    },
+    /// Resolve the config (and validate a web config).
+    Check {
+        /// JSON output.
+        json: bool,
+        /// `--strict`: fail on any unavailable metric.
+        strict: bool,
+        /// A web config to validate.
+        web_config_file: Option<PathBuf>,
+    },
+}
+
+/// `serve`'s settings.
+#[derive(Debug)]
+pub struct WebSettings {
+    /// `--web.listen-address`.
+    pub listen: String,
+    /// `--web.telemetry-path`.
+    pub telemetry_path: String,
+    /// `--web.config.file`.
+    pub web_config_file: Option<PathBuf>,
+    /// `--web.config.allow-downgrade`: a reload may turn TLS or auth off.
+    pub allow_downgrade: bool,
+    /// `--web.max-requests` (0: no limit).
+    pub max_requests: usize,
+    /// `--web.max-connections` (0: no limit).
+    pub max_connections: usize,
+    /// `--web.enable-lifecycle`.
+    pub enable_lifecycle: bool,
+    /// `--web.read-header-timeout`.
+    pub read_header_timeout: Duration,
+    /// `--web.request-timeout`.
+    pub request_timeout: Duration,
+    /// The `--otlp.*` flags.
+    pub otlp: OtlpFlags,
+}
+
+/// Why the application could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The config file.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The config or web config at start-up.
+    #[error(transparent)]
+    Load(#[from] reload::ReloadError),
+    /// The web config file.
+    #[error("--web.config.file={file}: {err}")]
+    WebConfig {
+        /// The file.
+        file: String,
+        /// Why (in the message, printed once).
+        err: WebConfigError,
+    },
+    /// PMU discovery.
+    #[error("PMU discovery under --path.sysfs={sysfs}: {err}")]
+    Pmu {
+        /// The sysfs root.
+        sysfs: String,
+        /// Why (in the message, printed once).
+        err: PmuError,
+    },
+    /// `--simulate.read-delay` or `--simulate.refuse` without `--simulate`.
+    #[error("--simulate.read-delay and --simulate.refuse need --simulate")]
+    DelayNeedsSimulate,
+    /// Serving a fixture tree without `--simulate`.
+    #[error("--path.sysfs={0} is not the live /sys; to serve a fixture tree, add --simulate")]
+    NotLive(String),
+    /// Not one counter could be opened.
+    #[error("nothing can be counted on this host: {0}")]
+    NothingToCount(String),
+    /// The OTLP settings or push.
+    #[error(transparent)]
+    Otlp(#[from] OtlpError),
+    /// The HTTP listener.
+    #[error(transparent)]
+    Web(#[from] WebError),
+    /// The async runtime, a signal handler or the start-up thread.
+    #[error("cannot start: {0}")]
+    Runtime(std::io::Error),
+    /// A report could not be written as JSON.
+    #[error("cannot encode the report as JSON: {0}")]
+    Json(serde_json::Error),
+}
+
+/// Loads a web config file, naming the flag in errors.
+fn load_web_config(p: &std::path::Path) -> Result<WebConfig, AppError> {
+    WebConfig::load(p).map_err(|err| AppError::WebConfig {
+        file: p.display().to_string(),
+        err,
+    })
+}
+
+/// A report as JSON or as text.
+fn output<R: serde::Serialize>(
+    r: &R,
+    json: bool,
+    text: impl FnOnce() -> String,
+) -> Result<String, AppError> {
+    if json {
+        serde_json::to_string_pretty(r)
+            .map(|t| t + "\n")
+            .map_err(AppError::Json)
+    } else {
+        Ok(text())
+    }
+}
+
+/// What a command prints, and why it failed (`check` fails whenever
+/// `serve` would refuse the config, and with `--strict` on any unavailable
+/// metric: the report is printed either way).
+#[derive(Debug)]
+pub struct Output {
+    /// For standard output.
+    pub text: String,
+    /// Why the command failed (exit status 1), for standard error.
+    pub failure: Option<String>,
+}
+
+impl Output {
+    fn ok(text: String) -> Self {
+        Output {
+            text,
+            failure: None,
+        }
+    }
+}
+
+/// Runs `list` or `check` and returns what to print; `serve` runs until
+/// SIGTERM/SIGINT and returns nothing to print.
+pub fn run(s: Settings) -> Result<Output, AppError> {
+    match s.command {
+        Command::Serve(web) => serve::serve(s.host, *web).map(|()| Output::ok(String::new())),
+        Command::List { json, tracepoints } => {
+            let h = Host::open(&s.host)?;
+            let probe = h.kernel.as_deref().map(prober);
+            let privilege = h.kernel.as_ref().map(|_| Privilege::detect(&s.host.procfs));
+            let r = ListReport::new(
+                &h.table,
+                &h.ctx,
+                probe.as_ref().map(|p| p as _),
+                privilege.as_ref(),
+                tracepoints,
+            );
+            output(&r, json, || r.text()).map(Output::ok)
+        }
+        Command::Check {
+            json,
+            strict,
+            web_config_file,
+        } => {
+            // A web config given to `check` is validated too (TLS files read).
+            if let Some(p) = &web_config_file {
+                load_web_config(p)?;
+            }
+            let cfg = s.host.load_config()?;
+            let h = Host::open(&s.host)?;
+            let probe = h.kernel.as_deref().map(prober);
+            let mut res = resolve_config(&cfg, &h.table, &h.ctx, probe.as_ref().map(|p| p as _));
+            if h.kernel.is_some() {
+                crate::report::diagnose(&mut res, &Privilege::detect(&s.host.procfs), true);
+            }
+            let r = CheckReport::new(&res);
+            Ok(Output {
+                text: output(&r, json, || r.text())?,
+                failure: r.failure(strict),
+            })
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! One load path for start-up and every reload (SIGHUP, `POST /-/reload`):
+//! read the config and the web config, rediscover the PMUs, resolve, and
+//! refuse what would count nothing. Reloads run on a thread of their own,
+//! away from the threads scrapes collect on, and are coalesced: at most
+//! one runs and one is pending, however many are asked for (a config path
+//! that blocks, a FIFO or a hung mount, holds one thread, never the
+//! scrapes). A refused reload keeps the previous configuration serving
+//! and sets `perf_config_last_reload_successful` to 0.
+
+use super::host::HostSettings;
+use super::serve::open_engine;
+use crate::config::ConfigError;
+use crate::engine::Engine;
+use crate::perf::Kernel;
+use crate::pmu::{PmuError, PmuTable};
+use crate::privilege::Privilege;
+use crate::probe::prober;
+use crate::resolve::chain::{resolve_config, Resolution, Status};
+use crate::resolve::Context;
+use crate::web::config::{WebConfig, WebConfigError};
+use crate::web::{Lifecycle, State};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use tokio::sync::watch;
+
+/// Why a load was refused (at start-up it ends the start; on reload the
+/// previous configuration keeps serving).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The config file is invalid or unreadable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The web config file is invalid or unreadable.
+    #[error("--web.config.file={file}: {err}")]
+    WebConfig {
+        /// The file.
+        file: String,
+        /// Why (in the message, printed once).
+        err: WebConfigError,
+    },
+    /// PMU discovery failed.
+    #[error("PMU discovery: {0}")]
+    Pmu(PmuError),
+    /// Not one metric of the new config resolves here.
+    #[error("nothing in the new config can be counted on this host: {0}")]
+    NothingToCount(String),
+    /// The new web config would weaken the running listener.
+    #[error("the new web config {0}; the running listener keeps its web config (to allow this, start with --web.config.allow-downgrade)")]
+    Downgrade(&'static str),
+}
+
+/// What start-up and every reload read.
+#[derive(Debug, Clone)]
+pub(super) struct Sources {
+    pub host: HostSettings,
+    pub web_config_file: Option<PathBuf>,
+    pub allow_downgrade: bool,
+}
+
+/// One load: the web config (when a file is given), the PMU table and
+/// the config's resolution on it.
+pub(super) struct Loaded {
+    pub web: Option<WebConfig>,
+    pub table: PmuTable,
+    pub res: Resolution,
+}
+
+/// Reads and resolves everything a (re)load needs. `table` is the PMU
+/// table found at start: a live host is discovered again (a module may
+/// have been loaded), a simulated one is its fixture.
+pub(super) fn load(
+    src: &Sources,
+    table: &PmuTable,
+    ctx: &Context,
+    kernel: &dyn Kernel,
+) -> Result<Loaded, ReloadError> {
+    let web = match &src.web_config_file {
+        Some(p) => Some(WebConfig::load(p).map_err(|err| ReloadError::WebConfig {
+            file: p.display().to_string(),
+            err,
+        })?),
+        None => None,
+    };
+    let cfg = src.host.load_config()?;
+    let table = if kernel.simulated() {
+        table.clone()
+    } else {
+        let t = PmuTable::discover(&table.sysfs).map_err(ReloadError::Pmu)?;
+        for w in &t.warnings {
+            tracing::warn!(warning = %w, "sysfs entry skipped");
+        }
+        t
+    };
+    let probe = prober(kernel);
+    let mut res = resolve_config(&cfg, &table, ctx, Some(&probe));
+    if !kernel.simulated() {
+        // Permission errors explained with what this process holds.
+        crate::report::diagnose(&mut res, &Privilege::detect(&src.host.procfs), true);
+    }
+    Ok(Loaded { web, table, res })
+}
+
+/// The security a web config gives the listener, which a reload may not
+/// take away unless allowed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Guard {
+    tls: bool,
+    auth: bool,
+}
+
+impl Guard {
+    pub fn of(w: &WebConfig) -> Guard {
+        Guard {
+            tls: w.tls.is_some(),
+            auth: !w.users.is_empty(),
+        }
+    }
+
+    fn check(self, new: &WebConfig) -> Result<(), ReloadError> {
+        if self.tls && new.tls.is_none() {
+            return Err(ReloadError::Downgrade("turns TLS off on a TLS listener"));
+        }
+        if self.auth && new.users.is_empty() {
+            return Err(ReloadError::Downgrade("drops basic authentication"));
+        }
+        Ok(())
+    }
+}
+
+/// What a reload swaps, and where it reports.
+pub(super) struct Job {
+    pub sources: Sources,
+    pub table: PmuTable,
+    pub ctx: Context,
+    pub kernel: Arc<dyn Kernel>,
+    pub engine: Arc<Mutex<Engine>>,
+    pub state: Arc<State>,
+    pub guard: Guard,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Job {
+    /// One reload: logs the outcome and records it for the self-metrics.
+    pub fn run(&mut self) -> Result<String, String> {
+        let out = self.try_reload();
+        self.state.record_reload(out.is_ok());
+        match &out {
+            Ok(summary) => tracing::info!(%summary, "configuration reloaded"),
+            Err(e) => {
+                tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps serving")
+            }
+        }
+        out.map_err(|e| e.to_string())
+    }
+
+    fn try_reload(&mut self) -> Result<String, ReloadError> {
+        let l = load(&self.sources, &self.table, &self.ctx, self.kernel.as_ref())?;
+        if let Some(w) = &l.web {
+            if !self.sources.allow_downgrade {
+                self.guard.check(w)?;
+            }
+        }
+        if let Some(why) = crate::report::serve_would_refuse(&l.res) {
+            return Err(ReloadError::NothingToCount(why));
+        }
+        let summary = self.swap(l.table, l.res);
+        if let Some(w) = l.web {
+            tracing::info!(web_config = %w.describe(), "web config reloaded");
+            for warn in &w.warnings {
+                tracing::warn!(warning = %warn, "web config");
+            }
+            self.guard = Guard::of(&w);
+            self.state.set_web_config(w);
+        }
+        Ok(summary)
+    }
+
+    /// Swaps the engine under its lock; metrics counting the same events
+    /// keep their totals.
+    fn swap(&self, table: PmuTable, res: Resolution) -> String {
+        let mut e = lock(&self.engine);
+        // A last read, so the totals carried over are current; then the
+        // old counters close before the new ones open (no double fds).
+        e.collect();
+        let totals = e.totals();
+        let old_problems = e.problems();
+        *e = Engine::new(
+            self.kernel.clone(),
+            table.clone(),
+            Resolution {
+                sets: Vec::new(),
+                metrics: Vec::new(),
+            },
+        );
+        let mut ne = open_engine(self.kernel.clone(), table, res);
+        let continued = ne.carry_over(totals);
+        // Only what changed: the rest was logged at start or last reload.
+        for (metric, reason) in ne.problems() {
+            if !old_problems.contains(&(metric.clone(), reason.clone())) {
+                tracing::warn!(%metric, %reason, "metric not (fully) available");
+            }
+        }
+        let counted = ne
+            .resolution()
+            .metrics
+            .iter()
+            .filter(|m| m.status != Status::Unavailable)
+            .count();
+        let s = format!(
+            "{counted} of {} metrics counted: {} continue their counts, {} start from zero (new or changed); {} of {} planned counters open",
+            ne.resolution().metrics.len(),
+            continued.len(),
+            counted.saturating_sub(continued.len()),
+            ne.open_fds(),
+            ne.planned_fds()
+        );
+        *e = ne;
+        s
+    }
+}
+
+/// The outcome of the reload that served requests up to `generation`.
+#[derive(Debug, Clone)]
+struct Outcome {
+    generation: u64,
+    result: Result<String, String>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// Reloads asked for so far.
+    requested: Mutex<u64>,
+    wake: Condvar,
+    done: watch::Sender<Outcome>,
+}
+
+/// The reload thread's handle: asking for a reload never blocks, and
+/// requests that arrive while one runs are served by one more.
+#[derive(Debug, Clone)]
+pub(super) struct Reloader {
+    shared: Arc<Shared>,
+}
+
+impl Reloader {
+    /// Starts the reload thread, which runs `work` for each (coalesced)
+    /// request.
+    pub fn start(
+        mut work: impl FnMut() -> Result<String, String> + Send + 'static,
+    ) -> std::io::Result<Reloader> {
+        let (done, _) = watch::channel(Outcome {
+            generation: 0,
+            result: Ok(String::new()),
+        });
+        let shared = Arc::new(Shared {
+            requested: Mutex::new(0),
+            wake: Condvar::new(),
+            done,
+        });
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("reload".into())
+            .spawn(move || {
+                let mut served = 0;
+                loop {
+                    let target = {
+                        let mut r = lock(&s.requested);
+                        while *r == served {
+                            r = s.wake.wait(r).unwrap_or_else(PoisonError::into_inner);
+                        }
+                        *r
+                    };
+                    let result = work();
+                    served = target;
+                    s.done.send_replace(Outcome {
+                        generation: target,
+                        result,
+                    });
+                }
+            })?;
+        Ok(Reloader { shared })
+    }
+
+    /// Asks for a reload; returns the request's generation and where its
+    /// outcome will appear.
+    fn request(&self) -> (u64, watch::Receiver<Outcome>) {
+        let rx = self.shared.done.subscribe();
+        let mut r = lock(&self.shared.requested);
+        *r += 1;
+        self.shared.wake.notify_one();
+        (*r, rx)
+    }
+
+    /// Asks for a reload and does not wait for it (SIGHUP).
+    pub fn request_detached(&self) {
+        drop(self.request());
+    }
+}
+
+impl Lifecycle for Reloader {
+    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
+        let (generation, mut rx) = self.request();
+        Box::pin(async move {
+            let out = match rx.wait_for(|o| o.generation >= generation).await {
+                Ok(o) => o.result.clone(),
+                Err(_) => Err("the reload thread has stopped".to_string()),
+            };
+            out
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Issue 11: each SIGHUP queued a reload of its own. Requests that
+    /// arrive while one runs are served by one more, however many.
+    #[test]
+    fn requests_during_a_reload_are_coalesced_into_one() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (gate_tx, gate) = mpsc::channel::<()>();
+        let (started_tx, started) = mpsc::channel::<()>();
+        let r = runs.clone();
+        let reloader = Reloader::start(move || {
+            let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+            let _ = started_tx.send(());
+            // Blocks like a hung mount until the test lets it go.
+            let _ = gate.recv();
+            Ok(format!("reload {n}"))
+        })
+        .expect("thread");
+        let (first, _rx) = reloader.request();
+        started
+            .recv_timeout(Duration::from_secs(5))
+            .expect("first reload runs");
+        let waiting: Vec<_> = (0..50).map(|_| reloader.request()).collect();
+        let (last_gen, mut rx) = waiting.last().map(|(g, rx)| (*g, rx.clone())).expect("50");
+        assert_eq!(last_gen, first + 50);
+        gate_tx.send(()).expect("release the first");
+        started
+            .recv_timeout(Duration::from_secs(5))
+            .expect("one more reload runs");
+        gate_tx.send(()).expect("release the second");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let out = rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                rx.wait_for(|o| o.generation >= last_gen),
+            )
+            .await
+            .expect("in time")
+            .expect("outcome")
+            .result
+            .clone()
+        });
+        assert_eq!(out, Ok("reload 2".to_string()));
+        assert!(started.recv_timeout(Duration::from_millis(200)).is_err());
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    }
+}

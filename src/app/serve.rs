@@ -1,0 +1,307 @@
+//! `serve`: start-up in a fixed order, then serve until SIGTERM/SIGINT.
+//!
+//! 1. Signal handlers, before anything else: SIGHUP's default action would
+//!    end the process, and SIGTERM must work in every start-up state.
+//! 2. The files (web config, config, PMU table) are read on a start-up
+//!    thread while the runtime waits for it *or* a SIGTERM/SIGINT: a read
+//!    that never returns (a FIFO, a hung mount) cannot hold the process.
+//!    A SIGHUP during start-up asks for one reload once serving.
+//! 3. The listener is bound before counters open (a listen error ends the
+//!    start-up cheaply), then the engine, the reload thread and the OTLP
+//!    push start, and the server runs.
+
+use super::host::{Host, HostSettings};
+use super::reload::{load, Guard, Job, Loaded, Reloader, Sources};
+use super::{AppError, WebSettings};
+use crate::engine::Engine;
+use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
+use crate::perf::Kernel;
+use crate::pmu::PmuTable;
+use crate::privilege::Privilege;
+use crate::resolve::chain::Resolution;
+use crate::web::config::WebConfig;
+use crate::web::{self, State};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+/// File descriptors kept free for connections while the engine opens its
+/// counters, so an fd-starved engine never starves the listener.
+const FD_RESERVE: usize = 16;
+
+/// Starts the exporter and serves until SIGINT/SIGTERM.
+pub(super) fn serve(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(16)
+        .build()
+        .map_err(AppError::Runtime)?;
+    let r = rt.block_on(run(host, web));
+    // A bcrypt or landing page still running on a blocking thread does
+    // not hold up the exit (nor does the collector thread: it is not
+    // waited for).
+    rt.shutdown_timeout(Duration::from_millis(100));
+    r
+}
+
+/// SIGTERM, SIGINT and SIGHUP.
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        Ok(Signals {
+            hup: signal(SignalKind::hangup())?,
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn terminated(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+
+    /// Runs `f` on a thread of its own and waits for it, unless SIGTERM or
+    /// SIGINT comes first (then `None`): a start-up step that reads files
+    /// (a FIFO, a hung mount) cannot hold off the shutdown.
+    async fn unless_terminated<T: Send + 'static>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce() -> Result<T, AppError> + Send + 'static,
+    ) -> Result<Option<T>, AppError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name(what.into())
+            .spawn(move || drop(tx.send(f())))
+            .map_err(AppError::Runtime)?;
+        tokio::select! {
+            r = rx => match r {
+                Ok(r) => r.map(Some),
+                Err(_) => Err(AppError::Runtime(std::io::Error::other(format!("the {what} thread died")))),
+            },
+            _ = self.terminated() => {
+                tracing::info!("terminated during {what}");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Asks for a reload on each SIGHUP; returns on SIGTERM or SIGINT.
+    async fn until_shutdown(mut self, reloader: Reloader) {
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => return,
+                _ = self.int.recv() => return,
+                _ = self.hup.recv() => {
+                    tracing::info!("SIGHUP: reloading the configuration");
+                    reloader.request_detached();
+                }
+            }
+        }
+    }
+}
+
+/// What the start-up thread reads.
+struct Prepared {
+    host: Host,
+    kernel: Arc<dyn Kernel>,
+    loaded: Loaded,
+}
+
+fn prepare(src: &Sources) -> Result<Prepared, AppError> {
+    let host = Host::open(&src.host)?;
+    let Some(kernel) = host.kernel.clone() else {
+        return Err(AppError::NotLive(src.host.sysfs.display().to_string()));
+    };
+    let loaded = load(src, &host.table, &host.ctx, kernel.as_ref())?;
+    Ok(Prepared {
+        host,
+        kernel,
+        loaded,
+    })
+}
+
+async fn run(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
+    let mut signals = Signals::new().map_err(AppError::Runtime)?;
+    let otlp = OtlpSettings::resolve(&web.otlp, &otlp::process_env, &host.procfs)?;
+    let src = Sources {
+        host,
+        web_config_file: web.web_config_file.clone(),
+        allow_downgrade: web.allow_downgrade,
+    };
+    let s = src.clone();
+    let Some(p) = signals
+        .unless_terminated("start-up", move || prepare(&s))
+        .await?
+    else {
+        return Ok(());
+    };
+    start(p, src, web, otlp, signals).await
+}
+
+fn log_privilege(privilege: Option<&Privilege>) {
+    if let Some(p) = privilege {
+        if p.grant().is_some() {
+            tracing::info!(privilege = %p.summary(), "privilege");
+        } else {
+            tracing::warn!(privilege = %p.summary(), "privilege");
+        }
+    }
+}
+
+fn log_web_config(w: &WebConfig) {
+    if w.file.is_some() {
+        tracing::info!(web_config = %w.describe(), "web config");
+    }
+    for warn in &w.warnings {
+        tracing::warn!(warning = %warn, "web config");
+    }
+}
+
+async fn start(
+    p: Prepared,
+    src: Sources,
+    web: WebSettings,
+    otlp: Option<OtlpSettings>,
+    mut signals: Signals,
+) -> Result<(), AppError> {
+    let simulated = p.kernel.simulated();
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), simulated, sysfs = %p.host.table.sysfs.display(), "starting perf-exporter");
+    let privilege = (!simulated).then(|| Privilege::detect(&src.host.procfs));
+    log_privilege(privilege.as_ref());
+    let web_config = p.loaded.web.unwrap_or_default();
+    log_web_config(&web_config);
+    let only = otlp.as_ref().is_some_and(|s| s.only);
+    // Bind first: a listen error ends the start-up before counters open.
+    let listener = if only {
+        tracing::info!("--otlp.only: no HTTP listener");
+        None
+    } else {
+        Some(web::bind(&web.listen, &web.telemetry_path).await?)
+    };
+    let engine = open_engine(p.kernel.clone(), p.loaded.table.clone(), p.loaded.res);
+    log_engine(&engine, privilege.as_ref());
+    if !engine.counting() {
+        return Err(AppError::NothingToCount(nothing_to_count(
+            &engine,
+            privilege.as_ref(),
+        )));
+    }
+    let engine = Arc::new(Mutex::new(engine));
+    // Applies CPU hotplug between scrapes (until serving ends).
+    let _hotplug = crate::engine::follow_hotplug(&engine);
+    let stats = otlp.as_ref().map(|_| Arc::new(ExportStats::default()));
+    let guard = Guard::of(&web_config);
+    let state = State::new(web::Options {
+        engine: engine.clone(),
+        telemetry_path: web.telemetry_path,
+        simulated,
+        config_name: src
+            .host
+            .config_file
+            .as_ref()
+            .map_or("<embedded default>".into(), |p| p.display().to_string()),
+        otlp: stats.clone(),
+        web_config,
+        max_requests: web.max_requests,
+        max_connections: web.max_connections,
+        read_header_timeout: web.read_header_timeout,
+        request_timeout: web.request_timeout,
+    });
+    let mut job = Job {
+        sources: src,
+        table: p.loaded.table,
+        ctx: p.host.ctx,
+        kernel: p.kernel,
+        engine: engine.clone(),
+        state: state.clone(),
+        guard,
+    };
+    let reloader = Reloader::start(move || job.run()).map_err(AppError::Runtime)?;
+    if web.enable_lifecycle {
+        state.set_lifecycle(Arc::new(reloader.clone()));
+    }
+    let pusher = match (otlp, stats) {
+        (Some(settings), Some(stats)) => {
+            tracing::info!(settings = %otlp::describe(&settings), "OTLP push");
+            let e = engine.clone();
+            let collect: otlp::Collect =
+                Arc::new(move || e.lock().unwrap_or_else(PoisonError::into_inner).collect());
+            // Reads its TLS files: off the runtime thread, SIGTERM still
+            // heard.
+            let start = move || Pusher::start(settings, collect, stats).map_err(AppError::from);
+            match signals.unless_terminated("otlp-start", start).await? {
+                Some(p) => Some(p),
+                None => return Ok(()),
+            }
+        }
+        _ => None,
+    };
+    let shutdown = signals.until_shutdown(reloader);
+    match listener {
+        Some(l) => web::serve(l, state, shutdown).await,
+        None => shutdown.await,
+    }
+    if let Some(p) = pusher {
+        p.shutdown();
+    }
+    Ok(())
+}
+
+fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
+    for (metric, reason) in engine.problems() {
+        tracing::warn!(%metric, %reason, what_to_do = %reason.what_to_do(), class = reason.class().as_str(), "metric not (fully) available");
+    }
+    let counted = engine.runtime().iter().filter(|r| r.open_fds > 0).count();
+    let (fds, planned) = (engine.open_fds(), engine.planned_fds());
+    tracing::info!(
+        metrics = engine.runtime().len(),
+        counted,
+        fds,
+        planned,
+        "counters open"
+    );
+    if fds < planned {
+        tracing::warn!(
+            fds,
+            planned,
+            "opened {fds} of {planned} planned counters; the warnings above say why (also on the landing page and in perf_event_available)"
+        );
+    }
+    if let Some(p) = privilege {
+        let problems = engine.problems();
+        for f in p.report(problems.iter().map(|(m, p)| (m.as_str(), p))) {
+            if f.warn {
+                tracing::warn!("privilege: {}", f.message);
+            } else {
+                tracing::info!("privilege: {}", f.message);
+            }
+        }
+    }
+}
+
+/// Opens an engine for a resolution within the fd budget, keeping up to
+/// [`FD_RESERVE`] descriptors free for connections.
+pub(super) fn open_engine(kernel: Arc<dyn Kernel>, table: PmuTable, res: Resolution) -> Engine {
+    crate::engine::open_with_reserve(kernel, table, res, FD_RESERVE)
+}
+
+/// Why nothing can be counted, for the start-up error.
+fn nothing_to_count(engine: &Engine, privilege: Option<&Privilege>) -> String {
+    if engine.resolution().metrics.is_empty() {
+        return "the config has no metrics".into();
+    }
+    // What a user can fix first (permission errors), expected absences last.
+    let problems = engine.problems();
+    let first = crate::report::explain_first(problems.iter().map(|(m, p)| (m.as_str(), p)), 5);
+    match privilege.filter(|p| p.grant().is_none()) {
+        Some(p) => format!("{}; the first problems: {first}", p.summary()),
+        None => first,
+    }
+}

@@ -1,0 +1,387 @@
+//! The command line as typed ([`Args`], clap derive) and as resolved
+//! ([`crate::app::Settings`]), split as ripgrep splits its LowArgs and
+//! HiArgs: clap's value parsers turn every duration and enumeration into a
+//! typed value (an unknown `--log.level` or a bare-number duration is
+//! refused with what is valid), and [`Args::settings`] turns the flags into
+//! what the application runs with. Serve-only flags belong to `serve` (and
+//! to the bare command, which serves): `list --help` and `check --help` do
+//! not show them, and `list` does not accept them.
+
+mod otlp;
+
+use crate::app::{Command, HostSettings, Settings, WebSettings};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Linux perf_events counters (cycles, IPC, cache misses, DRAM bandwidth,
+/// software events, tracepoints) for Prometheus and OpenTelemetry.
+#[derive(Debug, Parser)]
+#[command(name = "perf-exporter", version, about, long_about = None)]
+pub struct Args {
+    #[command(flatten)]
+    global: GlobalArgs,
+    /// The bare command serves: its flags are `serve`'s.
+    #[command(flatten)]
+    serve: ServeArgs,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+/// Flags every subcommand takes.
+#[derive(Debug, clap::Args)]
+struct GlobalArgs {
+    /// YAML config file (default: the embedded default config).
+    #[arg(long = "config.file", global = true, value_name = "FILE")]
+    config_file: Option<PathBuf>,
+    /// sysfs mount point.
+    #[arg(
+        long = "path.sysfs",
+        global = true,
+        default_value = "/sys",
+        value_name = "DIR"
+    )]
+    sysfs: PathBuf,
+    /// procfs mount point.
+    #[arg(
+        long = "path.procfs",
+        global = true,
+        default_value = "/proc",
+        value_name = "DIR"
+    )]
+    procfs: PathBuf,
+    /// tracefs mount point (default: <path.sysfs>/kernel/tracing, then <path.sysfs>/kernel/debug/tracing).
+    #[arg(long = "path.tracefs", global = true, value_name = "DIR")]
+    tracefs: Option<PathBuf>,
+    /// Count on the simulated PMU described by --path.sysfs (a fixture tree) instead of the live kernel.
+    #[arg(long, global = true)]
+    simulate: bool,
+    /// Sum every set over CPUs (as if each had `per_cpu: false`): one
+    /// series per metric instead of one per CPU.
+    #[arg(long = "config.aggregate-cpus", global = true)]
+    aggregate_cpus: bool,
+    /// With --simulate: make every open on PMU fail with ERRNO (a number or EACCES, EPERM, EINVAL, ENOENT, EMFILE, EBUSY); `*` for every PMU. For tests of the explanations.
+    #[arg(
+        long = "simulate.refuse",
+        global = true,
+        value_name = "PMU=ERRNO",
+        value_parser = parse_refuse,
+        hide = true
+    )]
+    simulate_refuse: Vec<(String, i32)>,
+    /// Log level.
+    #[arg(long = "log.level", global = true, value_enum, default_value_t = LogLevel::Info)]
+    log_level: LogLevel,
+    /// Log format.
+    #[arg(long = "log.format", global = true, value_enum, default_value_t = LogFormat::Logfmt)]
+    log_format: LogFormat,
+}
+
+/// `--log.level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    /// Everything, including each connection's end.
+    Debug,
+    /// Start-up, reloads and shutdown.
+    Info,
+    /// Only what needs attention.
+    Warn,
+    /// Only failures.
+    Error,
+}
+
+impl LogLevel {
+    /// The `tracing` filter directive.
+    pub fn directive(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+/// `--log.format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// `key=value` lines.
+    Logfmt,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of `serve` (and of the bare command).
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long = "web.listen-address", default_value = ":9659")]
+    listen: String,
+    /// Path under which to expose metrics (an absolute path other than the built-in pages).
+    #[arg(long = "web.telemetry-path", default_value = "/metrics", value_parser = telemetry_path)]
+    telemetry_path: String,
+    /// exporter-toolkit web config file: TLS, basic auth, response headers, rate limit.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    web_config_file: Option<PathBuf>,
+    /// Let a reload turn TLS off or drop basic auth on the running listener (refused by default).
+    #[arg(long = "web.config.allow-downgrade")]
+    allow_downgrade: bool,
+    /// Maximum number of scrapes in flight; more get 503 (0: no limit).
+    #[arg(long = "web.max-requests", default_value_t = 40)]
+    max_requests: usize,
+    /// Maximum number of open connections; more wait to be accepted (0: no limit).
+    #[arg(long = "web.max-connections", default_value_t = 512)]
+    max_connections: usize,
+    /// Enable POST /-/reload (re-reads --config.file and --web.config.file, as SIGHUP does).
+    #[arg(long = "web.enable-lifecycle")]
+    enable_lifecycle: bool,
+    /// Time a client has to send a request's headers (and the TLS handshake), also between keep-alive requests.
+    #[arg(
+        long = "web.read-header-timeout",
+        default_value = "10s",
+        value_name = "DURATION",
+        value_parser = crate::duration::parse
+    )]
+    read_header_timeout: Duration,
+    /// Time a scrape's collection may take (then 503), and a response write may stall.
+    #[arg(
+        long = "web.request-timeout",
+        default_value = "30s",
+        value_name = "DURATION",
+        value_parser = crate::duration::parse
+    )]
+    request_timeout: Duration,
+    /// With --simulate: make every simulated group read take this long, e.g. 50ms (a slow PMU, to demo and test slow scrapes).
+    #[arg(long = "simulate.read-delay", value_name = "DURATION", value_parser = crate::duration::parse)]
+    simulate_read_delay: Option<Duration>,
+    #[command(flatten)]
+    otlp: otlp::OtlpArgs,
+}
+
+/// Refuses a telemetry path that could never be reached (no leading `/`)
+/// or that would hide a built-in page.
+fn telemetry_path(s: &str) -> Result<String, String> {
+    if !s.starts_with('/') {
+        return Err(format!("`{s}` must start with `/` (e.g. `/{s}`)"));
+    }
+    if s == "/" || s.starts_with("/-/") || s.starts_with("/api/") {
+        return Err(format!(
+            "`{s}` is a built-in page (`/`, `/-/...`, `/api/...`); choose another path"
+        ));
+    }
+    if s.contains(['?', '#']) || s.chars().any(char::is_whitespace) {
+        return Err(format!("`{s}` is not a plain URL path"));
+    }
+    Ok(s.to_string())
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Serve /metrics (the default).
+    Serve(Box<ServeArgs>),
+    /// List every event this host offers, and whether it is available.
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+        /// List every tracepoint instead of their count.
+        #[arg(long)]
+        tracepoints: bool,
+    },
+    /// Resolve the config and report each metric's winning event (and validate --web.config.file, when given).
+    Check {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+        /// Also fail when any metric is unavailable (by default `check` fails
+        /// only where `serve` would refuse the config: nothing countable).
+        #[arg(long)]
+        strict: bool,
+        /// exporter-toolkit web config file to validate (TLS files are read).
+        #[arg(long = "web.config.file", value_name = "FILE")]
+        web_config_file: Option<PathBuf>,
+    },
+}
+
+impl Args {
+    /// Parses the process's arguments; exits with clap's message (and code
+    /// 2) when they are not valid.
+    pub fn parse_args() -> Args {
+        Args::try_parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args` (the program name first). The global flags may come
+    /// before a subcommand (`perf-exporter --path.sysfs X list`); the
+    /// serve-only flags only with `serve` or no subcommand.
+    pub fn try_parse_args<I, T>(args: I) -> Result<Args, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut cmd = Args::command();
+        let m = cmd.try_get_matches_from_mut(args)?;
+        if let Some(sub) = m.subcommand_name() {
+            let given = cmd
+                .get_arguments()
+                .filter(|a| !a.is_global_set())
+                .find(|a| m.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine));
+            if let Some(a) = given {
+                let flag = a.get_long().unwrap_or(a.get_id().as_str());
+                let msg = if sub == "serve" {
+                    format!("--{flag} goes after `serve` (`perf-exporter serve --{flag} ...`)")
+                } else {
+                    format!("--{flag} applies to `serve` only, not to `{sub}`")
+                };
+                return Err(cmd.error(clap::error::ErrorKind::ArgumentConflict, msg));
+            }
+        }
+        Args::from_arg_matches(&m).map_err(|e| e.format(&mut cmd))
+    }
+
+    /// The log settings, wanted before anything else runs.
+    pub fn log(&self) -> (LogLevel, LogFormat) {
+        (self.global.log_level, self.global.log_format)
+    }
+
+    /// Resolves the flags into what the application runs with.
+    pub fn settings(self) -> Settings {
+        let g = self.global;
+        let (command, simulate_read_delay) = match self.cmd {
+            Some(Cmd::List { json, tracepoints }) => (Command::List { json, tracepoints }, None),
+            Some(Cmd::Check {
+                json,
+                strict,
+                web_config_file,
+            }) => (
+                Command::Check {
+                    json,
+                    strict,
+                    web_config_file,
+                },
+                None,
+            ),
+            Some(Cmd::Serve(s)) => s.command(),
+            None => self.serve.command(),
+        };
+        let host = HostSettings {
+            sysfs: g.sysfs,
+            procfs: g.procfs,
+            tracefs: g.tracefs,
+            simulate: g.simulate,
+            simulate_read_delay,
+            simulate_refuse: g.simulate_refuse,
+            config_file: g.config_file,
+            aggregate_cpus: g.aggregate_cpus,
+        };
+        Settings { host, command }
+    }
+}
+
+/// `PMU=ERRNO` of `--simulate.refuse`.
+fn parse_refuse(s: &str) -> Result<(String, i32), String> {
+    let (pmu, e) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not PMU=ERRNO"))?;
+    let errno = match e {
+        "EACCES" => libc::EACCES,
+        "EPERM" => libc::EPERM,
+        "EINVAL" => libc::EINVAL,
+        "ENOENT" => libc::ENOENT,
+        "EMFILE" => libc::EMFILE,
+        "EBUSY" => libc::EBUSY,
+        n => n.parse().map_err(|_| {
+            format!(
+                "`{e}` is not an errno (a number or EACCES, EPERM, EINVAL, ENOENT, EMFILE, EBUSY)"
+            )
+        })?,
+    };
+    Ok((pmu.to_string(), errno))
+}
+
+impl ServeArgs {
+    /// The serve command, and the simulated read delay (a host setting).
+    fn command(self) -> (Command, Option<Duration>) {
+        let web = WebSettings {
+            listen: self.listen,
+            telemetry_path: self.telemetry_path,
+            web_config_file: self.web_config_file,
+            allow_downgrade: self.allow_downgrade,
+            max_requests: self.max_requests,
+            max_connections: self.max_connections,
+            enable_lifecycle: self.enable_lifecycle,
+            read_header_timeout: self.read_header_timeout,
+            request_timeout: self.request_timeout,
+            otlp: self.otlp.flags(),
+        };
+        (Command::Serve(Box::new(web)), self.simulate_read_delay)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_args(std::iter::once("perf-exporter").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn log_values_are_enumerations() {
+        let e = parse(&["--log.level", "verbose"]).unwrap_err().to_string();
+        assert!(
+            e.contains("[possible values: debug, info, warn, error]"),
+            "{e}"
+        );
+        let e = parse(&["--log.format", "text"]).unwrap_err().to_string();
+        assert!(e.contains("[possible values: logfmt, json]"), "{e}");
+        let a = parse(&["list", "--log.level", "warn"]).unwrap();
+        assert_eq!(a.log().0, LogLevel::Warn);
+    }
+
+    #[test]
+    fn durations_need_a_unit_and_a_bound() {
+        let e = parse(&["--web.request-timeout", "5"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("write `5s` or `5ms`"), "{e}");
+        let e = parse(&["serve", "--web.read-header-timeout", "3000000000000000h"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("longest allowed duration"), "{e}");
+        let s = parse(&["--web.request-timeout", "1m30s"])
+            .unwrap()
+            .settings();
+        match s.command {
+            Command::Serve(w) => assert_eq!(w.request_timeout, Duration::from_secs(90)),
+            _ => panic!("serve expected"),
+        }
+    }
+
+    #[test]
+    fn serve_flags_are_serve_only() {
+        assert!(parse(&["list", "--web.request-timeout", "5"]).is_err());
+        assert!(parse(&["list", "--web.listen-address", ":1"]).is_err());
+        let e = parse(&["--web.listen-address", ":1", "list"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--web.listen-address applies to `serve` only, not to `list`"),
+            "{e}"
+        );
+        assert!(parse(&["--web.listen-address", ":1", "serve"]).is_err());
+        // Global flags may come first.
+        let a = parse(&["--path.sysfs", "/x", "--log.level", "warn", "check"]).unwrap();
+        assert_eq!(a.log().0, LogLevel::Warn);
+        assert_eq!(a.settings().host.sysfs, std::path::PathBuf::from("/x"));
+        assert!(parse(&["check", "--web.config.file", "w.yml"]).is_ok());
+        assert!(parse(&["serve", "--web.listen-address", ":1"]).is_ok());
+    }
+
+    #[test]
+    fn telemetry_paths() {
+        for bad in ["metrics", "/", "/-/healthy", "/api/v1/snapshot", "/a b"] {
+            assert!(telemetry_path(bad).is_err(), "{bad}");
+        }
+        assert_eq!(telemetry_path("/m").unwrap(), "/m");
+    }
+}

@@ -1,0 +1,221 @@
+//! Routing: limits, rate limit and auth first, then the metric, landing,
+//! health and lifecycle pages.
+
+use super::auth::parse_basic;
+use super::io::Body;
+use super::{gzip, landing, scrape, State, WebRuntime, BCRYPT_QUEUE, MAX_BODY_BYTES};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{
+    HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_ENCODING,
+    CONTENT_TYPE, VARY,
+};
+use hyper::{Method, Request, Response, StatusCode};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+fn respond(status: StatusCode, ctype: &str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Body::new(body));
+    *r.status_mut() = status;
+    if let Ok(v) = HeaderValue::from_str(ctype) {
+        r.headers_mut().insert(CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    respond(status, "text/plain; charset=utf-8", body)
+}
+
+/// Handles one request and adds the web config's headers.
+pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    let web = st.web();
+    let mut resp = route(&st, &web, req).await;
+    for (k, v) in &web.config.headers {
+        resp.headers_mut().insert(k.clone(), v.clone());
+    }
+    resp
+}
+
+async fn authorized(st: &State, web: &Arc<WebRuntime>, req: &Request<Incoming>) -> bool {
+    let Some(auth) = &web.auth else {
+        return true;
+    };
+    let Some(creds) = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_basic)
+    else {
+        return false;
+    };
+    if let Some(v) = auth.cached(&creds) {
+        return v;
+    }
+    // A bounded queue, and a bounded wait in it: a flood of uncached
+    // credentials cannot hold a legitimate client past its scrape timeout.
+    if web.bcrypt_waiting.fetch_add(1, Ordering::Relaxed) >= BCRYPT_QUEUE {
+        web.bcrypt_waiting.fetch_sub(1, Ordering::Relaxed);
+        return false;
+    }
+    let one = tokio::time::timeout(st.request_timeout, web.bcrypt_gate.acquire()).await;
+    web.bcrypt_waiting.fetch_sub(1, Ordering::Relaxed);
+    let Ok(Ok(_one)) = one else {
+        return false;
+    };
+    let w = web.clone();
+    tokio::task::spawn_blocking(move || w.auth.as_ref().is_some_and(|a| a.verify(&creds)))
+        .await
+        .unwrap_or(false)
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut r = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("method not allowed; use {allow}\n"),
+    );
+    r.headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+async fn route(st: &Arc<State>, web: &Arc<WebRuntime>, req: Request<Incoming>) -> Response<Body> {
+    let too_big = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > MAX_BODY_BYTES);
+    if too_big {
+        let mut r = text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body too large (limit {MAX_BODY_BYTES} bytes)\n"),
+        );
+        r.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+        return r;
+    }
+    if let Some(l) = &web.limiter {
+        if !l.allow() {
+            st.reject(1);
+            return text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n");
+        }
+    }
+    if !authorized(st, web, &req).await {
+        st.reject(2);
+        let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+        r.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic"),
+        );
+        return r;
+    }
+    let get = req.method() == Method::GET || req.method() == Method::HEAD;
+    let path = req.uri().path();
+    if path == st.telemetry_path {
+        if !get {
+            return method_not_allowed("GET, HEAD");
+        }
+        let header = |name| {
+            req.headers()
+                .get(name)
+                .and_then(|v: &HeaderValue| v.to_str().ok())
+                .unwrap_or("")
+        };
+        let gzip = gzip::accepted(header(ACCEPT_ENCODING));
+        return metrics(st, header(ACCEPT), gzip).await;
+    }
+    match path {
+        "/" | "/-/healthy" | "/-/ready" if !get => method_not_allowed("GET, HEAD"),
+        "/" => {
+            let s = st.clone();
+            match tokio::task::spawn_blocking(move || landing::landing(&s)).await {
+                Ok(page) => respond(StatusCode::OK, "text/html; charset=utf-8", page),
+                Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "landing page failed\n"),
+            }
+        }
+        "/-/healthy" if st.collection_stuck() => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "Unhealthy: a collection has run longer than --web.request-timeout ({}); no scrape can succeed\n",
+                crate::duration::render(st.request_timeout)
+            ),
+        ),
+        "/-/healthy" => text(StatusCode::OK, "Healthy\n"),
+        "/-/ready" => text(StatusCode::OK, "Ready\n"),
+        "/-/reload" => {
+            let Some(l) = st.lifecycle.get() else {
+                return text(
+                    StatusCode::FORBIDDEN,
+                    "Lifecycle API is not enabled (start with --web.enable-lifecycle).\n",
+                );
+            };
+            if req.method() != Method::POST && req.method() != Method::PUT {
+                return method_not_allowed("POST, PUT");
+            }
+            match tokio::time::timeout(st.request_timeout, l.reload()).await {
+                Ok(Ok(summary)) => text(StatusCode::OK, format!("{summary}\n")),
+                Ok(Err(e)) => text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("failed to reload config: {e}\n"),
+                ),
+                Err(_) => text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "the reload is still running after --web.request-timeout ({}); its outcome will be logged\n",
+                        crate::duration::render(st.request_timeout)
+                    ),
+                ),
+            }
+        }
+        _ => text(StatusCode::NOT_FOUND, "404 page not found\n"),
+    }
+}
+
+/// `/metrics`: a slot under `--web.max-requests`, then a shared
+/// collection bounded by `--web.request-timeout`.
+async fn metrics(st: &Arc<State>, accept: &str, gzip: bool) -> Response<Body> {
+    let permit = match &st.inflight {
+        Some(sem) => match sem.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                st.reject(0);
+                return text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "Limit of concurrent requests reached ({}), try again later.\n",
+                        st.max_requests
+                    ),
+                );
+            }
+        },
+        None => None,
+    };
+    let c = match tokio::time::timeout(st.request_timeout, st.shared_collect()).await {
+        Ok(Some(c)) => c,
+        Ok(None) => return text(StatusCode::INTERNAL_SERVER_ERROR, "collection failed\n"),
+        Err(_) => {
+            st.reject(3);
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "collection took longer than --web.request-timeout ({})\n",
+                    crate::duration::render(st.request_timeout)
+                ),
+            );
+        }
+    };
+    let (body, ctype) = scrape::encode(st, &c, accept);
+    let mut r = if gzip {
+        let mut r = respond(StatusCode::OK, ctype, gzip::compress(body.as_bytes()));
+        r.headers_mut()
+            .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        r
+    } else {
+        respond(StatusCode::OK, ctype, body)
+    };
+    r.headers_mut()
+        .insert(VARY, HeaderValue::from_static("Accept-Encoding"));
+    let b = std::mem::take(r.body_mut());
+    *r.body_mut() = b.holding(permit);
+    r
+}

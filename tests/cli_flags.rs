@@ -1,0 +1,169 @@
+//! The real binary's flags and error output, exactly: typed values (log
+//! level and format, durations) refused with what is valid, serve-only
+//! flags only where they apply, each cause said once, and a closed pipe
+//! ending `list` quietly.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(common::EXPORTER)
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Issue 10: `--log.level verbose` turned logging off; `--log.format text`
+/// was accepted silently.
+#[test]
+fn log_level_and_format_are_enumerations() {
+    let o = run(&["list", "--log.level", "verbose"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with(
+            "error: invalid value 'verbose' for '--log.level <LOG_LEVEL>'\n  [possible values: debug, info, warn, error]\n"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["--log.format", "text"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("[possible values: logfmt, json]"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Issue 10: a bare number was milliseconds; issue 11: a huge
+/// `--web.read-header-timeout` made every connection panic.
+#[test]
+fn durations_need_a_unit_and_are_bounded() {
+    let o = run(&["--web.request-timeout", "5"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with("error: invalid value '5' for '--web.request-timeout <DURATION>': `5` has no unit: write `5s` or `5ms` (units: ms, s, m, h, d, w)\n"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["serve", "--web.read-header-timeout", "3000000000000000h"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o)
+            .contains("`3000000000000000h` is longer than the longest allowed duration (1 year)"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["--otlp.interval", "60"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// Issue 10: `list --help` and `check --help` showed every serve-only
+/// flag, and `list` accepted invalid values for them.
+#[test]
+fn serve_only_flags_are_not_offered_to_list_and_check() {
+    let help = |cmd: &str| String::from_utf8_lossy(&run(&[cmd, "--help"]).stdout).into_owned();
+    let (list, check, serve) = (help("list"), help("check"), help("serve"));
+    for h in [&list, &check] {
+        for serve_only in [
+            "--web.listen-address",
+            "--web.request-timeout",
+            "--otlp.endpoint",
+            "--simulate.read-delay",
+        ] {
+            assert!(!h.contains(serve_only), "{serve_only} in:\n{h}");
+        }
+        assert!(h.contains("--config.file"), "{h}");
+    }
+    assert!(check.contains("--web.config.file"), "{check}");
+    assert!(serve.contains("--web.request-timeout"), "{serve}");
+    let o = run(&["list", "--web.request-timeout", "5"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).starts_with("error: unexpected argument '--web.request-timeout' found"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Issue 11: `--web.telemetry-path metrics` made the metrics unreachable;
+/// `/-/healthy` silently replaced a built-in page.
+#[test]
+fn telemetry_path_is_validated() {
+    for (bad, why) in [
+        ("metrics", "must start with `/`"),
+        ("/-/healthy", "is a built-in page"),
+        ("/", "is a built-in page"),
+    ] {
+        let o = run(&["--web.telemetry-path", bad]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(stderr(&o).contains(why), "{bad}: {}", stderr(&o));
+    }
+}
+
+/// Issue 10: `No such file or directory (os error 2): No such file or
+/// directory (os error 2)`, and `x.yaml:3:5: error: line 3 column 5: ...`.
+#[test]
+fn each_cause_is_said_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.yaml");
+    let m = missing.display().to_string();
+    let o = run(&["check", "--config.file", &m]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "perf-exporter: cannot read config file {m}: No such file or directory (os error 2)\n"
+        )
+    );
+    let bad = dir.path().join("x.yaml");
+    std::fs::write(&bad, "sets:\n  - name: a\n    bogus: 1\n").expect("write");
+    let b = bad.display().to_string();
+    let o = run(&["check", "--config.file", &b]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!("perf-exporter: {b}:3:5: unknown field `bogus`, expected one of name, per_cpu, events\n")
+    );
+    let w = dir.path().join("missing-web.yml").display().to_string();
+    let o = run(&["check", "--web.config.file", &w]);
+    assert_eq!(
+        stderr(&o),
+        format!("perf-exporter: --web.config.file={w}: cannot read {w}: No such file or directory (os error 2)\n")
+    );
+}
+
+/// Issue 11: `list --tracepoints | head -1` panicked with exit 101.
+#[test]
+fn a_closed_pipe_ends_list_quietly() {
+    // The live tracefs listed from a fixture tree (no probing: fast), far
+    // more than a pipe's 64 KiB buffer.
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let mut c = Command::new(common::EXPORTER)
+        .args([
+            "list",
+            "--tracepoints",
+            "--path.sysfs",
+            &f,
+            "--path.tracefs",
+            "/sys/kernel/tracing",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(c.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    out.read_line(&mut first).expect("first line");
+    assert!(!first.is_empty());
+    drop(out);
+    let o = c.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+}

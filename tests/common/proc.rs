@@ -1,0 +1,367 @@
+//! A child process under test: its output in a log file, signals, plain
+//! HTTP requests, killed on drop; a keep-alive client; files other users
+//! may run or read.
+
+use super::{free_port, parse_response, try_request, Response, EXPORTER, READY_TIMEOUT};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A started process with its output in a log file. Killed on drop.
+#[derive(Debug)]
+pub struct Proc {
+    /// What it is, for messages.
+    pub name: String,
+    /// `127.0.0.1:PORT` it was told to listen on.
+    pub addr: String,
+    child: Child,
+    log: PathBuf,
+    exited: Option<ExitStatus>,
+    _dir: tempfile::TempDir,
+}
+
+impl Proc {
+    /// Runs `wrapper.. program args.. --web.listen-address=127.0.0.1:PORT`
+    /// (`wrapper` is e.g. `setpriv ... --` or `prlimit ... --`, or empty).
+    pub fn spawn(wrapper: &[&str], program: &Path, args: &[&str]) -> Proc {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        Proc::launch(wrapper, program, &args, "--web.listen-address")
+    }
+
+    fn launch(wrapper: &[&str], program: &Path, args: &[OsString], listen_flag: &str) -> Proc {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("output.log");
+        let out = File::create(&log).expect("log file");
+        let err = out.try_clone().expect("clone log");
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut cmd = match wrapper.split_first() {
+            Some((w, rest)) => {
+                let mut c = Command::new(w);
+                c.args(rest).arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        cmd.args(args)
+            .arg(format!("{listen_flag}={addr}"))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {wrapper:?} {}: {e}", program.display()));
+        Proc {
+            name: format!("{} {}", wrapper.join(" "), program.display()),
+            addr,
+            child,
+            log,
+            exited: None,
+            _dir: dir,
+        }
+    }
+
+    /// `perf-exporter args..` directly.
+    pub fn exporter(args: &[&str]) -> Proc {
+        Proc::spawn(&[], Path::new(EXPORTER), args)
+    }
+
+    /// Everything it wrote so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it has exited (and how).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        if self.exited.is_none() {
+            self.exited = self.child.try_wait().expect("try_wait");
+        }
+        self.exited
+    }
+
+    /// Waits until its output contains `needle`; panics with the output
+    /// when it exits first or `timeout` passes.
+    pub fn wait_log(&mut self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.output().contains(needle) {
+                return;
+            }
+            if let Some(s) = self.exited() {
+                panic!(
+                    "{} exited ({s}) before logging {needle:?}; its output:\n{}",
+                    self.name,
+                    self.output()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not log {needle:?} within {timeout:?}; its output:\n{}",
+                self.name,
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until the plain-HTTP `/-/ready` answers 200.
+    pub fn wait_ready(&mut self) {
+        self.wait_log("counters open", Duration::from_secs(15));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(r) = try_request("GET", &self.addr, "/-/ready", &[], "") {
+                if r.status == 200 {
+                    return;
+                }
+            }
+            if let Some(s) = self.exited() {
+                panic!("{} exited ({s}); its output:\n{}", self.name, self.output());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} not ready; its output:\n{}",
+                self.name,
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the exit, up to `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.exited() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Sends a signal by name (`HUP`, `TERM`) with kill(1).
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -{sig} {} failed", self.pid());
+    }
+
+    /// A plain-HTTP request; panics (with the output) when it fails.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Response {
+        try_request(method, &self.addr, path, headers, body).unwrap_or_else(|e| {
+            panic!(
+                "{method} {path} on {} failed: {e}; its output:\n{}",
+                self.name,
+                self.output()
+            )
+        })
+    }
+
+    /// GET over plain HTTP.
+    pub fn get(&self, path: &str) -> Response {
+        self.request("GET", path, &[], "")
+    }
+
+    /// `http://127.0.0.1:PORT<path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Panics (with the output) if the process has exited.
+    pub fn assert_running(&mut self) {
+        if let Some(status) = self.exited() {
+            panic!(
+                "{} exited with {status}; its output:\n{}",
+                self.name,
+                self.output()
+            );
+        }
+    }
+
+    /// Starts `program args.. <listen_flag>=127.0.0.1:PORT` on a free port
+    /// and waits until `GET /-/ready` answers 200. Retries on another port
+    /// when the chosen one was taken meanwhile; panics with the process's
+    /// output when it dies or is not ready within [`READY_TIMEOUT`].
+    pub fn start(name: &str, program: &Path, args: &[OsString], listen_flag: &str) -> Proc {
+        let mut last = String::new();
+        for _attempt in 0..5 {
+            let mut s = Proc::launch(&[], program, args, listen_flag);
+            s.name = name.to_string();
+            let deadline = Instant::now() + READY_TIMEOUT;
+            loop {
+                if let Some(status) = s.exited() {
+                    last = s.output();
+                    if last.to_ascii_lowercase().contains("address already in use") {
+                        break; // another port
+                    }
+                    panic!(
+                        "{name} ({} {args:?}) exited with {status} before it was ready; its output:\n{last}",
+                        program.display()
+                    );
+                }
+                if let Ok(r) = try_request("GET", &s.addr, "/-/ready", &[], "") {
+                    if r.status == 200 {
+                        return s;
+                    }
+                }
+                if Instant::now() > deadline {
+                    panic!(
+                        "{name} ({} {args:?}) did not answer 200 on http://{}/-/ready within {READY_TIMEOUT:?}; its output:\n{}",
+                        program.display(),
+                        s.addr,
+                        s.output()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("{name}: no free port after 5 attempts; last output:\n{last}");
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.exited.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A persistent HTTP/1.1 connection (keep-alive), for load.
+pub struct KeepAlive {
+    addr: String,
+    reader: BufReader<TcpStream>,
+}
+
+impl KeepAlive {
+    /// Connects.
+    pub fn connect(addr: &str) -> Result<KeepAlive, String> {
+        let s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+        let t = Some(Duration::from_secs(20));
+        s.set_read_timeout(t).map_err(|e| e.to_string())?;
+        s.set_write_timeout(t).map_err(|e| e.to_string())?;
+        Ok(KeepAlive {
+            addr: addr.to_string(),
+            reader: BufReader::new(s),
+        })
+    }
+
+    /// Waits until the server closes the idle connection; how long that
+    /// took, or `Err` when `limit` passes first.
+    pub fn closed_within(&mut self, limit: Duration) -> Result<Duration, String> {
+        let start = Instant::now();
+        let mut buf = [0u8; 256];
+        let s = self.reader.get_mut();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .map_err(|e| e.to_string())?;
+        while start.elapsed() < limit {
+            match s.read(&mut buf) {
+                Ok(0) => return Ok(start.elapsed()),
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => return Ok(start.elapsed()),
+            }
+        }
+        Err(format!("still open after {limit:?}"))
+    }
+
+    /// One request on the connection; the response must carry a
+    /// Content-Length (this server always sends one).
+    pub fn get(&mut self, path: &str, headers: &[(&str, &str)]) -> Result<Response, String> {
+        let mut req = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n", self.addr);
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        self.reader
+            .get_mut()
+            .write_all(req.as_bytes())
+            .map_err(|e| format!("write: {e}"))?;
+        let mut head = Vec::new();
+        loop {
+            let mut line = Vec::new();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| format!("read: {e}"))?;
+            if n == 0 {
+                return Err("connection closed before the response".into());
+            }
+            head.extend_from_slice(&line);
+            if line == b"\r\n" {
+                break;
+            }
+        }
+        let text = String::from_utf8_lossy(&head).into_owned();
+        let len = text
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())?
+            })
+            .ok_or_else(|| format!("no Content-Length in {text:?}"))?;
+        let mut body = vec![0u8; len];
+        self.reader
+            .read_exact(&mut body)
+            .map_err(|e| format!("read body: {e}"))?;
+        head.extend_from_slice(&body);
+        parse_response(&head)
+    }
+}
+
+/// A copy of the exporter binary any user may run (0755, in a 0755 temp
+/// dir): the build tree under the repository may not be reachable for
+/// uid 65534.
+pub fn world_executable_exporter() -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("perf-exporter-bin")
+        .tempdir()
+        .expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod dir");
+    let bin = dir.path().join("perf-exporter");
+    std::fs::copy(EXPORTER, &bin).expect("copy the binary");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod bin");
+    (dir, bin)
+}
+
+/// A file any user may read (0644) in a 0755 temp dir: configs for
+/// processes run as another user.
+pub fn world_readable_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod dir");
+    let p = dir.path().join(name);
+    std::fs::write(&p, text).expect("write");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod file");
+    (dir, p)
+}
