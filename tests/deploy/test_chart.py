@@ -9,7 +9,11 @@ from __future__ import annotations
 import copy
 import json
 import re
+import socket
+import subprocess
+import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import helm_python as helm
@@ -337,11 +341,37 @@ def test_binary_accepts_configmap_and_args(name, exporter_bin, tmp_path):
     fixture = FIXTURES / "intel-skx"
     args = [a.replace("/etc/perf-exporter/config.yaml", str(cfg)).replace("/host/sys", str(fixture))
             for a in r.container()["args"]]
-    res = run([exporter_bin, *args, "--simulate", "check", "--json"])
-    assert res.returncode == 0, f"perf-exporter {args} check: {res.stdout}\n{res.stderr}"
+    # Serve-only flags (--web.*) are refused by `check`: it gets the others.
+    check_args = [a for a in args if not a.startswith("--web.")]
+    res = run([exporter_bin, *check_args, "--simulate", "check", "--json"])
+    assert res.returncode == 0, f"perf-exporter {check_args} check: {res.stdout}\n{res.stderr}"
     metrics = {m["metric"] for m in json.loads(res.stdout)["metrics"]}
     want = {e["metric"] for s in yaml.safe_load(cfg.read_text())["sets"] for e in s["events"]}
     assert metrics == want
+    # Every flag, as the DaemonSet passes them, starts `serve` (on a free
+    # loopback port instead of :9659) until it is ready.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve_args = [f"--web.listen-address=127.0.0.1:{port}" if a.startswith("--web.listen-address") else a
+                  for a in args]
+    proc = subprocess.Popen([str(exporter_bin), *serve_args, "--simulate"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        ready = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1) as r:
+                    ready = r.status == 200
+                    break
+            except OSError:
+                time.sleep(0.05)  # poll interval inside a deadline
+        assert ready, f"serve {serve_args} did not become ready (exit {proc.poll()})"
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0, f"serve exited {proc.returncode}:\n{out}"
 
 
 def test_service():
