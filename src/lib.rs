@@ -14,7 +14,8 @@
 //! 1. [`config`]: the YAML configuration as written, specs stored parsed
 //!    (no I/O but reading the file);
 //! 2. [`pmu`]: discovery from the sysfs and procfs roots: PMUs, topology,
-//!    and where tracefs is ([`pmu::host`]);
+//!    and where tracefs is ([`pmu::host`]); [`cgroup`]: the cgroup root
+//!    and the workloads a `cgroups:` section selects;
 //! 3. [`resolve`]: event specs and fallback chains to concrete encodings
 //!    or a reasoned "unavailable" (no syscalls);
 //! 4. [`perf`]: the syscall layer, the one place with raw OS calls:
@@ -37,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod cgroup;
 pub mod cli;
 pub mod config;
 pub mod duration;

@@ -27,7 +27,7 @@ fn stage_of_module(path: &[String]) -> Option<Result<usize, String>> {
     Some(Ok(match (first, second) {
         ("duration" | "spec" | "problem", _) | ("perf", Some("abi")) => 0,
         ("config", _) => 1,
-        ("pmu", _) => 2,
+        ("pmu" | "cgroup", _) => 2,
         ("resolve", Some("spec")) => 0,
         ("resolve", _) => 3,
         ("perf", _) => 4,

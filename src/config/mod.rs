@@ -26,6 +26,7 @@
 //! reading the file. Resolution against a host produces separate types
 //! (`crate::resolve::chain`).
 
+pub mod cgroups;
 mod names;
 mod raw;
 
@@ -79,6 +80,8 @@ fn at(line: u64, column: u64) -> String {
 pub struct Config {
     /// The sets, in order (never empty).
     pub sets: Vec<SetConfig>,
+    /// Per-workload counting (`cgroups:`), when configured.
+    pub cgroups: Option<cgroups::CgroupsConfig>,
 }
 
 /// One set: opened as one perf group per CPU, or per uncore PMU instance.
@@ -172,7 +175,10 @@ impl Config {
         // The embedded default is checked by a unit test; failing here
         // would be a build defect, so fall back to an empty config rather
         // than panic.
-        Self::parse(DEFAULT_CONFIG, "<default>").unwrap_or(Config { sets: Vec::new() })
+        Self::parse(DEFAULT_CONFIG, "<default>").unwrap_or(Config {
+            sets: Vec::new(),
+            cgroups: None,
+        })
     }
 
     /// Parses and validates YAML text; `file` names it in errors. Every
@@ -222,7 +228,14 @@ impl Config {
         for s in sets {
             out.push(convert_set(s, &mut set_names, &mut families, &invalid)?);
         }
-        Ok(Config { sets: out })
+        let cgroups = match raw.cgroups {
+            Some(c) => {
+                let names: Vec<&str> = out.iter().map(|s| s.name.value.as_str()).collect();
+                Some(cgroups::convert(c.value, &c.referenced, &names, &invalid)?)
+            }
+            None => None,
+        };
+        Ok(Config { sets: out, cgroups })
     }
 
     /// Sums every set over CPUs, as if each had `per_cpu: false`

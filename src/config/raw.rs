@@ -10,6 +10,9 @@ use serde_saphyr::Spanned;
 pub(super) struct RawConfig {
     /// `None` for a bare `sets:` (refused with a reason, not a type error).
     pub sets: Spanned<Option<Vec<RawSet>>>,
+    /// The per-workload section, if any.
+    #[serde(default)]
+    pub cgroups: Option<Spanned<super::cgroups::RawCgroups>>,
 }
 
 #[derive(Debug, Deserialize)]

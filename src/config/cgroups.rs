@@ -1,0 +1,222 @@
+//! The `cgroups:` section: which workloads are counted, and how.
+//!
+//! ```yaml
+//! cgroups:
+//!   backend: auto          # auto | perf | bpf (auto = perf until the BPF backend exists)
+//!   preset: kubernetes     # kubernetes | systemd | none
+//!   containers: false      # kubernetes: also one cgroup per container
+//!   paths: ["app/*"]       # extra globs, relative to the cgroup root
+//!   max_cgroups: 256       # the busiest win beyond it (cpu.stat usage)
+//!   sets: [core, cache, software]   # sets of this file counted per cgroup
+//!   per_cpu: false         # per-cgroup series summed over CPUs by default
+//! ```
+//!
+//! Plain data, no I/O: which cgroups exist is found by [`crate::cgroup`].
+
+use serde::Deserialize;
+use serde_saphyr::{Location, Spanned};
+
+/// The default bound on counted cgroups.
+pub const DEFAULT_MAX_CGROUPS: usize = 256;
+
+/// The sets counted per cgroup when `sets:` is not given, where the
+/// config has them: the core and cache sets plus software events.
+pub const DEFAULT_SETS: &[&str] = &["core", "cache", "software"];
+
+/// Which per-cgroup backend counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// `bpf` where the process may load BPF programs and the kernel has
+    /// BTF, else `perf`.
+    #[default]
+    Auto,
+    /// One perf group per cgroup per CPU (`PERF_FLAG_PID_CGROUP`).
+    Perf,
+    /// Counters once per CPU, charged to cgroups by a BPF program.
+    Bpf,
+}
+
+/// Which cgroups a preset selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    /// Only `paths`.
+    #[default]
+    None,
+    /// One cgroup per pod (and per container with `containers: true`),
+    /// under the systemd or cgroupfs driver's layout.
+    Kubernetes,
+    /// `system.slice/*.service`.
+    Systemd,
+}
+
+/// The `cgroups:` section, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CgroupsConfig {
+    /// The backend asked for.
+    pub backend: Backend,
+    /// The preset.
+    pub preset: Preset,
+    /// Kubernetes preset: count each container as well as each pod.
+    pub containers: bool,
+    /// Extra globs relative to the cgroup root (`*` within one path
+    /// component, `**` across components).
+    pub paths: Vec<String>,
+    /// At most this many cgroups are counted.
+    pub max_cgroups: usize,
+    /// Names of the config's sets counted per cgroup (each exists).
+    pub sets: Vec<String>,
+    /// Keep the `cpu` label on per-cgroup series.
+    pub per_cpu: bool,
+}
+
+/// The section as serde reads it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCgroups {
+    #[serde(default)]
+    pub backend: Backend,
+    #[serde(default)]
+    pub preset: Preset,
+    #[serde(default)]
+    pub containers: bool,
+    #[serde(default)]
+    pub paths: Vec<String>,
+    #[serde(default)]
+    pub max_cgroups: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub sets: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    pub per_cpu: bool,
+}
+
+/// Validates the section against the config's set names.
+pub(super) fn convert(
+    raw: RawCgroups,
+    at: &Location,
+    set_names: &[&str],
+    invalid: super::Invalid,
+) -> Result<CgroupsConfig, super::ConfigError> {
+    let max_cgroups = match raw.max_cgroups {
+        Some(m) if m.value == 0 => {
+            return Err(invalid(
+                &m.referenced,
+                "`max_cgroups: 0` would count no cgroup: remove the `cgroups:` section instead, or give at least 1".into(),
+            ))
+        }
+        Some(m) => m.value,
+        None => DEFAULT_MAX_CGROUPS,
+    };
+    let sets = match raw.sets {
+        Some(s) => {
+            if s.value.is_empty() {
+                return Err(invalid(
+                    &s.referenced,
+                    "`cgroups.sets` is empty: name at least one set to count per cgroup".into(),
+                ));
+            }
+            for name in &s.value {
+                if !set_names.contains(&name.as_str()) {
+                    let close = crate::spec::suggest(name, set_names.iter().copied());
+                    let hint = match close.first() {
+                        Some(c) => format!("; did you mean `{c}`?"),
+                        None => format!("; the sets are {}", set_names.join(", ")),
+                    };
+                    return Err(invalid(
+                        &s.referenced,
+                        format!(
+                            "`cgroups.sets` names `{name}`, which is not a set of this file{hint}"
+                        ),
+                    ));
+                }
+            }
+            s.value
+        }
+        None => {
+            let d: Vec<String> = DEFAULT_SETS
+                .iter()
+                .filter(|n| set_names.contains(n))
+                .map(|n| n.to_string())
+                .collect();
+            if d.is_empty() {
+                return Err(invalid(
+                    at,
+                    format!(
+                        "`cgroups:` has no `sets:` and this file has none of the default sets ({}): name the sets to count per cgroup",
+                        DEFAULT_SETS.join(", ")
+                    ),
+                ));
+            }
+            d
+        }
+    };
+    if raw.preset != Preset::Kubernetes && raw.containers {
+        return Err(invalid(
+            at,
+            "`containers: true` applies to `preset: kubernetes` only".into(),
+        ));
+    }
+    if raw.preset == Preset::None && raw.paths.is_empty() {
+        return Err(invalid(
+            at,
+            "`cgroups:` selects nothing: give `preset: kubernetes` or `preset: systemd`, or `paths:` globs relative to the cgroup root".into(),
+        ));
+    }
+    Ok(CgroupsConfig {
+        backend: raw.backend,
+        preset: raw.preset,
+        containers: raw.containers,
+        paths: raw.paths,
+        max_cgroups,
+        sets,
+        per_cpu: raw.per_cpu,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    const BASE: &str = "sets:\n  - name: core\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n";
+
+    fn parse(extra: &str) -> Result<Config, String> {
+        Config::parse(&format!("{BASE}{extra}"), "c.yaml").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn absent_section_is_none() {
+        assert_eq!(parse("").unwrap().cgroups, None);
+    }
+
+    #[test]
+    fn defaults_pick_existing_default_sets() {
+        let c = parse("cgroups:\n  preset: kubernetes\n").unwrap();
+        let g = c.cgroups.unwrap();
+        assert_eq!(g.sets, vec!["core".to_string()]);
+        assert_eq!(g.max_cgroups, super::DEFAULT_MAX_CGROUPS);
+        assert_eq!(g.backend, super::Backend::Auto);
+        assert!(!g.per_cpu);
+    }
+
+    #[test]
+    fn unknown_set_is_refused_with_a_suggestion() {
+        let e = parse("cgroups:\n  paths: [\"app/*\"]\n  sets: [cor]\n").unwrap_err();
+        assert!(e.contains("c.yaml:"), "{e}");
+        assert!(e.contains("did you mean `core`"), "{e}");
+    }
+
+    #[test]
+    fn selecting_nothing_is_refused() {
+        let e = parse("cgroups:\n  max_cgroups: 3\n").unwrap_err();
+        assert!(e.contains("selects nothing"), "{e}");
+        let e = parse("cgroups:\n  preset: systemd\n  max_cgroups: 0\n").unwrap_err();
+        assert!(e.contains("max_cgroups: 0"), "{e}");
+    }
+
+    #[test]
+    fn unknown_backend_is_refused() {
+        let e = parse("cgroups:\n  backend: ebpf\n  preset: systemd\n").unwrap_err();
+        assert!(e.contains("c.yaml:"), "{e}");
+    }
+}
