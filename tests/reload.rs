@@ -395,7 +395,7 @@ fn a_fifo_config_is_refused_at_start() {
     assert_eq!(status.code(), Some(1));
     assert!(
         p.output().ends_with(&format!(
-            "perf-exporter: cannot read config file {c}: not a regular file (a FIFO, a device or a directory)\n"
+            "perf-exporter: cannot read config file {c}: not a regular file (a FIFO): refused\n"
         )),
         "{}",
         p.output()

@@ -8,7 +8,6 @@ use crate::perf::sim::SimKernel;
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
 use crate::resolve::Context;
-use crate::web::config::read_bounded;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,14 +40,7 @@ impl HostSettings {
         let mut cfg = match &self.config_file {
             // Read bounded: a FIFO or a device is refused at once instead of
             // blocking start-up or a reload, and so is a huge file.
-            Some(p) => {
-                let file = p.display().to_string();
-                let text = read_bounded(p).map_err(|source| ConfigError::Io {
-                    file: file.clone(),
-                    source,
-                })?;
-                Config::parse(&text, &file)?
-            }
+            Some(p) => Config::load(p)?,
             None => Config::default_config(),
         };
         if self.aggregate_cpus {

@@ -36,6 +36,7 @@ use serde_saphyr::{Location, Spanned};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::bounded::{read_string, CONFIG_BYTES};
 use crate::spec::{self, EventSpec};
 
 /// The default configuration, embedded in the binary.
@@ -163,7 +164,9 @@ impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        // Bounded: a FIFO or a device is refused at once instead of
+        // blocking start-up or a reload, and so is a huge file.
+        let text = read_string(path, CONFIG_BYTES).map_err(|source| ConfigError::Io {
             file: file.clone(),
             source,
         })?;

@@ -12,6 +12,7 @@
 //! type `tracefs` (and `debugfs`, with its `tracing` directory) in
 //! mountinfo are tried before tracepoints are declared unavailable.
 
+use crate::bounded::{read_attribute, read_string, MOUNTINFO_BYTES};
 use crate::spec::{quote_list, suggest};
 use std::path::{Path, PathBuf};
 
@@ -32,7 +33,7 @@ pub fn find_tracefs(sysfs: &Path, procfs: &Path) -> Tracefs {
         .iter()
         .map(|p| sysfs.join(p))
         .collect();
-    if let Ok(mi) = std::fs::read_to_string(procfs.join("self/mountinfo")) {
+    if let Ok(mi) = read_string(&procfs.join("self/mountinfo"), MOUNTINFO_BYTES) {
         candidates.extend(tracefs_mounts(&mi));
     }
     let path = candidates
@@ -78,7 +79,7 @@ pub fn tracefs_mounts(mountinfo: &str) -> Vec<PathBuf> {
 /// the error says what is wrong and suggests close names.
 pub fn tracepoint_id(tracefs: &Path, subsys: &str, name: &str) -> Result<u64, String> {
     let idp = tracefs.join("events").join(subsys).join(name).join("id");
-    match std::fs::read_to_string(&idp) {
+    match read_attribute(&idp) {
         Ok(s) => s
             .trim()
             .parse::<u64>()

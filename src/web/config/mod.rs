@@ -40,6 +40,7 @@
 
 mod build;
 
+use crate::bounded::{read_string, CONFIG_BYTES};
 use build::{build_tls, BuildError};
 use hyper::header::{HeaderName, HeaderValue};
 use rustls::crypto::CryptoProvider;
@@ -664,7 +665,9 @@ pub struct WebConfig {
 impl WebConfig {
     /// Reads, validates and builds a web config file.
     pub fn load(path: &Path) -> Result<Self, WebConfigError> {
-        let text = read_bounded(path).map_err(|err| WebConfigError::Io {
+        // Bounded: a FIFO or a device is refused at once instead of
+        // blocking start-up or a reload, and so is a huge file.
+        let text = read_string(path, CONFIG_BYTES).map_err(|err| WebConfigError::Io {
             file: path.display().to_string(),
             err,
         })?;
@@ -735,38 +738,6 @@ impl WebConfig {
         }
         parts.join("; ")
     }
-}
-
-/// The most a web config or a PEM file it names (or a config file) may
-/// hold.
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
-
-/// Reads a web config or PEM file without trusting it: opened with
-/// `O_NONBLOCK` (a FIFO does not block the open), only a regular file is
-/// read (a FIFO or a device would block the read or never end), and at
-/// most [`MAX_FILE_BYTES`].
-pub fn read_bounded(path: &Path) -> std::io::Result<String> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file (a FIFO, a device or a directory)",
-        ));
-    }
-    let mut text = String::new();
-    f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("larger than {} KiB", MAX_FILE_BYTES / 1024),
-        ));
-    }
-    Ok(text)
 }
 
 #[cfg(test)]
