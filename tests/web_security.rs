@@ -411,6 +411,8 @@ fn a_fifo_or_huge_web_config_is_refused_without_blocking() {
         .expect("run");
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
-        format!("perf-exporter: --web.config.file={h}: cannot read {h}: larger than 1 MiB: refused\n")
+        format!(
+            "perf-exporter: --web.config.file={h}: cannot read {h}: larger than 1 MiB: refused\n"
+        )
     );
 }

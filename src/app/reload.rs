@@ -211,7 +211,7 @@ impl Job {
             .iter()
             .filter(|m| m.status != Status::Unavailable)
             .count();
-        let s = format!(
+        let mut s = format!(
             "{counted} of {} metrics counted: {} continue their counts, {} start from zero (new or changed); {} of {} planned counters open",
             ne.resolution().metrics.len(),
             continued.len(),
@@ -219,6 +219,15 @@ impl Job {
             ne.open_fds(),
             ne.planned_fds()
         );
+        // Removed metrics keep their totals until the next reload, which
+        // continues them if they come back (a bad-then-fixed config).
+        let parked = ne.parked_metrics();
+        if !parked.is_empty() {
+            s.push_str(&format!(
+                "; the totals of {} removed or changed metrics are kept until the next reload",
+                parked.len()
+            ));
+        }
         *e = ne;
         s
     }

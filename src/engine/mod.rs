@@ -237,6 +237,9 @@ pub struct Engine {
     hotplug_seen: Option<u64>,
     /// How many times the online list was read after start-up.
     online_reads: u64,
+    /// Totals of metrics the last reload removed, kept for the next one
+    /// (the grace period, `totals.rs`).
+    parked: Totals,
 }
 
 fn mask_of(online: &[u32]) -> Vec<bool> {
@@ -302,6 +305,7 @@ impl Engine {
             retry_open: false,
             hotplug_seen: None,
             online_reads: 0,
+            parked: Totals::default(),
         };
         // Start listening for hotplug before reading the online list, so a
         // change in between is not missed.

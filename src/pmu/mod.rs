@@ -27,10 +27,10 @@
 mod format;
 pub mod host;
 
+use crate::bounded::read_attribute;
 pub use crate::spec::{parse_number, parse_terms, SyntaxError, Term, TermValue};
 pub use format::{format_cpu_list, parse_cpu_list, ConfigWord, Format};
 pub use host::is_sysfs_mount;
-use crate::bounded::read_attribute;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -579,7 +579,10 @@ mod tests {
         std::os::unix::fs::symlink("/dev/zero", ev.join("scaled.scale")).unwrap();
         let sparse = fs::File::create(ev.join("sparse")).unwrap();
         sparse.set_len(200 << 20).unwrap();
-        w("bus/event_source/devices/blocked/format/event", "config:0-7\n");
+        w(
+            "bus/event_source/devices/blocked/format/event",
+            "config:0-7\n",
+        );
         mkfifo(&r.join("bus/event_source/devices/blocked/type"));
 
         let t = PmuTable::discover(r).unwrap();
@@ -595,7 +598,9 @@ mod tests {
         };
         let e = ev.display();
         has(format!("{e}/fifo: not a regular file (a FIFO): refused"));
-        has(format!("{e}/zero: not a regular file (a character device): refused"));
+        has(format!(
+            "{e}/zero: not a regular file (a character device): refused"
+        ));
         has(format!("{e}/sparse: larger than 64 KiB: refused"));
         has(format!(
             "{e}/scaled.scale: not a regular file (a character device): refused; event `scaled` skipped"

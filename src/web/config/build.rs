@@ -4,8 +4,8 @@
 //! `client_allowed_sans`).
 
 use super::super::x509::subject_alt_names;
-use crate::bounded::{read_bytes, PEM_BYTES};
 use super::{provider, suite_name, ClientAuth, Pem, Tls, TlsSpec};
+use crate::bounded::{read_bytes, PEM_BYTES};
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::pem::PemObject;

@@ -4,9 +4,9 @@
 //! that reason); and the user's words for a failed handshake.
 
 use super::super::settings::TlsFiles;
-use crate::bounded::{read_bytes, PEM_BYTES};
 use super::super::OtlpError;
 use super::chain;
+use crate::bounded::{read_bytes, PEM_BYTES};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::error::Error as StdError;
@@ -186,7 +186,10 @@ mod tests {
             "{e}"
         );
         let e = load(&ca(d.path())).unwrap_err().to_string();
-        assert!(e.ends_with("not a regular file (a directory): refused"), "{e}");
+        assert!(
+            e.ends_with("not a regular file (a directory): refused"),
+            "{e}"
+        );
         // A FIFO is refused at once, not read for ever.
         let fifo = d.path().join("fifo");
         let made = std::process::Command::new("mkfifo")
