@@ -890,6 +890,37 @@ fn tracepoints_resolve_from_tracefs_mounted_elsewhere() {
     assert!(e.contains("not mounted"), "{e}");
 }
 
+/// Issue 10: resolving reads no file. Tracepoint ids are read by
+/// discovery; once the tracefs is gone, the discovered ids still resolve
+/// (before, `resolve` read `events/<subsys>/<name>/id` itself and failed
+/// here), and a misspelt name gets close names from the table.
+#[test]
+fn tracepoints_resolve_from_discovery_without_reading_tracefs() {
+    use perf_exporter::pmu::host::Tracefs;
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let w = |p: &str, s: &str| {
+        let f = r.join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, s).unwrap();
+    };
+    w("sys/devices/system/cpu/online", "0-1\n");
+    w("sys/bus/event_source/devices/tracepoint/type", "2\n");
+    w("trace/events/sched/sched_switch/id", "316\n");
+    w("trace/events/sched/sched_wakeup/id", "317\n");
+    w("trace/events/sched/enable", "0\n");
+    let t = PmuTable::discover(&r.join("sys")).unwrap();
+    let ctx = Context::from(Tracefs::at(&r.join("trace")));
+    assert_eq!(ctx.tracepoints.len(), 2);
+    std::fs::remove_dir_all(r.join("trace")).unwrap();
+    let v = resolve_str("sched:sched_wakeup", &t, &ctx).expect("resolves");
+    assert_eq!((v[0].type_, v[0].config[0]), (2, 317));
+    let e = resolve_str("sched:sched_swich", &t, &ctx)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("did you mean `sched_switch`"), "{e}");
+}
+
 /// Issue 11: `cycles:u` is a generic event with a modifier, refused as
 /// such, never looked up as a tracepoint (whose reason would be tracefs).
 #[test]

@@ -81,10 +81,7 @@ impl Host {
             tracing::warn!(warning = %w, "sysfs entry skipped");
         }
         let ctx = match &s.tracefs {
-            Some(t) => Context {
-                tracefs: Some(t.clone()),
-                ..Context::default()
-            },
+            Some(t) => Context::from(crate::pmu::host::Tracefs::at(t)),
             None => Context::for_host(&s.sysfs, &s.procfs),
         };
         if (s.simulate_read_delay.is_some() || !s.simulate_refuse.is_empty()) && !s.simulate {

@@ -12,6 +12,7 @@ use super::serve::open_engine;
 use crate::config::ConfigError;
 use crate::engine::Engine;
 use crate::perf::Kernel;
+use crate::pmu::host::Tracepoints;
 use crate::pmu::{PmuError, PmuTable};
 use crate::privilege::Privilege;
 use crate::probe::prober;
@@ -92,6 +93,19 @@ pub(super) fn load(
             tracing::warn!(warning = %w, "sysfs entry skipped");
         }
         t
+    };
+    // The tracepoints too (a module loaded since may add some); resolving
+    // reads no file.
+    let fresh;
+    let ctx = match &ctx.tracefs {
+        Some(t) if !kernel.simulated() => {
+            fresh = Context {
+                tracepoints: Tracepoints::discover(t),
+                ..ctx.clone()
+            };
+            &fresh
+        }
+        _ => ctx,
     };
     let probe = prober(kernel);
     let mut res = resolve_config(&cfg, &table, ctx, Some(&probe));
