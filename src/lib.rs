@@ -8,7 +8,8 @@
 //!
 //! 0. leaves, usable by every stage: [`duration`] (the one duration
 //!    grammar of every flag), [`spec`] (the event-spec grammar),
-//!    [`perf::abi`] (the kernel's ABI numbers, from perf-event-open-sys)
+//!    [`perf::abi`] (the kernel's ABI numbers, from perf-event-open-sys),
+//!    [`pmu::format`] (the grammars of sysfs format terms and CPU lists)
 //!    [`problem`] (the typed reasons why a metric is not counted,
 //!    with what to do) and [`bounded`] (bounded reads of files the
 //!    exporter does not control: regular files only, capped);

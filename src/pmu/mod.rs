@@ -24,7 +24,7 @@
 //! `caps/`, unreadable files); a malformed entry is skipped with a warning
 //! instead of failing the whole table.
 
-mod format;
+pub mod format;
 pub mod host;
 
 use crate::bounded::read_attribute;
