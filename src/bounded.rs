@@ -98,7 +98,7 @@ fn kind_of(ft: &std::fs::FileType) -> &'static str {
 fn human(max: u64) -> String {
     if max < 1024 {
         format!("{max} bytes")
-    } else if max >= 1 << 20 && max % (1 << 20) == 0 {
+    } else if max >= 1 << 20 && max.is_multiple_of(1 << 20) {
         format!("{} MiB", max >> 20)
     } else {
         format!("{} KiB", max.div_ceil(1024))
