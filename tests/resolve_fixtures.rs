@@ -58,6 +58,13 @@ const FIXTURES: [&str; 6] = [
     "vm-no-pmu",
 ];
 
+/// Writes `text` to `root/path`, creating its directories.
+fn write_file(root: &Path, path: &str, text: &str) {
+    let f = root.join(path);
+    std::fs::create_dir_all(f.parent().expect("a parent")).expect("mkdir");
+    std::fs::write(f, text).expect("write");
+}
+
 #[test]
 fn generic_rules_every_fixture() {
     for f in FIXTURES {
@@ -512,11 +519,7 @@ fn vm_no_pmu() {
 fn synthetic_tree_edge_cases() {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
-    let w = |p: &str, s: &str| {
-        let f = r.join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, s).unwrap();
-    };
+    let w = |p: &str, s: &str| write_file(r, p, s);
     w("devices/system/cpu/online", "0-3");
     for c in 0..4 {
         w(
@@ -860,11 +863,7 @@ fn tracepoints_resolve_from_tracefs_mounted_elsewhere() {
     use perf_exporter::pmu::host::find_tracefs;
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
-    let w = |p: &str, s: &str| {
-        let f = r.join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, s).unwrap();
-    };
+    let w = |p: &str, s: &str| write_file(r, p, s);
     w("sys/devices/system/cpu/online", "0-1\n");
     w("sys/bus/event_source/devices/tracepoint/type", "2\n");
     w("sys/bus/event_source/devices/software/type", "1\n");
@@ -899,11 +898,7 @@ fn tracepoints_resolve_from_discovery_without_reading_tracefs() {
     use perf_exporter::pmu::host::Tracefs;
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
-    let w = |p: &str, s: &str| {
-        let f = r.join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, s).unwrap();
-    };
+    let w = |p: &str, s: &str| write_file(r, p, s);
     w("sys/devices/system/cpu/online", "0-1\n");
     w("sys/bus/event_source/devices/tracepoint/type", "2\n");
     w("trace/events/sched/sched_switch/id", "316\n");

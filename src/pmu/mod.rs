@@ -505,6 +505,13 @@ pub fn normalize_unit(scale: f64, unit: &str) -> (f64, String) {
 mod tests {
     use super::*;
 
+    /// Writes `text` to `root/path`, creating its directories.
+    fn write_file(root: &Path, path: &str, text: &str) {
+        let f = root.join(path);
+        std::fs::create_dir_all(f.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(f, text).expect("write");
+    }
+
     /// Issue 11: a sysfs `.scale` that is not finite, not positive or
     /// absurd skips its event with the reason, instead of exporting
     /// decreasing counters, zeros or +Inf.
@@ -512,11 +519,7 @@ mod tests {
     fn odd_scales_skip_the_event_with_the_reason() {
         let dir = tempfile::tempdir().unwrap();
         let r = dir.path();
-        let w = |p: &str, s: &str| {
-            let f = r.join(p);
-            fs::create_dir_all(f.parent().unwrap()).unwrap();
-            fs::write(f, s).unwrap();
-        };
+        let w = |p: &str, s: &str| write_file(r, p, s);
         w("devices/system/cpu/online", "0-1\n");
         let d = "bus/event_source/devices/odd";
         w(&format!("{d}/type"), "42\n");
@@ -558,11 +561,7 @@ mod tests {
     fn hostile_sysfs_files_are_refused_with_the_file_named() {
         let dir = tempfile::tempdir().unwrap();
         let r = dir.path();
-        let w = |p: &str, s: &str| {
-            let f = r.join(p);
-            fs::create_dir_all(f.parent().unwrap()).unwrap();
-            fs::write(f, s).unwrap();
-        };
+        let w = |p: &str, s: &str| write_file(r, p, s);
         let mkfifo = |p: &Path| {
             let st = std::process::Command::new("mkfifo").arg(p).status();
             assert!(st.expect("mkfifo runs").success(), "mkfifo {}", p.display());
