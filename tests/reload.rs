@@ -135,6 +135,41 @@ fn sighup_adds_the_new_metric_and_unchanged_counters_continue() {
     );
 }
 
+/// Issue 11 (grace period): a reload that removes a metric by mistake,
+/// then one that restores it: the metric continues from its total
+/// (before, it restarted from zero, as after `sets: []` and a fix).
+#[test]
+fn a_metric_removed_then_restored_continues_its_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, BEFORE).expect("write");
+    let p = live(&cfg, &[]);
+    // cpu-clock counts nanoseconds: 1 s of counting on every CPU is far
+    // more than a restart would reach in the time of two reloads.
+    let s0 = scrape_until(&p, "a second of cpu-clock", |s| {
+        let c = by_cpu(s, CLOCK);
+        !c.is_empty() && c.values().all(|v| *v > 1.0)
+    });
+    let c0 = by_cpu(&s0, CLOCK);
+    let only_switches = AFTER.replace(
+        "      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n",
+        "",
+    );
+    std::fs::write(&cfg, &only_switches).expect("write");
+    p.signal("HUP");
+    scrape_until(&p, "cpu-clock removed", |s| by_cpu(s, CLOCK).is_empty());
+    std::fs::write(&cfg, BEFORE).expect("write");
+    p.signal("HUP");
+    let s1 = scrape_until(&p, "cpu-clock restored", |s| !by_cpu(s, CLOCK).is_empty());
+    assert_not_below(&c0, &by_cpu(&s1, CLOCK), "cpu-clock removed and restored");
+    let out = p.output();
+    assert!(
+        out.contains("the totals of 1 removed or changed metrics are kept until the next reload"),
+        "{out}"
+    );
+    assert!(out.contains("1 continue their counts"), "{out}");
+}
+
 #[test]
 fn a_broken_config_on_sighup_keeps_the_old_one_serving() {
     let dir = tempfile::tempdir().expect("tempdir");
