@@ -121,6 +121,9 @@ fn is_live_sysfs(p: &Path, procfs: &Path) -> bool {
     if c == Path::new("/sys") {
         return true;
     }
-    std::fs::read_to_string(procfs.join("self/mountinfo"))
-        .is_ok_and(|mi| crate::pmu::is_sysfs_mount(&c, &mi))
+    crate::bounded::read_string(
+        &procfs.join("self/mountinfo"),
+        crate::bounded::MOUNTINFO_BYTES,
+    )
+    .is_ok_and(|mi| crate::pmu::is_sysfs_mount(&c, &mi))
 }
