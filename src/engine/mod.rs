@@ -48,7 +48,9 @@
 //!   and new when the count restarts; OTLP exports it as
 //!   `start_time_unix_nano`.
 //! * **Carry-over** (`totals.rs`). A config reload continues
-//!   the totals of every metric that counts the same events the same way.
+//!   the totals of every metric that counts the same events the same way;
+//!   the totals of metrics it removes are parked until the next reload,
+//!   which continues them if they come back.
 //! * **File descriptors** (`budget.rs`). Each counter is an
 //!   fd. Under a low `RLIMIT_NOFILE` the engine opens what fits, in plan
 //!   order, and names the rest with the limit to raise.
