@@ -92,11 +92,10 @@ impl Tracepoints {
     pub fn discover(tracefs: &Path) -> Tracepoints {
         let events = tracefs.join("events");
         let mut by_subsys = BTreeMap::new();
-        for subsys in dir_names(&events) {
+        for subsys in subdirs(&events) {
             let dir = events.join(&subsys);
-            let ids: BTreeMap<String, Result<u64, String>> = dir_names(&dir)
+            let ids: BTreeMap<String, Result<u64, String>> = subdirs(&dir)
                 .into_iter()
-                .filter(|n| dir.join(n).is_dir()) // `enable`, `filter` are files
                 .map(|name| {
                     let idp = dir.join(&name).join("id");
                     let id = match read_attribute(&idp) {
@@ -154,17 +153,18 @@ impl Tracepoints {
     }
 }
 
-/// The entry names of a directory, sorted (none when it is unreadable).
-fn dir_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
+/// The names of the subdirectories of a directory (its files, such as
+/// `enable` and `filter`, left out), from the directory entries' types
+/// (no `stat` each); none when it is unreadable.
+fn subdirs(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect()
         })
-        .unwrap_or_default();
-    names.sort();
-    names
+        .unwrap_or_default()
 }
 
 /// The tracefs directories the text of a mountinfo names, in order:
