@@ -32,6 +32,10 @@ pub const ATTRIBUTE_BYTES: u64 = 64 << 10;
 /// thousand).
 pub const MOUNTINFO_BYTES: u64 = 8 << 20;
 
+/// The most read from `/proc/cpuinfo`, which grows with the CPUs (about
+/// 1.5 KiB each on x86): room for some 10,000.
+pub const CPUINFO_BYTES: u64 = 16 << 20;
+
 /// The most read from a config or web config file.
 pub const CONFIG_BYTES: u64 = 1 << 20;
 
