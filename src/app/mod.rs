@@ -73,6 +73,8 @@ pub struct WebSettings {
     pub max_requests: usize,
     /// `--web.max-connections` (0: no limit).
     pub max_connections: usize,
+    /// `--web.max-streams` (0: no limit).
+    pub max_streams: usize,
     /// `--web.enable-lifecycle`.
     pub enable_lifecycle: bool,
     /// `--web.read-header-timeout`.

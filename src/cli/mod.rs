@@ -133,6 +133,9 @@ struct ServeArgs {
     /// Maximum number of open connections; more wait to be accepted (0: no limit).
     #[arg(long = "web.max-connections", default_value_t = 512)]
     max_connections: usize,
+    /// Maximum number of open live-view streams (/api/v1/stream WebSockets); more get 503 (0: no limit).
+    #[arg(long = "web.max-streams", default_value_t = 64)]
+    max_streams: usize,
     /// Enable POST /-/reload (re-reads --config.file and --web.config.file, as SIGHUP does).
     #[arg(long = "web.enable-lifecycle")]
     enable_lifecycle: bool,
@@ -309,6 +312,7 @@ impl ServeArgs {
             allow_downgrade: self.allow_downgrade,
             max_requests: self.max_requests,
             max_connections: self.max_connections,
+            max_streams: self.max_streams,
             enable_lifecycle: self.enable_lifecycle,
             read_header_timeout: self.read_header_timeout,
             request_timeout: self.request_timeout,

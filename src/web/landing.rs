@@ -26,6 +26,31 @@ fn landing_reason<'a>(m: &ResolvedMetric, runtime: impl Iterator<Item = &'a Prob
     runtime.map(Problem::explain).collect::<Vec<_>>().join("; ")
 }
 
+/// Why each metric the page would show as unavailable is unavailable:
+/// the live view's reasons.
+pub(super) fn reasons(state: &State) -> crate::export::live::Reasons {
+    let e = lock(&state.engine);
+    let problems = e.problems();
+    e.runtime()
+        .iter()
+        .zip(&e.resolution().metrics)
+        .filter(|(rt, m)| m.status == Status::Unavailable || rt.open_fds == 0)
+        .map(|(rt, m)| {
+            let runtime = problems
+                .iter()
+                .filter(|(n, _)| n == &rt.metric)
+                .map(|(_, p)| p);
+            let why = landing_reason(m, runtime);
+            let why = if why.is_empty() {
+                "no counter could be opened".to_string()
+            } else {
+                why
+            };
+            (rt.metric.clone(), why)
+        })
+        .collect()
+}
+
 pub(super) fn landing(state: &State) -> String {
     let e = lock(&state.engine);
     let mut rows = String::new();
