@@ -101,7 +101,7 @@ pub const DERIVED: &[(&str, Formula, bool)] = &[
     ),
     (
         "interrupts_per_second",
-        Formula::Rate("perf_irqs_total"),
+        Formula::Rate("perf_interrupts_total"),
         true,
     ),
     (
