@@ -28,9 +28,8 @@ fn landing_reason<'a>(m: &ResolvedMetric, runtime: impl Iterator<Item = &'a Prob
 }
 
 /// Why each metric the page would show as unavailable is unavailable:
-/// the live view's reasons.
-pub(super) fn reasons(state: &State) -> crate::export::live::Reasons {
-    let e = lock(&state.engine);
+/// the live view's (and `stat`'s) reasons.
+pub fn reasons(e: &crate::engine::Engine) -> crate::export::live::Reasons {
     let problems = e.problems();
     e.runtime()
         .iter()

@@ -41,6 +41,8 @@ mod scrape;
 mod stream;
 mod stream_ws;
 
+pub use landing::reasons;
+
 use crate::engine::Engine;
 use crate::export::otlp::ExportStats;
 use auth::{BasicAuth, RateLimiter};

@@ -177,7 +177,7 @@ impl State {
     /// Why each unavailable metric is unavailable, as the landing page
     /// says it.
     pub(super) fn reasons(&self) -> Reasons {
-        super::landing::reasons(self)
+        super::landing::reasons(&lock(&self.engine))
     }
 
     /// `/api/v1/snapshot`: one frame over `interval`, from two shared
