@@ -142,7 +142,7 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         let done = stopped || end.is_some_and(|e| now >= e);
         // A partial last interval (Ctrl-C, or -d not a multiple of -I) is
         // in the summary, not printed as an interval of its own.
-        if !done || now.duration_since(prev.0) >= s.interval {
+        if !stopped && until == next {
             let f = narrow(frame(&prev, &(now, cur.clone()), &reasons), &select);
             emit(out, &s, now.duration_since(start), &f)?;
         }
@@ -177,9 +177,10 @@ fn narrow(mut f: Frame, select: &BTreeSet<String>) -> Frame {
                 .iter()
                 .any(|(d, form, _)| d == k && inputs(*form).iter().all(|m| select.contains(*m)))
     };
-    let counted: BTreeSet<String> = f.counts.keys().cloned().collect();
+    let derived = |k: &String| DERIVED.iter().any(|(d, _, _)| d == k);
     f.derived.retain(|k, _| shown(k));
-    f.unavailable.retain(|k, _| shown(k) || counted.contains(k));
+    // The config holds only what `-e` needs: its metrics all stay.
+    f.unavailable.retain(|k, _| shown(k) || !derived(k));
     for c in f.per_cpu.values_mut() {
         c.derived.retain(|k, _| shown(k));
     }
