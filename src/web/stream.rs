@@ -141,7 +141,7 @@ impl State {
                 }
                 g.channels
                     .iter()
-                    .filter(|(k, c)| c.prev.is_none() || n % **k == 0)
+                    .filter(|(k, c)| c.prev.is_none() || n.is_multiple_of(**k))
                     .map(|(k, _)| *k)
                     .collect()
             };
