@@ -23,8 +23,12 @@ fn stat(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-fn skx() -> String {
-    fixture("intel-skx").display().to_string()
+/// `stat` on the simulated intel-skx.
+fn sim_stat(args: &[&str]) -> (bool, String, String) {
+    let f = fixture("intel-skx").display().to_string();
+    let mut all = vec!["--simulate", "--path.sysfs", &f, "stat"];
+    all.extend_from_slice(args);
+    stat(&all)
 }
 
 /// Numbers replaced by `<n>`, to compare the shape exactly (a number's
@@ -48,12 +52,7 @@ fn shape(text: &str) -> String {
 
 #[test]
 fn simulated_output_has_the_exact_shape_and_values() {
-    let f = skx();
-    let (ok, out, err) = stat(&[
-        "--simulate",
-        "--path.sysfs",
-        &f,
-        "stat",
+    let (ok, out, err) = sim_stat(&[
         "-I",
         "500ms",
         "-d",
@@ -148,18 +147,7 @@ fn values(out: &str, name: &str) -> Vec<f64> {
 
 #[test]
 fn json_is_one_frame_per_interval_then_the_summary() {
-    let f = skx();
-    let (ok, out, err) = stat(&[
-        "--simulate",
-        "--path.sysfs",
-        &f,
-        "stat",
-        "-I",
-        "300ms",
-        "-d",
-        "900ms",
-        "--json",
-    ]);
+    let (ok, out, err) = sim_stat(&["-I", "300ms", "-d", "900ms", "--json"]);
     assert!(ok, "{err}");
     let lines: Vec<Value> = out
         .lines()
@@ -192,8 +180,7 @@ fn json_is_one_frame_per_interval_then_the_summary() {
 
 #[test]
 fn unknown_metrics_are_refused_with_what_exists() {
-    let f = skx();
-    let (ok, _, err) = stat(&["--simulate", "--path.sysfs", &f, "stat", "-e", "ipx"]);
+    let (ok, _, err) = sim_stat(&["-e", "ipx"]);
     assert!(!ok);
     assert!(
         err.contains("-e ipx: no such metric in the config or derived value; closest: ipc"),
@@ -237,7 +224,7 @@ fn ctrl_c_prints_the_summary_and_exits_0() {
         .output()
         .is_ok_and(|o| o.status.success());
     assert!(tmux_ok, "this test needs `tmux` on PATH");
-    let f = skx();
+    let f = fixture("intel-skx").display().to_string();
     let session = Session(format!("live-stat-{}", std::process::id()));
     let cmd = format!(
         "{EXPORTER} --log.level=warn --simulate --path.sysfs {f} stat -I 300ms -e ipc; echo EXIT=$?; sleep 60"

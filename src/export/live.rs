@@ -170,22 +170,31 @@ pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> F
     };
     let before: HashMap<&str, &Family> = prev.iter().map(|f| (f.name.as_str(), f)).collect();
     for fam in cur.iter().filter(|f| f.kind == Kind::Counter) {
-        let old = before.get(fam.name.as_str()).map(|f| index(&f.samples));
+        let old = before.get(fam.name.as_str()).map(|f| f.samples.as_slice());
+        // The engine keeps its series in order: the same position first,
+        // a lookup by labels only when the order changed.
+        let mut by_labels = None;
         let dram = DRAM_RATES
             .iter()
             .find(|(m, _)| *m == fam.name)
             .map(|(_, r)| *r);
         let mut total = 0.0;
-        for s in &fam.samples {
-            let d = delta(old.as_ref().and_then(|o| o.get(&s.labels).copied()), s);
+        for (i, s) in fam.samples.iter().enumerate() {
+            let was = old.and_then(|o| match o.get(i) {
+                Some(o) if o.labels == s.labels => Some(o),
+                _ => by_labels
+                    .get_or_insert_with(|| index(o))
+                    .get(&s.labels)
+                    .copied(),
+            });
+            let d = delta(was, s);
             total += d;
             if let Some(cpu) = label(&s.labels, "cpu") {
-                *f.per_cpu
-                    .entry(cpu.to_string())
-                    .or_default()
-                    .counts
-                    .entry(fam.name.clone())
-                    .or_default() += d;
+                let c = match f.per_cpu.get_mut(cpu) {
+                    Some(c) => c,
+                    None => f.per_cpu.entry(cpu.to_string()).or_default(),
+                };
+                *c.counts.entry(fam.name.clone()).or_default() += d;
             }
             if let (Some(socket), Some(rate)) = (label(&s.labels, "socket"), dram) {
                 let e = f.per_socket.entry(socket.to_string()).or_default();

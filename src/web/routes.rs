@@ -14,6 +14,7 @@ use hyper::header::{
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use tokio::sync::OwnedSemaphorePermit;
 
 fn respond(status: StatusCode, ctype: &str, body: impl Into<Bytes>) -> Response<Body> {
     let mut r = Response::new(Body::new(body));
@@ -178,24 +179,29 @@ async fn route(st: &Arc<State>, web: &Arc<WebRuntime>, req: Request<Incoming>) -
     }
 }
 
+/// A slot under `--web.max-requests`, or the 503 that says there is none.
+fn request_slot(st: &State) -> Result<Option<OwnedSemaphorePermit>, Response<Body>> {
+    let Some(sem) = &st.inflight else {
+        return Ok(None);
+    };
+    sem.clone().try_acquire_owned().map(Some).map_err(|_| {
+        st.reject(0);
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "Limit of concurrent requests reached ({}), try again later.\n",
+                st.max_requests
+            ),
+        )
+    })
+}
+
 /// `/metrics`: a slot under `--web.max-requests`, then a shared
 /// collection bounded by `--web.request-timeout`.
 async fn metrics(st: &Arc<State>, accept: &str, gzip: bool) -> Response<Body> {
-    let permit = match &st.inflight {
-        Some(sem) => match sem.clone().try_acquire_owned() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                st.reject(0);
-                return text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "Limit of concurrent requests reached ({}), try again later.\n",
-                        st.max_requests
-                    ),
-                );
-            }
-        },
-        None => None,
+    let permit = match request_slot(st) {
+        Ok(p) => p,
+        Err(r) => return r,
     };
     let c = match tokio::time::timeout(st.request_timeout, st.shared_collect()).await {
         Ok(Some(c)) => c,
@@ -234,21 +240,9 @@ async fn snapshot(st: &Arc<State>, query: Option<&str>) -> Response<Body> {
         Ok(d) => d,
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
     };
-    let permit = match &st.inflight {
-        Some(sem) => match sem.clone().try_acquire_owned() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                st.reject(0);
-                return text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "Limit of concurrent requests reached ({}), try again later.\n",
-                        st.max_requests
-                    ),
-                );
-            }
-        },
-        None => None,
+    let permit = match request_slot(st) {
+        Ok(p) => p,
+        Err(r) => return r,
     };
     let limit = st.request_timeout + every;
     let r = match tokio::time::timeout(limit, st.one_frame(every)).await {
