@@ -225,9 +225,7 @@ fn block(
     reasons: bool,
 ) -> Result<(), AppError> {
     if per_cpu {
-        let mut cpus: Vec<_> = f.per_cpu.iter().collect();
-        cpus.sort_by_key(|(c, _)| c.parse::<u32>().unwrap_or(u32::MAX));
-        for (cpu, c) in cpus {
+        for (cpu, c) in &f.per_cpu {
             for (k, v) in &c.counts {
                 writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {k}", num(*v)).map_err(io)?;
             }

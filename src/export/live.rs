@@ -138,7 +138,8 @@ pub struct Frame {
     /// Socket → the DRAM rates of its memory controllers.
     pub per_socket: BTreeMap<String, BTreeMap<String, Option<f64>>>,
     /// CPU → its counts and derived values.
-    pub per_cpu: BTreeMap<String, CpuFrame>,
+    /// (Numbered keys: JSON object keys `"0"`, `"1"`, ... in CPU order.)
+    pub per_cpu: BTreeMap<u32, CpuFrame>,
     /// Metric or derived value → why this host does not count it.
     pub unavailable: BTreeMap<String, String>,
     /// Reserved for the per-workload top list (issue 13): cgroup → its
@@ -189,11 +190,8 @@ pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> F
             });
             let d = delta(was, s);
             total += d;
-            if let Some(cpu) = label(&s.labels, "cpu") {
-                let c = match f.per_cpu.get_mut(cpu) {
-                    Some(c) => c,
-                    None => f.per_cpu.entry(cpu.to_string()).or_default(),
-                };
+            if let Some(cpu) = label(&s.labels, "cpu").and_then(|c| c.parse().ok()) {
+                let c = f.per_cpu.entry(cpu).or_default();
                 *c.counts.entry(fam.name.clone()).or_default() += d;
             }
             if let (Some(socket), Some(rate)) = (label(&s.labels, "socket"), dram) {

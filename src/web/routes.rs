@@ -180,19 +180,19 @@ async fn route(st: &Arc<State>, web: &Arc<WebRuntime>, req: Request<Incoming>) -
 }
 
 /// A slot under `--web.max-requests`, or the 503 that says there is none.
-fn request_slot(st: &State) -> Result<Option<OwnedSemaphorePermit>, Response<Body>> {
+fn request_slot(st: &State) -> Result<Option<OwnedSemaphorePermit>, Box<Response<Body>>> {
     let Some(sem) = &st.inflight else {
         return Ok(None);
     };
     sem.clone().try_acquire_owned().map(Some).map_err(|_| {
         st.reject(0);
-        text(
+        Box::new(text(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "Limit of concurrent requests reached ({}), try again later.\n",
                 st.max_requests
             ),
-        )
+        ))
     })
 }
 
@@ -201,7 +201,7 @@ fn request_slot(st: &State) -> Result<Option<OwnedSemaphorePermit>, Response<Bod
 async fn metrics(st: &Arc<State>, accept: &str, gzip: bool) -> Response<Body> {
     let permit = match request_slot(st) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let c = match tokio::time::timeout(st.request_timeout, st.shared_collect()).await {
         Ok(Some(c)) => c,
@@ -242,7 +242,7 @@ async fn snapshot(st: &Arc<State>, query: Option<&str>) -> Response<Body> {
     };
     let permit = match request_slot(st) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let limit = st.request_timeout + every;
     let r = match tokio::time::timeout(limit, st.one_frame(every)).await {

@@ -78,11 +78,11 @@ fn deltas_ratios_and_rates() {
     assert_eq!(f.counts["perf_instructions_total"], 200.0);
     assert_eq!(f.derived["ipc"], Some(2.0));
     assert_eq!(f.derived["context_switches_per_second"], Some(30.0));
-    assert_eq!(f.per_cpu["0"].derived["ipc"], Some(2.0));
+    assert_eq!(f.per_cpu[&0].derived["ipc"], Some(2.0));
     // CPU 1 was idle: its IPC is undefined (null), not 0.
-    assert_eq!(f.per_cpu["1"].derived["ipc"], None);
+    assert_eq!(f.per_cpu[&1].derived["ipc"], None);
     assert_eq!(
-        f.per_cpu["1"].derived["context_switches_per_second"],
+        f.per_cpu[&1].derived["context_switches_per_second"],
         Some(20.0)
     );
 }
