@@ -245,13 +245,11 @@ fn a_viewer_that_stops_reading_is_dropped_and_max_streams_holds() {
     );
 }
 
-#[test]
-fn basic_auth_is_enforced_on_the_upgrade() {
+/// The live exporter with `web_config` as its `--web.config.file`, once
+/// it answers (whatever the status).
+fn with_web_config(pki: &Pki, web_config: &str) -> Proc {
     common::require_root();
-    let pki = Pki::new();
-    let hash = bcrypt::hash("pw", 6).expect("bcrypt");
-    let wc = pki.write("web.yml", &format!("basic_auth_users:\n  alice: {hash}\n"));
-    let wc = wc.display().to_string();
+    let wc = pki.write("web.yml", web_config).display().to_string();
     let mut p = Proc::exporter(&["--web.config.file", &wc]);
     p.wait_log("counters open", Duration::from_secs(15));
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -259,6 +257,29 @@ fn basic_auth_is_enforced_on_the_upgrade() {
         assert!(Instant::now() < deadline, "{}", p.output());
         std::thread::sleep(Duration::from_millis(25));
     }
+    p
+}
+
+#[test]
+fn the_rate_limit_applies_to_the_upgrade() {
+    let pki = Pki::new();
+    let p = with_web_config(&pki, "rate_limit:\n  interval: 1m\n  burst: 2\n");
+    rt().block_on(async {
+        // The readiness probe took one token, this upgrade the last one.
+        let mut ws = connect(&p.addr, "", None).await.unwrap();
+        let e = connect(&p.addr, "", None).await.unwrap_err();
+        assert!(e.contains("429"), "{e}");
+        // An open stream is not a request: it goes on.
+        next_frame(&mut ws, Duration::from_secs(10)).await;
+        next_frame(&mut ws, Duration::from_secs(10)).await;
+    });
+}
+
+#[test]
+fn basic_auth_is_enforced_on_the_upgrade() {
+    let pki = Pki::new();
+    let hash = bcrypt::hash("pw", 6).expect("bcrypt");
+    let p = with_web_config(&pki, &format!("basic_auth_users:\n  alice: {hash}\n"));
     rt().block_on(async {
         let e = connect(&p.addr, "", None).await.unwrap_err();
         assert!(e.contains("401"), "{e}");
