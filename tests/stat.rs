@@ -377,3 +377,36 @@ fn agrees_with_perf_stat_on_the_same_workload() {
         );
     }
 }
+
+#[test]
+fn per_cpu_lines_line_up() {
+    let (ok, out, err) = sim_stat(&[
+        "-I",
+        "300ms",
+        "-d",
+        "300ms",
+        "--per-cpu",
+        "-e",
+        "context_switches_per_second",
+    ]);
+    assert!(ok, "{err}");
+    let block: Vec<&str> = out.lines().take_while(|l| !l.is_empty()).collect();
+    // The header, 2 lines for each of the 8 CPUs, the all-CPU rate.
+    assert_eq!(block.len(), 1 + 8 * 2 + 1, "{out}");
+    for (i, l) in block[1..17].iter().enumerate() {
+        let cpu = format!("CPU{}", i / 2);
+        assert_eq!(l.split_whitespace().nth(1), Some(cpu.as_str()), "{out}");
+    }
+    // Values end, and names start, in one column (the header's too).
+    let ends: Vec<usize> = block
+        .iter()
+        .map(|l| l.rfind("  ").expect("two spaces before the name"))
+        .collect();
+    assert!(ends.iter().all(|e| *e == ends[0]), "{ends:?}\n{out}");
+    for l in &block[1..17] {
+        let rate: f64 = l.split_whitespace().nth(2).unwrap().parse().unwrap();
+        if l.ends_with("context_switches_per_second") {
+            assert!((rate - 2000.0).abs() < 20.0, "{l}");
+        }
+    }
+}

@@ -192,7 +192,7 @@ fn io(e: std::io::Error) -> AppError {
 }
 
 fn header(out: &mut impl Write, s: &StatSettings) -> Result<(), AppError> {
-    let cpu = if s.per_cpu { " cpu   " } else { "" };
+    let cpu = if s.per_cpu { " cpu  " } else { "" };
     writeln!(out, "#          time{cpu}                counts  name").map_err(io)
 }
 
@@ -238,7 +238,7 @@ fn block(
             writeln!(out, "{lead}{:>22}  {k}", num(*v)).map_err(io)?;
         }
     }
-    let pad = if per_cpu { "       " } else { "" };
+    let pad = if per_cpu { "      " } else { "" };
     for (k, v) in &f.derived {
         writeln!(out, "{lead}{pad}{:>22}  {k}", ratio(*v)).map_err(io)?;
     }
