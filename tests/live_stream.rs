@@ -164,6 +164,18 @@ fn collector_reads(pid: u32) -> u64 {
     panic!("no collector thread in process {pid}");
 }
 
+/// 50 viewers at 1s, each past its first frame.
+async fn fifty_viewers(addr: &str) -> Vec<Ws> {
+    let mut viewers = Vec::new();
+    for _ in 0..50 {
+        viewers.push(connect(addr, "?interval=1s", None).await.unwrap());
+    }
+    for ws in &mut viewers {
+        next_frame(ws, Duration::from_secs(10)).await;
+    }
+    viewers
+}
+
 #[test]
 fn fifty_viewers_share_one_collection_per_interval() {
     let p = live(&[]);
@@ -174,13 +186,7 @@ fn fifty_viewers_share_one_collection_per_interval() {
     let per_collection = collector_reads(p.pid()) - a;
     assert!(per_collection > 0);
     rt().block_on(async {
-        let mut viewers = Vec::new();
-        for _ in 0..50 {
-            viewers.push(connect(&p.addr, "?interval=1s", None).await.unwrap());
-        }
-        for ws in &mut viewers {
-            next_frame(ws, Duration::from_secs(10)).await;
-        }
+        let mut viewers = fifty_viewers(&p.addr).await;
         let before = collector_reads(p.pid());
         let start = Instant::now();
         let mut frames = 0;
@@ -315,13 +321,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 fn cost_of_fifty_viewers_at_one_second() {
     let p = live(&[]);
     rt().block_on(async {
-        let mut viewers = Vec::new();
-        for _ in 0..50 {
-            viewers.push(connect(&p.addr, "?interval=1s", None).await.unwrap());
-        }
-        for ws in &mut viewers {
-            next_frame(ws, Duration::from_secs(10)).await;
-        }
+        let mut viewers = fifty_viewers(&p.addr).await;
         let (c0, t0) = (cpu_seconds(p.pid()), Instant::now());
         for _ in 0..20 {
             for ws in &mut viewers {
