@@ -44,6 +44,11 @@ if [[ ! -e /sys/kernel/tracing/events ]] && [[ $(id -u) == 0 ]]; then
   mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 fi
 
+# Screenshots of the live page's browser tests land here (kept by CI as the
+# run's artifacts).
+export PERF_EXPORTER_TEST_ARTIFACTS=${PERF_EXPORTER_TEST_ARTIFACTS:-$PWD/artifacts}
+mkdir -p "$PERF_EXPORTER_TEST_ARTIFACTS"
+
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 out=$(mktemp)
