@@ -5,6 +5,7 @@
 //! push, and one reload path (`app::reload`) that start-up, SIGHUP and
 //! `POST /-/reload` share.
 
+mod cgroups;
 mod host;
 mod reload;
 
@@ -209,8 +210,9 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 crate::report::diagnose(&mut res, &Privilege::detect(&s.host.procfs), true);
             }
             let r = CheckReport::new(&res);
+            let cgroups = cgroups::check_text(cfg.cgroups.as_ref(), &s.host);
             Ok(Output {
-                text: output(&r, json, || r.text())?,
+                text: output(&r, json, || r.text() + &cgroups)?,
                 failure: r.failure(strict),
             })
         }

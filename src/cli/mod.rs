@@ -54,6 +54,9 @@ struct GlobalArgs {
     /// tracefs mount point (default: <path.sysfs>/kernel/tracing, then <path.sysfs>/kernel/debug/tracing).
     #[arg(long = "path.tracefs", global = true, value_name = "DIR")]
     tracefs: Option<PathBuf>,
+    /// cgroup root for per-workload counting (default: found in <path.procfs>/self/mountinfo).
+    #[arg(long = "path.cgroupfs", global = true, value_name = "DIR")]
+    cgroupfs: Option<PathBuf>,
     /// Count on the simulated PMU described by --path.sysfs (a fixture tree) instead of the live kernel.
     #[arg(long, global = true)]
     simulate: bool,
@@ -268,6 +271,7 @@ impl Args {
             sysfs: g.sysfs,
             procfs: g.procfs,
             tracefs: g.tracefs,
+            cgroupfs: g.cgroupfs,
             simulate: g.simulate,
             simulate_read_delay,
             simulate_refuse: g.simulate_refuse,
