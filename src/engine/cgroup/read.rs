@@ -32,8 +32,14 @@ impl PerfBackend {
                     tm.0 += d_en as f64 * 1e-9;
                     tm.1 += d_run as f64 * 1e-9;
                 }
-                let Some(factor) = mux_factor(en, run) else {
-                    continue;
+                // A cgroup event's times advance only while a task of the
+                // cgroup runs on the CPU: both 0 means it has not run there
+                // and its count is exactly 0; enabled without running is a
+                // group the PMU never scheduled (no estimate: nothing).
+                let factor = match mux_factor(en, run) {
+                    Some(f) => f,
+                    None if en == 0 => 1.0,
+                    None => continue,
                 };
                 for (k, m) in g.members.iter_mut().enumerate() {
                     if let Some(raw) = value_of(&self.buf.values, k, m.counter.id) {
