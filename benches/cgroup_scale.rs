@@ -141,7 +141,10 @@ fn print(r: &Report) {
     println!("## {}", r.case);
     println!("  per-cgroup descriptors       {:>10}", r.fds);
     println!("  group reads per collection   {:>10}", r.reads);
-    println!("  CPU per scrape, no cgroups   {:>10.1} ms", r.base_cpu * 1e3);
+    println!(
+        "  CPU per scrape, no cgroups   {:>10.1} ms",
+        r.base_cpu * 1e3
+    );
     println!(
         "  CPU per scrape, cgroups      {:>10.1} ms (median wall {:.1} ms)",
         r.cpu * 1e3,
@@ -193,7 +196,10 @@ fn simulated(n: usize) -> Result<Report, Error> {
     sysfs_gen::generate(&sys, sysfs_gen::SHAPE_512)?;
     let cg = tmp.path().join("cgroup");
     std::fs::create_dir_all(&cg)?;
-    std::fs::write(cg.join("cpu.stat"), format!("usage_usec {}\n", CGROUPS * 1000))?;
+    std::fs::write(
+        cg.join("cpu.stat"),
+        format!("usage_usec {}\n", CGROUPS * 1000),
+    )?;
     let rels: Vec<String> = (0..CGROUPS).map(|i| format!("pod{i:03}")).collect();
     for r in &rels {
         std::fs::create_dir_all(cg.join(r))?;
@@ -275,7 +281,8 @@ fn live(n: usize) -> Result<Report, Error> {
         "/sys/fs/cgroup/unified/pe-cgengine-bench-{}",
         std::process::id()
     ));
-    std::fs::create_dir(&root).map_err(|e| err(format!("mkdir {} (run as root): {e}", root.display())))?;
+    std::fs::create_dir(&root)
+        .map_err(|e| err(format!("mkdir {} (run as root): {e}", root.display())))?;
     let tree = LiveTree(root.clone());
     let rels: Vec<String> = (0..CGROUPS).map(|i| format!("pod{i:03}")).collect();
     for r in &rels {
@@ -314,7 +321,11 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let short = args.iter().any(|a| a == "--short");
     let n = if short { 3 } else { 30 };
-    println!("# cgroup_scale ({}), {}", if short { "short" } else { "full" }, machine());
+    println!(
+        "# cgroup_scale ({}), {}",
+        if short { "short" } else { "full" },
+        machine()
+    );
     let mut failed = false;
     // Live first: its RSS is then not the simulated case's leftovers.
     for case in [live as fn(usize) -> Result<Report, Error>, simulated] {

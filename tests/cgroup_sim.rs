@@ -65,8 +65,17 @@ struct Rig {
     d: Steered,
 }
 
-fn rig(fixture: &str, yaml: &str, sets: &[&str], per_cpu: bool, budget: Option<usize>, rels: &[&str]) -> Rig {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs").join(fixture);
+fn rig(
+    fixture: &str,
+    yaml: &str,
+    sets: &[&str],
+    per_cpu: bool,
+    budget: Option<usize>,
+    rels: &[&str],
+) -> Rig {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysfs")
+        .join(fixture);
     let t = PmuTable::discover(&root).unwrap();
     let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
     let cfg = Config::parse(yaml, "t.yaml").unwrap();
@@ -78,7 +87,14 @@ fn rig(fixture: &str, yaml: &str, sets: &[&str], per_cpu: bool, budget: Option<u
     let d = Steered::default();
     d.set(&tree(), rels);
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let b = PerfBackend::new(k.clone(), e.resolution(), &sets, e.online_cpus(), per_cpu, budget);
+    let b = PerfBackend::new(
+        k.clone(),
+        e.resolution(),
+        &sets,
+        e.online_cpus(),
+        per_cpu,
+        budget,
+    );
     e.attach_cgroups(CgroupCounting::new(Box::new(d.clone()), Box::new(b)));
     Rig { k, e, d }
 }
@@ -106,23 +122,55 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn cgroups_count_their_share_and_never_more_than_the_node() {
-    let mut r = rig("vm-no-pmu", YAML, &["software"], false, None, &["app/a", "app/b"]);
+    let mut r = rig(
+        "vm-no-pmu",
+        YAML,
+        &["software"],
+        false,
+        None,
+        &["app/a", "app/b"],
+    );
     r.e.collect();
     r.k.advance(SEC);
     let s = r.e.collect();
     let node = sum(&s, "perf_cpu_clock_seconds_total");
-    let a = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\"}").unwrap();
-    let b = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/b\"}").unwrap();
+    let a = value(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/a\"}",
+    )
+    .unwrap();
+    let b = value(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/b\"}",
+    )
+    .unwrap();
     // Two CPUs, one second: the node counts 2 s; app/a 45 %, app/b 15 %.
     assert!(close(node, 2.0), "{node}");
     assert!(close(a, 0.9), "{a}");
     assert!(close(b, 0.3), "{b}");
     assert!(a + b <= node);
-    let cs = value(&s, "perf_cgroup_context_switches_total", "{cgroup=\"app/a\"}").unwrap();
+    let cs = value(
+        &s,
+        "perf_cgroup_context_switches_total",
+        "{cgroup=\"app/a\"}",
+    )
+    .unwrap();
     let cs_node = sum(&s, "perf_context_switches_total");
     assert!(cs > 0.0 && cs < cs_node, "{cs} {cs_node}");
-    let en = value(&s, "perf_cgroup_group_enabled_seconds_total", "{cgroup=\"app/a\",set=\"software\"}").unwrap();
-    let run = value(&s, "perf_cgroup_group_running_seconds_total", "{cgroup=\"app/a\",set=\"software\"}").unwrap();
+    let en = value(
+        &s,
+        "perf_cgroup_group_enabled_seconds_total",
+        "{cgroup=\"app/a\",set=\"software\"}",
+    )
+    .unwrap();
+    let run = value(
+        &s,
+        "perf_cgroup_group_running_seconds_total",
+        "{cgroup=\"app/a\",set=\"software\"}",
+    )
+    .unwrap();
     assert!(close(en, 2.0) && close(run, 2.0), "{en} {run}");
 }
 
@@ -133,9 +181,19 @@ fn multiplexed_cgroup_groups_are_scaled_like_node_groups() {
     r.k.set_mux_ratio("software", 0.5);
     r.k.advance(SEC);
     let s = r.e.collect();
-    let a = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\",cpu=\"1\"}").unwrap();
+    let a = value(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/a\",cpu=\"1\"}",
+    )
+    .unwrap();
     assert!(close(a, 0.45), "{a}");
-    let run = value(&s, "perf_cgroup_group_running_seconds_total", "{cgroup=\"app/a\",set=\"software\",cpu=\"1\"}").unwrap();
+    let run = value(
+        &s,
+        "perf_cgroup_group_running_seconds_total",
+        "{cgroup=\"app/a\",set=\"software\",cpu=\"1\"}",
+    )
+    .unwrap();
     assert!(close(run, 0.5), "{run}");
 }
 
@@ -147,18 +205,46 @@ fn churn_opens_new_cgroups_and_closes_removed_ones() {
     r.k.advance(SEC);
     let s = r.e.collect();
     // Counted from the collection that saw it (its counts start then).
-    assert!(r.e.cgroups().unwrap().backend().counted().contains(&"app/b".to_string()));
+    assert!(r
+        .e
+        .cgroups()
+        .unwrap()
+        .backend()
+        .counted()
+        .contains(&"app/b".to_string()));
     assert!(r.k.live_counters() > base);
-    let a1 = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\"}").unwrap();
+    let a1 = value(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/a\"}",
+    )
+    .unwrap();
     r.k.advance(SEC);
     let s = r.e.collect();
-    assert!(value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/b\"}").is_some());
+    assert!(value(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/b\"}"
+    )
+    .is_some());
     r.d.set(&tree(), &["app/a"]);
     r.k.advance(SEC);
     let s = r.e.collect();
-    assert_eq!(value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/b\"}"), None);
+    assert_eq!(
+        value(
+            &s,
+            "perf_cgroup_cpu_clock_seconds_total",
+            "{cgroup=\"app/b\"}"
+        ),
+        None
+    );
     assert_eq!(r.k.live_counters(), base, "app/b's counters closed");
-    let a3 = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\"}").unwrap();
+    let a3 = value(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/a\"}",
+    )
+    .unwrap();
     assert!(a3 > a1, "surviving counter keeps counting");
     for _ in 0..200 {
         r.d.set(&tree(), &["app/a", "app/b"]);
@@ -166,32 +252,61 @@ fn churn_opens_new_cgroups_and_closes_removed_ones() {
         r.d.set(&tree(), &["app/a"]);
         r.e.collect();
     }
-    assert_eq!(r.k.live_counters(), base, "no counter leaked over 200 comings and goings");
+    assert_eq!(
+        r.k.live_counters(),
+        base,
+        "no counter leaked over 200 comings and goings"
+    );
 }
 
 #[test]
 fn a_cgroup_gone_before_open_is_reported_not_fatal() {
-    let mut r = rig("vm-no-pmu", YAML, &["software"], false, None, &["app/a", "app/vanished"]);
+    let mut r = rig(
+        "vm-no-pmu",
+        YAML,
+        &["software"],
+        false,
+        None,
+        &["app/a", "app/vanished"],
+    );
     r.k.advance(SEC);
     let s = r.e.collect();
     let c = r.e.cgroups().unwrap();
     assert_eq!(c.backend().counted(), vec!["app/a".to_string()]);
     let issues = c.issues();
     assert!(issues.iter().any(|i| matches!(i, CgroupIssue::Gone { cgroup, errno } if cgroup == "app/vanished" && *errno == libc::ENOENT)), "{issues:?}");
-    assert!(value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\"}").is_some());
+    assert!(value(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/a\"}"
+    )
+    .is_some());
 }
 
 #[test]
 fn a_small_fd_budget_leaves_whole_cgroups_out_and_says_so() {
     // vm-no-pmu: 2 CPUs x 2 events + the directory = 5 fds per cgroup.
-    let mut r = rig("vm-no-pmu", YAML, &["software"], false, Some(7), &["app/a", "app/b"]);
+    let mut r = rig(
+        "vm-no-pmu",
+        YAML,
+        &["software"],
+        false,
+        Some(7),
+        &["app/a", "app/b"],
+    );
     r.e.collect();
     let c = r.e.cgroups().unwrap();
     assert_eq!(c.backend().counted(), vec!["app/a".to_string()]);
     assert_eq!(c.backend().open_fds(), 5);
     let issues = c.issues();
     assert!(issues.iter().any(|i| matches!(i, CgroupIssue::FdBudget { cgroup, per_cgroup: 5, .. } if cgroup == "app/b")), "{issues:?}");
-    assert_eq!(issues.iter().find(|i| i.code() == "fd_limit").map(|i| i.what_to_do().contains("RLIMIT_NOFILE")), Some(true));
+    assert_eq!(
+        issues
+            .iter()
+            .find(|i| i.code() == "fd_limit")
+            .map(|i| i.what_to_do().contains("RLIMIT_NOFILE")),
+        Some(true)
+    );
 }
 
 #[test]
@@ -206,12 +321,28 @@ fn uncore_sets_are_refused_per_cgroup() {
       - metric: perf_dram_read_bytes_total
         event: { event: \"uncore_imc_0/event=0x04,umask=0x03/\", scale: 64, unit: bytes }
 ";
-    let mut r = rig("intel-skx", yaml, &["core", "dram"], false, None, &["app/a"]);
+    let mut r = rig(
+        "intel-skx",
+        yaml,
+        &["core", "dram"],
+        false,
+        None,
+        &["app/a"],
+    );
     let s = r.e.collect();
     let issues = r.e.cgroups().unwrap().issues();
-    let u = issues.iter().find(|i| i.code() == "uncore_per_cgroup").expect("refused");
-    assert!(u.to_string().contains("uncore_imc_0") && u.what_to_do().contains("cgroups.sets"), "{u}");
-    assert!(s.families.iter().all(|f| f.name != "perf_cgroup_dram_read_bytes_total"));
+    let u = issues
+        .iter()
+        .find(|i| i.code() == "uncore_per_cgroup")
+        .expect("refused");
+    assert!(
+        u.to_string().contains("uncore_imc_0") && u.what_to_do().contains("cgroups.sets"),
+        "{u}"
+    );
+    assert!(s
+        .families
+        .iter()
+        .all(|f| f.name != "perf_cgroup_dram_read_bytes_total"));
     r.k.advance(SEC);
     let s = r.e.collect();
     assert!(value(&s, "perf_cgroup_instructions_total", "{cgroup=\"app/a\"}").is_some());
@@ -229,7 +360,14 @@ fn totals_carry_over_to_a_new_backend_for_the_same_cgroup_and_metric() {
         // The engine hands out its counting only by reference; carry over
         // through a fresh counting on the new engine.
         let sets = vec!["software".to_string()];
-        let b = PerfBackend::new(r2.k.clone(), r2.e.resolution(), &sets, r2.e.online_cpus(), false, None);
+        let b = PerfBackend::new(
+            r2.k.clone(),
+            r2.e.resolution(),
+            &sets,
+            r2.e.online_cpus(),
+            false,
+            None,
+        );
         let mut c = CgroupCounting::new(Box::new(r2.d.clone()), Box::new(b));
         let n = c.carry_over(totals);
         r2.e.attach_cgroups(c);
@@ -237,7 +375,12 @@ fn totals_carry_over_to_a_new_backend_for_the_same_cgroup_and_metric() {
     };
     assert_eq!(n, 2, "cpu-clock and context-switches continue");
     let s = r2.e.collect();
-    let a = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\"}").unwrap();
+    let a = value(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/a\"}",
+    )
+    .unwrap();
     assert!(close(a, 0.9), "{a}");
 }
 
@@ -245,7 +388,12 @@ fn totals_carry_over_to_a_new_backend_for_the_same_cgroup_and_metric() {
 fn hostile_names_are_escaped_exactly() {
     let root = std::env::temp_dir().join(format!("pe-cgsim-hostile-{}", std::process::id()));
     let long = format!("app/{}", "x".repeat(220));
-    let names = ["app/odd name", "app/q\"uote", "app/new\nline", long.as_str()];
+    let names = [
+        "app/odd name",
+        "app/q\"uote",
+        "app/new\nline",
+        long.as_str(),
+    ];
     std::fs::create_dir_all(root.join("app")).unwrap();
     std::fs::write(root.join("cpu.stat"), "usage_usec 1000\n").unwrap();
     for n in names {
@@ -268,8 +416,18 @@ fn hostile_names_are_escaped_exactly() {
     ] {
         assert!(text.contains(want), "{want:?} in\n{text}");
     }
-    assert!(text.contains(&format!("{{cgroup=\"{long}\"}} 0.2\n")), "{text}");
-    let gone: Vec<String> = r.e.cgroups().unwrap().issues().iter().filter(|i| i.code() == "cgroup_gone").map(|i| i.to_string()).collect();
+    assert!(
+        text.contains(&format!("{{cgroup=\"{long}\"}} 0.2\n")),
+        "{text}"
+    );
+    let gone: Vec<String> =
+        r.e.cgroups()
+            .unwrap()
+            .issues()
+            .iter()
+            .filter(|i| i.code() == "cgroup_gone")
+            .map(|i| i.to_string())
+            .collect();
     assert_eq!(gone.len(), 1, "{gone:?}");
     drop(r);
     std::fs::remove_dir_all(&root).unwrap();

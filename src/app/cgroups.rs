@@ -99,7 +99,12 @@ pub(super) fn check_text(cfg: Option<&CgroupsConfig>, host: &HostSettings) -> St
             return out;
         }
     };
-    let _ = writeln!(out, "  root: {} ({:?})", root.path.display(), root.hierarchy);
+    let _ = writeln!(
+        out,
+        "  root: {} ({:?})",
+        root.path.display(),
+        root.hierarchy
+    );
     match Selector::new(root, cfg.clone()).scan() {
         Ok(sel) => {
             let _ = writeln!(

@@ -163,10 +163,7 @@ pub(crate) type Signature = (String, Vec<(String, u32, [u64; 4], u64)>);
 /// `perf_cgroup_` (`perf_cpu_clock_seconds_total` →
 /// `perf_cgroup_cpu_clock_seconds_total`).
 pub fn family_name(node: &str) -> String {
-    format!(
-        "perf_cgroup_{}",
-        node.strip_prefix("perf_").unwrap_or(node)
-    )
+    format!("perf_cgroup_{}", node.strip_prefix("perf_").unwrap_or(node))
 }
 
 /// Discovery and a backend, as the engine runs them.
