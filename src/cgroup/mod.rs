@@ -17,15 +17,16 @@
 pub mod kube;
 pub mod mount;
 pub mod rank;
+mod select;
 pub mod walk;
 pub mod watch;
 
-use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::config::cgroups::CgroupsConfig;
 use crate::problem::Problem;
+
+pub use select::Selector;
 
 /// A discovery error, naming the path and the OS error.
 #[derive(Debug, thiserror::Error)]
@@ -221,167 +222,4 @@ pub fn discover(
         .without_watches()
         .scan()?;
     Ok((root, sel))
-}
-
-/// Selects cgroups under a root by a `cgroups:` section, remembering the
-/// previous scan's `cpu.stat` usage to rank by usage since then.
-#[derive(Debug)]
-pub struct Selector {
-    root: Root,
-    config: CgroupsConfig,
-    globs: Vec<walk::PathGlob>,
-    /// `usage_usec` by cgroup id at the last ranking.
-    usage: HashMap<u64, u64>,
-    /// The watches of the last scan (None: inotify unavailable).
-    watcher: Option<watch::Watcher>,
-    /// Whether a scan ran, and whether it left cgroups out over the
-    /// limit (then every check re-ranks).
-    scanned: bool,
-    over_limit: bool,
-    watch: bool,
-}
-
-impl Selector {
-    /// A selector for `root` by `config` (whose globs the config
-    /// validated; one that does not compile selects nothing).
-    pub fn new(root: Root, config: CgroupsConfig) -> Self {
-        let globs = config
-            .paths
-            .iter()
-            .filter_map(|p| walk::PathGlob::new(p).ok())
-            .collect();
-        Selector {
-            root,
-            config,
-            globs,
-            usage: HashMap::new(),
-            watcher: None,
-            scanned: false,
-            over_limit: false,
-            watch: true,
-        }
-    }
-
-    /// Without inotify: [`changed`](Self::changed) is always true (for
-    /// tests and the benchmark of a plain rescan).
-    pub fn without_watches(mut self) -> Self {
-        self.watch = false;
-        self
-    }
-
-    /// The root.
-    pub fn root(&self) -> &Root {
-        &self.root
-    }
-
-    /// The section it selects by.
-    pub fn config(&self) -> &CgroupsConfig {
-        &self.config
-    }
-
-    /// How many directories the last scan watches (0 without inotify).
-    pub fn watches(&self) -> usize {
-        self.watcher.as_ref().map_or(0, watch::Watcher::watches)
-    }
-
-    /// Whether the selection may differ from the last scan's: no scan
-    /// yet, a cgroup created or removed under a listed directory, cgroups
-    /// left out over the limit (the ranking moves with usage), or no
-    /// working inotify. Cheap: one non-blocking read.
-    pub fn changed(&mut self) -> bool {
-        if !self.scanned || self.over_limit {
-            return true;
-        }
-        match self.watcher.as_mut() {
-            Some(w) => !w.complete() || w.changed(),
-            None => true,
-        }
-    }
-
-    /// [`scan`](Self::scan) when [`changed`](Self::changed), else `None`
-    /// (the last selection stands): what the engine calls at each
-    /// collection.
-    pub fn scan_if_changed(&mut self) -> Result<Option<Selection>, CgroupError> {
-        if self.changed() {
-            self.scan().map(Some)
-        } else {
-            Ok(None)
-        }
-    }
-
-    /// Walks the tree and selects: presets and globs, labels, then at
-    /// most `max_cgroups`, the busiest by `cpu.stat` usage since the
-    /// previous scan.
-    pub fn scan(&mut self) -> Result<Selection, CgroupError> {
-        let root = self.root.path.clone();
-        std::fs::read_dir(&root).map_err(|source| CgroupError::Io {
-            path: root.clone(),
-            source,
-        })?;
-        // Fresh watches (closing the old descriptor drops the old ones),
-        // each added before its directory is listed.
-        self.watcher = if self.watch {
-            watch::Watcher::new()
-        } else {
-            None
-        };
-        let candidates = walk::Visitor {
-            root: &root,
-            watcher: self.watcher.as_mut(),
-        }
-        .select(&self.config, &self.globs);
-        let mut sel = Selection::default();
-        let mut found = Vec::with_capacity(candidates.len());
-        for c in candidates {
-            match std::fs::metadata(&c.dir) {
-                Ok(m) if m.is_dir() => found.push((c, m.ino())),
-                _ => sel.left_out.push(LeftOut {
-                    rel: c.rel,
-                    reason: LeftOutReason::Gone,
-                }),
-            }
-        }
-        let max = self.config.max_cgroups;
-        self.over_limit = found.len() > max;
-        let keep: Vec<bool> = if self.over_limit {
-            let entries: Vec<(&str, u64, Option<u64>)> = found
-                .iter()
-                .map(|(c, id)| (c.rel.as_str(), *id, rank::read_usage(&c.dir)))
-                .collect();
-            let won = rank::winners(&entries, &self.usage, max);
-            self.usage = entries
-                .iter()
-                .filter_map(|(_, id, u)| u.map(|u| (*id, u)))
-                .collect();
-            let mut k = vec![false; found.len()];
-            for i in won {
-                k[i] = true;
-            }
-            k
-        } else {
-            self.usage.clear();
-            vec![true; found.len()]
-        };
-        for ((c, id), keep) in found.into_iter().zip(keep) {
-            if keep {
-                let mut labels = vec![("cgroup", c.rel.clone())];
-                labels.extend(c.labels);
-                sel.counted.push(Cgroup {
-                    rel: c.rel,
-                    dir: c.dir,
-                    id,
-                    kind: c.kind,
-                    labels,
-                });
-            } else {
-                sel.left_out.push(LeftOut {
-                    rel: c.rel,
-                    reason: LeftOutReason::OverLimit { max_cgroups: max },
-                });
-            }
-        }
-        sel.left_out.sort_by(|a, b| a.rel.cmp(&b.rel));
-        self.scanned = true;
-        Ok(sel)
-    }
 }
