@@ -141,8 +141,12 @@ impl CheckCgroups {
             .max(6);
         let _ = writeln!(s, "{:w$}  {:9}  {:9}  LABELS", "CGROUP", "STATUS", "KIND");
         for r in &self.cgroups {
-            let detail = match &r.reason {
-                Some(why) => why.clone(),
+            let detail = match r.problem {
+                Some("cgroup_over_limit") => format!(
+                    "not counted: over max_cgroups ({}), busier ones won",
+                    self.max_cgroups
+                ),
+                Some(_) => "not counted: gone between discovery and use".to_string(),
                 None => r
                     .labels
                     .iter()
