@@ -259,6 +259,27 @@ mod tests {
         assert!(s.changed(), "without inotify every check rescans");
     }
 
+    /// kubepods created after the first scan (the kubelet started later)
+    /// is noticed through the root's watch.
+    #[test]
+    fn a_tree_that_appears_later_is_noticed() {
+        let t = tempfile::tempdir().unwrap();
+        let mut c = config(&[], 10);
+        c.preset = Preset::Kubernetes;
+        let mut s = Selector::new(
+            Root {
+                path: t.path().to_path_buf(),
+                hierarchy: Hierarchy::V2,
+            },
+            c,
+        );
+        assert!(s.scan().unwrap().counted.is_empty());
+        assert!(!s.changed());
+        std::fs::create_dir_all(t.path().join("kubepods/pod0123456789abcdef")).unwrap();
+        assert!(s.changed());
+        assert_eq!(s.scan().unwrap().counted.len(), 1);
+    }
+
     #[test]
     fn a_vanished_root_is_an_error_naming_it() {
         let t = tempfile::tempdir().unwrap();
