@@ -407,6 +407,45 @@ fn real_cgroups_are_found_and_their_churn_seen() {
     assert!(!rels(&sel.counted).contains(&pod2));
 }
 
+/// Cgroups created and removed while scans run: every scan succeeds,
+/// what it counts existed, and what vanished under it is left out as
+/// gone, never an error or a panic.
+#[test]
+fn real_churn_during_scans_never_fails_a_scan() {
+    let g = CgroupGuard::new("race");
+    g.mkdir("app/keep");
+    let top = g.top.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let d = top.join(format!("app/c{}", n % 16));
+                let _ = std::fs::create_dir(&d);
+                let _ = std::fs::remove_dir(top.join(format!("app/c{}", (n + 8) % 16)));
+                n += 1;
+            }
+            n
+        })
+    };
+    let root = find_root(Path::new("/proc"), Some(&g.top)).unwrap();
+    let mut s = Selector::new(root, section("  paths: [\"app/*\"]\n"));
+    let mut gone = 0;
+    for _ in 0..200 {
+        let sel = s.scan().expect("a scan under churn succeeds");
+        assert!(rels(&sel.counted).contains(&"app/keep"));
+        for l in &sel.left_out {
+            assert_eq!(l.reason, LeftOutReason::Gone, "{l:?}");
+            gone += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let made = churn.join().unwrap();
+    assert!(made > 0);
+    eprintln!("{made} cgroups created during 200 scans; {gone} found gone");
+}
+
 /// The real `cpu.stat` of a cgroup the test runs a burner in ranks it
 /// above idle ones.
 #[test]
