@@ -50,8 +50,8 @@ const CGROUPS: usize = 200;
 struct Fixed(Selection);
 
 impl Discovery for Fixed {
-    fn discover(&mut self) -> Result<Selection, CgroupError> {
-        Ok(self.0.clone())
+    fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
+        Ok(Some(self.0.clone()))
     }
 }
 

@@ -147,8 +147,8 @@ impl Listed {
 }
 
 impl Discovery for Listed {
-    fn discover(&mut self) -> Result<Selection, CgroupError> {
-        Ok(Selection {
+    fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
+        Ok(Some(Selection {
             counted: self
                 .0
                 .lock()
@@ -157,7 +157,7 @@ impl Discovery for Listed {
                 .map(|r| cgroup_of(r))
                 .collect(),
             left_out: Vec::new(),
-        })
+        }))
     }
 }
 

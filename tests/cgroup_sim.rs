@@ -4,6 +4,8 @@
 //! disjoint cgroups within the node count, churn, a cgroup gone before
 //! open, the fd budget, uncore sets refused, carry-over, label escaping.
 
+mod common;
+
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
 use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{CgroupCounting, CgroupIssue, Discovery, PerfBackend};
@@ -54,8 +56,8 @@ impl Steered {
 }
 
 impl Discovery for Steered {
-    fn discover(&mut self) -> Result<Selection, CgroupError> {
-        Ok(self.0.lock().unwrap().clone())
+    fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
+        Ok(Some(self.0.lock().unwrap().clone()))
     }
 }
 
@@ -431,4 +433,64 @@ fn hostile_names_are_escaped_exactly() {
     assert_eq!(gone.len(), 1, "{gone:?}");
     drop(r);
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// The real binary on the simulated PMU with cgroup discovery's Kubernetes
+/// fixture (`tests/fixtures/cgroup/kubernetes-systemd`): per-pod and
+/// per-container families with their Kubernetes labels, disjoint pods
+/// summing to no more than the node.
+#[test]
+fn serve_counts_the_kubernetes_fixture_per_pod() {
+    let cg = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup/kubernetes-systemd");
+    let yaml =
+        format!("{YAML}cgroups:\n  preset: kubernetes\n  containers: true\n  sets: [software]\n");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, yaml).unwrap();
+    let sysfs = common::fixture("vm-no-pmu");
+    let mut p = common::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        sysfs.to_str().unwrap(),
+        "--path.cgroupfs",
+        cg.to_str().unwrap(),
+        "--config.file",
+        cfg.to_str().unwrap(),
+    ]);
+    p.wait_log("per-workload counting", std::time::Duration::from_secs(10));
+    let pod = "pod_uid=\"d77d5e50-3ad1-439f-885a-c494268b351b\",qos_class=\"burstable\"}";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let body = loop {
+        let b = p.get("/metrics").body;
+        if b.contains("perf_cgroup_cpu_clock_seconds_total{") && b.contains(pod) {
+            break b;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no per-pod series:\n{b}\n{}",
+            p.output()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let line = body
+        .lines()
+        .find(|l| l.starts_with("perf_cgroup_cpu_clock_seconds_total{") && l.contains(pod))
+        .unwrap();
+    assert!(line.contains("cgroup=\"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podd77d5e50_3ad1_439f_885a_c494268b351b.slice\""), "{line}");
+    assert!(
+        body.contains(
+            "container_id=\"0acdfe0516d16fbfcecc8500a089b9770a82d1dc27084e141ed63a1814136227\""
+        ),
+        "{body}"
+    );
+    let sum = |prefix: &str, pods_only: bool| -> f64 {
+        body.lines()
+            .filter(|l| l.starts_with(prefix) && (!pods_only || !l.contains("container_id")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let pods = sum("perf_cgroup_cpu_clock_seconds_total{", true);
+    let node = sum("perf_cpu_clock_seconds_total", false);
+    assert!(pods > 0.0 && pods <= node, "pods {pods} node {node}");
+    assert!(p.output().contains("backend auto"), "{}", p.output());
 }

@@ -209,8 +209,12 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             if h.kernel.is_some() {
                 crate::report::diagnose(&mut res, &Privilege::detect(&s.host.procfs), true);
             }
-            let r = CheckReport::new(&res);
-            let cgroups = cgroups::check_text(cfg.cgroups.as_ref(), &s.host);
+            let mut r = CheckReport::new(&res);
+            if let Some(c) = &cfg.cgroups {
+                let found = crate::cgroup::discover(&s.host.procfs, s.host.cgroupfs.as_deref(), c);
+                r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));
+            }
+            let cgroups = cgroups::check_text(cfg.cgroups.as_ref());
             Ok(Output {
                 text: output(&r, json, || r.text() + &cgroups)?,
                 failure: r.failure(strict),
