@@ -493,4 +493,23 @@ fn serve_counts_the_kubernetes_fixture_per_pod() {
     let node = sum("perf_cpu_clock_seconds_total", false);
     assert!(pods > 0.0 && pods <= node, "pods {pods} node {node}");
     assert!(p.output().contains("backend auto"), "{}", p.output());
+    // A reload continues the per-cgroup totals (same cgroup, same metric).
+    let value = |b: &str| -> f64 {
+        b.lines()
+            .find(|l| {
+                l.starts_with("perf_cgroup_cpu_clock_seconds_total{")
+                    && l.contains(pod)
+                    && !l.contains("container_id")
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap()
+    };
+    let before = value(&p.get("/metrics").body);
+    p.signal("HUP");
+    p.wait_log(
+        "per-cgroup series continue their counts",
+        std::time::Duration::from_secs(10),
+    );
+    let after = value(&p.get("/metrics").body);
+    assert!(after >= before, "reset by the reload: {before} -> {after}");
 }

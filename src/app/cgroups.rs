@@ -91,3 +91,14 @@ pub(super) fn check_text(cfg: Option<&CgroupsConfig>) -> String {
         format!("Per-cgroup backend: {backend} ({why})\n")
     })
 }
+
+/// The check report's text with the backend line just before its cgroup
+/// section (which stays last).
+pub(super) fn with_backend(r: &crate::report::CheckReport, backend: &str) -> String {
+    let text = r.text();
+    let section = r.cgroups.as_ref().map(|c| c.text()).unwrap_or_default();
+    match text.strip_suffix(section.as_str()) {
+        Some(head) if !backend.is_empty() => format!("{head}{backend}{section}"),
+        _ => text,
+    }
+}
