@@ -109,6 +109,11 @@ fn value(s: &Snapshot, family: &str, labels: &str) -> Option<f64> {
         .map(|x| x.value)
 }
 
+/// `perf_cgroup_cpu_clock_seconds_total` of the series with these labels.
+fn clock(s: &Snapshot, labels: &str) -> f64 {
+    value(s, "perf_cgroup_cpu_clock_seconds_total", labels).expect(labels)
+}
+
 fn sum(s: &Snapshot, family: &str) -> f64 {
     s.families
         .iter()
@@ -136,18 +141,8 @@ fn cgroups_count_their_share_and_never_more_than_the_node() {
     r.k.advance(SEC);
     let s = r.e.collect();
     let node = sum(&s, "perf_cpu_clock_seconds_total");
-    let a = value(
-        &s,
-        "perf_cgroup_cpu_clock_seconds_total",
-        "{cgroup=\"app/a\"}",
-    )
-    .unwrap();
-    let b = value(
-        &s,
-        "perf_cgroup_cpu_clock_seconds_total",
-        "{cgroup=\"app/b\"}",
-    )
-    .unwrap();
+    let a = clock(&s, "{cgroup=\"app/a\"}");
+    let b = clock(&s, "{cgroup=\"app/b\"}");
     // Two CPUs, one second: the node counts 2 s; app/a 45 %, app/b 15 %.
     assert!(close(node, 2.0), "{node}");
     assert!(close(a, 0.9), "{a}");
@@ -183,12 +178,7 @@ fn multiplexed_cgroup_groups_are_scaled_like_node_groups() {
     r.k.set_mux_ratio("software", 0.5);
     r.k.advance(SEC);
     let s = r.e.collect();
-    let a = value(
-        &s,
-        "perf_cgroup_cpu_clock_seconds_total",
-        "{cgroup=\"app/a\",cpu=\"1\"}",
-    )
-    .unwrap();
+    let a = clock(&s, "{cgroup=\"app/a\",cpu=\"1\"}");
     assert!(close(a, 0.45), "{a}");
     let run = value(
         &s,
@@ -215,12 +205,7 @@ fn churn_opens_new_cgroups_and_closes_removed_ones() {
         .counted()
         .contains(&"app/b".to_string()));
     assert!(r.k.live_counters() > base);
-    let a1 = value(
-        &s,
-        "perf_cgroup_cpu_clock_seconds_total",
-        "{cgroup=\"app/a\"}",
-    )
-    .unwrap();
+    let a1 = clock(&s, "{cgroup=\"app/a\"}");
     r.k.advance(SEC);
     let s = r.e.collect();
     assert!(value(
@@ -241,12 +226,7 @@ fn churn_opens_new_cgroups_and_closes_removed_ones() {
         None
     );
     assert_eq!(r.k.live_counters(), base, "app/b's counters closed");
-    let a3 = value(
-        &s,
-        "perf_cgroup_cpu_clock_seconds_total",
-        "{cgroup=\"app/a\"}",
-    )
-    .unwrap();
+    let a3 = clock(&s, "{cgroup=\"app/a\"}");
     assert!(a3 > a1, "surviving counter keeps counting");
     for _ in 0..200 {
         r.d.set(&tree(), &["app/a", "app/b"]);
@@ -377,12 +357,7 @@ fn totals_carry_over_to_a_new_backend_for_the_same_cgroup_and_metric() {
     };
     assert_eq!(n, 2, "cpu-clock and context-switches continue");
     let s = r2.e.collect();
-    let a = value(
-        &s,
-        "perf_cgroup_cpu_clock_seconds_total",
-        "{cgroup=\"app/a\"}",
-    )
-    .unwrap();
+    let a = clock(&s, "{cgroup=\"app/a\"}");
     assert!(close(a, 0.9), "{a}");
 }
 
