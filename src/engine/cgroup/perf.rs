@@ -3,13 +3,14 @@
 //! cgroup directory's fd as `pid`), read with one `read()` and scaled for
 //! multiplexing exactly as node-level groups are ([`mux_factor`],
 //! [`monotonic_delta`]). A cgroup is counted whole or not at all: when the
-//! file descriptor budget cannot hold another cgroup, the rest are left
-//! out (in selection order) and named.
+//! file descriptor budget cannot hold every new cgroup, the busiest (by
+//! `cpu.stat` usage) are opened first and the rest are left out and named.
 //!
 //! [`mux_factor`]: crate::engine::mux_factor
 //! [`monotonic_delta`]: crate::engine::monotonic_delta
 
 use super::{CgroupBackend, CgroupIssue, CgroupTotals, Signature};
+use crate::cgroup::rank::read_usage;
 use crate::cgroup::{Cgroup, Selection};
 use crate::perf::{CgroupHandle, Counter, EventAttr, GroupReading, Kernel, PerfError};
 use crate::resolve::chain::{Resolution, Status};
@@ -371,10 +372,16 @@ impl CgroupBackend for PerfBackend {
         let mut room = self.fd_budget.map(|b| b.saturating_sub(self.open_fds()));
         self.sync_issues.clear();
         let mut opened = 0;
-        for cg in &sel.counted {
-            if self.tracked.contains_key(&cg.rel) {
-                continue;
-            }
+        let mut new: Vec<&Cgroup> = sel
+            .counted
+            .iter()
+            .filter(|c| !self.tracked.contains_key(&c.rel))
+            .collect();
+        if room.is_some_and(|r| r < new.len().saturating_mul(per)) {
+            // Not all fit: the busiest (by `cpu.stat` usage) first.
+            new.sort_by_cached_key(|c| std::cmp::Reverse(read_usage(&c.dir).unwrap_or(0)));
+        }
+        for cg in new {
             if let Some(r) = room {
                 if r < per {
                     self.sync_issues.push(CgroupIssue::FdBudget {
