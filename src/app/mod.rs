@@ -5,6 +5,7 @@
 //! push, and one reload path (`app::reload`) that start-up, SIGHUP and
 //! `POST /-/reload` share.
 
+mod cgroups;
 mod host;
 mod reload;
 
@@ -218,9 +219,14 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             if h.kernel.is_some() {
                 crate::report::diagnose(&mut res, &Privilege::detect(&s.host.procfs), true);
             }
-            let r = CheckReport::new(&res);
+            let mut r = CheckReport::new(&res);
+            if let Some(c) = &cfg.cgroups {
+                let found = crate::cgroup::discover(&s.host.procfs, s.host.cgroupfs.as_deref(), c);
+                r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));
+            }
+            let backend = cgroups::check_text(cfg.cgroups.as_ref());
             Ok(Output {
-                text: output(&r, json, || r.text())?,
+                text: output(&r, json, || cgroups::with_backend(&r, &backend))?,
                 failure: r.failure(strict),
             })
         }

@@ -60,6 +60,7 @@
 //!   so a collection allocates per family, never per series.
 
 mod budget;
+pub mod cgroup;
 mod hotplug;
 mod open;
 mod plan;
@@ -67,7 +68,7 @@ mod read;
 mod runtime;
 mod totals;
 
-pub use budget::open_with_reserve;
+pub use budget::{open_with_reserve, open_with_reserve_for};
 pub use hotplug::{follow_hotplug, HotplugFollower};
 pub use read::{monotonic_delta, mux_factor};
 pub use runtime::MetricRuntime;
@@ -242,6 +243,8 @@ pub struct Engine {
     /// Totals of metrics the last reload removed, kept for the next one
     /// (the grace period, `totals.rs`).
     parked: Totals,
+    /// Per-workload counting, when a `cgroups:` section asks for it.
+    cgroups: Option<cgroup::CgroupCounting>,
 }
 
 fn mask_of(online: &[u32]) -> Vec<bool> {
@@ -308,6 +311,7 @@ impl Engine {
             hotplug_seen: None,
             online_reads: 0,
             parked: Totals::default(),
+            cgroups: None,
         };
         // Start listening for hotplug before reading the online list, so a
         // change in between is not missed.
