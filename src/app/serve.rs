@@ -211,6 +211,7 @@ async fn start(
         web_config,
         max_requests: web.max_requests,
         max_connections: web.max_connections,
+        max_streams: web.max_streams,
         read_header_timeout: web.read_header_timeout,
         request_timeout: web.request_timeout,
     });
