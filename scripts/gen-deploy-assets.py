@@ -7,6 +7,7 @@
 Writes:
   grafana/dashboards/perf-exporter-node.json     node dashboard
   grafana/dashboards/perf-exporter-cluster.json  cluster dashboard
+  grafana/dashboards/perf-exporter-pods.json     pods dashboard (scripts/pods_dashboard.py)
   deploy/helm/perf-exporter/files/dashboards/*   copies, for the dashboards ConfigMap
   deploy/helm/perf-exporter/files/perf-exporter.rules.yml
                                                  copy of grafana/rules/perf-exporter.rules.yml,
@@ -27,6 +28,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+from pods_dashboard import pods_dashboard
 
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "deploy/helm/perf-exporter"
@@ -336,7 +339,7 @@ def variables(instance_multi: bool) -> list[dict]:
 
 
 def dashboard(uid: str, title: str, desc: str, panels: list[dict], instance_multi: bool,
-              links_to: str) -> dict:
+              links_to: str, template_vars: list[dict] | None = None) -> dict:
     return {
         "uid": uid,
         "title": title,
@@ -378,7 +381,7 @@ def dashboard(uid: str, title: str, desc: str, panels: list[dict], instance_mult
                 "url": "",
             }
         ],
-        "templating": {"list": variables(instance_multi)},
+        "templating": {"list": template_vars or variables(instance_multi)},
         "panels": panels,
     }
 
@@ -580,7 +583,8 @@ def values_with_default_config(values: str, default_config: str) -> str:
 def outputs() -> dict[Path, str]:
     out: dict[Path, str] = {}
     for name, dash in (("perf-exporter-node.json", node_dashboard()),
-                       ("perf-exporter-cluster.json", cluster_dashboard())):
+                       ("perf-exporter-cluster.json", cluster_dashboard()),
+                       ("perf-exporter-pods.json", pods_dashboard(sys.modules[__name__]))):
         text = dump_json(dash)
         out[REPO / "grafana/dashboards" / name] = text
         out[CHART / "files/dashboards" / name] = text
