@@ -165,6 +165,38 @@ pub enum Problem {
     },
     /// Any other errno.
     Failed(OpenFailure),
+    /// A `cgroups:` section is configured, but no cgroup hierarchy perf
+    /// can count on (cgroup2, or v1 with `perf_event`) is mounted.
+    NoCgroupHierarchy {
+        /// The mountinfo read (or the `--path.cgroupfs` given).
+        mountinfo: PathBuf,
+        /// What was found, and what to do.
+        detail: String,
+    },
+    /// A matched cgroup is not counted: more than `max_cgroups` matched
+    /// and busier ones (by `cpu.stat` usage) won.
+    CgroupOverLimit {
+        /// The cgroup, relative to the root.
+        cgroup: String,
+        /// The bound in force.
+        max_cgroups: usize,
+    },
+    /// A matched cgroup vanished (or became unreadable) between discovery
+    /// and use.
+    CgroupGone {
+        /// The cgroup, relative to the root.
+        cgroup: String,
+    },
+    /// A set named in `cgroups.sets` has uncore events: the uncore PMU
+    /// counts for the whole socket and cannot be attributed to a cgroup.
+    UncoreInCgroupSet {
+        /// The set.
+        set: String,
+        /// The event.
+        event: String,
+        /// The uncore PMU.
+        pmu: String,
+    },
 }
 
 impl Problem {
@@ -186,6 +218,10 @@ impl Problem {
             Problem::Busy(_) => "busy",
             Problem::Unschedulable { .. } => "unschedulable",
             Problem::Failed(_) => "failed",
+            Problem::NoCgroupHierarchy { .. } => "no_cgroup_hierarchy",
+            Problem::CgroupOverLimit { .. } => "cgroup_over_limit",
+            Problem::CgroupGone { .. } => "cgroup_gone",
+            Problem::UncoreInCgroupSet { .. } => "uncore_per_cgroup",
         }
     }
 
@@ -206,14 +242,19 @@ impl Problem {
         "busy",
         "unschedulable",
         "failed",
+        "no_cgroup_hierarchy",
+        "cgroup_over_limit",
+        "cgroup_gone",
+        "uncore_per_cgroup",
     ];
 
     /// Expected absence or failure.
     pub fn class(&self) -> Class {
         match self {
-            Problem::NotOnPlatform { .. } | Problem::NeedsHardwarePmu { .. } => {
-                Class::NotOnPlatform
-            }
+            // A cgroup that went away is churn, nothing to fix.
+            Problem::NotOnPlatform { .. }
+            | Problem::NeedsHardwarePmu { .. }
+            | Problem::CgroupGone { .. } => Class::NotOnPlatform,
             _ => Class::Failed,
         }
     }
@@ -227,8 +268,12 @@ impl Problem {
             | Problem::TracefsMissing { event }
             | Problem::TracefsUnreadable { event, .. }
             | Problem::NoOnlineCpu { event, .. }
-            | Problem::Unschedulable { event, .. } => event,
-            Problem::FdExhausted { .. } => "",
+            | Problem::Unschedulable { event, .. }
+            | Problem::UncoreInCgroupSet { event, .. } => event,
+            Problem::FdExhausted { .. }
+            | Problem::NoCgroupHierarchy { .. }
+            | Problem::CgroupOverLimit { .. }
+            | Problem::CgroupGone { .. } => "",
             Problem::Seccomp { open, .. } | Problem::Refused { open, .. } => &open.event,
             Problem::Privilege(o)
             | Problem::FdLimit(o)
@@ -242,7 +287,9 @@ impl Problem {
     /// The PMU it is about, when known.
     pub fn pmu(&self) -> Option<&str> {
         match self {
-            Problem::NoOnlineCpu { pmu, .. } | Problem::Unschedulable { pmu, .. } => Some(pmu),
+            Problem::NoOnlineCpu { pmu, .. }
+            | Problem::Unschedulable { pmu, .. }
+            | Problem::UncoreInCgroupSet { pmu, .. } => Some(pmu),
             _ => self.open().map(|o| o.pmu.as_str()),
         }
     }
@@ -294,6 +341,10 @@ impl Problem {
             Problem::Busy(_) => "another user holds the counter (e.g. the NMI watchdog: `sysctl kernel.nmi_watchdog=0`), or the set has more events than the PMU has counters: split the set".into(),
             Problem::Unschedulable { .. } => "the PMU never had a free counter for it: split the set, or stop other users of the counters (the NMI watchdog: `sysctl kernel.nmi_watchdog=0`)".into(),
             Problem::Failed(_) => "see the errno; report it if it persists".into(),
+            Problem::NoCgroupHierarchy { .. } => "mount cgroup2 (`mount -t cgroup2 none /sys/fs/cgroup`) or the v1 perf_event controller, give the host's cgroup root with --path.cgroupfs (a DaemonSet mounts it read-only), or remove the `cgroups:` section".into(),
+            Problem::CgroupOverLimit { .. } => "raise `cgroups.max_cgroups` (each counted cgroup costs one perf group per CPU), or narrow the preset or `paths:`; the busiest cgroups since the previous scrape are counted".into(),
+            Problem::CgroupGone { .. } => "nothing: the cgroup was removed (its workload ended); the next scan no longer matches it".into(),
+            Problem::UncoreInCgroupSet { set, .. } => format!("remove `{set}` from `cgroups.sets`: it stays counted per socket; count per cgroup only core, cache and software sets"),
         }
     }
 
@@ -340,6 +391,22 @@ impl fmt::Display for Problem {
                 "{event} on {pmu} CPU {cpu}: never scheduled on the PMU (time_running stays 0)"
             ),
             Problem::Failed(o) => write!(f, "failed (errno {}): {o}", o.errno),
+            Problem::NoCgroupHierarchy { mountinfo, detail } => write!(
+                f,
+                "no cgroup hierarchy to count per workload in {}: {detail}",
+                mountinfo.display()
+            ),
+            Problem::CgroupOverLimit { cgroup, max_cgroups } => write!(
+                f,
+                "cgroup {cgroup:?} is not counted: more than max_cgroups ({max_cgroups}) cgroups matched and busier ones won"
+            ),
+            Problem::CgroupGone { cgroup } => {
+                write!(f, "cgroup {cgroup:?} is gone: it vanished between discovery and use")
+            }
+            Problem::UncoreInCgroupSet { set, event, pmu } => write!(
+                f,
+                "set `{set}` named in cgroups.sets has {event} on the uncore PMU {pmu}: uncore counters count for the whole socket and cannot be attributed to a cgroup"
+            ),
         }
     }
 }
@@ -405,6 +472,20 @@ mod tests {
                 cpu: 0,
             },
             Problem::Failed(open(5)),
+            Problem::NoCgroupHierarchy {
+                mountinfo: "/proc/self/mountinfo".into(),
+                detail: "d".into(),
+            },
+            Problem::CgroupOverLimit {
+                cgroup: "a".into(),
+                max_cgroups: 1,
+            },
+            Problem::CgroupGone { cgroup: "a".into() },
+            Problem::UncoreInCgroupSet {
+                set: "dram".into(),
+                event: "uncore_imc/cas_count_read/".into(),
+                pmu: "uncore_imc_0".into(),
+            },
         ];
         let mut codes: Vec<&str> = all.iter().map(Problem::code).collect();
         codes.dedup();
@@ -417,7 +498,10 @@ mod tests {
             .filter(|p| p.class() == Class::NotOnPlatform)
             .map(Problem::code)
             .collect();
-        assert_eq!(absent, ["not_on_platform", "needs_hardware_pmu"]);
+        assert_eq!(
+            absent,
+            ["not_on_platform", "needs_hardware_pmu", "cgroup_gone"]
+        );
     }
 
     #[test]

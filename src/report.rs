@@ -11,6 +11,9 @@ use crate::resolve::{resolve_str, Context};
 use serde::Serialize;
 use std::fmt::Write as _;
 
+mod cgroups;
+pub use cgroups::{cgroup_rows, CgroupRow, CheckCgroups};
+
 fn hex(v: u64) -> String {
     format!("{v:#x}")
 }
@@ -157,6 +160,9 @@ pub struct CheckReport {
     /// Why `serve` would refuse this config on this host.
     #[serde(skip)]
     pub refusal: Option<String>,
+    /// The cgroups a `cgroups:` section selects (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroups: Option<CheckCgroups>,
 }
 
 fn check_metric(m: &ResolvedMetric) -> CheckMetric {
@@ -202,6 +208,7 @@ impl CheckReport {
         CheckReport {
             metrics: r.metrics.iter().map(check_metric).collect(),
             refusal: serve_would_refuse(r),
+            cgroups: None,
         }
     }
 
@@ -217,6 +224,11 @@ impl CheckReport {
             .filter(|m| m.status == Status::Unavailable.as_str())
             .map(|m| m.metric.as_str())
             .collect();
+        if let Some(p) = self.cgroups.as_ref().and_then(|c| c.reason.as_ref()) {
+            if strict {
+                return Some(format!("--strict: {p}"));
+            }
+        }
         (strict && !unavailable.is_empty()).then(|| {
             format!(
                 "--strict: {} of {} metrics unavailable: {}",
@@ -308,6 +320,9 @@ impl CheckReport {
             c(Class::NotOnPlatform),
             c(Class::Failed),
         );
+        if let Some(c) = &self.cgroups {
+            s.push_str(&c.text());
+        }
         s
     }
 }
@@ -583,6 +598,7 @@ mod tests {
                 metric("b_total", "unavailable"),
             ],
             refusal: None,
+            cgroups: None,
         };
         assert_eq!((r.exit_status(false), r.exit_status(true)), (0, 1));
         assert!(r

@@ -22,6 +22,8 @@ pub struct HostSettings {
     pub procfs: PathBuf,
     /// `--path.tracefs` (None: found under sysfs).
     pub tracefs: Option<PathBuf>,
+    /// `--path.cgroupfs` (None: found in mountinfo).
+    pub cgroupfs: Option<PathBuf>,
     /// `--simulate`: the simulated PMU of the sysfs tree.
     pub simulate: bool,
     /// `--simulate.read-delay`.

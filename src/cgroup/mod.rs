@@ -8,10 +8,25 @@
 //!
 //! The roots (procfs for mountinfo, the cgroup root itself) are
 //! parameters, so every test can run against a fixture tree.
+//!
+//! At each collection the engine calls [`Selector::scan_if_changed`]:
+//! one non-blocking `read(2)` of an inotify descriptor when no cgroup
+//! was created or removed under the directories the last scan listed
+//! (see [`watch`]), a new [`Selection`] when one was.
+
+pub mod kube;
+pub mod mount;
+pub mod rank;
+mod select;
+pub mod walk;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 
 use crate::config::cgroups::CgroupsConfig;
+use crate::problem::Problem;
+
+pub use select::Selector;
 
 /// A discovery error, naming the path and the OS error.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +47,40 @@ pub enum CgroupError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// `--path.cgroupfs` is not a directory.
+    #[error(
+        "--path.cgroupfs {path} is not a directory: give the cgroup root (e.g. /sys/fs/cgroup)"
+    )]
+    NotADirectory {
+        /// The path given.
+        path: PathBuf,
+    },
+}
+
+impl CgroupError {
+    /// The typed problem ([`Problem::NoCgroupHierarchy`]) for `check`,
+    /// the landing page and the log.
+    pub fn problem(&self) -> Problem {
+        match self {
+            CgroupError::NoHierarchy { mountinfo, why } => Problem::NoCgroupHierarchy {
+                mountinfo: mountinfo.clone(),
+                detail: why.clone(),
+            },
+            CgroupError::Io { path, source } => Problem::NoCgroupHierarchy {
+                mountinfo: path.clone(),
+                detail: format!("cannot read it: {source}"),
+            },
+            CgroupError::NotADirectory { path } => Problem::NoCgroupHierarchy {
+                mountinfo: path.clone(),
+                detail: "not a directory".into(),
+            },
+        }
+    }
+}
+
+/// Reads a small file up to `cap` bytes, `None` when it cannot be read.
+fn read_capped_opt(path: &Path, cap: u64) -> Option<String> {
+    mount::read_capped(path, cap).ok()
 }
 
 /// Which kind of hierarchy the root is.
@@ -42,6 +91,16 @@ pub enum Hierarchy {
     V2,
     /// The v1 `perf_event` controller's hierarchy.
     V1PerfEvent,
+}
+
+impl Hierarchy {
+    /// `cgroup2` or `cgroup v1 perf_event`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hierarchy::V2 => "cgroup2",
+            Hierarchy::V1PerfEvent => "cgroup v1 perf_event",
+        }
+    }
 }
 
 /// The root the cgroup paths are relative to.
@@ -107,6 +166,34 @@ pub struct LeftOut {
     pub reason: LeftOutReason,
 }
 
+impl Kind {
+    /// `pod`, `container`, `service` or `path`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Pod => "pod",
+            Kind::Container => "container",
+            Kind::Service => "service",
+            Kind::Path => "path",
+        }
+    }
+}
+
+impl LeftOut {
+    /// The typed problem: [`Problem::CgroupOverLimit`] or
+    /// [`Problem::CgroupGone`].
+    pub fn problem(&self) -> Problem {
+        match self.reason {
+            LeftOutReason::OverLimit { max_cgroups } => Problem::CgroupOverLimit {
+                cgroup: self.rel.clone(),
+                max_cgroups,
+            },
+            LeftOutReason::Gone => Problem::CgroupGone {
+                cgroup: self.rel.clone(),
+            },
+        }
+    }
+}
+
 /// The result of one scan: what is counted and what is left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selection {
@@ -121,43 +208,18 @@ pub struct Selection {
 /// `/sys/fs/cgroup`, then a hybrid host's `/sys/fs/cgroup/unified`),
 /// else the v1 hierarchy with the `perf_event` controller.
 pub fn find_root(procfs: &Path, given: Option<&Path>) -> Result<Root, CgroupError> {
-    // Skeleton: to be written (issue 13).
-    let _ = (procfs, given);
-    Err(CgroupError::NoHierarchy {
-        mountinfo: procfs.join("self/mountinfo"),
-        why: "cgroup discovery is not implemented yet".into(),
-    })
+    mount::find_root(procfs, given)
 }
 
-/// Selects cgroups under a root by a `cgroups:` section, remembering the
-/// previous scan's `cpu.stat` usage to rank by usage since then.
-#[derive(Debug)]
-pub struct Selector {
-    root: Root,
-    config: CgroupsConfig,
-}
-
-impl Selector {
-    /// A selector for `root` by `config`.
-    pub fn new(root: Root, config: CgroupsConfig) -> Self {
-        Selector { root, config }
-    }
-
-    /// The root.
-    pub fn root(&self) -> &Root {
-        &self.root
-    }
-
-    /// The section it selects by.
-    pub fn config(&self) -> &CgroupsConfig {
-        &self.config
-    }
-
-    /// Walks the tree and selects: presets and globs, labels, then at
-    /// most `max_cgroups`, the busiest by `cpu.stat` usage since the
-    /// previous scan.
-    pub fn scan(&mut self) -> Result<Selection, CgroupError> {
-        // Skeleton: to be written (issue 13).
-        Ok(Selection::default())
-    }
+/// Finds the root and scans it once: what `check` lists.
+pub fn discover(
+    procfs: &Path,
+    given: Option<&Path>,
+    config: &CgroupsConfig,
+) -> Result<(Root, Selection), CgroupError> {
+    let root = find_root(procfs, given)?;
+    let sel = Selector::new(root.clone(), config.clone())
+        .without_watches()
+        .scan()?;
+    Ok((root, sel))
 }

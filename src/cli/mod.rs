@@ -54,6 +54,9 @@ struct GlobalArgs {
     /// tracefs mount point (default: <path.sysfs>/kernel/tracing, then <path.sysfs>/kernel/debug/tracing).
     #[arg(long = "path.tracefs", global = true, value_name = "DIR")]
     tracefs: Option<PathBuf>,
+    /// cgroup root for per-workload counting (default: found in <path.procfs>/self/mountinfo: cgroup2, else the v1 perf_event hierarchy).
+    #[arg(long = "path.cgroupfs", global = true, value_name = "DIR")]
+    cgroupfs: Option<PathBuf>,
     /// Count on the simulated PMU described by --path.sysfs (a fixture tree) instead of the live kernel.
     #[arg(long, global = true)]
     simulate: bool,
@@ -268,6 +271,7 @@ impl Args {
             sysfs: g.sysfs,
             procfs: g.procfs,
             tracefs: g.tracefs,
+            cgroupfs: g.cgroupfs,
             simulate: g.simulate,
             simulate_read_delay,
             simulate_refuse: g.simulate_refuse,
@@ -373,6 +377,8 @@ mod tests {
         let a = parse(&["--path.sysfs", "/x", "--log.level", "warn", "check"]).unwrap();
         assert_eq!(a.log().0, LogLevel::Warn);
         assert_eq!(a.settings().host.sysfs, std::path::PathBuf::from("/x"));
+        let a = parse(&["check", "--path.cgroupfs", "/c"]).unwrap();
+        assert_eq!(a.settings().host.cgroupfs, Some(PathBuf::from("/c")));
         assert!(parse(&["check", "--web.config.file", "w.yml"]).is_ok());
         assert!(parse(&["serve", "--web.listen-address", ":1"]).is_ok());
     }

@@ -157,6 +157,20 @@ pub(super) fn convert(
             "`containers: true` applies to `preset: kubernetes` only".into(),
         ));
     }
+    for p in &raw.paths {
+        if let Err(e) = globset::Glob::new(p.trim_matches('/')) {
+            return Err(invalid(
+                at,
+                format!("`cgroups.paths` has `{p}`, which is not a glob: {e}"),
+            ));
+        }
+        if p.split('/').any(|c| c == "..") {
+            return Err(invalid(
+                at,
+                format!("`cgroups.paths` has `{p}`: globs stay under the cgroup root (no `..`)"),
+            ));
+        }
+    }
     if raw.preset == Preset::None && raw.paths.is_empty() {
         return Err(invalid(
             at,
@@ -212,6 +226,14 @@ mod tests {
         assert!(e.contains("selects nothing"), "{e}");
         let e = parse("cgroups:\n  preset: systemd\n  max_cgroups: 0\n").unwrap_err();
         assert!(e.contains("max_cgroups: 0"), "{e}");
+    }
+
+    #[test]
+    fn bad_globs_are_refused() {
+        let e = parse("cgroups:\n  paths: [\"app/[\"]\n").unwrap_err();
+        assert!(e.contains("`app/[`, which is not a glob"), "{e}");
+        let e = parse("cgroups:\n  paths: [\"../x\"]\n").unwrap_err();
+        assert!(e.contains("no `..`"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,222 @@
+//! The walk: which directories under the root the preset and the globs
+//! select, with their labels. Only the levels a preset names are listed
+//! (kubepods, its QoS levels, pods), and a glob is walked from its
+//! literal prefix down to its depth, so a scan never lists the whole
+//! tree.
+
+use super::kube::{self, Qos};
+use super::watch::Watcher;
+use super::Kind;
+use crate::config::cgroups::{CgroupsConfig, Preset};
+use globset::{GlobBuilder, GlobMatcher};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// How deep a `**` glob is followed (cgroup trees are shallow; this
+/// bounds a hostile one).
+pub const MAX_DEPTH: usize = 32;
+
+/// A directory the walk selected, before its id is read.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The path relative to the root (the `cgroup` label).
+    pub rel: String,
+    /// The directory.
+    pub dir: PathBuf,
+    /// What it is.
+    pub kind: Kind,
+    /// Labels after `cgroup`.
+    pub labels: Vec<(&'static str, String)>,
+}
+
+/// A compiled `paths:` glob: its literal prefix (walked from), how many
+/// components below the root it reaches (None: `**`), and the matcher.
+#[derive(Debug, Clone)]
+pub struct PathGlob {
+    base: Vec<String>,
+    depth: Option<usize>,
+    matcher: GlobMatcher,
+}
+
+impl PathGlob {
+    /// Compiles a glob (relative to the root; `*` stays within one
+    /// component, `**` crosses them).
+    pub fn new(pattern: &str) -> Result<PathGlob, globset::Error> {
+        let p = pattern.trim_matches('/');
+        let matcher = GlobBuilder::new(p)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()?
+            .compile_matcher();
+        let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
+        let base = comps
+            .iter()
+            .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
+            .map(|c| c.to_string())
+            .collect();
+        let depth = (!comps.contains(&"**")).then_some(comps.len());
+        Ok(PathGlob {
+            base,
+            depth,
+            matcher,
+        })
+    }
+}
+
+/// Lists subdirectories, watching each listed directory first.
+pub struct Visitor<'a> {
+    /// The cgroup root.
+    pub root: &'a Path,
+    /// The watches of this scan.
+    pub watcher: Option<&'a mut Watcher>,
+}
+
+impl Visitor<'_> {
+    /// The subdirectory names of `rel` (sorted). A directory that cannot
+    /// be listed (gone, or not a directory) gives none: what was selected
+    /// in it is found gone when its id is read.
+    fn list(&mut self, rel: &str) -> Vec<OsString> {
+        let dir = self.root.join(rel);
+        if let Some(w) = self.watcher.as_deref_mut() {
+            w.watch(&dir);
+        }
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut v: Vec<OsString> = rd
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Selects by `config`: the preset's cgroups first, then the globs'
+    /// (a cgroup both select keeps the preset's kind and labels).
+    pub fn select(&mut self, config: &CgroupsConfig, globs: &[PathGlob]) -> Vec<Candidate> {
+        let mut out: BTreeMap<String, Candidate> = BTreeMap::new();
+        let mut found = Vec::new();
+        match config.preset {
+            Preset::Kubernetes => self.kubernetes(config.containers, &mut found),
+            Preset::Systemd => self.systemd(&mut found),
+            Preset::None => {}
+        }
+        for g in globs {
+            self.glob(g, &mut found);
+        }
+        for c in found {
+            out.entry(c.rel.clone()).or_insert(c);
+        }
+        out.into_values().collect()
+    }
+
+    fn candidate(&self, rel: String, kind: Kind, labels: Vec<(&'static str, String)>) -> Candidate {
+        Candidate {
+            dir: self.root.join(&rel),
+            rel,
+            kind,
+            labels,
+        }
+    }
+
+    fn systemd(&mut self, out: &mut Vec<Candidate>) {
+        for n in self.list("system.slice") {
+            let n = n.to_string_lossy();
+            if n.ends_with(".service") {
+                out.push(self.candidate(format!("system.slice/{n}"), Kind::Service, Vec::new()));
+            }
+        }
+    }
+
+    fn kubernetes(&mut self, containers: bool, out: &mut Vec<Candidate>) {
+        for (base, _systemd) in kube::KUBEPODS {
+            if !self.root.join(base).is_dir() {
+                continue;
+            }
+            for child in self.list(base) {
+                let child = child.to_string_lossy().into_owned();
+                if let Some(qos) = kube::qos_level(&child) {
+                    let level = format!("{base}/{child}");
+                    for pod in self.list(&level) {
+                        self.pod(&level, &pod.to_string_lossy(), qos, containers, out);
+                    }
+                } else {
+                    self.pod(base, &child, Qos::Guaranteed, containers, out);
+                }
+            }
+        }
+    }
+
+    fn pod(
+        &mut self,
+        parent: &str,
+        name: &str,
+        qos: Qos,
+        containers: bool,
+        out: &mut Vec<Candidate>,
+    ) {
+        let Some(uid) = kube::pod_uid(name) else {
+            return;
+        };
+        let rel = format!("{parent}/{name}");
+        let labels = vec![("pod_uid", uid), ("qos_class", qos.as_str().to_string())];
+        if containers {
+            for c in self.list(&rel) {
+                let c = c.to_string_lossy();
+                if let Some(id) = kube::container_id(&c) {
+                    let mut l = labels.clone();
+                    l.push(("container_id", id.to_string()));
+                    out.push(self.candidate(format!("{rel}/{c}"), Kind::Container, l));
+                }
+            }
+        }
+        out.push(self.candidate(rel, Kind::Pod, labels));
+    }
+
+    fn glob(&mut self, g: &PathGlob, out: &mut Vec<Candidate>) {
+        let base = g.base.join("/");
+        if !base.is_empty() && g.matcher.is_match(&base) && self.root.join(&base).is_dir() {
+            out.push(self.candidate(base.clone(), Kind::Path, Vec::new()));
+        }
+        let max = g.depth.unwrap_or(MAX_DEPTH).min(MAX_DEPTH);
+        let mut stack = vec![(base, g.base.len())];
+        while let Some((rel, depth)) = stack.pop() {
+            if depth >= max {
+                continue;
+            }
+            for n in self.list(&rel) {
+                let n = n.to_string_lossy();
+                let child = if rel.is_empty() {
+                    n.into_owned()
+                } else {
+                    format!("{rel}/{n}")
+                };
+                if g.matcher.is_match(&child) {
+                    out.push(self.candidate(child.clone(), Kind::Path, Vec::new()));
+                }
+                stack.push((child, depth + 1));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_know_their_base_and_depth() {
+        let g = PathGlob::new("/app/*/x").unwrap();
+        assert_eq!(
+            (g.base.clone(), g.depth),
+            (vec!["app".to_string()], Some(3))
+        );
+        assert!(g.matcher.is_match("app/a/x") && !g.matcher.is_match("app/a/b/x"));
+        let g = PathGlob::new("app/**").unwrap();
+        assert_eq!(g.depth, None);
+        assert!(g.matcher.is_match("app/a/b"));
+        assert!(PathGlob::new("a/[").is_err());
+    }
+}

@@ -1,0 +1,261 @@
+//! The cgroups part of `check` (and of the landing page): the root, the
+//! cgroups matched, counted and left out, and why.
+
+use crate::cgroup::{CgroupError, Root, Selection};
+use crate::problem::Problem;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// One matched cgroup: a row of `check` and of the landing page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CgroupRow {
+    /// The path relative to the root (the `cgroup` label).
+    pub cgroup: String,
+    /// `counted` or `left_out`.
+    pub status: &'static str,
+    /// `pod`, `container`, `service` or `path`; `null` when left out.
+    pub kind: Option<&'static str>,
+    /// The labels its series carry (counted cgroups).
+    pub labels: BTreeMap<&'static str, String>,
+    /// The problem's code when left out (`cgroup_over_limit`,
+    /// `cgroup_gone`).
+    pub problem: Option<&'static str>,
+    /// Why it is left out.
+    pub reason: Option<String>,
+    /// What to do about it.
+    pub what_to_do: Option<String>,
+}
+
+/// The rows of a selection: counted ones, then left-out ones, each by
+/// path.
+pub fn cgroup_rows(sel: &Selection) -> Vec<CgroupRow> {
+    let counted = sel.counted.iter().map(|c| CgroupRow {
+        cgroup: c.rel.clone(),
+        status: "counted",
+        kind: Some(c.kind.as_str()),
+        labels: c.labels.iter().cloned().collect(),
+        problem: None,
+        reason: None,
+        what_to_do: None,
+    });
+    let left = sel.left_out.iter().map(|l| {
+        let p = l.problem();
+        CgroupRow {
+            cgroup: l.rel.clone(),
+            status: "left_out",
+            kind: None,
+            labels: BTreeMap::new(),
+            problem: Some(p.code()),
+            reason: Some(p.to_string()),
+            what_to_do: Some(p.what_to_do()),
+        }
+    });
+    counted.chain(left).collect()
+}
+
+/// The `cgroups` object of `check --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckCgroups {
+    /// The cgroup root, `null` when none was found.
+    pub root: Option<String>,
+    /// `cgroup2` or `cgroup v1 perf_event`.
+    pub hierarchy: Option<&'static str>,
+    /// The bound in force.
+    pub max_cgroups: usize,
+    /// How many cgroups the section matched.
+    pub matched: usize,
+    /// How many are counted.
+    pub counted: usize,
+    /// How many are left out.
+    pub left_out: usize,
+    /// Every matched cgroup.
+    pub cgroups: Vec<CgroupRow>,
+    /// Why nothing could be selected (`no_cgroup_hierarchy`), else `null`.
+    pub problem: Option<&'static str>,
+    /// The message of that problem.
+    pub reason: Option<String>,
+    /// What to do about it.
+    pub what_to_do: Option<String>,
+}
+
+impl CheckCgroups {
+    /// From a discovery's outcome (see [`crate::cgroup::discover`]).
+    pub fn new(found: &Result<(Root, Selection), CgroupError>, max_cgroups: usize) -> Self {
+        match found {
+            Ok((root, sel)) => CheckCgroups {
+                root: Some(root.path.display().to_string()),
+                hierarchy: Some(root.hierarchy.as_str()),
+                max_cgroups,
+                matched: sel.counted.len() + sel.left_out.len(),
+                counted: sel.counted.len(),
+                left_out: sel.left_out.len(),
+                cgroups: cgroup_rows(sel),
+                problem: None,
+                reason: None,
+                what_to_do: None,
+            },
+            Err(e) => {
+                let p: Problem = e.problem();
+                CheckCgroups {
+                    root: None,
+                    hierarchy: None,
+                    max_cgroups,
+                    matched: 0,
+                    counted: 0,
+                    left_out: 0,
+                    cgroups: Vec::new(),
+                    problem: Some(p.code()),
+                    reason: Some(p.to_string()),
+                    what_to_do: Some(p.what_to_do()),
+                }
+            }
+        }
+    }
+
+    /// Human-readable text: the root, one line per cgroup, what to do
+    /// once per kind of problem, and a summary line.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let Some(root) = &self.root else {
+            let _ = writeln!(
+                s,
+                "cgroups: {}; what to do: {}",
+                self.reason.as_deref().unwrap_or(""),
+                self.what_to_do.as_deref().unwrap_or("")
+            );
+            return s;
+        };
+        let _ = writeln!(
+            s,
+            "cgroup root: {} ({})",
+            shown(root),
+            self.hierarchy.unwrap_or("")
+        );
+        let w = self
+            .cgroups
+            .iter()
+            .map(|r| shown(&r.cgroup).len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
+        let _ = writeln!(s, "{:w$}  {:9}  {:9}  LABELS", "CGROUP", "STATUS", "KIND");
+        for r in &self.cgroups {
+            let detail = match r.problem {
+                Some("cgroup_over_limit") => format!(
+                    "not counted: over max_cgroups ({}), busier ones won",
+                    self.max_cgroups
+                ),
+                Some(_) => "not counted: gone between discovery and use".to_string(),
+                None => r
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| **k != "cgroup")
+                    .map(|(k, v)| format!("{k}={}", shown(v)))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            };
+            let _ = writeln!(
+                s,
+                "{:w$}  {:9}  {:9}  {detail}",
+                shown(&r.cgroup),
+                r.status,
+                r.kind.unwrap_or("-")
+            );
+        }
+        let mut told = Vec::new();
+        for r in &self.cgroups {
+            if let (Some(code), Some(todo)) = (r.problem, &r.what_to_do) {
+                if !told.contains(&code) {
+                    told.push(code);
+                    let _ = writeln!(s, "{code}: what to do: {todo}");
+                }
+            }
+        }
+        let by = |code: &str| {
+            self.cgroups
+                .iter()
+                .filter(|r| r.problem == Some(code))
+                .count()
+        };
+        let _ = writeln!(
+            s,
+            "{} cgroups matched: {} counted, {} left out ({} over max_cgroups {}, {} gone)",
+            self.matched,
+            self.counted,
+            self.left_out,
+            by("cgroup_over_limit"),
+            self.max_cgroups,
+            by("cgroup_gone"),
+        );
+        s
+    }
+}
+
+/// A path or label for a terminal: quoted and escaped when it holds a
+/// control character (a newline in a cgroup name must not forge a line).
+fn shown(s: &str) -> String {
+    if s.chars().any(char::is_control) {
+        format!("{s:?}")
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::{Cgroup, Hierarchy, Kind, LeftOut, LeftOutReason};
+
+    #[test]
+    fn rows_and_text_say_what_is_left_out_and_why() {
+        let sel = Selection {
+            counted: vec![Cgroup {
+                rel: "app/a\nb".into(),
+                dir: "/r/app/a\nb".into(),
+                id: 7,
+                kind: Kind::Path,
+                labels: vec![("cgroup", "app/a\nb".into())],
+            }],
+            left_out: vec![
+                LeftOut {
+                    rel: "app/c".into(),
+                    reason: LeftOutReason::OverLimit { max_cgroups: 1 },
+                },
+                LeftOut {
+                    rel: "app/d".into(),
+                    reason: LeftOutReason::Gone,
+                },
+            ],
+        };
+        let root = Root {
+            path: "/r".into(),
+            hierarchy: Hierarchy::V2,
+        };
+        let c = CheckCgroups::new(&Ok((root, sel)), 1);
+        assert_eq!((c.matched, c.counted, c.left_out), (3, 1, 2));
+        assert_eq!(c.cgroups[1].problem, Some("cgroup_over_limit"));
+        let t = c.text();
+        assert!(t.contains("\"app/a\\nb\"  counted"), "{t}");
+        assert_eq!(t.lines().count(), 8, "{t}");
+        assert!(
+            t.ends_with(
+                "3 cgroups matched: 1 counted, 2 left out (1 over max_cgroups 1, 1 gone)\n"
+            ),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn no_hierarchy_is_one_line_with_what_to_do() {
+        let e = CgroupError::NoHierarchy {
+            mountinfo: "/p/self/mountinfo".into(),
+            why: "no cgroup filesystem is mounted".into(),
+        };
+        let c = CheckCgroups::new(&Err(e), 5);
+        assert_eq!(c.problem, Some("no_cgroup_hierarchy"));
+        let t = c.text();
+        assert_eq!(t.lines().count(), 1, "{t}");
+        assert!(t.contains("--path.cgroupfs"), "{t}");
+    }
+}

@@ -1,0 +1,538 @@
+//! Which cgroups a `cgroups:` section selects: against the fixture trees
+//! of `tests/fixtures/cgroup/` (both kubelet drivers, every runtime's
+//! naming), hostile names, the real cgroup2 hierarchy of this machine
+//! (cgroups created under `/sys/fs/cgroup/unified/cgdisc-<pid>-*`,
+//! removed on drop), and `check` end to end.
+
+mod common;
+
+use perf_exporter::cgroup::{
+    find_root, Cgroup, Hierarchy, Kind, LeftOut, LeftOutReason, Root, Selection, Selector,
+};
+use perf_exporter::config::cgroups::CgroupsConfig;
+use perf_exporter::config::Config;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn fixtures() -> PathBuf {
+    common::repo_root().join("tests/fixtures/cgroup")
+}
+
+/// The `cgroups:` section of a config with one set.
+fn section(yaml: &str) -> CgroupsConfig {
+    let text = format!(
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{yaml}"
+    );
+    Config::parse(&text, "c.yaml").unwrap().cgroups.unwrap()
+}
+
+fn scan(root: &Path, yaml: &str) -> Selection {
+    let root = find_root(Path::new("/nonexistent"), Some(root)).unwrap();
+    Selector::new(root, section(yaml)).scan().unwrap()
+}
+
+fn rels(cs: &[Cgroup]) -> Vec<&str> {
+    cs.iter().map(|c| c.rel.as_str()).collect()
+}
+
+fn label<'a>(c: &'a Cgroup, k: &str) -> Option<&'a str> {
+    c.labels
+        .iter()
+        .find(|(n, _)| *n == k)
+        .map(|(_, v)| v.as_str())
+}
+
+const DB_UID: &str = "d77d5e50-3ad1-439f-885a-c494268b351b";
+
+#[test]
+fn systemd_driver_pods_with_labels() {
+    let sel = scan(
+        &fixtures().join("kubernetes-systemd"),
+        "  preset: kubernetes\n",
+    );
+    assert!(sel.left_out.is_empty());
+    let pods: Vec<(&str, Option<&str>)> = sel
+        .counted
+        .iter()
+        .map(|c| (label(c, "pod_uid").unwrap(), label(c, "qos_class")))
+        .collect();
+    assert_eq!(
+        pods,
+        vec![
+            ("d265aed6-99f7-409a-80ec-6fe07ee9cb11", Some("besteffort")),
+            ("05b6053c-41a2-430a-8d6f-c3b158bda4e6", Some("burstable")),
+            ("0eed347b-c70a-4da1-84fd-3743fe9fe0f8", Some("burstable")),
+            (DB_UID, Some("burstable")),
+            ("2567a5ec-9705-4b7a-82c9-84033e06189d", Some("guaranteed")),
+        ]
+    );
+    let db = &sel.counted[3];
+    assert_eq!(
+        db.rel,
+        "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podd77d5e50_3ad1_439f_885a_c494268b351b.slice"
+    );
+    assert_eq!(db.kind, Kind::Pod);
+    assert_eq!(
+        db.labels.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        ["cgroup", "pod_uid", "qos_class"]
+    );
+    assert_eq!(label(db, "cgroup"), Some(db.rel.as_str()));
+    // The id is the directory's inode number.
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(db.id, std::fs::metadata(&db.dir).unwrap().ino());
+}
+
+#[test]
+fn containers_of_every_runtime_and_no_conmon() {
+    for (fixture, n_pods, n_containers) in
+        [("kubernetes-systemd", 5, 7), ("kubernetes-cgroupfs", 4, 5)]
+    {
+        let sel = scan(
+            &fixtures().join(fixture),
+            "  preset: kubernetes\n  containers: true\n",
+        );
+        let kinds = |k| sel.counted.iter().filter(|c| c.kind == k).count();
+        assert_eq!(
+            (kinds(Kind::Pod), kinds(Kind::Container)),
+            (n_pods, n_containers),
+            "{fixture}: {:#?}",
+            rels(&sel.counted)
+        );
+        for c in sel.counted.iter().filter(|c| c.kind == Kind::Container) {
+            assert!(!c.rel.contains("conmon"), "{}", c.rel);
+            let id = label(c, "container_id").unwrap();
+            assert_eq!(id.len(), 64, "{}", c.rel);
+            assert!(c.rel.contains(id));
+            assert_eq!(
+                c.labels.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+                ["cgroup", "pod_uid", "qos_class", "container_id"]
+            );
+        }
+    }
+    let sel = scan(
+        &fixtures().join("kubernetes-systemd"),
+        "  preset: kubernetes\n  containers: true\n",
+    );
+    let prefixes: Vec<&str> = sel
+        .counted
+        .iter()
+        .filter(|c| c.kind == Kind::Container)
+        .map(|c| c.rel.rsplit('/').next().unwrap().split('-').next().unwrap())
+        .collect();
+    for p in ["cri", "crio", "docker"] {
+        assert!(prefixes.contains(&p), "{prefixes:?}");
+    }
+}
+
+#[test]
+fn cgroupfs_driver_pods() {
+    let sel = scan(
+        &fixtures().join("kubernetes-cgroupfs"),
+        "  preset: kubernetes\n",
+    );
+    assert_eq!(
+        rels(&sel.counted),
+        [
+            "kubepods/besteffort/pod9d3bb895-f22b-40af-8958-d68c2a58ded7",
+            "kubepods/burstable/pod0fea6a13-c52b-4d47-8536-8f24b045ca84",
+            "kubepods/burstable/poda9d1cbf7-1942-427e-88b4-0cf5ef38a960",
+            "kubepods/pod8a5da52e-d126-447d-859e-70c05721a8aa",
+        ]
+    );
+    assert_eq!(label(&sel.counted[3], "qos_class"), Some("guaranteed"));
+    assert_eq!(
+        label(&sel.counted[3], "pod_uid"),
+        Some("8a5da52e-d126-447d-859e-70c05721a8aa")
+    );
+}
+
+#[test]
+fn systemd_preset_and_globs() {
+    let root = fixtures().join("kubernetes-systemd");
+    let sel = scan(&root, "  preset: systemd\n");
+    assert_eq!(
+        rels(&sel.counted),
+        [
+            "system.slice/containerd.service",
+            "system.slice/kubelet.service",
+            "system.slice/ssh.service",
+            "system.slice/systemd-journald.service",
+        ]
+    );
+    assert!(sel.counted.iter().all(|c| c.kind == Kind::Service));
+    // `*` stays in one component; `**` crosses them.
+    let sel = scan(&root, "  paths: [\"system.slice/*\", \"user.slice\"]\n");
+    assert_eq!(sel.counted.len(), 6, "{:?}", rels(&sel.counted));
+    assert!(sel.counted.iter().all(|c| c.kind == Kind::Path));
+    let sel = scan(&root, "  paths: [\"**/*.scope\"]\n");
+    assert_eq!(sel.counted.len(), 8, "{:?}", rels(&sel.counted));
+    // A cgroup both the preset and a glob select keeps the preset's kind.
+    let sel = scan(
+        &root,
+        "  preset: systemd\n  paths: [\"system.slice/*.service\"]\n",
+    );
+    assert_eq!(sel.counted.len(), 4);
+    assert!(sel.counted.iter().all(|c| c.kind == Kind::Service));
+}
+
+/// Copies a fixture tree (directories and their files) to `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), t).unwrap();
+        }
+    }
+}
+
+fn set_usage(dir: &Path, usec: u64) {
+    std::fs::write(dir.join("cpu.stat"), format!("usage_usec {usec}\n")).unwrap();
+}
+
+/// Beyond `max_cgroups` the busiest since the previous scan win (the
+/// first scan: by total usage); the others are left out with the reason.
+#[test]
+fn over_the_bound_the_busiest_since_the_last_scan_win() {
+    let t = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures().join("kubernetes-systemd"), t.path());
+    let root = find_root(Path::new("/nonexistent"), Some(t.path())).unwrap();
+    let mut s = Selector::new(root, section("  preset: kubernetes\n  max_cgroups: 2\n"));
+    let sel = s.scan().unwrap();
+    // By total usage: db (21 s) and web (9 s).
+    let uids: Vec<&str> = sel
+        .counted
+        .iter()
+        .map(|c| label(c, "pod_uid").unwrap())
+        .collect();
+    assert_eq!(uids, [DB_UID, "2567a5ec-9705-4b7a-82c9-84033e06189d"]);
+    assert_eq!(sel.left_out.len(), 3);
+    assert!(sel
+        .left_out
+        .iter()
+        .all(|l| l.reason == LeftOutReason::OverLimit { max_cgroups: 2 }));
+    // Since then the besteffort pod used 5 s, the others nothing: it wins
+    // a place, and the tie among the idle ones goes to the smallest path.
+    let batch = sel
+        .left_out
+        .iter()
+        .find(|l| l.rel.contains("besteffort-pod"))
+        .unwrap();
+    set_usage(&t.path().join(&batch.rel), 800_000 + 5_000_000);
+    assert!(s.changed(), "over the bound every check re-ranks");
+    let sel = s.scan_if_changed().unwrap().unwrap();
+    let got = rels(&sel.counted);
+    assert_eq!(got.len(), 2);
+    assert!(got[0].contains("besteffort-pod"), "{got:?}");
+    assert!(got[1].contains("burstable-pod05b6053c"), "{got:?}");
+}
+
+/// Names with spaces, quotes, a newline and 255 bytes are selected with
+/// their exact names; nothing panics.
+#[test]
+fn hostile_names_are_selected_verbatim() {
+    let t = tempfile::tempdir().unwrap();
+    let long = "x".repeat(255);
+    let names = ["with space", "quo\"te's", "new\nline", "back\\slash", &long];
+    for n in names {
+        std::fs::create_dir_all(t.path().join("app").join(n)).unwrap();
+    }
+    // A file is not a cgroup.
+    std::fs::write(t.path().join("app/cpu.stat"), "usage_usec 1\n").unwrap();
+    let sel = scan(t.path(), "  paths: [\"app/*\"]\n");
+    let mut want: Vec<String> = names.iter().map(|n| format!("app/{n}")).collect();
+    want.sort();
+    assert_eq!(rels(&sel.counted), want);
+    for c in &sel.counted {
+        assert_eq!(label(c, "cgroup"), Some(c.rel.as_str()));
+        assert!(c.dir.is_dir());
+    }
+}
+
+#[test]
+fn roots_from_mountinfo() {
+    let f = fixtures();
+    let root = |p: &str| find_root(&f.join(p), None);
+    assert_eq!(
+        root("procfs-hybrid").unwrap(),
+        Root {
+            path: "/sys/fs/cgroup/unified".into(),
+            hierarchy: Hierarchy::V2
+        }
+    );
+    assert_eq!(
+        root("procfs-v2").unwrap().path,
+        PathBuf::from("/sys/fs/cgroup")
+    );
+    assert_eq!(
+        root("procfs-v1").unwrap(),
+        Root {
+            path: "/sys/fs/cgroup/perf_event".into(),
+            hierarchy: Hierarchy::V1PerfEvent
+        }
+    );
+    let e = root("procfs-none").unwrap_err();
+    let p = e.problem();
+    assert_eq!(p.code(), "no_cgroup_hierarchy");
+    let msg = p.explain();
+    assert!(
+        msg.contains("procfs-none/self/mountinfo")
+            && msg.contains("controllers cpu")
+            && msg.contains("--path.cgroupfs"),
+        "{msg}"
+    );
+    // --path.cgroupfs wins over mountinfo, and must be a directory.
+    let given = f.join("kubernetes-cgroupfs");
+    assert_eq!(
+        find_root(&f.join("procfs-none"), Some(&given)).unwrap(),
+        Root {
+            path: given.clone(),
+            hierarchy: Hierarchy::V2
+        }
+    );
+    let e = find_root(&f.join("procfs-none"), Some(&given.join("kubepods/nope")))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("kubepods/nope"), "{e}");
+}
+
+// ---- the real hierarchy of this machine ----
+
+/// A directory of cgroups under the real cgroup2 root, with a name unique
+/// to this helper and process, removed (deepest first) on drop, also
+/// when a test panics.
+struct CgroupGuard {
+    top: PathBuf,
+}
+
+impl CgroupGuard {
+    fn new(tag: &str) -> CgroupGuard {
+        let root = find_root(Path::new("/proc"), None).expect("this machine has cgroup2");
+        assert_eq!(root.hierarchy, Hierarchy::V2);
+        let top = root
+            .path
+            .join(format!("cgdisc-{}-{tag}", std::process::id()));
+        std::fs::create_dir(&top).unwrap_or_else(|e| panic!("mkdir {}: {e}", top.display()));
+        CgroupGuard { top }
+    }
+
+    fn mkdir(&self, rel: &str) {
+        std::fs::create_dir_all(self.top.join(rel)).unwrap();
+    }
+}
+
+fn rmdir_tree(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                rmdir_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+impl Drop for CgroupGuard {
+    fn drop(&mut self) {
+        rmdir_tree(&self.top);
+    }
+}
+
+/// Polls `f` until it holds or 5 s pass.
+fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    f()
+}
+
+#[test]
+fn this_machine_root_is_found_in_mountinfo() {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let root = find_root(Path::new("/proc"), None).unwrap();
+    assert_eq!(root.hierarchy, Hierarchy::V2);
+    let mp = format!(" {} ", root.path.display());
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&mp) && l.contains(" - cgroup2 ")),
+        "{}",
+        root.path.display()
+    );
+    assert!(root.path.join("cgroup.controllers").is_file());
+}
+
+/// Real cgroups in the kubelet's systemd layout: found with their
+/// labels and ids; a new pod is seen by the next check, a removed one
+/// too; an unchanged tree costs no rescan.
+#[test]
+fn real_cgroups_are_found_and_their_churn_seen() {
+    let g = CgroupGuard::new("churn");
+    let uid = "aaaabbbb_cccc_dddd_eeee_ffff00001111";
+    let pod = format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice");
+    g.mkdir(&format!("{pod}/cri-containerd-{}.scope", "ab".repeat(32)));
+    let root = find_root(Path::new("/proc"), Some(&g.top)).unwrap();
+    assert_eq!(root.hierarchy, Hierarchy::V2);
+    let mut s = Selector::new(root, section("  preset: kubernetes\n  containers: true\n"));
+    let sel = s.scan_if_changed().unwrap().unwrap();
+    assert_eq!(sel.counted.len(), 2, "{sel:?}");
+    let p = sel.counted.iter().find(|c| c.kind == Kind::Pod).unwrap();
+    assert_eq!(p.rel, pod);
+    assert_eq!(
+        label(p, "pod_uid"),
+        Some("aaaabbbb-cccc-dddd-eeee-ffff00001111")
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(p.id, std::fs::metadata(g.top.join(&pod)).unwrap().ino());
+    assert!(!s.changed(), "an unchanged tree needs no rescan");
+    assert!(s.scan_if_changed().unwrap().is_none());
+
+    // A new pod is seen at once (inotify on the listed directories).
+    let pod2 = "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod12345678_1234_1234_1234_123456789abc.slice";
+    g.mkdir(pod2);
+    assert!(eventually(|| s.changed()), "a new cgroup is noticed");
+    let sel = s.scan_if_changed().unwrap().unwrap();
+    assert!(rels(&sel.counted).contains(&pod2), "{sel:?}");
+    // ... and so is a removed one.
+    assert!(!s.changed());
+    std::fs::remove_dir(g.top.join(pod2)).unwrap();
+    assert!(eventually(|| s.changed()), "a removed cgroup is noticed");
+    let sel = s.scan().unwrap();
+    assert!(!rels(&sel.counted).contains(&pod2));
+}
+
+/// The real `cpu.stat` of a cgroup the test runs a burner in ranks it
+/// above idle ones.
+#[test]
+fn real_usage_ranks_a_busy_cgroup_first() {
+    let g = CgroupGuard::new("rank");
+    for n in ["a", "b", "c"] {
+        g.mkdir(&format!("app/{n}"));
+    }
+    // Move a child process into app/b and let it burn CPU briefly.
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+        .spawn()
+        .unwrap();
+    std::fs::write(g.top.join("app/b/cgroup.procs"), child.id().to_string()).unwrap();
+    child.wait().unwrap();
+    let root = find_root(Path::new("/proc"), Some(&g.top)).unwrap();
+    let mut s = Selector::new(root, section("  paths: [\"app/*\"]\n  max_cgroups: 1\n"));
+    let sel = s.scan().unwrap();
+    assert_eq!(rels(&sel.counted), ["app/b"]);
+    assert_eq!(
+        sel.left_out,
+        vec![
+            LeftOut {
+                rel: "app/a".into(),
+                reason: LeftOutReason::OverLimit { max_cgroups: 1 }
+            },
+            LeftOut {
+                rel: "app/c".into(),
+                reason: LeftOutReason::OverLimit { max_cgroups: 1 }
+            },
+        ]
+    );
+}
+
+// ---- `check` end to end ----
+
+fn check(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(common::EXPORTER)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `check` lists the root, the cgroups counted and left out, and why:
+/// exact text for a fixture tree (the part after the metrics).
+#[test]
+fn check_lists_the_cgroups_exactly() {
+    let t = tempfile::tempdir().unwrap();
+    let cfg = t.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n  preset: kubernetes\n  containers: true\n  max_cgroups: 8\n",
+    )
+    .unwrap();
+    let tree = fixtures().join("kubernetes-systemd");
+    let sysfs = common::fixture("vm-no-pmu");
+    let args = [
+        "check",
+        "--config.file",
+        cfg.to_str().unwrap(),
+        "--path.sysfs",
+        sysfs.to_str().unwrap(),
+        "--path.cgroupfs",
+        tree.to_str().unwrap(),
+    ];
+    let o = check(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let at = out.find("cgroup root: ").expect(&out);
+    let got = out[at..].replace(tree.to_str().unwrap(), "<ROOT>");
+    let want = std::fs::read_to_string(fixtures().join("check-kubernetes-systemd.txt")).unwrap();
+    assert_eq!(got, want, "got:\n{got}");
+
+    let o = check(&[&args[..], &["--json"]].concat());
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &v["cgroups"];
+    assert_eq!(
+        (
+            c["matched"].as_u64(),
+            c["counted"].as_u64(),
+            c["left_out"].as_u64()
+        ),
+        (Some(12), Some(8), Some(4))
+    );
+    let left: Vec<&serde_json::Value> = c["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "left_out")
+        .collect();
+    assert_eq!(left.len(), 4);
+    assert!(left.iter().all(|r| r["problem"] == "cgroup_over_limit"));
+}
+
+/// With a `cgroups:` section and no hierarchy, `check` says so and what
+/// to do; `--strict` fails on it.
+#[test]
+fn check_without_a_hierarchy_says_what_to_do() {
+    let t = tempfile::tempdir().unwrap();
+    let cfg = t.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n  preset: systemd\n",
+    )
+    .unwrap();
+    let procfs = fixtures().join("procfs-none");
+    let sysfs = common::fixture("vm-no-pmu");
+    let args = [
+        "check",
+        "--config.file",
+        cfg.to_str().unwrap(),
+        "--path.sysfs",
+        sysfs.to_str().unwrap(),
+        "--path.procfs",
+        procfs.to_str().unwrap(),
+    ];
+    let o = check(&args);
+    assert!(o.status.success());
+    let out = String::from_utf8(o.stdout).unwrap();
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with("cgroups: no cgroup hierarchy to count per workload in ")
+            && last.contains("what to do: mount cgroup2"),
+        "{last}"
+    );
+    let o = check(&[&args[..], &["--strict"]].concat());
+    assert_eq!(o.status.code(), Some(1));
+}
