@@ -5,6 +5,7 @@
 //! push, and one reload path (`app::reload`) that start-up, SIGHUP and
 //! `POST /-/reload` share.
 
+mod cgroups;
 mod host;
 mod reload;
 
@@ -213,8 +214,9 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 let found = crate::cgroup::discover(&s.host.procfs, s.host.cgroupfs.as_deref(), c);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));
             }
+            let cgroups = cgroups::check_text(cfg.cgroups.as_ref(), &s.host);
             Ok(Output {
-                text: output(&r, json, || r.text())?,
+                text: output(&r, json, || r.text() + &cgroups)?,
                 failure: r.failure(strict),
             })
         }

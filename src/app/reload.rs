@@ -9,6 +9,7 @@
 
 use super::host::HostSettings;
 use super::serve::open_engine;
+use crate::config::cgroups::CgroupsConfig;
 use crate::config::ConfigError;
 use crate::engine::Engine;
 use crate::perf::Kernel;
@@ -65,6 +66,8 @@ pub(super) struct Loaded {
     pub web: Option<WebConfig>,
     pub table: PmuTable,
     pub res: Resolution,
+    /// The `cgroups:` section.
+    pub cgroups: Option<CgroupsConfig>,
 }
 
 /// Reads and resolves everything a (re)load needs. `table` is the PMU
@@ -99,7 +102,12 @@ pub(super) fn load(
         // Permission errors explained with what this process holds.
         crate::report::diagnose(&mut res, &Privilege::detect(&src.host.procfs), true);
     }
-    Ok(Loaded { web, table, res })
+    Ok(Loaded {
+        web,
+        table,
+        res,
+        cgroups: cfg.cgroups.clone(),
+    })
 }
 
 /// The security a web config gives the listener, which a reload may not
@@ -168,7 +176,7 @@ impl Job {
         if let Some(why) = crate::report::serve_would_refuse(&l.res) {
             return Err(ReloadError::NothingToCount(why));
         }
-        let summary = self.swap(l.table, l.res);
+        let summary = self.swap(l.table, l.res, l.cgroups.as_ref());
         if let Some(w) = l.web {
             tracing::info!(web_config = %w.describe(), "web config reloaded");
             for warn in &w.warnings {
@@ -182,12 +190,13 @@ impl Job {
 
     /// Swaps the engine under its lock; metrics counting the same events
     /// keep their totals.
-    fn swap(&self, table: PmuTable, res: Resolution) -> String {
+    fn swap(&self, table: PmuTable, res: Resolution, cgroups: Option<&CgroupsConfig>) -> String {
         let mut e = lock(&self.engine);
         // A last read, so the totals carried over are current; then the
         // old counters close before the new ones open (no double fds).
         e.collect();
         let totals = e.totals();
+        let cg_totals = e.cgroups().map(|c| c.totals());
         let old_problems = e.problems();
         *e = Engine::new(
             self.kernel.clone(),
@@ -197,8 +206,11 @@ impl Job {
                 metrics: Vec::new(),
             },
         );
-        let mut ne = open_engine(self.kernel.clone(), table, res);
+        let extra = super::cgroups::wanted_fds(cgroups, &res);
+        let mut ne = open_engine(self.kernel.clone(), table, res, extra);
         let continued = ne.carry_over(totals);
+        let host = &self.sources.host;
+        super::cgroups::attach(&mut ne, self.kernel.clone(), cgroups, host, cg_totals);
         // Only what changed: the rest was logged at start or last reload.
         for (metric, reason) in ne.problems() {
             if !old_problems.contains(&(metric.clone(), reason.clone())) {

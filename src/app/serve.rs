@@ -185,8 +185,16 @@ async fn start(
     } else {
         Some(web::bind(&web.listen, &web.telemetry_path).await?)
     };
-    let engine = open_engine(p.kernel.clone(), p.loaded.table.clone(), p.loaded.res);
+    let extra = super::cgroups::wanted_fds(p.loaded.cgroups.as_ref(), &p.loaded.res);
+    let mut engine = open_engine(
+        p.kernel.clone(),
+        p.loaded.table.clone(),
+        p.loaded.res,
+        extra,
+    );
     log_engine(&engine, privilege.as_ref());
+    let cgroups = p.loaded.cgroups.as_ref();
+    super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None);
     if !engine.counting() {
         return Err(AppError::NothingToCount(nothing_to_count(
             &engine,
@@ -287,9 +295,15 @@ fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
 }
 
 /// Opens an engine for a resolution within the fd budget, keeping up to
-/// [`FD_RESERVE`] descriptors free for connections.
-pub(super) fn open_engine(kernel: Arc<dyn Kernel>, table: PmuTable, res: Resolution) -> Engine {
-    crate::engine::open_with_reserve(kernel, table, res, FD_RESERVE)
+/// [`FD_RESERVE`] descriptors free for connections, and asking for
+/// `extra` more for per-cgroup counters.
+pub(super) fn open_engine(
+    kernel: Arc<dyn Kernel>,
+    table: PmuTable,
+    res: Resolution,
+    extra: usize,
+) -> Engine {
+    crate::engine::open_with_reserve_for(kernel, table, res, FD_RESERVE, extra)
 }
 
 /// Why nothing can be counted, for the start-up error.

@@ -67,12 +67,26 @@ pub fn open_with_reserve(
     res: Resolution,
     reserve: usize,
 ) -> Engine {
-    let planned: usize = res
+    open_with_reserve_for(kernel, table, res, reserve, 0)
+}
+
+/// [`open_with_reserve`], asking for `extra` descriptors more than the
+/// node-level plan (the per-cgroup counters, which are opened after the
+/// node-level ones within what is left: [`Engine::cgroup_fd_room`]).
+pub fn open_with_reserve_for(
+    kernel: Arc<dyn Kernel>,
+    table: PmuTable,
+    res: Resolution,
+    reserve: usize,
+    extra: usize,
+) -> Engine {
+    let planned: usize = extra
+        + res
         .metrics
         .iter()
         .flat_map(|m| &m.instances)
         .map(|i| i.inst.cpus.len())
-        .sum();
+        .sum::<usize>();
     // The hotplug watcher's descriptors are not the counters'.
     let _ = kernel.hotplug_generation();
     let Some((soft, hard)) = kernel.raise_nofile(planned as u64 + HEADROOM) else {

@@ -58,6 +58,7 @@
 //!   so a collection allocates per family, never per series.
 
 mod budget;
+pub mod cgroup;
 mod hotplug;
 mod open;
 mod plan;
@@ -65,7 +66,7 @@ mod read;
 mod runtime;
 mod totals;
 
-pub use budget::open_with_reserve;
+pub use budget::{open_with_reserve, open_with_reserve_for};
 pub use hotplug::{follow_hotplug, HotplugFollower};
 pub use read::{monotonic_delta, mux_factor};
 pub use runtime::MetricRuntime;
@@ -237,6 +238,8 @@ pub struct Engine {
     hotplug_seen: Option<u64>,
     /// How many times the online list was read after start-up.
     online_reads: u64,
+    /// Per-workload counting, when a `cgroups:` section asks for it.
+    cgroups: Option<cgroup::CgroupCounting>,
 }
 
 fn mask_of(online: &[u32]) -> Vec<bool> {
@@ -302,6 +305,7 @@ impl Engine {
             retry_open: false,
             hotplug_seen: None,
             online_reads: 0,
+            cgroups: None,
         };
         // Start listening for hotplug before reading the online list, so a
         // change in between is not missed.

@@ -83,7 +83,7 @@ pub(super) fn apply_member(
 /// leader first in open order) unless the kernel reordered them, `None`
 /// when the read does not have it (a member detached from its group).
 #[inline]
-pub(super) fn value_of(values: &[(u64, u64)], k: usize, id: u64) -> Option<u64> {
+pub(crate) fn value_of(values: &[(u64, u64)], k: usize, id: u64) -> Option<u64> {
     match values.get(k) {
         Some(&(i, v)) if i == id => Some(v),
         _ => values.iter().find(|(i, _)| *i == id).map(|&(_, v)| v),
@@ -120,6 +120,7 @@ impl Engine {
         if seen.split {
             self.split_never_ran();
         }
+        self.read_cgroups();
     }
 
     fn reset_gauges(&mut self) {

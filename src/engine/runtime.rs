@@ -221,6 +221,7 @@ impl Engine {
         });
         families.push(self.unavailable_info());
         self.time_families(&mut families);
+        self.cgroup_families(&mut families);
         Snapshot { families }
     }
 

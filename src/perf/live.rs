@@ -1,6 +1,7 @@
 //! The live kernel: real `perf_event_open`, ioctl and `read` syscalls.
 
 use super::hotplug::UeventWatcher;
+use super::cgroup::{CgroupHandle, CgroupInner};
 use super::{
     parse_group_read, Counter, CounterInner, EventAttr, GroupReading, Kernel, PerfError,
     READ_FORMAT,
@@ -35,10 +36,14 @@ fn raw_fd(c: &Counter) -> Option<i32> {
     }
 }
 
-impl Kernel for LiveKernel {
-    fn open(
+impl LiveKernel {
+    /// `perf_event_open(attr, pid, cpu, group, flags | FD_CLOEXEC)`, then
+    /// the event's id.
+    fn open_target(
         &self,
         attr: &EventAttr,
+        pid: i32,
+        flags: libc::c_ulong,
         cpu: u32,
         group: Option<&Counter>,
     ) -> Result<Counter, PerfError> {
@@ -62,14 +67,16 @@ impl Kernel for LiveKernel {
             i32::try_from(cpu).map_err(|_| PerfError::new("open", attr, cpu, libc::EINVAL))?;
         // SAFETY: `a` is a fully initialised perf_event_attr whose `size`
         // matches the struct the kernel reads; the pointer is valid for
-        // the duration of the call. pid=-1 with a CPU counts system-wide.
+        // the duration of the call. pid=-1 with a CPU counts system-wide;
+        // with PERF_FLAG_PID_CGROUP, pid is an open cgroup directory fd
+        // that the caller keeps open across the call.
         let fd = unsafe {
             sys::perf_event_open(
                 &mut a,
-                -1,
+                pid,
                 cpu_i,
                 group_fd,
-                sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+                flags | sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
             )
         };
         if fd < 0 {
@@ -89,6 +96,31 @@ impl Kernel for LiveKernel {
             inner: CounterInner::Live(owned),
             id,
         })
+    }
+}
+
+impl Kernel for LiveKernel {
+    fn open(
+        &self,
+        attr: &EventAttr,
+        cpu: u32,
+        group: Option<&Counter>,
+    ) -> Result<Counter, PerfError> {
+        self.open_target(attr, -1, 0, cpu, group)
+    }
+
+    fn open_in_cgroup(
+        &self,
+        attr: &EventAttr,
+        cgroup: &CgroupHandle,
+        cpu: u32,
+        group: Option<&Counter>,
+    ) -> Result<Counter, PerfError> {
+        let CgroupInner::Live(dir) = &cgroup.inner else {
+            return Err(PerfError::new("open", attr, cpu, libc::EBADF));
+        };
+        let flags = sys::bindings::PERF_FLAG_PID_CGROUP as libc::c_ulong;
+        self.open_target(attr, dir.as_raw_fd(), flags, cpu, group)
     }
 
     fn enable_group(&self, leader: &Counter, attr: &EventAttr, cpu: u32) -> Result<(), PerfError> {

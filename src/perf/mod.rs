@@ -14,6 +14,7 @@
 //! the true count is estimated as `value * time_enabled / time_running`.
 
 pub mod abi;
+pub mod cgroup;
 #[allow(unsafe_code)]
 pub mod hotplug;
 #[allow(unsafe_code)]
@@ -21,6 +22,7 @@ pub mod live;
 pub mod sim;
 
 use crate::problem::{OpenFailure, Problem};
+pub use cgroup::{CgroupHandle, CgroupOpenError};
 use std::fmt;
 
 /// `PERF_FORMAT_TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID | GROUP`.
@@ -234,6 +236,28 @@ pub trait Kernel: Send + Sync + fmt::Debug {
         cpu: u32,
         group: Option<&Counter>,
     ) -> Result<Counter, PerfError>;
+
+    /// Opens a cgroup's directory (`O_RDONLY | O_DIRECTORY | O_CLOEXEC`)
+    /// for [`open_in_cgroup`](Self::open_in_cgroup). A removed cgroup
+    /// fails with ENOENT ([`CgroupOpenError::gone`]).
+    fn open_cgroup(&self, dir: &std::path::Path) -> Result<CgroupHandle, CgroupOpenError> {
+        cgroup::open_dir(dir)
+    }
+
+    /// Like [`open`](Self::open), but counting on `cpu` only while tasks
+    /// of `cgroup` run there (`PERF_FLAG_PID_CGROUP` with the directory's
+    /// fd as `pid`). A cgroup removed since its directory was opened fails
+    /// with ENOENT. The default refuses with EOPNOTSUPP.
+    fn open_in_cgroup(
+        &self,
+        attr: &EventAttr,
+        cgroup: &CgroupHandle,
+        cpu: u32,
+        group: Option<&Counter>,
+    ) -> Result<Counter, PerfError> {
+        let _ = (cgroup, group);
+        Err(PerfError::new("open", attr, cpu, libc::EOPNOTSUPP))
+    }
 
     /// Enables a whole group (`PERF_EVENT_IOC_ENABLE` with
     /// `PERF_IOC_FLAG_GROUP`) on its leader.

@@ -32,6 +32,18 @@ pub(super) fn unix_nanos(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// The attribute key of a label: the per-cgroup Kubernetes labels take
+/// their semantic-convention names (`pod_uid` → `k8s.pod.uid`,
+/// `container_id` → `container.id`); the rest (`cpu`, `cgroup`,
+/// `qos_class`, ...) keep theirs.
+fn attribute_key(label: &str) -> &str {
+    match label {
+        "pod_uid" => "k8s.pod.uid",
+        "container_id" => "container.id",
+        other => other,
+    }
+}
+
 fn string_kv(k: &str, v: &str) -> KeyValue {
     KeyValue {
         key: k.to_string(),
@@ -140,7 +152,11 @@ impl Converter {
             }
         };
         NumberDataPoint {
-            attributes: s.labels.iter().map(|(k, v)| string_kv(k, v)).collect(),
+            attributes: s
+                .labels
+                .iter()
+                .map(|(k, v)| string_kv(attribute_key(k), v))
+                .collect(),
             start_time_unix_nano: start,
             time_unix_nano: now,
             value: Some(number_data_point::Value::AsDouble(s.value)),
@@ -311,6 +327,40 @@ mod tests {
         // the exporter's start again.
         c.request(&Snapshot::default(), at(300));
         assert_eq!(start(&mut c, 5.0, 360), ns(0));
+    }
+
+    #[test]
+    fn cgroup_labels_become_semantic_convention_attributes() {
+        let mut c = Converter::new(&[], SystemTime::now());
+        let labels: Labels = vec![
+            ("cgroup", "kubepods.slice/p/c".to_string()),
+            ("pod_uid", "0b2e".to_string()),
+            ("qos_class", "burstable".to_string()),
+            ("container_id", "abc".to_string()),
+        ]
+        .into();
+        let snap = Snapshot {
+            families: vec![Family {
+                name: "perf_cgroup_cpu_cycles_total".into(),
+                help: "h".into(),
+                kind: Kind::Counter,
+                samples: vec![Sample {
+                    labels,
+                    value: 1.0,
+                    start_unix_nanos: 1,
+                }],
+            }],
+        };
+        let r = c.request(&snap, SystemTime::now());
+        assert_eq!(
+            points(&r, "perf.cgroup.cpu.cycles")[0].attributes,
+            vec![
+                string_kv("cgroup", "kubepods.slice/p/c"),
+                string_kv("k8s.pod.uid", "0b2e"),
+                string_kv("qos_class", "burstable"),
+                string_kv("container.id", "abc"),
+            ]
+        );
     }
 
     #[test]

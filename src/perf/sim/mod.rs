@@ -53,10 +53,12 @@
 //! Every knob changes only what happens after the call: the counters are
 //! brought up to date with the old setting first.
 
+mod cgroup;
 pub mod drivers;
 mod rates;
 
 use super::abi::{PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT};
+use super::cgroup::{CgroupHandle, CgroupInner, CgroupOpenError};
 use super::{Counter, CounterInner, EventAttr, GroupReading, Kernel, PerfError};
 use crate::pmu::{Pmu, PmuEvent, PmuTable, Scope, TermValue};
 use rates::{cache_rate, hardware_rate, named_rate, software_rate, unnamed_rate, Rate};
@@ -140,6 +142,9 @@ struct Slot {
     time_enabled: u64,
     time_running: f64,
     value: f64,
+    /// The share of the CPU's count it gets: 1 system-wide, a cgroup's
+    /// share for a cgroup counter ([`cgroup`]).
+    share: f64,
 }
 
 #[derive(Debug)]
@@ -299,7 +304,7 @@ impl Slot {
         self.time_enabled += dt;
         self.time_running += dt as f64 * ratio;
         if let Rate::PerSec(r) = self.rate {
-            self.value += dt as f64 * r / 1e9 * ratio * activity;
+            self.value += dt as f64 * r / 1e9 * ratio * activity * self.share;
         }
     }
 
@@ -708,12 +713,14 @@ impl SimKernel {
     }
 }
 
-impl Kernel for SimKernel {
-    fn open(
+impl SimKernel {
+    /// Opens a counter that gets `share` of its CPU's count.
+    fn open_share(
         &self,
         attr: &EventAttr,
         cpu: u32,
         group: Option<&Counter>,
+        share: f64,
     ) -> Result<Counter, PerfError> {
         let err = |errno| PerfError::new("open", attr, cpu, errno);
         let acc = self.accept(attr, cpu).map_err(err)?;
@@ -773,6 +780,7 @@ impl Kernel for SimKernel {
             time_enabled: 0,
             time_running: 0.0,
             value: 0.0,
+            share,
         });
         match leader {
             None => {
@@ -801,6 +809,47 @@ impl Kernel for SimKernel {
             }),
             id,
         })
+    }
+
+}
+
+impl Kernel for SimKernel {
+    fn open(
+        &self,
+        attr: &EventAttr,
+        cpu: u32,
+        group: Option<&Counter>,
+    ) -> Result<Counter, PerfError> {
+        self.open_share(attr, cpu, group, 1.0)
+    }
+
+    /// Reads the cgroup's share of each CPU's counts from the fixture
+    /// tree's `cpu.stat` files ([`cgroup`]).
+    fn open_cgroup(&self, dir: &std::path::Path) -> Result<CgroupHandle, CgroupOpenError> {
+        let share = cgroup::share_of(dir).map_err(|errno| CgroupOpenError {
+            dir: dir.to_path_buf(),
+            errno,
+        })?;
+        Ok(CgroupHandle {
+            dir: dir.to_path_buf(),
+            inner: CgroupInner::Sim(share),
+        })
+    }
+
+    fn open_in_cgroup(
+        &self,
+        attr: &EventAttr,
+        cg: &CgroupHandle,
+        cpu: u32,
+        group: Option<&Counter>,
+    ) -> Result<Counter, PerfError> {
+        let CgroupInner::Sim(share) = cg.inner else {
+            return Err(PerfError::new("open", attr, cpu, libc::EBADF));
+        };
+        if !cg.dir.is_dir() {
+            return Err(PerfError::new("open", attr, cpu, libc::ENOENT));
+        }
+        self.open_share(attr, cpu, group, share)
     }
 
     fn enable_group(&self, leader: &Counter, attr: &EventAttr, cpu: u32) -> Result<(), PerfError> {

@@ -1,0 +1,300 @@
+//! Per-workload counting: the seam between cgroup discovery and the
+//! backends that count per cgroup, and the `perf` backend.
+//!
+//! * **Discovery** ([`Discovery`]) says which cgroups to count; at every
+//!   collection it is asked again (a [`Selector`] rescans the tree), and
+//!   only when the counted set changed is the backend synced: new cgroups
+//!   open (so a cgroup is counted within one scrape interval of its
+//!   creation), removed ones close and their series leave.
+//! * **Backends** ([`CgroupBackend`]) sync with a [`Selection`], read
+//!   their counters and add the `perf_cgroup_*` families to a snapshot.
+//!   The `perf` backend ([`PerfBackend`]) opens one group per cgroup, set
+//!   and CPU with `PERF_FLAG_PID_CGROUP`; an in-kernel aggregation backend
+//!   (BPF: counters once per CPU, charged to cgroups at switch) implements
+//!   the same trait, so the exporters never see which one counts.
+//! * **Families.** Per-cgroup families are separate metrics: the node
+//!   metric's name with `perf_` replaced by `perf_cgroup_`
+//!   ([`family_name`]), labelled with the cgroup's labels (`cgroup`, and
+//!   for Kubernetes `pod_uid`, `qos_class`, `container_id`), summed over
+//!   CPUs unless `per_cpu: true`. Mixing them into the node families would
+//!   make `sum()` count twice.
+//! * **What cannot be counted per cgroup** is a typed [`CgroupIssue`]:
+//!   uncore events (a memory controller does not know which task caused
+//!   its traffic), a cgroup gone between discovery and open, counters
+//!   that failed to open, cgroups left out for want of file descriptors.
+
+mod perf;
+mod read;
+
+pub use perf::PerfBackend;
+
+use crate::cgroup::{CgroupError, Selection, Selector};
+use crate::problem::Problem;
+use crate::snapshot::Family;
+use std::fmt;
+
+/// Where the selection of cgroups comes from.
+pub trait Discovery: Send + fmt::Debug {
+    /// The cgroups to count now.
+    fn discover(&mut self) -> Result<Selection, CgroupError>;
+}
+
+impl Discovery for Selector {
+    fn discover(&mut self) -> Result<Selection, CgroupError> {
+        self.scan()
+    }
+}
+
+/// A per-cgroup backend: the seam the `perf` backend and the BPF backend
+/// implement.
+pub trait CgroupBackend: Send + fmt::Debug {
+    /// `perf` or `bpf`.
+    fn name(&self) -> &'static str;
+    /// Brings what is counted in line with `sel`: opens new cgroups,
+    /// closes removed ones (their series leave the output).
+    fn sync(&mut self, sel: &Selection);
+    /// Reads every counter (one `read()` per group for `perf`).
+    fn read(&mut self);
+    /// Appends the `perf_cgroup_*` families as of the last read.
+    fn families(&self, out: &mut Vec<Family>);
+    /// What could not be counted, and why.
+    fn issues(&self) -> Vec<CgroupIssue>;
+    /// The cgroups counted now (relative paths).
+    fn counted(&self) -> Vec<String>;
+    /// Open file descriptors.
+    fn open_fds(&self) -> usize;
+    /// The accumulated counts, for a reload.
+    fn totals(&self) -> CgroupTotals;
+    /// Continues `old`'s counts where the same cgroup and metric
+    /// continue, counting the same events. Returns how many series
+    /// continued.
+    fn carry_over(&mut self, old: CgroupTotals) -> usize;
+}
+
+/// Why something is not counted per cgroup.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CgroupIssue {
+    /// A set of `cgroups.sets` has uncore events, which no cgroup owns.
+    Uncore {
+        /// The set.
+        set: String,
+        /// The metric.
+        metric: String,
+        /// The uncore PMU.
+        pmu: String,
+    },
+    /// The cgroup vanished between discovery and opening its counters.
+    Gone {
+        /// Its path relative to the root.
+        cgroup: String,
+        /// The errno.
+        errno: i32,
+    },
+    /// Left out: the file descriptor budget ran out before it.
+    FdBudget {
+        /// Its path relative to the root.
+        cgroup: String,
+        /// Descriptors one cgroup needs.
+        per_cgroup: usize,
+        /// Descriptors left for cgroups.
+        budget: usize,
+    },
+    /// A counter of a cgroup failed to open.
+    Open {
+        /// The metric.
+        metric: String,
+        /// Why.
+        problem: Problem,
+    },
+    /// Discovery failed (the previous selection keeps counting).
+    Discovery(String),
+}
+
+impl CgroupIssue {
+    /// A short fixed code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CgroupIssue::Uncore { .. } => "uncore_per_cgroup",
+            CgroupIssue::Gone { .. } => "cgroup_gone",
+            CgroupIssue::FdBudget { .. } => "fd_limit",
+            CgroupIssue::Open { problem, .. } => problem.code(),
+            CgroupIssue::Discovery(_) => "discovery",
+        }
+    }
+
+    /// What to do about it.
+    pub fn what_to_do(&self) -> String {
+        match self {
+            CgroupIssue::Uncore { set, .. } => format!("remove `{set}` from `cgroups.sets`: uncore counters (memory controllers, caches shared by every core, energy) count for the whole socket and cannot be attributed to a cgroup; the node-level series keep them"),
+            CgroupIssue::Gone { .. } => "nothing: the cgroup was removed while it was being opened".into(),
+            CgroupIssue::FdBudget { .. } => "raise RLIMIT_NOFILE (`ulimit -n`, systemd `LimitNOFILE=`, container `--ulimit nofile=`), lower `cgroups.max_cgroups`, or name fewer `cgroups.sets`".into(),
+            CgroupIssue::Open { problem, .. } => problem.what_to_do(),
+            CgroupIssue::Discovery(_) => "check `--path.cgroupfs` and that the cgroup tree is readable".into(),
+        }
+    }
+}
+
+impl fmt::Display for CgroupIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CgroupIssue::Uncore { set, metric, pmu } => write!(f, "set `{set}` of `cgroups.sets`: {metric} counts on the uncore PMU {pmu}, which cannot count per cgroup"),
+            CgroupIssue::Gone { cgroup, errno } => write!(f, "cgroup {cgroup:?} vanished before its counters opened (errno {errno})"),
+            CgroupIssue::FdBudget { cgroup, per_cgroup, budget } => write!(f, "cgroup {cgroup:?} not counted: it needs {per_cgroup} file descriptors and {budget} were left for cgroups"),
+            CgroupIssue::Open { metric, problem } => write!(f, "{metric} per cgroup: {problem}"),
+            CgroupIssue::Discovery(e) => write!(f, "cgroup discovery: {e}"),
+        }
+    }
+}
+
+/// Per-cgroup counts as plain data, carried over a reload.
+#[derive(Debug, Clone, Default)]
+pub struct CgroupTotals {
+    /// `(cgroup, metric signature, cpu column, value, start ns)`.
+    pub(crate) series: Vec<(String, Signature, Option<u32>, f64, u64)>,
+}
+
+/// What a per-cgroup metric counts: its node name and every encoding
+/// (PMU, type, config, scale).
+pub(crate) type Signature = (String, Vec<(String, u32, [u64; 4], u64)>);
+
+/// The per-cgroup family of a node metric: `perf_` becomes
+/// `perf_cgroup_` (`perf_cpu_clock_seconds_total` →
+/// `perf_cgroup_cpu_clock_seconds_total`).
+pub fn family_name(node: &str) -> String {
+    format!(
+        "perf_cgroup_{}",
+        node.strip_prefix("perf_").unwrap_or(node)
+    )
+}
+
+/// Discovery and a backend, as the engine runs them.
+#[derive(Debug)]
+pub struct CgroupCounting {
+    discovery: Box<dyn Discovery>,
+    backend: Box<dyn CgroupBackend>,
+    /// The counted paths of the selection the backend was last synced to.
+    synced: Option<Vec<String>>,
+    /// The last selection.
+    selection: Selection,
+    /// The last discovery failure, until one succeeds.
+    failure: Option<String>,
+}
+
+impl CgroupCounting {
+    /// Counts what `discovery` selects with `backend`; discovers and opens
+    /// at once.
+    pub fn new(discovery: Box<dyn Discovery>, backend: Box<dyn CgroupBackend>) -> Self {
+        let mut c = CgroupCounting {
+            discovery,
+            backend,
+            synced: None,
+            selection: Selection::default(),
+            failure: None,
+        };
+        c.refresh();
+        c
+    }
+
+    /// Asks discovery again and syncs the backend when the counted set
+    /// changed. A failed discovery keeps the previous selection.
+    pub fn refresh(&mut self) {
+        match self.discovery.discover() {
+            Ok(sel) => {
+                self.failure = None;
+                let rels: Vec<String> = sel.counted.iter().map(|c| c.rel.clone()).collect();
+                if self.synced.as_ref() != Some(&rels) {
+                    self.backend.sync(&sel);
+                    self.synced = Some(rels);
+                }
+                self.selection = sel;
+            }
+            Err(e) => {
+                if self.failure.is_none() {
+                    tracing::warn!(error = %e, "cgroup discovery failed; counting the previous selection");
+                }
+                self.failure = Some(e.to_string());
+            }
+        }
+    }
+
+    /// One collection: rediscover, then read.
+    pub fn collect(&mut self) {
+        self.refresh();
+        self.backend.read();
+    }
+
+    /// Appends the per-cgroup families.
+    pub fn families(&self, out: &mut Vec<Family>) {
+        self.backend.families(out);
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &dyn CgroupBackend {
+        self.backend.as_ref()
+    }
+
+    /// The last selection (what was matched, counted and left out).
+    pub fn selection(&self) -> &Selection {
+        &self.selection
+    }
+
+    /// What is not counted and why (discovery's left-out cgroups are in
+    /// [`selection`](Self::selection)).
+    pub fn issues(&self) -> Vec<CgroupIssue> {
+        let mut v = self.backend.issues();
+        if let Some(f) = &self.failure {
+            v.push(CgroupIssue::Discovery(f.clone()));
+        }
+        v
+    }
+
+    /// The accumulated counts, for a reload.
+    pub fn totals(&self) -> CgroupTotals {
+        self.backend.totals()
+    }
+
+    /// Continues a previous backend's counts.
+    pub fn carry_over(&mut self, old: CgroupTotals) -> usize {
+        self.backend.carry_over(old)
+    }
+}
+
+impl crate::engine::Engine {
+    /// Counts per cgroup from now on (replacing any previous counting).
+    pub fn attach_cgroups(&mut self, c: CgroupCounting) {
+        self.cgroups = Some(c);
+    }
+
+    /// The per-cgroup counting, if any.
+    pub fn cgroups(&self) -> Option<&CgroupCounting> {
+        self.cgroups.as_ref()
+    }
+
+    /// File descriptors left for per-cgroup counters under the engine's
+    /// budget (`None`: no budget).
+    pub fn cgroup_fd_room(&self) -> Option<usize> {
+        self.fd_cap.map(|c| c.saturating_sub(self.open_fds()))
+    }
+
+    /// The CPUs online now (the columns of per-CPU cgroup series).
+    pub fn online_cpus(&self) -> &[u32] {
+        &self.online
+    }
+
+    /// Rediscovers and reads the per-cgroup counters.
+    pub(super) fn read_cgroups(&mut self) {
+        if let Some(c) = &mut self.cgroups {
+            c.collect();
+        }
+    }
+
+    /// Appends the per-cgroup families.
+    pub(super) fn cgroup_families(&self, out: &mut Vec<Family>) {
+        if let Some(c) = &self.cgroups {
+            c.families(out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
