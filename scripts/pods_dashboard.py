@@ -172,8 +172,9 @@ def pods_dashboard(k) -> dict:
                    (per_pod(k, "perf_cgroup_page_faults_total"), "page faults/s")))
     p.append(drill(k, lay, "CPU time of the pod", "cpu-clock seconds per second the selected pod's tasks ran: the CPUs it used.",
                    "s", (per_pod(k, "perf_cgroup_cpu_clock_seconds_total"), "{{pod}} on {{instance}}")))
+    # A set whose groups could not open (no PMU for it) has no enabled time: no ratio.
     running = (f"{per_pod(k, 'perf_cgroup_group_running_seconds_total', by='instance, pod_uid, set')}\n/\n"
-               f"{per_pod(k, 'perf_cgroup_group_enabled_seconds_total', by='instance, pod_uid, set')}")
+               f"({per_pod(k, 'perf_cgroup_group_enabled_seconds_total', by='instance, pod_uid, set')} > 0)")
     p.append(drill(k, lay, "Counting time of the pod (running / enabled)",
                    "The share of its enabled time each of the pod's counter sets was on the PMU. Below 100% the "
                    "pod's counts are scaled estimates (multiplexing).",
