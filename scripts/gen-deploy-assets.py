@@ -290,6 +290,27 @@ def table(lay: Layout, title: str, desc: str, unit: str, expr: str, no_value: st
     }
 
 
+def query_var(name: str, label: str, query: str, multi: bool) -> dict:
+    """A query variable refreshed on time range change; multi: with "All" (.+)."""
+    v = {
+        "type": "query",
+        "name": name,
+        "label": label,
+        "datasource": DS,
+        "query": {"query": query, "refId": name},
+        "refresh": 2,
+        "sort": 1,
+        "hide": 0,
+        "includeAll": multi,
+        "multi": multi,
+        "regex": "",
+    }
+    if multi:
+        v["allValue"] = ".+"
+        v["current"] = {"text": "All", "value": "$__all"}
+    return v
+
+
 def variables(instance_multi: bool) -> list[dict]:
     ds_var = {
         "type": "datasource",
@@ -303,38 +324,9 @@ def variables(instance_multi: bool) -> list[dict]:
         "multi": False,
         "current": {"text": "default", "value": "default"},
     }
-    job = {
-        "type": "query",
-        "name": "job",
-        "label": "Job",
-        "datasource": DS,
-        "query": {"query": "label_values(perf_exporter_build_info, job)", "refId": "job"},
-        "refresh": 2,
-        "sort": 1,
-        "hide": 0,
-        "includeAll": False,
-        "multi": False,
-        "regex": "",
-    }
-    instance = {
-        "type": "query",
-        "name": "instance",
-        "label": "Instance" if not instance_multi else "Instances",
-        "datasource": DS,
-        "query": {
-            "query": 'label_values(perf_exporter_build_info{job=~"$job"}, instance)',
-            "refId": "instance",
-        },
-        "refresh": 2,
-        "sort": 1,
-        "hide": 0,
-        "includeAll": instance_multi,
-        "multi": instance_multi,
-        "regex": "",
-    }
-    if instance_multi:
-        instance["allValue"] = ".+"
-        instance["current"] = {"text": "All", "value": "$__all"}
+    job = query_var("job", "Job", "label_values(perf_exporter_build_info, job)", multi=False)
+    instance = query_var("instance", "Instance" if not instance_multi else "Instances",
+                         'label_values(perf_exporter_build_info{job=~"$job"}, instance)', multi=instance_multi)
     return [ds_var, job, instance]
 
 

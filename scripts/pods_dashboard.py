@@ -77,28 +77,9 @@ def drill(k, lay, title: str, desc: str, unit: str, *specs, **kw) -> dict:
 
 
 def variables(k) -> list[dict]:
-    def query_var(name: str, label: str, query: str, multi: bool) -> dict:
-        v = {
-            "type": "query",
-            "name": name,
-            "label": label,
-            "datasource": k.DS,
-            "query": {"query": query, "refId": name},
-            "refresh": 2,
-            "sort": 1,
-            "hide": 0,
-            "includeAll": multi,
-            "multi": multi,
-            "regex": "",
-        }
-        if multi:
-            v["allValue"] = ".+"
-            v["current"] = {"text": "All", "value": "$__all"}
-        return v
-
     return k.variables(instance_multi=True) + [
-        query_var("namespace", "Namespace", "label_values(kube_pod_info, namespace)", True),
-        query_var("pod", "Pod (drill-down)", 'label_values(kube_pod_info{namespace=~"$namespace"}, pod)', False),
+        k.query_var("namespace", "Namespace", "label_values(kube_pod_info, namespace)", multi=True),
+        k.query_var("pod", "Pod (drill-down)", 'label_values(kube_pod_info{namespace=~"$namespace"}, pod)', multi=False),
     ]
 
 
