@@ -94,7 +94,8 @@ def availability(k, lay) -> dict:
                    "a per-pod counter uses the node-level metric's encoding, so the pods of that node lack it too. "
                    "With the class (not_on_platform: expected, e.g. no core PMU in a VM; failed: should be "
                    "countable) and the reason code. The exporter's status page (/) and `perf-exporter check` "
-                   "explain each, and list the cgroups counted and left out (cgroups.max_cgroups).",
+                   "explain each; `perf-exporter check` also lists the cgroups counted and left out "
+                   "(cgroups.max_cgroups).",
                    "short", expr, no_value="Every metric of this dashboard is counted on every selected node",
                    mappings=[{"type": "value", "options": {"0": {"text": k.NOT_AVAILABLE, "color": "orange", "index": 0}}}],
                    exclude=("job",),
