@@ -51,7 +51,12 @@ def image(store):
                   "--build-arg", f"RUST_IMAGE={RUST_BASE}", "--build-arg", f"RUNTIME_IMAGE={RUNTIME_BASE}",
                   "-t", IMAGE, "-f", REPO / "Dockerfile", REPO, timeout=BUILD_TIMEOUT)
     # The build stage's cached steps of older sources: kept a week, then dropped.
-    store.podman("image", "prune", "--force", "--filter", "until=168h")
+    # Housekeeping only: podman refuses a store its database recorded under
+    # another path (the shared .cache reached through another checkout's
+    # symlink), which must not fail the tests.
+    pruned = store.podman("image", "prune", "--force", "--filter", "until=168h", check=False)
+    if pruned.returncode != 0:
+        print(f"\nimage prune skipped: {pruned.stderr.strip()}", file=sys.stderr)
     size = store.buildah("images", "--format", "{{.Size}}", IMAGE).stdout.strip()
     print(f"\nimage {IMAGE}: built in {time.monotonic() - t0:.0f} s, size {size}", file=sys.stderr)
     store.derive(IMAGE, ROOT, user="0:0")
