@@ -443,36 +443,37 @@ fn real_usage_ranks_a_busy_cgroup_first() {
 
 // ---- `check` end to end ----
 
-fn check(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(common::EXPORTER)
-        .args(args)
-        .output()
-        .unwrap()
+/// Runs `check` on the `vm-no-pmu` sysfs fixture with a config of one
+/// software set and the `cgroups:` section `yaml`, plus `extra` flags
+/// (each `--flag` followed by a path).
+fn check(yaml: &str, extra: &[(&str, &Path)], more: &[&str]) -> std::process::Output {
+    let t = tempfile::tempdir().unwrap();
+    let cfg = t.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        format!("sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{yaml}"),
+    )
+    .unwrap();
+    let mut c = std::process::Command::new(common::EXPORTER);
+    c.arg("check")
+        .arg("--config.file")
+        .arg(&cfg)
+        .arg("--path.sysfs")
+        .arg(common::fixture("vm-no-pmu"));
+    for (flag, path) in extra {
+        c.arg(flag).arg(path);
+    }
+    c.args(more).output().unwrap()
 }
 
 /// `check` lists the root, the cgroups counted and left out, and why:
 /// exact text for a fixture tree (the part after the metrics).
 #[test]
 fn check_lists_the_cgroups_exactly() {
-    let t = tempfile::tempdir().unwrap();
-    let cfg = t.path().join("c.yaml");
-    std::fs::write(
-        &cfg,
-        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n  preset: kubernetes\n  containers: true\n  max_cgroups: 8\n",
-    )
-    .unwrap();
     let tree = fixtures().join("kubernetes-systemd");
-    let sysfs = common::fixture("vm-no-pmu");
-    let args = [
-        "check",
-        "--config.file",
-        cfg.to_str().unwrap(),
-        "--path.sysfs",
-        sysfs.to_str().unwrap(),
-        "--path.cgroupfs",
-        tree.to_str().unwrap(),
-    ];
-    let o = check(&args);
+    let yaml = "  preset: kubernetes\n  containers: true\n  max_cgroups: 8\n";
+    let args = [("--path.cgroupfs", tree.as_path())];
+    let o = check(yaml, &args, &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
     let at = out.find("cgroup root: ").expect(&out);
@@ -480,7 +481,7 @@ fn check_lists_the_cgroups_exactly() {
     let want = std::fs::read_to_string(fixtures().join("check-kubernetes-systemd.txt")).unwrap();
     assert_eq!(got, want, "got:\n{got}");
 
-    let o = check(&[&args[..], &["--json"]].concat());
+    let o = check(yaml, &args, &["--json"]);
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let c = &v["cgroups"];
@@ -506,25 +507,10 @@ fn check_lists_the_cgroups_exactly() {
 /// to do; `--strict` fails on it.
 #[test]
 fn check_without_a_hierarchy_says_what_to_do() {
-    let t = tempfile::tempdir().unwrap();
-    let cfg = t.path().join("c.yaml");
-    std::fs::write(
-        &cfg,
-        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n  preset: systemd\n",
-    )
-    .unwrap();
     let procfs = fixtures().join("procfs-none");
-    let sysfs = common::fixture("vm-no-pmu");
-    let args = [
-        "check",
-        "--config.file",
-        cfg.to_str().unwrap(),
-        "--path.sysfs",
-        sysfs.to_str().unwrap(),
-        "--path.procfs",
-        procfs.to_str().unwrap(),
-    ];
-    let o = check(&args);
+    let args = [("--path.procfs", procfs.as_path())];
+    let yaml = "  preset: systemd\n";
+    let o = check(yaml, &args, &[]);
     assert!(o.status.success());
     let out = String::from_utf8(o.stdout).unwrap();
     let last = out.lines().last().unwrap();
@@ -533,6 +519,6 @@ fn check_without_a_hierarchy_says_what_to_do() {
             && last.contains("what to do: mount cgroup2"),
         "{last}"
     );
-    let o = check(&[&args[..], &["--strict"]].concat());
+    let o = check(yaml, &args, &["--strict"]);
     assert_eq!(o.status.code(), Some(1));
 }

@@ -15,12 +15,13 @@
 //! not a container), `docker-<id>.scope` (Docker via cri-dockerd), and
 //! under the cgroupfs driver the bare `<id>` (or `crio-<id>`).
 
-/// The kubepods roots relative to the cgroup root, and whether each is
-/// the systemd driver's layout.
-pub const KUBEPODS: &[(&str, bool)] = &[
-    ("kubepods.slice", true),
-    ("kubepods", false),
-    ("kubelet.slice/kubelet-kubepods.slice", true),
+/// The kubepods roots relative to the cgroup root: the systemd
+/// driver's, the cgroupfs driver's, and the systemd driver's under a
+/// kubelet `--cgroup-root` of `kubelet.slice`.
+pub const KUBEPODS: &[&str] = &[
+    "kubepods.slice",
+    "kubepods",
+    "kubelet.slice/kubelet-kubepods.slice",
 ];
 
 /// A pod's QoS class (the `qos_class` label).

@@ -22,6 +22,8 @@ pub struct Selector {
     /// limit (then every check re-ranks).
     scanned: bool,
     over_limit: bool,
+    /// The last walk's candidates (re-ranked without a walk).
+    last: Vec<walk::Candidate>,
     /// A change was seen since the last scan (the events are drained,
     /// so it is remembered until the next scan).
     dirty: bool,
@@ -46,6 +48,7 @@ impl Selector {
             scanned: false,
             over_limit: false,
             dirty: false,
+            last: Vec::new(),
             watch: true,
         }
     }
@@ -77,7 +80,13 @@ impl Selector {
     /// left out over the limit (the ranking moves with usage), or no
     /// working inotify. Cheap: one non-blocking read.
     pub fn changed(&mut self) -> bool {
-        if !self.scanned || self.over_limit || self.dirty {
+        self.over_limit || self.tree_changed()
+    }
+
+    /// Whether a cgroup may have been created or removed since the last
+    /// scan (remembered until the next scan: the events are drained).
+    fn tree_changed(&mut self) -> bool {
+        if !self.scanned || self.dirty {
             return true;
         }
         self.dirty = match self.watcher.as_mut() {
@@ -87,12 +96,16 @@ impl Selector {
         self.dirty
     }
 
-    /// [`scan`](Self::scan) when [`changed`](Self::changed), else `None`
-    /// (the last selection stands): what the engine calls at each
-    /// collection.
+    /// What the engine calls at each collection: `None` when the last
+    /// selection stands; a [`scan`](Self::scan) when the tree changed;
+    /// over the bound with an unchanged tree, the last scan's cgroups
+    /// re-ranked by their usage since (no walk).
     pub fn scan_if_changed(&mut self) -> Result<Option<Selection>, CgroupError> {
-        if self.changed() {
+        if self.tree_changed() {
             self.scan().map(Some)
+        } else if self.over_limit {
+            let last = self.last.clone();
+            Ok(Some(self.settle(last)))
         } else {
             Ok(None)
         }
@@ -119,6 +132,7 @@ impl Selector {
             watcher: self.watcher.as_mut(),
         }
         .select(&self.config, &self.globs);
+        self.last = candidates.clone();
         let sel = self.settle(candidates);
         self.scanned = true;
         self.dirty = false;
@@ -257,6 +271,27 @@ mod tests {
         let mut s = selector(t.path(), &["app/*"], 5).without_watches();
         s.scan().unwrap();
         assert!(s.changed(), "without inotify every check rescans");
+    }
+
+    /// kubepods created after the first scan (the kubelet started later)
+    /// is noticed through the root's watch.
+    #[test]
+    fn a_tree_that_appears_later_is_noticed() {
+        let t = tempfile::tempdir().unwrap();
+        let mut c = config(&[], 10);
+        c.preset = Preset::Kubernetes;
+        let mut s = Selector::new(
+            Root {
+                path: t.path().to_path_buf(),
+                hierarchy: Hierarchy::V2,
+            },
+            c,
+        );
+        assert!(s.scan().unwrap().counted.is_empty());
+        assert!(!s.changed());
+        std::fs::create_dir_all(t.path().join("kubepods/pod0123456789abcdef")).unwrap();
+        assert!(s.changed());
+        assert_eq!(s.scan().unwrap().counted.len(), 1);
     }
 
     #[test]

@@ -82,6 +82,7 @@ impl Visitor<'_> {
             w.watch(&dir);
         }
         let Ok(rd) = std::fs::read_dir(&dir) else {
+            self.watch_nearest(&dir);
             return Vec::new();
         };
         let mut v: Vec<OsString> = rd
@@ -91,6 +92,29 @@ impl Visitor<'_> {
             .collect();
         v.sort();
         v
+    }
+
+    /// A directory that does not exist (yet: kubepods before the kubelet
+    /// starts) is watched for through its nearest existing ancestor.
+    fn watch_nearest(&mut self, dir: &Path) {
+        let Some(w) = self.watcher.as_deref_mut() else {
+            return;
+        };
+        let mut at = dir;
+        while let Some(parent) = at.parent() {
+            if parent.is_dir() {
+                w.watch(parent);
+                break;
+            }
+            if parent == self.root {
+                break;
+            }
+            at = parent;
+        }
+        // Created between the listing and the watch: rescan.
+        if dir.exists() {
+            w.missed();
+        }
     }
 
     /// Selects by `config`: the preset's cgroups first, then the globs'
@@ -131,10 +155,7 @@ impl Visitor<'_> {
     }
 
     fn kubernetes(&mut self, containers: bool, out: &mut Vec<Candidate>) {
-        for (base, _systemd) in kube::KUBEPODS {
-            if !self.root.join(base).is_dir() {
-                continue;
-            }
+        for base in kube::KUBEPODS {
             for child in self.list(base) {
                 let child = child.to_string_lossy().into_owned();
                 if let Some(qos) = kube::qos_level(&child) {

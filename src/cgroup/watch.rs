@@ -55,6 +55,11 @@ impl Watcher {
         }
     }
 
+    /// A change may have gone unseen: the next check says changed.
+    pub fn missed(&mut self) {
+        self.broken = true;
+    }
+
     /// Whether every directory listed is watched.
     pub fn complete(&self) -> bool {
         !self.broken
