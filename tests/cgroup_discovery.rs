@@ -14,6 +14,14 @@ use perf_exporter::config::Config;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// The tests of this file run one at a time: one of them counts the
+/// process's file descriptors.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn fixtures() -> PathBuf {
     common::repo_root().join("tests/fixtures/cgroup")
 }
@@ -46,6 +54,7 @@ const DB_UID: &str = "d77d5e50-3ad1-439f-885a-c494268b351b";
 
 #[test]
 fn systemd_driver_pods_with_labels() {
+    let _serial = serial();
     let sel = scan(
         &fixtures().join("kubernetes-systemd"),
         "  preset: kubernetes\n",
@@ -84,6 +93,7 @@ fn systemd_driver_pods_with_labels() {
 
 #[test]
 fn containers_of_every_runtime_and_no_conmon() {
+    let _serial = serial();
     for (fixture, n_pods, n_containers) in
         [("kubernetes-systemd", 5, 7), ("kubernetes-cgroupfs", 4, 5)]
     {
@@ -126,6 +136,7 @@ fn containers_of_every_runtime_and_no_conmon() {
 
 #[test]
 fn cgroupfs_driver_pods() {
+    let _serial = serial();
     let sel = scan(
         &fixtures().join("kubernetes-cgroupfs"),
         "  preset: kubernetes\n",
@@ -148,6 +159,7 @@ fn cgroupfs_driver_pods() {
 
 #[test]
 fn systemd_preset_and_globs() {
+    let _serial = serial();
     let root = fixtures().join("kubernetes-systemd");
     let sel = scan(&root, "  preset: systemd\n");
     assert_eq!(
@@ -197,6 +209,7 @@ fn set_usage(dir: &Path, usec: u64) {
 /// first scan: by total usage); the others are left out with the reason.
 #[test]
 fn over_the_bound_the_busiest_since_the_last_scan_win() {
+    let _serial = serial();
     let t = tempfile::tempdir().unwrap();
     copy_tree(&fixtures().join("kubernetes-systemd"), t.path());
     let root = find_root(Path::new("/nonexistent"), Some(t.path())).unwrap();
@@ -234,6 +247,7 @@ fn over_the_bound_the_busiest_since_the_last_scan_win() {
 /// their exact names; nothing panics.
 #[test]
 fn hostile_names_are_selected_verbatim() {
+    let _serial = serial();
     let t = tempfile::tempdir().unwrap();
     let long = "x".repeat(255);
     let names = ["with space", "quo\"te's", "new\nline", "back\\slash", &long];
@@ -254,6 +268,7 @@ fn hostile_names_are_selected_verbatim() {
 
 #[test]
 fn roots_from_mountinfo() {
+    let _serial = serial();
     let f = fixtures();
     let root = |p: &str| find_root(&f.join(p), None);
     assert_eq!(
@@ -355,6 +370,7 @@ fn eventually(mut f: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn this_machine_root_is_found_in_mountinfo() {
+    let _serial = serial();
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let root = find_root(Path::new("/proc"), None).unwrap();
     assert_eq!(root.hierarchy, Hierarchy::V2);
@@ -373,6 +389,7 @@ fn this_machine_root_is_found_in_mountinfo() {
 /// too; an unchanged tree costs no rescan.
 #[test]
 fn real_cgroups_are_found_and_their_churn_seen() {
+    let _serial = serial();
     let g = CgroupGuard::new("churn");
     let uid = "aaaabbbb_cccc_dddd_eeee_ffff00001111";
     let pod = format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice");
@@ -407,10 +424,94 @@ fn real_cgroups_are_found_and_their_churn_seen() {
     assert!(!rels(&sel.counted).contains(&pod2));
 }
 
+/// Cgroups created and removed while scans run: every scan succeeds,
+/// what it counts existed, and what vanished under it is left out as
+/// gone, never an error or a panic.
+#[test]
+fn real_churn_during_scans_never_fails_a_scan() {
+    let _serial = serial();
+    let g = CgroupGuard::new("race");
+    g.mkdir("app/keep");
+    let top = g.top.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let d = top.join(format!("app/c{}", n % 16));
+                let _ = std::fs::create_dir(&d);
+                let _ = std::fs::remove_dir(top.join(format!("app/c{}", (n + 8) % 16)));
+                n += 1;
+            }
+            n
+        })
+    };
+    let root = find_root(Path::new("/proc"), Some(&g.top)).unwrap();
+    let mut s = Selector::new(root, section("  paths: [\"app/*\"]\n"));
+    let mut gone = 0;
+    for _ in 0..200 {
+        let sel = s.scan().expect("a scan under churn succeeds");
+        assert!(rels(&sel.counted).contains(&"app/keep"));
+        for l in &sel.left_out {
+            assert_eq!(l.reason, LeftOutReason::Gone, "{l:?}");
+            gone += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let made = churn.join().unwrap();
+    assert!(made > 0);
+    eprintln!("{made} cgroups created during 200 scans; {gone} found gone");
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// 1,000 pods coming and going (real cgroups, in rounds of 250): the
+/// selector's descriptors and watches return to their baseline.
+#[test]
+fn real_pods_coming_and_going_leak_no_descriptor() {
+    let _serial = serial();
+    let g = CgroupGuard::new("fds");
+    g.mkdir("kubepods.slice/kubepods-burstable.slice");
+    let root = find_root(Path::new("/proc"), Some(&g.top)).unwrap();
+    let mut s = Selector::new(
+        root,
+        section("  preset: kubernetes\n  containers: true\n  max_cgroups: 1000\n"),
+    );
+    assert!(s.scan_if_changed().unwrap().unwrap().counted.is_empty());
+    let (fds, watches) = (open_fds(), s.watches());
+    for round in 0..4 {
+        let pods: Vec<String> = (0..250)
+            .map(|i| {
+                format!(
+                    "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{round:08x}_0000_0000_0000_{i:012x}.slice"
+                )
+            })
+            .collect();
+        for p in &pods {
+            g.mkdir(&format!("{p}/cri-containerd-{}.scope", "cd".repeat(32)));
+        }
+        assert!(eventually(|| s.changed()));
+        let sel = s.scan_if_changed().unwrap().unwrap();
+        assert_eq!(sel.counted.len(), 500, "round {round}");
+        assert!(s.watches() > 250);
+        for p in &pods {
+            rmdir_tree(&g.top.join(p));
+        }
+        assert!(eventually(|| s.changed()));
+        let sel = s.scan_if_changed().unwrap().unwrap();
+        assert!(sel.counted.is_empty(), "round {round}: {sel:?}");
+        assert_eq!((open_fds(), s.watches()), (fds, watches), "round {round}");
+    }
+}
+
 /// The real `cpu.stat` of a cgroup the test runs a burner in ranks it
 /// above idle ones.
 #[test]
 fn real_usage_ranks_a_busy_cgroup_first() {
+    let _serial = serial();
     let g = CgroupGuard::new("rank");
     for n in ["a", "b", "c"] {
         g.mkdir(&format!("app/{n}"));
@@ -470,6 +571,7 @@ fn check(yaml: &str, extra: &[(&str, &Path)], more: &[&str]) -> std::process::Ou
 /// exact text for a fixture tree (the part after the metrics).
 #[test]
 fn check_lists_the_cgroups_exactly() {
+    let _serial = serial();
     let tree = fixtures().join("kubernetes-systemd");
     let yaml = "  preset: kubernetes\n  containers: true\n  max_cgroups: 8\n";
     let args = [("--path.cgroupfs", tree.as_path())];
@@ -507,6 +609,7 @@ fn check_lists_the_cgroups_exactly() {
 /// to do; `--strict` fails on it.
 #[test]
 fn check_without_a_hierarchy_says_what_to_do() {
+    let _serial = serial();
     let procfs = fixtures().join("procfs-none");
     let args = [("--path.procfs", procfs.as_path())];
     let yaml = "  preset: systemd\n";
