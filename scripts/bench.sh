@@ -5,7 +5,9 @@
 #   2. benches/scale.rs: a generated 512-CPU, 2-socket node on the simulated
 #      PMU, per CPU and with --config.aggregate-cpus, and this host's live
 #      kernel (CPU per scrape, response size, RSS);
-#   3. benches/hot_path.rs (criterion): parsing a group read, scaling and
+#   3. benches/cgroup_scale.rs: 200 cgroups x 512 simulated CPUs and x this
+#      host's CPUs live (README "Per-workload counting" / "Cost");
+#   4. benches/hot_path.rs (criterion): parsing a group read, scaling and
 #      accumulating, encoding 10,000 series, a whole collection.
 #
 #   scripts/bench.sh           # full run (several minutes)
@@ -28,3 +30,4 @@ if [[ $short == 1 ]]; then
 else
   cargo bench --locked --bench hot_path
 fi
+cargo bench --locked --bench cgroup_scale -- "$@"

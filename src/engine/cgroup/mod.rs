@@ -63,6 +63,8 @@ pub trait CgroupBackend: Send + fmt::Debug {
     fn counted(&self) -> Vec<String>;
     /// Open file descriptors.
     fn open_fds(&self) -> usize;
+    /// Reads one collection makes (`read()` calls).
+    fn reads(&self) -> usize;
     /// The accumulated counts, for a reload.
     fn totals(&self) -> CgroupTotals;
     /// Continues `old`'s counts where the same cgroup and metric

@@ -30,24 +30,25 @@ pub(super) struct CgMetric {
 /// One planned group on one CPU: its set and members `(metric, attr,
 /// scale)`.
 #[derive(Debug, Clone)]
-struct GroupPlan {
+pub(super) struct GroupPlan {
     set: usize,
     cpu: u32,
-    members: Vec<(usize, EventAttr, f64)>,
+    pub(super) members: Vec<(usize, EventAttr, f64)>,
 }
 
+/// An open per-cgroup counter: kept small, there are cgroups × CPUs ×
+/// events of them (its event and scale are in the group's plan).
 #[derive(Debug)]
 pub(super) struct CgMember {
-    pub(super) metric: usize,
     pub(super) counter: Counter,
-    pub(super) attr: EventAttr,
-    pub(super) scale: f64,
     /// High-water mark of the scaled estimate (raw units).
     pub(super) high: f64,
 }
 
 #[derive(Debug)]
 pub(super) struct CgGroup {
+    /// Index into `PerfBackend::plan`: its set, CPU and members' events.
+    pub(super) plan: usize,
     pub(super) set: usize,
     pub(super) cpu: u32,
     /// Column of its CPU (0 when summed over CPUs).
@@ -92,7 +93,7 @@ pub struct PerfBackend {
     pub(super) kernel: Arc<dyn Kernel>,
     pub(super) metrics: Vec<CgMetric>,
     pub(super) sets: Vec<String>,
-    plan: Vec<GroupPlan>,
+    pub(super) plan: Vec<GroupPlan>,
     /// The CPUs of the columns (one column, summed, unless per CPU).
     pub(super) cpus: Vec<u32>,
     pub(super) per_cpu: bool,
@@ -258,8 +259,8 @@ impl PerfBackend {
         let mut groups = Vec::with_capacity(self.plan.len());
         let plan = std::mem::take(&mut self.plan);
         let mut vanished = None;
-        for gp in &plan {
-            match self.open_group(&handle, gp) {
+        for (pi, gp) in plan.iter().enumerate() {
+            match self.open_group(&handle, pi, gp) {
                 Ok(Some(g)) => groups.push(g),
                 Ok(None) => {}
                 Err(errno) => {
@@ -288,30 +289,36 @@ impl PerfBackend {
 
     /// Opens and enables one group; `Err(errno)` when the cgroup is gone
     /// (ENOENT from the kernel), `Ok(None)` when nothing of it opened.
-    fn open_group(&mut self, cg: &CgroupHandle, gp: &GroupPlan) -> Result<Option<CgGroup>, i32> {
+    /// A member the kernel refuses is left out of the group (and named);
+    /// the plan then no longer matches the group's members, so a group is
+    /// kept only whole.
+    fn open_group(
+        &mut self,
+        cg: &CgroupHandle,
+        pi: usize,
+        gp: &GroupPlan,
+    ) -> Result<Option<CgGroup>, i32> {
         let mut members: Vec<CgMember> = Vec::with_capacity(gp.members.len());
-        for (metric, attr, scale) in &gp.members {
+        for (metric, attr, _) in &gp.members {
             let leader = members.first().map(|m| &m.counter);
             match self.kernel.open_in_cgroup(attr, cg, gp.cpu, leader) {
-                Ok(counter) => members.push(CgMember {
-                    metric: *metric,
-                    counter,
-                    attr: attr.clone(),
-                    scale: *scale,
-                    high: 0.0,
-                }),
+                Ok(counter) => members.push(CgMember { counter, high: 0.0 }),
                 Err(e) if e.errno == libc::ENOENT && !cg.dir.is_dir() => return Err(e.errno),
-                Err(e) => self.open_failed(*metric, &e),
+                Err(e) => {
+                    self.open_failed(*metric, &e);
+                    return Ok(None);
+                }
             }
         }
-        let Some(first) = members.first() else {
+        let (Some(first), Some((metric, attr, _))) = (members.first(), gp.members.first()) else {
             return Ok(None);
         };
-        if let Err(e) = self.kernel.enable_group(&first.counter, &first.attr, gp.cpu) {
-            self.open_failed(first.metric, &e);
+        if let Err(e) = self.kernel.enable_group(&first.counter, attr, gp.cpu) {
+            self.open_failed(*metric, &e);
             return Ok(None);
         }
         Ok(Some(CgGroup {
+            plan: pi,
             set: gp.set,
             cpu: gp.cpu,
             col: self.col_of(gp.cpu),
@@ -419,6 +426,10 @@ impl CgroupBackend for PerfBackend {
             .values()
             .map(|t| 1 + t.groups.iter().map(|g| g.members.len()).sum::<usize>())
             .sum()
+    }
+
+    fn reads(&self) -> usize {
+        self.tracked.values().map(|t| t.groups.len()).sum()
     }
 
     fn totals(&self) -> CgroupTotals {

@@ -14,10 +14,16 @@ impl PerfBackend {
         let nsets = self.sets.len();
         for t in self.tracked.values_mut() {
             for g in &mut t.groups {
-                let leader = &g.members[0];
+                let Some(plan) = self.plan.get(g.plan) else {
+                    continue;
+                };
+                let (Some(leader), Some((_, attr, _))) = (g.members.first(), plan.members.first())
+                else {
+                    continue;
+                };
                 if self
                     .kernel
-                    .read_group(&leader.counter, &leader.attr, g.cpu, &mut self.buf)
+                    .read_group(&leader.counter, attr, g.cpu, &mut self.buf)
                     .is_err()
                 {
                     t.read_errors += 1;
@@ -41,10 +47,12 @@ impl PerfBackend {
                     None if en == 0 => 1.0,
                     None => continue,
                 };
-                for (k, m) in g.members.iter_mut().enumerate() {
+                for (k, (m, (metric, _, scale))) in
+                    g.members.iter_mut().zip(&plan.members).enumerate()
+                {
                     if let Some(raw) = value_of(&self.buf.values, k, m.counter.id) {
-                        let i = m.metric * ncols + g.col;
-                        t.values[i] += monotonic_delta(&mut m.high, raw as f64 * factor) * m.scale;
+                        let i = metric * ncols + g.col;
+                        t.values[i] += monotonic_delta(&mut m.high, raw as f64 * factor) * scale;
                         t.has_data[i] = true;
                     }
                 }
