@@ -242,16 +242,23 @@ def test_node_dashboard_content():
     assert vs["instance"]["multi"] is False, "a node dashboard shows one node"
 
 
+def rankings(t: dict[str, dict], units: dict[str, str]):
+    """The ranking panels (title: unit): instant bar gauges; yields (title, panel)."""
+    for title, unit in units.items():
+        p = t[title]
+        assert p["type"] == "bargauge" and p["fieldConfig"]["defaults"]["unit"] == unit, title
+        assert p["targets"][0]["instant"] is True, title
+        yield title, p
+
+
 def test_cluster_dashboard_content():
     d = load(next(p for p in DASHBOARDS if p.name == "perf-exporter-cluster.json"))
     t = titles(d)
-    for title, unit in {"IPC by node": "short", "DRAM bandwidth by node": "Bps",
-                        "Cache miss ratio by node": "percentunit", "Branch miss ratio by node": "percentunit"}.items():
-        p = t[title]
-        assert p["type"] == "bargauge" and p["fieldConfig"]["defaults"]["unit"] == unit, title
+    for title, p in rankings(t, {"IPC by node": "short", "DRAM bandwidth by node": "Bps",
+                                 "Cache miss ratio by node": "percentunit",
+                                 "Branch miss ratio by node": "percentunit"}):
         e = p["targets"][0]["expr"]
         assert e.startswith("sort_desc(") and "by (instance)" in e, title
-        assert p["targets"][0]["instant"] is True
     vs = {v["name"]: v for v in d["templating"]["list"]}
     assert vs["instance"]["multi"] is True and vs["instance"]["includeAll"] is True
 
@@ -277,12 +284,10 @@ def test_layout_has_no_overlaps(dash):
 def test_pods_dashboard_content():
     d = load(next(p for p in DASHBOARDS if p.name == "perf-exporter-pods.json"))
     t = titles(d)
-    for title, unit in {"Top pods by cycles share": "percentunit", "Lowest IPC": "short",
-                        "LLC misses per kilo-instruction": "short", "Context switches": "short"}.items():
-        p = t[title]
-        assert p["type"] == "bargauge" and p["fieldConfig"]["defaults"]["unit"] == unit, title
+    for title, p in rankings(t, {"Top pods by cycles share": "percentunit", "Lowest IPC": "short",
+                                 "LLC misses per kilo-instruction": "short", "Context switches": "short"}):
         e = p["targets"][0]["expr"]
-        assert p["targets"][0]["instant"] is True and p["targets"][0]["legendFormat"] == "{{namespace}}/{{pod}}"
+        assert p["targets"][0]["legendFormat"] == "{{namespace}}/{{pod}}", title
         assert re.match(r"sort(_desc)?\(\n(top|bottom)k\(10,", e), title
     assert "bottomk" in t["Lowest IPC"]["targets"][0]["expr"]
     assert "perf_cpu_cycles_total{" in t["Top pods by cycles share"]["targets"][0]["expr"], "share of the node's cycles"
