@@ -147,11 +147,17 @@ impl Listed {
 }
 
 impl Discovery for Listed {
-    fn discover(&mut self) -> Result<Selection, CgroupError> {
-        Ok(Selection {
-            counted: self.0.lock().unwrap().iter().map(|r| cgroup_of(r)).collect(),
+    fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
+        Ok(Some(Selection {
+            counted: self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|r| cgroup_of(r))
+                .collect(),
             left_out: Vec::new(),
-        })
+        }))
     }
 }
 
@@ -226,7 +232,19 @@ fn cpu_time_per_cgroup_agrees_with_cpu_stat_and_perf_stat() {
     e.collect();
     let g = format!("{},{}", hi.rel, hi.rel);
     let perf = Command::new("perf")
-        .args(["stat", "-a", "-x", ",", "-e", "cpu-clock,context-switches", "-G", &g, "--", "sleep", "3"])
+        .args([
+            "stat",
+            "-a",
+            "-x",
+            ",",
+            "-e",
+            "cpu-clock,context-switches",
+            "-G",
+            &g,
+            "--",
+            "sleep",
+            "3",
+        ])
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -238,7 +256,10 @@ fn cpu_time_per_cgroup_agrees_with_cpu_stat_and_perf_stat() {
     let (u_hi1, u_lo1) = (hi.usage_usec(), lo.usage_usec());
     for (c, u0, u1) in [(&hi, u_hi0, u_hi1), (&lo, u_lo0, u_lo1)] {
         let stat = (u1 - u0) as f64 * 1e-6;
-        for fam in ["perf_cgroup_cpu_clock_seconds_total", "perf_cgroup_task_clock_seconds_total"] {
+        for fam in [
+            "perf_cgroup_cpu_clock_seconds_total",
+            "perf_cgroup_task_clock_seconds_total",
+        ] {
             let ours = value(&s1, fam, &c.rel).unwrap() - value(&s0, fam, &c.rel).unwrap_or(0.0);
             eprintln!("{}: {fam} {ours:.4} s, cpu.stat {stat:.4} s", c.rel);
             assert!(
@@ -258,7 +279,11 @@ fn cpu_time_per_cgroup_agrees_with_cpu_stat_and_perf_stat() {
         .unwrap_or_else(|| panic!("no cpu-clock line in perf stat's output:\n{text}"));
     let ours = value(&s1, "perf_cgroup_cpu_clock_seconds_total", &hi.rel).unwrap()
         - value(&s0, "perf_cgroup_cpu_clock_seconds_total", &hi.rel).unwrap_or(0.0);
-    eprintln!("perf stat -G {}: cpu-clock {:.4} s; ours {ours:.4} s", hi.rel, perf_ms / 1e3);
+    eprintln!(
+        "perf stat -G {}: cpu-clock {:.4} s; ours {ours:.4} s",
+        hi.rel,
+        perf_ms / 1e3
+    );
     assert!(
         (ours - perf_ms / 1e3).abs() <= 0.05 * ours + 0.05,
         "perf stat says {perf_ms} ms, we say {ours} s\n{text}"
@@ -358,7 +383,10 @@ fn churn_of_500_cgroups_leaks_nothing_and_survivors_never_go_back() {
     d.set(vec![keep.rel.clone()]);
     e.collect();
     assert_eq!(fds(), base, "file descriptors back to the baseline");
-    assert!(gone_reported >= 9, "cgroups gone before open reported: {gone_reported}");
+    assert!(
+        gone_reported >= 9,
+        "cgroups gone before open reported: {gone_reported}"
+    );
     drop(e);
     drop(keep);
 }
@@ -392,7 +420,10 @@ fn hostile_cgroup_names_are_escaped_exactly() {
     let mut text = String::new();
     prometheus::encode_text(&s.families, &mut text);
     for n in &names {
-        let esc = n.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        let esc = n
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
         let want = format!(
             "perf_cgroup_group_enabled_seconds_total{{cgroup=\"{}/{esc}\",set=\"software\"}} ",
             parent.rel

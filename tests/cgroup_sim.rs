@@ -4,6 +4,8 @@
 //! disjoint cgroups within the node count, churn, a cgroup gone before
 //! open, the fd budget, uncore sets refused, carry-over, label escaping.
 
+mod common;
+
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
 use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{CgroupCounting, CgroupIssue, Discovery, PerfBackend};
@@ -54,8 +56,8 @@ impl Steered {
 }
 
 impl Discovery for Steered {
-    fn discover(&mut self) -> Result<Selection, CgroupError> {
-        Ok(self.0.lock().unwrap().clone())
+    fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
+        Ok(Some(self.0.lock().unwrap().clone()))
     }
 }
 
@@ -65,8 +67,17 @@ struct Rig {
     d: Steered,
 }
 
-fn rig(fixture: &str, yaml: &str, sets: &[&str], per_cpu: bool, budget: Option<usize>, rels: &[&str]) -> Rig {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs").join(fixture);
+fn rig(
+    fixture: &str,
+    yaml: &str,
+    sets: &[&str],
+    per_cpu: bool,
+    budget: Option<usize>,
+    rels: &[&str],
+) -> Rig {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysfs")
+        .join(fixture);
     let t = PmuTable::discover(&root).unwrap();
     let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
     let cfg = Config::parse(yaml, "t.yaml").unwrap();
@@ -78,7 +89,14 @@ fn rig(fixture: &str, yaml: &str, sets: &[&str], per_cpu: bool, budget: Option<u
     let d = Steered::default();
     d.set(&tree(), rels);
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let b = PerfBackend::new(k.clone(), e.resolution(), &sets, e.online_cpus(), per_cpu, budget);
+    let b = PerfBackend::new(
+        k.clone(),
+        e.resolution(),
+        &sets,
+        e.online_cpus(),
+        per_cpu,
+        budget,
+    );
     e.attach_cgroups(CgroupCounting::new(Box::new(d.clone()), Box::new(b)));
     Rig { k, e, d }
 }
@@ -89,6 +107,11 @@ fn value(s: &Snapshot, family: &str, labels: &str) -> Option<f64> {
         .iter()
         .find(|x| x.labels.rendered() == labels)
         .map(|x| x.value)
+}
+
+/// `perf_cgroup_cpu_clock_seconds_total` of the series with these labels.
+fn clock(s: &Snapshot, labels: &str) -> f64 {
+    value(s, "perf_cgroup_cpu_clock_seconds_total", labels).expect(labels)
 }
 
 fn sum(s: &Snapshot, family: &str) -> f64 {
@@ -106,23 +129,45 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn cgroups_count_their_share_and_never_more_than_the_node() {
-    let mut r = rig("vm-no-pmu", YAML, &["software"], false, None, &["app/a", "app/b"]);
+    let mut r = rig(
+        "vm-no-pmu",
+        YAML,
+        &["software"],
+        false,
+        None,
+        &["app/a", "app/b"],
+    );
     r.e.collect();
     r.k.advance(SEC);
     let s = r.e.collect();
     let node = sum(&s, "perf_cpu_clock_seconds_total");
-    let a = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\"}").unwrap();
-    let b = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/b\"}").unwrap();
+    let a = clock(&s, "{cgroup=\"app/a\"}");
+    let b = clock(&s, "{cgroup=\"app/b\"}");
     // Two CPUs, one second: the node counts 2 s; app/a 45 %, app/b 15 %.
     assert!(close(node, 2.0), "{node}");
     assert!(close(a, 0.9), "{a}");
     assert!(close(b, 0.3), "{b}");
     assert!(a + b <= node);
-    let cs = value(&s, "perf_cgroup_context_switches_total", "{cgroup=\"app/a\"}").unwrap();
+    let cs = value(
+        &s,
+        "perf_cgroup_context_switches_total",
+        "{cgroup=\"app/a\"}",
+    )
+    .unwrap();
     let cs_node = sum(&s, "perf_context_switches_total");
     assert!(cs > 0.0 && cs < cs_node, "{cs} {cs_node}");
-    let en = value(&s, "perf_cgroup_group_enabled_seconds_total", "{cgroup=\"app/a\",set=\"software\"}").unwrap();
-    let run = value(&s, "perf_cgroup_group_running_seconds_total", "{cgroup=\"app/a\",set=\"software\"}").unwrap();
+    let en = value(
+        &s,
+        "perf_cgroup_group_enabled_seconds_total",
+        "{cgroup=\"app/a\",set=\"software\"}",
+    )
+    .unwrap();
+    let run = value(
+        &s,
+        "perf_cgroup_group_running_seconds_total",
+        "{cgroup=\"app/a\",set=\"software\"}",
+    )
+    .unwrap();
     assert!(close(en, 2.0) && close(run, 2.0), "{en} {run}");
 }
 
@@ -133,9 +178,14 @@ fn multiplexed_cgroup_groups_are_scaled_like_node_groups() {
     r.k.set_mux_ratio("software", 0.5);
     r.k.advance(SEC);
     let s = r.e.collect();
-    let a = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\",cpu=\"1\"}").unwrap();
+    let a = clock(&s, "{cgroup=\"app/a\",cpu=\"1\"}");
     assert!(close(a, 0.45), "{a}");
-    let run = value(&s, "perf_cgroup_group_running_seconds_total", "{cgroup=\"app/a\",set=\"software\",cpu=\"1\"}").unwrap();
+    let run = value(
+        &s,
+        "perf_cgroup_group_running_seconds_total",
+        "{cgroup=\"app/a\",set=\"software\",cpu=\"1\"}",
+    )
+    .unwrap();
     assert!(close(run, 0.5), "{run}");
 }
 
@@ -147,18 +197,36 @@ fn churn_opens_new_cgroups_and_closes_removed_ones() {
     r.k.advance(SEC);
     let s = r.e.collect();
     // Counted from the collection that saw it (its counts start then).
-    assert!(r.e.cgroups().unwrap().backend().counted().contains(&"app/b".to_string()));
+    assert!(r
+        .e
+        .cgroups()
+        .unwrap()
+        .backend()
+        .counted()
+        .contains(&"app/b".to_string()));
     assert!(r.k.live_counters() > base);
-    let a1 = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\"}").unwrap();
+    let a1 = clock(&s, "{cgroup=\"app/a\"}");
     r.k.advance(SEC);
     let s = r.e.collect();
-    assert!(value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/b\"}").is_some());
+    assert!(value(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/b\"}"
+    )
+    .is_some());
     r.d.set(&tree(), &["app/a"]);
     r.k.advance(SEC);
     let s = r.e.collect();
-    assert_eq!(value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/b\"}"), None);
+    assert_eq!(
+        value(
+            &s,
+            "perf_cgroup_cpu_clock_seconds_total",
+            "{cgroup=\"app/b\"}"
+        ),
+        None
+    );
     assert_eq!(r.k.live_counters(), base, "app/b's counters closed");
-    let a3 = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\"}").unwrap();
+    let a3 = clock(&s, "{cgroup=\"app/a\"}");
     assert!(a3 > a1, "surviving counter keeps counting");
     for _ in 0..200 {
         r.d.set(&tree(), &["app/a", "app/b"]);
@@ -166,32 +234,61 @@ fn churn_opens_new_cgroups_and_closes_removed_ones() {
         r.d.set(&tree(), &["app/a"]);
         r.e.collect();
     }
-    assert_eq!(r.k.live_counters(), base, "no counter leaked over 200 comings and goings");
+    assert_eq!(
+        r.k.live_counters(),
+        base,
+        "no counter leaked over 200 comings and goings"
+    );
 }
 
 #[test]
 fn a_cgroup_gone_before_open_is_reported_not_fatal() {
-    let mut r = rig("vm-no-pmu", YAML, &["software"], false, None, &["app/a", "app/vanished"]);
+    let mut r = rig(
+        "vm-no-pmu",
+        YAML,
+        &["software"],
+        false,
+        None,
+        &["app/a", "app/vanished"],
+    );
     r.k.advance(SEC);
     let s = r.e.collect();
     let c = r.e.cgroups().unwrap();
     assert_eq!(c.backend().counted(), vec!["app/a".to_string()]);
     let issues = c.issues();
     assert!(issues.iter().any(|i| matches!(i, CgroupIssue::Gone { cgroup, errno } if cgroup == "app/vanished" && *errno == libc::ENOENT)), "{issues:?}");
-    assert!(value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\"}").is_some());
+    assert!(value(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/a\"}"
+    )
+    .is_some());
 }
 
 #[test]
 fn a_small_fd_budget_leaves_whole_cgroups_out_and_says_so() {
     // vm-no-pmu: 2 CPUs x 2 events + the directory = 5 fds per cgroup.
-    let mut r = rig("vm-no-pmu", YAML, &["software"], false, Some(7), &["app/a", "app/b"]);
+    let mut r = rig(
+        "vm-no-pmu",
+        YAML,
+        &["software"],
+        false,
+        Some(7),
+        &["app/a", "app/b"],
+    );
     r.e.collect();
     let c = r.e.cgroups().unwrap();
     assert_eq!(c.backend().counted(), vec!["app/a".to_string()]);
     assert_eq!(c.backend().open_fds(), 5);
     let issues = c.issues();
     assert!(issues.iter().any(|i| matches!(i, CgroupIssue::FdBudget { cgroup, per_cgroup: 5, .. } if cgroup == "app/b")), "{issues:?}");
-    assert_eq!(issues.iter().find(|i| i.code() == "fd_limit").map(|i| i.what_to_do().contains("RLIMIT_NOFILE")), Some(true));
+    assert_eq!(
+        issues
+            .iter()
+            .find(|i| i.code() == "fd_limit")
+            .map(|i| i.what_to_do().contains("RLIMIT_NOFILE")),
+        Some(true)
+    );
 }
 
 #[test]
@@ -206,12 +303,28 @@ fn uncore_sets_are_refused_per_cgroup() {
       - metric: perf_dram_read_bytes_total
         event: { event: \"uncore_imc_0/event=0x04,umask=0x03/\", scale: 64, unit: bytes }
 ";
-    let mut r = rig("intel-skx", yaml, &["core", "dram"], false, None, &["app/a"]);
+    let mut r = rig(
+        "intel-skx",
+        yaml,
+        &["core", "dram"],
+        false,
+        None,
+        &["app/a"],
+    );
     let s = r.e.collect();
     let issues = r.e.cgroups().unwrap().issues();
-    let u = issues.iter().find(|i| i.code() == "uncore_per_cgroup").expect("refused");
-    assert!(u.to_string().contains("uncore_imc_0") && u.what_to_do().contains("cgroups.sets"), "{u}");
-    assert!(s.families.iter().all(|f| f.name != "perf_cgroup_dram_read_bytes_total"));
+    let u = issues
+        .iter()
+        .find(|i| i.code() == "uncore_per_cgroup")
+        .expect("refused");
+    assert!(
+        u.to_string().contains("uncore_imc_0") && u.what_to_do().contains("cgroups.sets"),
+        "{u}"
+    );
+    assert!(s
+        .families
+        .iter()
+        .all(|f| f.name != "perf_cgroup_dram_read_bytes_total"));
     r.k.advance(SEC);
     let s = r.e.collect();
     assert!(value(&s, "perf_cgroup_instructions_total", "{cgroup=\"app/a\"}").is_some());
@@ -229,7 +342,14 @@ fn totals_carry_over_to_a_new_backend_for_the_same_cgroup_and_metric() {
         // The engine hands out its counting only by reference; carry over
         // through a fresh counting on the new engine.
         let sets = vec!["software".to_string()];
-        let b = PerfBackend::new(r2.k.clone(), r2.e.resolution(), &sets, r2.e.online_cpus(), false, None);
+        let b = PerfBackend::new(
+            r2.k.clone(),
+            r2.e.resolution(),
+            &sets,
+            r2.e.online_cpus(),
+            false,
+            None,
+        );
         let mut c = CgroupCounting::new(Box::new(r2.d.clone()), Box::new(b));
         let n = c.carry_over(totals);
         r2.e.attach_cgroups(c);
@@ -237,7 +357,7 @@ fn totals_carry_over_to_a_new_backend_for_the_same_cgroup_and_metric() {
     };
     assert_eq!(n, 2, "cpu-clock and context-switches continue");
     let s = r2.e.collect();
-    let a = value(&s, "perf_cgroup_cpu_clock_seconds_total", "{cgroup=\"app/a\"}").unwrap();
+    let a = clock(&s, "{cgroup=\"app/a\"}");
     assert!(close(a, 0.9), "{a}");
 }
 
@@ -245,7 +365,12 @@ fn totals_carry_over_to_a_new_backend_for_the_same_cgroup_and_metric() {
 fn hostile_names_are_escaped_exactly() {
     let root = std::env::temp_dir().join(format!("pe-cgsim-hostile-{}", std::process::id()));
     let long = format!("app/{}", "x".repeat(220));
-    let names = ["app/odd name", "app/q\"uote", "app/new\nline", long.as_str()];
+    let names = [
+        "app/odd name",
+        "app/q\"uote",
+        "app/new\nline",
+        long.as_str(),
+    ];
     std::fs::create_dir_all(root.join("app")).unwrap();
     std::fs::write(root.join("cpu.stat"), "usage_usec 1000\n").unwrap();
     for n in names {
@@ -268,9 +393,98 @@ fn hostile_names_are_escaped_exactly() {
     ] {
         assert!(text.contains(want), "{want:?} in\n{text}");
     }
-    assert!(text.contains(&format!("{{cgroup=\"{long}\"}} 0.2\n")), "{text}");
-    let gone: Vec<String> = r.e.cgroups().unwrap().issues().iter().filter(|i| i.code() == "cgroup_gone").map(|i| i.to_string()).collect();
+    assert!(
+        text.contains(&format!("{{cgroup=\"{long}\"}} 0.2\n")),
+        "{text}"
+    );
+    let gone: Vec<String> =
+        r.e.cgroups()
+            .unwrap()
+            .issues()
+            .iter()
+            .filter(|i| i.code() == "cgroup_gone")
+            .map(|i| i.to_string())
+            .collect();
     assert_eq!(gone.len(), 1, "{gone:?}");
     drop(r);
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// The real binary on the simulated PMU with cgroup discovery's Kubernetes
+/// fixture (`tests/fixtures/cgroup/kubernetes-systemd`): per-pod and
+/// per-container families with their Kubernetes labels, disjoint pods
+/// summing to no more than the node.
+#[test]
+fn serve_counts_the_kubernetes_fixture_per_pod() {
+    let cg = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup/kubernetes-systemd");
+    let yaml =
+        format!("{YAML}cgroups:\n  preset: kubernetes\n  containers: true\n  sets: [software]\n");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, yaml).unwrap();
+    let sysfs = common::fixture("vm-no-pmu");
+    let mut p = common::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        sysfs.to_str().unwrap(),
+        "--path.cgroupfs",
+        cg.to_str().unwrap(),
+        "--config.file",
+        cfg.to_str().unwrap(),
+    ]);
+    p.wait_log("per-workload counting", std::time::Duration::from_secs(10));
+    let pod = "pod_uid=\"d77d5e50-3ad1-439f-885a-c494268b351b\",qos_class=\"burstable\"}";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let body = loop {
+        let b = p.get("/metrics").body;
+        if b.contains("perf_cgroup_cpu_clock_seconds_total{") && b.contains(pod) {
+            break b;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no per-pod series:\n{b}\n{}",
+            p.output()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let line = body
+        .lines()
+        .find(|l| l.starts_with("perf_cgroup_cpu_clock_seconds_total{") && l.contains(pod))
+        .unwrap();
+    assert!(line.contains("cgroup=\"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podd77d5e50_3ad1_439f_885a_c494268b351b.slice\""), "{line}");
+    assert!(
+        body.contains(
+            "container_id=\"0acdfe0516d16fbfcecc8500a089b9770a82d1dc27084e141ed63a1814136227\""
+        ),
+        "{body}"
+    );
+    let sum = |prefix: &str, pods_only: bool| -> f64 {
+        body.lines()
+            .filter(|l| l.starts_with(prefix) && (!pods_only || !l.contains("container_id")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let pods = sum("perf_cgroup_cpu_clock_seconds_total{", true);
+    let node = sum("perf_cpu_clock_seconds_total", false);
+    assert!(pods > 0.0 && pods <= node, "pods {pods} node {node}");
+    assert!(p.output().contains("backend auto"), "{}", p.output());
+    // A reload continues the per-cgroup totals (same cgroup, same metric).
+    let value = |b: &str| -> f64 {
+        b.lines()
+            .find(|l| {
+                l.starts_with("perf_cgroup_cpu_clock_seconds_total{")
+                    && l.contains(pod)
+                    && !l.contains("container_id")
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap()
+    };
+    let before = value(&p.get("/metrics").body);
+    p.signal("HUP");
+    p.wait_log(
+        "per-cgroup series continue their counts",
+        std::time::Duration::from_secs(10),
+    );
+    let after = value(&p.get("/metrics").body);
+    assert!(after >= before, "reset by the reload: {before} -> {after}");
 }

@@ -83,41 +83,22 @@ pub(super) fn attach(
     engine.attach_cgroups(c);
 }
 
-/// `check`'s per-workload section: the backend and why, the root, and
-/// what the selection counts and leaves out (and why).
-pub(super) fn check_text(cfg: Option<&CgroupsConfig>, host: &HostSettings) -> String {
-    use std::fmt::Write;
-    let Some(cfg) = cfg else {
-        return String::new();
-    };
-    let (backend, why) = choose(cfg.backend);
-    let mut out = format!("\nPer-workload counting (cgroups): backend {backend} ({why})\n");
-    let root = match find_root(&host.procfs, host.cgroupfs.as_deref()) {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = writeln!(out, "  off: {e}; give --path.cgroupfs");
-            return out;
-        }
-    };
-    let _ = writeln!(out, "  root: {} ({:?})", root.path.display(), root.hierarchy);
-    match Selector::new(root, cfg.clone()).scan() {
-        Ok(sel) => {
-            let _ = writeln!(
-                out,
-                "  counted: {} cgroups; left out: {}",
-                sel.counted.len(),
-                sel.left_out.len()
-            );
-            for c in &sel.counted {
-                let _ = writeln!(out, "    counted  {:?}", c.rel);
-            }
-            for l in &sel.left_out {
-                let _ = writeln!(out, "    left out {:?}: {:?}", l.rel, l.reason);
-            }
-        }
-        Err(e) => {
-            let _ = writeln!(out, "  discovery failed: {e}");
-        }
+/// `check`'s line on which per-cgroup backend counts and why (the
+/// cgroups themselves are listed by [`crate::report::CheckCgroups`]).
+pub(super) fn check_text(cfg: Option<&CgroupsConfig>) -> String {
+    cfg.map_or_else(String::new, |c| {
+        let (backend, why) = choose(c.backend);
+        format!("Per-cgroup backend: {backend} ({why})\n")
+    })
+}
+
+/// The check report's text with the backend line just before its cgroup
+/// section (which stays last).
+pub(super) fn with_backend(r: &crate::report::CheckReport, backend: &str) -> String {
+    let text = r.text();
+    let section = r.cgroups.as_ref().map(|c| c.text()).unwrap_or_default();
+    match text.strip_suffix(section.as_str()) {
+        Some(head) if !backend.is_empty() => format!("{head}{backend}{section}"),
+        _ => text,
     }
-    out
 }

@@ -214,9 +214,9 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 let found = crate::cgroup::discover(&s.host.procfs, s.host.cgroupfs.as_deref(), c);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));
             }
-            let cgroups = cgroups::check_text(cfg.cgroups.as_ref(), &s.host);
+            let backend = cgroups::check_text(cfg.cgroups.as_ref());
             Ok(Output {
-                text: output(&r, json, || r.text() + &cgroups)?,
+                text: output(&r, json, || cgroups::with_backend(&r, &backend))?,
                 failure: r.failure(strict),
             })
         }

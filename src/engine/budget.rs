@@ -82,11 +82,11 @@ pub fn open_with_reserve_for(
 ) -> Engine {
     let planned: usize = extra
         + res
-        .metrics
-        .iter()
-        .flat_map(|m| &m.instances)
-        .map(|i| i.inst.cpus.len())
-        .sum::<usize>();
+            .metrics
+            .iter()
+            .flat_map(|m| &m.instances)
+            .map(|i| i.inst.cpus.len())
+            .sum::<usize>();
     // The hotplug watcher's descriptors are not the counters'.
     let _ = kernel.hotplug_generation();
     let Some((soft, hard)) = kernel.raise_nofile(planned as u64 + HEADROOM) else {

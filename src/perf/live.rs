@@ -1,7 +1,7 @@
 //! The live kernel: real `perf_event_open`, ioctl and `read` syscalls.
 
-use super::hotplug::UeventWatcher;
 use super::cgroup::{CgroupHandle, CgroupInner};
+use super::hotplug::UeventWatcher;
 use super::{
     parse_group_read, Counter, CounterInner, EventAttr, GroupReading, Kernel, PerfError,
     READ_FORMAT,

@@ -35,13 +35,16 @@ use std::fmt;
 
 /// Where the selection of cgroups comes from.
 pub trait Discovery: Send + fmt::Debug {
-    /// The cgroups to count now.
-    fn discover(&mut self) -> Result<Selection, CgroupError>;
+    /// The cgroups to count now, or `None` when the last selection
+    /// stands (asked at every collection: must be cheap then).
+    fn poll(&mut self) -> Result<Option<Selection>, CgroupError>;
 }
 
+/// Rescans only when inotify saw the tree change (or the ranking over
+/// `max_cgroups` may move): [`Selector::scan_if_changed`].
 impl Discovery for Selector {
-    fn discover(&mut self) -> Result<Selection, CgroupError> {
-        self.scan()
+    fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
+        self.scan_if_changed()
     }
 }
 
@@ -113,7 +116,23 @@ pub enum CgroupIssue {
 }
 
 impl CgroupIssue {
-    /// A short fixed code.
+    /// The typed problem, where discovery's vocabulary has one.
+    pub fn problem(&self) -> Option<Problem> {
+        match self {
+            CgroupIssue::Uncore { set, metric, pmu } => Some(Problem::UncoreInCgroupSet {
+                set: set.clone(),
+                event: metric.clone(),
+                pmu: pmu.clone(),
+            }),
+            CgroupIssue::Gone { cgroup, .. } => Some(Problem::CgroupGone {
+                cgroup: cgroup.clone(),
+            }),
+            CgroupIssue::Open { problem, .. } => Some(problem.clone()),
+            CgroupIssue::FdBudget { .. } | CgroupIssue::Discovery(_) => None,
+        }
+    }
+
+    /// A short fixed code ([`Problem::code`] where there is a problem).
     pub fn code(&self) -> &'static str {
         match self {
             CgroupIssue::Uncore { .. } => "uncore_per_cgroup",
@@ -163,10 +182,7 @@ pub(crate) type Signature = (String, Vec<(String, u32, [u64; 4], u64)>);
 /// `perf_cgroup_` (`perf_cpu_clock_seconds_total` →
 /// `perf_cgroup_cpu_clock_seconds_total`).
 pub fn family_name(node: &str) -> String {
-    format!(
-        "perf_cgroup_{}",
-        node.strip_prefix("perf_").unwrap_or(node)
-    )
+    format!("perf_cgroup_{}", node.strip_prefix("perf_").unwrap_or(node))
 }
 
 /// Discovery and a backend, as the engine runs them.
@@ -200,8 +216,9 @@ impl CgroupCounting {
     /// Asks discovery again and syncs the backend when the counted set
     /// changed. A failed discovery keeps the previous selection.
     pub fn refresh(&mut self) {
-        match self.discovery.discover() {
-            Ok(sel) => {
+        match self.discovery.poll() {
+            Ok(None) => self.failure = None,
+            Ok(Some(sel)) => {
                 self.failure = None;
                 let rels: Vec<String> = sel.counted.iter().map(|c| c.rel.clone()).collect();
                 if self.synced.as_ref() != Some(&rels) {

@@ -27,13 +27,15 @@ pub(super) struct CgMetric {
     pub(super) signature: Signature,
 }
 
-/// One planned group on one CPU: its set and members `(metric, attr,
-/// scale)`.
+/// A planned member: `(metric, attr, scale)`.
+type PlannedMember = (usize, EventAttr, f64);
+
+/// One planned group on one CPU: its set and members.
 #[derive(Debug, Clone)]
 pub(super) struct GroupPlan {
     set: usize,
     cpu: u32,
-    pub(super) members: Vec<(usize, EventAttr, f64)>,
+    pub(super) members: Vec<PlannedMember>,
 }
 
 /// An open per-cgroup counter: kept small, there are cgroups × CPUs ×
@@ -125,8 +127,7 @@ impl PerfBackend {
     ) -> Self {
         let mut metrics = Vec::new();
         let mut issues = Vec::new();
-        let mut plans: BTreeMap<(usize, String, u32), Vec<(usize, EventAttr, f64)>> =
-            BTreeMap::new();
+        let mut plans: BTreeMap<(usize, String, u32), Vec<PlannedMember>> = BTreeMap::new();
         for m in &res.metrics {
             let Some(set) = sets.iter().position(|s| *s == m.set) else {
                 continue;
@@ -164,19 +165,16 @@ impl PerfBackend {
             for inst in &m.instances {
                 let i = &inst.inst;
                 for &cpu in i.cpus.iter().filter(|c| cpus.contains(c)) {
-                    plans
-                        .entry((set, i.pmu.clone(), cpu))
-                        .or_default()
-                        .push((
-                            mi,
-                            EventAttr {
-                                type_: i.type_,
-                                config: i.config,
-                                event: inst.spec.clone(),
-                                pmu: i.pmu.clone(),
-                            },
-                            i.scale,
-                        ));
+                    plans.entry((set, i.pmu.clone(), cpu)).or_default().push((
+                        mi,
+                        EventAttr {
+                            type_: i.type_,
+                            config: i.config,
+                            event: inst.spec.clone(),
+                            pmu: i.pmu.clone(),
+                        },
+                        i.scale,
+                    ));
                 }
             }
         }
@@ -231,7 +229,10 @@ impl PerfBackend {
             cgroup: cg.rel.clone(),
             errno,
         };
-        let handle = self.kernel.open_cgroup(&cg.dir).map_err(|e| gone(e.errno))?;
+        let handle = self
+            .kernel
+            .open_cgroup(&cg.dir)
+            .map_err(|e| gone(e.errno))?;
         let base = self.labels_of(cg);
         let ncols = self.cpus.len();
         let labels: Vec<Labels> = self
@@ -352,9 +353,7 @@ impl CgroupBackend for PerfBackend {
         self.tracked.retain(|rel, _| keep.contains(rel.as_str()));
         let closed = before - self.tracked.len();
         let per = self.fds_per_cgroup();
-        let mut room = self
-            .fd_budget
-            .map(|b| b.saturating_sub(self.open_fds()));
+        let mut room = self.fd_budget.map(|b| b.saturating_sub(self.open_fds()));
         self.sync_issues.clear();
         let mut opened = 0;
         for cg in &sel.counted {
@@ -398,7 +397,12 @@ impl CgroupBackend for PerfBackend {
                 "cgroups left out for want of file descriptors (raise RLIMIT_NOFILE or lower cgroups.max_cgroups)"
             );
         }
-        tracing::debug!(opened, closed, counted = self.tracked.len(), "cgroups synced");
+        tracing::debug!(
+            opened,
+            closed,
+            counted = self.tracked.len(),
+            "cgroups synced"
+        );
     }
 
     fn read(&mut self) {

@@ -92,11 +92,14 @@ impl PerfBackend {
             self.tracked
                 .values()
                 .flat_map(|t| {
-                    t.times.iter().zip(&t.time_labels).map(move |(tm, l)| Sample {
-                        labels: l.clone(),
-                        value: pick(tm),
-                        start_unix_nanos: t.start_ns,
-                    })
+                    t.times
+                        .iter()
+                        .zip(&t.time_labels)
+                        .map(move |(tm, l)| Sample {
+                            labels: l.clone(),
+                            value: pick(tm),
+                            start_unix_nanos: t.start_ns,
+                        })
                 })
                 .collect()
         };

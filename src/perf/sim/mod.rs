@@ -810,7 +810,6 @@ impl SimKernel {
             id,
         })
     }
-
 }
 
 impl Kernel for SimKernel {
