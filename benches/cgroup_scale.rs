@@ -4,7 +4,7 @@
 //!    2-socket tree (`support/sysfs_gen.rs`) on the simulated PMU, the
 //!    default config, and 200 cgroups of a generated cgroup tree counted
 //!    with the default per-cgroup sets (`core`, `cache`, `software`) by the
-//!    `perf` backend, summed over CPUs.
+//!    `perf` backend, summed over CPUs (64 CPUs with `--short`).
 //! 2. **Live, 2 CPUs × 200 cgroups** (root): 200 real cgroups under
 //!    `/sys/fs/cgroup/unified/pe-cgengine-bench-<pid>` on this host's
 //!    kernel (software events only here: no hardware PMU).
@@ -121,7 +121,7 @@ fn rescan_cost(root: &Path, rels: &[String], n: usize) -> f64 {
 }
 
 struct Report {
-    case: &'static str,
+    case: String,
     fds: usize,
     reads: usize,
     base_cpu: f64,
@@ -189,11 +189,21 @@ fn attach(e: &mut Engine, k: Arc<dyn Kernel>, root: &Path, rels: &[String]) -> (
     counts
 }
 
-fn simulated(n: usize) -> Result<Report, Error> {
+/// `n` scrapes on the simulated PMU; 512 CPUs, or 64 in short mode (the
+/// smoke run stays short).
+fn simulated(n: usize, short: bool) -> Result<Report, Error> {
+    let shape = if short {
+        sysfs_gen::Shape {
+            cpus: 64,
+            ..sysfs_gen::SHAPE_512
+        }
+    } else {
+        sysfs_gen::SHAPE_512
+    };
     let tmp = tempfile::tempdir()?;
     let sys = tmp.path().join("sys");
     std::fs::create_dir_all(&sys)?;
-    sysfs_gen::generate(&sys, sysfs_gen::SHAPE_512)?;
+    sysfs_gen::generate(&sys, shape)?;
     let cg = tmp.path().join("cgroup");
     std::fs::create_dir_all(&cg)?;
     std::fs::write(
@@ -217,7 +227,10 @@ fn simulated(n: usize) -> Result<Report, Error> {
     let rss_after = rss_kib();
     let sim_kib = sim_alone(&sim, &cg, fds - rels.len());
     Ok(Report {
-        case: "simulated PMU: 512 CPUs x 200 cgroups x default per-cgroup sets (core, cache, software)",
+        case: format!(
+            "simulated PMU: {} CPUs x 200 cgroups x default per-cgroup sets (core, cache, software)",
+            shape.cpus
+        ),
         fds,
         reads,
         base_cpu,
@@ -299,7 +312,8 @@ fn live(n: usize) -> Result<Report, Error> {
     let (fds, reads) = attach(&mut e, k, &root, &rels);
     let (cpu, wall50, bytes) = scrapes(&mut e, n);
     let r = Report {
-        case: "live kernel: this host's CPUs x 200 cgroups (software events; no hardware PMU here)",
+        case: "live kernel: this host's CPUs x 200 cgroups (software events; no hardware PMU here)"
+            .into(),
         fds,
         reads,
         base_cpu,
@@ -328,8 +342,10 @@ fn main() {
     );
     let mut failed = false;
     // Live first: its RSS is then not the simulated case's leftovers.
-    for case in [live as fn(usize) -> Result<Report, Error>, simulated] {
-        match case(n) {
+    let cases: [Box<dyn Fn() -> Result<Report, Error>>; 2] =
+        [Box::new(|| live(n)), Box::new(|| simulated(n, short))];
+    for case in cases {
+        match case() {
             Ok(r) => print(&r),
             Err(e) => {
                 eprintln!("cgroup_scale: {e}");

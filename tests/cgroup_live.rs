@@ -433,3 +433,51 @@ fn hostile_cgroup_names_are_escaped_exactly() {
     assert_eq!(e.cgroups().unwrap().backend().counted().len(), names.len());
     let _ = dirs.iter().map(CgDir::cgroup).count();
 }
+
+/// The real binary on the live kernel with real discovery (`paths:` glob
+/// under this test's cgroup): a new cgroup is counted from the next
+/// scrape, a removed one's series leave, and the labels are the paths.
+#[test]
+fn serve_follows_real_cgroups_coming_and_going() {
+    let _s = serial();
+    common::require_root();
+    common::require_perf_privilege();
+    let parent = CgDir::new(&name("serve"));
+    let mut a = CgDir::new(&format!("{}/a", parent.rel));
+    a.spawn_python(&burner(0.1));
+    wait_busy(&a);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let yaml = format!(
+        "{YAML}cgroups:\n  paths: [\"{}/*\"]\n  sets: [software]\n",
+        parent.rel
+    );
+    std::fs::write(&cfg, yaml).unwrap();
+    let mut p = common::exporter(&["--config.file", cfg.to_str().unwrap()]);
+    p.wait_log("cgroups counted", Duration::from_secs(10));
+    let series = |rel: &str| format!("perf_cgroup_cpu_clock_seconds_total{{cgroup=\"{rel}\"}} ");
+    let scrape_until = |p: &common::Proc, want: &str, present: bool| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let b = p.get("/metrics").body;
+            if b.contains(want) == present {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{want:?} present={present}:\n{b}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    scrape_until(&p, &series(&a.rel), true);
+    let b = CgDir::new(&format!("{}/b", parent.rel));
+    // Counted from the first scrape after its creation (inotify).
+    let body = p.get("/metrics").body;
+    assert!(body.contains(&series(&b.rel)), "{}", body);
+    let gone = b.rel.clone();
+    drop(b);
+    let body = p.get("/metrics").body;
+    assert!(!body.contains(&series(&gone)), "{body}");
+    assert!(body.contains(&series(&a.rel)));
+}

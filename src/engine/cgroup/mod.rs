@@ -68,6 +68,10 @@ pub trait CgroupBackend: Send + fmt::Debug {
     fn open_fds(&self) -> usize;
     /// Reads one collection makes (`read()` calls).
     fn reads(&self) -> usize;
+    /// The online CPUs changed (hotplug). The default does nothing.
+    fn cpus_changed(&mut self, online: &[u32]) {
+        let _ = online;
+    }
     /// The accumulated counts, for a reload.
     fn totals(&self) -> CgroupTotals;
     /// Continues `old`'s counts where the same cgroup and metric
@@ -196,6 +200,8 @@ pub struct CgroupCounting {
     selection: Selection,
     /// The last discovery failure, until one succeeds.
     failure: Option<String>,
+    /// The online CPUs of the last collection.
+    online: Option<Vec<u32>>,
 }
 
 impl CgroupCounting {
@@ -208,6 +214,7 @@ impl CgroupCounting {
             synced: None,
             selection: Selection::default(),
             failure: None,
+            online: None,
         };
         c.refresh();
         c
@@ -236,9 +243,16 @@ impl CgroupCounting {
         }
     }
 
-    /// One collection: rediscover, then read.
-    pub fn collect(&mut self) {
+    /// One collection on the CPUs `online`: rediscover, follow hotplug,
+    /// then read.
+    pub fn collect(&mut self, online: &[u32]) {
         self.refresh();
+        if self.online.as_deref() != Some(online) {
+            if self.online.is_some() {
+                self.backend.cpus_changed(online);
+            }
+            self.online = Some(online.to_vec());
+        }
         self.backend.read();
     }
 
@@ -303,7 +317,7 @@ impl crate::engine::Engine {
     /// Rediscovers and reads the per-cgroup counters.
     pub(super) fn read_cgroups(&mut self) {
         if let Some(c) = &mut self.cgroups {
-            c.collect();
+            c.collect(&self.online);
         }
     }
 

@@ -3,13 +3,14 @@
 //! cgroup directory's fd as `pid`), read with one `read()` and scaled for
 //! multiplexing exactly as node-level groups are ([`mux_factor`],
 //! [`monotonic_delta`]). A cgroup is counted whole or not at all: when the
-//! file descriptor budget cannot hold another cgroup, the rest are left
-//! out (in selection order) and named.
+//! file descriptor budget cannot hold every new cgroup, the busiest (by
+//! `cpu.stat` usage) are opened first and the rest are left out and named.
 //!
 //! [`mux_factor`]: crate::engine::mux_factor
 //! [`monotonic_delta`]: crate::engine::monotonic_delta
 
 use super::{CgroupBackend, CgroupIssue, CgroupTotals, Signature};
+use crate::cgroup::rank::read_usage;
 use crate::cgroup::{Cgroup, Selection};
 use crate::perf::{CgroupHandle, Counter, EventAttr, GroupReading, Kernel, PerfError};
 use crate::resolve::chain::{Resolution, Status};
@@ -75,7 +76,7 @@ impl Drop for CgGroup {
 pub(super) struct Tracked {
     pub(super) rel: String,
     /// Kept open while counting (see [`crate::perf::cgroup`]).
-    pub(super) _handle: CgroupHandle,
+    pub(super) handle: CgroupHandle,
     pub(super) groups: Vec<CgGroup>,
     /// Per (metric, column): the total in base units.
     pub(super) values: Vec<f64>,
@@ -99,6 +100,8 @@ pub struct PerfBackend {
     /// The CPUs of the columns (one column, summed, unless per CPU).
     pub(super) cpus: Vec<u32>,
     pub(super) per_cpu: bool,
+    /// The CPUs online at the last hotplug check.
+    online: Vec<u32>,
     pub(super) tracked: BTreeMap<String, Tracked>,
     fd_budget: Option<usize>,
     issues: Vec<CgroupIssue>,
@@ -112,8 +115,9 @@ fn now_unix_nanos() -> u64 {
 }
 
 impl PerfBackend {
-    /// Plans the per-cgroup groups of `sets` from a resolution on the
-    /// CPUs `cpus` (the online CPUs): every available counter metric of
+    /// Plans the per-cgroup groups of `sets` from a resolution, opened on
+    /// the CPUs of `cpus` that the metrics cover (the online CPUs; others
+    /// when they come online): every available counter metric of
     /// those sets, on its core or software PMU. Metrics of uncore PMUs are
     /// refused ([`CgroupIssue::Uncore`]). `fd_budget` bounds the
     /// descriptors opened (`None`: no bound).
@@ -128,6 +132,7 @@ impl PerfBackend {
         let mut metrics = Vec::new();
         let mut issues = Vec::new();
         let mut plans: BTreeMap<(usize, String, u32), Vec<PlannedMember>> = BTreeMap::new();
+        let mut all_cpus = std::collections::BTreeSet::new();
         for m in &res.metrics {
             let Some(set) = sets.iter().position(|s| *s == m.set) else {
                 continue;
@@ -164,7 +169,8 @@ impl PerfBackend {
             });
             for inst in &m.instances {
                 let i = &inst.inst;
-                for &cpu in i.cpus.iter().filter(|c| cpus.contains(c)) {
+                for &cpu in &i.cpus {
+                    all_cpus.insert(cpu);
                     plans.entry((set, i.pmu.clone(), cpu)).or_default().push((
                         mi,
                         EventAttr {
@@ -185,7 +191,13 @@ impl PerfBackend {
             .into_iter()
             .map(|((set, _, cpu), members)| GroupPlan { set, cpu, members })
             .collect();
-        let cols: Vec<u32> = if per_cpu { cpus.to_vec() } else { vec![0] };
+        // Every CPU the metrics cover, online now or not: a CPU that comes
+        // online later gets its groups then (`cpus_changed`).
+        let cols: Vec<u32> = if per_cpu {
+            all_cpus.into_iter().collect()
+        } else {
+            vec![0]
+        };
         PerfBackend {
             kernel,
             metrics,
@@ -193,6 +205,7 @@ impl PerfBackend {
             plan,
             cpus: cols,
             per_cpu,
+            online: cpus.to_vec(),
             tracked: BTreeMap::new(),
             fd_budget,
             issues,
@@ -261,6 +274,9 @@ impl PerfBackend {
         let plan = std::mem::take(&mut self.plan);
         let mut vanished = None;
         for (pi, gp) in plan.iter().enumerate() {
+            if !self.online.contains(&gp.cpu) {
+                continue;
+            }
             match self.open_group(&handle, pi, gp) {
                 Ok(Some(g)) => groups.push(g),
                 Ok(None) => {}
@@ -276,7 +292,7 @@ impl PerfBackend {
         }
         Ok(Tracked {
             rel: cg.rel.clone(),
-            _handle: handle,
+            handle,
             groups,
             values: vec![0.0; self.metrics.len() * ncols],
             has_data: vec![false; self.metrics.len() * ncols],
@@ -356,10 +372,16 @@ impl CgroupBackend for PerfBackend {
         let mut room = self.fd_budget.map(|b| b.saturating_sub(self.open_fds()));
         self.sync_issues.clear();
         let mut opened = 0;
-        for cg in &sel.counted {
-            if self.tracked.contains_key(&cg.rel) {
-                continue;
-            }
+        let mut new: Vec<&Cgroup> = sel
+            .counted
+            .iter()
+            .filter(|c| !self.tracked.contains_key(&c.rel))
+            .collect();
+        if room.is_some_and(|r| r < new.len().saturating_mul(per)) {
+            // Not all fit: the busiest (by `cpu.stat` usage) first.
+            new.sort_by_cached_key(|c| std::cmp::Reverse(read_usage(&c.dir).unwrap_or(0)));
+        }
+        for cg in new {
             if let Some(r) = room {
                 if r < per {
                     self.sync_issues.push(CgroupIssue::FdBudget {
@@ -430,6 +452,37 @@ impl CgroupBackend for PerfBackend {
             .values()
             .map(|t| 1 + t.groups.iter().map(|g| g.members.len()).sum::<usize>())
             .sum()
+    }
+
+    /// The kernel does not re-enable a CPU's events when it comes back
+    /// online: every group of a CPU that returned is reopened (its totals
+    /// continue; the new counters start from 0). Groups of a CPU that went
+    /// offline stay: they read their final counts.
+    fn cpus_changed(&mut self, online: &[u32]) {
+        let returned: Vec<u32> = online
+            .iter()
+            .copied()
+            .filter(|c| !self.online.contains(c))
+            .collect();
+        self.online = online.to_vec();
+        if returned.is_empty() {
+            return;
+        }
+        let plan = std::mem::take(&mut self.plan);
+        let mut tracked = std::mem::take(&mut self.tracked);
+        for t in tracked.values_mut() {
+            t.groups.retain(|g| !returned.contains(&g.cpu));
+            for (pi, gp) in plan.iter().enumerate() {
+                if returned.contains(&gp.cpu) {
+                    if let Ok(Some(g)) = self.open_group(&t.handle, pi, gp) {
+                        t.groups.push(g);
+                    }
+                }
+            }
+        }
+        self.tracked = tracked;
+        self.plan = plan;
+        tracing::info!(cpus = ?returned, "per-cgroup groups reopened on CPUs back online");
     }
 
     fn reads(&self) -> usize {
