@@ -12,6 +12,11 @@
 //!   on a generated 512-CPU, 2-socket tree, with the default config. This
 //!   includes the simulated kernel's own bookkeeping per read.
 //!
+//! * `live_frame`: one live-view frame (two collections of the 512-CPU
+//!   tree, 1 s apart) built (`live_frame_build_512cpu`), and built and
+//!   encoded to JSON (`live_frame_512cpu`), as every stream interval does
+//!   once for all its viewers.
+//!
 //! `cargo bench --bench hot_path`; `-- --test` runs each once (CI smoke).
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
@@ -172,11 +177,41 @@ fn bench_collect(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_live_frame(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    sysfs_gen::generate(tmp.path(), sysfs_gen::SHAPE_512).expect("generate 512-CPU tree");
+    let (k, mut e) = sim_engine(tmp.path());
+    let a = e.collect();
+    k.advance(1_000_000_000);
+    let b = e.collect();
+    let reasons = Default::default();
+    let f = perf_exporter::export::live::frame(&a.families, &b.families, 1.0, &reasons);
+    // About 480 KB of JSON at 512 CPUs, most of it `per_cpu`.
+    black_box(&f);
+    c.bench_function("live_frame_build_512cpu", |bench| {
+        bench.iter(|| {
+            black_box(perf_exporter::export::live::frame(
+                &a.families,
+                &b.families,
+                1.0,
+                &reasons,
+            ))
+        })
+    });
+    c.bench_function("live_frame_512cpu", |bench| {
+        bench.iter(|| {
+            let f = perf_exporter::export::live::frame(&a.families, &b.families, 1.0, &reasons);
+            black_box(serde_json::to_string(&f).expect("JSON"))
+        })
+    });
+}
+
 criterion_group!(
     benches,
     bench_parse,
     bench_scale,
     bench_encode,
-    bench_collect
+    bench_collect,
+    bench_live_frame
 );
 criterion_main!(benches);

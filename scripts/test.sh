@@ -27,10 +27,27 @@ done <<<"$tools"
 
 scripts/images.sh # container runtimes and stand-in base images (tests/deploy/test_container.py)
 
+# Debian's tools the tests drive: chromium (the live page, headless), tmux
+# (stat's Ctrl-C), perf (agreement with `perf stat`), strace (bench smoke).
+need=()
+for p in chromium tmux linux-perf strace; do
+  dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
+done
+if ((${#need[@]})); then
+  echo "test.sh: installing ${need[*]} (apt-get)" >&2
+  apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >&2
+fi
+
 # Tracepoint tests read ids from tracefs.
 if [[ ! -e /sys/kernel/tracing/events ]] && [[ $(id -u) == 0 ]]; then
   mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 fi
+
+# Screenshots of the live page's browser tests land here (kept by CI as the
+# run's artifacts).
+export PERF_EXPORTER_TEST_ARTIFACTS=${PERF_EXPORTER_TEST_ARTIFACTS:-$PWD/artifacts}
+mkdir -p "$PERF_EXPORTER_TEST_ARTIFACTS"
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings

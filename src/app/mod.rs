@@ -11,6 +11,8 @@ mod reload;
 
 pub use reload::ReloadError;
 mod serve;
+mod stat;
+pub use stat::StatSettings;
 
 use host::Host;
 pub use host::HostSettings;
@@ -48,6 +50,8 @@ pub enum Command {
         /// Every tracepoint instead of their count.
         tracepoints: bool,
     },
+    /// Counters in the terminal, like `perf stat -a -I`.
+    Stat(StatSettings),
     /// Resolve the config (and validate a web config).
     Check {
         /// JSON output.
@@ -74,6 +78,8 @@ pub struct WebSettings {
     pub max_requests: usize,
     /// `--web.max-connections` (0: no limit).
     pub max_connections: usize,
+    /// `--web.max-streams` (0: no limit).
+    pub max_streams: usize,
     /// `--web.enable-lifecycle`.
     pub enable_lifecycle: bool,
     /// `--web.read-header-timeout`.
@@ -127,6 +133,9 @@ pub enum AppError {
     /// The async runtime, a signal handler or the start-up thread.
     #[error("cannot start: {0}")]
     Runtime(std::io::Error),
+    /// `stat`'s `-e` names nothing known.
+    #[error("{0}")]
+    Stat(String),
     /// A report could not be written as JSON.
     #[error("cannot encode the report as JSON: {0}")]
     Json(serde_json::Error),
@@ -180,6 +189,7 @@ impl Output {
 pub fn run(s: Settings) -> Result<Output, AppError> {
     match s.command {
         Command::Serve(web) => serve::serve(s.host, *web).map(|()| Output::ok(String::new())),
+        Command::Stat(st) => stat::stat(s.host, st).map(|()| Output::ok(String::new())),
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
             let probe = h.kernel.as_deref().map(prober);

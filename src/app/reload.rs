@@ -8,7 +8,7 @@
 //! and sets `perf_config_last_reload_successful` to 0.
 
 use super::host::HostSettings;
-use super::serve::open_engine;
+use super::serve::open_engine_for;
 use crate::config::cgroups::CgroupsConfig;
 use crate::config::ConfigError;
 use crate::engine::Engine;
@@ -207,7 +207,7 @@ impl Job {
             },
         );
         let extra = super::cgroups::wanted_fds(cgroups, &res);
-        let mut ne = open_engine(self.kernel.clone(), table, res, extra);
+        let mut ne = open_engine_for(self.kernel.clone(), table, res, extra);
         let continued = ne.carry_over(totals);
         let host = &self.sources.host;
         super::cgroups::attach(&mut ne, self.kernel.clone(), cgroups, host, cg_totals);

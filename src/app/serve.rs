@@ -186,7 +186,7 @@ async fn start(
         Some(web::bind(&web.listen, &web.telemetry_path).await?)
     };
     let extra = super::cgroups::wanted_fds(p.loaded.cgroups.as_ref(), &p.loaded.res);
-    let mut engine = open_engine(
+    let mut engine = open_engine_for(
         p.kernel.clone(),
         p.loaded.table.clone(),
         p.loaded.res,
@@ -219,6 +219,7 @@ async fn start(
         web_config,
         max_requests: web.max_requests,
         max_connections: web.max_connections,
+        max_streams: web.max_streams,
         read_header_timeout: web.read_header_timeout,
         request_timeout: web.request_timeout,
     });
@@ -295,9 +296,14 @@ fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
 }
 
 /// Opens an engine for a resolution within the fd budget, keeping up to
-/// [`FD_RESERVE`] descriptors free for connections, and asking for
-/// `extra` more for per-cgroup counters.
-pub(super) fn open_engine(
+/// [`FD_RESERVE`] descriptors free for connections.
+pub(super) fn open_engine(kernel: Arc<dyn Kernel>, table: PmuTable, res: Resolution) -> Engine {
+    open_engine_for(kernel, table, res, 0)
+}
+
+/// [`open_engine`], asking for `extra` more descriptors for per-cgroup
+/// counters.
+pub(super) fn open_engine_for(
     kernel: Arc<dyn Kernel>,
     table: PmuTable,
     res: Resolution,

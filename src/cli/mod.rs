@@ -9,7 +9,7 @@
 
 mod otlp;
 
-use crate::app::{Command, HostSettings, Settings, WebSettings};
+use crate::app::{Command, HostSettings, Settings, StatSettings, WebSettings};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -136,6 +136,9 @@ struct ServeArgs {
     /// Maximum number of open connections; more wait to be accepted (0: no limit).
     #[arg(long = "web.max-connections", default_value_t = 512)]
     max_connections: usize,
+    /// Maximum number of open live-view streams (/api/v1/stream WebSockets); more get 503 (0: no limit).
+    #[arg(long = "web.max-streams", default_value_t = 64)]
+    max_streams: usize,
     /// Enable POST /-/reload (re-reads --config.file and --web.config.file, as SIGHUP does).
     #[arg(long = "web.enable-lifecycle")]
     enable_lifecycle: bool,
@@ -191,6 +194,29 @@ enum Cmd {
         /// List every tracepoint instead of their count.
         #[arg(long)]
         tracepoints: bool,
+    },
+    /// Counters in the terminal, like `perf stat -a -I`: each interval's counts, derived ratios and what is not available (with why), and a summary at the end (also on Ctrl-C).
+    Stat {
+        /// Print every INTERVAL, e.g. 1000ms or 1s.
+        #[arg(short = 'I', long = "interval", default_value = "1s", value_name = "INTERVAL", value_parser = stat_interval)]
+        interval: Duration,
+        /// Stop after DURATION, e.g. 10s (default: at Ctrl-C).
+        #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = crate::duration::parse)]
+        duration: Option<Duration>,
+        /// A line per CPU.
+        #[arg(long = "per-cpu")]
+        per_cpu: bool,
+        /// One JSON object per interval (the live view's frame), then `{"summary": ...}`.
+        #[arg(long)]
+        json: bool,
+        /// Show only these metrics of the config or derived values (ipc, l1d_miss_ratio, ...); repeat or separate with commas.
+        #[arg(
+            short = 'e',
+            long = "event",
+            value_name = "METRIC",
+            value_delimiter = ','
+        )]
+        select: Vec<String>,
     },
     /// Resolve the config and report each metric's winning event (and validate --web.config.file, when given).
     Check {
@@ -264,6 +290,22 @@ impl Args {
                 },
                 None,
             ),
+            Some(Cmd::Stat {
+                interval,
+                duration,
+                per_cpu,
+                json,
+                select,
+            }) => (
+                Command::Stat(StatSettings {
+                    interval,
+                    duration,
+                    per_cpu,
+                    json,
+                    select,
+                }),
+                None,
+            ),
             Some(Cmd::Serve(s)) => s.command(),
             None => self.serve.command(),
         };
@@ -280,6 +322,15 @@ impl Args {
         };
         Settings { host, command }
     }
+}
+
+/// `-I` of `stat`: a duration of at least 10ms (as `perf stat -I`).
+fn stat_interval(s: &str) -> Result<Duration, String> {
+    let d = crate::duration::parse(s)?;
+    if d < Duration::from_millis(10) {
+        return Err(format!("`{s}` is shorter than 10ms, the shortest interval"));
+    }
+    Ok(d)
 }
 
 /// `PMU=ERRNO` of `--simulate.refuse`.
@@ -313,6 +364,7 @@ impl ServeArgs {
             allow_downgrade: self.allow_downgrade,
             max_requests: self.max_requests,
             max_connections: self.max_connections,
+            max_streams: self.max_streams,
             enable_lifecycle: self.enable_lifecycle,
             read_header_timeout: self.read_header_timeout,
             request_timeout: self.request_timeout,

@@ -24,6 +24,8 @@ pub(super) struct Collected {
     /// The engine's families, shared by every scrape that joined.
     pub(super) families: Arc<Vec<Family>>,
     pub(super) secs: f64,
+    /// When it began (the live view's windows run between these).
+    pub(super) at: Instant,
 }
 
 pub(super) type Flight = watch::Receiver<Option<Arc<Collected>>>;
@@ -66,6 +68,7 @@ impl State {
                 let c = Arc::new(Collected {
                     families: Arc::new(snap.families),
                     secs: start.elapsed().as_secs_f64(),
+                    at: start,
                 });
                 drop(clear);
                 let _ = tx.send(Some(c));

@@ -1,5 +1,6 @@
-//! The landing page: version, config and the resolution table with each
-//! metric's status and reason.
+//! The landing page: the live view's cards (filled by `assets/live.js`
+//! from `/api/v1/stream`), then the resolution table with each metric's
+//! status and reason. The assets are embedded; no CDN, no build step.
 
 use super::{lock, State};
 use crate::problem::{Class, Problem};
@@ -24,6 +25,30 @@ fn landing_reason<'a>(m: &ResolvedMetric, runtime: impl Iterator<Item = &'a Prob
         return format!("{}{what}", m.reason());
     }
     runtime.map(Problem::explain).collect::<Vec<_>>().join("; ")
+}
+
+/// Why each metric the page would show as unavailable is unavailable:
+/// the live view's (and `stat`'s) reasons.
+pub fn reasons(e: &crate::engine::Engine) -> crate::export::live::Reasons {
+    let problems = e.problems();
+    e.runtime()
+        .iter()
+        .zip(&e.resolution().metrics)
+        .filter(|(rt, m)| m.status == Status::Unavailable || rt.open_fds == 0)
+        .map(|(rt, m)| {
+            let runtime = problems
+                .iter()
+                .filter(|(n, _)| n == &rt.metric)
+                .map(|(_, p)| p);
+            let why = landing_reason(m, runtime);
+            let why = if why.is_empty() {
+                "no counter could be opened".to_string()
+            } else {
+                why
+            };
+            (rt.metric.clone(), why)
+        })
+        .collect()
 }
 
 pub(super) fn landing(state: &State) -> String {
@@ -54,16 +79,123 @@ pub(super) fn landing(state: &State) -> String {
             esc(&reason)
         ));
     }
-    format!(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>perf-exporter</title>\
-<style>body{{font-family:sans-serif}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}}</style></head>\n\
-<body><h1>perf-exporter</h1><p>Version {}{}. Config: {}.</p>\n\
-<ul><li><a href=\"{}\">Metrics</a></li><li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li></ul>\n\
-<h2>Resolution</h2><table><tr><th>metric</th><th>status</th><th>event</th><th>PMU</th><th>fds</th><th>reason</th></tr>\n{}</table></body></html>\n",
-        env!("CARGO_PKG_VERSION"),
-        if state.simulated { " (simulated PMU)" } else { "" },
-        esc(&state.config_name),
-        esc(&state.telemetry_path),
-        rows
-    )
+    page(state, &rows)
 }
+
+/// The cards: the derived value each shows (a key of the frame's
+/// `derived`), title, hint, format (`assets/live.js`) and size.
+const CARDS: &[(&str, &str, &str, &str, &str)] = &[
+    ("ipc", "IPC", "instructions per cycle", "ratio", "big"),
+    (
+        "l1d_miss_ratio",
+        "L1d miss ratio",
+        "L1 data cache load misses / loads",
+        "percent",
+        "",
+    ),
+    (
+        "l1i_miss_ratio",
+        "L1i miss ratio",
+        "L1 instruction cache load misses / loads",
+        "percent",
+        "",
+    ),
+    (
+        "llc_miss_ratio",
+        "LLC miss ratio",
+        "last-level cache load misses / loads",
+        "percent",
+        "",
+    ),
+    (
+        "branch_miss_ratio",
+        "Branch miss ratio",
+        "mispredicted / all branches",
+        "percent",
+        "",
+    ),
+    (
+        "dram_read_bytes_per_second",
+        "DRAM read",
+        "per socket",
+        "mbps",
+        "dram",
+    ),
+    (
+        "dram_write_bytes_per_second",
+        "DRAM write",
+        "per socket",
+        "mbps",
+        "dram",
+    ),
+    (
+        "context_switches_per_second",
+        "Context switches",
+        "per second, all CPUs",
+        "rate",
+        "",
+    ),
+    (
+        "interrupts_per_second",
+        "Interrupts",
+        "hardware interrupt handlers per second",
+        "rate",
+        "",
+    ),
+    (
+        "softirqs_per_second",
+        "Softirqs",
+        "softirqs per second",
+        "rate",
+        "",
+    ),
+];
+
+fn page(state: &State, rows: &str) -> String {
+    let mut cards = String::new();
+    for (key, title, hint, unit, kind) in CARDS {
+        let sockets = if *kind == "dram" {
+            "<ul class=\"sockets\"></ul>"
+        } else {
+            ""
+        };
+        cards.push_str(&format!(
+            "<section class=\"card {kind}\" data-derived=\"{key}\" data-unit=\"{unit}\"><h2>{title}</h2><p class=\"hint\">{hint}</p>\
+<div class=\"value\">…</div><svg class=\"spark\" viewBox=\"0 0 180 40\" preserveAspectRatio=\"none\"><polyline/></svg>{sockets}<p class=\"reason\"></p></section>\n"
+        ));
+    }
+    let version = format!(
+        "{}{}",
+        env!("CARGO_PKG_VERSION"),
+        if state.simulated {
+            " (simulated PMU)"
+        } else {
+            ""
+        }
+    );
+    // One pass over the template: a value never meets a later placeholder.
+    let mut out =
+        String::with_capacity(PAGE.len() + CSS.len() + JS.len() + rows.len() + cards.len());
+    let mut rest = PAGE;
+    while let Some(i) = rest.find("{{") {
+        out.push_str(&rest[..i]);
+        let Some(j) = rest[i..].find("}}") else { break };
+        match &rest[i + 2..i + j] {
+            "css" => out.push_str(CSS),
+            "js" => out.push_str(JS),
+            "version" => out.push_str(&esc(&version)),
+            "config" => out.push_str(&esc(&state.config_name)),
+            "metrics" => out.push_str(&esc(&state.telemetry_path)),
+            "cards" => out.push_str(&cards),
+            "rows" => out.push_str(rows),
+            other => out.push_str(other),
+        }
+        rest = &rest[i + j + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+const PAGE: &str = include_str!("assets/live.html");
+const CSS: &str = include_str!("assets/live.css");
+const JS: &str = include_str!("assets/live.js");

@@ -38,6 +38,10 @@ mod h2;
 mod landing;
 mod routes;
 mod scrape;
+mod stream;
+mod stream_ws;
+
+pub use landing::reasons;
 
 use crate::engine::Engine;
 use crate::export::otlp::ExportStats;
@@ -106,6 +110,8 @@ pub struct Options {
     pub max_requests: usize,
     /// `--web.max-connections` (0: no limit).
     pub max_connections: usize,
+    /// `--web.max-streams`: open `/api/v1/stream` WebSockets (0: no limit).
+    pub max_streams: usize,
     /// `--web.read-header-timeout`.
     pub read_header_timeout: Duration,
     /// `--web.request-timeout`.
@@ -179,6 +185,14 @@ pub struct State {
     /// `POST /-/reload`, with `--web.enable-lifecycle`.
     lifecycle: OnceLock<Arc<dyn Lifecycle>>,
     connections: Option<Arc<Semaphore>>,
+    /// Open live-view streams, under `--web.max-streams`.
+    streams: Option<Arc<Semaphore>>,
+    max_streams: usize,
+    /// The live view's shared collections.
+    hub: stream::Hub,
+    /// Set when the server stops: connections finish their request and
+    /// close.
+    stopping: tokio::sync::watch::Sender<bool>,
     read_header_timeout: Duration,
     request_timeout: Duration,
     rejected: [AtomicU64; 4],
@@ -207,6 +221,10 @@ impl State {
             lifecycle: OnceLock::new(),
             connections: (o.max_connections > 0)
                 .then(|| Arc::new(Semaphore::new(o.max_connections))),
+            streams: (o.max_streams > 0).then(|| Arc::new(Semaphore::new(o.max_streams))),
+            max_streams: o.max_streams,
+            hub: stream::Hub::default(),
+            stopping: tokio::sync::watch::Sender::new(false),
             read_header_timeout: o.read_header_timeout,
             request_timeout: o.request_timeout,
             rejected: Default::default(),
@@ -298,7 +316,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let graceful = GracefulShutdown::new();
-    accept_loop(listener, state, shutdown, &graceful).await;
+    accept_loop(listener, state.clone(), shutdown, &graceful).await;
+    // Connections close after the request in flight (see serve_http).
+    state.stopping.send_replace(true);
     tracing::info!("shutting down");
     tokio::select! {
         _ = graceful.shutdown() => {}
@@ -389,6 +409,7 @@ async fn serve_http<S>(st: Arc<State>, io: S, watcher: Watcher)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let stopping = st.stopping.subscribe();
     let io = TokioIo::new(StallTimeout::new(io, st.request_timeout));
     let header_timeout = st.read_header_timeout;
     let svc = hyper::service::service_fn(move |req| {
@@ -401,7 +422,22 @@ where
         .max_buf_size(64 * 1024)
         .max_header_size(MAX_HEADER_BYTES)
         .keep_alive(true);
-    if let Err(e) = watcher.watch(b.serve_connection(io, svc)).await {
+    // Upgrades: the live view's WebSocket (`/api/v1/stream`). hyper-util's
+    // `Watcher::watch` takes no upgradeable connection, so the graceful
+    // close is done here; the watcher, held until the connection ends,
+    // still tells `serve` when every connection has.
+    let mut stopping = stopping;
+    let conn = b.serve_connection(io, svc).with_upgrades();
+    tokio::pin!(conn);
+    let r = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = async { stopping.wait_for(|s| *s).await.map(|_| ()) } => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    drop(watcher);
+    if let Err(e) = r {
         tracing::debug!(error = %e, "connection closed");
     }
 }

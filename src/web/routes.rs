@@ -3,7 +3,9 @@
 
 use super::auth::parse_basic;
 use super::io::Body;
-use super::{gzip, landing, scrape, State, WebRuntime, BCRYPT_QUEUE, MAX_BODY_BYTES};
+use super::{
+    gzip, landing, scrape, stream, stream_ws, State, WebRuntime, BCRYPT_QUEUE, MAX_BODY_BYTES,
+};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{
     HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_ENCODING,
@@ -12,6 +14,7 @@ use hyper::header::{
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use tokio::sync::OwnedSemaphorePermit;
 
 fn respond(status: StatusCode, ctype: &str, body: impl Into<Bytes>) -> Response<Body> {
     let mut r = Response::new(Body::new(body));
@@ -125,7 +128,12 @@ async fn route(st: &Arc<State>, web: &Arc<WebRuntime>, req: Request<Incoming>) -
         return metrics(st, header(ACCEPT), gzip).await;
     }
     match path {
-        "/" | "/-/healthy" | "/-/ready" if !get => method_not_allowed("GET, HEAD"),
+        "/" | "/-/healthy" | "/-/ready" | "/api/v1/snapshot" if !get => {
+            method_not_allowed("GET, HEAD")
+        }
+        "/api/v1/stream" if req.method() != Method::GET => method_not_allowed("GET"),
+        "/api/v1/stream" => stream_ws::upgrade(st, req),
+        "/api/v1/snapshot" => snapshot(st, req.uri().query()).await,
         "/" => {
             let s = st.clone();
             match tokio::task::spawn_blocking(move || landing::landing(&s)).await {
@@ -171,24 +179,29 @@ async fn route(st: &Arc<State>, web: &Arc<WebRuntime>, req: Request<Incoming>) -
     }
 }
 
+/// A slot under `--web.max-requests`, or the 503 that says there is none.
+fn request_slot(st: &State) -> Result<Option<OwnedSemaphorePermit>, Box<Response<Body>>> {
+    let Some(sem) = &st.inflight else {
+        return Ok(None);
+    };
+    sem.clone().try_acquire_owned().map(Some).map_err(|_| {
+        st.reject(0);
+        Box::new(text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "Limit of concurrent requests reached ({}), try again later.\n",
+                st.max_requests
+            ),
+        ))
+    })
+}
+
 /// `/metrics`: a slot under `--web.max-requests`, then a shared
 /// collection bounded by `--web.request-timeout`.
 async fn metrics(st: &Arc<State>, accept: &str, gzip: bool) -> Response<Body> {
-    let permit = match &st.inflight {
-        Some(sem) => match sem.clone().try_acquire_owned() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                st.reject(0);
-                return text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "Limit of concurrent requests reached ({}), try again later.\n",
-                        st.max_requests
-                    ),
-                );
-            }
-        },
-        None => None,
+    let permit = match request_slot(st) {
+        Ok(p) => p,
+        Err(r) => return *r,
     };
     let c = match tokio::time::timeout(st.request_timeout, st.shared_collect()).await {
         Ok(Some(c)) => c,
@@ -217,5 +230,32 @@ async fn metrics(st: &Arc<State>, accept: &str, gzip: bool) -> Response<Body> {
         .insert(VARY, HeaderValue::from_static("Accept-Encoding"));
     let b = std::mem::take(r.body_mut());
     *r.body_mut() = b.holding(permit);
+    r
+}
+
+/// `/api/v1/snapshot[?interval=1s]`: one live-view frame, from two shared
+/// collections `interval` apart; a `--web.max-requests` slot meanwhile.
+async fn snapshot(st: &Arc<State>, query: Option<&str>) -> Response<Body> {
+    let every = match stream::interval(query) {
+        Ok(d) => d,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let permit = match request_slot(st) {
+        Ok(p) => p,
+        Err(r) => return *r,
+    };
+    let limit = st.request_timeout + every;
+    let r = match tokio::time::timeout(limit, st.one_frame(every)).await {
+        Ok(Some(json)) => respond(StatusCode::OK, "application/json", json),
+        Ok(None) => text(StatusCode::INTERNAL_SERVER_ERROR, "collection failed\n"),
+        Err(_) => {
+            st.reject(3);
+            text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "collection took longer than --web.request-timeout\n",
+            )
+        }
+    };
+    drop(permit);
     r
 }

@@ -1,0 +1,270 @@
+//! `perf-exporter stat`: the counters in the terminal, like
+//! `perf stat -a -I`: a block per interval (each counter's increase, the
+//! derived ratios and rates, what is not available) and a summary over
+//! the whole run at the end, also on Ctrl-C (SIGINT) or SIGTERM, after one
+//! last collection, so no count is lost. `--json`: each interval's frame
+//! (the live view's, [`crate::export::live`]) on a line of its own, then
+//! `{"summary": frame}`.
+//!
+//! `-e NAME` (repeatable, or comma-separated) keeps a metric of the
+//! config or a derived value (`ipc`, `l1d_miss_ratio`, ...): only those
+//! metrics and the inputs of those derived values are opened.
+
+use super::host::{Host, HostSettings};
+use super::AppError;
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::export::live::{self, Formula, Frame, DERIVED};
+use crate::privilege::Privilege;
+use crate::probe::prober;
+use crate::resolve::chain::resolve_config;
+use crate::snapshot::Family;
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::time::{Duration, Instant};
+use tokio::signal::unix::{signal, SignalKind};
+
+/// `stat`'s settings.
+#[derive(Debug, Clone)]
+pub struct StatSettings {
+    /// `-I`: the interval.
+    pub interval: Duration,
+    /// `-d`: stop after this long (default: at Ctrl-C).
+    pub duration: Option<Duration>,
+    /// `--per-cpu`: a line per CPU.
+    pub per_cpu: bool,
+    /// `--json`: a frame per line.
+    pub json: bool,
+    /// `-e`: metrics or derived values to show (empty: all).
+    pub select: Vec<String>,
+}
+
+/// The derived values' inputs.
+fn inputs(form: Formula) -> Vec<&'static str> {
+    match form {
+        Formula::Ratio(n, d) => vec![n, d],
+        Formula::Rate(m) => vec![m],
+    }
+}
+
+/// The metrics `-e` needs counted; an unknown name is refused with the
+/// names that exist (the closest first).
+fn needed(cfg: &Config, select: &[String]) -> Result<BTreeSet<String>, AppError> {
+    let metrics: Vec<&str> = cfg
+        .sets
+        .iter()
+        .flat_map(|s| &s.events)
+        .map(|m| m.metric.value.as_str())
+        .collect();
+    let mut need = BTreeSet::new();
+    for name in select {
+        if metrics.contains(&name.as_str()) {
+            need.insert(name.clone());
+        } else if let Some((_, f, _)) = DERIVED.iter().find(|(d, _, _)| d == name) {
+            need.extend(inputs(*f).into_iter().map(String::from));
+        } else {
+            let mut known: Vec<&str> = metrics.clone();
+            known.extend(DERIVED.iter().map(|(d, _, _)| *d));
+            known.sort_by(|a, b| {
+                strsim::jaro_winkler(b, name).total_cmp(&strsim::jaro_winkler(a, name))
+            });
+            return Err(AppError::Stat(format!(
+                "-e {name}: no such metric in the config or derived value; closest: {}",
+                known[..known.len().min(5)].join(", ")
+            )));
+        }
+    }
+    Ok(need)
+}
+
+/// Opens the engine on the config (narrowed to `-e`).
+fn open(host: &HostSettings, s: &StatSettings) -> Result<Engine, AppError> {
+    let h = Host::open(host)?;
+    let Some(kernel) = h.kernel.clone() else {
+        return Err(AppError::NotLive(host.sysfs.display().to_string()));
+    };
+    let mut cfg = host.load_config()?;
+    if !s.select.is_empty() {
+        let need = needed(&cfg, &s.select)?;
+        for set in &mut cfg.sets {
+            set.events.retain(|m| need.contains(&m.metric.value));
+        }
+        cfg.sets.retain(|set| !set.events.is_empty());
+    }
+    let mut res = resolve_config(&cfg, &h.table, &h.ctx, Some(&prober(kernel.as_ref())));
+    if !kernel.simulated() {
+        crate::report::diagnose(&mut res, &Privilege::detect(&host.procfs), true);
+    }
+    let engine = super::serve::open_engine(kernel, h.table, res);
+    if !engine.counting() {
+        let why = engine
+            .problems()
+            .first()
+            .map_or("no metric".into(), |(m, p)| format!("{m}: {}", p.explain()));
+        return Err(AppError::NothingToCount(why));
+    }
+    Ok(engine)
+}
+
+/// Runs `stat` until `-d` or SIGINT/SIGTERM, printing to standard output.
+pub(super) fn stat(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(AppError::Runtime)?;
+    rt.block_on(run(host, s))
+}
+
+async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
+    let mut int = signal(SignalKind::interrupt()).map_err(AppError::Runtime)?;
+    let mut term = signal(SignalKind::terminate()).map_err(AppError::Runtime)?;
+    let mut engine = open(&host, &s)?;
+    let reasons = crate::web::reasons(&engine);
+    let select: BTreeSet<String> = s.select.iter().cloned().collect();
+    let out = &mut std::io::stdout().lock();
+    let start = Instant::now();
+    let first = engine.collect().families;
+    let mut prev = (start, first.clone());
+    if !s.json {
+        header(out, &s)?;
+    }
+    let end = s.duration.map(|d| start + d);
+    let mut next = start + s.interval;
+    loop {
+        let until = end.map_or(next, |e| e.min(next));
+        let stopped = tokio::select! {
+            _ = tokio::time::sleep_until(until.into()) => false,
+            _ = int.recv() => true,
+            _ = term.recv() => true,
+        };
+        let now = Instant::now();
+        let cur = engine.collect().families;
+        let done = stopped || end.is_some_and(|e| now >= e);
+        // A partial last interval (Ctrl-C, or -d not a multiple of -I) is
+        // in the summary, not printed as an interval of its own.
+        if !stopped && until == next {
+            let f = narrow(frame(&prev, &(now, cur.clone()), &reasons), &select);
+            emit(out, &s, now.duration_since(start), &f)?;
+        }
+        prev = (now, cur);
+        if done {
+            break;
+        }
+        next += s.interval;
+    }
+    let total = narrow(frame(&(start, first), &prev, &reasons), &select);
+    summary(out, &s, &total)
+}
+
+fn frame(a: &(Instant, Vec<Family>), b: &(Instant, Vec<Family>), r: &live::Reasons) -> Frame {
+    live::frame(&a.1, &b.1, b.0.duration_since(a.0).as_secs_f64(), r)
+}
+
+/// Keeps what `-e` asked for (everything when it asked for nothing), and
+/// leaves out the engine's own counters.
+fn narrow(mut f: Frame, select: &BTreeSet<String>) -> Frame {
+    let own = |k: &String| k.starts_with("perf_group_") || k == "perf_read_errors_total";
+    f.counts.retain(|k, _| !own(k));
+    for c in f.per_cpu.values_mut() {
+        c.counts.retain(|k, _| !own(k));
+    }
+    if select.is_empty() {
+        return f;
+    }
+    let shown = |k: &String| {
+        select.contains(k)
+            || DERIVED
+                .iter()
+                .any(|(d, form, _)| d == k && inputs(*form).iter().all(|m| select.contains(*m)))
+    };
+    let derived = |k: &String| DERIVED.iter().any(|(d, _, _)| d == k);
+    f.derived.retain(|k, _| shown(k));
+    // The config holds only what `-e` needs: its metrics all stay.
+    f.unavailable.retain(|k, _| shown(k) || !derived(k));
+    for c in f.per_cpu.values_mut() {
+        c.derived.retain(|k, _| shown(k));
+    }
+    f
+}
+
+fn io(e: std::io::Error) -> AppError {
+    AppError::Runtime(e)
+}
+
+fn header(out: &mut impl Write, s: &StatSettings) -> Result<(), AppError> {
+    let cpu = if s.per_cpu { " cpu  " } else { "" };
+    writeln!(out, "#          time{cpu}                counts  name").map_err(io)
+}
+
+/// A count: whole numbers as such, others with six decimals.
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.6}")
+    }
+}
+
+fn emit(out: &mut impl Write, s: &StatSettings, t: Duration, f: &Frame) -> Result<(), AppError> {
+    if s.json {
+        let line = serde_json::to_string(f).map_err(AppError::Json)?;
+        writeln!(out, "{line}").map_err(io)?;
+        return out.flush().map_err(io);
+    }
+    let t = t.as_secs_f64();
+    block(out, &format!("{t:>15.6}"), f, s.per_cpu, false)?;
+    out.flush().map_err(io)
+}
+
+/// One interval's (or the summary's) lines, each starting with `lead`.
+fn block(
+    out: &mut impl Write,
+    lead: &str,
+    f: &Frame,
+    per_cpu: bool,
+    reasons: bool,
+) -> Result<(), AppError> {
+    if per_cpu {
+        for (cpu, c) in &f.per_cpu {
+            for (k, v) in &c.counts {
+                writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {k}", num(*v)).map_err(io)?;
+            }
+            for (k, v) in &c.derived {
+                writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {k}", ratio(*v)).map_err(io)?;
+            }
+        }
+    } else {
+        for (k, v) in &f.counts {
+            writeln!(out, "{lead}{:>22}  {k}", num(*v)).map_err(io)?;
+        }
+    }
+    let pad = if per_cpu { "      " } else { "" };
+    for (k, v) in &f.derived {
+        writeln!(out, "{lead}{pad}{:>22}  {k}", ratio(*v)).map_err(io)?;
+    }
+    for (k, why) in &f.unavailable {
+        if reasons {
+            writeln!(out, "{lead}{pad}{:>22}  {k}  # {why}", "<not available>").map_err(io)?;
+        } else {
+            writeln!(out, "{lead}{pad}{:>22}  {k}", "<not available>").map_err(io)?;
+        }
+    }
+    Ok(())
+}
+
+/// A derived value; `-` where its denominator did not move.
+fn ratio(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.3}"))
+}
+
+fn summary(out: &mut impl Write, s: &StatSettings, f: &Frame) -> Result<(), AppError> {
+    if s.json {
+        let line =
+            serde_json::to_string(&serde_json::json!({ "summary": f })).map_err(AppError::Json)?;
+        writeln!(out, "{line}").map_err(io)?;
+        return out.flush().map_err(io);
+    }
+    writeln!(out, "\n Summary over {:.6} s:\n", f.interval_seconds).map_err(io)?;
+    block(out, "", f, s.per_cpu, true)?;
+    out.flush().map_err(io)
+}

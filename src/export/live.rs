@@ -1,0 +1,315 @@
+//! Frames of the live view (`/api/v1/snapshot`, `/api/v1/stream`,
+//! `perf-exporter stat --json`): what changed between two
+//! [`Snapshot`]s, in base units, and the ratios people look at.
+//!
+//! Counters are monotonic totals, so a frame is the difference of two
+//! collections `interval_seconds` apart. A series that restarted in the
+//! window (its `start_unix_nanos` changed, or it went down: a reopen that
+//! did not carry its total over) contributes its new total, counted since
+//! the restart; a series that appeared in the window contributes its
+//! total. Gauges are not in `counts`.
+//!
+//! # The frame (one JSON object)
+//!
+//! ```json
+//! {
+//!   "interval_seconds": 1.0,
+//!   "counts":      { "perf_instructions_total": 1.2e9, ... },
+//!   "derived":     { "ipc": 1.7, "context_switches_per_second": 2300.0, "l1d_miss_ratio": null, ... },
+//!   "per_socket":  { "0": { "dram_read_bytes_per_second": 1.1e9, "dram_write_bytes_per_second": 4e8 } },
+//!   "per_cpu":     { "0": { "counts": { ... }, "derived": { "ipc": 1.9, "busy_ratio": 0.4, ... } } },
+//!   "unavailable": { "perf_cpu_cycles_total": "needs a hardware PMU ...", "ipc": "needs perf_cpu_cycles_total: ..." }
+//! }
+//! ```
+//!
+//! * `counts`: metric name → increase over the interval, summed over CPUs
+//!   and uncore instances (counter families only).
+//! * `derived`: see [`DERIVED`]; a ratio whose denominator did not move in
+//!   the window (an idle CPU) is `null`, never 0 and never left out.
+//! * `per_socket`: the DRAM rates summed per `socket` label.
+//! * `per_cpu`: per `cpu` label, the same `counts` and the derived values
+//!   that make sense per CPU ([`DERIVED`], plus `busy_ratio`: MPERF/TSC,
+//!   the share of time the CPU was not halted, where the `msr` PMU has
+//!   both).
+//! * `unavailable`: metric (or derived value) → why this host does not
+//!   count it, from the resolution: configured metrics that did not open,
+//!   and every derived value whose inputs are missing (naming the input).
+//!   A value is in `derived` or in `unavailable`, never in neither.
+//! * Reserved: `per_cgroup` (the per-workload top list) is added by the
+//!   per-cgroup counting, under this name, in [`Frame::per_cgroup`].
+
+use crate::snapshot::{Family, Kind, Labels, Sample};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// How a derived value is computed from the frame's `counts`.
+#[derive(Debug, Clone, Copy)]
+pub enum Formula {
+    /// `numerator / denominator` over the interval.
+    Ratio(&'static str, &'static str),
+    /// `metric / interval_seconds`.
+    Rate(&'static str),
+}
+
+/// The derived values: name, formula, and whether it is also given per
+/// CPU.
+pub const DERIVED: &[(&str, Formula, bool)] = &[
+    (
+        "ipc",
+        Formula::Ratio("perf_instructions_total", "perf_cpu_cycles_total"),
+        true,
+    ),
+    (
+        "l1d_miss_ratio",
+        Formula::Ratio("perf_l1d_read_misses_total", "perf_l1d_reads_total"),
+        false,
+    ),
+    (
+        "l1i_miss_ratio",
+        Formula::Ratio("perf_l1i_read_misses_total", "perf_l1i_reads_total"),
+        false,
+    ),
+    (
+        "llc_miss_ratio",
+        Formula::Ratio("perf_llc_read_misses_total", "perf_llc_reads_total"),
+        false,
+    ),
+    (
+        "branch_miss_ratio",
+        Formula::Ratio("perf_branch_misses_total", "perf_branch_instructions_total"),
+        false,
+    ),
+    (
+        "cache_miss_ratio",
+        Formula::Ratio("perf_cache_misses_total", "perf_cache_references_total"),
+        false,
+    ),
+    (
+        "dram_read_bytes_per_second",
+        Formula::Rate("perf_dram_read_bytes_total"),
+        false,
+    ),
+    (
+        "dram_write_bytes_per_second",
+        Formula::Rate("perf_dram_write_bytes_total"),
+        false,
+    ),
+    (
+        "context_switches_per_second",
+        Formula::Rate("perf_context_switches_total"),
+        true,
+    ),
+    (
+        "interrupts_per_second",
+        Formula::Rate("perf_interrupts_total"),
+        true,
+    ),
+    (
+        "softirqs_per_second",
+        Formula::Rate("perf_softirqs_total"),
+        true,
+    ),
+    (
+        "page_faults_per_second",
+        Formula::Rate("perf_page_faults_total"),
+        false,
+    ),
+];
+
+/// The DRAM counters given per socket, and their rates' names.
+const DRAM_RATES: &[(&str, &str)] = &[
+    ("perf_dram_read_bytes_total", "dram_read_bytes_per_second"),
+    ("perf_dram_write_bytes_total", "dram_write_bytes_per_second"),
+];
+
+/// MPERF over TSC per CPU: the share of time not halted.
+const BUSY: Formula = Formula::Ratio("perf_msr_mperf_total", "perf_msr_tsc_total");
+
+/// One frame of the live view (the schema is in the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Frame {
+    /// The window, in seconds.
+    pub interval_seconds: f64,
+    /// Metric → increase over the window, summed.
+    pub counts: BTreeMap<String, f64>,
+    /// Derived values; `None` (JSON `null`) where the denominator did not
+    /// move.
+    pub derived: BTreeMap<String, Option<f64>>,
+    /// Socket → the DRAM rates of its memory controllers.
+    pub per_socket: BTreeMap<String, BTreeMap<String, Option<f64>>>,
+    /// CPU → its counts and derived values.
+    /// (Numbered keys: JSON object keys `"0"`, `"1"`, ... in CPU order.)
+    pub per_cpu: BTreeMap<u32, CpuFrame>,
+    /// Metric or derived value → why this host does not count it.
+    pub unavailable: BTreeMap<String, String>,
+    /// Reserved for the per-workload top list (issue 13): cgroup → its
+    /// derived values. Absent until per-cgroup counting fills it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_cgroup: Option<BTreeMap<String, BTreeMap<String, Option<f64>>>>,
+}
+
+/// One CPU's part of a frame.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CpuFrame {
+    /// Metric → increase over the window.
+    pub counts: BTreeMap<String, f64>,
+    /// Derived values that make sense per CPU, and `busy_ratio`.
+    pub derived: BTreeMap<String, Option<f64>>,
+}
+
+/// Where the reasons for unavailability come from: the caller's
+/// explanations (from the resolution and the open failures: what the
+/// landing page shows), by metric name. Metrics without one fall back to
+/// the snapshot's `perf_event_unavailable_info` code and class.
+pub type Reasons = BTreeMap<String, String>;
+
+/// Builds a frame from two collections `secs` apart.
+pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> Frame {
+    let mut f = Frame {
+        interval_seconds: secs,
+        ..Frame::default()
+    };
+    let before: HashMap<&str, &Family> = prev.iter().map(|f| (f.name.as_str(), f)).collect();
+    for fam in cur.iter().filter(|f| f.kind == Kind::Counter) {
+        let old = before.get(fam.name.as_str()).map(|f| f.samples.as_slice());
+        // The engine keeps its series in order: the same position first,
+        // a lookup by labels only when the order changed.
+        let mut by_labels = None;
+        let dram = DRAM_RATES
+            .iter()
+            .find(|(m, _)| *m == fam.name)
+            .map(|(_, r)| *r);
+        let mut total = 0.0;
+        for (i, s) in fam.samples.iter().enumerate() {
+            let was = old.and_then(|o| match o.get(i) {
+                Some(o) if o.labels == s.labels => Some(o),
+                _ => by_labels
+                    .get_or_insert_with(|| index(o))
+                    .get(&s.labels)
+                    .copied(),
+            });
+            let d = delta(was, s);
+            total += d;
+            if let Some(cpu) = label(&s.labels, "cpu").and_then(|c| c.parse().ok()) {
+                let c = f.per_cpu.entry(cpu).or_default();
+                *c.counts.entry(fam.name.clone()).or_default() += d;
+            }
+            if let (Some(socket), Some(rate)) = (label(&s.labels, "socket"), dram) {
+                let e = f.per_socket.entry(socket.to_string()).or_default();
+                let v = e.entry(rate.to_string()).or_insert(Some(0.0));
+                *v = v.map(|v| v + d / secs).filter(|_| secs > 0.0);
+            }
+        }
+        f.counts.insert(fam.name.clone(), total);
+    }
+    unavailable(cur, reasons, &mut f.unavailable);
+    for (name, form, per_cpu) in DERIVED {
+        match eval(*form, &f.counts, secs) {
+            Ok(v) => {
+                f.derived.insert(name.to_string(), v);
+            }
+            Err(missing) => {
+                let why = f
+                    .unavailable
+                    .get(missing)
+                    .cloned()
+                    .unwrap_or_else(|| not_configured(missing));
+                f.unavailable
+                    .insert(name.to_string(), format!("needs {missing}: {why}"));
+            }
+        }
+        if *per_cpu {
+            for c in f.per_cpu.values_mut() {
+                if let Ok(v) = eval(*form, &c.counts, secs) {
+                    c.derived.insert(name.to_string(), v);
+                }
+            }
+        }
+    }
+    for c in f.per_cpu.values_mut() {
+        if let Ok(v) = eval(BUSY, &c.counts, secs) {
+            c.derived.insert("busy_ratio".into(), v);
+        }
+    }
+    f
+}
+
+fn not_configured(metric: &str) -> String {
+    format!("{metric} is not in the config")
+}
+
+/// The value of `form`, or the input it lacks.
+fn eval(
+    form: Formula,
+    counts: &BTreeMap<String, f64>,
+    secs: f64,
+) -> Result<Option<f64>, &'static str> {
+    let get = |m: &'static str| counts.get(m).copied().ok_or(m);
+    Ok(match form {
+        Formula::Ratio(n, d) => {
+            let (n, d) = (get(n)?, get(d)?);
+            (d > 0.0).then(|| n / d)
+        }
+        Formula::Rate(m) => {
+            let v = get(m)?;
+            (secs > 0.0).then(|| v / secs)
+        }
+    })
+}
+
+/// Configured metrics not counted on this host, with why. A metric counted
+/// on some PMU instances and not others is counted.
+fn unavailable(cur: &[Family], reasons: &Reasons, out: &mut BTreeMap<String, String>) {
+    let mut counted: BTreeMap<&str, bool> = BTreeMap::new();
+    for s in cur
+        .iter()
+        .filter(|f| f.name == "perf_event_available")
+        .flat_map(|f| &f.samples)
+    {
+        if let Some(m) = label(&s.labels, "metric") {
+            *counted.entry(m).or_default() |= s.value > 0.0;
+        }
+    }
+    let info: HashMap<&str, &Labels> = cur
+        .iter()
+        .filter(|f| f.name == "perf_event_unavailable_info")
+        .flat_map(|f| &f.samples)
+        .filter_map(|s| Some((label(&s.labels, "metric")?, &s.labels)))
+        .collect();
+    for (m, _) in counted.into_iter().filter(|(_, c)| !c) {
+        let why = reasons
+            .get(m)
+            .cloned()
+            .unwrap_or_else(|| match info.get(m) {
+                Some(l) => format!(
+                    "{} ({})",
+                    label(l, "reason").unwrap_or("failed"),
+                    label(l, "class").unwrap_or("failed").replace('_', " ")
+                ),
+                None => "not counted on this host".into(),
+            });
+        out.insert(m.to_string(), why);
+    }
+}
+
+fn index(samples: &[Sample]) -> HashMap<&Labels, &Sample> {
+    samples.iter().map(|s| (&s.labels, s)).collect()
+}
+
+/// The increase of `s` since `old`.
+fn delta(old: Option<&Sample>, s: &Sample) -> f64 {
+    match old {
+        Some(o) if o.start_unix_nanos == s.start_unix_nanos && s.value >= o.value => {
+            s.value - o.value
+        }
+        // Restarted in the window (or appeared): counted since then.
+        _ => s.value,
+    }
+}
+
+fn label<'a>(l: &'a Labels, key: &str) -> Option<&'a str> {
+    l.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str())
+}
+
+#[cfg(test)]
+mod tests;

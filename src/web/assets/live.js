@@ -1,0 +1,118 @@
+// The live page (perf-exporter): frames from /api/v1/stream fill the
+// cards. The frame schema is in the README ("Live view"). No libraries.
+"use strict";
+const HISTORY = 180; // points per sparkline: three minutes at 1s
+const history = new Map();
+let frames = 0;
+
+function human(v) {
+  const a = Math.abs(v);
+  if (a >= 1e9) return (v / 1e9).toFixed(2) + " G";
+  if (a >= 1e6) return (v / 1e6).toFixed(2) + " M";
+  if (a >= 1e4) return (v / 1e3).toFixed(1) + " k";
+  return v.toFixed(a < 10 ? 2 : 0);
+}
+
+// How a card shows its value (data-unit).
+const FORMAT = {
+  ratio: (v) => v.toFixed(3),
+  percent: (v) => (100 * v).toFixed(2) + " %",
+  rate: (v) => human(v) + "/s",
+  mbps: (v) => (v / 1e6).toFixed(1) + " MB/s",
+};
+
+function spark(card, key, v) {
+  const h = history.get(key) || [];
+  h.push(v);
+  if (h.length > HISTORY) h.shift();
+  history.set(key, h);
+  const line = card.querySelector(".spark polyline");
+  if (!line) return;
+  const max = Math.max(...h.filter((x) => x !== null), 1e-12);
+  const pts = h.map((x, i) => `${(i * 180) / (HISTORY - 1)},${40 - (38 * (x || 0)) / max}`);
+  line.setAttribute("points", pts.join(" "));
+}
+
+function showCard(card, frame) {
+  const key = card.dataset.derived;
+  const value = card.querySelector(".value");
+  const reason = card.querySelector(".reason");
+  const why = frame.unavailable[key];
+  card.classList.toggle("unavailable", why !== undefined);
+  if (why !== undefined) {
+    value.textContent = "not available on this host";
+    value.dataset.raw = "";
+    reason.textContent = why;
+    return;
+  }
+  reason.textContent = "";
+  const v = frame.derived[key];
+  value.dataset.raw = v === null ? "" : String(v);
+  value.textContent = v === null ? "– (no events this interval)" : FORMAT[card.dataset.unit](v);
+  spark(card, key, v);
+  const list = card.querySelector(".sockets");
+  if (list) {
+    list.replaceChildren(...Object.entries(frame.per_socket).map(([s, rates]) => {
+      const li = document.createElement("li");
+      const r = rates[key];
+      li.textContent = `socket ${s}: ` + (r == null ? "–" : FORMAT.mbps(r));
+      return li;
+    }));
+  }
+}
+
+// Per-CPU heatmap: IPC where there is a PMU, else busy time (MPERF/TSC),
+// else context switches/s as a sign of activity.
+const HEAT = [
+  ["ipc", "IPC", FORMAT.ratio],
+  ["busy_ratio", "busy (MPERF/TSC)", FORMAT.percent],
+  ["context_switches_per_second", "context switches/s (no PMU, no MPERF here)", human],
+];
+
+function showHeatmap(frame) {
+  const cpus = Object.entries(frame.per_cpu).sort((a, b) => Number(a[0]) - Number(b[0]));
+  const pick = HEAT.find(([k]) => cpus.some(([, c]) => typeof c.derived[k] === "number"));
+  const card = document.getElementById("heatmap");
+  if (!pick) {
+    card.classList.add("unavailable");
+    card.querySelector(".reason").textContent = frame.unavailable.ipc || "no per-CPU values";
+    return;
+  }
+  const [key, label, fmt] = pick;
+  card.dataset.metric = key;
+  card.querySelector("h2").textContent = "Per-CPU " + label;
+  const max = Math.max(...cpus.map(([, c]) => c.derived[key] || 0), 1e-12);
+  card.querySelector(".cells").replaceChildren(...cpus.map(([cpu, c]) => {
+    const v = c.derived[key];
+    const d = document.createElement("div");
+    d.className = "cell";
+    d.dataset.cpu = cpu;
+    d.dataset.raw = v == null ? "" : String(v);
+    d.style.background = `hsl(${210 - 210 * ((v || 0) / max)}, 70%, 80%)`;
+    d.textContent = `${cpu}: ` + (v == null ? "–" : fmt(v));
+    return d;
+  }));
+}
+
+function show(frame) {
+  frames += 1;
+  for (const card of document.querySelectorAll(".card[data-derived]")) showCard(card, frame);
+  showHeatmap(frame);
+  // Hook for the per-workload top list (frame.per_cgroup), once it exists.
+  if (frame.per_cgroup && window.showCgroups) window.showCgroups(frame.per_cgroup);
+  const st = document.getElementById("status");
+  st.dataset.frames = String(frames);
+  st.textContent = `live: ${frames} frames, every ${frame.interval_seconds.toFixed(2)} s`;
+}
+
+function connect() {
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  const ws = new WebSocket(`${proto}//${location.host}/api/v1/stream?interval=1s`);
+  ws.onmessage = (e) => show(JSON.parse(e.data));
+  ws.onclose = (e) => {
+    document.getElementById("status").textContent =
+      `stream closed (${e.code}${e.reason ? ": " + e.reason : ""}); reconnecting…`;
+    setTimeout(connect, 2000);
+  };
+}
+connect();

@@ -1,0 +1,229 @@
+//! The live view's data: `/api/v1/snapshot` (one frame) and the WebSocket
+//! `/api/v1/stream?interval=1s` (a frame per interval), both built by
+//! [`crate::export::live`] from the shared collection.
+//!
+//! **One collection for every viewer.** A [`Hub`] ticks once a second
+//! while any stream is open. At each tick it works out which of the
+//! intervals in use are due, and if any is, collects once through
+//! [`State::shared_collect`] (which a `/metrics` scrape in flight joins
+//! too): N viewers on M intervals cost one `read()` per group per tick.
+//! Each interval keeps its previous collection; its frame is encoded once
+//! and broadcast to its viewers as shared bytes.
+//!
+//! **Slow viewers are dropped.** Each interval's broadcast channel holds
+//! [`QUEUE`] frames; a viewer that falls further behind is closed (1008,
+//! "too slow"). A viewer that stops reading altogether fills the kernel's
+//! socket buffers first, which can take long: so the server pings every
+//! interval and closes a viewer whose last sign of life (any message,
+//! usually the pong that browsers and clients send on their own) is older
+//! than [`liveness`] of the interval, and a frame write that stays blocked
+//! that long ends the viewer too. Nothing is buffered without bound.
+//!
+//! The WebSocket protocol is tokio-tungstenite's: it is the WebSocket crate
+//! most of the tokio ecosystem uses, it runs on any `AsyncRead +
+//! AsyncWrite` (hyper 1's upgraded connection, through TLS or not), and
+//! the tests' client is the same crate. The upgrade itself is hyper's, so
+//! the routing in front of it (rate limit, basic auth, TLS) is the one
+//! every other page goes through.
+
+use super::{lock, State};
+use crate::export::live::{self, Reasons};
+use crate::snapshot::Family;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+
+/// Frames a viewer may fall behind before it is dropped.
+pub(super) const QUEUE: usize = 4;
+/// The longest interval.
+const MAX_INTERVAL_SECS: u64 = 60;
+
+/// How long a viewer may show no sign of life (or a write may block):
+/// three intervals, and at least five seconds.
+pub(super) fn liveness(interval: Duration) -> Duration {
+    (interval * 3).max(Duration::from_secs(5))
+}
+
+/// Parses `interval=` of the query (default 1s): whole seconds from 1s
+/// to 60s, in the duration syntax of the flags.
+pub(super) fn interval(query: Option<&str>) -> Result<Duration, String> {
+    let given = query
+        .unwrap_or("")
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("interval="));
+    let Some(v) = given else {
+        return Ok(Duration::from_secs(1));
+    };
+    let allowed = format!(
+        "interval must be a whole number of seconds from 1s to {MAX_INTERVAL_SECS}s, e.g. interval=1s, interval=5s, interval=1m"
+    );
+    let d = crate::duration::parse(v).map_err(|e| format!("interval=`{v}`: {e}; {allowed}"))?;
+    if d.subsec_nanos() != 0 || d.as_secs() == 0 || d.as_secs() > MAX_INTERVAL_SECS {
+        return Err(format!("interval=`{v}`: {allowed}"));
+    }
+    Ok(d)
+}
+
+/// A collection, and when it began.
+#[derive(Clone)]
+struct Point {
+    at: Instant,
+    families: Arc<Vec<Family>>,
+}
+
+/// One interval's viewers and its previous collection.
+struct Channel {
+    tx: broadcast::Sender<Utf8Bytes>,
+    prev: Option<Point>,
+}
+
+/// The intervals in use, and whether the ticker runs.
+#[derive(Default)]
+struct Inner {
+    channels: BTreeMap<u64, Channel>,
+    ticking: bool,
+}
+
+/// Shares collections between every open stream (module docs).
+#[derive(Default)]
+pub(super) struct Hub {
+    inner: Mutex<Inner>,
+    /// Collections made for streams (for tests of the sharing).
+    pub(super) collections: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub").finish_non_exhaustive()
+    }
+}
+
+impl State {
+    /// Subscribes to the frames of `interval`, starting the ticker if it
+    /// does not run.
+    pub(super) fn subscribe(
+        self: &Arc<Self>,
+        interval: Duration,
+    ) -> broadcast::Receiver<Utf8Bytes> {
+        let mut g = lock(&self.hub.inner);
+        let rx = g
+            .channels
+            .entry(interval.as_secs())
+            .or_insert_with(|| Channel {
+                tx: broadcast::channel(QUEUE).0,
+                prev: None,
+            })
+            .tx
+            .subscribe();
+        if !g.ticking {
+            g.ticking = true;
+            let st = self.clone();
+            tokio::spawn(async move { st.tick().await });
+        }
+        rx
+    }
+
+    /// Ticks once a second until no stream is left.
+    async fn tick(self: Arc<Self>) {
+        let mut t = tokio::time::interval(Duration::from_secs(1));
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut n: u64 = 0;
+        loop {
+            t.tick().await;
+            let due: Vec<u64> = {
+                let mut g = lock(&self.hub.inner);
+                g.channels.retain(|_, c| c.tx.receiver_count() > 0);
+                if g.channels.is_empty() {
+                    g.ticking = false;
+                    return;
+                }
+                g.channels
+                    .iter()
+                    .filter(|(k, c)| c.prev.is_none() || n.is_multiple_of(**k))
+                    .map(|(k, _)| *k)
+                    .collect()
+            };
+            n += 1;
+            if due.is_empty() {
+                continue;
+            }
+            let got = tokio::time::timeout(self.request_timeout, self.shared_collect()).await;
+            let Ok(Some(c)) = got else {
+                tracing::warn!("live view: a collection failed or timed out; frames skipped");
+                continue;
+            };
+            self.hub
+                .collections
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let now = Point {
+                at: c.at,
+                families: c.families.clone(),
+            };
+            let reasons = self.reasons();
+            let mut g = lock(&self.hub.inner);
+            for k in due {
+                let Some(ch) = g.channels.get_mut(&k) else {
+                    continue;
+                };
+                if let Some(p) = ch.prev.replace(now.clone()) {
+                    let _ = ch.tx.send(encode(&p, &now, &reasons).into());
+                }
+            }
+        }
+    }
+
+    /// Why each unavailable metric is unavailable, as the landing page
+    /// says it.
+    pub(super) fn reasons(&self) -> Reasons {
+        super::landing::reasons(&lock(&self.engine))
+    }
+
+    /// `/api/v1/snapshot`: one frame over `interval`, from two shared
+    /// collections.
+    pub(super) async fn one_frame(self: &Arc<Self>, interval: Duration) -> Option<String> {
+        let first = self.shared_collect().await?;
+        tokio::time::sleep_until((first.at + interval).into()).await;
+        let second = self.shared_collect().await?;
+        let p = |c: &super::collect::Collected| Point {
+            at: c.at,
+            families: c.families.clone(),
+        };
+        Some(encode(&p(&first), &p(&second), &self.reasons()))
+    }
+}
+
+/// One frame as JSON.
+fn encode(prev: &Point, cur: &Point, reasons: &Reasons) -> String {
+    let secs = cur.at.duration_since(prev.at).as_secs_f64();
+    let f = live::frame(&prev.families, &cur.families, secs, reasons);
+    // A frame of plain maps and numbers always encodes.
+    serde_json::to_string(&f).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals() {
+        assert_eq!(interval(None), Ok(Duration::from_secs(1)));
+        assert_eq!(interval(Some("interval=5s")), Ok(Duration::from_secs(5)));
+        assert_eq!(
+            interval(Some("a=b&interval=1m")),
+            Ok(Duration::from_secs(60))
+        );
+        for bad in [
+            "interval=500ms",
+            "interval=2m",
+            "interval=0s",
+            "interval=1.5s",
+        ] {
+            let e = interval(Some(bad)).unwrap_err();
+            assert!(e.contains("whole number of seconds from 1s to 60s"), "{e}");
+        }
+        let e = interval(Some("interval=fast")).unwrap_err();
+        assert!(e.starts_with("interval=`fast`: "), "{e}");
+    }
+}

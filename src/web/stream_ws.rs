@@ -1,0 +1,165 @@
+//! The WebSocket of `/api/v1/stream`: the upgrade (after the routing's
+//! rate limit and auth), a `--web.max-streams` slot, then one viewer's
+//! loop: frames out, pings out, and the viewer dropped when it falls
+//! behind or stops answering (see [`super::stream`]).
+
+use super::io::Body;
+use super::stream::{interval, liveness};
+use super::State;
+use futures_util::{SinkExt, StreamExt};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{broadcast, OwnedSemaphorePermit};
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
+
+fn plain(status: StatusCode, msg: String) -> Response<Body> {
+    let mut r = Response::new(Body::new(msg));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn header_has(req: &Request<Incoming>, name: hyper::header::HeaderName, token: &str) -> bool {
+    req.headers().get_all(name).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    })
+}
+
+/// `GET /api/v1/stream`: 101 and a viewer task, or why not.
+pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<Body> {
+    let every = match interval(req.uri().query()) {
+        Ok(d) => d,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    let key = req.headers().get(SEC_WEBSOCKET_KEY).cloned();
+    let version_ok = req
+        .headers()
+        .get("sec-websocket-version")
+        .is_some_and(|v| v == "13");
+    let (Some(key), true, true, true) = (
+        key,
+        version_ok,
+        header_has(&req, CONNECTION, "upgrade"),
+        header_has(&req, UPGRADE, "websocket"),
+    ) else {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "/api/v1/stream is a WebSocket (version 13): send `Connection: Upgrade`, `Upgrade: websocket` and `Sec-WebSocket-Key`; for one frame over HTTP, GET /api/v1/snapshot\n".into(),
+        );
+    };
+    let slot = match &st.streams {
+        Some(sem) => match sem.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                return plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "Limit of open streams reached (--web.max-streams={}), try again later.\n",
+                        st.max_streams
+                    ),
+                )
+            }
+        },
+        None => None,
+    };
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let st2 = st.clone();
+    tokio::spawn(async move {
+        match on_upgrade.await {
+            Ok(up) => {
+                let cfg = WebSocketConfig::default()
+                    // Viewers send nothing but control frames.
+                    .max_message_size(Some(64 * 1024))
+                    .max_frame_size(Some(64 * 1024));
+                let ws =
+                    WebSocketStream::from_raw_socket(TokioIo::new(up), Role::Server, Some(cfg))
+                        .await;
+                viewer(st2, ws, every, slot).await;
+            }
+            Err(e) => tracing::debug!(error = %e, "WebSocket upgrade failed"),
+        }
+    });
+    let mut r = Response::new(Body::new(""));
+    *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = r.headers_mut();
+    h.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+    if let Ok(v) = HeaderValue::from_str(&derive_accept_key(key.as_bytes())) {
+        h.insert(SEC_WEBSOCKET_ACCEPT, v);
+    }
+    r
+}
+
+/// Why a viewer's loop ended.
+enum End {
+    Gone,
+    TooSlow(String),
+}
+
+/// One viewer: frames of its interval, a ping each interval, and out when
+/// it falls behind or shows no sign of life for [`liveness`].
+async fn viewer<S>(
+    st: Arc<State>,
+    ws: WebSocketStream<S>,
+    every: Duration,
+    slot: Option<OwnedSemaphorePermit>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let _slot = slot;
+    let limit = liveness(every);
+    let (mut tx, mut rx) = ws.split();
+    let mut frames = st.subscribe(every);
+    let mut ping = tokio::time::interval(every);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seen = Instant::now();
+    let end = loop {
+        let out: Message = tokio::select! {
+            f = frames.recv() => match f {
+                Ok(text) => Message::Text(text),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    break End::TooSlow(format!("too slow: {n} frames behind"));
+                }
+                Err(broadcast::error::RecvError::Closed) => break End::Gone,
+            },
+            _ = ping.tick() => {
+                if seen.elapsed() > limit {
+                    break End::TooSlow(format!("no answer for {}s", limit.as_secs()));
+                }
+                Message::Ping(Default::default())
+            }
+            m = rx.next() => match m {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break End::Gone,
+                Some(Ok(_)) => {
+                    seen = Instant::now();
+                    continue;
+                }
+            },
+        };
+        match tokio::time::timeout(limit, tx.send(out)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => break End::Gone,
+            Err(_) => break End::TooSlow("a frame write blocked".into()),
+        }
+    };
+    if let End::TooSlow(why) = end {
+        tracing::debug!(reason = %why, "live view: viewer dropped");
+        let close = Message::Close(Some(CloseFrame {
+            code: CloseCode::Policy,
+            reason: Utf8Bytes::from(why),
+        }));
+        let _ = tokio::time::timeout(Duration::from_secs(1), tx.send(close)).await;
+    }
+}
