@@ -15,7 +15,7 @@
 //!
 //! Every crash found becomes a corpus file (a regression test).
 
-use crate::config::{valid_metric_name, Config};
+use crate::config::{valid_metric_name, Config, FormatRequirement};
 use crate::perf::{parse_group_read, GroupReading};
 use crate::pmu::{format_cpu_list, parse_cpu_list, parse_number, parse_terms, Format};
 use crate::spec::{self, check_scale, EventSpec};
@@ -134,8 +134,9 @@ pub fn event_spec(data: &[u8]) -> Result<(), String> {
 
 /// The sysfs file parsers, each on the same input: `format/<term>` bit
 /// ranges ([`Format::parse`]), event term strings ([`parse_terms`]), CPU
-/// lists ([`parse_cpu_list`]), numbers ([`parse_number`]) and `.scale`
-/// values ([`check_scale`]).
+/// lists ([`parse_cpu_list`]), numbers ([`parse_number`]), `.scale`
+/// values ([`check_scale`]) and the config's `requires_format` guards
+/// ([`FormatRequirement::parse`]), which hold a format term.
 pub fn sysfs(data: &[u8]) -> Result<(), String> {
     let Some(s) = text(data) else {
         return Ok(());
@@ -180,6 +181,19 @@ pub fn sysfs(data: &[u8]) -> Result<(), String> {
         }
     }
     let _ = parse_number(s);
+    // A config's `requires_format` guard: what is accepted prints back as
+    // itself.
+    if let Ok(r) = FormatRequirement::parse(s) {
+        let printed = r.to_string();
+        match FormatRequirement::parse(&printed) {
+            Ok(back) if back == r => {}
+            other => {
+                return Err(format!(
+                    "requires_format {s:?} printed as {printed:?} -> {other:?}"
+                ))
+            }
+        }
+    }
     // A `.scale` file: an accepted scale is finite, positive and bounded.
     if let Ok(v) = s.trim().parse::<f64>() {
         if check_scale(v).is_ok() && !(v.is_finite() && v > 0.0 && v <= 1e15) {

@@ -8,9 +8,11 @@
 //!
 //! 0. leaves, usable by every stage: [`duration`] (the one duration
 //!    grammar of every flag), [`spec`] (the event-spec grammar),
-//!    [`perf::abi`] (the kernel's ABI numbers, from perf-event-open-sys)
-//!    and [`problem`] (the typed reasons why a metric is not counted,
-//!    with what to do);
+//!    [`perf::abi`] (the kernel's ABI numbers, from perf-event-open-sys),
+//!    [`pmu::format`] (the grammars of sysfs format terms and CPU lists)
+//!    [`problem`] (the typed reasons why a metric is not counted,
+//!    with what to do) and [`bounded`] (bounded reads of files the
+//!    exporter does not control: regular files only, capped);
 //! 1. [`config`]: the YAML configuration as written, specs stored parsed
 //!    (no I/O but reading the file);
 //! 2. [`pmu`]: discovery from the sysfs and procfs roots: PMUs, topology,
@@ -38,6 +40,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod bounded;
 pub mod cgroup;
 pub mod cli;
 pub mod config;

@@ -20,6 +20,7 @@
 //! [`Privilege::diagnose`] tells these apart, so a process that holds
 //! `CAP_PERFMON` is never told to grant it.
 
+use crate::bounded::read_attribute;
 use crate::problem::{Problem, HOW_TO_GRANT};
 use std::path::{Path, PathBuf};
 
@@ -68,7 +69,7 @@ impl Grant {
 impl Privilege {
     /// Reads the process's privilege under a procfs root.
     pub fn detect(procfs: &Path) -> Self {
-        let status = std::fs::read_to_string(procfs.join("self/status")).unwrap_or_default();
+        let status = read_attribute(&procfs.join("self/status")).unwrap_or_default();
         let field = |name: &str| {
             status
                 .lines()
@@ -80,10 +81,10 @@ impl Privilege {
         let cap_eff = field("CapEff:")
             .and_then(|h| u64::from_str_radix(&h, 16).ok())
             .unwrap_or(0);
-        let paranoid = std::fs::read_to_string(procfs.join("sys/kernel/perf_event_paranoid"))
+        let paranoid = read_attribute(&procfs.join("sys/kernel/perf_event_paranoid"))
             .ok()
             .and_then(|s| s.trim().parse().ok());
-        let kernel = std::fs::read_to_string(procfs.join("sys/kernel/osrelease"))
+        let kernel = read_attribute(&procfs.join("sys/kernel/osrelease"))
             .ok()
             .and_then(|s| parse_kernel_version(&s));
         let seccomp = field("Seccomp:").and_then(|m| m.parse().ok());

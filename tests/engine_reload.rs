@@ -236,3 +236,88 @@ fn group_times_of_an_offline_cpu_survive_a_reload() {
     let clock = value(&s, "perf_cpu_clock_seconds_total", "1").unwrap();
     assert!((clock - (clock0 + 0.5)).abs() < 1e-6, "{clock0} -> {clock}");
 }
+
+/// Two sets; `faults` is the one a bad reload loses.
+const WITH_X: &str = "sets:
+  - name: sw
+    events:
+      - metric: perf_cpu_clock_seconds_total
+        event: cpu-clock
+  - name: faults
+    events:
+      - metric: perf_page_faults_total
+        event: page-faults
+";
+
+/// `WITH_X` with the set `faults` (and its metric) deleted by mistake.
+const WITHOUT_X: &str = "sets:
+  - name: sw
+    events:
+      - metric: perf_cpu_clock_seconds_total
+        event: cpu-clock
+";
+
+/// A reload from `old` to `yaml` as the app does it: the old engine's
+/// totals (with what it holds parked) continue in the new one.
+fn reload(k: &Arc<SimKernel>, t: &PmuTable, mut old: Engine, yaml: &str) -> Engine {
+    old.collect();
+    let totals = old.totals();
+    drop(old);
+    let mut new = Engine::new(k.clone(), t.clone(), resolve(k, t, yaml));
+    new.carry_over(totals);
+    new
+}
+
+/// Issue 11 (grace period): config A, then a config without metric X
+/// (and its set), then A again: X continues from its old total with its
+/// old start time, and so do its set's group times; before, X restarted
+/// from zero under a new start. A removed metric that does not come back
+/// at the next reload is dropped.
+#[test]
+fn a_metric_removed_by_a_reload_continues_when_the_next_brings_it_back() {
+    let (k, t, mut a) = skx(WITH_X);
+    a.collect();
+    k.advance(3 * SEC);
+    let s = a.collect();
+    let clock0 = value(&s, "perf_cpu_clock_seconds_total", "0").unwrap();
+    let start0 = start_of(&s, "perf_page_faults_total", "0").unwrap();
+    let (en0, gstart0) = set_value(&s, "perf_group_enabled_seconds_total", "faults", "0").unwrap();
+    assert!((en0 - 3.0).abs() < 1e-6, "{en0}");
+
+    let mut b = reload(&k, &t, a, WITHOUT_X);
+    assert_eq!(b.parked_metrics(), ["perf_page_faults_total"]);
+    k.advance(SEC);
+    let s = b.collect();
+    assert!(value(&s, "perf_page_faults_total", "0").is_none());
+    assert!(set_value(&s, "perf_group_enabled_seconds_total", "faults", "0").is_none());
+
+    let mut a2 = reload(&k, &t, b, WITH_X);
+    assert!(a2.parked_metrics().is_empty());
+    k.advance(SEC);
+    let s = a2.collect();
+    assert_eq!(
+        start_of(&s, "perf_page_faults_total", "0"),
+        Some(start0),
+        "X came back under a new start time"
+    );
+    let (en, gstart) = set_value(&s, "perf_group_enabled_seconds_total", "faults", "0").unwrap();
+    assert!(
+        (en - (en0 + 1.0)).abs() < 1e-6,
+        "group time reset: {en0} -> {en}"
+    );
+    assert_eq!(gstart, gstart0);
+    let clock = value(&s, "perf_cpu_clock_seconds_total", "0").unwrap();
+    assert!((clock - (clock0 + 2.0)).abs() < 1e-6, "{clock0} -> {clock}");
+
+    // Removed, then removed again by the next reload: dropped, so X
+    // restarts when it comes back at last.
+    let b = reload(&k, &t, a2, WITHOUT_X);
+    let b2 = reload(&k, &t, b, WITHOUT_X);
+    assert!(b2.parked_metrics().is_empty());
+    let mut a3 = reload(&k, &t, b2, WITH_X);
+    k.advance(SEC);
+    let s = a3.collect();
+    assert!(start_of(&s, "perf_page_faults_total", "0").unwrap() > start0);
+    let (en, _) = set_value(&s, "perf_group_enabled_seconds_total", "faults", "0").unwrap();
+    assert!((en - 1.0).abs() < 1e-6, "{en}");
+}

@@ -21,18 +21,41 @@ fn median(v: &mut [Duration]) -> Duration {
     v[v.len() / 2]
 }
 
-/// Scrapes for `span`, every 100 ms: latencies and the last body.
-fn scrape_for(ex: &Exporter, span: Duration) -> (Vec<Duration>, String) {
-    let t0 = Instant::now();
+/// Scrapes `n` times, 100 ms apart: the latencies.
+fn scrapes(ex: &Exporter, n: usize) -> Vec<Duration> {
+    (0..n)
+        .map(|_| {
+            let (_, d) = ex.scrape();
+            std::thread::sleep(Duration::from_millis(100));
+            d
+        })
+        .collect()
+}
+
+/// Scrapes every 100 ms until `done` holds for the last body and at
+/// least `min` scrapes were made: latencies and the last body. Panics
+/// after `limit`.
+fn scrape_until(
+    ex: &Exporter,
+    what: &str,
+    min: usize,
+    limit: Duration,
+    done: impl Fn(&str) -> bool,
+) -> (Vec<Duration>, String) {
+    let deadline = Instant::now() + limit;
     let mut lat = Vec::new();
-    let mut last = String::new();
-    while t0.elapsed() < span {
+    loop {
         let (body, d) = ex.scrape();
         lat.push(d);
-        last = body;
+        if lat.len() >= min && done(&body) {
+            return (lat, body);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}; last scrape:\n{body}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
-    (lat, last)
 }
 
 fn assert_scrapes_unaffected(before: &mut [Duration], after: &mut [Duration]) {
@@ -66,17 +89,18 @@ fn otlp_collector_killed_mid_run_scrapes_stay_fast_and_failures_are_counted() {
     wait_for("two successful exports", Duration::from_secs(20), || {
         ex.exports().0 >= 2.0
     });
-    let (mut before, _) = scrape_for(&ex, Duration::from_secs(2));
+    let mut before = scrapes(&ex, 20);
     let (_, failed0) = ex.exports();
     assert_eq!(failed0, 0.0);
     // Kill the collector (SIGKILL, by pid).
     vm.proc.child.kill().unwrap();
     vm.proc.child.wait().unwrap();
-    let (mut after, last) = scrape_for(&ex, Duration::from_secs(6));
-    let (ok, failed) = exports_in(&last);
-    assert!(
-        failed >= 2.0,
-        "failures not counted: success {ok}, failure {failed}"
+    let (mut after, _) = scrape_until(
+        &ex,
+        "two counted failures",
+        20,
+        Duration::from_secs(30),
+        |body| exports_in(body).1 >= 2.0,
     );
     assert_scrapes_unaffected(&mut before, &mut after);
     // The failure is logged, rate limited: once, not once per export.
@@ -100,14 +124,21 @@ fn otlp_hanging_collector_never_slows_scrapes_and_shutdown_is_bounded() {
         &["--otlp.timeout", "2s", "--otlp.interval", "300ms"],
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))],
     );
-    let (mut before, _) = scrape_for(&ex, Duration::from_millis(1000));
+    let mut before = scrapes(&ex, 10);
     wait_for("a timed-out export", Duration::from_secs(15), || {
         ex.exports().1 >= 1.0
     });
-    let (mut after, last) = scrape_for(&ex, Duration::from_secs(3));
+    // Scrapes while further exports hang (interval 300 ms, timeout 2 s).
+    let (mut after, last) = scrape_until(
+        &ex,
+        "a second timed-out export",
+        20,
+        Duration::from_secs(20),
+        |body| exports_in(body).1 >= 2.0,
+    );
     let (ok, failed) = exports_in(&last);
     assert_eq!(ok, 0.0);
-    assert!(failed >= 1.0);
+    assert!(failed >= 2.0);
     assert_scrapes_unaffected(&mut before, &mut after);
     assert!(
         !held.lock().unwrap().is_empty(),

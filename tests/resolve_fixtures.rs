@@ -58,6 +58,13 @@ const FIXTURES: [&str; 6] = [
     "vm-no-pmu",
 ];
 
+/// Writes `text` to `root/path`, creating its directories.
+fn write_file(root: &Path, path: &str, text: &str) {
+    let f = root.join(path);
+    std::fs::create_dir_all(f.parent().expect("a parent")).expect("mkdir");
+    std::fs::write(f, text).expect("write");
+}
+
 #[test]
 fn generic_rules_every_fixture() {
     for f in FIXTURES {
@@ -512,11 +519,7 @@ fn vm_no_pmu() {
 fn synthetic_tree_edge_cases() {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
-    let w = |p: &str, s: &str| {
-        let f = r.join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, s).unwrap();
-    };
+    let w = |p: &str, s: &str| write_file(r, p, s);
     w("devices/system/cpu/online", "0-3");
     for c in 0..4 {
         w(
@@ -860,11 +863,7 @@ fn tracepoints_resolve_from_tracefs_mounted_elsewhere() {
     use perf_exporter::pmu::host::find_tracefs;
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
-    let w = |p: &str, s: &str| {
-        let f = r.join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, s).unwrap();
-    };
+    let w = |p: &str, s: &str| write_file(r, p, s);
     w("sys/devices/system/cpu/online", "0-1\n");
     w("sys/bus/event_source/devices/tracepoint/type", "2\n");
     w("sys/bus/event_source/devices/software/type", "1\n");
@@ -888,6 +887,33 @@ fn tracepoints_resolve_from_tracefs_mounted_elsewhere() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("not mounted"), "{e}");
+}
+
+/// Issue 10: resolving reads no file. Tracepoint ids are read by
+/// discovery; once the tracefs is gone, the discovered ids still resolve
+/// (before, `resolve` read `events/<subsys>/<name>/id` itself and failed
+/// here), and a misspelt name gets close names from the table.
+#[test]
+fn tracepoints_resolve_from_discovery_without_reading_tracefs() {
+    use perf_exporter::pmu::host::Tracefs;
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let w = |p: &str, s: &str| write_file(r, p, s);
+    w("sys/devices/system/cpu/online", "0-1\n");
+    w("sys/bus/event_source/devices/tracepoint/type", "2\n");
+    w("trace/events/sched/sched_switch/id", "316\n");
+    w("trace/events/sched/sched_wakeup/id", "317\n");
+    w("trace/events/sched/enable", "0\n");
+    let t = PmuTable::discover(&r.join("sys")).unwrap();
+    let ctx = Context::from(Tracefs::at(&r.join("trace")));
+    assert_eq!(ctx.tracepoints.len(), 2);
+    std::fs::remove_dir_all(r.join("trace")).unwrap();
+    let v = resolve_str("sched:sched_wakeup", &t, &ctx).expect("resolves");
+    assert_eq!((v[0].type_, v[0].config[0]), (2, 317));
+    let e = resolve_str("sched:sched_swich", &t, &ctx)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("did you mean `sched_switch`"), "{e}");
 }
 
 /// Issue 11: `cycles:u` is a generic event with a modifier, refused as

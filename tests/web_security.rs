@@ -400,7 +400,7 @@ fn a_fifo_or_huge_web_config_is_refused_without_blocking() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
-        format!("perf-exporter: --web.config.file={f}: cannot read {f}: not a regular file (a FIFO, a device or a directory)\n")
+        format!("perf-exporter: --web.config.file={f}: cannot read {f}: not a regular file (a FIFO): refused\n")
     );
     let huge = dir.path().join("huge.yml");
     std::fs::write(&huge, "#".repeat(2 << 20)).expect("write");
@@ -411,6 +411,8 @@ fn a_fifo_or_huge_web_config_is_refused_without_blocking() {
         .expect("run");
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
-        format!("perf-exporter: --web.config.file={h}: cannot read {h}: larger than 1024 KiB\n")
+        format!(
+            "perf-exporter: --web.config.file={h}: cannot read {h}: larger than 1 MiB: refused\n"
+        )
     );
 }

@@ -8,7 +8,6 @@ use crate::perf::sim::SimKernel;
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
 use crate::resolve::Context;
-use crate::web::config::read_bounded;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,14 +42,7 @@ impl HostSettings {
         let mut cfg = match &self.config_file {
             // Read bounded: a FIFO or a device is refused at once instead of
             // blocking start-up or a reload, and so is a huge file.
-            Some(p) => {
-                let file = p.display().to_string();
-                let text = read_bounded(p).map_err(|source| ConfigError::Io {
-                    file: file.clone(),
-                    source,
-                })?;
-                Config::parse(&text, &file)?
-            }
+            Some(p) => Config::load(p)?,
             None => Config::default_config(),
         };
         if self.aggregate_cpus {
@@ -91,10 +83,7 @@ impl Host {
             tracing::warn!(warning = %w, "sysfs entry skipped");
         }
         let ctx = match &s.tracefs {
-            Some(t) => Context {
-                tracefs: Some(t.clone()),
-                ..Context::default()
-            },
+            Some(t) => Context::from(crate::pmu::host::Tracefs::at(t)),
             None => Context::for_host(&s.sysfs, &s.procfs),
         };
         if (s.simulate_read_delay.is_some() || !s.simulate_refuse.is_empty()) && !s.simulate {
@@ -134,6 +123,9 @@ fn is_live_sysfs(p: &Path, procfs: &Path) -> bool {
     if c == Path::new("/sys") {
         return true;
     }
-    std::fs::read_to_string(procfs.join("self/mountinfo"))
-        .is_ok_and(|mi| crate::pmu::is_sysfs_mount(&c, &mi))
+    crate::bounded::read_string(
+        &procfs.join("self/mountinfo"),
+        crate::bounded::MOUNTINFO_BYTES,
+    )
+    .is_ok_and(|mi| crate::pmu::is_sysfs_mount(&c, &mi))
 }

@@ -13,6 +13,7 @@ use crate::config::cgroups::CgroupsConfig;
 use crate::config::ConfigError;
 use crate::engine::Engine;
 use crate::perf::Kernel;
+use crate::pmu::host::Tracepoints;
 use crate::pmu::{PmuError, PmuTable};
 use crate::privilege::Privilege;
 use crate::probe::prober;
@@ -95,6 +96,19 @@ pub(super) fn load(
             tracing::warn!(warning = %w, "sysfs entry skipped");
         }
         t
+    };
+    // The tracepoints too (a module loaded since may add some); resolving
+    // reads no file.
+    let fresh;
+    let ctx = match &ctx.tracefs {
+        Some(t) if !kernel.simulated() => {
+            fresh = Context {
+                tracepoints: Tracepoints::discover(t),
+                ..ctx.clone()
+            };
+            &fresh
+        }
+        _ => ctx,
     };
     let probe = prober(kernel);
     let mut res = resolve_config(&cfg, &table, ctx, Some(&probe));
@@ -223,7 +237,7 @@ impl Job {
             .iter()
             .filter(|m| m.status != Status::Unavailable)
             .count();
-        let s = format!(
+        let mut s = format!(
             "{counted} of {} metrics counted: {} continue their counts, {} start from zero (new or changed); {} of {} planned counters open",
             ne.resolution().metrics.len(),
             continued.len(),
@@ -231,6 +245,15 @@ impl Job {
             ne.open_fds(),
             ne.planned_fds()
         );
+        // Removed metrics keep their totals until the next reload, which
+        // continues them if they come back (a bad-then-fixed config).
+        let parked = ne.parked_metrics();
+        if !parked.is_empty() {
+            s.push_str(&format!(
+                "; the totals of {} removed or changed metrics are kept until the next reload",
+                parked.len()
+            ));
+        }
         *e = ne;
         s
     }

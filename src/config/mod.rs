@@ -36,6 +36,8 @@ use serde_saphyr::{Location, Spanned};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::bounded::{read_string, CONFIG_BYTES};
+use crate::pmu::format::Format;
 use crate::spec::{self, EventSpec};
 
 /// The default configuration, embedded in the binary.
@@ -133,7 +135,58 @@ pub struct Alternative {
     /// Use this alternative only where a PMU's format term is exactly
     /// this: `"amd_df/umask=config:8-15"`. Distinguishes encodings that
     /// would resolve on the wrong generation of a PMU.
-    pub requires_format: Option<String>,
+    pub requires_format: Option<FormatRequirement>,
+}
+
+/// A `requires_format` guard, parsed at load: `PMU/term=configN:bits`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormatRequirement {
+    /// The PMU name or pattern (`amd_df`, `uncore_imc_*`).
+    pub pmu: String,
+    /// The format term (`umask`).
+    pub term: String,
+    /// The bits every matching PMU's `format/<term>` must hold exactly.
+    pub format: Format,
+}
+
+impl FormatRequirement {
+    /// Parses `PMU/term=configN:lo-hi[,lo-hi]`; the error says what is
+    /// wrong and shows the form.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let why = |what: String| {
+            format!("`requires_format: {s}`: {what}; write `PMU/term=configN:lo-hi`, e.g. `amd_df/umask=config:8-15`")
+        };
+        let (pmu, rest) = s
+            .split_once('/')
+            .ok_or_else(|| why("no `/` after the PMU name".into()))?;
+        let (term, bits) = rest
+            .split_once('=')
+            .ok_or_else(|| why("no `=` after the term".into()))?;
+        let (pmu, term) = (pmu.trim(), term.trim());
+        let name_ok = |n: &str, extra: &[char]| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || extra.contains(&c))
+        };
+        if !name_ok(pmu, &['*', '-', '.']) {
+            return Err(why(format!("`{pmu}` is not a PMU name or pattern")));
+        }
+        if !name_ok(term, &[]) {
+            return Err(why(format!("`{term}` is not a format term")));
+        }
+        let format = Format::parse(bits).map_err(|e| why(e.0))?;
+        Ok(FormatRequirement {
+            pmu: pmu.to_string(),
+            term: term.to_string(),
+            format,
+        })
+    }
+}
+
+impl std::fmt::Display for FormatRequirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}={}", self.pmu, self.term, self.format)
+    }
 }
 
 impl Alternative {
@@ -149,8 +202,8 @@ impl Alternative {
     }
 
     /// The `requires_format` guard, if any.
-    pub fn requires_format(&self) -> Option<&str> {
-        self.requires_format.as_deref()
+    pub fn requires_format(&self) -> Option<&FormatRequirement> {
+        self.requires_format.as_ref()
     }
 
     /// The scale and unit it overrides, if any.
@@ -163,7 +216,9 @@ impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        // Bounded: a FIFO or a device is refused at once instead of
+        // blocking start-up or a reload, and so is a huge file.
+        let text = read_string(path, CONFIG_BYTES).map_err(|source| ConfigError::Io {
             file: file.clone(),
             source,
         })?;
@@ -393,7 +448,13 @@ fn convert_alternative(a: RawAlternative) -> Result<Alternative, String> {
         specs,
         scale: d.scale,
         unit: d.unit,
-        requires_format: d.requires_format,
+        // Parsed here, so a malformed guard is refused at load with the
+        // line, not found out when resolving.
+        requires_format: d
+            .requires_format
+            .as_deref()
+            .map(FormatRequirement::parse)
+            .transpose()?,
     })
 }
 
@@ -498,6 +559,39 @@ mod input_tests {
             !e.contains("from_str") && !e.contains("Options") && !e.contains("line 7 column"),
             "{e}"
         );
+    }
+
+    /// Issue 10: `requires_format` is parsed at load into PMU pattern,
+    /// term and bits; a malformed one is refused with the line and the
+    /// form to use (before, it was stored as text and found out at
+    /// resolve time, as an "unavailable" metric).
+    #[test]
+    fn requires_format_is_parsed_at_load() {
+        let with = |req: &str| {
+            format!("sets:\n  - name: a\n    events:\n      - metric: m_total\n        event:\n          - event: cycles\n            requires_format: \"{req}\"\n")
+        };
+        let c = Config::parse(&with("amd_df/umask=config:8-15"), "t.yaml").unwrap();
+        let alt = &c.sets[0].events[0].event.value[0];
+        let req = alt.requires_format().expect("parsed");
+        assert_eq!((req.pmu.as_str(), req.term.as_str()), ("amd_df", "umask"));
+        assert_eq!(req.format, Format::parse("config:8-15").unwrap());
+        assert_eq!(req.to_string(), "amd_df/umask=config:8-15");
+        for (bad, why) in [
+            ("amd_df", "no `/` after the PMU name"),
+            ("amd_df/umask", "no `=` after the term"),
+            ("amd_df/umask=config9:0", "unknown config word `config9`"),
+            ("amd_df/umask=config:15-8", "is reversed"),
+            ("/umask=config:8-15", "`` is not a PMU name or pattern"),
+            ("amd_df/um ask=config:8-15", "`um ask` is not a format term"),
+        ] {
+            let e = err(&with(bad));
+            assert!(e.starts_with("t.yaml:6:11: "), "{bad}: {e}");
+            assert!(
+                e.contains(&format!("`requires_format: {bad}`: ")) && e.contains(why),
+                "{bad}: {e}"
+            );
+            assert!(e.ends_with("e.g. `amd_df/umask=config:8-15`"), "{e}");
+        }
     }
 
     /// Issue 11: `~` as a whole config, `sets: []` and a bare `sets:`

@@ -48,7 +48,9 @@
 //!   and new when the count restarts; OTLP exports it as
 //!   `start_time_unix_nano`.
 //! * **Carry-over** (`totals.rs`). A config reload continues
-//!   the totals of every metric that counts the same events the same way.
+//!   the totals of every metric that counts the same events the same way;
+//!   the totals of metrics it removes are parked until the next reload,
+//!   which continues them if they come back.
 //! * **File descriptors** (`budget.rs`). Each counter is an
 //!   fd. Under a low `RLIMIT_NOFILE` the engine opens what fits, in plan
 //!   order, and names the rest with the limit to raise.
@@ -240,6 +242,9 @@ pub struct Engine {
     online_reads: u64,
     /// Per-workload counting, when a `cgroups:` section asks for it.
     cgroups: Option<cgroup::CgroupCounting>,
+    /// Totals of metrics the last reload removed, kept for the next one
+    /// (the grace period, `totals.rs`).
+    parked: Totals,
 }
 
 fn mask_of(online: &[u32]) -> Vec<bool> {
@@ -306,6 +311,7 @@ impl Engine {
             hotplug_seen: None,
             online_reads: 0,
             cgroups: None,
+            parked: Totals::default(),
         };
         // Start listening for hotplug before reading the online list, so a
         // change in between is not missed.

@@ -2,6 +2,15 @@
 //! the engine of a reloaded config for every metric that counts exactly
 //! the same events, with their start times, so unchanged counters neither
 //! reset nor claim a new start.
+//!
+//! Grace period: the totals of metrics (and sets' group times) that a
+//! reload removes are not thrown away but parked in the new engine until
+//! the next reload, which continues them if the metric comes back
+//! counting the same events. So a bad-then-fixed config (a set deleted by
+//! mistake, then restored) does not reset those counters nor give them a
+//! new start time. Parked totals are not exported; a reload that does not
+//! bring them back drops them (they are kept one reload, no longer, so
+//! repeated reloads cannot grow memory).
 
 use super::Engine;
 use crate::resolve::chain::{ResolvedMetric, Status};
@@ -19,6 +28,10 @@ pub struct Totals {
     /// Every CPU the engine saw online: one offline during the reload is
     /// still watched for its return.
     known_cpus: Vec<u32>,
+    /// Where the totals an earlier reload parked begin (in `metrics`,
+    /// in `times`): a carry-over continues them but does not park them
+    /// again.
+    parked_from: Option<(usize, usize)>,
 }
 
 /// One series' total: its key (with the index into `Totals::metrics`).
@@ -111,7 +124,9 @@ impl Engine {
                 })
                 .collect(),
             known_cpus: self.known_cpus.iter().copied().collect(),
+            parked_from: None,
         }
+        .with_parked(&self.parked)
     }
 
     /// Continues `old`'s counters where this engine counts the same metric
@@ -119,7 +134,9 @@ impl Engine {
     /// of restarting at zero. The group-time and read-error counters
     /// continue by set name, for every CPU, online or not (a CPU offline
     /// during the reload keeps its totals for its return, and is watched
-    /// for it as before). Returns the names of the metrics continued.
+    /// for it as before). What is not continued is parked for the next
+    /// reload ([`Engine::parked_metrics`]). Returns the names of the
+    /// metrics continued.
     pub fn carry_over(&mut self, old: Totals) -> Vec<String> {
         let map: Vec<Option<usize>> = old
             .metrics
@@ -131,11 +148,21 @@ impl Engine {
                     .position(|nm| same_counting(om, nm))
             })
             .collect();
+        let mut parked = Totals {
+            metrics: old.metrics.clone(),
+            ..Totals::default()
+        };
+        let (fresh_metrics, fresh_times) = old
+            .parked_from
+            .unwrap_or((old.metrics.len(), old.times.len()));
         for s in old.series {
-            let (oi, labels) = s.key;
-            let Some(ni) = map.get(oi).copied().flatten() else {
+            let Some(ni) = map.get(s.key.0).copied().flatten() else {
+                if s.key.0 < fresh_metrics {
+                    parked.series.push(s);
+                }
                 continue;
             };
+            let labels = s.key.1;
             let gauge = self.resolution.metrics[ni].gauge;
             let idx = self.series_of(&(ni, labels));
             let st = &mut self.series[idx];
@@ -149,8 +176,11 @@ impl Engine {
             }
             st.has_data |= s.has_data;
         }
-        for ((set, cpu), t) in old.times {
+        for (i, ((set, cpu), t)) in old.times.into_iter().enumerate() {
             let Some(si) = self.counting_set(&set) else {
+                if i < fresh_times {
+                    parked.times.push(((set, cpu), t));
+                }
                 continue;
             };
             if cpu.is_some() != self.per_cpu(si) {
@@ -166,10 +196,21 @@ impl Engine {
             ts.start_ns = earliest(ts.start_ns, t.start_ns);
         }
         self.known_cpus.extend(old.known_cpus);
+        self.parked = parked.without_unused_metrics();
         self.refresh();
         map.iter()
             .flatten()
             .map(|&ni| self.resolution.metrics[ni].metric.clone())
+            .collect()
+    }
+
+    /// The metrics whose totals are parked by the last reload (removed or
+    /// changed by it), continued if the next reload brings them back.
+    pub fn parked_metrics(&self) -> Vec<String> {
+        self.parked
+            .metrics
+            .iter()
+            .map(|m| m.metric.clone())
             .collect()
     }
 
@@ -181,6 +222,49 @@ impl Engine {
             .iter()
             .any(|m| m.set == name && m.status != Status::Unavailable)
             .then_some(si)
+    }
+}
+
+impl Totals {
+    /// These totals and, for what they do not hold, the totals `parked`
+    /// by the last reload: a metric parked then is found again by the next
+    /// carry-over like any other.
+    fn with_parked(mut self, parked: &Totals) -> Totals {
+        let offset = self.metrics.len();
+        self.parked_from = Some((offset, self.times.len()));
+        self.metrics.extend(parked.metrics.iter().cloned());
+        self.series
+            .extend(parked.series.iter().map(|s| SeriesTotal {
+                key: (s.key.0 + offset, s.key.1.clone()),
+                ..s.clone()
+            }));
+        // A set parked last time is not counted now (else it would have
+        // continued), so its keys cannot collide; checked all the same.
+        for (key, t) in &parked.times {
+            if !self.times.iter().any(|(k, _)| k == key) {
+                self.times.push((key.clone(), *t));
+            }
+        }
+        self
+    }
+
+    /// Keeps only the metrics some parked series refers to (renumbered).
+    fn without_unused_metrics(mut self) -> Totals {
+        let mut used: Vec<Option<usize>> = vec![None; self.metrics.len()];
+        let mut metrics = Vec::new();
+        let old = std::mem::take(&mut self.metrics);
+        self.series.retain_mut(|s| {
+            let (Some(slot), Some(m)) = (used.get_mut(s.key.0), old.get(s.key.0)) else {
+                return false;
+            };
+            s.key.0 = *slot.get_or_insert_with(|| {
+                metrics.push(m.clone());
+                metrics.len() - 1
+            });
+            true
+        });
+        self.metrics = metrics;
+        self
     }
 }
 

@@ -12,10 +12,12 @@
 //! type `tracefs` (and `debugfs`, with its `tracing` directory) in
 //! mountinfo are tried before tracepoints are declared unavailable.
 
+use crate::bounded::{read_attribute, read_string, MOUNTINFO_BYTES};
 use crate::spec::{quote_list, suggest};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Where tracefs was found, or why not.
+/// Where tracefs was found, or why not, and the tracepoints it lists.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tracefs {
     /// The tracefs directory (with `events/<subsys>/<name>/id`), if any.
@@ -23,16 +25,29 @@ pub struct Tracefs {
     /// A tracefs this process may not read (root-only, mode 0700, as
     /// usual for a non-root user), when no readable one was found.
     pub denied: Option<PathBuf>,
+    /// The tracepoints under `path`, with their ids.
+    pub tracepoints: Tracepoints,
+}
+
+impl Tracefs {
+    /// The tracefs at `path` (`--path.tracefs`), with its tracepoints.
+    pub fn at(path: &Path) -> Tracefs {
+        Tracefs {
+            path: Some(path.to_path_buf()),
+            denied: None,
+            tracepoints: Tracepoints::discover(path),
+        }
+    }
 }
 
 /// Finds tracefs: the usual places under `sysfs`, then the mounts listed
-/// in `<procfs>/self/mountinfo`.
+/// in `<procfs>/self/mountinfo`; and reads its tracepoints.
 pub fn find_tracefs(sysfs: &Path, procfs: &Path) -> Tracefs {
     let mut candidates: Vec<PathBuf> = ["kernel/tracing", "kernel/debug/tracing"]
         .iter()
         .map(|p| sysfs.join(p))
         .collect();
-    if let Ok(mi) = std::fs::read_to_string(procfs.join("self/mountinfo")) {
+    if let Ok(mi) = read_string(&procfs.join("self/mountinfo"), MOUNTINFO_BYTES) {
         candidates.extend(tracefs_mounts(&mi));
     }
     let path = candidates
@@ -49,7 +64,107 @@ pub fn find_tracefs(sysfs: &Path, procfs: &Path) -> Tracefs {
                 )
         }),
     };
-    Tracefs { path, denied }
+    let tracepoints = path
+        .as_deref()
+        .map(Tracepoints::discover)
+        .unwrap_or_default();
+    Tracefs {
+        path,
+        denied,
+        tracepoints,
+    }
+}
+
+/// The tracepoints of a tracefs, by subsystem and name: the id the kernel
+/// gives each (`events/<subsys>/<name>/id`, the `config` of a
+/// `PERF_TYPE_TRACEPOINT` event), or why it could not be read. Read once
+/// per discovery (start-up and each reload; about 2,300 small files on a
+/// 6.x kernel), so resolving a tracepoint does no I/O.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tracepoints {
+    /// `events/` of the tracefs they were read from.
+    events: PathBuf,
+    by_subsys: BTreeMap<String, BTreeMap<String, Result<u64, String>>>,
+}
+
+impl Tracepoints {
+    /// Reads every `events/<subsys>/<name>/id` under `tracefs`, bounded.
+    pub fn discover(tracefs: &Path) -> Tracepoints {
+        let events = tracefs.join("events");
+        let mut by_subsys = BTreeMap::new();
+        for subsys in subdirs(&events) {
+            let dir = events.join(&subsys);
+            let ids: BTreeMap<String, Result<u64, String>> = subdirs(&dir)
+                .into_iter()
+                .map(|name| {
+                    let idp = dir.join(&name).join("id");
+                    let id = match read_attribute(&idp) {
+                        Ok(s) => s
+                            .trim()
+                            .parse::<u64>()
+                            .map_err(|_| format!("{} does not hold a number", idp.display())),
+                        Err(e) => Err(format!("{}: {e}", idp.display())),
+                    };
+                    (name, id)
+                })
+                .collect();
+            if !ids.is_empty() {
+                by_subsys.insert(subsys, ids);
+            }
+        }
+        Tracepoints { events, by_subsys }
+    }
+
+    /// How many tracepoints were found.
+    pub fn len(&self) -> usize {
+        self.by_subsys.values().map(BTreeMap::len).sum()
+    }
+
+    /// Whether none was found.
+    pub fn is_empty(&self) -> bool {
+        self.by_subsys.is_empty()
+    }
+
+    /// The id of `subsys:name`; the error says what is wrong and suggests
+    /// close names.
+    pub fn id(&self, subsys: &str, name: &str) -> Result<u64, String> {
+        let Some(names) = self.by_subsys.get(subsys) else {
+            let mut msg = format!("no subsystem `{subsys}` in {}", self.events.display());
+            let close = suggest(subsys, self.by_subsys.keys().map(String::as_str));
+            if !close.is_empty() {
+                msg.push_str(&format!("; did you mean {}?", quote_list(&close)));
+            }
+            return Err(msg);
+        };
+        match names.get(name) {
+            Some(id) => id.clone(),
+            None => {
+                let mut msg = format!(
+                    "no tracepoint `{name}` in {}",
+                    self.events.join(subsys).display()
+                );
+                let close = suggest(name, names.keys().map(String::as_str));
+                if !close.is_empty() {
+                    msg.push_str(&format!("; did you mean {}?", quote_list(&close)));
+                }
+                Err(msg)
+            }
+        }
+    }
+}
+
+/// The names of the subdirectories of a directory (its files, such as
+/// `enable` and `filter`, left out), from the directory entries' types
+/// (no `stat` each); none when it is unreadable.
+fn subdirs(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The tracefs directories the text of a mountinfo names, in order:
@@ -72,32 +187,6 @@ pub fn tracefs_mounts(mountinfo: &str) -> Vec<PathBuf> {
     }
     tracefs.extend(debugfs);
     tracefs
-}
-
-/// Reads a tracepoint's id from `<tracefs>/events/<subsys>/<name>/id`;
-/// the error says what is wrong and suggests close names.
-pub fn tracepoint_id(tracefs: &Path, subsys: &str, name: &str) -> Result<u64, String> {
-    let idp = tracefs.join("events").join(subsys).join(name).join("id");
-    match std::fs::read_to_string(&idp) {
-        Ok(s) => s
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| format!("{} does not hold a number", idp.display())),
-        Err(e) => {
-            let mut msg = format!("{}: {e}", idp.display());
-            if let Ok(rd) = std::fs::read_dir(tracefs.join("events").join(subsys)) {
-                let names: Vec<String> = rd
-                    .filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect();
-                let close = suggest(name, names.iter().map(String::as_str));
-                if !close.is_empty() {
-                    msg.push_str(&format!("; did you mean {}?", quote_list(&close)));
-                }
-            }
-            Err(msg)
-        }
-    }
 }
 
 /// Whether `path` is where a sysfs is mounted, according to the text of
@@ -182,9 +271,12 @@ mod tests {
         .unwrap();
         let t = find_tracefs(&sysfs, &procfs);
         assert_eq!(t.path.as_deref(), Some(elsewhere.as_path()));
-        assert_eq!(tracepoint_id(&elsewhere, "sched", "sched_switch"), Ok(316));
-        let e = tracepoint_id(&elsewhere, "sched", "sched_swtich").unwrap_err();
+        assert_eq!(t.tracepoints.id("sched", "sched_switch"), Ok(316));
+        assert_eq!(t.tracepoints.len(), 1);
+        let e = t.tracepoints.id("sched", "sched_swtich").unwrap_err();
         assert!(e.contains("did you mean `sched_switch`"), "{e}");
+        let e = t.tracepoints.id("shed", "sched_switch").unwrap_err();
+        assert!(e.contains("did you mean `sched`"), "{e}");
         // Without the mount: nothing found, nothing denied.
         std::fs::write(procfs.join("self/mountinfo"), "").unwrap();
         assert_eq!(find_tracefs(&sysfs, &procfs), Tracefs::default());

@@ -24,9 +24,10 @@
 //! `caps/`, unreadable files); a malformed entry is skipped with a warning
 //! instead of failing the whole table.
 
-mod format;
+pub mod format;
 pub mod host;
 
+use crate::bounded::read_attribute;
 pub use crate::spec::{parse_number, parse_terms, SyntaxError, Term, TermValue};
 pub use format::{format_cpu_list, parse_cpu_list, ConfigWord, Format};
 pub use host::is_sysfs_mount;
@@ -128,7 +129,7 @@ impl Topology {
             let p = sysfs.join(format!(
                 "devices/system/cpu/cpu{cpu}/topology/physical_package_id"
             ));
-            let id = fs::read_to_string(&p)
+            let id = read_attribute(&p)
                 .ok()
                 .and_then(|s| s.trim().parse::<i64>().ok())
                 .map(|v| u32::try_from(v).unwrap_or(0))
@@ -147,7 +148,7 @@ impl Topology {
 /// Reads `devices/system/cpu/online` under `sysfs`.
 pub fn read_online_cpus(sysfs: &Path) -> Result<Vec<u32>, PmuError> {
     let p = sysfs.join("devices/system/cpu/online");
-    let s = fs::read_to_string(&p).map_err(|source| PmuError::Io {
+    let s = read_attribute(&p).map_err(|source| PmuError::Io {
         path: p.clone(),
         source,
     })?;
@@ -321,8 +322,10 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
     pi == p.len()
 }
 
+/// A sysfs attribute, bounded ([`crate::bounded`]: a FIFO, a device or a
+/// huge file is refused with the reason), without its trailing newline.
 fn read_trimmed(p: &Path) -> std::io::Result<String> {
-    fs::read_to_string(p).map(|s| s.trim_end_matches(['\n', '\0', ' ']).to_string())
+    read_attribute(p).map(|s| s.trim_end_matches(['\n', '\0', ' ']).to_string())
 }
 
 fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, PmuError> {
@@ -395,11 +398,26 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
                     continue;
                 }
             };
-            let comp = |ext: &str| read_trimmed(&edir.join(format!("{f}.{ext}"))).ok();
+            // A companion that exists but cannot be read (a FIFO, a device,
+            // a huge file) skips the event with the reason: counting it
+            // without its scale or unit would export wrong numbers.
+            let companions = ["scale", "unit", "snapshot", "per-pkg"].map(|ext| {
+                let cp = edir.join(format!("{f}.{ext}"));
+                match read_trimmed(&cp) {
+                    Ok(s) => Ok(Some(s)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(format!("{}: {e}; event `{f}` skipped", cp.display())),
+                }
+            });
+            if let Some(Err(w)) = companions.iter().find(|c| c.is_err()) {
+                warnings.push(w.clone());
+                continue;
+            }
+            let [scale_s, unit_s, snapshot_s, per_pkg_s] = companions.map(|c| c.ok().flatten());
             // A bad `.scale` would make every count wrong (negative:
             // decreasing counters; 0: zeros; 1e308: +Inf), so the event
             // is skipped, with the reason, rather than counted unscaled.
-            let scale = match comp("scale") {
+            let scale = match scale_s {
                 Some(s) => match s.trim().parse::<f64>() {
                     Ok(v) => match crate::spec::check_scale(v) {
                         Ok(()) => Some(v),
@@ -421,18 +439,18 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
                 },
                 None => None,
             };
-            let flag = |ext: &str| comp(ext).is_some_and(|s| s.trim() == "1");
+            let flag = |c: Option<String>| c.is_some_and(|s| s.trim() == "1");
             events.insert(
                 f.clone(),
                 PmuEvent {
                     name: f.clone(),
                     terms,
                     scale,
-                    unit: comp("unit")
+                    unit: unit_s
                         .map(|s| s.trim().to_string())
                         .filter(|s| !s.is_empty()),
-                    snapshot: flag("snapshot"),
-                    per_pkg: flag("per-pkg"),
+                    snapshot: flag(snapshot_s),
+                    per_pkg: flag(per_pkg_s),
                 },
             );
         }
@@ -487,6 +505,13 @@ pub fn normalize_unit(scale: f64, unit: &str) -> (f64, String) {
 mod tests {
     use super::*;
 
+    /// Writes `text` to `root/path`, creating its directories.
+    fn write_file(root: &Path, path: &str, text: &str) {
+        let f = root.join(path);
+        std::fs::create_dir_all(f.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(f, text).expect("write");
+    }
+
     /// Issue 11: a sysfs `.scale` that is not finite, not positive or
     /// absurd skips its event with the reason, instead of exporting
     /// decreasing counters, zeros or +Inf.
@@ -494,11 +519,7 @@ mod tests {
     fn odd_scales_skip_the_event_with_the_reason() {
         let dir = tempfile::tempdir().unwrap();
         let r = dir.path();
-        let w = |p: &str, s: &str| {
-            let f = r.join(p);
-            fs::create_dir_all(f.parent().unwrap()).unwrap();
-            fs::write(f, s).unwrap();
-        };
+        let w = |p: &str, s: &str| write_file(r, p, s);
         w("devices/system/cpu/online", "0-1\n");
         let d = "bus/event_source/devices/odd";
         w(&format!("{d}/type"), "42\n");
@@ -529,6 +550,63 @@ mod tests {
             );
         }
         assert!(t.warnings.iter().any(|w| w.contains("must be positive")));
+    }
+
+    /// Issue 11: a FIFO as an event file, an event file (and a `.scale`)
+    /// linked to `/dev/zero`, and a 200 MB sparse event file: each is
+    /// refused at once with the reason naming the file (before: a hang,
+    /// memory until the OOM killer, a 200 MB read). `type` as a FIFO
+    /// skips the whole PMU, with the reason.
+    #[test]
+    fn hostile_sysfs_files_are_refused_with_the_file_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        let w = |p: &str, s: &str| write_file(r, p, s);
+        let mkfifo = |p: &Path| {
+            let st = std::process::Command::new("mkfifo").arg(p).status();
+            assert!(st.expect("mkfifo runs").success(), "mkfifo {}", p.display());
+        };
+        w("devices/system/cpu/online", "0-1\n");
+        let d = "bus/event_source/devices/odd";
+        w(&format!("{d}/type"), "42\n");
+        w(&format!("{d}/format/event"), "config:0-7\n");
+        w(&format!("{d}/events/good"), "event=1");
+        w(&format!("{d}/events/scaled"), "event=2");
+        let ev = r.join(d).join("events");
+        mkfifo(&ev.join("fifo"));
+        std::os::unix::fs::symlink("/dev/zero", ev.join("zero")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", ev.join("scaled.scale")).unwrap();
+        let sparse = fs::File::create(ev.join("sparse")).unwrap();
+        sparse.set_len(200 << 20).unwrap();
+        w(
+            "bus/event_source/devices/blocked/format/event",
+            "config:0-7\n",
+        );
+        mkfifo(&r.join("bus/event_source/devices/blocked/type"));
+
+        let t = PmuTable::discover(r).unwrap();
+        let p = t.get("odd").unwrap();
+        assert_eq!(p.events.keys().collect::<Vec<_>>(), ["good"]);
+        assert!(t.get("blocked").is_none());
+        let has = |needle: String| {
+            assert!(
+                t.warnings.iter().any(|w| w.contains(&needle)),
+                "{needle}: {:?}",
+                t.warnings
+            )
+        };
+        let e = ev.display();
+        has(format!("{e}/fifo: not a regular file (a FIFO): refused"));
+        has(format!(
+            "{e}/zero: not a regular file (a character device): refused"
+        ));
+        has(format!("{e}/sparse: larger than 64 KiB: refused"));
+        has(format!(
+            "{e}/scaled.scale: not a regular file (a character device): refused; event `scaled` skipped"
+        ));
+        has("PMU blocked skipped: cannot read ".to_string());
+        has("blocked/type: not a regular file (a FIFO): refused".to_string());
+        assert_eq!(t.warnings.len(), 5, "{:?}", t.warnings);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! counted, where, and why the other alternatives were not taken.
 
 use super::{resolve, Context, Instance, ResolveError};
-use crate::config::{Alternative, Config};
+use crate::config::{Alternative, Config, FormatRequirement};
 use crate::pmu::{normalize_unit, PmuTable};
 use crate::problem::{Class, Problem};
 
@@ -189,28 +189,24 @@ pub fn problem_of(e: ResolveError, event: &str) -> Problem {
     }
 }
 
-fn check_requires(req: &str, table: &PmuTable) -> Result<(), Problem> {
+fn check_requires(req: &FormatRequirement, table: &PmuTable) -> Result<(), Problem> {
     let absent = |detail: String| Problem::NotOnPlatform {
         event: req.to_string(),
         detail,
     };
-    let bad = || Problem::Config {
-        event: req.to_string(),
-        detail: format!("`requires_format: {req}` is not `PMU/term=configN:bits`"),
-    };
-    let (pmu, rest) = req.split_once('/').ok_or_else(bad)?;
-    let (term, want) = rest.split_once('=').ok_or_else(bad)?;
-    let pmus = table.matching(pmu);
+    let pmus = table.matching(&req.pmu);
     if pmus.is_empty() {
-        return Err(absent(format!("no PMU matches `{pmu}` on this host")));
+        return Err(absent(format!("no PMU matches `{}` on this host", req.pmu)));
     }
     for p in pmus {
-        let have = p.formats.get(term).map(|f| f.to_string());
-        if have.as_deref() != Some(want.trim()) {
+        let have = p.formats.get(&req.term);
+        if have != Some(&req.format) {
             return Err(absent(format!(
-                "needs {}/format/{term} = {want}, this host has {}",
+                "needs {}/format/{} = {}, this host has {}",
                 p.name,
-                have.unwrap_or_else(|| "no such term".into())
+                req.term,
+                req.format,
+                have.map_or_else(|| "no such term".into(), |f| f.to_string())
             )));
         }
     }

@@ -21,7 +21,7 @@ pub mod chain;
 /// re-exported under its old path.
 pub use crate::spec;
 
-use crate::pmu::host::Tracefs;
+use crate::pmu::host::{Tracefs, Tracepoints};
 use crate::pmu::{normalize_unit, Pmu, PmuTable, Scope, SyntaxError, TermValue};
 use spec::{quote_list, suggest, EventSpec, HARDWARE, HARDWARE_SYSFS};
 use std::collections::BTreeMap;
@@ -166,12 +166,15 @@ pub struct Context {
     /// A tracefs mount this process may not read (root-only, as usual,
     /// for a non-root user): named in the reason of tracepoint metrics.
     pub tracefs_denied: Option<PathBuf>,
+    /// The tracepoints of `tracefs` and their ids, read by discovery:
+    /// resolving a tracepoint reads no file.
+    pub tracepoints: Tracepoints,
 }
 
 impl Context {
     /// The context of the host under these roots: where tracefs is (the
-    /// usual places under `sysfs`, then `<procfs>/self/mountinfo`), by
-    /// [`crate::pmu::host::find_tracefs`].
+    /// usual places under `sysfs`, then `<procfs>/self/mountinfo`) and its
+    /// tracepoints, by [`crate::pmu::host::find_tracefs`].
     pub fn for_host(sysfs: &std::path::Path, procfs: &std::path::Path) -> Self {
         crate::pmu::host::find_tracefs(sysfs, procfs).into()
     }
@@ -184,6 +187,7 @@ impl From<Tracefs> for Context {
         Context {
             tracefs: t.path,
             tracefs_denied: t.denied,
+            tracepoints: t.tracepoints,
         }
     }
 }
@@ -242,7 +246,7 @@ pub fn resolve(
             let Some(tp) = table.get("tracepoint") else {
                 return Err(ResolveError::MissingPmu("tracepoint".into()));
             };
-            let Some(tracefs) = &ctx.tracefs else {
+            if ctx.tracefs.is_none() {
                 return Err(match &ctx.tracefs_denied {
                     Some(p) => ResolveError::TracefsUnreadable {
                         spec: spec_s,
@@ -250,8 +254,10 @@ pub fn resolve(
                     },
                     None => ResolveError::TracefsMissing { spec: spec_s },
                 });
-            };
-            let id = crate::pmu::host::tracepoint_id(tracefs, subsys, name)
+            }
+            let id = ctx
+                .tracepoints
+                .id(subsys, name)
                 .map_err(|msg| ResolveError::Tracepoint { spec: spec_s, msg })?;
             Ok(vec![Instance {
                 pmu: "tracepoint".into(),

@@ -341,11 +341,14 @@ pub struct Cpu1Guard;
 
 impl Drop for Cpu1Guard {
     fn drop(&mut self) {
-        for _ in 0..50 {
+        // The kernel may refuse while a hotplug is in progress: retry
+        // until a deadline (a guard never panics).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
             if set_cpu1(true).is_ok() {
                 return;
             }
-            std::thread::sleep(std::time::Duration::from_millis(100));
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
         eprintln!("could not bring cpu1 back online: write 1 to {CPU1_ONLINE}");
     }

@@ -4,6 +4,7 @@
 //! procfs root given (`--path.procfs`), or next to it.
 
 use super::settings::Env;
+use crate::bounded::{read_attribute, read_string, CPUINFO_BYTES};
 use std::path::{Path, PathBuf};
 
 /// The OTel `host.arch` value of a Rust target architecture.
@@ -40,7 +41,7 @@ fn parse_cpuinfo(text: &str) -> (Option<String>, Option<String>) {
 /// `K8S_NODE_NAME` (the Helm chart sets it from the downward API).
 pub(super) fn detect_host(procfs: &Path, env: Env<'_>) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let host = std::fs::read_to_string(procfs.join("sys/kernel/hostname"))
+    let host = read_attribute(&procfs.join("sys/kernel/hostname"))
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
@@ -52,7 +53,7 @@ pub(super) fn detect_host(procfs: &Path, env: Env<'_>) -> Vec<(String, String)> 
         "host.arch".to_string(),
         host_arch(std::env::consts::ARCH).to_string(),
     ));
-    if let Ok(ci) = std::fs::read_to_string(procfs.join("cpuinfo")) {
+    if let Ok(ci) = read_string(&procfs.join("cpuinfo"), CPUINFO_BYTES) {
         let (vendor, model) = parse_cpuinfo(&ci);
         if let Some(v) = vendor {
             out.push(("host.cpu.vendor.id".to_string(), v));
@@ -81,7 +82,7 @@ fn machine_id_paths(procfs: &Path) -> Vec<PathBuf> {
 /// The host's machine id (32 hex digits, `machine-id(5)`), if readable.
 pub(super) fn machine_id(procfs: &Path) -> Option<String> {
     machine_id_paths(procfs).into_iter().find_map(|p| {
-        let s = std::fs::read_to_string(p).ok()?;
+        let s = read_attribute(&p).ok()?;
         let id = s.trim();
         (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
             .then(|| id.to_ascii_lowercase())

@@ -4,7 +4,8 @@
 //! `client_allowed_sans`).
 
 use super::super::x509::subject_alt_names;
-use super::{provider, read_bounded, suite_name, ClientAuth, Pem, Tls, TlsSpec};
+use super::{provider, suite_name, ClientAuth, Pem, Tls, TlsSpec};
+use crate::bounded::{read_bytes, PEM_BYTES};
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::pem::PemObject;
@@ -28,8 +29,8 @@ pub(super) enum BuildError {
 fn read_pem(p: &Pem, what: &str) -> Result<(Vec<u8>, String), BuildError> {
     match p {
         Pem::Inline(s) => Ok((s.as_bytes().to_vec(), format!("inline `{what}`"))),
-        Pem::File(f) => read_bounded(f)
-            .map(|t| (t.into_bytes(), f.display().to_string()))
+        Pem::File(f) => read_bytes(f, PEM_BYTES)
+            .map(|t| (t, f.display().to_string()))
             .map_err(|source| BuildError::Io {
                 file: f.display().to_string(),
                 source,

@@ -6,14 +6,11 @@
 use super::super::settings::TlsFiles;
 use super::super::OtlpError;
 use super::chain;
+use crate::bounded::{read_bytes, PEM_BYTES};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::error::Error as StdError;
-use std::io::Read;
 use std::path::Path;
-
-/// The largest PEM file read (a CA bundle of the whole web PKI is ~250 KB).
-const MAX_PEM_BYTES: u64 = 4 << 20;
 
 /// The PEM bytes of the TLS files.
 #[derive(Debug, Default)]
@@ -32,31 +29,10 @@ fn tls_err(path: &Path, origin: &str, msg: impl std::fmt::Display) -> OtlpError 
     }
 }
 
-/// Reads a PEM file: a regular file only (a FIFO would block the start
-/// for ever), opened without blocking, at most [`MAX_PEM_BYTES`].
+/// Reads a PEM file, bounded ([`crate::bounded`]: a FIFO would block the
+/// start for ever; a device or a huge file is refused too).
 fn read_pem(path: &Path, origin: &str) -> Result<Vec<u8>, OtlpError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| tls_err(path, origin, e))?;
-    let meta = f.metadata().map_err(|e| tls_err(path, origin, e))?;
-    if !meta.is_file() {
-        return Err(tls_err(path, origin, "not a regular file"));
-    }
-    let mut buf = Vec::new();
-    f.take(MAX_PEM_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| tls_err(path, origin, e))?;
-    if buf.len() as u64 > MAX_PEM_BYTES {
-        return Err(tls_err(
-            path,
-            origin,
-            format!("larger than {MAX_PEM_BYTES} bytes: not a PEM file"),
-        ));
-    }
-    Ok(buf)
+    read_bytes(path, PEM_BYTES).map_err(|e| tls_err(path, origin, e))
 }
 
 /// The certificates of a PEM file; at least one.
@@ -210,7 +186,10 @@ mod tests {
             "{e}"
         );
         let e = load(&ca(d.path())).unwrap_err().to_string();
-        assert!(e.ends_with("not a regular file"), "{e}");
+        assert!(
+            e.ends_with("not a regular file (a directory): refused"),
+            "{e}"
+        );
         // A FIFO is refused at once, not read for ever.
         let fifo = d.path().join("fifo");
         let made = std::process::Command::new("mkfifo")
@@ -219,7 +198,7 @@ mod tests {
             .unwrap();
         assert!(made.success(), "mkfifo {}", fifo.display());
         let e = load(&ca(&fifo)).unwrap_err().to_string();
-        assert!(e.ends_with("not a regular file"), "{e}");
+        assert!(e.ends_with("not a regular file (a FIFO): refused"), "{e}");
         let junk = d.path().join("junk.pem");
         std::fs::write(&junk, "hello").unwrap();
         let e = load(&ca(&junk)).unwrap_err().to_string();
