@@ -7,6 +7,7 @@
 Writes:
   grafana/dashboards/perf-exporter-node.json     node dashboard
   grafana/dashboards/perf-exporter-cluster.json  cluster dashboard
+  grafana/dashboards/perf-exporter-pods.json     pods dashboard (scripts/pods_dashboard.py)
   deploy/helm/perf-exporter/files/dashboards/*   copies, for the dashboards ConfigMap
   deploy/helm/perf-exporter/files/perf-exporter.rules.yml
                                                  copy of grafana/rules/perf-exporter.rules.yml,
@@ -27,6 +28,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+from pods_dashboard import pods_dashboard
 
 REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "deploy/helm/perf-exporter"
@@ -287,6 +290,27 @@ def table(lay: Layout, title: str, desc: str, unit: str, expr: str, no_value: st
     }
 
 
+def query_var(name: str, label: str, query: str, multi: bool) -> dict:
+    """A query variable refreshed on time range change; multi: with "All" (.+)."""
+    v = {
+        "type": "query",
+        "name": name,
+        "label": label,
+        "datasource": DS,
+        "query": {"query": query, "refId": name},
+        "refresh": 2,
+        "sort": 1,
+        "hide": 0,
+        "includeAll": multi,
+        "multi": multi,
+        "regex": "",
+    }
+    if multi:
+        v["allValue"] = ".+"
+        v["current"] = {"text": "All", "value": "$__all"}
+    return v
+
+
 def variables(instance_multi: bool) -> list[dict]:
     ds_var = {
         "type": "datasource",
@@ -300,43 +324,14 @@ def variables(instance_multi: bool) -> list[dict]:
         "multi": False,
         "current": {"text": "default", "value": "default"},
     }
-    job = {
-        "type": "query",
-        "name": "job",
-        "label": "Job",
-        "datasource": DS,
-        "query": {"query": "label_values(perf_exporter_build_info, job)", "refId": "job"},
-        "refresh": 2,
-        "sort": 1,
-        "hide": 0,
-        "includeAll": False,
-        "multi": False,
-        "regex": "",
-    }
-    instance = {
-        "type": "query",
-        "name": "instance",
-        "label": "Instance" if not instance_multi else "Instances",
-        "datasource": DS,
-        "query": {
-            "query": 'label_values(perf_exporter_build_info{job=~"$job"}, instance)',
-            "refId": "instance",
-        },
-        "refresh": 2,
-        "sort": 1,
-        "hide": 0,
-        "includeAll": instance_multi,
-        "multi": instance_multi,
-        "regex": "",
-    }
-    if instance_multi:
-        instance["allValue"] = ".+"
-        instance["current"] = {"text": "All", "value": "$__all"}
+    job = query_var("job", "Job", "label_values(perf_exporter_build_info, job)", multi=False)
+    instance = query_var("instance", "Instance" if not instance_multi else "Instances",
+                         'label_values(perf_exporter_build_info{job=~"$job"}, instance)', multi=instance_multi)
     return [ds_var, job, instance]
 
 
 def dashboard(uid: str, title: str, desc: str, panels: list[dict], instance_multi: bool,
-              links_to: str) -> dict:
+              links_to: str, template_vars: list[dict] | None = None) -> dict:
     return {
         "uid": uid,
         "title": title,
@@ -378,7 +373,7 @@ def dashboard(uid: str, title: str, desc: str, panels: list[dict], instance_mult
                 "url": "",
             }
         ],
-        "templating": {"list": variables(instance_multi)},
+        "templating": {"list": template_vars or variables(instance_multi)},
         "panels": panels,
     }
 
@@ -580,7 +575,8 @@ def values_with_default_config(values: str, default_config: str) -> str:
 def outputs() -> dict[Path, str]:
     out: dict[Path, str] = {}
     for name, dash in (("perf-exporter-node.json", node_dashboard()),
-                       ("perf-exporter-cluster.json", cluster_dashboard())):
+                       ("perf-exporter-cluster.json", cluster_dashboard()),
+                       ("perf-exporter-pods.json", pods_dashboard(sys.modules[__name__]))):
         text = dump_json(dash)
         out[REPO / "grafana/dashboards" / name] = text
         out[CHART / "files/dashboards" / name] = text

@@ -1,22 +1,32 @@
 //! Every query of the Grafana dashboards (grafana/dashboards/*.json) and every
 //! recording rule and alert (grafana/rules/perf-exporter.rules.yml), run on a
-//! real Prometheus 2.53 that scraped the real exporter running `--simulate`
-//! on four sysfs fixtures at once: intel-skx, amd-zen4, amd-zen3 (DRAM total
-//! only) and vm-no-pmu (no hardware counters), one job, four instances.
+//! real Prometheus 2.53 that scraped the real exporter running `--simulate`.
+//!
+//! * Node and cluster dashboards, node-level rules and alerts: four sysfs
+//!   fixtures at once, intel-skx, amd-zen4, amd-zen3 (DRAM total only) and
+//!   vm-no-pmu (no hardware counters), one job, four instances.
+//! * Pods dashboard and per-pod rules: intel-skx, amd-zen4 and vm-no-pmu,
+//!   each paired with a simulated Kubernetes cgroup tree (`cgroups.preset:
+//!   kubernetes`, containers counted too), and a real node_exporter serving
+//!   `kube_pod_info` from its textfile collector, standing in for
+//!   kube-state-metrics (every pod but one, which the rules must keep with
+//!   its `pod_uid` only).
 //!
 //! Dashboard variables are substituted the way Grafana does for Prometheus:
-//! `$job`, `$instance` (regex-escaped; the cluster dashboard's "All" value),
-//! `$__rate_interval`. Each query must return data on some fixture; where it
-//! returns nothing, every node must lack (perf_event_available == 0) one of
-//! the metrics it reads and the panel must say so (noValue). IPC, bandwidth
-//! and ratio panels must fall in plausible ranges.
+//! `$job`, `$instance`, `$namespace`, `$pod` (regex-escaped; "All" is the
+//! variable's allValue), `$__rate_interval`. Each query must return data on
+//! some fixture; where it returns nothing, every node must lack
+//! (perf_event_available == 0) one of the metrics it reads and the panel must
+//! say so (noValue). IPC, bandwidth and ratio panels must fall in plausible
+//! ranges.
 
 mod common;
 
-use common::{repo_root, server_binary, simulated_exporter, Server};
+use common::{exporter, fixture, repo_root, server_binary, simulated_exporter, Server};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const JOB: &str = "perf-exporter";
@@ -25,6 +35,12 @@ const FIXTURES: [&str; 4] = ["intel-skx", "amd-zen4", "amd-zen3", "vm-no-pmu"];
 const RATE_INTERVAL: &str = "5s";
 /// How long to wait for enough scrapes and rule evaluations.
 const WARM_UP: Duration = Duration::from_secs(45);
+/// The fixtures the pods test pairs with the simulated Kubernetes tree.
+const POD_FIXTURES: [&str; 3] = ["intel-skx", "amd-zen4", "vm-no-pmu"];
+/// A cgroup v2 tree in the Kubernetes layout (cgdisc's fixtures).
+const KUBERNETES_TREE: &str = "tests/fixtures/cgroup/kubernetes-systemd";
+/// The per-pod recording rules (checked by the pods test only).
+const POD_RULE_PREFIX: &str = "namespace_pod:";
 
 /// An instant query; panics on any error (with the query).
 fn query(prom: &Server, q: &str) -> Vec<Value> {
@@ -65,10 +81,20 @@ fn regex_escape(v: &str) -> String {
     out
 }
 
-fn substitute(expr: &str, instance: &str) -> String {
-    expr.replace("$__rate_interval", RATE_INTERVAL)
-        .replace("$instance", instance)
-        .replace("$job", &regex_escape(JOB))
+/// Substitutes `$__rate_interval`, `$job` and `vars` (name, value already
+/// escaped). `label_replace`'s `$1` stays, as Grafana leaves it.
+fn substitute(expr: &str, vars: &[(&str, &str)]) -> String {
+    let mut q = expr
+        .replace("$__rate_interval", RATE_INTERVAL)
+        .replace("$job", &regex_escape(JOB));
+    for (name, value) in vars {
+        q = q.replace(&format!("${name}"), value);
+    }
+    assert!(
+        !q.replace("\"$1\"", "").contains('$'),
+        "unsubstituted variable in {q}"
+    );
+    q
 }
 
 /// The `perf_...` metric names an expression reads.
@@ -157,9 +183,232 @@ fn plausible(p: &Panel) -> Option<(f64, f64)> {
     }
 }
 
+/// A real Prometheus scraping `jobs` (name, targets) every second, with the
+/// rules loaded.
+fn prometheus(dir: &Path, jobs: &[(&str, Vec<String>)]) -> Server {
+    let rules = repo_root().join("grafana/rules/perf-exporter.rules.yml");
+    let mut cfg = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+         rule_files:\n  - '{}'\nscrape_configs:\n",
+        rules.display()
+    );
+    for (job, targets) in jobs {
+        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        cfg.push_str(&format!(
+            "  - job_name: {job}\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        ));
+    }
+    let file = dir.join("prometheus.yml");
+    std::fs::write(&file, cfg).expect("write prometheus.yml");
+    let args: Vec<OsString> = vec![
+        format!("--config.file={}", file.display()).into(),
+        format!("--storage.tsdb.path={}", dir.join("data").display()).into(),
+    ];
+    Server::start(
+        "prometheus",
+        &server_binary("PROMETHEUS"),
+        &args,
+        "--web.listen-address",
+    )
+}
+
+/// Polls `ready` (every 500 ms) until it says nothing is missing, or fails
+/// after [`WARM_UP`] with what it said and Prometheus's output.
+fn warm_up(prom: &mut Server, mut missing: impl FnMut(&Server) -> Option<String>) {
+    let deadline = Instant::now() + WARM_UP;
+    loop {
+        prom.assert_running();
+        let Some(what) = missing(prom) else { return };
+        assert!(
+            Instant::now() < deadline,
+            "after {WARM_UP:?}: {what}\nprometheus output:\n{}",
+            prom.output()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Enough scrapes of every exporter for rate() over RATE_INTERVAL.
+fn scraped(prom: &Server, n: usize) -> Option<String> {
+    let scrapes = query(
+        prom,
+        &format!("count_over_time(up{{job=\"{JOB}\"}}[1m]) >= 7"),
+    );
+    (scrapes.len() != n).then(|| format!("{} of {n} targets scraped 7 times", scrapes.len()))
+}
+
+/// Which metrics each node (by fixture) cannot count, on any of its PMUs.
+fn unavailable<'a>(
+    prom: &Server,
+    fixture_of: &BTreeMap<String, &'a str>,
+) -> BTreeMap<&'a str, BTreeSet<String>> {
+    let mut out: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for r in query(
+        prom,
+        &format!("min by (instance, metric) (perf_event_available{{job=\"{JOB}\"}}) == 0"),
+    ) {
+        let inst = r["metric"]["instance"].as_str().expect("instance");
+        out.entry(fixture_of[inst])
+            .or_default()
+            .insert(r["metric"]["metric"].as_str().expect("metric").to_string());
+    }
+    assert!(
+        out["vm-no-pmu"].contains("perf_cpu_cycles_total"),
+        "{out:?}"
+    );
+    out
+}
+
+/// One variable selection of a dashboard: the substitutions and the
+/// fixtures of the instances it selects.
+struct Selection<'a> {
+    vars: Vec<(&'static str, String)>,
+    fixtures: Vec<&'a str>,
+}
+
+/// Runs every query of `panels` under each selection; records problems in
+/// `failures`; returns how many queries ran.
+fn check_panels(
+    prom: &Server,
+    panels: &[Panel],
+    selections: &[Selection],
+    unavailable: &BTreeMap<&str, BTreeSet<String>>,
+    failures: &mut Vec<String>,
+) -> usize {
+    let mut checked = 0;
+    for p in panels {
+        for (ref_id, expr) in &p.exprs {
+            let mut any_data = false;
+            for sel in selections {
+                let vars: Vec<(&str, &str)> =
+                    sel.vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let q = substitute(expr, &vars);
+                let res = query(prom, &q);
+                checked += 1;
+                let fixtures = &sel.fixtures;
+                let what = format!("{} / {} / {ref_id} on {fixtures:?}", p.dashboard, p.title);
+                if res.is_empty() {
+                    // Allowed only where the metrics are missing, and the panel says so.
+                    // A per-cgroup metric is counted with its node-level encoding.
+                    let read: BTreeSet<String> = metrics_in(expr)
+                        .iter()
+                        .map(|m| m.replacen("perf_cgroup_", "perf_", 1))
+                        .collect();
+                    // An availability table is empty exactly where
+                    // every configured metric is counted.
+                    let availability = read.contains("perf_event_available");
+                    let explained = fixtures.iter().all(|f| match unavailable.get(f) {
+                        None => availability,
+                        Some(u) => read.iter().any(|m| u.contains(m)),
+                    });
+                    if !explained {
+                        failures.push(format!("{what}: no data, yet every metric it reads ({read:?}) is counted\n  {q}"));
+                    }
+                    if p.no_value.is_none() {
+                        failures.push(format!("{what}: no data and no noValue text"));
+                    }
+                    continue;
+                }
+                any_data = true;
+                for r in &res {
+                    let v = value(r);
+                    if v.is_nan() || v.is_infinite() {
+                        failures.push(format!("{what}: {v} in {r}\n  {q}"));
+                    } else if let Some((lo, hi)) = plausible(p) {
+                        if !(lo..=hi).contains(&v) {
+                            failures.push(format!(
+                                "{what}: {v} outside the plausible [{lo}, {hi}] ({r})\n  {q}"
+                            ));
+                        }
+                    }
+                }
+            }
+            if !any_data {
+                failures.push(format!(
+                    "{} / {} / {ref_id}: no data on any fixture\n  {expr}",
+                    p.dashboard, p.title
+                ));
+            }
+        }
+    }
+    checked
+}
+
+/// The recording rules' names, in file order.
+fn records() -> Vec<String> {
+    let rules = repo_root().join("grafana/rules/perf-exporter.rules.yml");
+    let text = std::fs::read_to_string(&rules).expect("read rules");
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("- record: "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The plausible range of a recording rule's values.
+fn plausible_record(rec: &str, v: f64) -> bool {
+    if rec.contains("_ipc:") {
+        (0.5..=4.0).contains(&v)
+    } else if rec.contains("_cpi:") {
+        (0.25..=2.0).contains(&v)
+    } else if rec.contains("bytes") {
+        (1e6..=1e12).contains(&v)
+    } else if rec.contains("ratio") {
+        (0.0..=1.0 + 1e-9).contains(&v)
+    } else {
+        v.is_finite() && v >= 0.0
+    }
+}
+
+/// Each recording rule records a plausible value for the nodes that count
+/// its inputs.
+fn check_records(
+    prom: &Server,
+    records: &[String],
+    fixture_of: &BTreeMap<String, &str>,
+    failures: &mut Vec<String>,
+) {
+    for rec in records {
+        let res = query(prom, rec);
+        if res.is_empty() {
+            failures.push(format!("recording rule {rec}: no data"));
+        }
+        for r in &res {
+            let v = value(r);
+            let inst = r["metric"]["instance"].as_str().unwrap_or("");
+            if !plausible_record(rec, v) {
+                failures.push(format!(
+                    "recording rule {rec}: {v} implausible on {}",
+                    fixture_of.get(inst).unwrap_or(&inst)
+                ));
+            }
+        }
+    }
+}
+
+/// The fixtures `query` has a series for (by its instance label).
+fn fixtures_in<'a>(
+    prom: &Server,
+    q: &str,
+    fixture_of: &BTreeMap<String, &'a str>,
+) -> BTreeSet<&'a str> {
+    query(prom, q)
+        .iter()
+        .map(|r| fixture_of[r["metric"]["instance"].as_str().expect("instance")])
+        .collect()
+}
+
+fn report(failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{} problem(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 #[test]
 fn dashboards_and_rules_on_real_prometheus() {
-    let prometheus = server_binary("PROMETHEUS");
     let exporters: Vec<(&str, Server)> = FIXTURES
         .iter()
         .map(|f| (*f, simulated_exporter(f)))
@@ -168,73 +417,20 @@ fn dashboards_and_rules_on_real_prometheus() {
         .iter()
         .map(|(f, s)| (s.addr.clone(), *f))
         .collect();
-
     let dir = tempfile::tempdir().expect("tempdir");
-    let rules = repo_root().join("grafana/rules/perf-exporter.rules.yml");
-    let targets: Vec<String> = exporters
-        .iter()
-        .map(|(_, s)| format!("'{}'", s.addr))
-        .collect();
-    let cfg = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - '{}'\n\
-             scrape_configs:\n  - job_name: {JOB}\n    static_configs:\n      - targets: [{}]\n",
-            rules.display(),
-            targets.join(", ")
-        ),
-    )
-    .expect("write prometheus.yml");
-    let args: Vec<OsString> = vec![
-        format!("--config.file={}", cfg.display()).into(),
-        format!("--storage.tsdb.path={}", dir.path().join("data").display()).into(),
-    ];
-    let mut prom = Server::start("prometheus", &prometheus, &args, "--web.listen-address");
+    let targets = exporters.iter().map(|(_, s)| s.addr.clone()).collect();
+    let mut prom = prometheus(dir.path(), &[(JOB, targets)]);
 
-    // Enough scrapes of every target for rate() over RATE_INTERVAL, and the
-    // recording rules evaluated on scraped rates.
-    let deadline = Instant::now() + WARM_UP;
-    loop {
-        prom.assert_running();
-        let scrapes = query(
-            &prom,
-            &format!("count_over_time(up{{job=\"{JOB}\"}}[1m]) >= 7"),
-        );
-        let ipc = query(&prom, "instance:perf_ipc:ratio_rate5m");
-        if scrapes.len() == FIXTURES.len() && ipc.len() == 3 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "after {WARM_UP:?}: {} of {} targets scraped 7 times, IPC recorded for {} nodes\nprometheus output:\n{}",
-            scrapes.len(),
-            FIXTURES.len(),
-            ipc.len(),
-            prom.output()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    // Enough scrapes of every target, and the recording rules evaluated on scraped rates.
+    warm_up(&mut prom, |prom| {
+        scraped(prom, FIXTURES.len()).or_else(|| {
+            let ipc = query(prom, "instance:perf_ipc:ratio_rate5m");
+            (ipc.len() != 3).then(|| format!("IPC recorded for {} nodes", ipc.len()))
+        })
+    });
     let up = query(&prom, &format!("up{{job=\"{JOB}\"}} == 1"));
     assert_eq!(up.len(), FIXTURES.len(), "targets up: {up:?}");
-
-    // Which metrics each node cannot count (on any of its PMUs).
-    let mut unavailable: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-    for r in query(
-        &prom,
-        &format!("min by (instance, metric) (perf_event_available{{job=\"{JOB}\"}}) == 0"),
-    ) {
-        let inst = r["metric"]["instance"].as_str().expect("instance");
-        unavailable
-            .entry(fixture_of[inst])
-            .or_default()
-            .insert(r["metric"]["metric"].as_str().expect("metric").to_string());
-    }
-    assert!(
-        unavailable["vm-no-pmu"].contains("perf_cpu_cycles_total"),
-        "{unavailable:?}"
-    );
+    let unavailable = unavailable(&prom, &fixture_of);
 
     let mut failures: Vec<String> = Vec::new();
     let mut checked = 0;
@@ -248,118 +444,43 @@ fn dashboards_and_rules_on_real_prometheus() {
             .expect("instance variable")
             .clone();
         // The node dashboard shows one node at a time; the cluster dashboard all ("All").
-        let selections: Vec<(String, Vec<&str>)> = if instance_var["multi"] == true {
+        let selections: Vec<Selection> = if instance_var["multi"] == true {
             let all = instance_var["allValue"]
                 .as_str()
                 .expect("allValue")
                 .to_string();
-            vec![(all, FIXTURES.to_vec())]
+            vec![Selection {
+                vars: vec![("instance", all)],
+                fixtures: FIXTURES.to_vec(),
+            }]
         } else {
             exporters
                 .iter()
-                .map(|(f, s)| (regex_escape(&s.addr), vec![*f]))
+                .map(|(f, s)| Selection {
+                    vars: vec![("instance", regex_escape(&s.addr))],
+                    fixtures: vec![*f],
+                })
                 .collect()
         };
-        for p in &panels {
-            for (ref_id, expr) in &p.exprs {
-                let mut any_data = false;
-                for (inst, fixtures) in &selections {
-                    let q = substitute(expr, inst);
-                    assert!(!q.contains('$'), "unsubstituted variable in {q}");
-                    let res = query(&prom, &q);
-                    checked += 1;
-                    let what = format!("{} / {} / {ref_id} on {fixtures:?}", p.dashboard, p.title);
-                    if res.is_empty() {
-                        // Allowed only where the metrics are missing, and the panel says so.
-                        let read = metrics_in(expr);
-                        // An availability table is empty exactly where
-                        // every configured metric is counted.
-                        let availability = read.contains("perf_event_available");
-                        let explained = fixtures.iter().all(|f| match unavailable.get(f) {
-                            None => availability,
-                            Some(u) => read.iter().any(|m| u.contains(m)),
-                        });
-                        if !explained {
-                            failures.push(format!("{what}: no data, yet every metric it reads ({read:?}) is counted\n  {q}"));
-                        }
-                        if p.no_value.is_none() {
-                            failures.push(format!("{what}: no data and no noValue text"));
-                        }
-                        continue;
-                    }
-                    any_data = true;
-                    for r in &res {
-                        let v = value(r);
-                        if v.is_nan() || v.is_infinite() {
-                            failures.push(format!("{what}: {v} in {r}\n  {q}"));
-                        } else if let Some((lo, hi)) = plausible(p) {
-                            if !(lo..=hi).contains(&v) {
-                                failures.push(format!(
-                                    "{what}: {v} outside the plausible [{lo}, {hi}] ({r})\n  {q}"
-                                ));
-                            }
-                        }
-                    }
-                }
-                if !any_data {
-                    failures.push(format!(
-                        "{} / {} / {ref_id}: no data on any fixture\n  {expr}",
-                        p.dashboard, p.title
-                    ));
-                }
-            }
-        }
+        checked += check_panels(&prom, &panels, &selections, &unavailable, &mut failures);
     }
     assert!(checked > 60, "only {checked} queries ran");
 
-    // Recording rules: every one records a value for the nodes that count its inputs.
-    let rules_text = std::fs::read_to_string(&rules).expect("read rules");
-    let records: Vec<&str> = rules_text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("- record: "))
+    // Node-level recording rules (the per-pod ones need cgroups: the pods test).
+    let records: Vec<String> = records()
+        .into_iter()
+        .filter(|r| !r.starts_with(POD_RULE_PREFIX))
         .collect();
     assert!(records.len() >= 10, "{records:?}");
-    for rec in &records {
-        let res = query(&prom, rec);
-        if res.is_empty() {
-            failures.push(format!("recording rule {rec}: no data"));
-        }
-        for r in &res {
-            let v = value(r);
-            let inst = r["metric"]["instance"].as_str().unwrap_or("");
-            let ok = if rec.contains("perf_ipc") {
-                (0.5..=4.0).contains(&v)
-            } else if rec.contains("bytes") {
-                (1e6..=1e12).contains(&v)
-            } else if rec.contains("ratio") {
-                (0.0..=1.0 + 1e-9).contains(&v)
-            } else {
-                v.is_finite() && v >= 0.0
-            };
-            if !ok {
-                failures.push(format!(
-                    "recording rule {rec}: {v} implausible on {}",
-                    fixture_of.get(inst).unwrap_or(&inst)
-                ));
-            }
-        }
-    }
+    check_records(&prom, &records, &fixture_of, &mut failures);
     // The nodes with DRAM counters all have a DRAM bandwidth; the VM has no IPC.
-    let dram: BTreeSet<&str> = query(&prom, "instance:perf_dram_bytes:rate5m")
-        .iter()
-        .map(|r| fixture_of[r["metric"]["instance"].as_str().expect("instance")])
-        .collect();
     assert_eq!(
-        dram,
+        fixtures_in(&prom, "instance:perf_dram_bytes:rate5m", &fixture_of),
         BTreeSet::from(["intel-skx", "amd-zen4", "amd-zen3"]),
         "DRAM bandwidth recorded for"
     );
-    let ipc: BTreeSet<&str> = query(&prom, "instance:perf_ipc:ratio_rate5m")
-        .iter()
-        .map(|r| fixture_of[r["metric"]["instance"].as_str().expect("instance")])
-        .collect();
     assert_eq!(
-        ipc,
+        fixtures_in(&prom, "instance:perf_ipc:ratio_rate5m", &fixture_of),
         BTreeSet::from(["intel-skx", "amd-zen4", "amd-zen3"]),
         "IPC recorded for"
     );
@@ -372,10 +493,185 @@ fn dashboards_and_rules_on_real_prometheus() {
     }
 
     prom.assert_running();
+    report(&failures);
+}
+
+/// The pod uids an exporter counts at pod level (series of the software
+/// set, which every fixture counts, without `container_id`).
+fn pod_uids(exporter: &Server) -> BTreeSet<String> {
+    let r = exporter.get("/metrics");
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body
+        .lines()
+        .filter(|l| {
+            l.starts_with("perf_cgroup_cpu_clock_seconds_total{") && !l.contains("container_id=")
+        })
+        .filter_map(|l| {
+            let rest = &l[l.find("pod_uid=\"")? + "pod_uid=\"".len()..];
+            Some(rest[..rest.find('"')?].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn pods_dashboard_and_rules_on_real_prometheus() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tree = repo_root().join(KUBERNETES_TREE);
+    assert!(tree.is_dir(), "{} does not exist", tree.display());
+    // The default config, with every pod and container counted.
+    let default =
+        std::fs::read_to_string(repo_root().join("config/default.yaml")).expect("default config");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!("{default}\ncgroups:\n  preset: kubernetes\n  containers: true\n"),
+    )
+    .expect("write config");
+    let exporters: Vec<(&str, Server)> = POD_FIXTURES
+        .iter()
+        .map(|f| {
+            let sysfs = fixture(f);
+            let args = [
+                "--simulate",
+                "--config.file",
+                config.to_str().expect("utf-8"),
+                "--path.sysfs",
+                sysfs.to_str().expect("utf-8"),
+                "--path.cgroupfs",
+                tree.to_str().expect("utf-8"),
+            ];
+            (*f, exporter(&args))
+        })
+        .collect();
+    let fixture_of: BTreeMap<String, &str> = exporters
+        .iter()
+        .map(|(f, s)| (s.addr.clone(), *f))
+        .collect();
+
+    // kube-state-metrics' kube_pod_info for every pod but the last.
+    let uids: Vec<String> = pod_uids(&exporters[0].1).into_iter().collect();
     assert!(
-        failures.is_empty(),
-        "{} problem(s):\n{}",
-        failures.len(),
-        failures.join("\n")
+        uids.len() >= 3,
+        "pods counted in {KUBERNETES_TREE}: {uids:?}"
     );
+    let (unknown, known) = uids.split_last().expect("pods");
+    let textfiles = dir.path().join("textfiles");
+    std::fs::create_dir(&textfiles).expect("mkdir");
+    let mut info =
+        String::from("# HELP kube_pod_info Information about pod.\n# TYPE kube_pod_info gauge\n");
+    for (i, uid) in known.iter().enumerate() {
+        info.push_str(&format!(
+            "kube_pod_info{{namespace=\"ns-{}\",pod=\"pod-{i}\",uid=\"{uid}\",node=\"sim\",created_by_kind=\"ReplicaSet\"}} 1\n",
+            i % 2
+        ));
+    }
+    std::fs::write(textfiles.join("kube.prom"), info).expect("write textfile");
+    let ksm = Server::spawn(
+        &[],
+        &server_binary("NODE_EXPORTER"),
+        &[
+            "--collector.disable-defaults",
+            "--collector.textfile",
+            &format!("--collector.textfile.directory={}", textfiles.display()),
+        ],
+    );
+
+    let targets = exporters.iter().map(|(_, s)| s.addr.clone()).collect();
+    let mut prom = prometheus(
+        dir.path(),
+        &[
+            (JOB, targets),
+            ("kube-state-metrics", vec![ksm.addr.clone()]),
+        ],
+    );
+    // Pods with cycles: those of the nodes with a core PMU.
+    let with_cycles = POD_FIXTURES.len() - 1;
+    warm_up(&mut prom, |prom| {
+        scraped(prom, POD_FIXTURES.len()).or_else(|| {
+            let known = query(prom, "kube_pod_info").len();
+            let ipc = query(prom, "namespace_pod:perf_cgroup_ipc:ratio_rate5m").len();
+            (known != uids.len() - 1 || ipc != uids.len() * with_cycles).then(|| {
+                format!("kube_pod_info of {known} pods, per-pod IPC recorded {ipc} times (want {} × {with_cycles})", uids.len())
+            })
+        })
+    });
+    let unavailable = unavailable(&prom, &fixture_of);
+
+    // Every node and namespace; the drill-down on pod-0.
+    let (panels, dash) = load_panels("perf-exporter-pods.json");
+    let all = |name: &str| -> String {
+        dash["templating"]["list"]
+            .as_array()
+            .expect("templating")
+            .iter()
+            .find(|v| v["name"] == name)
+            .and_then(|v| v["allValue"].as_str())
+            .unwrap_or_else(|| panic!("variable {name} without allValue"))
+            .to_string()
+    };
+    let selection = Selection {
+        vars: vec![
+            ("instance", all("instance")),
+            ("namespace", all("namespace")),
+            ("pod", regex_escape("pod-0")),
+        ],
+        fixtures: POD_FIXTURES.to_vec(),
+    };
+    let mut failures: Vec<String> = Vec::new();
+    let checked = check_panels(&prom, &panels, &[selection], &unavailable, &mut failures);
+    assert!(checked >= 15, "only {checked} queries ran");
+
+    // Disjoint pods never use more than their node's cycles.
+    for r in query(
+        &prom,
+        &format!(
+            "sum by (instance) (rate(perf_cgroup_cpu_cycles_total{{container_id=\"\"}}[{RATE_INTERVAL}])) \
+             / on (instance) sum by (instance) (rate(perf_cpu_cycles_total[{RATE_INTERVAL}]))"
+        ),
+    ) {
+        if !(0.0..=1.0 + 1e-9).contains(&value(&r)) {
+            failures.push(format!("pods' share of their node's cycles: {r}"));
+        }
+    }
+
+    // Per-pod rules: one series per pod and node with cycles, named through
+    // kube_pod_info, the pod it lacks kept with its uid only.
+    let records: Vec<String> = records()
+        .into_iter()
+        .filter(|r| r.starts_with(POD_RULE_PREFIX))
+        .collect();
+    assert_eq!(records.len(), 3, "{records:?}");
+    check_records(&prom, &records, &fixture_of, &mut failures);
+    for rec in &records {
+        let res = query(&prom, rec);
+        let on: BTreeSet<&str> = res
+            .iter()
+            .map(|r| fixture_of[r["metric"]["instance"].as_str().expect("instance")])
+            .collect();
+        if on != BTreeSet::from(["intel-skx", "amd-zen4"]) {
+            failures.push(format!("{rec}: recorded on {on:?}"));
+        }
+        for r in &res {
+            let m = &r["metric"];
+            let uid = m["pod_uid"].as_str().unwrap_or("");
+            let named = m["namespace"].is_string() && m["pod"].is_string();
+            if named == (uid == unknown.as_str()) || m["qos_class"].is_null() {
+                failures.push(format!("{rec}: labels of pod {uid}: {m}"));
+            }
+        }
+        if res.len() != uids.len() * with_cycles {
+            failures.push(format!(
+                "{rec}: {} series for {} pods",
+                res.len(),
+                uids.len()
+            ));
+        }
+    }
+
+    let alerts = query(&prom, "ALERTS");
+    if !alerts.is_empty() {
+        failures.push(format!("alerts on healthy nodes: {alerts:?}"));
+    }
+    prom.assert_running();
+    report(&failures);
 }

@@ -22,6 +22,8 @@ DASHBOARDS = sorted((GRAFANA / "dashboards").glob("*.json"))
 RULES = GRAFANA / "rules/perf-exporter.rules.yml"
 RULES_TEST = GRAFANA / "rules/perf-exporter.rules.test.yml"
 FIXTURES = REPO / "tests/fixtures/sysfs"
+# A cgroup v2 tree in the Kubernetes layout (systemd driver, containerd).
+CGROUP_FIXTURE = REPO / "tests/fixtures/cgroup/kubernetes-systemd"
 
 
 def _tool(env: str, default: Path, what: str) -> Path:

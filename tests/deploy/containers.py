@@ -149,12 +149,15 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
         self.ctr("images", "import", archive, timeout=300)
         archive.unlink()
 
-    def flags(self, caps: list[str], seccomp: bool, allow_new_privs: bool) -> list[str]:
+    def flags(self, caps: list[str], seccomp: bool, allow_new_privs: bool, mounts=()) -> list[str]:
         """The chart's securityContext for ctr run: read-only root, every
         capability dropped but caps, no_new_privs (unless allow_new_privs),
         the runtime's default seccomp profile; the host's /sys read-only at
-        /host/sys (as the chart mounts it); host network."""
+        /host/sys (as the chart mounts it), and `mounts` ((host path,
+        container path) pairs) read-only; host network."""
         flags = ["--net-host", "--read-only", "--mount", "type=bind,src=/sys,dst=/host/sys,options=rbind:ro"]
+        for src, dst in mounts:
+            flags += ["--mount", f"type=bind,src={src},dst={dst},options=rbind:ro"]
         flags += [f for c in DEFAULT_CAPS for f in ("--cap-drop", c)]
         flags += [f for c in caps for f in ("--cap-add", f"CAP_{c}")]
         if seccomp:
@@ -164,10 +167,10 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
         return flags
 
     def run(self, image: str, name: str, args: list[str], caps: list[str], *, seccomp: bool = True,
-            allow_new_privs: bool = False) -> "Task":
+            allow_new_privs: bool = False, mounts=()) -> "Task":
         """Runs image detached (see flags()), its output to a log file."""
         log = self.dir / f"{name}.log"
-        self.ctr("run", "--detach", "--log-uri", f"file://{log}", *self.flags(caps, seccomp, allow_new_privs),
+        self.ctr("run", "--detach", "--log-uri", f"file://{log}", *self.flags(caps, seccomp, allow_new_privs, mounts),
                  image, name, "/bin/perf-exporter", *args, timeout=60)
         self.names.append(name)
         return Task(self, name, log)

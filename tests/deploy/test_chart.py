@@ -22,7 +22,7 @@ import pytest
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
-from conftest import CHART, FIXTURES, REPO, RULES, run, tsc_check
+from conftest import CGROUP_FIXTURE, CHART, FIXTURES, REPO, RULES, run, tsc_check
 
 CI_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
 VARIANTS = ["default"] + [f.name for f in CI_FILES]
@@ -270,7 +270,7 @@ def test_sys_read_only():
     r = render()
     pod, c = r.pod_spec(), r.container()
     host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
-    assert host == {"sys": "/sys"}, "only /sys comes from the host"
+    assert host == {"sys": "/sys", "cgroup": "/sys/fs/cgroup"}, "only /sys and the cgroup root come from the host"
     for m in c["volumeMounts"]:
         assert m.get("readOnly") is True, m
     (sys_mount,) = [m for m in c["volumeMounts"] if m["name"] == "sys"]
@@ -279,6 +279,69 @@ def test_sys_read_only():
     assert "--path.sysfs=/host/sys" in c["args"]
     m = [m for m in render(variant_values("sysadmin-values.yaml")).container()["volumeMounts"] if m["name"] == "sys"]
     assert m[0]["readOnly"] is True and "recursiveReadOnly" not in m[0]
+
+
+def test_cgroup_root_read_only():
+    """The host's cgroup root, read-only, at /host/cgroup (--path.cgroupfs);
+    no capability is added for it (opening a cgroup directory needs none:
+    test_container.py proves it), and it goes away with cgroups.enabled."""
+    r = render()
+    pod, c = r.pod_spec(), r.container()
+    (vol,) = [v for v in pod["volumes"] if v["name"] == "cgroup"]
+    assert vol["hostPath"] == {"path": "/sys/fs/cgroup", "type": "Directory"}
+    (m,) = [m for m in c["volumeMounts"] if m["name"] == "cgroup"]
+    assert m == {"name": "cgroup", "mountPath": "/host/cgroup", "readOnly": True, "recursiveReadOnly": "IfPossible"}
+    assert "--path.cgroupfs=/host/cgroup" in c["args"]
+    assert c["securityContext"]["capabilities"]["add"] == ["PERFMON"]
+    # A hybrid host: its v2 mount, propagation from the host, and so no recursiveReadOnly.
+    r = render(variant_values("cgroups-values.yaml"))
+    (vol,) = [v for v in r.pod_spec()["volumes"] if v["name"] == "cgroup"]
+    assert vol["hostPath"]["path"] == "/sys/fs/cgroup/unified"
+    (m,) = [m for m in r.container()["volumeMounts"] if m["name"] == "cgroup"]
+    assert m == {"name": "cgroup", "mountPath": "/host/cgroup", "readOnly": True, "mountPropagation": "HostToContainer"}
+    assert r.container()["securityContext"]["capabilities"]["add"] == ["PERFMON"]
+    # Off: no mount, no flag, no section.
+    r = render({"cgroups": {"enabled": False}})
+    assert "cgroup" not in {v["name"] for v in r.pod_spec()["volumes"]}
+    assert not [a for a in r.container()["args"] if "cgroupfs" in a]
+    cm = [o for o in r.kinds("ConfigMap") if "config.yaml" in o["data"]][0]
+    assert "cgroups" not in yaml.safe_load(cm["data"]["config.yaml"])
+
+
+def test_cgroups_values_make_the_config_section():
+    r = render(variant_values("cgroups-values.yaml"))
+    cm = [o for o in r.kinds("ConfigMap") if "config.yaml" in o["data"]][0]
+    assert yaml.safe_load(cm["data"]["config.yaml"])["cgroups"] == {
+        "backend": "perf", "preset": "kubernetes", "containers": True,
+        "paths": ["system.slice/containerd.service", "system.slice/kubelet.service"],
+        "max_cgroups": 64, "sets": ["core", "software"], "per_cpu": True}
+    r = render({"cgroups": {"preset": "none", "paths": ["app/*"]}})
+    cm = [o for o in r.kinds("ConfigMap") if "config.yaml" in o["data"]][0]
+    section = yaml.safe_load(cm["data"]["config.yaml"])["cgroups"]
+    assert section["preset"] == "none" and section["paths"] == ["app/*"]
+
+
+@pytest.mark.parametrize("values,error", [
+    ({"cgroups": {"sets": ["core", "caches"]}}, "cgroups.sets: caches is not a set of config (it has core, cache, "),
+    ({"cgroups": {"mountPropagation": "HostToContainer"}}, 'set cgroups.recursiveReadOnly to ""'),
+])
+def test_cgroups_values_refused(values, error):
+    assert error in render_error(values)
+
+
+@pytest.mark.parametrize("values", [
+    {"config": {"sets": [{"name": "core", "events": [{"metric": "m_total", "event": "cycles"}]}],
+                "cgroups": {"preset": "kubernetes"}}},
+    {"cgroups": {"preset": "k8s"}},
+    {"cgroups": {"maxCgroups": 0}},
+    {"cgroups": {"mountPropagation": "Bidirectional"}},
+    {"cgroups": {"unknown": 1}},
+])
+def test_cgroups_schema(values):
+    """The section comes from cgroups.* only; Bidirectional (privileged only) is refused."""
+    with helm.Chart.load(CHART) as chart:
+        with pytest.raises(helm.HelmError, match="schema"):
+            chart.render(values, name=RELEASE, namespace=NAMESPACE)
 
 
 # ---- wiring -----------------------------------------------------------------
@@ -320,7 +383,11 @@ def test_config_from_configmap():
     r = render()
     cm = [o for o in r.kinds("ConfigMap") if "config.yaml" in o["data"]]
     assert len(cm) == 1
-    assert yaml.safe_load(cm[0]["data"]["config.yaml"]) == yaml.safe_load((REPO / "config/default.yaml").read_text())
+    # The embedded default plus the kubernetes preset (cgroups.* values).
+    cfg = yaml.safe_load(cm[0]["data"]["config.yaml"])
+    assert cfg.pop("cgroups") == {"backend": "auto", "preset": "kubernetes", "containers": False, "paths": [],
+                                  "max_cgroups": 256, "sets": ["core", "cache", "software"], "per_cpu": False}
+    assert cfg == yaml.safe_load((REPO / "config/default.yaml").read_text())
     c = r.container()
     assert "--config.file=/etc/perf-exporter/config.yaml" in c["args"]
     vols = {v["name"]: v for v in r.pod_spec()["volumes"]}
@@ -340,6 +407,7 @@ def test_binary_accepts_configmap_and_args(name, exporter_bin, tmp_path):
     cfg.write_text(cm["data"]["config.yaml"])
     fixture = FIXTURES / "intel-skx"
     args = [a.replace("/etc/perf-exporter/config.yaml", str(cfg)).replace("/host/sys", str(fixture))
+            .replace("/host/cgroup", str(CGROUP_FIXTURE))
             for a in r.container()["args"]]
     # Serve-only flags (--web.*) are refused by `check`: it gets the others.
     check_args = [a for a in args if not a.startswith("--web.")]

@@ -204,9 +204,11 @@ def test_kube_rbac_proxy_with_a_pod_monitor_takes_a_token_secret():
 def test_config_gauge_is_in_the_schema():
     """config/default.yaml declares readings `gauge: true`: the schema takes
     the boolean (the chart's lint failed on it) and nothing else."""
-    gauge = {"sets": [{"name": "m", "events": [{"metric": "perf_margin_celsius", "gauge": True,
-                                                 "event": "msr/cpu_thermal_margin/"}]}]}
-    assert "gauge: true" in [o for o in render({"config": gauge}).kinds("ConfigMap")
+    sets = [{"name": "m", "events": [{"metric": "perf_margin_celsius", "gauge": True,
+                                      "event": "msr/cpu_thermal_margin/"}]}]
+    # A one-set config: without per-pod counting, whose default sets it lacks.
+    gauge = {"config": {"sets": sets}, "cgroups": {"enabled": False}}
+    assert "gauge: true" in [o for o in render(gauge).kinds("ConfigMap")
                              if "config.yaml" in o["data"]][0]["data"]["config.yaml"]
-    gauge["sets"][0]["events"][0]["gauge"] = "yes"
-    assert "schema" in render_error({"config": gauge})
+    gauge["config"]["sets"][0]["events"][0]["gauge"] = "yes"
+    assert "schema" in render_error(gauge)

@@ -39,9 +39,9 @@ def exprs(dash: dict):
             yield p, t
 
 
-def test_there_are_node_and_cluster_dashboards():
+def test_there_are_node_cluster_and_pods_dashboards():
     names = {p.name for p in DASHBOARDS}
-    assert names == {"perf-exporter-node.json", "perf-exporter-cluster.json"}
+    assert names == {"perf-exporter-node.json", "perf-exporter-cluster.json", "perf-exporter-pods.json"}
 
 
 # ---- @grafana/schema ----------------------------------------------------------
@@ -127,6 +127,9 @@ def strip_strings(expr: str) -> str:
 
 SELECTOR = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset"}
+# Joined for names, from kube-state-metrics (its own job and instance): filtered
+# by the dashboard's namespace variable instead.
+JOINED = {"kube_pod_info": 'namespace=~"$namespace"'}
 
 
 def lint_expr(expr: str) -> list[str]:
@@ -136,6 +139,10 @@ def lint_expr(expr: str) -> list[str]:
     if not selectors:
         problems.append("no metric selector")
     for name, matchers in selectors:
+        if name in JOINED:
+            if JOINED[name] not in matchers or "group_left" not in expr:
+                problems.append(f"{name}{{{matchers}}}: a join needs {JOINED[name]} and group_left")
+            continue
         for m in ('job=~"$job"', 'instance=~"$instance"'):
             if m not in matchers:
                 problems.append(f"{name}{{{matchers}}} lacks {m}")
@@ -160,6 +167,12 @@ def test_lint_catches_violations():
     assert lint_expr('rate(perf_cpu_cycles_total{job=~"$job", instance=~"$instance"}[5m])')
     assert lint_expr('perf_event_available == 0')
     assert lint_expr('up{job=~"$job", instance=~"$instance"} / perf_scrape_duration_seconds')
+    ok = ('sum by (instance, pod_uid) (rate(perf_cgroup_cpu_cycles_total{job=~"$job", instance=~"$instance"}[$__rate_interval]))'
+          ' * on (pod_uid) group_left (namespace, pod) '
+          'label_replace(max by (namespace, pod, uid) (kube_pod_info{namespace=~"$namespace"}), "pod_uid", "$1", "uid", "(.+)")')
+    assert lint_expr(ok) == []
+    assert lint_expr(ok.replace('{namespace=~"$namespace"}', ""))
+    assert lint_expr(ok.replace('namespace=~"$namespace"', 'pod=~"$pod"'))
 
 
 def test_every_query_filtered_and_rate_interval(dash):
@@ -229,16 +242,23 @@ def test_node_dashboard_content():
     assert vs["instance"]["multi"] is False, "a node dashboard shows one node"
 
 
+def rankings(t: dict[str, dict], units: dict[str, str]):
+    """The ranking panels (title: unit): instant bar gauges; yields (title, panel)."""
+    for title, unit in units.items():
+        p = t[title]
+        assert p["type"] == "bargauge" and p["fieldConfig"]["defaults"]["unit"] == unit, title
+        assert p["targets"][0]["instant"] is True, title
+        yield title, p
+
+
 def test_cluster_dashboard_content():
     d = load(next(p for p in DASHBOARDS if p.name == "perf-exporter-cluster.json"))
     t = titles(d)
-    for title, unit in {"IPC by node": "short", "DRAM bandwidth by node": "Bps",
-                        "Cache miss ratio by node": "percentunit", "Branch miss ratio by node": "percentunit"}.items():
-        p = t[title]
-        assert p["type"] == "bargauge" and p["fieldConfig"]["defaults"]["unit"] == unit, title
+    for title, p in rankings(t, {"IPC by node": "short", "DRAM bandwidth by node": "Bps",
+                                 "Cache miss ratio by node": "percentunit",
+                                 "Branch miss ratio by node": "percentunit"}):
         e = p["targets"][0]["expr"]
         assert e.startswith("sort_desc(") and "by (instance)" in e, title
-        assert p["targets"][0]["instant"] is True
     vs = {v["name"]: v for v in d["templating"]["list"]}
     assert vs["instance"]["multi"] is True and vs["instance"]["includeAll"] is True
 
@@ -259,3 +279,31 @@ def test_layout_has_no_overlaps(dash):
             for y in range(g["y"], g["y"] + g["h"]):
                 assert (x, y) not in cells, f"{p['title']} overlaps {cells[(x, y)]}"
                 cells[(x, y)] = p["title"]
+
+
+def test_pods_dashboard_content():
+    d = load(next(p for p in DASHBOARDS if p.name == "perf-exporter-pods.json"))
+    t = titles(d)
+    for title, p in rankings(t, {"Top pods by cycles share": "percentunit", "Lowest IPC": "short",
+                                 "LLC misses per kilo-instruction": "short", "Context switches": "short"}):
+        e = p["targets"][0]["expr"]
+        assert p["targets"][0]["legendFormat"] == "{{namespace}}/{{pod}}", title
+        assert re.match(r"sort(_desc)?\(\n(top|bottom)k\(10,", e), title
+    assert "bottomk" in t["Lowest IPC"]["targets"][0]["expr"]
+    assert "perf_cpu_cycles_total{" in t["Top pods by cycles share"]["targets"][0]["expr"], "share of the node's cycles"
+    for p in panels(d):
+        for tgt in p["targets"]:
+            e = tgt["expr"]
+            for sel in re.findall(r"perf_cgroup_[a-z_]+\{([^}]*)\}", e):
+                assert 'container_id=""' in sel, (p["title"], "pod-level series only: a pod counts its containers")
+            if "perf_cgroup_" in e:
+                assert "* on (pod_uid) group_left (namespace, pod)" in e, p["title"]
+    drill = [p for p in panels(d) if p["title"].endswith("of the pod") or "of the pod " in p["title"]]
+    assert len(drill) >= 5
+    for p in drill:
+        for tgt in p["targets"]:
+            assert 'kube_pod_info{namespace=~"$namespace", pod=~"$pod"}' in tgt["expr"], p["title"]
+    vs = {v["name"]: v for v in d["templating"]["list"]}
+    assert vs["namespace"]["multi"] is True and vs["namespace"]["query"]["query"] == "label_values(kube_pod_info, namespace)"
+    assert vs["pod"]["multi"] is False and '$namespace' in vs["pod"]["query"]["query"], "the drill-down shows one pod"
+    assert [v["name"] for v in d["templating"]["list"]] == ["datasource", "job", "instance", "namespace", "pod"]

@@ -52,15 +52,35 @@ def test_recording_rules_cover_the_ratios():
                  "instance:perf_l1d_read_misses:per_kilo_instructions_rate5m",
                  "instance:perf_llc_read_misses:per_kilo_instructions_rate5m",
                  "instance_socket:perf_dram_read_bytes:rate5m", "instance_socket:perf_dram_write_bytes:rate5m",
-                 "instance:perf_dram_bytes:rate5m", "instance_set:perf_group_running:ratio_rate5m"):
+                 "instance:perf_dram_bytes:rate5m", "instance_set:perf_group_running:ratio_rate5m",
+                 *POD_RULES):
         assert name in recorded, name
     for r in rules():
         if "record" in r:
             assert re.fullmatch(r"[a-z_]+:[a-z0-9_]+:[a-z0-9_]+", r["record"]), f"level:metric:operations: {r['record']}"
 
 
+POD_RULES = ("namespace_pod:perf_cgroup_ipc:ratio_rate5m", "namespace_pod:perf_cgroup_cpi:ratio_rate5m",
+             "namespace_pod:perf_cgroup_cache_misses:per_kilo_instructions_rate5m")
+
+
+def test_pod_rules_join_kube_pod_info_on_uid():
+    """Pod-level series only, summed over CPUs, named through kube_pod_info's
+    uid, and kept (with pod_uid only) for pods kube_pod_info lacks."""
+    pods = {r["record"]: r["expr"] for r in rules() if r.get("record", "").startswith("namespace_pod:")}
+    assert set(pods) == set(POD_RULES)
+    for name, expr in pods.items():
+        for sel in re.findall(r"perf_cgroup_[a-z_]+\{([^}]*)\}", expr):
+            assert 'container_id=""' in sel, (name, sel)
+        assert "by (job, instance, pod_uid, qos_class)" in expr, name
+        assert "* on (pod_uid) group_left (namespace, pod)" in expr, name
+        assert 'label_replace(max by (namespace, pod, uid) (kube_pod_info), "pod_uid", "$1", "uid", "(.+)")' in expr, name
+        assert "or on (job, instance, pod_uid)" in expr, name
+
+
 def test_every_selector_has_the_job_matcher():
-    """So prometheus.rules.jobSelector can retarget every rule."""
+    """So prometheus.rules.jobSelector can retarget every rule. (kube_pod_info
+    comes from kube-state-metrics, whatever its job is called: no job matcher.)"""
     for r in rules():
         for name, matchers in re.findall(r"\b([a-z_:]+)\{([^}]*)\}", r["expr"]):
             assert 'job="perf-exporter"' in matchers, (r.get("record") or r.get("alert"), name)

@@ -208,6 +208,18 @@ Checks of value combinations the schema cannot express.
 {{- if and .Values.webConfig.tls (not .Values.webConfig.file) }}
 {{- fail "webConfig.tls needs webConfig.file: the exporter serves TLS from its web config (mount it from a Secret with extraVolumes/extraVolumeMounts)" }}
 {{- end }}
+{{- if and .Values.cgroups.enabled .Values.cgroups.mountPropagation .Values.cgroups.recursiveReadOnly (ne .Values.cgroups.mountPropagation "None") (ne .Values.cgroups.recursiveReadOnly "Disabled") }}
+{{- fail (printf "cgroups.mountPropagation %s with cgroups.recursiveReadOnly %s: Kubernetes allows recursiveReadOnly only without mount propagation; set cgroups.recursiveReadOnly to \"\"" .Values.cgroups.mountPropagation .Values.cgroups.recursiveReadOnly) }}
+{{- end }}
+{{- if .Values.cgroups.enabled }}
+{{- $sets := list }}
+{{- range .Values.config.sets }}{{ $sets = append $sets .name }}{{ end }}
+{{- range .Values.cgroups.sets }}
+{{- if not (has . $sets) }}
+{{- fail (printf "cgroups.sets: %s is not a set of config (it has %s)" . (join ", " $sets)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if eq .Values.privilege.mode "fileCapabilities" }}
 {{- if or (has "SYS_ADMIN" .Values.privilege.capabilities) (not (has "PERFMON" .Values.privilege.capabilities)) }}
 {{- fail "privilege.mode fileCapabilities needs privilege.capabilities [PERFMON]: the image's binary carries cap_perfmon only; use mode root for SYS_ADMIN" }}
@@ -250,4 +262,18 @@ readinessProbe:
   {{- $_ := set $rp.httpGet "port" .Values.service.portName }}
   {{- $_ := set $rp.httpGet "scheme" (upper (include "perf-exporter.scheme" .)) }}
   {{- toYaml $rp | nindent 2 }}
+{{- end }}
+
+{{/*
+The exporter's config.yaml: `config`, plus the `cgroups:` section made from
+the cgroups values when per-workload counting is on.
+*/}}
+{{- define "perf-exporter.config" -}}
+{{- $cfg := deepCopy .Values.config }}
+{{- with .Values.cgroups }}
+{{- if .enabled }}
+{{- $_ := set $cfg "cgroups" (dict "backend" .backend "preset" .preset "containers" .containers "paths" .paths "max_cgroups" .maxCgroups "sets" .sets "per_cpu" .perCpu) }}
+{{- end }}
+{{- end }}
+{{- toYaml $cfg }}
 {{- end }}
