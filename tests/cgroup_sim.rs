@@ -515,3 +515,56 @@ fn a_cpu_back_online_counts_again_per_cgroup() {
     assert!(close(after, 0.9), "{before} -> {after}");
     assert!(close(clock(&s, "{cgroup=\"app/a\",cpu=\"0\"}"), 1.35));
 }
+
+/// The landing page lists the cgroups matched, counted and left out, with
+/// the reason and what to do (as `check` does).
+#[test]
+fn landing_page_lists_counted_and_left_out_cgroups() {
+    let cg = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup/kubernetes-systemd");
+    let yaml =
+        format!("{YAML}cgroups:\n  preset: kubernetes\n  max_cgroups: 2\n  sets: [software]\n");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, yaml).unwrap();
+    let sysfs = common::fixture("vm-no-pmu");
+    let mut p = common::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        sysfs.to_str().unwrap(),
+        "--path.cgroupfs",
+        cg.to_str().unwrap(),
+        "--config.file",
+        cfg.to_str().unwrap(),
+    ]);
+    p.wait_log("per-workload counting", std::time::Duration::from_secs(10));
+    let page = p.get("/").body;
+    let section = page
+        .split_once("<a id=\"cgroups\"></a>")
+        .unwrap_or_else(|| panic!("no cgroups section on the landing page:\n{page}"))
+        .1;
+    let rows: Vec<&str> = section
+        .lines()
+        .filter(|l| l.starts_with("<tr><td>"))
+        .collect();
+    let counted = rows
+        .iter()
+        .filter(|r| r.contains("<td>counted</td><td>pod</td>"))
+        .count();
+    let left: Vec<&&str> = rows
+        .iter()
+        .filter(|r| r.contains("<td>left_out</td>"))
+        .collect();
+    assert_eq!(counted, 2, "{section}");
+    assert!(!left.is_empty(), "{section}");
+    assert!(
+        section.starts_with(&format!(
+            "<h2>Workloads (cgroups)</h2>\n<p>Backend: perf. 2 counted, {} left out.</p>\n",
+            left.len()
+        )),
+        "{section}"
+    );
+    for r in left {
+        assert!(r.contains("max_cgroups"), "{r}");
+        assert!(r.contains("raise `cgroups.max_cgroups`"), "{r}");
+    }
+}

@@ -79,7 +79,34 @@ pub(super) fn landing(state: &State) -> String {
             esc(&reason)
         ));
     }
-    page(state, &rows)
+    let cgroups = e.cgroups().map(cgroup_section).unwrap_or_default();
+    page(state, &rows, &cgroups)
+}
+
+/// The per-workload section: the backend, then every matched cgroup,
+/// counted or left out with the reason and what to do (the rows of
+/// `check`'s listing).
+fn cgroup_section(c: &crate::engine::cgroup::CgroupCounting) -> String {
+    let rows = crate::report::cgroup_rows(c.selection());
+    let counted = rows.iter().filter(|r| r.status == "counted").count();
+    let mut out = format!(
+        "<a id=\"cgroups\"></a><h2>Workloads (cgroups)</h2>\n<p>Backend: {}. {counted} counted, {} left out.</p>\n\
+<table><tr><th>cgroup</th><th>status</th><th>kind</th><th>reason</th><th>what to do</th></tr>\n",
+        esc(c.backend().name()),
+        rows.len() - counted
+    );
+    for r in &rows {
+        out.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            esc(&r.cgroup),
+            r.status,
+            r.kind.unwrap_or("-"),
+            esc(r.reason.as_deref().unwrap_or("")),
+            esc(r.what_to_do.as_deref().unwrap_or(""))
+        ));
+    }
+    out.push_str("</table>\n");
+    out
 }
 
 /// The cards: the derived value each shows (a key of the frame's
@@ -151,7 +178,7 @@ const CARDS: &[(&str, &str, &str, &str, &str)] = &[
     ),
 ];
 
-fn page(state: &State, rows: &str) -> String {
+fn page(state: &State, rows: &str, cgroups: &str) -> String {
     let mut cards = String::new();
     for (key, title, hint, unit, kind) in CARDS {
         let sockets = if *kind == "dram" {
@@ -174,8 +201,9 @@ fn page(state: &State, rows: &str) -> String {
         }
     );
     // One pass over the template: a value never meets a later placeholder.
-    let mut out =
-        String::with_capacity(PAGE.len() + CSS.len() + JS.len() + rows.len() + cards.len());
+    let mut out = String::with_capacity(
+        PAGE.len() + CSS.len() + JS.len() + rows.len() + cards.len() + cgroups.len(),
+    );
     let mut rest = PAGE;
     while let Some(i) = rest.find("{{") {
         out.push_str(&rest[..i]);
@@ -188,6 +216,7 @@ fn page(state: &State, rows: &str) -> String {
             "metrics" => out.push_str(&esc(&state.telemetry_path)),
             "cards" => out.push_str(&cards),
             "rows" => out.push_str(rows),
+            "cgroups" => out.push_str(cgroups),
             other => out.push_str(other),
         }
         rest = &rest[i + j + 2..];
