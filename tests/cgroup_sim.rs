@@ -412,15 +412,13 @@ fn hostile_names_are_escaped_exactly() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
-/// The real binary on the simulated PMU with cgroup discovery's Kubernetes
-/// fixture (`tests/fixtures/cgroup/kubernetes-systemd`): per-pod and
-/// per-container families with their Kubernetes labels, disjoint pods
-/// summing to no more than the node.
-#[test]
-fn serve_counts_the_kubernetes_fixture_per_pod() {
+/// `serve --simulate` on `vm-no-pmu` with cgroup discovery's Kubernetes
+/// fixture, the software set counted per cgroup and `extra` added to the
+/// `cgroups:` section, once per-workload counting has started. The
+/// directory holds the config.
+fn serve_kubernetes_fixture(extra: &str) -> (common::Proc, tempfile::TempDir) {
     let cg = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup/kubernetes-systemd");
-    let yaml =
-        format!("{YAML}cgroups:\n  preset: kubernetes\n  containers: true\n  sets: [software]\n");
+    let yaml = format!("{YAML}cgroups:\n  preset: kubernetes\n  sets: [software]\n{extra}");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
     std::fs::write(&cfg, yaml).unwrap();
@@ -435,6 +433,16 @@ fn serve_counts_the_kubernetes_fixture_per_pod() {
         cfg.to_str().unwrap(),
     ]);
     p.wait_log("per-workload counting", std::time::Duration::from_secs(10));
+    (p, dir)
+}
+
+/// The real binary on the simulated PMU with cgroup discovery's Kubernetes
+/// fixture (`tests/fixtures/cgroup/kubernetes-systemd`): per-pod and
+/// per-container families with their Kubernetes labels, disjoint pods
+/// summing to no more than the node.
+#[test]
+fn serve_counts_the_kubernetes_fixture_per_pod() {
+    let (mut p, _dir) = serve_kubernetes_fixture("  containers: true\n");
     let pod = "pod_uid=\"d77d5e50-3ad1-439f-885a-c494268b351b\",qos_class=\"burstable\"}";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let body = loop {
@@ -520,23 +528,7 @@ fn a_cpu_back_online_counts_again_per_cgroup() {
 /// the reason and what to do (as `check` does).
 #[test]
 fn landing_page_lists_counted_and_left_out_cgroups() {
-    let cg = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup/kubernetes-systemd");
-    let yaml =
-        format!("{YAML}cgroups:\n  preset: kubernetes\n  max_cgroups: 2\n  sets: [software]\n");
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("c.yaml");
-    std::fs::write(&cfg, yaml).unwrap();
-    let sysfs = common::fixture("vm-no-pmu");
-    let mut p = common::exporter(&[
-        "--simulate",
-        "--path.sysfs",
-        sysfs.to_str().unwrap(),
-        "--path.cgroupfs",
-        cg.to_str().unwrap(),
-        "--config.file",
-        cfg.to_str().unwrap(),
-    ]);
-    p.wait_log("per-workload counting", std::time::Duration::from_secs(10));
+    let (p, _dir) = serve_kubernetes_fixture("  max_cgroups: 2\n");
     let page = p.get("/").body;
     let section = page
         .split_once("<a id=\"cgroups\"></a>")
