@@ -54,7 +54,7 @@ cargo clippy --all-targets --locked -- -D warnings
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 set +e
-cargo test --locked "$@" 2>&1 | tee "$out"
+cargo test --locked --no-fail-fast "$@" 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
 # The deploy tests (tests/deploy: Helm chart, dashboards, rules), with the
 # exporter binary cargo test just built.

@@ -57,8 +57,8 @@ const SHAPE_64: sysfs_gen::Shape = sysfs_gen::Shape {
 #[test]
 fn generated_tree_counts_per_cpu_and_per_socket() {
     let (k, mut e, _tmp) = engine(SHAPE_64, false);
-    // 5 per-CPU sets, 8 IMCs and RAPL on one CPU per socket.
-    assert_eq!(e.open_groups(), 5 * 64 + 8 * 2 + 2);
+    // 6 per-CPU sets (core, cache, cache_levels, icache, software, msr), 8 IMCs and RAPL on one CPU per socket.
+    assert_eq!(e.open_groups(), 6 * 64 + 8 * 2 + 2);
     e.collect();
     k.advance(SEC);
     let s = e.collect();
