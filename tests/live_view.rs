@@ -275,6 +275,26 @@ fn simulated_skx_page_agrees_with_metrics() {
 #[test]
 fn live_page_says_why_ipc_is_not_available() {
     common::require_root();
+    // A steady stream of context switches that dwarfs the machine's own
+    // (other tests, builds) and does not depend on how much CPU is free
+    // (chromium takes most of it while the page loads): threads that
+    // sleep 0.5 ms in a loop switch out and back in at every sleep,
+    // about 15,000 times a second in all, for the whole test.
+    struct Load(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Load {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let _load = Load(Default::default());
+    for _ in 0..8 {
+        let stop = _load.0.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        });
+    }
     let p = exporter(&[]);
     let (a, b, secs) = scrape_rates(&p, 3);
     let cs =
@@ -285,8 +305,8 @@ fn live_page_says_why_ipc_is_not_available() {
         assert_eq!(ipc["text"], "not available on this host");
         let why = ipc["reason"].as_str().unwrap();
         assert!(why.contains("hardware PMU"), "{why}");
-        // The live rate moves with the machine's load (other tests, builds):
-        // the card must be a number in line with /metrics, not an equal one.
+        // The sleepers' rate dominates, but the card shows one second and
+        // the scrapes span three: in line with /metrics, not equal.
         let shown = raw(dom, "context_switches_per_second");
         assert!(
             shown > cs / 3.0 && shown < cs * 3.0,
