@@ -143,7 +143,10 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         // A partial last interval (Ctrl-C, or -d not a multiple of -I) is
         // in the summary, not printed as an interval of its own.
         if !stopped && until == next {
-            let f = narrow(frame(&prev, &(now, cur.clone()), &reasons), &select);
+            let f = narrow(
+                frame(&prev, &(now, cur.clone()), &reasons, s.per_cpu),
+                &select,
+            );
             emit(out, &s, now.duration_since(start), &f)?;
         }
         prev = (now, cur);
@@ -152,12 +155,23 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         }
         next += s.interval;
     }
-    let total = narrow(frame(&(start, first), &prev, &reasons), &select);
+    let total = narrow(frame(&(start, first), &prev, &reasons, s.per_cpu), &select);
     summary(out, &s, &total)
 }
 
-fn frame(a: &(Instant, Vec<Family>), b: &(Instant, Vec<Family>), r: &live::Reasons) -> Frame {
-    live::frame(&a.1, &b.1, b.0.duration_since(a.0).as_secs_f64(), r)
+fn frame(
+    a: &(Instant, Vec<Family>),
+    b: &(Instant, Vec<Family>),
+    r: &live::Reasons,
+    per_cpu: bool,
+) -> Frame {
+    live::frame_with(
+        &a.1,
+        &b.1,
+        b.0.duration_since(a.0).as_secs_f64(),
+        r,
+        per_cpu,
+    )
 }
 
 /// Keeps what `-e` asked for (everything when it asked for nothing), and
@@ -165,7 +179,7 @@ fn frame(a: &(Instant, Vec<Family>), b: &(Instant, Vec<Family>), r: &live::Reaso
 fn narrow(mut f: Frame, select: &BTreeSet<String>) -> Frame {
     let own = |k: &String| k.starts_with("perf_group_") || k == "perf_read_errors_total";
     f.counts.retain(|k, _| !own(k));
-    for c in f.per_cpu.values_mut() {
+    if let Some(c) = f.per_cpu.as_mut() {
         c.counts.retain(|k, _| !own(k));
     }
     if select.is_empty() {
@@ -181,7 +195,7 @@ fn narrow(mut f: Frame, select: &BTreeSet<String>) -> Frame {
     f.derived.retain(|k, _| shown(k));
     // The config holds only what `-e` needs: its metrics all stay.
     f.unavailable.retain(|k, _| shown(k) || !derived(k));
-    for c in f.per_cpu.values_mut() {
+    if let Some(c) = f.per_cpu.as_mut() {
         c.derived.retain(|k, _| shown(k));
     }
     f
@@ -224,13 +238,15 @@ fn block(
     per_cpu: bool,
     reasons: bool,
 ) -> Result<(), AppError> {
-    if per_cpu {
-        for (cpu, c) in &f.per_cpu {
-            for (k, v) in &c.counts {
-                writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {k}", num(*v)).map_err(io)?;
+    if let (true, Some(c)) = (per_cpu, &f.per_cpu) {
+        for (i, cpu) in c.cpus.iter().enumerate() {
+            for (k, col) in &c.counts {
+                if let Some(v) = col[i] {
+                    writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {k}", num(v)).map_err(io)?;
+                }
             }
-            for (k, v) in &c.derived {
-                writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {k}", ratio(*v)).map_err(io)?;
+            for (k, col) in &c.derived {
+                writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {k}", ratio(col[i])).map_err(io)?;
             }
         }
     } else {

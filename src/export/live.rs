@@ -17,28 +17,43 @@
 //!   "counts":      { "perf_instructions_total": 1.2e9, ... },
 //!   "derived":     { "ipc": 1.7, "context_switches_per_second": 2300.0, "l1d_miss_ratio": null, ... },
 //!   "per_socket":  { "0": { "dram_read_bytes_per_second": 1.1e9, "dram_write_bytes_per_second": 4e8 } },
-//!   "per_cpu":     { "0": { "counts": { ... }, "derived": { "ipc": 1.9, "busy_ratio": 0.4, ... } } },
-//!   "unavailable": { "perf_cpu_cycles_total": "needs a hardware PMU ...", "ipc": "needs perf_cpu_cycles_total: ..." }
+//!   "unavailable": { "perf_cpu_cycles_total": "needs a hardware PMU ...", "ipc": "needs perf_cpu_cycles_total: ..." },
+//!   "per_cpu":     { "cpus": [0, 1], "counts": { ... }, "derived": { "ipc": [1.9, null], ... } },
+//!   "per_cgroup":  { "counted": 7, "rank_by": "...", "top": [ { "cgroup": "...", ... } ] }
 //! }
 //! ```
 //!
 //! * `counts`: metric name → increase over the interval, summed over CPUs
-//!   and uncore instances (counter families only).
+//!   and uncore instances (node-level counter families only; the
+//!   per-cgroup families count the same events again and are in
+//!   `per_cgroup`, never here).
 //! * `derived`: see [`DERIVED`]; a ratio whose denominator did not move in
 //!   the window (an idle CPU) is `null`, never 0 and never left out.
 //! * `per_socket`: the DRAM rates summed per `socket` label.
-//! * `per_cpu`: per `cpu` label, the same `counts` and the derived values
-//!   that make sense per CPU ([`DERIVED`], plus `busy_ratio`: MPERF/TSC,
-//!   the share of time the CPU was not halted, where the `msr` PMU has
-//!   both).
 //! * `unavailable`: metric (or derived value) → why this host does not
 //!   count it, from the resolution: configured metrics that did not open,
 //!   and every derived value whose inputs are missing (naming the input).
 //!   A value is in `derived` or in `unavailable`, never in neither.
-//! * Reserved: `per_cgroup` (the per-workload top list) is added by the
-//!   per-cgroup counting, under this name, in [`Frame::per_cgroup`].
+//! * `per_cpu` (only when asked for: `?per_cpu=1`, `stat --per-cpu`): the
+//!   CPU numbers once, then per metric and per derived value an array in
+//!   that order ([`PerCpu`]; `per_cpu.rs`). The derived values per CPU are
+//!   those of [`DERIVED`] marked so, plus `busy_ratio` (MPERF/TSC, the
+//!   share of time the CPU was not halted, where the `msr` PMU has both).
+//! * `per_cgroup` (where cgroups are counted): the busiest
+//!   [`TOP_CGROUPS`] cgroups with their counts and derived values, counted
+//!   cgroups inside them nested ([`CgroupTop`]; `cgroups.rs`).
+//!
+//! [`FRAME_KEYS`] are the keys every frame has.
+
+mod cgroups;
+mod per_cpu;
+
+pub use cgroups::{CgroupRow, CgroupTop, CGROUP_PREFIX, TOP_CGROUPS};
+pub use per_cpu::PerCpu;
 
 use crate::snapshot::{Family, Kind, Labels, Sample};
+use cgroups::CgroupRows;
+use per_cpu::CpuColumns;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -122,39 +137,55 @@ const DRAM_RATES: &[(&str, &str)] = &[
     ("perf_dram_write_bytes_total", "dram_write_bytes_per_second"),
 ];
 
-/// MPERF over TSC per CPU: the share of time not halted.
-const BUSY: Formula = Formula::Ratio("perf_msr_mperf_total", "perf_msr_tsc_total");
+/// The keys of a frame without the opt-in parts (`per_cpu`,
+/// `per_cgroup`), in the order JSON objects list them (sorted).
+pub const FRAME_KEYS: &[&str] = &[
+    "counts",
+    "derived",
+    "interval_seconds",
+    "per_socket",
+    "unavailable",
+];
 
 /// One frame of the live view (the schema is in the module docs).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Frame {
     /// The window, in seconds.
     pub interval_seconds: f64,
-    /// Metric → increase over the window, summed.
+    /// Metric → increase over the window, summed (node-level families
+    /// only: never the `perf_cgroup_*` ones, which count the same events
+    /// again per workload).
     pub counts: BTreeMap<String, f64>,
     /// Derived values; `None` (JSON `null`) where the denominator did not
     /// move.
     pub derived: BTreeMap<String, Option<f64>>,
     /// Socket → the DRAM rates of its memory controllers.
     pub per_socket: BTreeMap<String, BTreeMap<String, Option<f64>>>,
-    /// CPU → its counts and derived values.
-    /// (Numbered keys: JSON object keys `"0"`, `"1"`, ... in CPU order.)
-    pub per_cpu: BTreeMap<u32, CpuFrame>,
+    /// The per-CPU detail, when asked for ([`frame_with`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_cpu: Option<PerCpu>,
     /// Metric or derived value → why this host does not count it.
     pub unavailable: BTreeMap<String, String>,
-    /// Reserved for the per-workload top list (issue 13): cgroup → its
-    /// derived values. Absent until per-cgroup counting fills it.
+    /// The per-workload top list, where cgroups are counted.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub per_cgroup: Option<BTreeMap<String, BTreeMap<String, Option<f64>>>>,
+    pub per_cgroup: Option<CgroupTop>,
 }
 
-/// One CPU's part of a frame.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct CpuFrame {
-    /// Metric → increase over the window.
-    pub counts: BTreeMap<String, f64>,
-    /// Derived values that make sense per CPU, and `busy_ratio`.
-    pub derived: BTreeMap<String, Option<f64>>,
+impl Frame {
+    /// The frame as JSON, into one buffer sized for it up front.
+    pub fn to_json(&self) -> String {
+        let cells = self
+            .per_cpu
+            .as_ref()
+            .map_or(0, |p| p.cpus.len() * (p.counts.len() + p.derived.len()));
+        let rows = self.per_cgroup.as_ref().map_or(0, |c| c.top.len());
+        let mut out = Vec::with_capacity(4096 + 24 * cells + 1024 * rows);
+        // A frame of plain maps, numbers and strings always encodes.
+        match serde_json::to_writer(&mut out, self) {
+            Ok(()) => String::from_utf8(out).unwrap_or_default(),
+            Err(e) => format!("{{\"error\":\"{e}\"}}"),
+        }
+    }
 }
 
 /// Where the reasons for unavailability come from: the caller's
@@ -163,36 +194,52 @@ pub struct CpuFrame {
 /// the snapshot's `perf_event_unavailable_info` code and class.
 pub type Reasons = BTreeMap<String, String>;
 
-/// Builds a frame from two collections `secs` apart.
+/// Builds a frame from two collections `secs` apart, without the
+/// per-CPU detail.
 pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> Frame {
+    frame_with(prev, cur, secs, reasons, false)
+}
+
+/// Builds a frame from two collections `secs` apart; `per_cpu` adds the
+/// per-CPU detail.
+pub fn frame_with(
+    prev: &[Family],
+    cur: &[Family],
+    secs: f64,
+    reasons: &Reasons,
+    per_cpu: bool,
+) -> Frame {
     let mut f = Frame {
         interval_seconds: secs,
         ..Frame::default()
     };
-    let before: HashMap<&str, &Family> = prev.iter().map(|f| (f.name.as_str(), f)).collect();
-    for fam in cur.iter().filter(|f| f.kind == Kind::Counter) {
-        let old = before.get(fam.name.as_str()).map(|f| f.samples.as_slice());
-        // The engine keeps its series in order: the same position first,
-        // a lookup by labels only when the order changed.
-        let mut by_labels = None;
+    let mut cpus = per_cpu.then(CpuColumns::default);
+    let mut cgroups = CgroupRows::default();
+    for (i, fam) in cur.iter().enumerate() {
+        if fam.kind != Kind::Counter {
+            continue;
+        }
+        // The engine keeps its families in order: the same position
+        // first, a search by name only when the order changed.
+        let old = prev
+            .get(i)
+            .filter(|p| p.name == fam.name)
+            .or_else(|| prev.iter().find(|p| p.name == fam.name))
+            .map(|p| p.samples.as_slice());
+        if fam.name.starts_with(CGROUP_PREFIX) {
+            cgroups.add(fam, deltas(old, &fam.samples));
+            continue;
+        }
+        let col = cpus.as_mut().map(|c| c.column(&fam.name));
         let dram = DRAM_RATES
             .iter()
             .find(|(m, _)| *m == fam.name)
             .map(|(_, r)| *r);
         let mut total = 0.0;
-        for (i, s) in fam.samples.iter().enumerate() {
-            let was = old.and_then(|o| match o.get(i) {
-                Some(o) if o.labels == s.labels => Some(o),
-                _ => by_labels
-                    .get_or_insert_with(|| index(o))
-                    .get(&s.labels)
-                    .copied(),
-            });
-            let d = delta(was, s);
+        for (s, d) in deltas(old, &fam.samples) {
             total += d;
-            if let Some(cpu) = label(&s.labels, "cpu").and_then(|c| c.parse().ok()) {
-                let c = f.per_cpu.entry(cpu).or_default();
-                *c.counts.entry(fam.name.clone()).or_default() += d;
+            if let (Some(c), Some(col)) = (cpus.as_mut(), col) {
+                c.add(col, &s.labels, d);
             }
             if let (Some(socket), Some(rate)) = (label(&s.labels, "socket"), dram) {
                 let e = f.per_socket.entry(socket.to_string()).or_default();
@@ -203,7 +250,7 @@ pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> F
         f.counts.insert(fam.name.clone(), total);
     }
     unavailable(cur, reasons, &mut f.unavailable);
-    for (name, form, per_cpu) in DERIVED {
+    for (name, form, _) in DERIVED {
         match eval(*form, &f.counts, secs) {
             Ok(v) => {
                 f.derived.insert(name.to_string(), v);
@@ -218,19 +265,9 @@ pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> F
                     .insert(name.to_string(), format!("needs {missing}: {why}"));
             }
         }
-        if *per_cpu {
-            for c in f.per_cpu.values_mut() {
-                if let Ok(v) = eval(*form, &c.counts, secs) {
-                    c.derived.insert(name.to_string(), v);
-                }
-            }
-        }
     }
-    for c in f.per_cpu.values_mut() {
-        if let Ok(v) = eval(BUSY, &c.counts, secs) {
-            c.derived.insert("busy_ratio".into(), v);
-        }
-    }
+    f.per_cpu = cpus.map(|c| c.finish(secs));
+    f.per_cgroup = cgroups.finish(&f.counts, secs);
     f
 }
 
@@ -292,8 +329,30 @@ fn unavailable(cur: &[Family], reasons: &Reasons, out: &mut BTreeMap<String, Str
     }
 }
 
-fn index(samples: &[Sample]) -> HashMap<&Labels, &Sample> {
-    samples.iter().map(|s| (&s.labels, s)).collect()
+/// Each sample of `cur` with its increase since `old`: the sample at the
+/// same position first (the same label set, usually the very same
+/// allocation), a lookup by labels only when the order changed.
+fn deltas<'a>(
+    old: Option<&'a [Sample]>,
+    cur: &'a [Sample],
+) -> impl Iterator<Item = (&'a Sample, f64)> + 'a {
+    let mut by_labels: Option<HashMap<&'a Labels, &'a Sample>> = None;
+    cur.iter().enumerate().map(move |(i, s)| {
+        let was = old.and_then(|o| match o.get(i) {
+            Some(p) if same_labels(&p.labels, &s.labels) => Some(p),
+            _ => by_labels
+                .get_or_insert_with(|| o.iter().map(|s| (&s.labels, s)).collect())
+                .get(&s.labels)
+                .copied(),
+        });
+        (s, delta(was, s))
+    })
+}
+
+/// Label sets are shared between collections (cloning one is a reference
+/// count): the same pairs in memory are equal without comparing strings.
+fn same_labels(a: &Labels, b: &Labels) -> bool {
+    (std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()) || a == b
 }
 
 /// The increase of `s` since `old`.

@@ -245,7 +245,7 @@ async fn snapshot(st: &Arc<State>, query: Option<&str>) -> Response<Body> {
         Err(r) => return *r,
     };
     let limit = st.request_timeout + every;
-    let r = match tokio::time::timeout(limit, st.one_frame(every)).await {
+    let r = match tokio::time::timeout(limit, st.one_frame(every, stream::per_cpu(query))).await {
         Ok(Some(json)) => respond(StatusCode::OK, "application/json", json),
         Ok(None) => text(StatusCode::INTERNAL_SERVER_ERROR, "collection failed\n"),
         Err(_) => {

@@ -66,6 +66,20 @@ pub(super) fn interval(query: Option<&str>) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// Whether the query asks for the per-CPU detail (`per_cpu=1` or
+/// `per_cpu=true`; the frame is far bigger with it, see
+/// [`crate::export::live`]).
+pub(super) fn per_cpu(query: Option<&str>) -> bool {
+    query
+        .unwrap_or("")
+        .split('&')
+        .any(|kv| kv == "per_cpu=1" || kv == "per_cpu=true")
+}
+
+/// What a viewer asked for: the interval in seconds, and the per-CPU
+/// detail. Viewers that ask the same share the encoded frames.
+type Key = (u64, bool);
+
 /// A collection, and when it began.
 #[derive(Clone)]
 struct Point {
@@ -82,7 +96,7 @@ struct Channel {
 /// The intervals in use, and whether the ticker runs.
 #[derive(Default)]
 struct Inner {
-    channels: BTreeMap<u64, Channel>,
+    channels: BTreeMap<Key, Channel>,
     ticking: bool,
 }
 
@@ -101,16 +115,17 @@ impl std::fmt::Debug for Hub {
 }
 
 impl State {
-    /// Subscribes to the frames of `interval`, starting the ticker if it
-    /// does not run.
+    /// Subscribes to the frames of `interval` (with the per-CPU detail or
+    /// not), starting the ticker if it does not run.
     pub(super) fn subscribe(
         self: &Arc<Self>,
         interval: Duration,
+        per_cpu: bool,
     ) -> broadcast::Receiver<Utf8Bytes> {
         let mut g = lock(&self.hub.inner);
         let rx = g
             .channels
-            .entry(interval.as_secs())
+            .entry((interval.as_secs(), per_cpu))
             .or_insert_with(|| Channel {
                 tx: broadcast::channel(QUEUE).0,
                 prev: None,
@@ -132,7 +147,7 @@ impl State {
         let mut n: u64 = 0;
         loop {
             t.tick().await;
-            let due: Vec<u64> = {
+            let due: Vec<Key> = {
                 let mut g = lock(&self.hub.inner);
                 g.channels.retain(|_, c| c.tx.receiver_count() > 0);
                 if g.channels.is_empty() {
@@ -141,7 +156,7 @@ impl State {
                 }
                 g.channels
                     .iter()
-                    .filter(|(k, c)| c.prev.is_none() || n.is_multiple_of(**k))
+                    .filter(|((secs, _), c)| c.prev.is_none() || n.is_multiple_of(*secs))
                     .map(|(k, _)| *k)
                     .collect()
             };
@@ -168,7 +183,7 @@ impl State {
                     continue;
                 };
                 if let Some(p) = ch.prev.replace(now.clone()) {
-                    let _ = ch.tx.send(encode(&p, &now, &reasons).into());
+                    let _ = ch.tx.send(encode(&p, &now, &reasons, k.1).into());
                 }
             }
         }
@@ -180,9 +195,13 @@ impl State {
         super::landing::reasons(&lock(&self.engine))
     }
 
-    /// `/api/v1/snapshot`: one frame over `interval`, from two shared
-    /// collections.
-    pub(super) async fn one_frame(self: &Arc<Self>, interval: Duration) -> Option<String> {
+    /// `/api/v1/snapshot`: one frame over `interval` (with the per-CPU
+    /// detail or not), from two shared collections.
+    pub(super) async fn one_frame(
+        self: &Arc<Self>,
+        interval: Duration,
+        per_cpu: bool,
+    ) -> Option<String> {
         let first = self.shared_collect().await?;
         tokio::time::sleep_until((first.at + interval).into()).await;
         let second = self.shared_collect().await?;
@@ -190,16 +209,14 @@ impl State {
             at: c.at,
             families: c.families.clone(),
         };
-        Some(encode(&p(&first), &p(&second), &self.reasons()))
+        Some(encode(&p(&first), &p(&second), &self.reasons(), per_cpu))
     }
 }
 
 /// One frame as JSON.
-fn encode(prev: &Point, cur: &Point, reasons: &Reasons) -> String {
+fn encode(prev: &Point, cur: &Point, reasons: &Reasons, per_cpu: bool) -> String {
     let secs = cur.at.duration_since(prev.at).as_secs_f64();
-    let f = live::frame(&prev.families, &cur.families, secs, reasons);
-    // A frame of plain maps and numbers always encodes.
-    serde_json::to_string(&f).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    live::frame_with(&prev.families, &cur.families, secs, reasons, per_cpu).to_json()
 }
 
 #[cfg(test)]
@@ -225,5 +242,14 @@ mod tests {
         }
         let e = interval(Some("interval=fast")).unwrap_err();
         assert!(e.starts_with("interval=`fast`: "), "{e}");
+    }
+
+    #[test]
+    fn per_cpu_is_opt_in() {
+        assert!(!per_cpu(None));
+        assert!(!per_cpu(Some("interval=1s")));
+        assert!(!per_cpu(Some("per_cpu=0")));
+        assert!(per_cpu(Some("interval=1s&per_cpu=1")));
+        assert!(per_cpu(Some("per_cpu=true")));
     }
 }

@@ -4,7 +4,7 @@
 //! behind or stops answering (see [`super::stream`]).
 
 use super::io::Body;
-use super::stream::{interval, liveness};
+use super::stream::{interval, liveness, per_cpu};
 use super::State;
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;
@@ -43,6 +43,7 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
         Ok(d) => d,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
     };
+    let detail = per_cpu(req.uri().query());
     let key = req.headers().get(SEC_WEBSOCKET_KEY).cloned();
     let version_ok = req
         .headers()
@@ -86,7 +87,7 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
                 let ws =
                     WebSocketStream::from_raw_socket(TokioIo::new(up), Role::Server, Some(cfg))
                         .await;
-                viewer(st2, ws, every, slot).await;
+                viewer(st2, ws, (every, detail), slot).await;
             }
             Err(e) => tracing::debug!(error = %e, "WebSocket upgrade failed"),
         }
@@ -113,7 +114,7 @@ enum End {
 async fn viewer<S>(
     st: Arc<State>,
     ws: WebSocketStream<S>,
-    every: Duration,
+    (every, per_cpu): (Duration, bool),
     slot: Option<OwnedSemaphorePermit>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -121,7 +122,7 @@ async fn viewer<S>(
     let _slot = slot;
     let limit = liveness(every);
     let (mut tx, mut rx) = ws.split();
-    let mut frames = st.subscribe(every);
+    let mut frames = st.subscribe(every, per_cpu);
     let mut ping = tokio::time::interval(every);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen = Instant::now();

@@ -74,17 +74,54 @@ fn deltas_ratios_and_rates() {
         per_cpu("perf_cpu_cycles_total", &[200.0, 1000.0]),
         per_cpu("perf_context_switches_total", &[30.0, 50.0]),
     ];
-    let f = frame(&prev, &cur, 2.0, &Reasons::new());
+    let f = frame_with(&prev, &cur, 2.0, &Reasons::new(), true);
     assert_eq!(f.counts["perf_instructions_total"], 200.0);
     assert_eq!(f.derived["ipc"], Some(2.0));
     assert_eq!(f.derived["context_switches_per_second"], Some(30.0));
-    assert_eq!(f.per_cpu[&0].derived["ipc"], Some(2.0));
+    let c = f.per_cpu.as_ref().unwrap();
+    assert_eq!(c.cpus, [0, 1]);
+    assert_eq!(c.derived("ipc", 0), Some(2.0));
     // CPU 1 was idle: its IPC is undefined (null), not 0.
-    assert_eq!(f.per_cpu[&1].derived["ipc"], None);
-    assert_eq!(
-        f.per_cpu[&1].derived["context_switches_per_second"],
-        Some(20.0)
+    assert_eq!(c.derived["ipc"], [Some(2.0), None]);
+    assert_eq!(c.derived("context_switches_per_second", 1), Some(20.0));
+    assert_eq!(c.count("perf_context_switches_total", 1), Some(40.0));
+    // Without asking, no per-CPU detail; the rest is the same.
+    let plain = frame(&prev, &cur, 2.0, &Reasons::new());
+    assert_eq!(plain.per_cpu, None);
+    assert_eq!(plain, Frame { per_cpu: None, ..f });
+}
+
+#[test]
+fn per_cpu_columns_are_in_cpu_order() {
+    let fam = |v: [f64; 3]| {
+        counter(
+            "perf_context_switches_total",
+            vec![
+                sample(&[("cpu", "10")], v[0], 1),
+                sample(&[("cpu", "2")], v[1], 1),
+                sample(&[("cpu", "7")], v[2], 1),
+            ],
+        )
+    };
+    let uncore = counter(
+        "perf_dram_read_bytes_total",
+        vec![sample(&[("socket", "0")], 5.0, 1)],
     );
+    let f = frame_with(
+        &[fam([0.0; 3])],
+        &[fam([10.0, 2.0, 7.0]), uncore],
+        1.0,
+        &Reasons::new(),
+        true,
+    );
+    let c = f.per_cpu.unwrap();
+    assert_eq!(c.cpus, [2, 7, 10]);
+    assert_eq!(
+        c.counts["perf_context_switches_total"],
+        [Some(2.0), Some(7.0), Some(10.0)]
+    );
+    // A counter without a CPU has no values per CPU.
+    assert_eq!(c.counts["perf_dram_read_bytes_total"], [None, None, None]);
 }
 
 #[test]
@@ -165,18 +202,135 @@ fn dram_rates_per_socket() {
 
 #[test]
 fn schema() {
-    let f = frame(&[], &[], 1.0, &Reasons::new());
-    let v = serde_json::to_value(&f).unwrap();
-    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-    assert_eq!(
-        keys,
-        [
-            "counts",
-            "derived",
-            "interval_seconds",
-            "per_cpu",
-            "per_socket",
-            "unavailable"
+    let keys = |f: &Frame| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
+        v.as_object().unwrap().keys().cloned().collect()
+    };
+    assert_eq!(keys(&frame(&[], &[], 1.0, &Reasons::new())), FRAME_KEYS);
+    let with = keys(&frame_with(&[], &[], 1.0, &Reasons::new(), true));
+    let mut want: Vec<&str> = FRAME_KEYS.to_vec();
+    want.push("per_cpu");
+    want.sort();
+    assert_eq!(with, want);
+}
+
+/// A pod and its container, both counted (the `kubernetes` preset with
+/// `containers: true`): the container's counts are inside the pod's, so
+/// the top list nests it, nothing is added twice, and no per-cgroup count
+/// reaches the node-level `counts`.
+#[test]
+fn nested_cgroups_are_never_counted_twice() {
+    let pod = "kubepods.slice/kubepods-pod1.slice";
+    let ctr = "kubepods.slice/kubepods-pod1.slice/cri-containerd-c1.scope";
+    let other = "kubepods.slice/kubepods-pod2.slice";
+    let clock = |v: [f64; 3], cpu_v: [f64; 2]| {
+        vec![
+            counter(
+                "perf_cpu_clock_seconds_total",
+                vec![
+                    sample(&[("cpu", "0")], cpu_v[0], 1),
+                    sample(&[("cpu", "1")], cpu_v[1], 1),
+                ],
+            ),
+            counter(
+                "perf_cgroup_cpu_clock_seconds_total",
+                vec![
+                    sample(
+                        &[("cgroup", pod), ("pod_uid", "1"), ("cpu", "0")],
+                        v[0] / 2.0,
+                        1,
+                    ),
+                    sample(
+                        &[("cgroup", pod), ("pod_uid", "1"), ("cpu", "1")],
+                        v[0] / 2.0,
+                        1,
+                    ),
+                    sample(
+                        &[("cgroup", ctr), ("container_id", "c1"), ("cpu", "0")],
+                        v[1],
+                        1,
+                    ),
+                    sample(
+                        &[("cgroup", other), ("pod_uid", "2"), ("cpu", "0")],
+                        v[2],
+                        1,
+                    ),
+                ],
+            ),
+            counter(
+                "perf_cgroup_group_enabled_seconds_total",
+                vec![sample(
+                    &[("cgroup", pod), ("set", "software")],
+                    100.0 * v[0],
+                    1,
+                )],
+            ),
         ]
+    };
+    let f = frame_with(
+        &clock([0.0; 3], [0.0; 2]),
+        &clock([0.6, 0.4, 0.8], [1.0, 1.0]),
+        1.0,
+        &Reasons::new(),
+        true,
+    );
+    assert_eq!(
+        f.counts.keys().collect::<Vec<_>>(),
+        ["perf_cpu_clock_seconds_total"]
+    );
+    assert_eq!(f.counts["perf_cpu_clock_seconds_total"], 2.0);
+    let c = f.per_cpu.as_ref().unwrap();
+    assert_eq!(
+        c.counts.keys().collect::<Vec<_>>(),
+        ["perf_cpu_clock_seconds_total"]
+    );
+    let top = f.per_cgroup.as_ref().unwrap();
+    assert_eq!(top.counted, 3);
+    assert_eq!(top.rank_by, "perf_cgroup_cpu_clock_seconds_total");
+    // Busiest first; the container under its pod, not beside it.
+    let rows: Vec<&str> = top.top.iter().map(|r| r.cgroup.as_str()).collect();
+    assert_eq!(rows, [other, pod]);
+    let p = &top.top[1];
+    assert_eq!(p.counts["perf_cgroup_cpu_clock_seconds_total"], 0.6);
+    assert_eq!(p.counts.len(), 1, "group times are not counts: {p:?}");
+    assert_eq!(p.labels["pod_uid"], "1");
+    assert!(!p.labels.contains_key("cpu"));
+    assert_eq!(p.derived["cpu_share"], Some(0.3));
+    assert_eq!(p.nested.len(), 1);
+    assert_eq!(p.nested[0].cgroup, ctr);
+    assert_eq!(
+        p.nested[0].counts["perf_cgroup_cpu_clock_seconds_total"],
+        0.4
+    );
+    // The outermost rows sum to no more than the node.
+    let outer: f64 = top
+        .top
+        .iter()
+        .map(|r| r.counts["perf_cgroup_cpu_clock_seconds_total"])
+        .sum();
+    assert!(outer <= f.counts["perf_cpu_clock_seconds_total"]);
+    // No cycles per cgroup: no IPC or cycles share in the rows.
+    assert!(!p.derived.contains_key("ipc"));
+}
+
+#[test]
+fn the_top_list_is_capped_and_absent_without_cgroups() {
+    assert_eq!(frame(&[], &[], 1.0, &Reasons::new()).per_cgroup, None);
+    let many = |scale: f64| {
+        vec![counter(
+            "perf_cgroup_context_switches_total",
+            (0..25)
+                .map(|i| sample(&[("cgroup", &format!("app/{i:02}"))], scale * i as f64, 1))
+                .collect(),
+        )]
+    };
+    let f = frame(&many(0.0), &many(1.0), 2.0, &Reasons::new());
+    let top = f.per_cgroup.unwrap();
+    assert_eq!(top.counted, 25);
+    assert_eq!(top.top.len(), TOP_CGROUPS);
+    assert_eq!(top.top[0].cgroup, "app/24");
+    assert_eq!(
+        top.top[0].derived["context_switches_per_second"],
+        Some(12.0)
     );
 }

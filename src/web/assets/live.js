@@ -69,9 +69,11 @@ const HEAT = [
   ["context_switches_per_second", "context switches/s (no PMU, no MPERF here)", human],
 ];
 
+// frame.per_cpu is in columns: the CPU numbers once, then an array per
+// derived value in that order (asked for with per_cpu=1).
 function showHeatmap(frame) {
-  const cpus = Object.entries(frame.per_cpu).sort((a, b) => Number(a[0]) - Number(b[0]));
-  const pick = HEAT.find(([k]) => cpus.some(([, c]) => typeof c.derived[k] === "number"));
+  const pc = frame.per_cpu || { cpus: [], derived: {} };
+  const pick = HEAT.find(([k]) => (pc.derived[k] || []).some((v) => typeof v === "number"));
   const card = document.getElementById("heatmap");
   if (!pick) {
     card.classList.add("unavailable");
@@ -79,14 +81,15 @@ function showHeatmap(frame) {
     return;
   }
   const [key, label, fmt] = pick;
+  const col = pc.derived[key];
   card.dataset.metric = key;
   card.querySelector("h2").textContent = "Per-CPU " + label;
-  const max = Math.max(...cpus.map(([, c]) => c.derived[key] || 0), 1e-12);
-  card.querySelector(".cells").replaceChildren(...cpus.map(([cpu, c]) => {
-    const v = c.derived[key];
+  const max = Math.max(...col.map((v) => v || 0), 1e-12);
+  card.querySelector(".cells").replaceChildren(...pc.cpus.map((cpu, i) => {
+    const v = col[i];
     const d = document.createElement("div");
     d.className = "cell";
-    d.dataset.cpu = cpu;
+    d.dataset.cpu = String(cpu);
     d.dataset.raw = v == null ? "" : String(v);
     d.style.background = `hsl(${210 - 210 * ((v || 0) / max)}, 70%, 80%)`;
     d.textContent = `${cpu}: ` + (v == null ? "–" : fmt(v));
@@ -94,12 +97,63 @@ function showHeatmap(frame) {
   }));
 }
 
+// The per-workload top list (frame.per_cgroup): the busiest cgroups, with
+// the cgroups counted inside them (a pod's containers) on indented rows.
+// A container's counts are already in its pod's: rows are never summed.
+const CGROUP_COLUMNS = [
+  ["cpu_share", FORMAT.percent],
+  ["cycles_share", FORMAT.percent],
+  ["ipc", FORMAT.ratio],
+  ["context_switches_per_second", FORMAT.rate],
+];
+
+function cgroupName(row) {
+  const l = row.labels;
+  if (l.container_id) return "container " + l.container_id.slice(0, 12);
+  if (l.pod_uid) return `pod ${l.pod_uid}` + (l.qos_class ? ` (${l.qos_class})` : "");
+  return row.cgroup;
+}
+
+function cgroupRows(rows, depth, out) {
+  for (const row of rows) {
+    const tr = document.createElement("tr");
+    tr.className = "cgroup-row" + (depth > 0 ? " nested" : "");
+    tr.dataset.cgroup = row.cgroup;
+    tr.dataset.depth = String(depth);
+    const name = document.createElement("td");
+    name.textContent = cgroupName(row);
+    name.title = row.cgroup;
+    name.style.paddingLeft = `${0.3 + 1.5 * depth}em`;
+    tr.append(name);
+    for (const [key, fmt] of CGROUP_COLUMNS) {
+      const td = document.createElement("td");
+      const v = row.derived[key];
+      td.dataset.key = key;
+      td.dataset.raw = v == null ? "" : String(v);
+      td.textContent = v === undefined ? "n/a" : v === null ? "–" : fmt(v);
+      tr.append(td);
+    }
+    out.push(tr);
+    cgroupRows(row.nested || [], depth + 1, out);
+  }
+  return out;
+}
+
+window.showCgroups = (top) => {
+  const sec = document.getElementById("cgroup-top");
+  sec.hidden = false;
+  const shown = top.top.length;
+  sec.querySelector(".summary").textContent =
+    `${top.counted} cgroups counted; the ${shown} busiest by ${top.rank_by}` +
+    " (n/a: not counted per cgroup on this host).";
+  sec.querySelector("tbody").replaceChildren(...cgroupRows(top.top, 0, []));
+};
+
 function show(frame) {
   frames += 1;
   for (const card of document.querySelectorAll(".card[data-derived]")) showCard(card, frame);
   showHeatmap(frame);
-  // Hook for the per-workload top list (frame.per_cgroup), once it exists.
-  if (frame.per_cgroup && window.showCgroups) window.showCgroups(frame.per_cgroup);
+  if (frame.per_cgroup) window.showCgroups(frame.per_cgroup);
   const st = document.getElementById("status");
   st.dataset.frames = String(frames);
   st.textContent = `live: ${frames} frames, every ${frame.interval_seconds.toFixed(2)} s`;
@@ -107,7 +161,7 @@ function show(frame) {
 
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const ws = new WebSocket(`${proto}//${location.host}/api/v1/stream?interval=1s`);
+  const ws = new WebSocket(`${proto}//${location.host}/api/v1/stream?interval=1s&per_cpu=1`);
   ws.onmessage = (e) => show(JSON.parse(e.data));
   ws.onclose = (e) => {
     document.getElementById("status").textContent =
