@@ -5,8 +5,9 @@
 
 mod common;
 
-use common::{basic, exporter, Pki, Proc};
+use common::{basic, exporter, tls_request, Pki, Proc};
 use futures_util::StreamExt;
+use perf_exporter::export::live::FRAME_KEYS;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -22,22 +23,38 @@ fn rt() -> tokio::runtime::Runtime {
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-async fn connect(addr: &str, query: &str, auth: Option<&str>) -> Result<Ws, String> {
-    let mut req = format!("ws://{addr}/api/v1/stream{query}")
+/// The upgrade request to `/api/v1/stream` (`scheme` `ws` or `wss`).
+fn request(
+    scheme: &str,
+    addr: &str,
+    query: &str,
+    auth: Option<&str>,
+) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, String> {
+    let mut req = format!("{scheme}://{addr}/api/v1/stream{query}")
         .into_client_request()
         .map_err(|e| e.to_string())?;
     if let Some(a) = auth {
         req.headers_mut()
             .insert("authorization", a.parse().expect("header value"));
     }
-    tokio_tungstenite::connect_async(req)
+    Ok(req)
+}
+
+async fn connect(addr: &str, query: &str, auth: Option<&str>) -> Result<Ws, String> {
+    tokio_tungstenite::connect_async(request("ws", addr, query, auth)?)
         .await
         .map(|(ws, _)| ws)
         .map_err(|e| e.to_string())
 }
 
+type WsTls =
+    tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+
 /// The next text frame as JSON, within `limit`.
-async fn next_frame(ws: &mut Ws, limit: Duration) -> Value {
+async fn next_frame<S>(ws: &mut tokio_tungstenite::WebSocketStream<S>, limit: Duration) -> Value
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         let m = tokio::time::timeout_at(deadline, ws.next())
@@ -60,25 +77,20 @@ fn live(extra: &[&str]) -> Proc {
     exporter(&args)
 }
 
-fn assert_schema(f: &Value) {
+/// The frame's keys: [`FRAME_KEYS`], and `per_cpu` when asked for.
+fn assert_schema(f: &Value, per_cpu: bool) {
     let keys: Vec<&str> = f
         .as_object()
         .expect("an object")
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(
-        keys,
-        [
-            "counts",
-            "derived",
-            "interval_seconds",
-            "per_cpu",
-            "per_socket",
-            "unavailable"
-        ],
-        "{f}"
-    );
+    let mut want = FRAME_KEYS.to_vec();
+    if per_cpu {
+        want.push("per_cpu");
+        want.sort();
+    }
+    assert_eq!(keys, want, "{f}");
     assert!(
         f["counts"]["perf_context_switches_total"]
             .as_f64()
@@ -96,13 +108,16 @@ fn assert_schema(f: &Value) {
     let why = f["unavailable"]["ipc"].as_str().expect("a reason for ipc");
     assert!(why.starts_with("needs perf_instructions_total: "), "{why}");
     assert!(why.contains("hardware PMU"), "{why}");
-    let cpu0 = &f["per_cpu"]["0"];
-    assert!(
-        cpu0["counts"]["perf_cpu_clock_seconds_total"]
-            .as_f64()
-            .is_some(),
-        "{f}"
-    );
+    if per_cpu {
+        let pc = &f["per_cpu"];
+        assert_eq!(pc["cpus"][0], 0, "{f}");
+        assert!(
+            pc["counts"]["perf_cpu_clock_seconds_total"][0]
+                .as_f64()
+                .is_some(),
+            "{f}"
+        );
+    }
 }
 
 #[test]
@@ -112,15 +127,25 @@ fn snapshot_and_stream_frames_follow_the_schema() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("content-type"), Some("application/json"));
     let f: Value = serde_json::from_str(&r.body).expect("JSON");
-    assert_schema(&f);
+    assert_schema(&f, false);
     let secs = f["interval_seconds"].as_f64().unwrap();
     assert!((0.9..1.5).contains(&secs), "{secs}");
+    let r = p.get("/api/v1/snapshot?per_cpu=1");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_schema(&serde_json::from_str(&r.body).expect("JSON"), true);
     rt().block_on(async {
         let mut ws = connect(&p.addr, "?interval=2s", None).await.unwrap();
+        let mut detailed = connect(&p.addr, "?interval=2s&per_cpu=1", None)
+            .await
+            .unwrap();
         let f = next_frame(&mut ws, Duration::from_secs(10)).await;
-        assert_schema(&f);
+        assert_schema(&f, false);
         let secs = f["interval_seconds"].as_f64().unwrap();
         assert!((1.8..2.5).contains(&secs), "{secs}");
+        assert_schema(
+            &next_frame(&mut detailed, Duration::from_secs(10)).await,
+            true,
+        );
     });
 }
 
@@ -259,7 +284,12 @@ fn with_web_config(pki: &Pki, web_config: &str) -> Proc {
     let mut p = Proc::exporter(&["--web.config.file", &wc]);
     p.wait_log("counters open", Duration::from_secs(15));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while common::try_request("GET", &p.addr, "/-/ready", &[], "").is_err() {
+    let tls = web_config.contains("tls_server_config");
+    let answers = |p: &Proc| match tls {
+        true => tls_request(&p.addr, &pki.ca_pem, None, "GET", "/-/ready", &[]).is_ok(),
+        false => common::try_request("GET", &p.addr, "/-/ready", &[], "").is_ok(),
+    };
+    while !answers(&p) {
         assert!(Instant::now() < deadline, "{}", p.output());
         std::thread::sleep(Duration::from_millis(25));
     }
@@ -300,6 +330,171 @@ fn basic_auth_is_enforced_on_the_upgrade() {
     });
     let r = p.get("/api/v1/snapshot");
     assert_eq!(r.status, 401, "{}", r.body);
+}
+
+/// A `wss://` upgrade to `addr`, trusting `ca_pem` for `localhost`.
+async fn connect_tls(addr: &str, ca_pem: &str, auth: Option<&str>) -> Result<WsTls, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.expect("CA PEM")).expect("CA certificate");
+    }
+    let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from("localhost").expect("server name");
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+    let port = addr.rsplit(':').next().expect("port");
+    let req = request("wss", &format!("localhost:{port}"), "", auth)?;
+    tokio_tungstenite::client_async(req, tls)
+        .await
+        .map(|(ws, _)| ws)
+        .map_err(|e| e.to_string())
+}
+
+/// The stream over TLS (`wss://`, the test CA), with basic auth on the
+/// upgrade: refused without or with wrong credentials, frames with them;
+/// plain `ws://` on the TLS port gets no stream.
+#[test]
+fn the_stream_over_tls_with_basic_auth() {
+    let pki = Pki::new();
+    let hash = bcrypt::hash("pw", 6).expect("bcrypt");
+    let p = with_web_config(
+        &pki,
+        &format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\nbasic_auth_users:\n  alice: {hash}\n",
+            pki.path("server.pem"),
+            pki.path("server.key")
+        ),
+    );
+    rt().block_on(async {
+        let e = connect_tls(&p.addr, &pki.ca_pem, None).await.unwrap_err();
+        assert!(e.contains("401"), "{e}");
+        let bad = basic("alice", "nope");
+        let e = connect_tls(&p.addr, &pki.ca_pem, Some(&bad))
+            .await
+            .unwrap_err();
+        assert!(e.contains("401"), "{e}");
+        let good = basic("alice", "pw");
+        let mut ws = connect_tls(&p.addr, &pki.ca_pem, Some(&good))
+            .await
+            .unwrap_or_else(|e| panic!("wss upgrade failed: {e}\n{}", p.output()));
+        assert_schema(&next_frame(&mut ws, Duration::from_secs(10)).await, false);
+        assert!(connect(&p.addr, "", Some(&good)).await.is_err());
+        // A CA the client does not trust: no stream.
+        let other = Pki::new();
+        let e = connect_tls(&p.addr, &other.ca_pem, Some(&good))
+            .await
+            .unwrap_err();
+        assert!(e.starts_with("TLS: "), "{e}");
+    });
+}
+
+/// The simulated PMU with the Kubernetes cgroup fixture, pods and
+/// containers counted: the frame's top list has the pods, each container
+/// nested under its pod, and no per-cgroup family in the node `counts`.
+#[test]
+fn frames_list_the_busiest_pods_with_their_containers() {
+    let (p, _dir) = kubernetes_fixture();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let top = loop {
+        let r = p.get("/api/v1/snapshot");
+        assert_eq!(r.status, 200, "{}", r.body);
+        let f: Value = serde_json::from_str(&r.body).expect("JSON");
+        let nested = f["per_cgroup"]["top"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|r| r["nested"].is_array()));
+        if nested {
+            let counts = f["counts"].as_object().unwrap();
+            assert!(counts.keys().all(|k| !k.starts_with("perf_cgroup_")), "{f}");
+            break f;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no top list with containers: {f}\n{}",
+            p.output()
+        );
+    };
+    let pc = &top["per_cgroup"];
+    let rows = pc["top"].as_array().unwrap();
+    assert!(!rows.is_empty() && rows.len() <= 10, "{pc}");
+    let clock = |r: &Value| {
+        r["counts"]["perf_cgroup_cpu_clock_seconds_total"]
+            .as_f64()
+            .unwrap()
+    };
+    // Busiest first, pods at the top level, containers inside their pod.
+    assert!(
+        rows.windows(2).all(|w| clock(&w[0]) >= clock(&w[1])),
+        "{pc}"
+    );
+    let mut counted = 0;
+    for r in rows {
+        counted += 1;
+        assert!(r["labels"]["pod_uid"].is_string(), "{r}");
+        assert!(r["labels"].get("container_id").is_none(), "{r}");
+        let pod = r["cgroup"].as_str().unwrap();
+        let mut inner = 0.0;
+        for c in r["nested"].as_array().into_iter().flatten() {
+            counted += 1;
+            assert!(
+                c["cgroup"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("{pod}/")),
+                "{c}"
+            );
+            assert!(c["labels"]["container_id"].is_string(), "{c}");
+            inner += clock(c);
+        }
+        // A container's time is inside its pod's (the simulated PMU
+        // splits a pod's share between its containers).
+        assert!(inner <= clock(r) * 1.000001 + 1e-9, "{r}");
+    }
+    assert_eq!(pc["counted"].as_u64().unwrap(), counted, "{pc}");
+    let node = top["counts"]["perf_cpu_clock_seconds_total"]
+        .as_f64()
+        .unwrap();
+    let pods: f64 = rows.iter().map(clock).sum();
+    assert!(pods > 0.0 && pods <= node, "pods {pods} node {node}");
+    assert!(
+        rows[0]["derived"]["cpu_share"].as_f64().unwrap() > 0.0,
+        "{pc}"
+    );
+}
+
+/// `serve --simulate` on the PMU-less fixture with the Kubernetes cgroup
+/// tree of `tests/fixtures/cgroup/kubernetes-systemd`, pods and
+/// containers counted.
+fn kubernetes_fixture() -> (Proc, tempfile::TempDir) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("k8s.yaml");
+    let config = "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n      - metric: perf_context_switches_total\n        event: context-switches\ncgroups:\n  preset: kubernetes\n  containers: true\n  sets: [software]\n";
+    std::fs::write(&cfg, config).unwrap();
+    let args = [
+        "--simulate".to_string(),
+        "--path.sysfs".into(),
+        root.join("sysfs/vm-no-pmu").display().to_string(),
+        "--path.cgroupfs".into(),
+        root.join("cgroup/kubernetes-systemd").display().to_string(),
+        "--config.file".into(),
+        cfg.display().to_string(),
+    ];
+    let mut p = exporter(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    p.wait_log("per-workload counting", Duration::from_secs(10));
+    (p, dir)
 }
 
 /// CPU time (user + system) of a process, in seconds.
