@@ -406,7 +406,7 @@ fn the_stream_over_tls_with_basic_auth() {
 /// nested under its pod, and no per-cgroup family in the node `counts`.
 #[test]
 fn frames_list_the_busiest_pods_with_their_containers() {
-    let (p, _dir) = kubernetes_fixture();
+    let (p, _dir) = common::kubernetes_exporter();
     let deadline = Instant::now() + Duration::from_secs(20);
     let top = loop {
         let r = p.get("/api/v1/snapshot");
@@ -472,29 +472,6 @@ fn frames_list_the_busiest_pods_with_their_containers() {
         rows[0]["derived"]["cpu_share"].as_f64().unwrap() > 0.0,
         "{pc}"
     );
-}
-
-/// `serve --simulate` on the PMU-less fixture with the Kubernetes cgroup
-/// tree of `tests/fixtures/cgroup/kubernetes-systemd`, pods and
-/// containers counted.
-fn kubernetes_fixture() -> (Proc, tempfile::TempDir) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("k8s.yaml");
-    let config = "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n      - metric: perf_context_switches_total\n        event: context-switches\ncgroups:\n  preset: kubernetes\n  containers: true\n  sets: [software]\n";
-    std::fs::write(&cfg, config).unwrap();
-    let args = [
-        "--simulate".to_string(),
-        "--path.sysfs".into(),
-        root.join("sysfs/vm-no-pmu").display().to_string(),
-        "--path.cgroupfs".into(),
-        root.join("cgroup/kubernetes-systemd").display().to_string(),
-        "--config.file".into(),
-        cfg.display().to_string(),
-    ];
-    let mut p = exporter(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    p.wait_log("per-workload counting", Duration::from_secs(10));
-    (p, dir)
 }
 
 /// CPU time (user + system) of a process, in seconds.

@@ -175,6 +175,13 @@ const DOM: &str = r##"JSON.stringify({
       reason: c.querySelector(".reason").textContent }])),
   heatmap: { metric: document.getElementById("heatmap").dataset.metric,
              cells: document.querySelectorAll("#heatmap .cell").length },
+  cgroups: { hidden: document.getElementById("cgroup-top").hidden,
+             summary: document.querySelector("#cgroup-top .summary").textContent,
+             rows: [...document.querySelectorAll("#cgroup-top tr.cgroup-row")].map((r) => ({
+               cgroup: r.dataset.cgroup, depth: Number(r.dataset.depth),
+               name: r.cells[0].textContent,
+               cpu_share: r.querySelector('td[data-key="cpu_share"]').dataset.raw,
+               ipc: r.querySelector('td[data-key="ipc"]').textContent })) },
 })"##;
 
 /// Opens the page of `p` and waits for `frames` frames; returns the DOM
@@ -317,5 +324,51 @@ fn live_page_says_why_ipc_is_not_available() {
             common::online_cpus().len(),
             "{dom:#}"
         );
+    });
+}
+
+/// The per-workload top list on the page, from the simulated PMU with the
+/// Kubernetes cgroup fixture (pods and containers counted): a row per pod,
+/// busiest first, its containers on indented rows right under it.
+#[test]
+fn the_page_lists_the_busiest_pods_and_their_containers() {
+    let (p, _dir) = common::kubernetes_exporter();
+    let snap: Value = serde_json::from_str(&p.get("/api/v1/snapshot").body).expect("JSON");
+    let counted = snap["per_cgroup"]["counted"].as_u64().expect("a top list");
+    load_page(&p, "kubernetes-top-list", 3, |dom| {
+        let c = &dom["cgroups"];
+        assert_eq!(c["hidden"], false, "{dom:#}");
+        assert!(
+            c["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{counted} cgroups counted")),
+            "{dom:#}"
+        );
+        let rows = c["rows"].as_array().unwrap();
+        let pods: Vec<&Value> = rows.iter().filter(|r| r["depth"] == 0).collect();
+        assert!(!pods.is_empty() && pods.len() <= 10, "{dom:#}");
+        assert!(
+            rows.iter().any(|r| r["depth"] == 1),
+            "no container row: {dom:#}"
+        );
+        let share = |r: &Value| r["cpu_share"].as_str().unwrap().parse::<f64>().unwrap();
+        assert!(
+            pods.windows(2).all(|w| share(w[0]) >= share(w[1])),
+            "{dom:#}"
+        );
+        let mut pod = "";
+        for r in rows {
+            let cg = r["cgroup"].as_str().unwrap();
+            if r["depth"] == 0 {
+                pod = cg;
+                assert!(r["name"].as_str().unwrap().starts_with("pod "), "{r}");
+            } else {
+                assert!(cg.starts_with(&format!("{pod}/")), "{r} not under {pod}");
+                assert!(r["name"].as_str().unwrap().starts_with("container "), "{r}");
+            }
+            // No cycles here: IPC is not counted per cgroup.
+            assert_eq!(r["ipc"], "n/a", "{r}");
+        }
     });
 }

@@ -400,3 +400,26 @@ pub fn require_tool(tool: &str) {
         .is_ok_and(|s| s.success());
     assert!(ok, "this test needs `{tool}` (util-linux/libcap) on PATH");
 }
+
+/// `serve --simulate` on the PMU-less fixture with the Kubernetes cgroup
+/// tree of `tests/fixtures/cgroup/kubernetes-systemd`, pods and
+/// containers counted.
+pub fn kubernetes_exporter() -> (Proc, tempfile::TempDir) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("k8s.yaml");
+    let config = "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n      - metric: perf_context_switches_total\n        event: context-switches\ncgroups:\n  preset: kubernetes\n  containers: true\n  sets: [software]\n";
+    std::fs::write(&cfg, config).unwrap();
+    let args = [
+        "--simulate".to_string(),
+        "--path.sysfs".into(),
+        root.join("sysfs/vm-no-pmu").display().to_string(),
+        "--path.cgroupfs".into(),
+        root.join("cgroup/kubernetes-systemd").display().to_string(),
+        "--config.file".into(),
+        cfg.display().to_string(),
+    ];
+    let mut p = exporter(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    p.wait_log("per-workload counting", std::time::Duration::from_secs(10));
+    (p, dir)
+}
