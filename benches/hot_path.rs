@@ -12,31 +12,25 @@
 //!   on a generated 512-CPU, 2-socket tree, with the default config. This
 //!   includes the simulated kernel's own bookkeeping per read.
 //!
-//! * `live_frame`: one live-view frame (two collections of the 512-CPU
-//!   tree, 1 s apart) built (`live_frame_build_512cpu`), and built and
-//!   encoded to JSON (`live_frame_512cpu`), as every stream interval does
-//!   once for all its viewers.
+//! The live view's frames have their own benchmark (`benches/live_frame.rs`).
 //!
 //! `cargo bench --bench hot_path`; `-- --test` runs each once (CI smoke).
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use perf_exporter::config::Config;
-use perf_exporter::engine::{monotonic_delta, mux_factor, Engine};
+use perf_exporter::engine::{monotonic_delta, mux_factor};
 use perf_exporter::export::prometheus::{encode_openmetrics, encode_text};
-use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::perf::{parse_group_read, GroupReading};
-use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::{Family, Kind, Sample, Snapshot};
 use std::hint::black_box;
-use std::path::Path;
 use std::sync::Arc;
 
+#[path = "support/sim_engine.rs"]
+mod sim_engine;
 #[path = "support/sysfs_gen.rs"]
 mod sysfs_gen;
+
+use sim_engine::sim_engine;
 
 fn group_bytes(members: u64) -> Vec<u8> {
     let mut w = vec![members, 1_000_000_000, 750_000_000];
@@ -145,18 +139,6 @@ fn bench_encode(c: &mut Criterion) {
     g.finish();
 }
 
-fn sim_engine(root: &Path) -> (Arc<SimKernel>, Engine) {
-    let table = PmuTable::discover(root).expect("sysfs tree");
-    let k = Arc::new(SimKernel::with_manual_clock(table.clone()));
-    let cfg = Config::default_config();
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&cfg, &table, &Context::default(), Some(&p))
-    };
-    let e = Engine::new(k.clone(), table, res);
-    (k, e)
-}
-
 fn bench_collect(c: &mut Criterion) {
     let tmp = tempfile::tempdir().expect("tempdir");
     sysfs_gen::generate(tmp.path(), sysfs_gen::SHAPE_512).expect("generate 512-CPU tree");
@@ -177,41 +159,11 @@ fn bench_collect(c: &mut Criterion) {
     g.finish();
 }
 
-fn bench_live_frame(c: &mut Criterion) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    sysfs_gen::generate(tmp.path(), sysfs_gen::SHAPE_512).expect("generate 512-CPU tree");
-    let (k, mut e) = sim_engine(tmp.path());
-    let a = e.collect();
-    k.advance(1_000_000_000);
-    let b = e.collect();
-    let reasons = Default::default();
-    let f = perf_exporter::export::live::frame(&a.families, &b.families, 1.0, &reasons);
-    // About 480 KB of JSON at 512 CPUs, most of it `per_cpu`.
-    black_box(&f);
-    c.bench_function("live_frame_build_512cpu", |bench| {
-        bench.iter(|| {
-            black_box(perf_exporter::export::live::frame(
-                &a.families,
-                &b.families,
-                1.0,
-                &reasons,
-            ))
-        })
-    });
-    c.bench_function("live_frame_512cpu", |bench| {
-        bench.iter(|| {
-            let f = perf_exporter::export::live::frame(&a.families, &b.families, 1.0, &reasons);
-            black_box(serde_json::to_string(&f).expect("JSON"))
-        })
-    });
-}
-
 criterion_group!(
     benches,
     bench_parse,
     bench_scale,
     bench_encode,
-    bench_collect,
-    bench_live_frame
+    bench_collect
 );
 criterion_main!(benches);
