@@ -473,38 +473,3 @@ fn frames_list_the_busiest_pods_with_their_containers() {
         "{pc}"
     );
 }
-
-/// CPU time (user + system) of a process, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    // After the command's closing parenthesis: state is field 3, utime 14.
-    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    // USER_HZ: 100 on every Linux architecture this runs on.
-    ticks / 100.0
-}
-
-/// The cost of 50 viewers at 1s, as a share of one core (a measurement,
-/// printed, not asserted: `cargo test --test live_stream -- --ignored
-/// --nocapture cost`).
-#[test]
-#[ignore = "benchmark: run with --ignored --nocapture"]
-fn cost_of_fifty_viewers_at_one_second() {
-    let p = live(&[]);
-    rt().block_on(async {
-        let mut viewers = fifty_viewers(&p.addr).await;
-        let (c0, t0) = (cpu_seconds(p.pid()), Instant::now());
-        for _ in 0..20 {
-            for ws in &mut viewers {
-                next_frame(ws, Duration::from_secs(10)).await;
-            }
-        }
-        let share = (cpu_seconds(p.pid()) - c0) / t0.elapsed().as_secs_f64();
-        eprintln!(
-            "50 viewers at 1s: {:.2}% of one core over {:.0}s",
-            100.0 * share,
-            t0.elapsed().as_secs_f64()
-        );
-    });
-}
