@@ -420,6 +420,14 @@ def node_dashboard() -> dict:
     p.append(timeseries(lay, "LLC load misses per 1000 instructions", "Last-level cache load misses per 1000 instructions retired (MPKI).",
                         "short", targets((ratio("perf_llc_read_misses_total", "perf_instructions_total", scale="1000 * "), "LLC MPKI")),
                         w=8, decimals=2))
+    p.append(timeseries(lay, "Load miss ratios", "Load misses / loads of the L1 data cache, the L1 instruction cache and the last-level cache (the cache_levels and icache sets). A cache whose loads this CPU cannot count is left out.",
+                        "percentunit", targets((ratio("perf_l1d_read_misses_total", "perf_l1d_reads_total"), "L1d"),
+                                               (ratio("perf_l1i_read_misses_total", "perf_l1i_reads_total"), "L1i"),
+                                               (ratio("perf_llc_read_misses_total", "perf_llc_reads_total"), "LLC")),
+                        max_=1, decimals=2))
+    p.append(timeseries(lay, "L1i load misses per 1000 instructions", "L1 instruction cache load misses per 1000 instructions retired (MPKI): high with large code footprints (JITs, big binaries, many processes taking turns).",
+                        "short", targets((ratio("perf_l1i_read_misses_total", "perf_instructions_total", scale="1000 * "), "L1i MPKI")),
+                        decimals=2))
 
     p.append(lay.row("Branches"))
     p.append(timeseries(lay, "Branch miss ratio", "Mispredicted branches / branch instructions, all CPUs together.",
@@ -455,6 +463,11 @@ def node_dashboard() -> dict:
                                          (sum_rate("perf_major_faults_total"), "major/s")), w=8))
     p.append(timeseries(lay, "Counted CPU time", "cpu-clock seconds counted per second, all CPUs: the number of CPUs being counted.",
                         "s", targets((sum_rate("perf_cpu_clock_seconds_total"), "cpu-clock")), w=8))
+    p.append(timeseries(lay, "Interrupts and softirqs", "Hardware interrupt handlers (irq:irq_handler_entry) and softirqs (irq:softirq_entry) run per second, all CPUs.",
+                        "short", targets((sum_rate("perf_interrupts_total"), "interrupts/s"),
+                                         (sum_rate("perf_softirqs_total"), "softirqs/s"))))
+    p.append(timeseries(lay, "Interrupts per CPU", "Hardware interrupt handlers run per second on each CPU: an interrupt storm, or interrupts all steered to one CPU, shows here.",
+                        "short", targets((sum_rate("perf_interrupts_total", "cpu"), "cpu {{cpu}}")), legend_table=True))
 
     p.append(lay.row("Power and temperature"))
     p.append(timeseries(lay, "Power (RAPL)", "Package and DRAM power per socket, from the RAPL energy counters.",

@@ -51,6 +51,11 @@ def test_recording_rules_cover_the_ratios():
                  "instance:perf_cache_miss:ratio_rate5m", "instance:perf_branch_miss:ratio_rate5m",
                  "instance:perf_l1d_read_misses:per_kilo_instructions_rate5m",
                  "instance:perf_llc_read_misses:per_kilo_instructions_rate5m",
+                 "instance:perf_l1d_read_miss:ratio_rate5m", "instance:perf_l1i_read_miss:ratio_rate5m",
+                 "instance:perf_llc_read_miss:ratio_rate5m",
+                 "instance:perf_l1i_read_misses:per_kilo_instructions_rate5m",
+                 "instance:perf_interrupts:rate5m", "instance_cpu:perf_interrupts:rate5m",
+                 "instance:perf_softirqs:rate5m", "instance_cpu:perf_softirqs:rate5m",
                  "instance_socket:perf_dram_read_bytes:rate5m", "instance_socket:perf_dram_write_bytes:rate5m",
                  "instance:perf_dram_bytes:rate5m", "instance_set:perf_group_running:ratio_rate5m",
                  *POD_RULES):
