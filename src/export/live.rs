@@ -241,7 +241,9 @@ pub fn frame_with(
             if let (Some(c), Some(col)) = (cpus.as_mut(), col) {
                 c.add(col, &s.labels, d);
             }
-            if let (Some(socket), Some(rate)) = (label(&s.labels, "socket"), dram) {
+            // (The DRAM family is known before any label is looked at.)
+            if let Some((rate, socket)) = dram.and_then(|r| Some((r, label(&s.labels, "socket")?)))
+            {
                 let e = f.per_socket.entry(socket.to_string()).or_default();
                 let v = e.entry(rate.to_string()).or_insert(Some(0.0));
                 *v = v.map(|v| v + d / secs).filter(|_| secs > 0.0);
