@@ -7,8 +7,9 @@
 //! intervals in use are due, and if any is, collects once through
 //! [`State::shared_collect`] (which a `/metrics` scrape in flight joins
 //! too): N viewers on M intervals cost one `read()` per group per tick.
-//! Each interval keeps its previous collection; its frame is encoded once
-//! and broadcast to its viewers as shared bytes.
+//! Each interval (with or without the per-CPU detail, `per_cpu=1`) keeps
+//! its previous collection; its frame is encoded once and broadcast to its
+//! viewers as shared bytes.
 //!
 //! **Slow viewers are dropped.** Each interval's broadcast channel holds
 //! [`QUEUE`] frames; a viewer that falls further behind is closed (1008,
