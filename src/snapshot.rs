@@ -79,6 +79,12 @@ impl Labels {
     pub fn rendered(&self) -> &str {
         &self.0.rendered
     }
+
+    /// Whether both are the very same label set (one allocation, shared
+    /// by cloning): equal without comparing a string.
+    pub fn same(&self, other: &Labels) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Escapes a label value for the text formats: backslash, double quote

@@ -354,7 +354,7 @@ fn deltas<'a>(
 /// Label sets are shared between collections (cloning one is a reference
 /// count): the same pairs in memory are equal without comparing strings.
 fn same_labels(a: &Labels, b: &Labels) -> bool {
-    (std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len()) || a == b
+    a.same(b) || a == b
 }
 
 /// The increase of `s` since `old`.
