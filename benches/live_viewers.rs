@@ -8,7 +8,7 @@
 //!
 //! `scripts/bench-live-viewers.sh` builds the release binary and runs
 //! this: `cargo bench --bench live_viewers -- --exporter PATH [--seconds
-//! 30] [--viewers 50] [--per-cpu]`.
+//! 30] [--viewers 50] [--per-cpu]` (`--test`: 5 viewers for 3 s).
 
 #[path = "support/harness.rs"]
 mod harness;
@@ -34,12 +34,14 @@ fn settings() -> Run {
             .and_then(|v| v.parse().ok())
             .unwrap_or(default)
     };
+    // `-- --test` (the criterion benches' smoke convention): a short run.
+    let smoke = args.iter().any(|a| a == "--test");
     Run {
         exporter: arg_value(&args, "--exporter")
             .unwrap_or_else(|| "target/release/perf-exporter".into())
             .into(),
-        seconds: num("--seconds", 30),
-        viewers: num("--viewers", 50) as usize,
+        seconds: num("--seconds", if smoke { 3 } else { 30 }),
+        viewers: num("--viewers", if smoke { 5 } else { 50 }) as usize,
         per_cpu: args.iter().any(|a| a == "--per-cpu"),
     }
 }

@@ -9,6 +9,9 @@
 #      host's CPUs live (README "Per-workload counting" / "Cost");
 #   4. benches/hot_path.rs (criterion): parsing a group read, scaling and
 #      accumulating, encoding 10,000 series, a whole collection.
+#   5. benches/live_frame.rs (criterion): a live-view frame at 512 CPUs,
+#      with and without the per-CPU detail (README "Live view"; the cost of
+#      50 viewers is scripts/bench-live-viewers.sh, live kernel, root).
 #
 #   scripts/bench.sh           # full run (several minutes)
 #   scripts/bench.sh --short   # smoke test (scripts/test.sh, CI): few scrapes,
@@ -27,7 +30,9 @@ scripts/bench-vs-node-exporter.sh "$@"
 cargo bench --locked --bench scale -- "$@"
 if [[ $short == 1 ]]; then
   cargo bench --locked --bench hot_path -- --test
+  cargo bench --locked --bench live_frame -- --test
 else
   cargo bench --locked --bench hot_path
+  cargo bench --locked --bench live_frame
 fi
 cargo bench --locked --bench cgroup_scale -- "$@"
