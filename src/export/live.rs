@@ -236,10 +236,10 @@ pub fn frame_with(
             .find(|(m, _)| *m == fam.name)
             .map(|(_, r)| *r);
         let mut total = 0.0;
-        for (s, d) in deltas(old, &fam.samples) {
+        for (pos, (s, d)) in deltas(old, &fam.samples).enumerate() {
             total += d;
             if let (Some(c), Some(col)) = (cpus.as_mut(), col) {
-                c.add(col, &s.labels, d);
+                c.add(col, pos, &s.labels, d);
             }
             // (The DRAM family is known before any label is looked at.)
             if let Some((rate, socket)) = dram.and_then(|r| Some((r, label(&s.labels, "socket")?)))

@@ -67,6 +67,10 @@ pub(super) struct CpuColumns {
     slot_of: Vec<u32>,
     cpus: Vec<u32>,
     cols: Vec<(String, Vec<Option<f64>>)>,
+    /// By sample position, the label set last seen there (its address) and
+    /// its slot: families of a set share their per-CPU label sets, so
+    /// most samples find their CPU without parsing a label.
+    seen: Vec<(usize, usize)>,
 }
 
 impl CpuColumns {
@@ -77,13 +81,37 @@ impl CpuColumns {
         self.cols.len() - 1
     }
 
-    /// Adds `d` to the column's value on the series' CPU, if it has one.
-    pub(super) fn add(&mut self, col: usize, labels: &Labels, d: f64) {
-        let Some(cpu) = label(labels, "cpu").and_then(|c| c.parse::<u32>().ok()) else {
-            return;
+    /// Adds `d` to the column's value on the CPU of the series at
+    /// position `pos` of its family, if it has one.
+    pub(super) fn add(&mut self, col: usize, pos: usize, labels: &Labels, d: f64) {
+        // The address identifies the label set while both collections
+        // live (it is never dereferenced).
+        let id = labels.as_ptr() as usize;
+        let slot = match self.seen.get(pos) {
+            Some(&(seen, slot)) if seen == id && !labels.is_empty() => slot,
+            _ => {
+                let Some(slot) = self.slot(labels) else {
+                    return;
+                };
+                if self.seen.len() <= pos {
+                    self.seen.resize(pos + 1, (0, 0));
+                }
+                self.seen[pos] = (id, slot);
+                slot
+            }
         };
+        let c = &mut self.cols[col].1;
+        if c.len() <= slot {
+            c.resize(slot + 1, None);
+        }
+        c[slot] = Some(c[slot].unwrap_or(0.0) + d);
+    }
+
+    /// The slot of the series' CPU (from its `cpu` label), if it has one.
+    fn slot(&mut self, labels: &Labels) -> Option<usize> {
+        let cpu = label(labels, "cpu").and_then(|c| c.parse::<u32>().ok())?;
         if cpu >= MAX_CPU {
-            return;
+            return None;
         }
         let i = cpu as usize;
         if i >= self.slot_of.len() {
@@ -93,12 +121,7 @@ impl CpuColumns {
             self.cpus.push(cpu);
             self.slot_of[i] = self.cpus.len() as u32;
         }
-        let slot = self.slot_of[i] as usize - 1;
-        let c = &mut self.cols[col].1;
-        if c.len() <= slot {
-            c.resize(slot + 1, None);
-        }
-        c[slot] = Some(c[slot].unwrap_or(0.0) + d);
+        Some(self.slot_of[i] as usize - 1)
     }
 
     /// The columns in CPU order, and the derived values.
