@@ -12,8 +12,12 @@
 //! Reported per case: descriptors (counters and directories), group reads
 //! per collection, CPU time per scrape (a collection plus the text
 //! encoding, this thread's schedstat) without and with the cgroups, RSS
-//! before and after, and response bytes; and what a rescan of the cgroup
-//! tree costs (listing the directories and reading each `cpu.stat`).
+//! before and after, the heap the cgroups added (a counting allocator),
+//! split into the simulator's own tables ([`SimKernel::heap_bytes`], the
+//! kernel's memory on a real host) and the exporter's, response bytes
+//! (plain and gzip at the exporter's level); and what a rescan of the
+//! cgroup tree costs (listing the directories and reading each
+//! `cpu.stat`).
 //!
 //! ```sh
 //! cargo bench --bench cgroup_scale -- [--short]
@@ -39,9 +43,30 @@ use perf_exporter::pmu::PmuTable;
 use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
+use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
+use std::alloc::System;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Bytes allocated and not yet freed, process-wide.
+fn heap_bytes() -> u64 {
+    let s = GLOBAL.stats();
+    let live = s.bytes_allocated as i128 - s.bytes_deallocated as i128 + s.bytes_reallocated as i128;
+    u64::try_from(live).unwrap_or(0)
+}
+
+/// The size of `text` gzip-compressed at the fastest level, as `/metrics`
+/// sends it.
+fn gzip_len(text: &str) -> usize {
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let _ = z.write_all(text.as_bytes());
+    z.finish().map_or(0, |v| v.len())
+}
 
 const CGROUPS: usize = 200;
 
@@ -86,8 +111,8 @@ fn rss_kib() -> u64 {
 /// CPU seconds per scrape (collection + encoding) over `n` scrapes (this
 /// thread's schedstat, which the kernel updates at ticks and switches, so
 /// it is taken over the whole run), median wall seconds, and the response
-/// bytes.
-fn scrapes(e: &mut Engine, n: usize) -> (f64, f64, usize) {
+/// bytes, plain and gzip.
+fn scrapes(e: &mut Engine, n: usize) -> (f64, f64, (usize, usize)) {
     let mut wall = Vec::with_capacity(n);
     let mut bytes = 0;
     let mut text = String::new();
@@ -100,7 +125,8 @@ fn scrapes(e: &mut Engine, n: usize) -> (f64, f64, usize) {
         wall.push(t0.elapsed().as_secs_f64());
         bytes = text.len();
     }
-    ((thread_cpu() - c0) / n as f64, quantile(&wall, 0.5), bytes)
+    let cpu = (thread_cpu() - c0) / n as f64;
+    (cpu, quantile(&wall, 0.5), (bytes, gzip_len(&text)))
 }
 
 /// Lists `n` cgroup directories and reads their `cpu.stat`: what a rescan
@@ -127,13 +153,15 @@ struct Report {
     base_cpu: f64,
     cpu: f64,
     wall50: f64,
-    /// RSS the simulated kernel's own counter state takes (measured
-    /// alone), `None` on the live kernel.
-    sim_kib: Option<u64>,
+    /// Heap the simulated kernel's own tables take after attaching,
+    /// `None` on the live kernel.
+    sim_heap: Option<u64>,
+    /// Heap the process grew by, attaching the cgroups and scraping.
+    heap_grew: u64,
     rss_before: u64,
     rss_after: u64,
-    bytes_before: usize,
-    bytes: usize,
+    bytes_before: (usize, usize),
+    bytes: (usize, usize),
     rescan: f64,
 }
 
@@ -156,15 +184,28 @@ fn print(r: &Report) {
         r.rss_after as f64 / 1024.0,
         status_kib(std::process::id(), "VmHWM").unwrap_or(0) as f64 / 1024.0
     );
-    if let Some(k) = r.sim_kib {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!(
+        "  heap grown by the cgroups    {:>10.1} MiB",
+        mib(r.heap_grew)
+    );
+    if let Some(sim) = r.sim_heap {
         println!(
-            "  of which the simulated kernel {:>9.1} MiB (its counter table, measured alone)",
-            k as f64 / 1024.0
+            "  of which the simulated kernel {:>9.1} MiB (its tables: the kernel's memory on a real host)",
+            mib(sim)
+        );
+        println!(
+            "  of which the exporter        {:>10.1} MiB",
+            mib(r.heap_grew.saturating_sub(sim))
+        );
+        println!(
+            "  RSS without the simulator    {:>10.1} MiB",
+            r.rss_after as f64 / 1024.0 - mib(sim)
         );
     }
     println!(
-        "  response bytes               {:>10} -> {}",
-        r.bytes_before, r.bytes
+        "  response bytes (gzip)        {:>10} ({}) -> {} ({})",
+        r.bytes_before.0, r.bytes_before.1, r.bytes.0, r.bytes.1
     );
     println!("  rescan of the tree (CPU)     {:>10.2} ms", r.rescan * 1e3);
 }
@@ -222,10 +263,13 @@ fn simulated(n: usize, short: bool) -> Result<Report, Error> {
     e.collect();
     let (base_cpu, _, bytes_before) = scrapes(&mut e, n);
     let rss_before = rss_kib();
+    let heap_before = heap_bytes();
+    let sim_before = sim.heap_bytes() as u64;
     let (fds, reads) = attach(&mut e, k, &cg, &rels);
     let (cpu, wall50, bytes) = scrapes(&mut e, n);
     let rss_after = rss_kib();
-    let sim_kib = sim_alone(&sim, &cg, fds - rels.len());
+    let heap_grew = heap_bytes().saturating_sub(heap_before);
+    let sim_heap = (sim.heap_bytes() as u64).saturating_sub(sim_before);
     Ok(Report {
         case: format!(
             "simulated PMU: {} CPUs x 200 cgroups x default per-cgroup sets (core, cache, software)",
@@ -236,41 +280,14 @@ fn simulated(n: usize, short: bool) -> Result<Report, Error> {
         base_cpu,
         cpu,
         wall50,
-        sim_kib: Some(sim_kib),
+        sim_heap: Some(sim_heap),
+        heap_grew,
         rss_before,
         rss_after,
         bytes_before,
         bytes,
         rescan: rescan_cost(&cg, &rels, n.max(20)),
     })
-}
-
-/// The RSS growth of opening `counters` software counters on a fresh
-/// simulated kernel of the same machine, held in plain vectors: what the
-/// simulator (standing in for the kernel) adds to the process, not the
-/// exporter.
-fn sim_alone(sim: &SimKernel, cg: &Path, counters: usize) -> u64 {
-    let k = SimKernel::new(sim.table().clone());
-    let before = rss_kib();
-    let Ok(h) = k.open_cgroup(cg) else {
-        return 0;
-    };
-    let attr = perf_exporter::perf::EventAttr {
-        type_: 1,
-        config: [0; 4],
-        event: "cpu-clock".into(),
-        pmu: "software".into(),
-    };
-    let mut held = Vec::with_capacity(counters);
-    for _ in 0..counters {
-        match k.open_in_cgroup(&attr, &h, 0, None) {
-            Ok(c) => held.push(c),
-            Err(_) => break,
-        }
-    }
-    let grew = rss_kib().saturating_sub(before);
-    drop(held);
-    grew
 }
 
 /// Created cgroups, removed on drop.
@@ -309,6 +326,7 @@ fn live(n: usize) -> Result<Report, Error> {
     e.collect();
     let (base_cpu, _, bytes_before) = scrapes(&mut e, n);
     let rss_before = rss_kib();
+    let heap_before = heap_bytes();
     let (fds, reads) = attach(&mut e, k, &root, &rels);
     let (cpu, wall50, bytes) = scrapes(&mut e, n);
     let r = Report {
@@ -319,7 +337,8 @@ fn live(n: usize) -> Result<Report, Error> {
         base_cpu,
         cpu,
         wall50,
-        sim_kib: None,
+        sim_heap: None,
+        heap_grew: heap_bytes().saturating_sub(heap_before),
         rss_before,
         rss_after: rss_kib(),
         bytes_before,
