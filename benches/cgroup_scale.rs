@@ -6,21 +6,21 @@
 //!    with the default per-cgroup sets (`core`, `cache`, `software`) by the
 //!    `perf` backend, summed over CPUs (64 CPUs with `--short`).
 //! 2. **Live, 2 CPUs × 200 cgroups** (root): 200 real cgroups under
-//!    `/sys/fs/cgroup/unified/pe-cgengine-bench-<pid>` on this host's
+//!    `/sys/fs/cgroup/unified/pe-cgmem-bench-<pid>` on this host's
 //!    kernel (software events only here: no hardware PMU).
 //!
 //! Reported per case: descriptors (counters and directories), group reads
 //! per collection, CPU time per scrape (a collection plus the text
 //! encoding, this thread's schedstat) without and with the cgroups, RSS
 //! before and after, the heap the cgroups added (a counting allocator),
-//! split into the simulator's own tables ([`SimKernel::heap_bytes`], the
+//! split into the simulator's own tables ([`SimKernel::memory`], the
 //! kernel's memory on a real host) and the exporter's, response bytes
 //! (plain and gzip at the exporter's level); and what a rescan of the
 //! cgroup tree costs (listing the directories and reading each
 //! `cpu.stat`).
 //!
 //! ```sh
-//! cargo bench --bench cgroup_scale -- [--short]
+//! cargo bench --bench cgroup_scale -- [--short] [--live | --simulated] [--scrapes=N]
 //! ```
 //! Exits non-zero only when it cannot run; the goal (under 100 ms of CPU
 //! per scrape and 256 MiB RSS at 512 × 200) is printed, not enforced.
@@ -56,8 +56,8 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 /// Bytes allocated and not yet freed, process-wide.
 fn heap_bytes() -> u64 {
     let s = GLOBAL.stats();
-    let live = s.bytes_allocated as i128 - s.bytes_deallocated as i128 + s.bytes_reallocated as i128;
-    u64::try_from(live).unwrap_or(0)
+    // A realloc counts its growth as allocated, its shrinking as freed.
+    s.bytes_allocated.saturating_sub(s.bytes_deallocated) as u64
 }
 
 /// The size of `text` gzip-compressed at the fastest level, as `/metrics`
@@ -70,13 +70,14 @@ fn gzip_len(text: &str) -> usize {
 
 const CGROUPS: usize = 200;
 
-/// The same selection at every collection.
+/// One selection, made once and then kept (as the inotify selector keeps
+/// it while the tree does not change: `Ok(None)`).
 #[derive(Debug, Clone)]
-struct Fixed(Selection);
+struct Fixed(Option<Selection>);
 
 impl Discovery for Fixed {
     fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
-        Ok(Some(self.0.clone()))
+        Ok(self.0.take())
     }
 }
 
@@ -153,9 +154,9 @@ struct Report {
     base_cpu: f64,
     cpu: f64,
     wall50: f64,
-    /// Heap the simulated kernel's own tables take after attaching,
-    /// `None` on the live kernel.
-    sim_heap: Option<u64>,
+    /// What the simulated kernel's own tables grew by, attaching (bytes
+    /// in use, bytes allocated); `None` on the live kernel.
+    sim_heap: Option<(u64, u64)>,
     /// Heap the process grew by, attaching the cgroups and scraping.
     heap_grew: u64,
     rss_before: u64,
@@ -179,6 +180,10 @@ fn print(r: &Report) {
         r.wall50 * 1e3
     );
     println!(
+        "  CPU per group read (with its share of the snapshot) {:.2} us",
+        (r.cpu - r.base_cpu) / r.reads.max(1) as f64 * 1e6
+    );
+    println!(
         "  RSS                          {:>10.1} MiB -> {:.1} MiB (peak {:.1} MiB)",
         r.rss_before as f64 / 1024.0,
         r.rss_after as f64 / 1024.0,
@@ -189,18 +194,19 @@ fn print(r: &Report) {
         "  heap grown by the cgroups    {:>10.1} MiB",
         mib(r.heap_grew)
     );
-    if let Some(sim) = r.sim_heap {
+    if let Some((used, allocated)) = r.sim_heap {
         println!(
-            "  of which the simulated kernel {:>9.1} MiB (its tables: the kernel's memory on a real host)",
-            mib(sim)
+            "  of which the simulated kernel {:>9.1} MiB ({:.1} MiB in use: its tables, the kernel's memory on a real host)",
+            mib(allocated),
+            mib(used)
         );
         println!(
             "  of which the exporter        {:>10.1} MiB",
-            mib(r.heap_grew.saturating_sub(sim))
+            mib(r.heap_grew.saturating_sub(allocated))
         );
         println!(
-            "  RSS without the simulator    {:>10.1} MiB",
-            r.rss_after as f64 / 1024.0 - mib(sim)
+            "  RSS without the simulator's tables in use {:.1} MiB",
+            r.rss_after as f64 / 1024.0 - mib(used)
         );
     }
     println!(
@@ -224,7 +230,7 @@ fn engine_for(k: Arc<dyn Kernel>, t: PmuTable) -> Engine {
 fn attach(e: &mut Engine, k: Arc<dyn Kernel>, root: &Path, rels: &[String]) -> (usize, usize) {
     let sets: Vec<String> = ["core", "cache", "software"].map(String::from).to_vec();
     let b = PerfBackend::new(k, e.resolution(), &sets, e.online_cpus(), false, None);
-    let c = CgroupCounting::new(Box::new(Fixed(selection(root, rels))), Box::new(b));
+    let c = CgroupCounting::new(Box::new(Fixed(Some(selection(root, rels)))), Box::new(b));
     let counts = (c.backend().open_fds(), c.backend().reads());
     e.attach_cgroups(c);
     counts
@@ -264,12 +270,16 @@ fn simulated(n: usize, short: bool) -> Result<Report, Error> {
     let (base_cpu, _, bytes_before) = scrapes(&mut e, n);
     let rss_before = rss_kib();
     let heap_before = heap_bytes();
-    let sim_before = sim.heap_bytes() as u64;
+    let sim_before = sim.memory();
     let (fds, reads) = attach(&mut e, k, &cg, &rels);
     let (cpu, wall50, bytes) = scrapes(&mut e, n);
     let rss_after = rss_kib();
     let heap_grew = heap_bytes().saturating_sub(heap_before);
-    let sim_heap = (sim.heap_bytes() as u64).saturating_sub(sim_before);
+    let sim_after = sim.memory();
+    let sim_heap = (
+        sim_after.used.saturating_sub(sim_before.used) as u64,
+        sim_after.allocated.saturating_sub(sim_before.allocated) as u64,
+    );
     Ok(Report {
         case: format!(
             "simulated PMU: {} CPUs x 200 cgroups x default per-cgroup sets (core, cache, software)",
@@ -308,7 +318,7 @@ impl Drop for LiveTree {
 
 fn live(n: usize) -> Result<Report, Error> {
     let root = PathBuf::from(format!(
-        "/sys/fs/cgroup/unified/pe-cgengine-bench-{}",
+        "/sys/fs/cgroup/unified/pe-cgmem-bench-{}",
         std::process::id()
     ));
     std::fs::create_dir(&root)
@@ -353,7 +363,14 @@ fn live(n: usize) -> Result<Report, Error> {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let short = args.iter().any(|a| a == "--short");
-    let n = if short { 3 } else { 30 };
+    let only = |case: &str| {
+        let picked = args.iter().any(|a| a == "--live" || a == "--simulated");
+        !picked || args.iter().any(|a| a == case)
+    };
+    let n = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--scrapes=")?.parse().ok())
+        .unwrap_or(if short { 3 } else { 30 });
     println!(
         "# cgroup_scale ({}), {}",
         if short { "short" } else { "full" },
@@ -361,9 +378,11 @@ fn main() {
     );
     let mut failed = false;
     // Live first: its RSS is then not the simulated case's leftovers.
-    let cases: [Box<dyn Fn() -> Result<Report, Error>>; 2] =
-        [Box::new(|| live(n)), Box::new(|| simulated(n, short))];
-    for case in cases {
+    let cases: [(&str, Box<dyn Fn() -> Result<Report, Error>>); 2] = [
+        ("--live", Box::new(|| live(n))),
+        ("--simulated", Box::new(|| simulated(n, short))),
+    ];
+    for (_, case) in cases.into_iter().filter(|(name, _)| only(name)) {
         match case() {
             Ok(r) => print(&r),
             Err(e) => {

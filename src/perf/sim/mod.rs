@@ -184,12 +184,21 @@ impl SimKernel {
         self.state().open_count()
     }
 
-    /// The bytes of the simulator's own tables (counters, interned events,
-    /// the record of opens): the kernel's memory on a real host, which a
-    /// measurement of the exporter subtracts.
-    pub fn heap_bytes(&self) -> usize {
-        self.state().heap_bytes()
+    /// The memory of the simulator's own tables (counters, interned
+    /// events, the record of opens): the kernel's memory on a real host,
+    /// which a measurement of the exporter subtracts.
+    pub fn memory(&self) -> SimMemory {
+        self.state().memory()
     }
+}
+
+/// What the simulator's tables take ([`SimKernel::memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimMemory {
+    /// Bytes in use (resident once written).
+    pub used: usize,
+    /// Bytes allocated, including vectors' spare capacity.
+    pub allocated: usize,
 }
 
 #[cfg(test)]

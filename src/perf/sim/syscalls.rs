@@ -7,7 +7,7 @@
 use super::table::{NewSlot, State};
 use super::{cgroup, lock, SimHandle, SimKernel, NEXT_ID};
 use crate::perf::cgroup::{CgroupHandle, CgroupInner, CgroupOpenError};
-use crate::perf::{Counter, CounterInner, EventAttr, GroupReading, Kernel, PerfError};
+use crate::perf::{Counter, CounterInner, EventAttr, GroupReading, Kernel, OpenAt};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -52,25 +52,24 @@ impl SimKernel {
         cpu: u32,
         group: Option<&Counter>,
         share: f64,
-    ) -> Result<Counter, PerfError> {
-        let err = |errno| PerfError::new("open", attr, cpu, errno);
-        let acc = self.accept(attr, cpu).map_err(err)?;
+    ) -> Result<Counter, i32> {
+        let acc = self.accept(attr, cpu)?;
         let mut st = self.state();
         if let Some(&errno) = st.refused.get(acc.pmu) {
-            return Err(err(errno));
+            return Err(errno);
         }
         if st.online.binary_search(&cpu).is_err() {
-            return Err(err(libc::ENODEV));
+            return Err(libc::ENODEV);
         }
         let kind = st
             .intern_kind(acc.pmu, acc.sw, acc.rate, attr.type_, attr.config)
-            .ok_or_else(|| err(libc::ENFILE))?;
+            .ok_or(libc::ENFILE)?;
         let pmu = st.kind_of(kind).pmu;
         let now = st.now();
         let leader = match group {
             None => None,
             Some(g) => {
-                let li = self.join(&st, g, cpu, pmu, acc.sw).map_err(err)?;
+                let li = self.join(&st, g, cpu, pmu, acc.sw)?;
                 // Membership changes the group's schedulability: account
                 // the time so far under the old one.
                 st.sync_group(li, now);
@@ -89,7 +88,7 @@ impl SimKernel {
             enabled,
             now,
         };
-        let idx = st.insert(new, leader).ok_or_else(|| err(libc::ENFILE))?;
+        let idx = st.insert(new, leader).ok_or(libc::ENFILE)?;
         Ok(Counter {
             inner: CounterInner::Sim(SimHandle {
                 idx,
@@ -107,17 +106,25 @@ impl SimKernel {
 }
 
 impl Kernel for SimKernel {
-    fn open(
-        &self,
-        attr: &EventAttr,
-        cpu: u32,
-        group: Option<&Counter>,
-    ) -> Result<Counter, PerfError> {
-        self.open_share(attr, cpu, group, 1.0)
+    /// A cgroup counter gets the cgroup's share of each CPU's counts, read
+    /// from the fixture tree's `cpu.stat` files when its directory was
+    /// opened ([`cgroup`]); a cgroup removed since fails with ENOENT.
+    fn sys_open(&self, attr: &EventAttr, at: OpenAt<'_>) -> Result<Counter, i32> {
+        let share = match at.cgroup {
+            None => 1.0,
+            Some(CgroupHandle {
+                inner: CgroupInner::Sim(share),
+                dir,
+            }) if dir.is_dir() => *share,
+            Some(CgroupHandle {
+                inner: CgroupInner::Sim(_),
+                ..
+            }) => return Err(libc::ENOENT),
+            Some(_) => return Err(libc::EBADF),
+        };
+        self.open_share(attr, at.cpu, at.group, share)
     }
 
-    /// Reads the cgroup's share of each CPU's counts from the fixture
-    /// tree's `cpu.stat` files ([`cgroup`]).
     fn open_cgroup(&self, dir: &std::path::Path) -> Result<CgroupHandle, CgroupOpenError> {
         let share = cgroup::share_of(dir).map_err(|errno| CgroupOpenError {
             dir: dir.to_path_buf(),
@@ -129,27 +136,9 @@ impl Kernel for SimKernel {
         })
     }
 
-    fn open_in_cgroup(
-        &self,
-        attr: &EventAttr,
-        cg: &CgroupHandle,
-        cpu: u32,
-        group: Option<&Counter>,
-    ) -> Result<Counter, PerfError> {
-        let CgroupInner::Sim(share) = cg.inner else {
-            return Err(PerfError::new("open", attr, cpu, libc::EBADF));
-        };
-        if !cg.dir.is_dir() {
-            return Err(PerfError::new("open", attr, cpu, libc::ENOENT));
-        }
-        self.open_share(attr, cpu, group, share)
-    }
-
-    fn enable_group(&self, leader: &Counter, attr: &EventAttr, cpu: u32) -> Result<(), PerfError> {
+    fn sys_enable(&self, leader: &Counter) -> Result<(), i32> {
         let mut st = self.state();
-        let li = self
-            .leader_of(&st, leader)
-            .map_err(|e| PerfError::new("enable", attr, cpu, e))?;
+        let li = self.leader_of(&st, leader)?;
         let now = st.now();
         st.sync_group(li, now);
         st.enable(li);
@@ -158,27 +147,17 @@ impl Kernel for SimKernel {
 
     /// Sleeps for the read delay first, if one is set
     /// ([`SimKernel::set_read_delay`]).
-    fn read_group(
-        &self,
-        leader: &Counter,
-        attr: &EventAttr,
-        cpu: u32,
-        out: &mut GroupReading,
-    ) -> Result<(), PerfError> {
+    fn sys_read(&self, leader: &Counter, out: &mut GroupReading) -> Result<(), i32> {
         let delay = self.read_delay_ns.load(Ordering::Relaxed);
         if delay > 0 {
             std::thread::sleep(std::time::Duration::from_nanos(delay));
         }
         let mut st = lock(&self.state);
         st.reads += 1;
-        let li = self
-            .leader_of(&st, leader)
-            .map_err(|e| PerfError::new("read", attr, cpu, e))?;
+        let li = self.leader_of(&st, leader)?;
         let now = st.now();
         st.sync_group(li, now);
-        let l = st
-            .slot(li)
-            .ok_or_else(|| PerfError::new("read", attr, cpu, libc::EBADF))?;
+        let l = st.slot(li).ok_or(libc::EBADF)?;
         out.time_enabled = l.time_enabled;
         out.time_running = (l.time_running as u64).min(l.time_enabled);
         out.values.clear();

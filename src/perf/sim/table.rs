@@ -443,18 +443,27 @@ impl State {
         }
     }
 
-    /// Bytes the table holds (capacities, not lengths): what the
-    /// simulator adds to the process.
-    pub(super) fn heap_bytes(&self) -> usize {
+    /// The table's memory: bytes in use, and bytes allocated (vectors
+    /// grow by doubling; the part not yet used is address space the
+    /// process has not touched, so not resident).
+    pub(super) fn memory(&self) -> super::SimMemory {
         use std::mem::size_of;
-        self.slots.capacity() * size_of::<Slot>()
+        let per_kind = size_of::<EventKind>() + size_of::<((u32, [u64; 4], u16), u32)>() + 1;
+        let per_share = size_of::<f64>() + size_of::<(u64, u32)>() + 1;
+        let names: usize = self.pmus.iter().map(|p| p.capacity() + 24).sum();
+        let used = self.slots.len() * size_of::<Slot>()
+            + self.free.len() * size_of::<u32>()
+            + self.opens.len() * size_of::<(u32, u32)>()
+            + self.kinds.len() * per_kind
+            + self.shares.len() * per_share
+            + names;
+        let allocated = self.slots.capacity() * size_of::<Slot>()
             + self.free.capacity() * size_of::<u32>()
             + self.opens.capacity() * size_of::<(u32, u32)>()
-            + self.kinds.capacity() * size_of::<EventKind>()
-            + self.kind_index.capacity() * (size_of::<((u32, [u64; 4], u16), u32)>() + 1)
-            + self.shares.capacity() * size_of::<f64>()
-            + self.share_index.capacity() * (size_of::<(u64, u32)>() + 1)
-            + self.pmus.iter().map(|p| p.capacity() + 24).sum::<usize>()
+            + self.kinds.capacity().max(self.kind_index.capacity()) * per_kind
+            + self.shares.capacity().max(self.share_index.capacity()) * per_share
+            + names;
+        super::SimMemory { used, allocated }
     }
 
     /// Every successful open so far, in order.
