@@ -360,6 +360,9 @@ fn live(n: usize) -> Result<Report, Error> {
     Ok(r)
 }
 
+/// A case of the report, run when its flag is given (or no case flag).
+type Case<'a> = Box<dyn Fn() -> Result<Report, Error> + 'a>;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let short = args.iter().any(|a| a == "--short");
@@ -378,7 +381,7 @@ fn main() {
     );
     let mut failed = false;
     // Live first: its RSS is then not the simulated case's leftovers.
-    let cases: [(&str, Box<dyn Fn() -> Result<Report, Error>>); 2] = [
+    let cases: [(&str, Case); 2] = [
         ("--live", Box::new(|| live(n))),
         ("--simulated", Box::new(|| simulated(n, short))),
     ];
