@@ -443,4 +443,32 @@ mod tests {
         let p = PerfError::new("open", &attr, 3, libc::ENOENT).problem();
         assert_eq!(p.class(), crate::problem::Class::NotOnPlatform);
     }
+
+    /// A kernel that implements no system call.
+    #[derive(Debug)]
+    struct Nothing;
+
+    impl Kernel for Nothing {}
+
+    #[test]
+    fn the_seam_names_the_event_and_cpu_of_a_failed_system_call() {
+        let attr = EventAttr {
+            type_: 1,
+            config: [0; 4],
+            event: "cpu-clock".into(),
+            pmu: "software".into(),
+        };
+        let e = Nothing.open(&attr, 3, None).unwrap_err();
+        assert_eq!((e.op, e.errno, e.cpu), ("open", libc::EOPNOTSUPP, 3));
+        assert_eq!(e.event, "cpu-clock");
+        // The live kernel refuses a simulated cgroup's handle, naming it.
+        let cg = CgroupHandle {
+            dir: "/nowhere".into(),
+            inner: cgroup::CgroupInner::Sim(0.5),
+        };
+        let e = live::LiveKernel::new()
+            .open_in_cgroup(&attr, &cg, 1, None)
+            .unwrap_err();
+        assert_eq!((e.op, e.errno, e.cpu), ("open", libc::EBADF, 1));
+    }
 }
