@@ -166,15 +166,10 @@ fn failed_logins_back_off_that_client_only() {
     let attacker: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
     let other: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
     let from = |ip, auth: &str| {
-        common::try_request_from(
-            ip,
-            "GET",
-            &p.addr,
-            "/metrics",
-            &[("Authorization", auth)],
-            "",
-        )
-        .unwrap_or_else(|e| panic!("from {ip}: {e}"))
+        let headers = [("Authorization", auth)];
+        common::connect_from(ip, &p.addr)
+            .and_then(|s| common::request_on(s, "GET", "/metrics", &headers, ""))
+            .unwrap_or_else(|e| panic!("from {ip}: {e}"))
     };
     // The free failures (distinct passwords: nothing cached) get 401.
     for i in 0..5 {

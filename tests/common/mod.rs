@@ -217,20 +217,13 @@ pub fn try_request(
     body: &str,
 ) -> Result<Response, String> {
     let s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
-    exchange(s, method, addr, path, headers, body)
+    request_on(s, method, path, headers, body)
 }
 
-/// [`try_request`] from the local address `source` (another loopback
-/// address such as 127.0.0.2 is another client to the server: Linux
-/// routes all of 127.0.0.0/8 to `lo`).
-pub fn try_request_from(
-    source: std::net::IpAddr,
-    method: &str,
-    addr: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> Result<Response, String> {
+/// A connection to `addr` from the local address `source` (another
+/// loopback address such as 127.0.0.2 is another client to the server:
+/// Linux routes all of 127.0.0.0/8 to `lo`), for [`request_on`].
+pub fn connect_from(source: std::net::IpAddr, addr: &str) -> Result<TcpStream, String> {
     let to: std::net::SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
@@ -247,18 +240,19 @@ pub fn try_request_from(
         })
         .map_err(|e| format!("connect from {source}: {e}"))?;
     s.set_nonblocking(false).map_err(|e| e.to_string())?;
-    exchange(s, method, addr, path, headers, body)
+    Ok(s)
 }
 
-/// Sends one request on `s` and reads the whole response.
-fn exchange(
+/// One request (`Connection: close`) on the connection `s`, and the
+/// whole response.
+pub fn request_on(
     mut s: TcpStream,
     method: &str,
-    addr: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &str,
 ) -> Result<Response, String> {
+    let addr = s.peer_addr().map_err(|e| e.to_string())?;
     let t = Some(Duration::from_secs(10));
     s.set_read_timeout(t).map_err(|e| e.to_string())?;
     s.set_write_timeout(t).map_err(|e| e.to_string())?;
