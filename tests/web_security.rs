@@ -478,3 +478,59 @@ fn a_fifo_or_huge_web_config_is_refused_without_blocking() {
         )
     );
 }
+
+/// A measurement for the README (Security, Bounds), not a test: one
+/// client guesses passwords as fast as it can for 30 s (bcrypt cost 10)
+/// while another logs in once a second. Run with
+/// `cargo test --release --test web_security -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement (README figures), not a test"]
+fn measure_a_brute_force_against_the_back_off() {
+    let pki = Pki::new();
+    let hash = bcrypt::hash("pw", 10).expect("bcrypt");
+    let wc = pki.write(
+        "web.yml",
+        &format!("basic_auth_users:\n  prometheus: {hash}\n"),
+    );
+    let mut p = start(&wc, &[]);
+    p.wait_ready_unauthenticated();
+    let ask = |ip: &str, auth: &str| {
+        let ip: std::net::IpAddr = ip.parse().expect("ip");
+        let headers = [("Authorization", auth)];
+        let t = std::time::Instant::now();
+        let r = common::connect_from(ip, &p.addr)
+            .and_then(|s| common::request_on(s, "GET", "/-/healthy", &headers, ""))
+            .expect("request");
+        (r.status, t.elapsed())
+    };
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    let good = basic("prometheus", "pw");
+    let (verified, refused, legit) = std::thread::scope(|s| {
+        let legit = s.spawn(|| {
+            let mut worst = Duration::ZERO;
+            let mut n = 0;
+            while std::time::Instant::now() < end {
+                let (status, took) = ask("127.0.0.2", &good);
+                assert_eq!(status, 200);
+                worst = worst.max(took);
+                n += 1;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            (n, worst)
+        });
+        let (mut verified, mut refused, mut i) = (0, 0, 0);
+        while std::time::Instant::now() < end {
+            i += 1;
+            match ask("127.0.0.1", &basic("prometheus", &format!("guess{i}"))).0 {
+                401 => verified += 1,
+                429 => refused += 1,
+                other => panic!("status {other}"),
+            }
+        }
+        (verified, refused, legit.join().expect("legit client"))
+    });
+    println!(
+        "30 s of guessing from one address: {verified} passwords verified (401), {refused} refused (429); another address logged in {} times, slowest {:?}",
+        legit.0, legit.1
+    );
+}
