@@ -208,10 +208,9 @@ impl Job {
     fn try_reload(&mut self) -> Result<String, ReloadError> {
         let (src, table, ctx) = (self.sources.clone(), self.table.clone(), self.ctx.clone());
         let kernel = self.kernel.clone();
-        let l = self
-            .sources
-            .deadline
-            .run("reload", move || load(&src, &table, &ctx, kernel.as_ref()))?;
+        let l = self.sources.deadline.run("reload-reads", move || {
+            load(&src, &table, &ctx, kernel.as_ref())
+        })?;
         if let Some(w) = &l.web {
             if !self.sources.allow_downgrade {
                 self.guard.check(w)?;
