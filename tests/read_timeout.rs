@@ -153,6 +153,9 @@ fn a_reload_whose_config_read_hangs_fails_in_time_and_the_next_goes_ahead() {
     let r = p.request("POST", "/-/reload", &[], "");
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(reload_ok(&p), Some(1.0));
+    // SIGTERM ends it while a read is stuck again.
+    m.hang();
+    assert_eq!(p.request("POST", "/-/reload", &[], "").status, 500);
     p.signal("TERM");
     let status = p
         .wait_exit(Duration::from_secs(5))
