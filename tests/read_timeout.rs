@@ -179,3 +179,28 @@ fn a_start_up_whose_config_read_hangs_fails_naming_the_file() {
     );
     assert!(p.output().contains(&named), "{}", p.output());
 }
+
+#[test]
+fn a_start_up_whose_otlp_certificate_read_hangs_fails_naming_the_flag() {
+    let m = HungMount::new("not a certificate");
+    let ca = m.config().display().to_string();
+    m.hang();
+    let f = common::fixture("vm-no-pmu").display().to_string();
+    let mut p = Proc::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        &f,
+        "--config.read-timeout",
+        "1s",
+        "--otlp.endpoint",
+        "https://127.0.0.1:9",
+        "--otlp.certificate",
+        &ca,
+    ]);
+    let status = p
+        .wait_exit(Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("start-up hung:\n{}", p.output()));
+    assert_eq!(status.code(), Some(1), "{}", p.output());
+    let named = "reading the OTLP TLS files (--otlp.certificate, --otlp.client-certificate, --otlp.client-key) did not return within 1s";
+    assert!(p.output().contains(named), "{}", p.output());
+}

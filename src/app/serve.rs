@@ -233,6 +233,7 @@ async fn start(
         read_header_timeout: web.read_header_timeout,
         request_timeout: web.request_timeout,
     });
+    let deadline = src.deadline.clone();
     let mut job = Job {
         sources: src,
         table: p.loaded.table,
@@ -253,8 +254,13 @@ async fn start(
             let collect: otlp::Collect =
                 Arc::new(move || e.lock().unwrap_or_else(PoisonError::into_inner).collect());
             // Reads its TLS files: off the runtime thread, SIGTERM still
-            // heard.
-            let start = move || Pusher::start(settings, collect, stats).map_err(AppError::from);
+            // heard, and bounded by --config.read-timeout.
+            let start = move || {
+                deadline.run("otlp-files", move || {
+                    step("reading the OTLP TLS files (--otlp.certificate, --otlp.client-certificate, --otlp.client-key)");
+                    Pusher::start(settings, collect, stats).map_err(AppError::from)
+                })
+            };
             match signals.unless_terminated("otlp-start", start).await? {
                 Some(p) => Some(p),
                 None => return Ok(()),
