@@ -91,19 +91,16 @@ pub(super) fn load(
     kernel: &dyn Kernel,
 ) -> Result<Loaded, ReloadError> {
     let web = match &src.web_config_file {
-        Some(p) => Some(
-            {
-                step(format!(
-                    "the web config file {} or a file it names",
-                    p.display()
-                ));
-                WebConfig::load(p)
-            }
-            .map_err(|err| ReloadError::WebConfig {
+        Some(p) => {
+            step(format!(
+                "the web config file {} or a file it names",
+                p.display()
+            ));
+            Some(WebConfig::load(p).map_err(|err| ReloadError::WebConfig {
                 file: p.display().to_string(),
                 err,
-            })?,
-        ),
+            })?)
+        }
         None => None,
     };
     if let Some(p) = &src.host.config_file {
