@@ -150,3 +150,35 @@ fn a_read_that_never_returns_fails_the_start_up_naming_the_file() {
     );
     assert!(e.to_string().starts_with(&named), "{e}");
 }
+
+#[test]
+fn a_hung_pem_file_is_named_with_the_web_config_that_names_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut src = sources(dir.path(), Duration::from_millis(200));
+    let p = prepare(&src).expect("start-up");
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n",
+    )
+    .expect("write");
+    let pem = dir.path().join("server.pem");
+    std::fs::write(&pem, "").expect("write");
+    src.web_config_file = Some(web.clone());
+    let _held = hang::next_read_of(&pem);
+    let (table, ctx, kernel) = (p.loaded.table, p.host.ctx, p.kernel);
+    let s = src.clone();
+    let e = src
+        .deadline
+        .run("reload-reads", move || {
+            load(&s, &table, &ctx, kernel.as_ref())
+        })
+        .map(|_| ())
+        .expect_err("the load gives up");
+    let named = format!(
+        "reading {} (the web config file {} or a file it names) did not return within 200ms",
+        pem.display(),
+        web.display()
+    );
+    assert!(e.to_string().starts_with(&named), "{e}");
+}
