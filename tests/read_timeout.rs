@@ -150,6 +150,11 @@ fn a_reload_whose_config_read_hangs_fails_in_time_and_the_next_goes_ahead() {
     );
     // The mount answers again: the next reload succeeds.
     m.resume();
+    // The stuck reads return now; their results are dropped.
+    p.wait_log(
+        "a read given up on (--config.read-timeout) has returned",
+        Duration::from_secs(5),
+    );
     let r = p.request("POST", "/-/reload", &[], "");
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(reload_ok(&p), Some(1.0));

@@ -102,11 +102,14 @@ impl Deadline {
         self.running.fetch_add(1, Ordering::SeqCst);
         let running = Running(self.running.clone());
         let watch = w.clone();
+        let name = what.to_string();
         std::thread::Builder::new()
             .name(what.into())
             .spawn(move || {
                 let _running = running;
-                let _ = tx.send(watch::watched(&watch, f));
+                if tx.send(watch::watched(&watch, f)).is_err() {
+                    tracing::info!(thread = %name, "a read given up on (--config.read-timeout) has returned; its result is dropped");
+                }
             })
             .map_err(|e| thread_error(what, e.to_string()))?;
         let tick = (self.limit / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
