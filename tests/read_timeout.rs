@@ -8,7 +8,7 @@
 mod common;
 
 use common::{parse_exposition, scalar, Proc};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -95,19 +95,27 @@ impl Drop for HungMount {
     }
 }
 
-fn exporter(config: &Path) -> Proc {
+/// The exporter on the simulated vm-no-pmu host with a 1s read timeout.
+fn exporter(extra: &[&str]) -> Proc {
     let f = common::fixture("vm-no-pmu").display().to_string();
-    let c = config.display().to_string();
-    Proc::exporter(&[
+    let mut args = vec![
         "--simulate",
         "--path.sysfs",
         &f,
-        "--config.file",
-        &c,
         "--config.read-timeout",
         "1s",
-        "--web.enable-lifecycle",
-    ])
+    ];
+    args.extend_from_slice(extra);
+    Proc::exporter(&args)
+}
+
+/// `p` ends with status 1 (not hanging), saying `named`.
+fn fails_at_start(mut p: Proc, named: &str) {
+    let status = p
+        .wait_exit(Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("start-up hung:\n{}", p.output()));
+    assert_eq!(status.code(), Some(1), "{}", p.output());
+    assert!(p.output().contains(named), "{}", p.output());
 }
 
 fn reload_ok(p: &Proc) -> Option<f64> {
@@ -121,7 +129,8 @@ fn reload_ok(p: &Proc) -> Option<f64> {
 fn a_reload_whose_config_read_hangs_fails_in_time_and_the_next_goes_ahead() {
     let m = HungMount::new(ONE_SET);
     let cfg = m.config();
-    let mut p = exporter(&cfg);
+    let c = cfg.display().to_string();
+    let mut p = exporter(&["--config.file", &c, "--web.enable-lifecycle"]);
     p.wait_ready();
     assert_eq!(reload_ok(&p), Some(1.0));
     m.hang();
@@ -171,18 +180,11 @@ fn a_reload_whose_config_read_hangs_fails_in_time_and_the_next_goes_ahead() {
 #[test]
 fn a_start_up_whose_config_read_hangs_fails_naming_the_file() {
     let m = HungMount::new(ONE_SET);
-    let cfg = m.config();
+    let cfg = m.config().display().to_string();
     m.hang();
-    let mut p = exporter(&cfg);
-    let status = p
-        .wait_exit(Duration::from_secs(15))
-        .unwrap_or_else(|| panic!("start-up hung:\n{}", p.output()));
-    assert_eq!(status.code(), Some(1), "{}", p.output());
-    let named = format!(
-        "reading {0} (the config file {0}) did not return within 1s",
-        cfg.display()
-    );
-    assert!(p.output().contains(&named), "{}", p.output());
+    let p = exporter(&["--config.file", &cfg]);
+    let named = format!("reading {cfg} (the config file {cfg}) did not return within 1s");
+    fails_at_start(p, &named);
 }
 
 #[test]
@@ -190,22 +192,10 @@ fn a_start_up_whose_otlp_certificate_read_hangs_fails_naming_the_flag() {
     let m = HungMount::new("not a certificate");
     let ca = m.config().display().to_string();
     m.hang();
-    let f = common::fixture("vm-no-pmu").display().to_string();
-    let mut p = Proc::exporter(&[
-        "--simulate",
-        "--path.sysfs",
-        &f,
-        "--config.read-timeout",
-        "1s",
-        "--otlp.endpoint",
-        "https://127.0.0.1:9",
-        "--otlp.certificate",
-        &ca,
-    ]);
-    let status = p
-        .wait_exit(Duration::from_secs(15))
-        .unwrap_or_else(|| panic!("start-up hung:\n{}", p.output()));
-    assert_eq!(status.code(), Some(1), "{}", p.output());
-    let named = "reading the OTLP TLS files (--otlp.certificate, --otlp.client-certificate, --otlp.client-key) did not return within 1s";
-    assert!(p.output().contains(named), "{}", p.output());
+    let otlp = ["--otlp.endpoint", "https://127.0.0.1:9"];
+    let p = exporter(&[otlp[0], otlp[1], "--otlp.certificate", &ca]);
+    fails_at_start(
+        p,
+        "reading the OTLP TLS files (--otlp.certificate, --otlp.client-certificate, --otlp.client-key) did not return within 1s",
+    );
 }
