@@ -6,11 +6,10 @@
 
 mod common;
 
+use common::cgroup::{remove_tree, section, CgroupTree};
 use perf_exporter::cgroup::{
     find_root, Cgroup, Hierarchy, Kind, LeftOut, LeftOutReason, Root, Selection, Selector,
 };
-use perf_exporter::config::cgroups::CgroupsConfig;
-use perf_exporter::config::Config;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -24,14 +23,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn fixtures() -> PathBuf {
     common::repo_root().join("tests/fixtures/cgroup")
-}
-
-/// The `cgroups:` section of a config with one set.
-fn section(yaml: &str) -> CgroupsConfig {
-    let text = format!(
-        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{yaml}"
-    );
-    Config::parse(&text, "c.yaml").unwrap().cgroups.unwrap()
 }
 
 fn scan(root: &Path, yaml: &str) -> Selection {
@@ -331,44 +322,11 @@ fn roots_from_mountinfo() {
 
 // ---- the real hierarchy of this machine ----
 
-/// A directory of cgroups under the real cgroup2 root, with a name unique
-/// to this helper and process, removed (deepest first) on drop, also
-/// when a test panics.
-struct CgroupGuard {
-    top: PathBuf,
-}
-
-impl CgroupGuard {
-    fn new(tag: &str) -> CgroupGuard {
-        let root = find_root(Path::new("/proc"), None).expect("this machine has cgroup2");
-        assert_eq!(root.hierarchy, Hierarchy::V2);
-        let top = root
-            .path
-            .join(format!("cgdisc-{}-{tag}", std::process::id()));
-        std::fs::create_dir(&top).unwrap_or_else(|e| panic!("mkdir {}: {e}", top.display()));
-        CgroupGuard { top }
-    }
-
-    fn mkdir(&self, rel: &str) {
-        std::fs::create_dir_all(self.top.join(rel)).unwrap();
-    }
-}
-
-fn rmdir_tree(dir: &Path) {
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                rmdir_tree(&e.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
-}
-
-impl Drop for CgroupGuard {
-    fn drop(&mut self) {
-        rmdir_tree(&self.top);
-    }
+/// A directory of cgroups under the real cgroup2 root
+/// (`cgdisc-<pid>-<tag>`), removed (deepest first) on drop, also when a
+/// test panics.
+fn guard(tag: &str) -> CgroupTree {
+    CgroupTree::new("cgdisc", tag)
 }
 
 /// Polls `f` until it holds or 5 s pass.
@@ -405,7 +363,7 @@ fn this_machine_root_is_found_in_mountinfo() {
 #[test]
 fn real_cgroups_are_found_and_their_churn_seen() {
     let _serial = serial();
-    let g = CgroupGuard::new("churn");
+    let g = guard("churn");
     let uid = "aaaabbbb_cccc_dddd_eeee_ffff00001111";
     let pod = format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice");
     g.mkdir(&format!("{pod}/cri-containerd-{}.scope", "ab".repeat(32)));
@@ -445,7 +403,7 @@ fn real_cgroups_are_found_and_their_churn_seen() {
 #[test]
 fn real_churn_during_scans_never_fails_a_scan() {
     let _serial = serial();
-    let g = CgroupGuard::new("race");
+    let g = guard("race");
     g.mkdir("app/keep");
     let top = g.top.clone();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -488,7 +446,7 @@ fn open_fds() -> usize {
 #[test]
 fn real_pods_coming_and_going_leak_no_descriptor() {
     let _serial = serial();
-    let g = CgroupGuard::new("fds");
+    let g = guard("fds");
     g.mkdir("kubepods.slice/kubepods-burstable.slice");
     let root = find_root(Path::new("/proc"), Some(&g.top)).unwrap();
     let mut s = Selector::new(
@@ -513,7 +471,7 @@ fn real_pods_coming_and_going_leak_no_descriptor() {
         assert_eq!(sel.counted.len(), 500, "round {round}");
         assert!(s.watches() > 250);
         for p in &pods {
-            rmdir_tree(&g.top.join(p));
+            remove_tree(&g.top.join(p));
         }
         assert!(eventually(|| s.changed()));
         let sel = s.scan_if_changed().unwrap().unwrap();
@@ -527,7 +485,7 @@ fn real_pods_coming_and_going_leak_no_descriptor() {
 #[test]
 fn real_usage_ranks_a_busy_cgroup_first() {
     let _serial = serial();
-    let g = CgroupGuard::new("rank");
+    let g = guard("rank");
     for n in ["a", "b", "c"] {
         g.mkdir(&format!("app/{n}"));
     }

@@ -22,14 +22,7 @@ use std::sync::{Arc, Mutex};
 
 const SEC: u64 = 1_000_000_000;
 
-const YAML: &str = "sets:
-  - name: software
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-      - metric: perf_context_switches_total
-        event: context-switches
-";
+const YAML: &str = crate::software_set!();
 
 fn tree() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup-sim/basic")

@@ -1,10 +1,10 @@
 //! [`Selector`]: a scan (walk, ids, the bound), and whether the tree
 //! changed since.
 
-use super::{rank, walk, watch};
+use super::{rank, tree::Tree, walk};
 use super::{Cgroup, CgroupError, LeftOut, LeftOutReason, Root, Selection};
 use crate::config::cgroups::CgroupsConfig;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::time::Instant;
 
@@ -25,8 +25,11 @@ pub struct Selector {
     next_rank: Option<Instant>,
     /// `cpu.stat` files read so far.
     usage_reads: u64,
-    /// The watches of the last scan (None: inotify unavailable).
-    watcher: Option<watch::Watcher>,
+    /// The listed tree and its watches (None: inotify unavailable, or
+    /// without watches).
+    tree: Option<Tree>,
+    /// Walks from scratch so far.
+    rewalks: u64,
     /// Whether a scan ran, and whether it left cgroups out over the
     /// limit (then a check re-ranks when the ranking is due).
     scanned: bool,
@@ -56,7 +59,8 @@ impl Selector {
             counted: HashSet::new(),
             next_rank: None,
             usage_reads: 0,
-            watcher: None,
+            tree: None,
+            rewalks: 0,
             scanned: false,
             over_limit: false,
             dirty: false,
@@ -84,7 +88,13 @@ impl Selector {
 
     /// How many directories the last scan watches (0 without inotify).
     pub fn watches(&self) -> usize {
-        self.watcher.as_ref().map_or(0, watch::Watcher::watches)
+        self.tree.as_ref().map_or(0, Tree::watches)
+    }
+
+    /// How many scans walked the tree from scratch (the first, then only
+    /// after lost events or a failed watch; every scan without inotify).
+    pub fn rewalks(&self) -> u64 {
+        self.rewalks
     }
 
     /// How many `cpu.stat` files the rankings read so far.
@@ -112,8 +122,8 @@ impl Selector {
         if !self.scanned || self.dirty {
             return true;
         }
-        self.dirty = match self.watcher.as_mut() {
-            Some(w) => !w.complete() || w.changed(),
+        self.dirty = match self.tree.as_mut() {
+            Some(t) => t.apply() || t.needs_rewalk(),
             None => true,
         };
         self.dirty
@@ -145,7 +155,9 @@ impl Selector {
 
     /// Walks the tree and selects: presets and globs, labels, then at
     /// most `max_cgroups`, the busiest by `cpu.stat` usage since the
-    /// previous scan.
+    /// previous ranking. With inotify the walk goes over the listed tree
+    /// as the events left it, listing only directories new to it; from
+    /// scratch the first time and after lost events.
     pub fn scan(&mut self) -> Result<Selection, CgroupError> {
         self.scan_at(Instant::now())
     }
@@ -156,16 +168,23 @@ impl Selector {
             path: root.clone(),
             source,
         })?;
-        // Fresh watches (closing the old descriptor drops the old ones),
-        // each added before its directory is listed.
-        self.watcher = if self.watch {
-            watch::Watcher::new()
-        } else {
-            None
+        // Events not yet applied first; from scratch (a fresh inotify
+        // descriptor: closing the old one drops its watches) when they
+        // were lost.
+        let fresh = match &mut self.tree {
+            Some(t) => {
+                t.apply();
+                t.needs_rewalk()
+            }
+            None => true,
         };
+        if fresh {
+            self.tree = if self.watch { Tree::new() } else { None };
+            self.rewalks += 1;
+        }
         let candidates = walk::Visitor {
             root: &root,
-            watcher: self.watcher.as_mut(),
+            tree: self.tree.as_mut(),
         }
         .select(&self.config, &self.globs);
         self.last = candidates.clone();
@@ -182,13 +201,23 @@ impl Selector {
         let mut sel = Selection::default();
         let mut found = Vec::with_capacity(candidates.len());
         for c in candidates {
-            match std::fs::metadata(&c.dir) {
-                Ok(m) if m.is_dir() => found.push((c, m.ino())),
-                _ => sel.left_out.push(LeftOut {
+            // A cgroup's id is read once: the tree forgets it on removal.
+            let known = self.tree.as_ref().and_then(|t| t.id(&c.rel));
+            match known.or_else(|| read_id(&c.dir)) {
+                Some(id) => found.push((c, id)),
+                None => sel.left_out.push(LeftOut {
                     rel: c.rel,
                     reason: LeftOutReason::Gone,
                 }),
             }
+        }
+        if let Some(t) = &mut self.tree {
+            t.set_ids(
+                found
+                    .iter()
+                    .map(|(c, id)| (c.rel.clone(), *id))
+                    .collect::<BTreeMap<_, _>>(),
+            );
         }
         let max = self.config.max_cgroups;
         self.over_limit = found.len() > max;
@@ -269,6 +298,14 @@ impl Selector {
     }
 }
 
+/// The cgroup id of a directory (its inode number), `None` when gone.
+fn read_id(dir: &std::path::Path) -> Option<u64> {
+    std::fs::metadata(dir)
+        .ok()
+        .filter(|m| m.is_dir())
+        .map(|m| m.ino())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,7 +344,7 @@ mod tests {
         let mut s = selector(t.path(), &["app/*"], 10);
         let cands = walk::Visitor {
             root: t.path(),
-            watcher: None,
+            tree: None,
         }
         .select(&s.config, &s.globs);
         assert_eq!(cands.len(), 2);

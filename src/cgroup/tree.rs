@@ -1,0 +1,195 @@
+//! The directories a walk listed, kept current by inotify events, so a
+//! change costs work where it happened, not a walk of the whole tree.
+//!
+//! A walk lists a directory once: it adds the watch, lists the
+//! subdirectories and keeps the names here. From then on the watch's
+//! events keep the names current: `IN_CREATE` of a directory adds its name
+//! (the next walk lists and watches it, if the selection goes into it),
+//! `IN_DELETE` removes the name and forgets the subtree below it (the
+//! kernel drops the watches of removed directories itself: `IN_IGNORED`).
+//! Events queued between adding a watch and listing the directory are
+//! applied afterwards; adding a name twice or removing an absent one
+//! changes nothing, so the names end up right whichever came first.
+//!
+//! Only when events were lost (`IN_Q_OVERFLOW`) or a watch could not be
+//! added does the selector throw the tree away and walk from scratch.
+
+use super::watch::{Event, Watcher, Wd};
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+
+/// A listed directory: its watch and its subdirectories' names, sorted.
+#[derive(Debug)]
+struct Listing {
+    wd: Wd,
+    names: Vec<OsString>,
+}
+
+/// The listed part of the cgroup tree. See the [module docs](self).
+#[derive(Debug)]
+pub struct Tree {
+    watcher: Watcher,
+    /// Listed directories by path relative to the root (`""`: the root).
+    listed: BTreeMap<String, Listing>,
+    /// Each watch's directory.
+    by_wd: HashMap<Wd, String>,
+    /// The cgroup ids (inode numbers) of the last selection, by path: a
+    /// cgroup keeps its id until its removal is seen.
+    ids: BTreeMap<String, u64>,
+    /// Events were lost: walk from scratch.
+    lost: bool,
+    events: Vec<Event>,
+}
+
+/// `parent/name` (`name` under the root when `parent` is empty).
+pub fn join(parent: &str, name: &OsStr) -> String {
+    let name = name.to_string_lossy();
+    if parent.is_empty() {
+        name.into_owned()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+impl Tree {
+    /// An empty tree, or `None` when inotify is unavailable.
+    pub fn new() -> Option<Tree> {
+        Watcher::new().map(|watcher| Tree {
+            watcher,
+            listed: BTreeMap::new(),
+            by_wd: HashMap::new(),
+            ids: BTreeMap::new(),
+            lost: false,
+            events: Vec::new(),
+        })
+    }
+
+    /// Whether the tree must be walked from scratch: events were lost or
+    /// a directory listed is not watched.
+    pub fn needs_rewalk(&self) -> bool {
+        self.lost || !self.watcher.complete()
+    }
+
+    /// How many directories are watched.
+    pub fn watches(&self) -> usize {
+        self.by_wd.len()
+    }
+
+    /// The subdirectories of `rel` as last listed and kept current.
+    pub fn listing(&self, rel: &str) -> Option<&[OsString]> {
+        self.listed.get(rel).map(|l| l.names.as_slice())
+    }
+
+    /// Watches the directory `rel` under `root` (before it is listed).
+    pub fn watch(&mut self, root: &Path, rel: &str) -> Option<Wd> {
+        let wd = self.watcher.watch(&root.join(rel))?;
+        self.by_wd.insert(wd, rel.to_string());
+        Some(wd)
+    }
+
+    /// Keeps the listing of `rel`, watched by `wd`.
+    pub fn insert(&mut self, rel: &str, wd: Wd, names: Vec<OsString>) {
+        self.listed.insert(rel.to_string(), Listing { wd, names });
+    }
+
+    /// A change may have gone unseen: walk from scratch next time.
+    pub fn missed(&mut self) {
+        self.watcher.missed();
+    }
+
+    /// The id of `rel` as of the last selection.
+    pub fn id(&self, rel: &str) -> Option<u64> {
+        self.ids.get(rel).copied()
+    }
+
+    /// The ids of the selection just made.
+    pub fn set_ids(&mut self, ids: BTreeMap<String, u64>) {
+        self.ids = ids;
+    }
+
+    /// Applies the queued events. Returns whether any may change the
+    /// selection.
+    pub fn apply(&mut self) -> bool {
+        let mut events = std::mem::take(&mut self.events);
+        self.watcher.drain(&mut events);
+        let mut changed = false;
+        for e in events.drain(..) {
+            changed |= self.apply_one(e);
+        }
+        self.events = events;
+        changed
+    }
+
+    fn apply_one(&mut self, e: Event) -> bool {
+        match e {
+            Event::Created { wd, name } => {
+                if let Some(l) = self.listing_of(wd) {
+                    if let Err(at) = l.names.binary_search(&name) {
+                        l.names.insert(at, name);
+                    }
+                }
+                true
+            }
+            Event::Removed { wd, name } => {
+                if let Some(l) = self.listing_of(wd) {
+                    if let Ok(at) = l.names.binary_search(&name) {
+                        l.names.remove(at);
+                    }
+                }
+                if let Some(rel) = self.by_wd.get(&wd) {
+                    let child = join(rel, &name);
+                    self.forget(&child);
+                }
+                true
+            }
+            Event::Gone { wd } => match self.by_wd.remove(&wd) {
+                Some(rel) if self.listed.get(&rel).is_some_and(|l| l.wd == wd) => {
+                    self.forget(&rel);
+                    true
+                }
+                _ => false,
+            },
+            Event::Lost => {
+                self.lost = true;
+                true
+            }
+        }
+    }
+
+    /// The listing watched by `wd` (not an older one of the same path).
+    fn listing_of(&mut self, wd: Wd) -> Option<&mut Listing> {
+        let rel = self.by_wd.get(&wd)?;
+        self.listed.get_mut(rel).filter(|l| l.wd == wd)
+    }
+
+    /// Forgets `rel` and everything below it.
+    fn forget(&mut self, rel: &str) {
+        if rel.is_empty() {
+            self.listed.clear();
+            self.by_wd.clear();
+            self.ids.clear();
+            return;
+        }
+        for l in forget_below(&mut self.listed, rel) {
+            // The kernel drops the watch of a removed directory itself.
+            self.by_wd.remove(&l.wd);
+        }
+        forget_below(&mut self.ids, rel);
+    }
+}
+
+/// Removes `rel` and the keys below it (`rel/...`: one range of the
+/// map); returns the values removed.
+fn forget_below<V>(map: &mut BTreeMap<String, V>, rel: &str) -> Vec<V> {
+    let below = format!("{rel}/");
+    let keys: Vec<String> = map
+        .range(below.clone()..)
+        .take_while(|(k, _)| k.starts_with(&below))
+        .map(|(k, _)| k.clone())
+        .collect();
+    map.remove(rel)
+        .into_iter()
+        .chain(keys.iter().filter_map(|k| map.remove(k)))
+        .collect()
+}
