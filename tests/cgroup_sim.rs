@@ -374,6 +374,34 @@ fn a_set_that_cannot_open_per_cgroup_has_no_group_times() {
     assert!(u.what_to_do().contains("cgroups.sets"), "{u}");
 }
 
+/// A set whose groups the kernel refuses in every counted cgroup has no
+/// group times either, and is reported with the refusals.
+#[test]
+fn a_set_refused_in_every_cgroup_has_no_group_times() {
+    let mut r = rig("vm-no-pmu", YAML, &["software"], false, None, &["app/a"]);
+    r.e.collect();
+    r.k.refuse("software", libc::EACCES);
+    r.d.set(&tree(), &["app/b"]);
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    assert!(
+        s.families
+            .iter()
+            .all(|f| !f.name.starts_with("perf_cgroup_group_")),
+        "{:?}",
+        s.families.iter().map(|f| &f.name).collect::<Vec<_>>()
+    );
+    let issues = r.e.cgroups().unwrap().issues();
+    assert!(
+        issues.iter().any(|i| matches!(i, CgroupIssue::SetUnavailable { set, why: SetGap::OpenFailed } if set == "software")),
+        "{issues:?}"
+    );
+    assert!(
+        issues.iter().any(|i| i.code() != "cgroup_set_unavailable"),
+        "the refusal itself: {issues:?}"
+    );
+}
+
 #[test]
 fn totals_carry_over_to_a_new_backend_for_the_same_cgroup_and_metric() {
     let mut r = rig("vm-no-pmu", YAML, &["software"], false, None, &["app/a"]);
