@@ -71,6 +71,19 @@ impl Rig {
         }
     }
 
+    /// Each step creates (`+dir`) or removes (`-dir`) a directory, then
+    /// [`check`](Self::check)s the selection.
+    fn steps(&mut self, steps: &[(String, usize, &str)]) {
+        for (dir, counted, what) in steps {
+            match dir.split_at(1) {
+                ("+", d) => self.mkdir(d),
+                ("-", d) => self.rmdir(d),
+                _ => panic!("a step is +dir or -dir: {dir}"),
+            }
+            self.check(*counted, what);
+        }
+    }
+
     /// The next selection equals a fresh walk's, with `counted` cgroups.
     fn check(&mut self, counted: usize, what: &str) {
         let sel = self.next();
@@ -87,18 +100,23 @@ fn rels(sel: &Selection) -> Vec<&str> {
 #[test]
 fn creations_and_removals_are_applied_without_walking_again() {
     let mut r = Rig::new();
-    r.mkdir(&format!("{}/{}", pod(1), id(1)));
-    r.check(2, "a pod with a container");
-    r.mkdir(&format!("{}/{}", pod(1), id(2)));
-    r.check(3, "a second container");
-    r.mkdir(&pod(2));
-    r.check(4, "a pod without containers");
-    r.mkdir(&format!("{}/{}", pod(2), id(3)));
-    r.check(5, "a container in a pod listed before");
-    r.rmdir(&format!("{}/{}", pod(1), id(1)));
-    r.check(4, "a container removed");
-    r.rmdir(&pod(1));
-    r.check(2, "a pod removed with its container");
+    let container = |p, c| format!("{}/{}", pod(p), id(c));
+    r.steps(&[
+        (format!("+{}", container(1, 1)), 2, "a pod with a container"),
+        (format!("+{}", container(1, 2)), 3, "a second container"),
+        (format!("+{}", pod(2)), 4, "a pod without containers"),
+        (
+            format!("+{}", container(2, 3)),
+            5,
+            "a container in a listed pod",
+        ),
+        (format!("-{}", container(1, 1)), 4, "a container removed"),
+        (
+            format!("-{}", pod(1)),
+            2,
+            "a pod removed with its container",
+        ),
+    ]);
     // Removed and created again under the same name: a new directory.
     r.rmdir(&pod(2));
     r.mkdir(&format!("{}/{}", pod(2), id(4)));
@@ -114,8 +132,7 @@ fn creations_and_removals_are_applied_without_walking_again() {
 #[test]
 fn a_directory_created_and_removed_between_checks_changes_nothing() {
     let mut r = Rig::new();
-    r.mkdir("app/a");
-    r.check(1, "app/a");
+    r.steps(&[("+app/a".into(), 1, "app/a")]);
     r.mkdir("app/brief/x");
     r.rmdir("app/brief");
     let sel = r.next();
@@ -133,12 +150,11 @@ fn a_directory_created_and_removed_between_checks_changes_nothing() {
 #[test]
 fn nested_creation_is_listed_and_watched() {
     let mut r = Rig::new();
-    r.mkdir("app/x/y/z");
-    r.check(3, "app/x, app/x/y, app/x/y/z");
-    r.mkdir("app/x/y/z/w");
-    r.check(4, "one level deeper");
-    r.rmdir("app/x/y");
-    r.check(1, "the subtree removed");
+    r.steps(&[
+        ("+app/x/y/z".into(), 3, "app/x, app/x/y, app/x/y/z"),
+        ("+app/x/y/z/w".into(), 4, "one level deeper"),
+        ("-app/x/y".into(), 1, "the subtree removed"),
+    ]);
     assert_eq!(r.s.rewalks(), 1);
     // Watches of removed directories are gone with them.
     assert_eq!(
@@ -170,7 +186,6 @@ fn a_queue_overflow_falls_back_to_a_walk() {
     assert_eq!(sel.counted.len(), n);
     assert_eq!(sel, r.truth());
     assert_eq!(r.s.rewalks(), 2, "the overflow made one walk from scratch");
-    r.mkdir("app/c0/more");
-    r.check(n + 1, "incremental again after the walk");
+    r.steps(&[("+app/c0/more".into(), n + 1, "incremental again")]);
     assert_eq!(r.s.rewalks(), 2);
 }
