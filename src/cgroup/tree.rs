@@ -193,3 +193,56 @@ fn forget_below<V>(map: &mut BTreeMap<String, V>, rel: &str) -> Vec<V> {
         .chain(keys.iter().filter_map(|k| map.remove(k)))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(t: &Tree, rel: &str) -> Option<Vec<String>> {
+        t.listing(rel)
+            .map(|v| v.iter().map(|n| n.to_string_lossy().into_owned()).collect())
+    }
+
+    /// Events edit the listings; a late `IN_IGNORED` of a removed
+    /// directory's old watch leaves the listing of the directory created
+    /// since under the same name alone.
+    #[test]
+    fn events_edit_listings_and_old_watches_are_told_apart() {
+        let mut t = Tree::new().expect("inotify");
+        t.by_wd.insert(1, "app".into());
+        t.insert("app", 1, vec!["a".into()]);
+        t.by_wd.insert(2, "app/a".into());
+        t.insert("app/a", 2, vec!["x".into()]);
+        t.by_wd.insert(3, "app/a/x".into());
+        t.insert("app/a/x", 3, Vec::new());
+        t.ids.insert("app/a".into(), 7);
+        t.ids.insert("app/ab".into(), 8);
+        let created = |name: &str| Event::Created {
+            wd: 1,
+            name: name.into(),
+        };
+        assert!(t.apply_one(created("b")));
+        assert!(t.apply_one(created("b")), "twice: still one name");
+        assert_eq!(names(&t, "app").unwrap(), ["a", "b"]);
+        assert!(t.apply_one(Event::Removed {
+            wd: 1,
+            name: "a".into()
+        }));
+        assert_eq!(names(&t, "app").unwrap(), ["b"]);
+        assert_eq!((names(&t, "app/a"), names(&t, "app/a/x")), (None, None));
+        assert_eq!((t.id("app/a"), t.id("app/ab")), (None, Some(8)));
+        assert_eq!(t.watches(), 1, "the subtree's watches are forgotten");
+        // app/b listed under watch 4, then a stale watch 5 of an older
+        // app/b is dropped by the kernel.
+        t.by_wd.insert(4, "app/b".into());
+        t.insert("app/b", 4, Vec::new());
+        t.by_wd.insert(5, "app/b".into());
+        assert!(!t.apply_one(Event::Gone { wd: 5 }));
+        assert!(names(&t, "app/b").is_some());
+        assert!(t.apply_one(Event::Gone { wd: 4 }));
+        assert!(names(&t, "app/b").is_none());
+        assert!(!t.needs_rewalk());
+        assert!(t.apply_one(Event::Lost));
+        assert!(t.needs_rewalk());
+    }
+}
