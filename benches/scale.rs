@@ -15,7 +15,16 @@
 //!
 //! ```sh
 //! cargo bench --bench scale -- [--short] [--scrapes N]
+//! cargo bench --bench scale -- --against OLD_BIN [--config F] [--rounds R] [--scrapes N]
 //! ```
+//!
+//! With `--against`, only the 512-CPU default case runs, A B A B: this
+//! build and another binary of the exporter (an older commit, built with
+//! its own `CARGO_TARGET_DIR`) take turns on the same tree, `R` rounds of
+//! `N` scrapes each, and the CPU per scrape and per sample of each round
+//! is printed. `--config F` gives both the same config file (e.g. the
+//! older commit's `config/default.yaml`), so that both export the same
+//! series; without it each uses its own embedded default.
 //! Exits non-zero only when it cannot run; whether the targets are met is
 //! printed, not enforced.
 
@@ -64,6 +73,17 @@ fn main() {
 
 /// Serves `args` with the release binary and scrapes it `scrapes` times.
 fn serve_and_scrape(case: &str, args: &[String], scrapes: usize) -> Result<Measured, Error> {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_perf-exporter"));
+    serve_and_scrape_with(&bin, case, args, scrapes)
+}
+
+/// Serves `args` with `bin` and scrapes it `scrapes` times.
+fn serve_and_scrape_with(
+    bin: &Path,
+    case: &str,
+    args: &[String],
+    scrapes: usize,
+) -> Result<Measured, Error> {
     let mut full: Vec<String> = vec![
         "--web.listen-address".into(),
         "127.0.0.1:{port}".into(),
@@ -71,12 +91,7 @@ fn serve_and_scrape(case: &str, args: &[String], scrapes: usize) -> Result<Measu
         "warn".into(),
     ];
     full.extend_from_slice(args);
-    let server = Server::start(
-        case,
-        PathBuf::from(env!("CARGO_BIN_EXE_perf-exporter")).as_path(),
-        &full,
-        "/-/ready",
-    )?;
+    let server = Server::start(case, bin, &full, "/-/ready")?;
     let mut conn = HttpConn::connect(server.port)?;
     let mut body = Vec::new();
     for _ in 0..5 {
@@ -150,6 +165,60 @@ fn in_process(root: &Path, aggregate: bool, iters: usize) -> Result<(usize, f64,
     ))
 }
 
+/// This build against `old`, taking turns on the same 512-CPU tree.
+fn side_by_side(args: &[String], old: &Path, sysfs: &str, scrapes: usize) -> Result<(), Error> {
+    let rounds: usize = arg_value(args, "--rounds")
+        .map(|v| v.parse())
+        .transpose()?
+        .unwrap_or(3);
+    let mut serve_args = vec![
+        "--simulate".to_string(),
+        "--path.sysfs".into(),
+        sysfs.into(),
+    ];
+    if let Some(cfg) = arg_value(args, "--config") {
+        serve_args.extend(["--config.file".into(), cfg]);
+    }
+    let new = PathBuf::from(env!("CARGO_BIN_EXE_perf-exporter"));
+    println!(
+        "\n## Side by side: this build (A) and {} (B), 512 CPUs (sim)\n",
+        old.display()
+    );
+    println!("{}", harness::machine());
+    println!("{rounds} rounds x {scrapes} scrapes each, A B A B\n");
+    println!(
+        "| round | binary | samples | CPU/scrape stat | CPU/scrape schedstat | CPU per sample |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|");
+    let mut sums = [(0.0, 0usize); 2];
+    for round in 1..=rounds {
+        for (i, (name, bin)) in [("A", new.as_path()), ("B", old)].into_iter().enumerate() {
+            let m = serve_and_scrape_with(bin, name, &serve_args, scrapes)?;
+            let cpu = m.cpu_sched.max(m.cpu_stat);
+            println!(
+                "| {round} | {name} | {} | {:.2} ms | {:.2} ms | {:.0} ns |",
+                m.samples,
+                m.cpu_stat * 1e3,
+                m.cpu_sched * 1e3,
+                cpu * 1e9 / m.samples.max(1) as f64
+            );
+            sums[i].0 += cpu;
+            sums[i].1 = m.samples;
+        }
+    }
+    let r = rounds.max(1) as f64;
+    let (a, b) = (sums[0].0 / r, sums[1].0 / r);
+    println!(
+        "\nmean CPU per scrape: A {:.2} ms, B {:.2} ms (A/B {:.2}); per sample: A {:.0} ns, B {:.0} ns",
+        a * 1e3,
+        b * 1e3,
+        a / b,
+        a * 1e9 / sums[0].1.max(1) as f64,
+        b * 1e9 / sums[1].1.max(1) as f64
+    );
+    Ok(())
+}
+
 fn run() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
     let short = args.iter().any(|a| a == "--short");
@@ -162,6 +231,9 @@ fn run() -> Result<(), Error> {
     std::fs::create_dir_all(&root)?;
     sysfs_gen::generate(&root, sysfs_gen::SHAPE_512)?;
     let sysfs = root.display().to_string();
+    if let Some(old) = arg_value(&args, "--against") {
+        return side_by_side(&args, Path::new(&old), &sysfs, scrapes);
+    }
 
     let mut rows = Vec::new();
     for (case, aggregate) in [

@@ -278,32 +278,52 @@ fn request_size_methods_and_paths() {
     assert_eq!(p.get("/metrics").status, 200);
 }
 
-/// Defect 3 of issue 10: `/metrics` ignored `Accept-Encoding: gzip`. Two
-/// scrapes sharing one collection, one compressed and one not, carry the
-/// same exposition to the byte.
+/// Defect 3 of issue 10: `/metrics` ignored `Accept-Encoding: gzip`. Four
+/// scrapes sharing one collection, compressed or not, classic text or
+/// OpenMetrics (each body is encoded once per collection, the first on
+/// the collector thread), carry the same exposition to the byte as the
+/// other of their format.
 #[test]
 fn metrics_are_gzipped_when_asked() {
     let (p, _d) = slow_exporter("300ms", &[]);
-    let get = |enc: &'static str| {
+    let om = "application/openmetrics-text; version=1.0.0";
+    let get = |accept: &'static str, enc: &'static str| {
         let a = p.addr.clone();
         thread::spawn(move || {
-            common::try_request("GET", &a, "/metrics", &[("Accept-Encoding", enc)], "")
-                .expect("request")
+            let h = [("Accept-Encoding", enc), ("Accept", accept)];
+            common::try_request("GET", &a, "/metrics", &h, "").expect("request")
         })
     };
-    let (z, plain) = (get("deflate, gzip;q=0.9"), get("identity"));
-    let (z, plain) = (z.join().expect("thread"), plain.join().expect("thread"));
-    assert_eq!((z.status, plain.status), (200, 200));
-    assert_eq!(z.header("content-encoding"), Some("gzip"));
-    assert_eq!(plain.header("content-encoding"), None);
-    for r in [&z, &plain] {
+    let (z, plain) = (get("*/*", "deflate, gzip;q=0.9"), get("*/*", "identity"));
+    let (om_z, om_plain) = (get(om, "gzip"), get(om, "identity"));
+    let [z, plain, om_z, om_plain] = [z, plain, om_z, om_plain].map(|h| h.join().expect("thread"));
+    for r in [&z, &plain, &om_z, &om_plain] {
+        assert_eq!(r.status, 200);
         assert_eq!(r.header("vary"), Some("Accept-Encoding"));
         assert_eq!(
             r.header("content-length"),
             Some(r.wire_len.to_string().as_str())
         );
     }
+    for (r, enc) in [
+        (&z, Some("gzip")),
+        (&plain, None),
+        (&om_z, Some("gzip")),
+        (&om_plain, None),
+    ] {
+        assert_eq!(r.header("content-encoding"), enc);
+    }
     assert_eq!(z.body, plain.body);
+    assert_eq!(om_z.body, om_plain.body);
+    assert!(om_plain.body.ends_with("# EOF\n"), "{}", om_plain.body);
+    assert!(!plain.body.contains("# EOF"), "{}", plain.body);
+    assert!(
+        om_plain
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("application/openmetrics-text")),
+        "{:?}",
+        om_plain.header("content-type")
+    );
     assert!(
         z.wire_len * 2 < plain.wire_len,
         "{} vs {}",

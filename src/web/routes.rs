@@ -3,9 +3,8 @@
 
 use super::auth::parse_basic;
 use super::io::Body;
-use super::{
-    gzip, landing, scrape, stream, stream_ws, State, WebRuntime, BCRYPT_QUEUE, MAX_BODY_BYTES,
-};
+use super::scrape::Want;
+use super::{landing, stream, stream_ws, State, WebRuntime, BCRYPT_QUEUE, MAX_BODY_BYTES};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{
     HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_ENCODING,
@@ -124,8 +123,8 @@ async fn route(st: &Arc<State>, web: &Arc<WebRuntime>, req: Request<Incoming>) -
                 .and_then(|v: &HeaderValue| v.to_str().ok())
                 .unwrap_or("")
         };
-        let gzip = gzip::accepted(header(ACCEPT_ENCODING));
-        return metrics(st, header(ACCEPT), gzip).await;
+        let want = Want::of(header(ACCEPT), header(ACCEPT_ENCODING));
+        return metrics(st, want).await;
     }
     match path {
         "/" | "/-/healthy" | "/-/ready" | "/api/v1/snapshot" if !get => {
@@ -198,12 +197,13 @@ fn request_slot(st: &State) -> Result<Option<OwnedSemaphorePermit>, Box<Response
 
 /// `/metrics`: a slot under `--web.max-requests`, then a shared
 /// collection bounded by `--web.request-timeout`.
-async fn metrics(st: &Arc<State>, accept: &str, gzip: bool) -> Response<Body> {
+async fn metrics(st: &Arc<State>, want: Want) -> Response<Body> {
     let permit = match request_slot(st) {
         Ok(p) => p,
         Err(r) => return *r,
     };
-    let c = match tokio::time::timeout(st.request_timeout, st.shared_collect()).await {
+    let c = match tokio::time::timeout(st.request_timeout, st.shared_collect_for(Some(want))).await
+    {
         Ok(Some(c)) => c,
         Ok(None) => return text(StatusCode::INTERNAL_SERVER_ERROR, "collection failed\n"),
         Err(_) => {
@@ -217,15 +217,12 @@ async fn metrics(st: &Arc<State>, accept: &str, gzip: bool) -> Response<Body> {
             );
         }
     };
-    let (body, ctype) = scrape::encode(st, &c, accept);
-    let mut r = if gzip {
-        let mut r = respond(StatusCode::OK, ctype, gzip::compress(body.as_bytes()));
+    let e = c.body(st, want);
+    let mut r = respond(StatusCode::OK, e.ctype, e.body.clone());
+    if e.gzip {
         r.headers_mut()
             .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-        r
-    } else {
-        respond(StatusCode::OK, ctype, body)
-    };
+    }
     r.headers_mut()
         .insert(VARY, HeaderValue::from_static("Accept-Encoding"));
     let b = std::mem::take(r.body_mut());

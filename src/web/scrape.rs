@@ -1,27 +1,67 @@
-//! `/metrics`: the shared collection plus this scrape's self-metrics,
-//! encoded as asked (`Accept`).
+//! `/metrics`: the shared collection plus the exporter's own metrics,
+//! encoded as asked (`Accept`, `Accept-Encoding`), once per collection.
 
 use super::collect::Collected;
-use super::{State, REJECT_REASONS};
+use super::{gzip, State, REJECT_REASONS};
 use crate::export::prometheus;
 use crate::snapshot::{Family, Kind, Sample};
+use hyper::body::Bytes;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
-/// Encodes one scrape from a shared collection, with the self-metrics.
-pub(super) fn encode(state: &State, c: &Collected, accept: &str) -> (String, &'static str) {
-    // The shared collection is encoded in place; only the few
-    // self-metrics are this scrape's own.
-    let (front, mut back) = self_metrics(state, c.secs);
-    if let Some(st) = &state.otlp {
-        back.push(st.family());
+/// Which `/metrics` body a scrape wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Want {
+    /// OpenMetrics (else the classic text format).
+    pub(super) openmetrics: bool,
+    /// gzip-compressed.
+    pub(super) gzip: bool,
+}
+
+impl Want {
+    /// How many different bodies there are.
+    pub(super) const COUNT: usize = 4;
+
+    /// The body's slot, `0..COUNT`.
+    pub(super) fn index(self) -> usize {
+        usize::from(self.openmetrics) * 2 + usize::from(self.gzip)
     }
+
+    /// What the request's `Accept` and `Accept-Encoding` headers ask for.
+    pub(super) fn of(accept: &str, accept_encoding: &str) -> Self {
+        Want {
+            openmetrics: prometheus::wants_openmetrics(accept),
+            gzip: gzip::accepted(accept_encoding),
+        }
+    }
+}
+
+/// One encoded `/metrics` body.
+#[derive(Debug)]
+pub(super) struct Encoded {
+    /// The bytes sent (compressed if `gzip`).
+    pub(super) body: Bytes,
+    pub(super) ctype: &'static str,
+    pub(super) gzip: bool,
+}
+
+/// Encodes the body `want` asks for from a shared collection and the
+/// exporter's own metrics taken with it.
+pub(super) fn encode(state: &State, c: &Collected, want: Want) -> Encoded {
     // Room for the last response plus some growth.
     let hint = state.last_len.load(Ordering::Relaxed);
-    let parts = [Arc::new(front), c.families.clone(), Arc::new(back)];
-    let (body, ctype) = prometheus::encode_parts(&parts, accept, hint + hint / 8);
-    state.last_len.store(body.len(), Ordering::Relaxed);
-    (body, ctype)
+    let parts = [c.own.0.clone(), c.families.clone(), c.own.1.clone()];
+    let (text, ctype) = prometheus::encode_parts_as(&parts, want.openmetrics, hint + hint / 8);
+    state.last_len.store(text.len(), Ordering::Relaxed);
+    let body = if want.gzip {
+        Bytes::from(gzip::compress(text.as_bytes()))
+    } else {
+        Bytes::from(text)
+    };
+    Encoded {
+        body,
+        ctype,
+        gzip: want.gzip,
+    }
 }
 
 fn gauge(name: &str, help: &str, value: f64) -> Family {
@@ -37,9 +77,10 @@ fn gauge(name: &str, help: &str, value: f64) -> Family {
     }
 }
 
-/// The self-metrics of one scrape: build info (first in the output) and
-/// the rest (last).
-fn self_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>) {
+/// The exporter's own metrics at the end of a collection that took `secs`:
+/// build info (first in the output) and the rest (last), OTLP's export
+/// statistics among them when OTLP pushes.
+pub(super) fn own_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>) {
     let front = vec![Family {
             name: "perf_exporter_build_info".into(),
             help: "A metric with a constant '1' value labelled by version and whether the PMU is simulated.".into(),
@@ -54,7 +95,7 @@ fn self_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>) {
                 start_unix_nanos: 0,
             }],
     }];
-    let mut back = Vec::with_capacity(6);
+    let mut back = Vec::with_capacity(5);
     back.push(gauge(
         "perf_scrape_duration_seconds",
         "Time the collection serving this scrape took to read every perf group (concurrent scrapes share one).",
@@ -84,5 +125,8 @@ fn self_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>) {
             })
             .collect(),
     });
+    if let Some(st) = &state.otlp {
+        back.push(st.family());
+    }
     (front, back)
 }
