@@ -407,8 +407,9 @@ fn real_churn_during_scans_never_fails_a_scan() {
     g.mkdir("app/keep");
     let top = g.top.clone();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let churn = {
-        let stop = stop.clone();
+        let (stop, made) = (stop.clone(), made.clone());
         std::thread::spawn(move || {
             let mut n = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -416,25 +417,40 @@ fn real_churn_during_scans_never_fails_a_scan() {
                 let _ = std::fs::create_dir(&d);
                 let _ = std::fs::remove_dir(top.join(format!("app/c{}", (n + 8) % 16)));
                 n += 1;
+                made.store(n, std::sync::atomic::Ordering::Relaxed);
             }
-            n
         })
     };
     let root = find_root(Path::new("/proc"), Some(&g.top)).unwrap();
-    let mut s = Selector::new(root, section("  paths: [\"app/*\"]\n"));
+    let mut s = Selector::new(root.clone(), section("  paths: [\"app/*\"]\n"));
     let mut gone = 0;
-    for _ in 0..200 {
+    // At least 200 scans, and until the churn made 2,000 changes (scans
+    // applying events are fast: they must overlap the churn).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut scans = 0;
+    while scans < 200 || made.load(std::sync::atomic::Ordering::Relaxed) < 2000 {
+        assert!(Instant::now() < deadline, "the churn made too few changes");
         let sel = s.scan().expect("a scan under churn succeeds");
         assert!(rels(&sel.counted).contains(&"app/keep"));
         for l in &sel.left_out {
             assert_eq!(l.reason, LeftOutReason::Gone, "{l:?}");
             gone += 1;
         }
+        scans += 1;
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let made = churn.join().unwrap();
-    assert!(made > 0);
-    eprintln!("{made} cgroups created during 200 scans; {gone} found gone");
+    churn.join().unwrap();
+    // Once the churn stopped, the selection is what a fresh walk finds.
+    let truth = Selector::new(root, section("  paths: [\"app/*\"]\n"))
+        .without_watches()
+        .scan()
+        .unwrap();
+    assert_eq!(s.scan().unwrap(), truth);
+    eprintln!(
+        "{} changes during {scans} scans ({} walks from scratch); {gone} found gone",
+        made.load(std::sync::atomic::Ordering::Relaxed),
+        s.rewalks()
+    );
 }
 
 fn open_fds() -> usize {
