@@ -4,7 +4,7 @@
 use super::{rank, tree::Tree, walk};
 use super::{Cgroup, CgroupError, LeftOut, LeftOutReason, Root, Selection};
 use crate::config::cgroups::CgroupsConfig;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::time::Instant;
 
@@ -203,21 +203,20 @@ impl Selector {
         for c in candidates {
             // A cgroup's id is read once: the tree forgets it on removal.
             let known = self.tree.as_ref().and_then(|t| t.id(&c.rel));
-            match known.or_else(|| read_id(&c.dir)) {
+            let id = known.or_else(|| {
+                let id = read_id(&c.dir)?;
+                if let Some(t) = &mut self.tree {
+                    t.remember_id(&c.rel, id);
+                }
+                Some(id)
+            });
+            match id {
                 Some(id) => found.push((c, id)),
                 None => sel.left_out.push(LeftOut {
                     rel: c.rel,
                     reason: LeftOutReason::Gone,
                 }),
             }
-        }
-        if let Some(t) = &mut self.tree {
-            t.set_ids(
-                found
-                    .iter()
-                    .map(|(c, id)| (c.rel.clone(), *id))
-                    .collect::<BTreeMap<_, _>>(),
-            );
         }
         let max = self.config.max_cgroups;
         self.over_limit = found.len() > max;

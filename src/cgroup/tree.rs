@@ -103,9 +103,9 @@ impl Tree {
         self.ids.get(rel).copied()
     }
 
-    /// The ids of the selection just made.
-    pub fn set_ids(&mut self, ids: BTreeMap<String, u64>) {
-        self.ids = ids;
+    /// Remembers the id of `rel`, read once (forgotten with its removal).
+    pub fn remember_id(&mut self, rel: &str, id: u64) {
+        self.ids.insert(rel.to_string(), id);
     }
 
     /// Applies the queued events. Returns whether any may change the
