@@ -6,17 +6,21 @@
 //!    with the default per-cgroup sets (`core`, `cache`, `software`) by the
 //!    `perf` backend, summed over CPUs (64 CPUs with `--short`).
 //! 2. **Live, 2 CPUs × 200 cgroups** (root): 200 real cgroups under
-//!    `/sys/fs/cgroup/unified/pe-cgengine-bench-<pid>` on this host's
+//!    `/sys/fs/cgroup/unified/pe-cgmem-bench-<pid>` on this host's
 //!    kernel (software events only here: no hardware PMU).
 //!
 //! Reported per case: descriptors (counters and directories), group reads
 //! per collection, CPU time per scrape (a collection plus the text
 //! encoding, this thread's schedstat) without and with the cgroups, RSS
-//! before and after, and response bytes; and what a rescan of the cgroup
-//! tree costs (listing the directories and reading each `cpu.stat`).
+//! before and after, the heap the cgroups added (a counting allocator),
+//! split into the simulator's own tables ([`SimKernel::memory`], the
+//! kernel's memory on a real host) and the exporter's, response bytes
+//! (plain and gzip at the exporter's level); and what a rescan of the
+//! cgroup tree costs (listing the directories and reading each
+//! `cpu.stat`).
 //!
 //! ```sh
-//! cargo bench --bench cgroup_scale -- [--short]
+//! cargo bench --bench cgroup_scale -- [--short] [--live | --simulated] [--scrapes=N]
 //! ```
 //! Exits non-zero only when it cannot run; the goal (under 100 ms of CPU
 //! per scrape and 256 MiB RSS at 512 × 200) is printed, not enforced.
@@ -39,19 +43,41 @@ use perf_exporter::pmu::PmuTable;
 use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
+use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
+use std::alloc::System;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Bytes allocated and not yet freed, process-wide.
+fn heap_bytes() -> u64 {
+    let s = GLOBAL.stats();
+    // A realloc counts its growth as allocated, its shrinking as freed.
+    s.bytes_allocated.saturating_sub(s.bytes_deallocated) as u64
+}
+
+/// The size of `text` gzip-compressed at the fastest level, as `/metrics`
+/// sends it.
+fn gzip_len(text: &str) -> usize {
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let _ = z.write_all(text.as_bytes());
+    z.finish().map_or(0, |v| v.len())
+}
+
 const CGROUPS: usize = 200;
 
-/// The same selection at every collection.
+/// One selection, made once and then kept (as the inotify selector keeps
+/// it while the tree does not change: `Ok(None)`).
 #[derive(Debug, Clone)]
-struct Fixed(Selection);
+struct Fixed(Option<Selection>);
 
 impl Discovery for Fixed {
     fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
-        Ok(Some(self.0.clone()))
+        Ok(self.0.take())
     }
 }
 
@@ -86,8 +112,8 @@ fn rss_kib() -> u64 {
 /// CPU seconds per scrape (collection + encoding) over `n` scrapes (this
 /// thread's schedstat, which the kernel updates at ticks and switches, so
 /// it is taken over the whole run), median wall seconds, and the response
-/// bytes.
-fn scrapes(e: &mut Engine, n: usize) -> (f64, f64, usize) {
+/// bytes, plain and gzip.
+fn scrapes(e: &mut Engine, n: usize) -> (f64, f64, (usize, usize)) {
     let mut wall = Vec::with_capacity(n);
     let mut bytes = 0;
     let mut text = String::new();
@@ -100,7 +126,8 @@ fn scrapes(e: &mut Engine, n: usize) -> (f64, f64, usize) {
         wall.push(t0.elapsed().as_secs_f64());
         bytes = text.len();
     }
-    ((thread_cpu() - c0) / n as f64, quantile(&wall, 0.5), bytes)
+    let cpu = (thread_cpu() - c0) / n as f64;
+    (cpu, quantile(&wall, 0.5), (bytes, gzip_len(&text)))
 }
 
 /// Lists `n` cgroup directories and reads their `cpu.stat`: what a rescan
@@ -127,13 +154,15 @@ struct Report {
     base_cpu: f64,
     cpu: f64,
     wall50: f64,
-    /// RSS the simulated kernel's own counter state takes (measured
-    /// alone), `None` on the live kernel.
-    sim_kib: Option<u64>,
+    /// What the simulated kernel's own tables grew by, attaching (bytes
+    /// in use, bytes allocated); `None` on the live kernel.
+    sim_heap: Option<(u64, u64)>,
+    /// Heap the process grew by, attaching the cgroups and scraping.
+    heap_grew: u64,
     rss_before: u64,
     rss_after: u64,
-    bytes_before: usize,
-    bytes: usize,
+    bytes_before: (usize, usize),
+    bytes: (usize, usize),
     rescan: f64,
 }
 
@@ -151,20 +180,38 @@ fn print(r: &Report) {
         r.wall50 * 1e3
     );
     println!(
+        "  CPU per group read (with its share of the snapshot) {:.2} us",
+        (r.cpu - r.base_cpu) / r.reads.max(1) as f64 * 1e6
+    );
+    println!(
         "  RSS                          {:>10.1} MiB -> {:.1} MiB (peak {:.1} MiB)",
         r.rss_before as f64 / 1024.0,
         r.rss_after as f64 / 1024.0,
         status_kib(std::process::id(), "VmHWM").unwrap_or(0) as f64 / 1024.0
     );
-    if let Some(k) = r.sim_kib {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!(
+        "  heap grown by the cgroups    {:>10.1} MiB",
+        mib(r.heap_grew)
+    );
+    if let Some((used, allocated)) = r.sim_heap {
         println!(
-            "  of which the simulated kernel {:>9.1} MiB (its counter table, measured alone)",
-            k as f64 / 1024.0
+            "  of which the simulated kernel {:>9.1} MiB ({:.1} MiB in use: its tables, the kernel's memory on a real host)",
+            mib(allocated),
+            mib(used)
+        );
+        println!(
+            "  of which the exporter        {:>10.1} MiB",
+            mib(r.heap_grew.saturating_sub(allocated))
+        );
+        println!(
+            "  RSS without the simulator's tables in use {:.1} MiB",
+            r.rss_after as f64 / 1024.0 - mib(used)
         );
     }
     println!(
-        "  response bytes               {:>10} -> {}",
-        r.bytes_before, r.bytes
+        "  response bytes (gzip)        {:>10} ({}) -> {} ({})",
+        r.bytes_before.0, r.bytes_before.1, r.bytes.0, r.bytes.1
     );
     println!("  rescan of the tree (CPU)     {:>10.2} ms", r.rescan * 1e3);
 }
@@ -183,7 +230,7 @@ fn engine_for(k: Arc<dyn Kernel>, t: PmuTable) -> Engine {
 fn attach(e: &mut Engine, k: Arc<dyn Kernel>, root: &Path, rels: &[String]) -> (usize, usize) {
     let sets: Vec<String> = ["core", "cache", "software"].map(String::from).to_vec();
     let b = PerfBackend::new(k, e.resolution(), &sets, e.online_cpus(), false, None);
-    let c = CgroupCounting::new(Box::new(Fixed(selection(root, rels))), Box::new(b));
+    let c = CgroupCounting::new(Box::new(Fixed(Some(selection(root, rels)))), Box::new(b));
     let counts = (c.backend().open_fds(), c.backend().reads());
     e.attach_cgroups(c);
     counts
@@ -222,10 +269,17 @@ fn simulated(n: usize, short: bool) -> Result<Report, Error> {
     e.collect();
     let (base_cpu, _, bytes_before) = scrapes(&mut e, n);
     let rss_before = rss_kib();
+    let heap_before = heap_bytes();
+    let sim_before = sim.memory();
     let (fds, reads) = attach(&mut e, k, &cg, &rels);
     let (cpu, wall50, bytes) = scrapes(&mut e, n);
     let rss_after = rss_kib();
-    let sim_kib = sim_alone(&sim, &cg, fds - rels.len());
+    let heap_grew = heap_bytes().saturating_sub(heap_before);
+    let sim_after = sim.memory();
+    let sim_heap = (
+        sim_after.used.saturating_sub(sim_before.used) as u64,
+        sim_after.allocated.saturating_sub(sim_before.allocated) as u64,
+    );
     Ok(Report {
         case: format!(
             "simulated PMU: {} CPUs x 200 cgroups x default per-cgroup sets (core, cache, software)",
@@ -236,41 +290,14 @@ fn simulated(n: usize, short: bool) -> Result<Report, Error> {
         base_cpu,
         cpu,
         wall50,
-        sim_kib: Some(sim_kib),
+        sim_heap: Some(sim_heap),
+        heap_grew,
         rss_before,
         rss_after,
         bytes_before,
         bytes,
         rescan: rescan_cost(&cg, &rels, n.max(20)),
     })
-}
-
-/// The RSS growth of opening `counters` software counters on a fresh
-/// simulated kernel of the same machine, held in plain vectors: what the
-/// simulator (standing in for the kernel) adds to the process, not the
-/// exporter.
-fn sim_alone(sim: &SimKernel, cg: &Path, counters: usize) -> u64 {
-    let k = SimKernel::new(sim.table().clone());
-    let before = rss_kib();
-    let Ok(h) = k.open_cgroup(cg) else {
-        return 0;
-    };
-    let attr = perf_exporter::perf::EventAttr {
-        type_: 1,
-        config: [0; 4],
-        event: "cpu-clock".into(),
-        pmu: "software".into(),
-    };
-    let mut held = Vec::with_capacity(counters);
-    for _ in 0..counters {
-        match k.open_in_cgroup(&attr, &h, 0, None) {
-            Ok(c) => held.push(c),
-            Err(_) => break,
-        }
-    }
-    let grew = rss_kib().saturating_sub(before);
-    drop(held);
-    grew
 }
 
 /// Created cgroups, removed on drop.
@@ -291,7 +318,7 @@ impl Drop for LiveTree {
 
 fn live(n: usize) -> Result<Report, Error> {
     let root = PathBuf::from(format!(
-        "/sys/fs/cgroup/unified/pe-cgengine-bench-{}",
+        "/sys/fs/cgroup/unified/pe-cgmem-bench-{}",
         std::process::id()
     ));
     std::fs::create_dir(&root)
@@ -309,6 +336,7 @@ fn live(n: usize) -> Result<Report, Error> {
     e.collect();
     let (base_cpu, _, bytes_before) = scrapes(&mut e, n);
     let rss_before = rss_kib();
+    let heap_before = heap_bytes();
     let (fds, reads) = attach(&mut e, k, &root, &rels);
     let (cpu, wall50, bytes) = scrapes(&mut e, n);
     let r = Report {
@@ -319,7 +347,8 @@ fn live(n: usize) -> Result<Report, Error> {
         base_cpu,
         cpu,
         wall50,
-        sim_kib: None,
+        sim_heap: None,
+        heap_grew: heap_bytes().saturating_sub(heap_before),
         rss_before,
         rss_after: rss_kib(),
         bytes_before,
@@ -331,10 +360,20 @@ fn live(n: usize) -> Result<Report, Error> {
     Ok(r)
 }
 
+/// A case of the report, run when its flag is given (or no case flag).
+type Case<'a> = Box<dyn Fn() -> Result<Report, Error> + 'a>;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let short = args.iter().any(|a| a == "--short");
-    let n = if short { 3 } else { 30 };
+    let only = |case: &str| {
+        let picked = args.iter().any(|a| a == "--live" || a == "--simulated");
+        !picked || args.iter().any(|a| a == case)
+    };
+    let n = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--scrapes=")?.parse().ok())
+        .unwrap_or(if short { 3 } else { 30 });
     println!(
         "# cgroup_scale ({}), {}",
         if short { "short" } else { "full" },
@@ -342,9 +381,11 @@ fn main() {
     );
     let mut failed = false;
     // Live first: its RSS is then not the simulated case's leftovers.
-    let cases: [Box<dyn Fn() -> Result<Report, Error>>; 2] =
-        [Box::new(|| live(n)), Box::new(|| simulated(n, short))];
-    for case in cases {
+    let cases: [(&str, Case); 2] = [
+        ("--live", Box::new(|| live(n))),
+        ("--simulated", Box::new(|| simulated(n, short))),
+    ];
+    for (_, case) in cases.into_iter().filter(|(name, _)| only(name)) {
         match case() {
             Ok(r) => print(&r),
             Err(e) => {

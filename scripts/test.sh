@@ -28,9 +28,10 @@ done <<<"$tools"
 scripts/images.sh # container runtimes and stand-in base images (tests/deploy/test_container.py)
 
 # Debian's tools the tests drive: chromium (the live page, headless), tmux
-# (stat's Ctrl-C), perf (agreement with `perf stat`), strace (bench smoke).
+# (stat's Ctrl-C), perf (agreement with `perf stat`), strace (bench smoke),
+# fuse-overlayfs (a hung mount: tests/read_timeout.rs).
 need=()
-for p in chromium tmux linux-perf strace; do
+for p in chromium tmux linux-perf strace fuse-overlayfs; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if ((${#need[@]})); then

@@ -18,6 +18,12 @@
 //!
 //! Errors are `std::io::Error`s whose message says why (the kind of file,
 //! or the cap); the caller adds the path, as for any other I/O error.
+//!
+//! A regular file on a hung network or FUSE mount still blocks (the kernel
+//! ignores `O_NONBLOCK` for regular files): [`watch`] records which file
+//! a thread is reading, so that the thread waiting for it can give up.
+
+pub mod watch;
 
 use std::io::{Error, ErrorKind, Read};
 use std::path::Path;
@@ -47,6 +53,9 @@ pub const PEM_BYTES: u64 = 4 << 20;
 /// refused with the reason.
 pub fn read_bytes(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt as _;
+    let _reading = watch::reading(path);
+    #[cfg(test)]
+    watch::hang::block_if_hung(path);
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)

@@ -149,6 +149,68 @@ fn basic_auth_401_without_credentials_200_with() {
     );
 }
 
+/// Issue 11: a client that keeps failing to log in is backed off (429
+/// with `Retry-After`, no bcrypt spent on it), while a client from
+/// another address logs in at once; after the wait, a success forgets
+/// the failures.
+#[test]
+fn failed_logins_back_off_that_client_only() {
+    let pki = Pki::new();
+    let wc = pki.write(
+        "web.yml",
+        &format!("basic_auth_users:\n  prometheus: {}\n", bcrypt_hash("pw")),
+    );
+    let mut p = start(&wc, &[]);
+    p.wait_ready_unauthenticated();
+    let good = basic("prometheus", "pw");
+    let attacker: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+    let other: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
+    let from = |ip, auth: &str| {
+        let headers = [("Authorization", auth)];
+        common::connect_from(ip, &p.addr)
+            .and_then(|s| common::request_on(s, "GET", "/metrics", &headers, ""))
+            .unwrap_or_else(|e| panic!("from {ip}: {e}"))
+    };
+    // The free failures (distinct passwords: nothing cached) get 401.
+    for i in 0..5 {
+        let r = from(attacker, &basic("prometheus", &format!("guess{i}")));
+        assert_eq!(r.status, 401, "failure {i}: {}", r.body);
+    }
+    // Then that client is refused, with the right password too.
+    for auth in [basic("prometheus", "guess9"), good.clone()] {
+        let r = from(attacker, &auth);
+        assert_eq!(r.status, 429, "{}", r.body);
+        let wait: u64 = r
+            .header("retry-after")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no Retry-After: {:?}", r.headers));
+        assert!((1..=60).contains(&wait), "Retry-After: {wait}");
+    }
+    // Another client is not affected.
+    let r = from(other, &good);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body.contains("perf_cpu_clock_seconds_total"),
+        "{}",
+        r.body
+    );
+    // After the wait (1s for the first back-off), the right password
+    // logs in and resets the count: one more failure is a free one.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = from(attacker, &good);
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 429, "{}", r.body);
+        assert!(std::time::Instant::now() < deadline, "still backed off");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = from(attacker, &basic("prometheus", "guess10"));
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert_eq!(from(attacker, &good).status, 200);
+}
+
 impl Proc {
     /// With basic auth on, `/-/ready` answers 401: wait for that.
     fn wait_ready_unauthenticated(&mut self) {
@@ -414,5 +476,61 @@ fn a_fifo_or_huge_web_config_is_refused_without_blocking() {
         format!(
             "perf-exporter: --web.config.file={h}: cannot read {h}: larger than 1 MiB: refused\n"
         )
+    );
+}
+
+/// A measurement for the README (Security, Bounds), not a test: one
+/// client guesses passwords as fast as it can for 30 s (bcrypt cost 10)
+/// while another logs in once a second. Run with
+/// `cargo test --release --test web_security -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement (README figures), not a test"]
+fn measure_a_brute_force_against_the_back_off() {
+    let pki = Pki::new();
+    let hash = bcrypt::hash("pw", 10).expect("bcrypt");
+    let wc = pki.write(
+        "web.yml",
+        &format!("basic_auth_users:\n  prometheus: {hash}\n"),
+    );
+    let mut p = start(&wc, &[]);
+    p.wait_ready_unauthenticated();
+    let ask = |ip: &str, auth: &str| {
+        let ip: std::net::IpAddr = ip.parse().expect("ip");
+        let headers = [("Authorization", auth)];
+        let t = std::time::Instant::now();
+        let r = common::connect_from(ip, &p.addr)
+            .and_then(|s| common::request_on(s, "GET", "/-/healthy", &headers, ""))
+            .expect("request");
+        (r.status, t.elapsed())
+    };
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    let good = basic("prometheus", "pw");
+    let (verified, refused, legit) = std::thread::scope(|s| {
+        let legit = s.spawn(|| {
+            let mut worst = Duration::ZERO;
+            let mut n = 0;
+            while std::time::Instant::now() < end {
+                let (status, took) = ask("127.0.0.2", &good);
+                assert_eq!(status, 200);
+                worst = worst.max(took);
+                n += 1;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            (n, worst)
+        });
+        let (mut verified, mut refused, mut i) = (0, 0, 0);
+        while std::time::Instant::now() < end {
+            i += 1;
+            match ask("127.0.0.1", &basic("prometheus", &format!("guess{i}"))).0 {
+                401 => verified += 1,
+                429 => refused += 1,
+                other => panic!("status {other}"),
+            }
+        }
+        (verified, refused, legit.join().expect("legit client"))
+    });
+    println!(
+        "30 s of guessing from one address: {verified} passwords verified (401), {refused} refused (429); another address logged in {} times, slowest {:?}",
+        legit.0, legit.1
     );
 }

@@ -6,6 +6,7 @@
 //! `POST /-/reload` share.
 
 mod cgroups;
+mod deadline;
 mod host;
 mod reload;
 
@@ -74,6 +75,9 @@ pub struct WebSettings {
     pub web_config_file: Option<PathBuf>,
     /// `--web.config.allow-downgrade`: a reload may turn TLS or auth off.
     pub allow_downgrade: bool,
+    /// `--config.read-timeout`: how long start-up and each reload wait
+    /// for one file read (a hung mount) before giving up.
+    pub read_timeout: Duration,
     /// `--web.max-requests` (0: no limit).
     pub max_requests: usize,
     /// `--web.max-connections` (0: no limit).
@@ -139,6 +143,12 @@ pub enum AppError {
     /// A report could not be written as JSON.
     #[error("cannot encode the report as JSON: {0}")]
     Json(serde_json::Error),
+}
+
+impl From<deadline::ReadTimeout> for AppError {
+    fn from(e: deadline::ReadTimeout) -> Self {
+        AppError::Load(e.into())
+    }
 }
 
 /// Loads a web config file, naming the flag in errors.

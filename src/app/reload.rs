@@ -4,11 +4,16 @@
 //! away from the threads scrapes collect on, and are coalesced: at most
 //! one runs and one is pending, however many are asked for (a config path
 //! that blocks, a FIFO or a hung mount, holds one thread, never the
-//! scrapes). A refused reload keeps the previous configuration serving
-//! and sets `perf_config_last_reload_successful` to 0.
+//! scrapes). Its reads run on a helper thread bounded by
+//! `--config.read-timeout` (`app::deadline`): a read that never returns
+//! fails that reload, and the next one starts afresh. A refused reload
+//! keeps the previous configuration serving and sets
+//! `perf_config_last_reload_successful` to 0.
 
+use super::deadline::{Deadline, ReadTimeout};
 use super::host::HostSettings;
 use super::serve::open_engine_for;
+use crate::bounded::watch::step;
 use crate::config::cgroups::CgroupsConfig;
 use crate::config::ConfigError;
 use crate::engine::Engine;
@@ -51,6 +56,9 @@ pub enum ReloadError {
     /// The new web config would weaken the running listener.
     #[error("the new web config {0}; the running listener keeps its web config (to allow this, start with --web.config.allow-downgrade)")]
     Downgrade(&'static str),
+    /// A read did not return within `--config.read-timeout`.
+    #[error(transparent)]
+    ReadTimeout(#[from] ReadTimeout),
 }
 
 /// What start-up and every reload read.
@@ -59,6 +67,8 @@ pub(super) struct Sources {
     pub host: HostSettings,
     pub web_config_file: Option<PathBuf>,
     pub allow_downgrade: bool,
+    /// `--config.read-timeout`, shared by start-up and every reload.
+    pub deadline: Deadline,
 }
 
 /// One load: the web config (when a file is given), the PMU table and
@@ -81,16 +91,26 @@ pub(super) fn load(
     kernel: &dyn Kernel,
 ) -> Result<Loaded, ReloadError> {
     let web = match &src.web_config_file {
-        Some(p) => Some(WebConfig::load(p).map_err(|err| ReloadError::WebConfig {
-            file: p.display().to_string(),
-            err,
-        })?),
+        Some(p) => {
+            step(format!(
+                "the web config file {} or a file it names",
+                p.display()
+            ));
+            Some(WebConfig::load(p).map_err(|err| ReloadError::WebConfig {
+                file: p.display().to_string(),
+                err,
+            })?)
+        }
         None => None,
     };
+    if let Some(p) = &src.host.config_file {
+        step(format!("the config file {}", p.display()));
+    }
     let cfg = src.host.load_config()?;
     let table = if kernel.simulated() {
         table.clone()
     } else {
+        step(format!("PMU discovery under {}", table.sysfs.display()));
         let t = PmuTable::discover(&table.sysfs).map_err(ReloadError::Pmu)?;
         for w in &t.warnings {
             tracing::warn!(warning = %w, "sysfs entry skipped");
@@ -102,6 +122,7 @@ pub(super) fn load(
     let fresh;
     let ctx = match &ctx.tracefs {
         Some(t) if !kernel.simulated() => {
+            step(format!("tracepoint discovery under {}", t.display()));
             fresh = Context {
                 tracepoints: Tracepoints::discover(t),
                 ..ctx.clone()
@@ -110,6 +131,7 @@ pub(super) fn load(
         }
         _ => ctx,
     };
+    step("probing the config's events");
     let probe = prober(kernel);
     let mut res = resolve_config(&cfg, &table, ctx, Some(&probe));
     if !kernel.simulated() {
@@ -181,7 +203,11 @@ impl Job {
     }
 
     fn try_reload(&mut self) -> Result<String, ReloadError> {
-        let l = load(&self.sources, &self.table, &self.ctx, self.kernel.as_ref())?;
+        let (src, table, ctx) = (self.sources.clone(), self.table.clone(), self.ctx.clone());
+        let kernel = self.kernel.clone();
+        let l = self.sources.deadline.run("reload-reads", move || {
+            load(&src, &table, &ctx, kernel.as_ref())
+        })?;
         if let Some(w) = &l.web {
             if !self.sources.allow_downgrade {
                 self.guard.check(w)?;
@@ -404,3 +430,7 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 }
+
+#[cfg(test)]
+#[path = "reload_timeout_tests.rs"]
+mod timeout_tests;

@@ -4,15 +4,19 @@
 //!    end the process, and SIGTERM must work in every start-up state.
 //! 2. The files (web config, config, PMU table) are read on a start-up
 //!    thread while the runtime waits for it *or* a SIGTERM/SIGINT: a read
-//!    that never returns (a FIFO, a hung mount) cannot hold the process.
+//!    that never returns (a FIFO, a hung mount) cannot hold the process,
+//!    and one that makes no progress within `--config.read-timeout` ends
+//!    the start-up with the file named.
 //!    A SIGHUP during start-up asks for one reload once serving.
 //! 3. The listener is bound before counters open (a listen error ends the
 //!    start-up cheaply), then the engine, the reload thread and the OTLP
 //!    push start, and the server runs.
 
+use super::deadline::Deadline;
 use super::host::{Host, HostSettings};
 use super::reload::{load, Guard, Job, Loaded, Reloader, Sources};
 use super::{AppError, WebSettings};
+use crate::bounded::watch::step;
 use crate::engine::Engine;
 use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
 use crate::perf::Kernel;
@@ -108,13 +112,14 @@ impl Signals {
 }
 
 /// What the start-up thread reads.
-struct Prepared {
-    host: Host,
-    kernel: Arc<dyn Kernel>,
-    loaded: Loaded,
+pub(super) struct Prepared {
+    pub host: Host,
+    pub kernel: Arc<dyn Kernel>,
+    pub loaded: Loaded,
 }
 
-fn prepare(src: &Sources) -> Result<Prepared, AppError> {
+pub(super) fn prepare(src: &Sources) -> Result<Prepared, AppError> {
+    step(format!("PMU discovery under {}", src.host.sysfs.display()));
     let host = Host::open(&src.host)?;
     let Some(kernel) = host.kernel.clone() else {
         return Err(AppError::NotLive(src.host.sysfs.display().to_string()));
@@ -134,12 +139,17 @@ async fn run(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
         host,
         web_config_file: web.web_config_file.clone(),
         allow_downgrade: web.allow_downgrade,
+        deadline: Deadline::new(web.read_timeout),
     };
     let s = src.clone();
-    let Some(p) = signals
-        .unless_terminated("start-up", move || prepare(&s))
-        .await?
-    else {
+    // The reads on a helper of the start-up thread, bounded by
+    // --config.read-timeout: a hung mount fails the start-up.
+    let load = move || {
+        s.deadline
+            .clone()
+            .run("start-up reads", move || prepare(&s))
+    };
+    let Some(p) = signals.unless_terminated("start-up", load).await? else {
         return Ok(());
     };
     start(p, src, web, otlp, signals).await
@@ -223,6 +233,7 @@ async fn start(
         read_header_timeout: web.read_header_timeout,
         request_timeout: web.request_timeout,
     });
+    let deadline = src.deadline.clone();
     let mut job = Job {
         sources: src,
         table: p.loaded.table,
@@ -243,8 +254,13 @@ async fn start(
             let collect: otlp::Collect =
                 Arc::new(move || e.lock().unwrap_or_else(PoisonError::into_inner).collect());
             // Reads its TLS files: off the runtime thread, SIGTERM still
-            // heard.
-            let start = move || Pusher::start(settings, collect, stats).map_err(AppError::from);
+            // heard, and bounded by --config.read-timeout.
+            let start = move || {
+                deadline.run("otlp-files", move || {
+                    step("reading the OTLP TLS files (--otlp.certificate, --otlp.client-certificate, --otlp.client-key)");
+                    Pusher::start(settings, collect, stats).map_err(AppError::from)
+                })
+            };
             match signals.unless_terminated("otlp-start", start).await? {
                 Some(p) => Some(p),
                 None => return Ok(()),

@@ -158,6 +158,14 @@ struct ServeArgs {
         value_parser = crate::duration::parse
     )]
     request_timeout: Duration,
+    /// Time one read of the config, web config, TLS or sysfs files may take at start-up and on reload (a hung NFS or FUSE mount); then the start-up fails, or the reload is refused and the next one tries again.
+    #[arg(
+        long = "config.read-timeout",
+        default_value = "10s",
+        value_name = "DURATION",
+        value_parser = crate::duration::parse
+    )]
+    read_timeout: Duration,
     /// With --simulate: make every simulated group read take this long, e.g. 50ms (a slow PMU, to demo and test slow scrapes).
     #[arg(long = "simulate.read-delay", value_name = "DURATION", value_parser = crate::duration::parse)]
     simulate_read_delay: Option<Duration>,
@@ -362,6 +370,7 @@ impl ServeArgs {
             telemetry_path: self.telemetry_path,
             web_config_file: self.web_config_file,
             allow_downgrade: self.allow_downgrade,
+            read_timeout: self.read_timeout,
             max_requests: self.max_requests,
             max_connections: self.max_connections,
             max_streams: self.max_streams,
@@ -412,6 +421,14 @@ mod tests {
             Command::Serve(w) => assert_eq!(w.request_timeout, Duration::from_secs(90)),
             _ => panic!("serve expected"),
         }
+        let s = parse(&["serve", "--config.read-timeout", "250ms"])
+            .unwrap()
+            .settings();
+        match s.command {
+            Command::Serve(w) => assert_eq!(w.read_timeout, Duration::from_millis(250)),
+            _ => panic!("serve expected"),
+        }
+        assert!(parse(&["--config.read-timeout", "0s"]).is_err());
     }
 
     #[test]

@@ -1,10 +1,9 @@
 //! The live kernel: real `perf_event_open`, ioctl and `read` syscalls.
 
-use super::cgroup::{CgroupHandle, CgroupInner};
+use super::cgroup::CgroupInner;
 use super::hotplug::UeventWatcher;
 use super::{
-    parse_group_read, Counter, CounterInner, EventAttr, GroupReading, Kernel, PerfError,
-    READ_FORMAT,
+    parse_group_read, Counter, CounterInner, EventAttr, GroupReading, Kernel, OpenAt, READ_FORMAT,
 };
 use perf_event_open_sys as sys;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -36,17 +35,21 @@ fn raw_fd(c: &Counter) -> Option<i32> {
     }
 }
 
-impl LiveKernel {
+impl Kernel for LiveKernel {
     /// `perf_event_open(attr, pid, cpu, group, flags | FD_CLOEXEC)`, then
-    /// the event's id.
-    fn open_target(
-        &self,
-        attr: &EventAttr,
-        pid: i32,
-        flags: libc::c_ulong,
-        cpu: u32,
-        group: Option<&Counter>,
-    ) -> Result<Counter, PerfError> {
+    /// the event's id: `pid = -1` system-wide, the cgroup directory's fd
+    /// with `PERF_FLAG_PID_CGROUP`.
+    fn sys_open(&self, attr: &EventAttr, at: OpenAt<'_>) -> Result<Counter, i32> {
+        let (pid, flags) = match at.cgroup {
+            None => (-1, 0),
+            Some(cg) => match &cg.inner {
+                CgroupInner::Live(dir) => (
+                    dir.as_raw_fd(),
+                    sys::bindings::PERF_FLAG_PID_CGROUP as libc::c_ulong,
+                ),
+                CgroupInner::Sim(_) => return Err(libc::EBADF),
+            },
+        };
         let mut a = sys::bindings::perf_event_attr {
             type_: attr.type_,
             size: std::mem::size_of::<sys::bindings::perf_event_attr>() as u32,
@@ -58,13 +61,12 @@ impl LiveKernel {
         a.__bindgen_anon_4.config2 = attr.config[2];
         a.config3 = attr.config[3];
         // Only the leader starts disabled: enabling it enables the group.
-        a.set_disabled(u64::from(group.is_none()));
-        let group_fd = match group {
-            Some(g) => raw_fd(g).ok_or_else(|| PerfError::new("open", attr, cpu, libc::EBADF))?,
+        a.set_disabled(u64::from(at.group.is_none()));
+        let group_fd = match at.group {
+            Some(g) => raw_fd(g).ok_or(libc::EBADF)?,
             None => -1,
         };
-        let cpu_i =
-            i32::try_from(cpu).map_err(|_| PerfError::new("open", attr, cpu, libc::EINVAL))?;
+        let cpu = i32::try_from(at.cpu).map_err(|_| libc::EINVAL)?;
         // SAFETY: `a` is a fully initialised perf_event_attr whose `size`
         // matches the struct the kernel reads; the pointer is valid for
         // the duration of the call. pid=-1 with a CPU counts system-wide;
@@ -74,13 +76,13 @@ impl LiveKernel {
             sys::perf_event_open(
                 &mut a,
                 pid,
-                cpu_i,
+                cpu,
                 group_fd,
                 flags | sys::bindings::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
             )
         };
         if fd < 0 {
-            return Err(PerfError::new("open", attr, cpu, errno()));
+            return Err(errno());
         }
         // SAFETY: the kernel just returned this fd to us and nothing else
         // owns it; OwnedFd closes it on drop.
@@ -90,67 +92,36 @@ impl LiveKernel {
         // which points at a live local.
         let r = unsafe { sys::ioctls::ID(owned.as_raw_fd(), &mut id) };
         if r < 0 {
-            return Err(PerfError::new("open", attr, cpu, errno()));
+            return Err(errno());
         }
         Ok(Counter {
             inner: CounterInner::Live(owned),
             id,
         })
     }
-}
 
-impl Kernel for LiveKernel {
-    fn open(
-        &self,
-        attr: &EventAttr,
-        cpu: u32,
-        group: Option<&Counter>,
-    ) -> Result<Counter, PerfError> {
-        self.open_target(attr, -1, 0, cpu, group)
-    }
-
-    fn open_in_cgroup(
-        &self,
-        attr: &EventAttr,
-        cgroup: &CgroupHandle,
-        cpu: u32,
-        group: Option<&Counter>,
-    ) -> Result<Counter, PerfError> {
-        let CgroupInner::Live(dir) = &cgroup.inner else {
-            return Err(PerfError::new("open", attr, cpu, libc::EBADF));
-        };
-        let flags = sys::bindings::PERF_FLAG_PID_CGROUP as libc::c_ulong;
-        self.open_target(attr, dir.as_raw_fd(), flags, cpu, group)
-    }
-
-    fn enable_group(&self, leader: &Counter, attr: &EventAttr, cpu: u32) -> Result<(), PerfError> {
-        let fd = raw_fd(leader).ok_or_else(|| PerfError::new("enable", attr, cpu, libc::EBADF))?;
+    fn sys_enable(&self, leader: &Counter) -> Result<(), i32> {
+        let fd = raw_fd(leader).ok_or(libc::EBADF)?;
         // SAFETY: ENABLE takes an integer flag, no pointer; fd is open.
         let r = unsafe { sys::ioctls::ENABLE(fd, sys::bindings::PERF_IOC_FLAG_GROUP) };
         if r < 0 {
-            return Err(PerfError::new("enable", attr, cpu, errno()));
+            return Err(errno());
         }
         Ok(())
     }
 
-    fn read_group(
-        &self,
-        leader: &Counter,
-        attr: &EventAttr,
-        cpu: u32,
-        out: &mut GroupReading,
-    ) -> Result<(), PerfError> {
-        let fd = raw_fd(leader).ok_or_else(|| PerfError::new("read", attr, cpu, libc::EBADF))?;
+    fn sys_read(&self, leader: &Counter, out: &mut GroupReading) -> Result<(), i32> {
+        let fd = raw_fd(leader).ok_or(libc::EBADF)?;
         // Room for 3 header words + 2 per member; groups are small, so a
         // stack buffer serves every realistic group without allocating.
         let mut buf = [0u8; (3 + 2 * 64) * 8];
         // SAFETY: buf is a live, writable buffer of buf.len() bytes.
         let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
-            return Err(PerfError::new("read", attr, cpu, errno()));
+            return Err(errno());
         }
         let n = n as usize;
-        parse_group_read(&buf[..n], out).map_err(|_| PerfError::new("read", attr, cpu, libc::EIO))
+        parse_group_read(&buf[..n], out).map_err(|_| libc::EIO)
     }
 
     fn hotplug_generation(&self) -> Option<u64> {

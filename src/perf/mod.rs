@@ -222,11 +222,80 @@ impl fmt::Display for ErrorKind {
     }
 }
 
+/// Where a counter opens: on `cpu`, system-wide (`cgroup = None`) or only
+/// while tasks of `cgroup` run there, as a new group leader (`group =
+/// None`) or as a member of `group`.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenAt<'a> {
+    /// The CPU.
+    pub cpu: u32,
+    /// The cgroup, for `PERF_FLAG_PID_CGROUP`.
+    pub cgroup: Option<&'a CgroupHandle>,
+    /// The group to join.
+    pub group: Option<&'a Counter>,
+}
+
+impl<'a> OpenAt<'a> {
+    /// System-wide on `cpu`.
+    pub fn system_wide(cpu: u32, group: Option<&'a Counter>) -> Self {
+        OpenAt {
+            cpu,
+            cgroup: None,
+            group,
+        }
+    }
+
+    /// On `cpu` while tasks of `cgroup` run there.
+    pub fn in_cgroup(cgroup: &'a CgroupHandle, cpu: u32, group: Option<&'a Counter>) -> Self {
+        OpenAt {
+            cpu,
+            cgroup: Some(cgroup),
+            group,
+        }
+    }
+}
+
 /// The seam between the engine and the kernel.
 ///
 /// Implementations must be cheap to call on the scrape path: `read_group`
 /// is one `read()` for the live kernel.
+///
+/// An implementation provides the three system calls ([`sys_open`],
+/// [`sys_enable`], [`sys_read`]), which fail with an errno; the seam's
+/// callers use [`open`], [`open_in_cgroup`], [`enable_group`] and
+/// [`read_group`], whose errors name the event, PMU and CPU. (A wrapper,
+/// such as a test's kernel with quirks, may override those instead.)
+///
+/// [`sys_open`]: Self::sys_open
+/// [`sys_enable`]: Self::sys_enable
+/// [`sys_read`]: Self::sys_read
+/// [`open`]: Self::open
+/// [`open_in_cgroup`]: Self::open_in_cgroup
+/// [`enable_group`]: Self::enable_group
+/// [`read_group`]: Self::read_group
 pub trait Kernel: Send + Sync + fmt::Debug {
+    /// `perf_event_open` of `attr` where `at` says, disabled when it leads
+    /// a new group; the fd is close-on-exec. The default refuses with
+    /// EOPNOTSUPP.
+    fn sys_open(&self, attr: &EventAttr, at: OpenAt<'_>) -> Result<Counter, i32> {
+        let _ = (attr, at);
+        Err(libc::EOPNOTSUPP)
+    }
+
+    /// `PERF_EVENT_IOC_ENABLE` with `PERF_IOC_FLAG_GROUP` on a leader. The
+    /// default refuses with EOPNOTSUPP.
+    fn sys_enable(&self, leader: &Counter) -> Result<(), i32> {
+        let _ = leader;
+        Err(libc::EOPNOTSUPP)
+    }
+
+    /// One `read()` of a leader with [`READ_FORMAT`] into `out`. The
+    /// default refuses with EOPNOTSUPP.
+    fn sys_read(&self, leader: &Counter, out: &mut GroupReading) -> Result<(), i32> {
+        let _ = (leader, out);
+        Err(libc::EOPNOTSUPP)
+    }
+
     /// Opens a counting event system-wide on `cpu` (`pid = -1`), disabled,
     /// as a new group leader (`group = None`) or as a member of `group`.
     /// The fd is close-on-exec.
@@ -235,7 +304,10 @@ pub trait Kernel: Send + Sync + fmt::Debug {
         attr: &EventAttr,
         cpu: u32,
         group: Option<&Counter>,
-    ) -> Result<Counter, PerfError>;
+    ) -> Result<Counter, PerfError> {
+        self.sys_open(attr, OpenAt::system_wide(cpu, group))
+            .map_err(|e| PerfError::new("open", attr, cpu, e))
+    }
 
     /// Opens a cgroup's directory (`O_RDONLY | O_DIRECTORY | O_CLOEXEC`)
     /// for [`open_in_cgroup`](Self::open_in_cgroup). A removed cgroup
@@ -247,7 +319,7 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     /// Like [`open`](Self::open), but counting on `cpu` only while tasks
     /// of `cgroup` run there (`PERF_FLAG_PID_CGROUP` with the directory's
     /// fd as `pid`). A cgroup removed since its directory was opened fails
-    /// with ENOENT. The default refuses with EOPNOTSUPP.
+    /// with ENOENT.
     fn open_in_cgroup(
         &self,
         attr: &EventAttr,
@@ -255,13 +327,16 @@ pub trait Kernel: Send + Sync + fmt::Debug {
         cpu: u32,
         group: Option<&Counter>,
     ) -> Result<Counter, PerfError> {
-        let _ = (cgroup, group);
-        Err(PerfError::new("open", attr, cpu, libc::EOPNOTSUPP))
+        self.sys_open(attr, OpenAt::in_cgroup(cgroup, cpu, group))
+            .map_err(|e| PerfError::new("open", attr, cpu, e))
     }
 
     /// Enables a whole group (`PERF_EVENT_IOC_ENABLE` with
     /// `PERF_IOC_FLAG_GROUP`) on its leader.
-    fn enable_group(&self, leader: &Counter, attr: &EventAttr, cpu: u32) -> Result<(), PerfError>;
+    fn enable_group(&self, leader: &Counter, attr: &EventAttr, cpu: u32) -> Result<(), PerfError> {
+        self.sys_enable(leader)
+            .map_err(|e| PerfError::new("enable", attr, cpu, e))
+    }
 
     /// Reads a group with one `read()` of its leader into `out`.
     fn read_group(
@@ -270,7 +345,10 @@ pub trait Kernel: Send + Sync + fmt::Debug {
         attr: &EventAttr,
         cpu: u32,
         out: &mut GroupReading,
-    ) -> Result<(), PerfError>;
+    ) -> Result<(), PerfError> {
+        self.sys_read(leader, out)
+            .map_err(|e| PerfError::new("read", attr, cpu, e))
+    }
 
     /// The online CPUs now, for hotplug detection. The live kernel reads
     /// `devices/system/cpu/online` under `sysfs`; the simulation keeps
@@ -364,5 +442,33 @@ mod tests {
         );
         let p = PerfError::new("open", &attr, 3, libc::ENOENT).problem();
         assert_eq!(p.class(), crate::problem::Class::NotOnPlatform);
+    }
+
+    /// A kernel that implements no system call.
+    #[derive(Debug)]
+    struct Nothing;
+
+    impl Kernel for Nothing {}
+
+    #[test]
+    fn the_seam_names_the_event_and_cpu_of_a_failed_system_call() {
+        let attr = EventAttr {
+            type_: 1,
+            config: [0; 4],
+            event: "cpu-clock".into(),
+            pmu: "software".into(),
+        };
+        let e = Nothing.open(&attr, 3, None).unwrap_err();
+        assert_eq!((e.op, e.errno, e.cpu), ("open", libc::EOPNOTSUPP, 3));
+        assert_eq!(e.event, "cpu-clock");
+        // The live kernel refuses a simulated cgroup's handle, naming it.
+        let cg = CgroupHandle {
+            dir: "/nowhere".into(),
+            inner: cgroup::CgroupInner::Sim(0.5),
+        };
+        let e = live::LiveKernel::new()
+            .open_in_cgroup(&attr, &cg, 1, None)
+            .unwrap_err();
+        assert_eq!((e.op, e.errno, e.cpu), ("open", libc::EBADF, 1));
     }
 }

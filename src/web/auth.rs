@@ -12,9 +12,16 @@
 //! least-recently-used cache that is never cleared wholesale, failures in
 //! their own, so a flood of distinct wrong passwords cannot evict the
 //! verdicts of legitimate clients (issue 11).
+//!
+//! Failed logins back a client off ([`Backoff`]): after
+//! [`FREE_FAILURES`] failures from one address, each further failure
+//! refuses every request from it (429 with `Retry-After`) for a time that
+//! doubles from one second up to [`MAX_DELAY`]; a success forgets the
+//! client. The table of clients is bounded (the least recently seen goes).
 
 use base64::Engine as _;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -171,6 +178,108 @@ impl BasicAuth {
     }
 }
 
+/// Failed logins a client may make before it is backed off.
+pub const FREE_FAILURES: u32 = 5;
+/// The first back-off, doubled by each further failure.
+const FIRST_DELAY: Duration = Duration::from_secs(1);
+/// The longest back-off.
+pub const MAX_DELAY: Duration = Duration::from_secs(60);
+/// A client's failures are forgotten after this long without one.
+const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
+/// Clients tracked at most (about 64 bytes each).
+pub const CLIENTS_MAX: usize = 4096;
+
+/// Per-client back-off after failed logins, keyed by the client's address
+/// (an IPv6 client by its /64, which one host usually holds whole).
+#[derive(Debug, Default)]
+pub struct Backoff {
+    clients: Mutex<Clients>,
+}
+
+#[derive(Debug, Default)]
+struct Clients {
+    by_addr: HashMap<IpAddr, Client>,
+    tick: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Client {
+    failures: u32,
+    last_failure: Instant,
+    /// Refused until then.
+    until: Option<Instant>,
+    /// When last seen (a tick), for eviction.
+    seen: u64,
+}
+
+/// The key of a client: its IPv4 address (also when IPv4-mapped), or the
+/// /64 of its IPv6 address.
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+    }
+}
+
+impl Backoff {
+    /// How long `ip` must still wait, if it is backed off.
+    pub fn retry_after(&self, ip: IpAddr) -> Option<Duration> {
+        self.retry_after_at(ip, Instant::now())
+    }
+
+    fn retry_after_at(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
+        let c = lock(&self.clients);
+        let until = c.by_addr.get(&client_key(ip))?.until?;
+        (until > now).then(|| until - now)
+    }
+
+    /// Records a failed login from `ip`.
+    pub fn failed(&self, ip: IpAddr) {
+        self.failed_at(ip, Instant::now());
+    }
+
+    fn failed_at(&self, ip: IpAddr, now: Instant) {
+        let mut c = lock(&self.clients);
+        c.tick += 1;
+        let tick = c.tick;
+        let key = client_key(ip);
+        if !c.by_addr.contains_key(&key) && c.by_addr.len() >= CLIENTS_MAX {
+            let oldest = c
+                .by_addr
+                .iter()
+                .min_by_key(|(_, v)| v.seen)
+                .map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                c.by_addr.remove(&k);
+            }
+        }
+        let e = c.by_addr.entry(key).or_insert(Client {
+            failures: 0,
+            last_failure: now,
+            until: None,
+            seen: tick,
+        });
+        if now.duration_since(e.last_failure) > FORGET_AFTER {
+            e.failures = 0;
+        }
+        e.failures = e.failures.saturating_add(1);
+        e.last_failure = now;
+        e.seen = tick;
+        if e.failures >= FREE_FAILURES {
+            let doublings = (e.failures - FREE_FAILURES).min(16);
+            e.until = Some(now + (FIRST_DELAY * (1 << doublings)).min(MAX_DELAY));
+        }
+    }
+
+    /// Forgets `ip`'s failures after a successful login.
+    pub fn succeeded(&self, ip: IpAddr) {
+        lock(&self.clients).by_addr.remove(&client_key(ip));
+    }
+}
+
 /// `rate_limit`: a token bucket holding up to `burst` requests, refilled
 /// by one every `interval`.
 #[derive(Debug)]
@@ -272,6 +381,64 @@ mod tests {
         assert_eq!(v.get(&key(0)), Some(true));
         assert_eq!(v.get(&key(10_000)), None);
         assert_eq!(v.ok.len(), SUCCESS_MAX);
+    }
+
+    #[test]
+    fn failures_back_a_client_off_and_a_success_forgets_it() {
+        let b = Backoff::default();
+        let (a, other): (IpAddr, IpAddr) =
+            ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let t0 = Instant::now();
+        for _ in 0..FREE_FAILURES - 1 {
+            b.failed_at(a, t0);
+        }
+        assert_eq!(b.retry_after_at(a, t0), None);
+        b.failed_at(a, t0);
+        assert_eq!(b.retry_after_at(a, t0), Some(FIRST_DELAY));
+        assert_eq!(b.retry_after_at(other, t0), None);
+        // Each further failure doubles the wait, up to the cap.
+        b.failed_at(a, t0);
+        assert_eq!(b.retry_after_at(a, t0), Some(2 * FIRST_DELAY));
+        for _ in 0..40 {
+            b.failed_at(a, t0);
+        }
+        assert_eq!(b.retry_after_at(a, t0), Some(MAX_DELAY));
+        assert_eq!(b.retry_after_at(a, t0 + MAX_DELAY), None);
+        // Long after, the failures are forgotten.
+        let later = t0 + FORGET_AFTER + Duration::from_secs(1);
+        b.failed_at(a, later);
+        assert_eq!(b.retry_after_at(a, later), None);
+        b.succeeded(a);
+        assert!(lock(&b.clients).by_addr.is_empty());
+        // An IPv6 host is one client across its /64; IPv4-mapped is IPv4.
+        let v6 = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            client_key(v6("2001:db8::1")),
+            client_key(v6("2001:db8::ffff:2"))
+        );
+        assert_ne!(
+            client_key(v6("2001:db8::1")),
+            client_key(v6("2001:db8:0:1::1"))
+        );
+        assert_eq!(client_key(v6("::ffff:10.0.0.1")), a);
+    }
+
+    #[test]
+    fn the_client_table_is_bounded() {
+        let b = Backoff::default();
+        let t0 = Instant::now();
+        let ip = |i: u32| IpAddr::V4(std::net::Ipv4Addr::from(i));
+        for _ in 0..FREE_FAILURES {
+            b.failed_at(ip(0), t0);
+        }
+        for i in 1..=CLIENTS_MAX as u32 {
+            b.failed_at(ip(i), t0);
+        }
+        let c = lock(&b.clients);
+        assert_eq!(c.by_addr.len(), CLIENTS_MAX);
+        // The least recently seen went, not the table.
+        assert!(!c.by_addr.contains_key(&ip(0)));
+        assert!(c.by_addr.contains_key(&ip(CLIENTS_MAX as u32)));
     }
 
     #[test]

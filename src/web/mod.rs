@@ -45,7 +45,7 @@ pub use landing::reasons;
 
 use crate::engine::Engine;
 use crate::export::otlp::ExportStats;
-use auth::{BasicAuth, RateLimiter};
+use auth::{Backoff, BasicAuth, RateLimiter};
 use collect::Flight;
 use config::WebConfig;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -196,6 +196,8 @@ pub struct State {
     read_header_timeout: Duration,
     request_timeout: Duration,
     rejected: [AtomicU64; 4],
+    /// Clients backed off after failed logins (kept across reloads).
+    backoff: Backoff,
     /// Whether the last reload succeeded.
     reload_ok: AtomicBool,
     /// Unix time of the last successful (re)load, as f64 bits.
@@ -228,6 +230,7 @@ impl State {
             read_header_timeout: o.read_header_timeout,
             request_timeout: o.request_timeout,
             rejected: Default::default(),
+            backoff: Backoff::default(),
             reload_ok: AtomicBool::new(true),
             last_success: AtomicU64::new(unix_now().to_bits()),
         })
@@ -392,12 +395,12 @@ async fn connection(
                 tracing::debug!(%peer, "HTTP/2 prior knowledge refused (HTTP/1.1 only)");
                 return h2::refuse(stream).await;
             }
-            serve_http(st, stream, watcher).await
+            serve_http(st, stream, peer, watcher).await
         }
         Some(tls) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.server);
             match tokio::time::timeout(st.read_header_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(s)) => serve_http(st, s, watcher).await,
+                Ok(Ok(s)) => serve_http(st, s, peer, watcher).await,
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
             }
@@ -405,7 +408,7 @@ async fn connection(
     }
 }
 
-async fn serve_http<S>(st: Arc<State>, io: S, watcher: Watcher)
+async fn serve_http<S>(st: Arc<State>, io: S, peer: SocketAddr, watcher: Watcher)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -414,7 +417,7 @@ where
     let header_timeout = st.read_header_timeout;
     let svc = hyper::service::service_fn(move |req| {
         let st = st.clone();
-        async move { Ok::<_, std::convert::Infallible>(routes::handle(st, req).await) }
+        async move { Ok::<_, std::convert::Infallible>(routes::handle(st, req, peer.ip()).await) }
     });
     let mut b = hyper::server::conn::http1::Builder::new();
     b.timer(TokioTimer::new())

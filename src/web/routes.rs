@@ -8,9 +8,10 @@ use super::{landing, stream, stream_ws, State, WebRuntime, BCRYPT_QUEUE, MAX_BOD
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{
     HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_ENCODING,
-    CONTENT_TYPE, VARY,
+    CONTENT_TYPE, RETRY_AFTER, VARY,
 };
 use hyper::{Method, Request, Response, StatusCode};
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
@@ -28,19 +29,32 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
     respond(status, "text/plain; charset=utf-8", body)
 }
 
-/// Handles one request and adds the web config's headers.
-pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+/// Handles one request from `peer` and adds the web config's headers.
+pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: IpAddr) -> Response<Body> {
     let web = st.web();
-    let mut resp = route(&st, &web, req).await;
+    let mut resp = route(&st, &web, req, peer).await;
     for (k, v) in &web.config.headers {
         resp.headers_mut().insert(k.clone(), v.clone());
     }
     resp
 }
 
-async fn authorized(st: &State, web: &Arc<WebRuntime>, req: &Request<Incoming>) -> bool {
+/// What basic auth says of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Login {
+    /// Authorized (or no auth configured).
+    Ok,
+    /// No Basic credentials.
+    Missing,
+    /// Wrong credentials (counted for the client's back-off).
+    Wrong,
+    /// Not verified: the bcrypt queue was full or the wait too long.
+    Busy,
+}
+
+async fn authorized(st: &State, web: &Arc<WebRuntime>, req: &Request<Incoming>) -> Login {
     let Some(auth) = &web.auth else {
-        return true;
+        return Login::Ok;
     };
     let Some(creds) = req
         .headers()
@@ -48,26 +62,38 @@ async fn authorized(st: &State, web: &Arc<WebRuntime>, req: &Request<Incoming>) 
         .and_then(|v| v.to_str().ok())
         .and_then(parse_basic)
     else {
-        return false;
+        return Login::Missing;
     };
+    let verdict = |ok| if ok { Login::Ok } else { Login::Wrong };
     if let Some(v) = auth.cached(&creds) {
-        return v;
+        return verdict(v);
     }
     // A bounded queue, and a bounded wait in it: a flood of uncached
     // credentials cannot hold a legitimate client past its scrape timeout.
     if web.bcrypt_waiting.fetch_add(1, Ordering::Relaxed) >= BCRYPT_QUEUE {
         web.bcrypt_waiting.fetch_sub(1, Ordering::Relaxed);
-        return false;
+        return Login::Busy;
     }
     let one = tokio::time::timeout(st.request_timeout, web.bcrypt_gate.acquire()).await;
     web.bcrypt_waiting.fetch_sub(1, Ordering::Relaxed);
     let Ok(Ok(_one)) = one else {
-        return false;
+        return Login::Busy;
     };
     let w = web.clone();
     tokio::task::spawn_blocking(move || w.auth.as_ref().is_some_and(|a| a.verify(&creds)))
         .await
-        .unwrap_or(false)
+        .map_or(Login::Busy, verdict)
+}
+
+/// 429 with `Retry-After` (whole seconds, at least 1).
+fn too_many(retry_after: Option<std::time::Duration>) -> Response<Body> {
+    let mut r = text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n");
+    if let Some(d) = retry_after {
+        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+        r.headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    }
+    r
 }
 
 fn method_not_allowed(allow: &'static str) -> Response<Body> {
@@ -80,7 +106,12 @@ fn method_not_allowed(allow: &'static str) -> Response<Body> {
     r
 }
 
-async fn route(st: &Arc<State>, web: &Arc<WebRuntime>, req: Request<Incoming>) -> Response<Body> {
+async fn route(
+    st: &Arc<State>,
+    web: &Arc<WebRuntime>,
+    req: Request<Incoming>,
+    peer: IpAddr,
+) -> Response<Body> {
     let too_big = req
         .headers()
         .get(hyper::header::CONTENT_LENGTH)
@@ -99,10 +130,24 @@ async fn route(st: &Arc<State>, web: &Arc<WebRuntime>, req: Request<Incoming>) -
     if let Some(l) = &web.limiter {
         if !l.allow() {
             st.reject(1);
-            return text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n");
+            return too_many(None);
         }
     }
-    if !authorized(st, web, &req).await {
+    // A client backed off after failed logins gets no verification at
+    // all (not even a cached one: that would be a free oracle).
+    if web.auth.is_some() {
+        if let Some(wait) = st.backoff.retry_after(peer) {
+            st.reject(1);
+            return too_many(Some(wait));
+        }
+    }
+    let login = authorized(st, web, &req).await;
+    match login {
+        Login::Ok if web.auth.is_some() => st.backoff.succeeded(peer),
+        Login::Wrong => st.backoff.failed(peer),
+        _ => {}
+    }
+    if login != Login::Ok {
         st.reject(2);
         let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
         r.headers_mut().insert(

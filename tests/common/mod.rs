@@ -219,7 +219,43 @@ pub fn try_request(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Result<Response, String> {
-    let mut s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    let s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+    request_on(s, method, path, headers, body)
+}
+
+/// A connection to `addr` from the local address `source` (another
+/// loopback address such as 127.0.0.2 is another client to the server:
+/// Linux routes all of 127.0.0.0/8 to `lo`), for [`request_on`].
+pub fn connect_from(source: std::net::IpAddr, addr: &str) -> Result<TcpStream, String> {
+    let to: std::net::SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let s = rt
+        .block_on(async {
+            let sock = match source {
+                std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+                std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+            };
+            sock.bind((source, 0).into())?;
+            sock.connect(to).await?.into_std()
+        })
+        .map_err(|e| format!("connect from {source}: {e}"))?;
+    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// One request (`Connection: close`) on the connection `s`, and the
+/// whole response.
+pub fn request_on(
+    mut s: TcpStream,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<Response, String> {
+    let addr = s.peer_addr().map_err(|e| e.to_string())?;
     let t = Some(Duration::from_secs(10));
     s.set_read_timeout(t).map_err(|e| e.to_string())?;
     s.set_write_timeout(t).map_err(|e| e.to_string())?;

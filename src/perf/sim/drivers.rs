@@ -72,29 +72,17 @@ pub fn driver_of(table: &PmuTable, core: &Pmu) -> Driver {
 
 /// `event_map(id) != 0`: whether the driver maps a generic hardware id.
 pub fn hardware(driver: Driver, id: u64) -> Result<(), i32> {
-    const INTEL: &[u64] = &[
-        HW_CPU_CYCLES,
-        HW_INSTRUCTIONS,
-        HW_CACHE_REFERENCES,
-        HW_CACHE_MISSES,
-        HW_BRANCH_INSTRUCTIONS,
-        HW_BRANCH_MISSES,
-        HW_BUS_CYCLES,
-        HW_REF_CPU_CYCLES,
-    ];
-    const ZEN2: &[u64] = &[
-        HW_CPU_CYCLES,
-        HW_INSTRUCTIONS,
-        HW_CACHE_REFERENCES,
-        HW_CACHE_MISSES,
-        HW_BRANCH_INSTRUCTIONS,
-        HW_BRANCH_MISSES,
-        HW_STALLED_CYCLES_FRONTEND,
-    ];
+    // Every driver here maps the first six ids (cycles, instructions,
+    // cache references and misses, branches and branch misses); then
+    // Intel adds bus-cycles and ref-cycles, Zen 2 stalled-cycles-frontend,
+    // and Zen 4 ref-cycles as well.
+    let common = id <= HW_BRANCH_MISSES;
     let ok = match driver {
-        Driver::Skylake | Driver::GoldenCove | Driver::Gracemont => INTEL.contains(&id),
-        Driver::Zen2 => ZEN2.contains(&id),
-        Driver::Zen4 => ZEN2.contains(&id) || id == HW_REF_CPU_CYCLES,
+        Driver::Skylake | Driver::GoldenCove | Driver::Gracemont => {
+            common || id == HW_BUS_CYCLES || id == HW_REF_CPU_CYCLES
+        }
+        Driver::Zen2 => common || id == HW_STALLED_CYCLES_FRONTEND,
+        Driver::Zen4 => common || id == HW_STALLED_CYCLES_FRONTEND || id == HW_REF_CPU_CYCLES,
         Driver::Unknown => false,
     };
     if ok {
@@ -114,53 +102,48 @@ enum E {
     N,
     X,
 }
-use E::{N, S, X};
 
-/// `skl_hw_cache_event_ids`, by cache id (L1D, L1I, LL, DTLB, ITLB, BPU,
-/// NODE).
-const SKYLAKE: [Row; 7] = [
-    [(S, S), (S, N), (N, N)],
-    [(N, S), (X, X), (N, N)],
-    [(S, S), (S, S), (N, N)],
-    [(S, S), (S, S), (N, N)],
-    [(S, S), (X, X), (X, X)],
-    [(S, S), (X, X), (X, X)],
-    [(S, S), (S, S), (N, N)],
-];
+/// A table as the kernel's source reads, by cache id (L1D, L1I, LL, DTLB,
+/// ITLB, BPU, NODE), one row per cache separated by `/`, each row READ,
+/// WRITE and PREFETCH as two letters, access then miss: `"SS SN NN/..."`.
+/// A letter other than `S`, `N` or `X` fails the build (const evaluation).
+const fn rows(t: &[u8; 62]) -> [Row; 7] {
+    const fn e(b: u8) -> E {
+        match b {
+            b'S' => E::S,
+            b'N' => E::N,
+            b'X' => E::X,
+            _ => panic!("a cache table entry is S, N or X"),
+        }
+    }
+    let mut out = [[(E::N, E::N); 3]; 7];
+    let mut r = 0;
+    while r < 7 {
+        let mut op = 0;
+        while op < 3 {
+            let at = r * 9 + op * 3;
+            out[r][op] = (e(t[at]), e(t[at + 1]));
+            op += 1;
+        }
+        r += 1;
+    }
+    out
+}
+
+/// `skl_hw_cache_event_ids`.
+const SKYLAKE: [Row; 7] = rows(b"SS SN NN/NS XX NN/SS SS NN/SS SS NN/SS XX XX/SS XX XX/SS SS NN");
 
 /// `glc_hw_cache_event_ids` (Golden Cove); entries the kernel leaves out
 /// are 0.
-const GOLDEN_COVE: [Row; 7] = [
-    [(S, S), (S, N), (N, N)],
-    [(N, S), (X, X), (N, N)],
-    [(S, S), (S, S), (N, N)],
-    [(S, S), (S, S), (N, N)],
-    [(X, S), (X, X), (X, X)],
-    [(S, S), (X, X), (X, X)],
-    [(S, S), (N, N), (N, N)],
-];
+const GOLDEN_COVE: [Row; 7] =
+    rows(b"SS SN NN/NS XX NN/SS SS NN/SS SS NN/XS XX XX/SS XX XX/SS NN NN");
 
 /// `glp_hw_cache_event_ids` (Goldmont Plus, Tremont, Gracemont).
-const GOLDMONT_PLUS: [Row; 7] = [
-    [(S, N), (S, N), (N, N)],
-    [(S, S), (X, X), (N, N)],
-    [(S, S), (S, S), (N, N)],
-    [(S, S), (S, S), (N, N)],
-    [(S, S), (X, X), (X, X)],
-    [(S, S), (X, X), (X, X)],
-    [(N, N), (N, N), (N, N)],
-];
+const GOLDMONT_PLUS: [Row; 7] =
+    rows(b"SN SN NN/SS XX NN/SS SS NN/SS SS NN/SS XX XX/SS XX XX/NN NN NN");
 
 /// `amd_hw_cache_event_ids_f17h` (Zen and later).
-const ZEN: [Row; 7] = [
-    [(S, S), (N, N), (S, N)],
-    [(S, S), (X, X), (N, N)],
-    [(N, N), (N, N), (N, N)],
-    [(S, S), (N, N), (N, N)],
-    [(S, S), (X, X), (X, X)],
-    [(S, S), (X, X), (X, X)],
-    [(N, N), (X, X), (X, X)],
-];
+const ZEN: [Row; 7] = rows(b"SS NN SN/SS XX NN/NN NN NN/SS NN NN/SS XX XX/SS XX XX/NN XX XX");
 
 /// `hw_cache_event_ids[cache][op][result]`: whether the driver counts a
 /// generic cache event. Out-of-range ids fail with EINVAL, as in the
@@ -182,9 +165,9 @@ pub fn cache(driver: Driver, cache: u64, op: u64, result: u64) -> Result<(), i32
     } else {
         access
     } {
-        S => Ok(()),
-        N => Err(libc::ENOENT),
-        X => Err(libc::EINVAL),
+        E::S => Ok(()),
+        E::N => Err(libc::ENOENT),
+        E::X => Err(libc::EINVAL),
     }
 }
 
@@ -194,74 +177,36 @@ mod tests {
 
     #[test]
     fn tables_say_what_the_kernel_says() {
-        // AMD has no generic LLC events: perf shows `<not supported>`.
+        use Driver::*;
+        let (rd, wr) = (CACHE_OP_READ, CACHE_OP_WRITE);
+        let (acc, miss) = (CACHE_RESULT_ACCESS, CACHE_RESULT_MISS);
+        let cases = [
+            // AMD has no generic LLC events: perf shows `<not supported>`.
+            (Zen2, CACHE_LL, rd, miss, Err(libc::ENOENT)),
+            (Skylake, CACHE_LL, rd, miss, Ok(())),
+            // Gracemont counts L1D loads but not their misses.
+            (Gracemont, CACHE_L1D, rd, acc, Ok(())),
+            (Gracemont, CACHE_L1D, rd, miss, Err(libc::ENOENT)),
+            // -1 entries: EINVAL.
+            (Skylake, CACHE_L1I, wr, acc, Err(libc::EINVAL)),
+            (Skylake, CACHE_MAX, 0, 0, Err(libc::EINVAL)),
+            // Golden Cove has no generic ITLB access event; Skylake has one.
+            (GoldenCove, CACHE_ITLB, rd, acc, Err(libc::EINVAL)),
+            (Skylake, CACHE_ITLB, rd, acc, Ok(())),
+            // A row's last pair is PREFETCH: Zen counts L1D prefetches.
+            (Zen4, CACHE_L1D, CACHE_OP_PREFETCH, acc, Ok(())),
+            (Zen4, CACHE_L1D, CACHE_OP_PREFETCH, miss, Err(libc::ENOENT)),
+        ];
+        for (d, c, op, r, want) in cases {
+            assert_eq!(cache(d, c, op, r), want, "{d:?} {c} {op} {r}");
+        }
+        assert_eq!(hardware(Zen2, HW_STALLED_CYCLES_BACKEND), Err(libc::ENOENT));
+        assert_eq!(hardware(Zen4, HW_REF_CPU_CYCLES), Ok(()));
+        assert_eq!(hardware(Zen2, HW_REF_CPU_CYCLES), Err(libc::ENOENT));
         assert_eq!(
-            cache(Driver::Zen2, CACHE_LL, CACHE_OP_READ, CACHE_RESULT_MISS),
+            hardware(Skylake, HW_STALLED_CYCLES_FRONTEND),
             Err(libc::ENOENT)
         );
-        assert_eq!(
-            cache(Driver::Skylake, CACHE_LL, CACHE_OP_READ, CACHE_RESULT_MISS),
-            Ok(())
-        );
-        // Gracemont counts L1D loads but not their misses.
-        assert_eq!(
-            cache(
-                Driver::Gracemont,
-                CACHE_L1D,
-                CACHE_OP_READ,
-                CACHE_RESULT_ACCESS
-            ),
-            Ok(())
-        );
-        assert_eq!(
-            cache(
-                Driver::Gracemont,
-                CACHE_L1D,
-                CACHE_OP_READ,
-                CACHE_RESULT_MISS
-            ),
-            Err(libc::ENOENT)
-        );
-        // -1 entries: EINVAL.
-        assert_eq!(
-            cache(
-                Driver::Skylake,
-                CACHE_L1I,
-                CACHE_OP_WRITE,
-                CACHE_RESULT_ACCESS
-            ),
-            Err(libc::EINVAL)
-        );
-        assert_eq!(cache(Driver::Skylake, CACHE_MAX, 0, 0), Err(libc::EINVAL));
-        assert_eq!(
-            hardware(Driver::Zen2, HW_STALLED_CYCLES_BACKEND),
-            Err(libc::ENOENT)
-        );
-        assert_eq!(hardware(Driver::Zen4, HW_REF_CPU_CYCLES), Ok(()));
-        assert_eq!(hardware(Driver::Zen2, HW_REF_CPU_CYCLES), Err(libc::ENOENT));
-        assert_eq!(
-            hardware(Driver::Skylake, HW_STALLED_CYCLES_FRONTEND),
-            Err(libc::ENOENT)
-        );
-        assert_eq!(hardware(Driver::Unknown, HW_CPU_CYCLES), Err(libc::ENOENT));
-        // Golden Cove has no generic ITLB access event; Skylake has one.
-        assert_eq!(
-            cache(
-                Driver::GoldenCove,
-                CACHE_ITLB,
-                CACHE_OP_READ,
-                CACHE_RESULT_ACCESS
-            ),
-            Err(libc::EINVAL)
-        );
-        assert_eq!(
-            cache(
-                Driver::Skylake,
-                CACHE_ITLB,
-                CACHE_OP_READ,
-                CACHE_RESULT_ACCESS
-            ),
-            Ok(())
-        );
+        assert_eq!(hardware(Unknown, HW_CPU_CYCLES), Err(libc::ENOENT));
     }
 }

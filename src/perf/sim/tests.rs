@@ -1,7 +1,8 @@
 //! The simulated kernel's own tests: acceptance, groups, counting.
 
 use super::*;
-use crate::perf::ErrorKind;
+use crate::perf::abi::{TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT};
+use crate::perf::{Counter, ErrorKind, EventAttr, GroupReading, Kernel};
 use std::path::Path;
 
 const SEC: u64 = 1_000_000_000;
@@ -463,4 +464,23 @@ fn real_clock_moves() {
         r.time_enabled >= SEC && r.values[0].1 >= 250_000_000,
         "{r:?}"
     );
+}
+
+#[test]
+fn a_counter_costs_a_64_byte_slot_and_a_24_byte_handle() {
+    // 512 CPUs x 200 cgroups x the default per-cgroup sets is 1.2 million
+    // counters: these sizes are the simulator's and the exporter's share.
+    assert_eq!(std::mem::size_of::<table::Slot>(), 64);
+    assert_eq!(std::mem::size_of::<Counter>(), 24);
+    let k = sim("intel-skx");
+    let leader = open(&k, 1, 0, 0, None).unwrap();
+    let members: Vec<Counter> = (0..3)
+        .map(|_| open(&k, 1, 3, 0, Some(&leader)).unwrap())
+        .collect();
+    assert_eq!(k.live_counters(), 4);
+    let m = k.memory();
+    assert!(m.used >= 4 * 64 && m.allocated >= m.used, "{m:?}");
+    drop(members);
+    drop(leader);
+    assert_eq!(k.live_counters(), 0);
 }

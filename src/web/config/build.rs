@@ -93,16 +93,16 @@ pub(super) fn build_tls(t: &TlsSpec) -> Result<Tls, BuildError> {
         .with_protocol_versions(&versions)
         .map_err(|e| inv(format!("tls_server_config: {e}")))?;
     let algs = p.signature_verification_algorithms;
-    let verifier: Option<Arc<dyn ClientCertVerifier>> = match t.client_auth {
+    let base = match t.client_auth {
         ClientAuth::NoClientCert => None,
-        ClientAuth::RequestClientCert => Some(Arc::new(AnyClientCert {
+        ClientAuth::RequestClientCert => Some(Base::Any {
             mandatory: false,
             algs,
-        })),
-        ClientAuth::RequireAnyClientCert => Some(Arc::new(AnyClientCert {
+        }),
+        ClientAuth::RequireAnyClientCert => Some(Base::Any {
             mandatory: true,
             algs,
-        })),
+        }),
         ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
             let ca = t.client_ca.as_ref().ok_or_else(|| {
                 inv("tls_server_config: this client_auth_type needs client_ca_file".into())
@@ -120,19 +120,17 @@ pub(super) fn build_tls(t: &TlsSpec) -> Result<Tls, BuildError> {
             } else {
                 b
             };
-            Some(
-                b.build()
-                    .map_err(|e| inv(format!("tls_server_config: client CA: {e}")))?,
-            )
+            Some(Base::Ca(b.build().map_err(|e| {
+                inv(format!("tls_server_config: client CA: {e}"))
+            })?))
         }
     };
-    let verifier = match (verifier, &t.allowed_sans) {
-        (Some(v), Some(sans)) => Some(Arc::new(SanCheck {
-            inner: v,
-            allowed: sans.clone(),
-        }) as Arc<dyn ClientCertVerifier>),
-        (v, _) => v,
-    };
+    let verifier = base.map(|base| {
+        Arc::new(ClientCerts {
+            base,
+            allowed: t.allowed_sans.clone(),
+        }) as Arc<dyn ClientCertVerifier>
+    });
     let builder = match verifier {
         Some(v) => builder.with_client_cert_verifier(v),
         None => builder.with_no_client_auth(),
@@ -161,79 +159,68 @@ pub(super) fn build_tls(t: &TlsSpec) -> Result<Tls, BuildError> {
     })
 }
 
-/// `RequestClientCert` / `RequireAnyClientCert`: a client certificate is
-/// asked for (and required by the latter) but not checked against a CA;
-/// the handshake signature is still verified.
+/// The client-certificate verifier of every `client_auth_type` but
+/// `NoClientCert`, with the `client_allowed_sans` check on top.
 #[derive(Debug)]
-struct AnyClientCert {
-    mandatory: bool,
-    algs: WebPkiSupportedAlgorithms,
+struct ClientCerts {
+    base: Base,
+    /// `client_allowed_sans`: after the base verifier accepts a client
+    /// certificate, one of its SANs must be in the list, exactly.
+    allowed: Option<Vec<String>>,
 }
 
-impl ClientCertVerifier for AnyClientCert {
+#[derive(Debug)]
+enum Base {
+    /// `RequestClientCert` / `RequireAnyClientCert`: a client certificate
+    /// is asked for (and required by the latter) but not checked against
+    /// a CA; the handshake signature is still verified.
+    Any {
+        mandatory: bool,
+        algs: WebPkiSupportedAlgorithms,
+    },
+    /// Checked against `client_ca_file` (webpki).
+    Ca(Arc<dyn ClientCertVerifier>),
+}
+
+/// `verify_tls12_signature` and `verify_tls13_signature`: the same check
+/// for each version, by the CA verifier or by rustls's function of the
+/// same name.
+macro_rules! handshake_signature {
+    ($($method:ident),+) => {$(
+        fn $method(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            match &self.base {
+                Base::Any { algs, .. } => rustls::crypto::$method(message, cert, dss, algs),
+                Base::Ca(v) => v.$method(message, cert, dss),
+            }
+        }
+    )+};
+}
+
+impl ClientCertVerifier for ClientCerts {
     fn offer_client_auth(&self) -> bool {
-        true
+        match &self.base {
+            Base::Any { .. } => true,
+            Base::Ca(v) => v.offer_client_auth(),
+        }
     }
 
     fn client_auth_mandatory(&self) -> bool {
-        self.mandatory
+        match &self.base {
+            Base::Any { mandatory, .. } => *mandatory,
+            Base::Ca(v) => v.client_auth_mandatory(),
+        }
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &[]
-    }
-
-    fn verify_client_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        Ok(ClientCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
-    }
-}
-
-/// `client_allowed_sans`: after the inner verifier accepts a client
-/// certificate, one of its SANs must be in the list, exactly.
-#[derive(Debug)]
-struct SanCheck {
-    inner: Arc<dyn ClientCertVerifier>,
-    allowed: Vec<String>,
-}
-
-impl ClientCertVerifier for SanCheck {
-    fn offer_client_auth(&self) -> bool {
-        self.inner.offer_client_auth()
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        self.inner.client_auth_mandatory()
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
+        match &self.base {
+            Base::Any { .. } => &[],
+            Base::Ca(v) => v.root_hint_subjects(),
+        }
     }
 
     fn verify_client_cert(
@@ -242,12 +229,16 @@ impl ClientCertVerifier for SanCheck {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let ok = self
-            .inner
-            .verify_client_cert(end_entity, intermediates, now)?;
+        let ok = match &self.base {
+            Base::Any { .. } => ClientCertVerified::assertion(),
+            Base::Ca(v) => v.verify_client_cert(end_entity, intermediates, now)?,
+        };
+        let Some(allowed) = &self.allowed else {
+            return Ok(ok);
+        };
         let sans = subject_alt_names(end_entity.as_ref())
             .map_err(|e| rustls::Error::General(e.to_string()))?;
-        if sans.iter().any(|s| self.allowed.contains(s)) {
+        if sans.iter().any(|s| allowed.contains(s)) {
             Ok(ok)
         } else {
             Err(rustls::Error::General(format!(
@@ -256,25 +247,12 @@ impl ClientCertVerifier for SanCheck {
         }
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
+    handshake_signature!(verify_tls12_signature, verify_tls13_signature);
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        match &self.base {
+            Base::Any { algs, .. } => algs.supported_schemes(),
+            Base::Ca(v) => v.supported_verify_schemes(),
+        }
     }
 }

@@ -1,0 +1,92 @@
+//! The simulated kernel's knobs, for tests and demos: the clock, slow
+//! reads, multiplexing, activity, refusals and group limits. Every knob
+//! changes only what happens after the call: the counters are brought up
+//! to date with the old setting first.
+
+use super::SimKernel;
+use std::sync::atomic::Ordering;
+
+impl SimKernel {
+    /// Makes every group read take at least `d` of wall time (the calling
+    /// thread sleeps, holding no lock): a slow PMU, for demos and tests
+    /// of slow scrapes (`serve --simulate --simulate.read-delay`).
+    pub fn set_read_delay(&self, d: std::time::Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.read_delay_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// The simulated clock, in nanoseconds since creation (plus every
+    /// [`advance`](Self::advance)).
+    pub fn now_ns(&self) -> u64 {
+        self.state().now()
+    }
+
+    /// Moves the clock forward by `ns` nanoseconds. On a real clock this
+    /// adds to the elapsed time.
+    pub fn advance(&self, ns: u64) {
+        let mut st = self.state();
+        st.offset_ns = st.offset_ns.saturating_add(ns);
+    }
+
+    /// Sets the multiplexing ratio (clamped to 0..=1) of the groups whose
+    /// hardware PMU is `pmu_name`: the core PMU owning the CPU for generic
+    /// hardware and cache events, `software` for software-only groups.
+    /// Applies from now on.
+    pub fn set_mux_ratio(&self, pmu_name: &str, ratio: f64) {
+        let ratio = if ratio.is_nan() {
+            1.0
+        } else {
+            ratio.clamp(0.0, 1.0)
+        };
+        let mut st = self.state();
+        st.sync_all();
+        st.mux.insert(pmu_name.to_string(), ratio);
+    }
+
+    /// Scales how busy `pmu_name`'s events are from now on (rates are
+    /// multiplied by `factor`, default 1). Together with
+    /// [`set_mux_ratio`](Self::set_mux_ratio) this makes the multiplexing
+    /// estimate `value * enabled / running` go down between reads, as it
+    /// does on real hardware when load shifts while a group is off the PMU.
+    pub fn set_activity(&self, pmu_name: &str, factor: f64) {
+        let factor = if factor.is_finite() {
+            factor.max(0.0)
+        } else {
+            1.0
+        };
+        let mut st = self.state();
+        st.sync_all();
+        st.activity.insert(pmu_name.to_string(), factor);
+    }
+
+    /// Makes every open on `pmu_name` fail with `errno` (e.g. EACCES,
+    /// EBUSY) until [`unrefuse`](Self::unrefuse).
+    pub fn refuse(&self, pmu_name: &str, errno: i32) {
+        self.state().refused.insert(pmu_name.to_string(), errno);
+    }
+
+    /// Undoes [`refuse`](Self::refuse).
+    pub fn unrefuse(&self, pmu_name: &str) {
+        self.state().refused.remove(pmu_name);
+    }
+
+    /// Limits a group to `n` events of `pmu_name` (leader included):
+    /// opening one more as a member fails with EINVAL, like `arm_dmc620`,
+    /// which allows one hardware event per group.
+    pub fn set_max_group(&self, pmu_name: &str, n: usize) {
+        self.state().max_group.insert(pmu_name.to_string(), n);
+    }
+
+    /// Makes groups of more than one event on `pmu_name` unschedulable:
+    /// their `time_running` stays put while `time_enabled` grows.
+    /// Single-event groups run normally. Applies from now on.
+    pub fn set_group_never_runs(&self, pmu_name: &str, never: bool) {
+        let mut st = self.state();
+        st.sync_all();
+        if never {
+            st.never_runs.insert(pmu_name.to_string());
+        } else {
+            st.never_runs.remove(pmu_name);
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The simulated kernel's system call surface: the [`Kernel`] seam over
+//! the fd table ([`table`](super::table)). Opens validate the encoding
+//! ([`accept`](super::accept)), the CPU and the group as the kernel does;
+//! a group read brings the group up to the clock and reports the leader's
+//! times with every member's value, leader first.
+
+use super::table::{NewSlot, State};
+use super::{cgroup, lock, SimHandle, SimKernel, NEXT_ID};
+use crate::perf::cgroup::{CgroupHandle, CgroupInner, CgroupOpenError};
+use crate::perf::{Counter, CounterInner, EventAttr, GroupReading, Kernel, OpenAt};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl SimKernel {
+    /// The slot index of a counter of this kernel, or EBADF.
+    fn index_of(&self, st: &State, c: &Counter) -> Result<u32, i32> {
+        let CounterInner::Sim(h) = &c.inner else {
+            return Err(libc::EBADF);
+        };
+        if !std::ptr::eq(h.state.as_ptr(), Arc::as_ptr(&self.state)) {
+            return Err(libc::EBADF);
+        }
+        match st.slot(h.idx) {
+            Some(s) if s.id == c.id => Ok(h.idx),
+            _ => Err(libc::EBADF),
+        }
+    }
+
+    /// The group a new member would join: its leader's index, after the
+    /// kernel's checks (EBADF, EINVAL).
+    fn join(&self, st: &State, g: &Counter, cpu: u32, pmu: u16, sw: bool) -> Result<u32, i32> {
+        let li = self.index_of(st, g)?;
+        let l = st.slot(li).ok_or(libc::EBADF)?;
+        if l.leader != li || l.cpu != cpu {
+            return Err(libc::EINVAL);
+        }
+        if !sw && st.hw_conflict(l, pmu) {
+            return Err(libc::EINVAL);
+        }
+        if let Some(&max) = st.max_group.get(st.pmu_name(pmu)) {
+            if st.count_of_pmu(li, pmu) + 1 > max {
+                return Err(libc::EINVAL);
+            }
+        }
+        Ok(li)
+    }
+
+    /// Opens a counter that gets `share` of its CPU's count.
+    fn open_share(
+        &self,
+        attr: &EventAttr,
+        cpu: u32,
+        group: Option<&Counter>,
+        share: f64,
+    ) -> Result<Counter, i32> {
+        let acc = self.accept(attr, cpu)?;
+        let mut st = self.state();
+        if let Some(&errno) = st.refused.get(acc.pmu) {
+            return Err(errno);
+        }
+        if st.online.binary_search(&cpu).is_err() {
+            return Err(libc::ENODEV);
+        }
+        let kind = st
+            .intern_kind(acc.pmu, acc.sw, acc.rate, attr.type_, attr.config)
+            .ok_or(libc::ENFILE)?;
+        let pmu = st.kind_of(kind).pmu;
+        let now = st.now();
+        let leader = match group {
+            None => None,
+            Some(g) => {
+                let li = self.join(&st, g, cpu, pmu, acc.sw)?;
+                // Membership changes the group's schedulability: account
+                // the time so far under the old one.
+                st.sync_group(li, now);
+                Some(li)
+            }
+        };
+        let enabled = leader
+            .and_then(|li| st.slot(li))
+            .is_some_and(|l| l.enabled());
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let new = NewSlot {
+            id,
+            kind,
+            cpu,
+            share,
+            enabled,
+            now,
+        };
+        let idx = st.insert(new, leader).ok_or(libc::ENFILE)?;
+        Ok(Counter {
+            inner: CounterInner::Sim(SimHandle {
+                idx,
+                state: Arc::downgrade(&self.state),
+            }),
+            id,
+        })
+    }
+
+    /// The leader of the group of `c`, or EBADF.
+    fn leader_of(&self, st: &State, c: &Counter) -> Result<u32, i32> {
+        let idx = self.index_of(st, c)?;
+        st.slot(idx).map(|s| s.leader).ok_or(libc::EBADF)
+    }
+}
+
+impl Kernel for SimKernel {
+    /// A cgroup counter gets the cgroup's share of each CPU's counts, read
+    /// from the fixture tree's `cpu.stat` files when its directory was
+    /// opened ([`cgroup`]); a cgroup removed since fails with ENOENT.
+    fn sys_open(&self, attr: &EventAttr, at: OpenAt<'_>) -> Result<Counter, i32> {
+        let share = match at.cgroup {
+            None => 1.0,
+            Some(CgroupHandle {
+                inner: CgroupInner::Sim(share),
+                dir,
+            }) if dir.is_dir() => *share,
+            Some(CgroupHandle {
+                inner: CgroupInner::Sim(_),
+                ..
+            }) => return Err(libc::ENOENT),
+            Some(_) => return Err(libc::EBADF),
+        };
+        self.open_share(attr, at.cpu, at.group, share)
+    }
+
+    fn open_cgroup(&self, dir: &std::path::Path) -> Result<CgroupHandle, CgroupOpenError> {
+        let share = cgroup::share_of(dir).map_err(|errno| CgroupOpenError {
+            dir: dir.to_path_buf(),
+            errno,
+        })?;
+        Ok(CgroupHandle {
+            dir: dir.to_path_buf(),
+            inner: CgroupInner::Sim(share),
+        })
+    }
+
+    fn sys_enable(&self, leader: &Counter) -> Result<(), i32> {
+        let mut st = self.state();
+        let li = self.leader_of(&st, leader)?;
+        let now = st.now();
+        st.sync_group(li, now);
+        st.enable(li);
+        Ok(())
+    }
+
+    /// Sleeps for the read delay first, if one is set
+    /// ([`SimKernel::set_read_delay`]).
+    fn sys_read(&self, leader: &Counter, out: &mut GroupReading) -> Result<(), i32> {
+        let delay = self.read_delay_ns.load(Ordering::Relaxed);
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_nanos(delay));
+        }
+        let mut st = lock(&self.state);
+        st.reads += 1;
+        let li = self.leader_of(&st, leader)?;
+        let now = st.now();
+        st.sync_group(li, now);
+        let l = st.slot(li).ok_or(libc::EBADF)?;
+        out.time_enabled = l.time_enabled;
+        out.time_running = (l.time_running as u64).min(l.time_enabled);
+        out.values.clear();
+        out.values.push((l.id, st.reported(l)));
+        for (_, s) in st.members(li) {
+            out.values.push((s.id, st.reported(s)));
+        }
+        Ok(())
+    }
+
+    /// The simulation's own online set ([`SimKernel::set_online`]).
+    fn online_cpus(&self, _sysfs: &std::path::Path) -> Option<Vec<u32>> {
+        Some(self.state().online.clone())
+    }
+
+    /// Counts [`SimKernel::set_online`] calls.
+    fn hotplug_generation(&self) -> Option<u64> {
+        Some(self.state().hotplug_generation)
+    }
+
+    fn simulated(&self) -> bool {
+        true
+    }
+}
