@@ -5,8 +5,14 @@
 //!
 //! * `full_scan`: the cheap rescan (list kubepods, the QoS levels and
 //!   every pod, stat each selected cgroup) at every collection;
-//! * `full_scan_with_watches`: the same plus an inotify watch on every
-//!   listed directory: what a scan costs once a change was noticed;
+//! * `walk_with_watches`: a walk from scratch adding an inotify watch on
+//!   every listed directory (a fresh selector each time): what every
+//!   noticed change cost until 2026-11-23, and what one costs now only
+//!   after the event queue overflowed;
+//! * `pod_created_and_removed`: a pod cgroup with a container created,
+//!   the change applied ([`Selector::scan_if_changed`]), removed, applied
+//!   again: two changes applied where they happened (the `mkdir` and
+//!   `rmdir` themselves are not timed);
 //! * `stat_listed_dirs`: the cheapest rescan that could notice a change
 //!   without inotify, one `stat(2)` of every listed directory (comparing
 //!   `st_nlink`; the mtime does not move on cgroupfs), which still misses
@@ -16,16 +22,21 @@
 //!
 //! The tree is on the temporary directory (tmpfs or disk); with
 //! `CGROUP_SCAN_REAL=1` (as root) the same tree is also created under
-//! the real cgroup2 root (`cgdisc-bench-<pid>`, removed at the end).
+//! the real cgroup2 root (`cgscan-<pid>-bench`, removed at the end).
 //!
 //! `cargo bench --bench cgroup_scan`; `-- --test` runs each once.
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use perf_exporter::cgroup::{find_root, Hierarchy, Root, Selector};
+use perf_exporter::cgroup::{Hierarchy, Root, Selector};
 use perf_exporter::config::Config;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[allow(dead_code)]
+#[path = "../tests/common/cgroup.rs"]
+mod trees;
 
 const PODS: usize = 1000;
 
@@ -86,10 +97,33 @@ fn bench_tree(c: &mut Criterion, name: &str, root: &Path, listed: &[PathBuf]) {
     let mut s = selector(root, false);
     assert_eq!(s.scan().unwrap().counted.len(), 2 * PODS);
     g.bench_function("full_scan", |b| b.iter(|| black_box(s.scan().unwrap())));
-    let mut w = selector(root, true);
-    g.bench_function("full_scan_with_watches", |b| {
-        b.iter(|| black_box(w.scan().unwrap()))
+    g.bench_function("walk_with_watches", |b| {
+        b.iter(|| black_box(selector(root, true).scan().unwrap()))
     });
+    let mut w = selector(root, true);
+    w.scan().unwrap();
+    let pod = root.join("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podffffffff_0000_4000_8000_ffffffffffff.slice");
+    let container = pod.join(format!("cri-containerd-{}.scope", "f".repeat(64)));
+    g.bench_function("pod_created_and_removed", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                std::fs::create_dir_all(&container).unwrap();
+                let t = Instant::now();
+                let sel = w.scan_if_changed().unwrap().expect("the new pod");
+                spent += t.elapsed();
+                assert_eq!(sel.counted.len(), 2 * PODS + 2);
+                std::fs::remove_dir(&container).unwrap();
+                std::fs::remove_dir(&pod).unwrap();
+                let t = Instant::now();
+                let sel = w.scan_if_changed().unwrap().expect("the pod gone");
+                spent += t.elapsed();
+                assert_eq!(sel.counted.len(), 2 * PODS);
+            }
+            spent
+        })
+    });
+    assert_eq!(w.rewalks(), 1, "every change applied where it happened");
     g.bench_function("stat_listed_dirs", |b| {
         b.iter(|| {
             let mut links = 0u64;
@@ -100,7 +134,6 @@ fn bench_tree(c: &mut Criterion, name: &str, root: &Path, listed: &[PathBuf]) {
             black_box(links)
         })
     });
-    w.scan().unwrap();
     assert!(w.watches() > PODS, "{} watches", w.watches());
     g.bench_function("inotify_unchanged", |b| {
         b.iter(|| assert!(!black_box(w.changed())))
@@ -108,37 +141,14 @@ fn bench_tree(c: &mut Criterion, name: &str, root: &Path, listed: &[PathBuf]) {
     g.finish();
 }
 
-/// The real-cgroupfs copy, removed (deepest first) on drop.
-struct RealTree(PathBuf);
-
-impl Drop for RealTree {
-    fn drop(&mut self) {
-        fn rm(d: &Path) {
-            if let Ok(rd) = std::fs::read_dir(d) {
-                for e in rd.flatten() {
-                    if e.file_type().is_ok_and(|t| t.is_dir()) {
-                        rm(&e.path());
-                    }
-                }
-            }
-            let _ = std::fs::remove_dir(d);
-        }
-        rm(&self.0);
-    }
-}
-
 fn benches(c: &mut Criterion) {
     let t = tempfile::tempdir().unwrap();
     let listed = generate(t.path(), false);
     bench_tree(c, "tmpdir", t.path(), &listed);
     if std::env::var_os("CGROUP_SCAN_REAL").is_some() {
-        let root = find_root(Path::new("/proc"), None).unwrap();
-        let real = RealTree(
-            root.path
-                .join(format!("cgdisc-bench-{}", std::process::id())),
-        );
-        let listed = generate(&real.0, true);
-        bench_tree(c, "cgroupfs", &real.0, &listed);
+        let real = trees::CgroupTree::new("cgscan", "bench");
+        let listed = generate(&real.top, true);
+        bench_tree(c, "cgroupfs", &real.top, &listed);
     }
 }
 

@@ -101,28 +101,7 @@ impl Drop for CgDir {
             let _ = c.kill();
             let _ = c.wait();
         }
-        remove_tree(&self.path);
-    }
-}
-
-/// Removes a cgroup this test created and every cgroup below it (a test
-/// that failed half-way leaves children). Removal fails while a dying task
-/// is still attached: poll.
-fn remove_tree(path: &Path) {
-    if let Ok(rd) = std::fs::read_dir(path) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_tree(&e.path());
-            }
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::remove_dir(path).is_err() && path.exists() {
-        if Instant::now() > deadline {
-            eprintln!("could not remove {}", path.display());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        common::cgroup::remove_tree(&self.path);
     }
 }
 

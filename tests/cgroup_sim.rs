@@ -8,7 +8,7 @@ mod common;
 
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
 use perf_exporter::config::Config;
-use perf_exporter::engine::cgroup::{CgroupCounting, CgroupIssue, Discovery, PerfBackend};
+use perf_exporter::engine::cgroup::{CgroupCounting, CgroupIssue, Discovery, PerfBackend, SetGap};
 use perf_exporter::engine::Engine;
 use perf_exporter::export::prometheus;
 use perf_exporter::perf::sim::SimKernel;
@@ -22,14 +22,7 @@ use std::sync::{Arc, Mutex};
 
 const SEC: u64 = 1_000_000_000;
 
-const YAML: &str = "sets:
-  - name: software
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-      - metric: perf_context_switches_total
-        event: context-switches
-";
+const YAML: &str = crate::software_set!();
 
 fn tree() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup-sim/basic")
@@ -330,6 +323,83 @@ fn uncore_sets_are_refused_per_cgroup() {
     r.k.advance(SEC);
     let s = r.e.collect();
     assert!(value(&s, "perf_cgroup_instructions_total", "{cgroup=\"app/a\"}").is_some());
+}
+
+/// A set that cannot be counted per cgroup (here `core`: no hardware
+/// PMU) has no group-time series, not zeros; it is reported unavailable
+/// with what to do. The set that opened keeps its group times.
+#[test]
+fn a_set_that_cannot_open_per_cgroup_has_no_group_times() {
+    let yaml = format!(
+        "{YAML}  - name: core
+    events:
+      - metric: perf_instructions_total
+        event: instructions
+"
+    );
+    let mut r = rig(
+        "vm-no-pmu",
+        &yaml,
+        &["software", "core"],
+        false,
+        None,
+        &["app/a"],
+    );
+    r.e.collect();
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    for family in [
+        "perf_cgroup_group_enabled_seconds_total",
+        "perf_cgroup_group_running_seconds_total",
+    ] {
+        let f = s.families.iter().find(|f| f.name == family).expect(family);
+        let sets: Vec<&str> = f.samples.iter().map(|x| x.labels.rendered()).collect();
+        assert_eq!(
+            sets,
+            vec!["{cgroup=\"app/a\",set=\"software\"}"],
+            "{family}"
+        );
+        assert!(f.samples[0].value > 0.0, "{family}");
+    }
+    let issues = r.e.cgroups().unwrap().issues();
+    let u = issues
+        .iter()
+        .find(|i| i.code() == "cgroup_set_unavailable")
+        .unwrap_or_else(|| panic!("not reported: {issues:?}"));
+    assert!(
+        matches!(u, CgroupIssue::SetUnavailable { set, why: SetGap::Unavailable } if set == "core"),
+        "{u:?}"
+    );
+    assert!(u.to_string().contains("`core`"), "{u}");
+    assert!(u.what_to_do().contains("cgroups.sets"), "{u}");
+}
+
+/// A set whose groups the kernel refuses in every counted cgroup has no
+/// group times either, and is reported with the refusals.
+#[test]
+fn a_set_refused_in_every_cgroup_has_no_group_times() {
+    let mut r = rig("vm-no-pmu", YAML, &["software"], false, None, &["app/a"]);
+    r.e.collect();
+    r.k.refuse("software", libc::EACCES);
+    r.d.set(&tree(), &["app/b"]);
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    assert!(
+        s.families
+            .iter()
+            .all(|f| !f.name.starts_with("perf_cgroup_group_")),
+        "{:?}",
+        s.families.iter().map(|f| &f.name).collect::<Vec<_>>()
+    );
+    let issues = r.e.cgroups().unwrap().issues();
+    assert!(
+        issues.iter().any(|i| matches!(i, CgroupIssue::SetUnavailable { set, why: SetGap::OpenFailed } if set == "software")),
+        "{issues:?}"
+    );
+    assert!(
+        issues.iter().any(|i| i.code() != "cgroup_set_unavailable"),
+        "the refusal itself: {issues:?}"
+    );
 }
 
 #[test]

@@ -32,14 +32,9 @@ const NOBODY: &[&str] = &["--reuid=65534", "--regid=65534", "--clear-groups"];
 
 /// Software events and a tracepoint: the tracepoint needs tracefs, which
 /// only root can read.
-const SW_AND_TRACEPOINT: &str = "sets:
-  - name: software
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-      - metric: perf_context_switches_total
-        event: context-switches
-  - name: msr
+const SW_AND_TRACEPOINT: &str = concat!(
+    crate::software_set!(),
+    "  - name: msr
     events:
       - metric: perf_msr_tsc_total
         event: msr/tsc/
@@ -47,7 +42,8 @@ const SW_AND_TRACEPOINT: &str = "sets:
     events:
       - metric: perf_getppid_calls_total
         event: syscalls:sys_enter_getppid
-";
+"
+);
 
 fn scrape(p: &Proc) -> BTreeMap<String, f64> {
     let r = p.get("/metrics");

@@ -199,15 +199,9 @@ impl Drop for Load {
     }
 }
 
-const MIXED: &str = r#"
-sets:
-  - name: software
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-      - metric: perf_context_switches_total
-        event: context-switches
-  - name: msr
+const MIXED: &str = concat!(
+    crate::software_set!(),
+    r#"  - name: msr
     events:
       - metric: perf_msr_tsc_total
         event: "msr/tsc/"
@@ -215,7 +209,8 @@ sets:
     events:
       - metric: perf_sched_switch_total
         event: "sched:sched_switch"
-"#;
+"#
+);
 
 const MIXED_METRICS: [&str; 4] = [
     "perf_cpu_clock_seconds_total",

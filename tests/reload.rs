@@ -22,14 +22,7 @@ const BEFORE: &str = "sets:
         event: cpu-clock
 ";
 
-const AFTER: &str = "sets:
-  - name: software
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-      - metric: perf_context_switches_total
-        event: context-switches
-";
+const AFTER: &str = crate::software_set!();
 
 fn scrape(p: &Proc) -> BTreeMap<String, f64> {
     let r = p.get("/metrics");

@@ -12,12 +12,15 @@
 //! At each collection the engine calls [`Selector::scan_if_changed`]:
 //! one non-blocking `read(2)` of an inotify descriptor when no cgroup
 //! was created or removed under the directories the last scan listed
-//! (see [`watch`]), a new [`Selection`] when one was.
+//! (see [`watch`]), a new [`Selection`] when one was, made from the
+//! listed tree as the events left it ([`tree`]), without walking the
+//! whole tree again.
 
 pub mod kube;
 pub mod mount;
 pub mod rank;
 mod select;
+pub mod tree;
 pub mod walk;
 pub mod watch;
 

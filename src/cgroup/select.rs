@@ -1,11 +1,12 @@
 //! [`Selector`]: a scan (walk, ids, the bound), and whether the tree
 //! changed since.
 
-use super::{rank, walk, watch};
+use super::{rank, tree::Tree, walk};
 use super::{Cgroup, CgroupError, LeftOut, LeftOutReason, Root, Selection};
 use crate::config::cgroups::CgroupsConfig;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
+use std::time::Instant;
 
 /// Selects cgroups under a root by a `cgroups:` section, remembering the
 /// previous scan's `cpu.stat` usage to rank by usage since then.
@@ -16,10 +17,21 @@ pub struct Selector {
     globs: Vec<walk::PathGlob>,
     /// `usage_usec` by cgroup id at the last ranking.
     usage: HashMap<u64, u64>,
-    /// The watches of the last scan (None: inotify unavailable).
-    watcher: Option<watch::Watcher>,
+    /// The ids counted by the last selection (they keep their places
+    /// between rankings and against near-equal newcomers).
+    counted: HashSet<u64>,
+    /// When the next ranking is due (None: at the next selection over
+    /// the bound).
+    next_rank: Option<Instant>,
+    /// `cpu.stat` files read so far.
+    usage_reads: u64,
+    /// The listed tree and its watches (None: inotify unavailable, or
+    /// without watches).
+    tree: Option<Tree>,
+    /// Walks from scratch so far.
+    rewalks: u64,
     /// Whether a scan ran, and whether it left cgroups out over the
-    /// limit (then every check re-ranks).
+    /// limit (then a check re-ranks when the ranking is due).
     scanned: bool,
     over_limit: bool,
     /// The last walk's candidates (re-ranked without a walk).
@@ -44,7 +56,11 @@ impl Selector {
             config,
             globs,
             usage: HashMap::new(),
-            watcher: None,
+            counted: HashSet::new(),
+            next_rank: None,
+            usage_reads: 0,
+            tree: None,
+            rewalks: 0,
             scanned: false,
             over_limit: false,
             dirty: false,
@@ -72,15 +88,32 @@ impl Selector {
 
     /// How many directories the last scan watches (0 without inotify).
     pub fn watches(&self) -> usize {
-        self.watcher.as_ref().map_or(0, watch::Watcher::watches)
+        self.tree.as_ref().map_or(0, Tree::watches)
+    }
+
+    /// How many scans walked the tree from scratch (the first, then only
+    /// after lost events or a failed watch; every scan without inotify).
+    pub fn rewalks(&self) -> u64 {
+        self.rewalks
+    }
+
+    /// How many `cpu.stat` files the rankings read so far.
+    pub fn usage_reads(&self) -> u64 {
+        self.usage_reads
     }
 
     /// Whether the selection may differ from the last scan's: no scan
-    /// yet, a cgroup created or removed under a listed directory, cgroups
-    /// left out over the limit (the ranking moves with usage), or no
-    /// working inotify. Cheap: one non-blocking read.
+    /// yet, a cgroup created or removed under a listed directory, a
+    /// ranking due (cgroups left out over the limit: the ranking moves
+    /// with usage), or no working inotify. Cheap: one non-blocking read.
     pub fn changed(&mut self) -> bool {
-        self.over_limit || self.tree_changed()
+        self.tree_changed() || self.rank_due(Instant::now())
+    }
+
+    /// Over the bound, whether `rank_interval` passed since the last
+    /// ranking.
+    fn rank_due(&self, now: Instant) -> bool {
+        self.over_limit && self.next_rank.is_none_or(|t| now >= t)
     }
 
     /// Whether a cgroup may have been created or removed since the last
@@ -89,8 +122,8 @@ impl Selector {
         if !self.scanned || self.dirty {
             return true;
         }
-        self.dirty = match self.watcher.as_mut() {
-            Some(w) => !w.complete() || w.changed(),
+        self.dirty = match self.tree.as_mut() {
+            Some(t) => t.apply() || t.needs_rewalk(),
             None => true,
         };
         self.dirty
@@ -98,14 +131,23 @@ impl Selector {
 
     /// What the engine calls at each collection: `None` when the last
     /// selection stands; a [`scan`](Self::scan) when the tree changed;
-    /// over the bound with an unchanged tree, the last scan's cgroups
-    /// re-ranked by their usage since (no walk).
+    /// over the bound with an unchanged tree, once `rank_interval` passed,
+    /// the last scan's cgroups re-ranked by their usage since (no walk).
+    /// Between rankings no `cpu.stat` is read.
     pub fn scan_if_changed(&mut self) -> Result<Option<Selection>, CgroupError> {
+        self.scan_if_changed_at(Instant::now())
+    }
+
+    /// [`scan_if_changed`](Self::scan_if_changed) at `now`.
+    pub(crate) fn scan_if_changed_at(
+        &mut self,
+        now: Instant,
+    ) -> Result<Option<Selection>, CgroupError> {
         if self.tree_changed() {
-            self.scan().map(Some)
-        } else if self.over_limit {
+            self.scan_at(now).map(Some)
+        } else if self.rank_due(now) {
             let last = self.last.clone();
-            Ok(Some(self.settle(last)))
+            Ok(Some(self.settle(last, now)))
         } else {
             Ok(None)
         }
@@ -113,41 +155,64 @@ impl Selector {
 
     /// Walks the tree and selects: presets and globs, labels, then at
     /// most `max_cgroups`, the busiest by `cpu.stat` usage since the
-    /// previous scan.
+    /// previous ranking. With inotify the walk goes over the listed tree
+    /// as the events left it, listing only directories new to it; from
+    /// scratch the first time and after lost events.
     pub fn scan(&mut self) -> Result<Selection, CgroupError> {
+        self.scan_at(Instant::now())
+    }
+
+    fn scan_at(&mut self, now: Instant) -> Result<Selection, CgroupError> {
         let root = self.root.path.clone();
         std::fs::read_dir(&root).map_err(|source| CgroupError::Io {
             path: root.clone(),
             source,
         })?;
-        // Fresh watches (closing the old descriptor drops the old ones),
-        // each added before its directory is listed.
-        self.watcher = if self.watch {
-            watch::Watcher::new()
-        } else {
-            None
+        // Events not yet applied first; from scratch (a fresh inotify
+        // descriptor: closing the old one drops its watches) when they
+        // were lost.
+        let fresh = match &mut self.tree {
+            Some(t) => {
+                t.apply();
+                t.needs_rewalk()
+            }
+            None => true,
         };
+        if fresh {
+            self.tree = if self.watch { Tree::new() } else { None };
+            self.rewalks += 1;
+        }
         let candidates = walk::Visitor {
             root: &root,
-            watcher: self.watcher.as_mut(),
+            tree: self.tree.as_mut(),
         }
         .select(&self.config, &self.globs);
         self.last = candidates.clone();
-        let sel = self.settle(candidates);
+        let sel = self.settle(candidates, now);
         self.scanned = true;
         self.dirty = false;
         Ok(sel)
     }
 
     /// Reads the candidates' ids (one that vanished since the walk is
-    /// left out as gone) and applies `max_cgroups`.
-    fn settle(&mut self, candidates: Vec<walk::Candidate>) -> Selection {
+    /// left out as gone) and applies `max_cgroups`: over it, a ranking
+    /// when one is due, else the counted keep their places.
+    fn settle(&mut self, candidates: Vec<walk::Candidate>, now: Instant) -> Selection {
         let mut sel = Selection::default();
         let mut found = Vec::with_capacity(candidates.len());
         for c in candidates {
-            match std::fs::metadata(&c.dir) {
-                Ok(m) if m.is_dir() => found.push((c, m.ino())),
-                _ => sel.left_out.push(LeftOut {
+            // A cgroup's id is read once: the tree forgets it on removal.
+            let known = self.tree.as_ref().and_then(|t| t.id(&c.rel));
+            let id = known.or_else(|| {
+                let id = read_id(&c.dir)?;
+                if let Some(t) = &mut self.tree {
+                    t.remember_id(&c.rel, id);
+                }
+                Some(id)
+            });
+            match id {
+                Some(id) => found.push((c, id)),
+                None => sel.left_out.push(LeftOut {
                     rel: c.rel,
                     reason: LeftOutReason::Gone,
                 }),
@@ -156,15 +221,7 @@ impl Selector {
         let max = self.config.max_cgroups;
         self.over_limit = found.len() > max;
         let keep: Vec<bool> = if self.over_limit {
-            let entries: Vec<(&str, u64, Option<u64>)> = found
-                .iter()
-                .map(|(c, id)| (c.rel.as_str(), *id, rank::read_usage(&c.dir)))
-                .collect();
-            let won = rank::winners(&entries, &self.usage, max);
-            self.usage = entries
-                .iter()
-                .filter_map(|(_, id, u)| u.map(|u| (*id, u)))
-                .collect();
+            let won = self.rank(&found, now);
             let mut k = vec![false; found.len()];
             for i in won {
                 k[i] = true;
@@ -172,8 +229,15 @@ impl Selector {
             k
         } else {
             self.usage.clear();
+            self.next_rank = None;
             vec![true; found.len()]
         };
+        self.counted = found
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|((_, id), _)| *id)
+            .collect();
         for ((c, id), keep) in found.into_iter().zip(keep) {
             if keep {
                 let mut labels = vec![("cgroup", c.rel.clone())];
@@ -195,6 +259,50 @@ impl Selector {
         sel.left_out.sort_by(|a, b| a.rel.cmp(&b.rel));
         sel
     }
+
+    /// The winners over the bound: ranked by `cpu.stat` usage when the
+    /// ranking is due (then the next one is `rank_interval` later), else
+    /// held without reading `cpu.stat` ([`rank::hold`]).
+    fn rank(&mut self, found: &[(walk::Candidate, u64)], now: Instant) -> Vec<usize> {
+        let due = self.next_rank.is_none_or(|t| now >= t);
+        let entries: Vec<rank::Entry<'_>> = found
+            .iter()
+            .map(|(c, id)| rank::Entry {
+                rel: c.rel.as_str(),
+                id: *id,
+                usage: None,
+                counted: self.counted.contains(id),
+            })
+            .collect();
+        let max = self.config.max_cgroups;
+        if !due {
+            return rank::hold(&entries, max);
+        }
+        let entries: Vec<rank::Entry<'_>> = entries
+            .into_iter()
+            .zip(found)
+            .map(|(e, (c, _))| rank::Entry {
+                usage: rank::read_usage(&c.dir),
+                ..e
+            })
+            .collect();
+        self.usage_reads += entries.len() as u64;
+        let won = rank::winners(&entries, &self.usage, max);
+        self.usage = entries
+            .iter()
+            .filter_map(|e| e.usage.map(|u| (e.id, u)))
+            .collect();
+        self.next_rank = Some(now + self.config.rank_interval);
+        won
+    }
+}
+
+/// The cgroup id of a directory (its inode number), `None` when gone.
+fn read_id(dir: &std::path::Path) -> Option<u64> {
+    std::fs::metadata(dir)
+        .ok()
+        .filter(|m| m.is_dir())
+        .map(|m| m.ino())
 }
 
 #[cfg(test)]
@@ -210,6 +318,7 @@ mod tests {
             containers: false,
             paths: paths.iter().map(|p| p.to_string()).collect(),
             max_cgroups,
+            rank_interval: std::time::Duration::from_secs(30),
             sets: vec!["core".into()],
             per_cpu: false,
         }
@@ -234,12 +343,12 @@ mod tests {
         let mut s = selector(t.path(), &["app/*"], 10);
         let cands = walk::Visitor {
             root: t.path(),
-            watcher: None,
+            tree: None,
         }
         .select(&s.config, &s.globs);
         assert_eq!(cands.len(), 2);
         std::fs::remove_dir(t.path().join("app/a")).unwrap();
-        let sel = s.settle(cands);
+        let sel = s.settle(cands, Instant::now());
         assert_eq!(sel.counted.len(), 1);
         assert_eq!(sel.counted[0].rel, "app/b");
         assert_eq!(sel.counted[0].kind, Kind::Path);
@@ -252,8 +361,8 @@ mod tests {
         );
     }
 
-    /// Over the bound, every check re-ranks; under it, only a change of
-    /// the tree makes one.
+    /// Over the bound, a check re-ranks once `rank_interval` passed;
+    /// under it, only a change of the tree makes one.
     #[test]
     fn changed_follows_the_tree_and_the_bound() {
         let t = tempfile::tempdir().unwrap();
@@ -267,10 +376,63 @@ mod tests {
         assert!(s.changed(), "a new directory is seen at once");
         let sel = s.scan_if_changed().unwrap().unwrap();
         assert_eq!((sel.counted.len(), sel.left_out.len()), (1, 1));
-        assert!(s.changed(), "over the bound, every check re-ranks");
+        assert!(
+            !s.changed(),
+            "over the bound, no ranking before rank_interval"
+        );
+        let later = Instant::now() + std::time::Duration::from_secs(31);
+        assert!(
+            s.scan_if_changed_at(later).unwrap().is_some(),
+            "ranking due"
+        );
         let mut s = selector(t.path(), &["app/*"], 5).without_watches();
         s.scan().unwrap();
         assert!(s.changed(), "without inotify every check rescans");
+    }
+
+    fn usage(dir: &std::path::Path, rel: &str, usec: u64) {
+        let d = dir.join(rel);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("cpu.stat"), format!("usage_usec {usec}\n")).unwrap();
+    }
+
+    fn counted(sel: &Selection) -> Vec<&str> {
+        sel.counted.iter().map(|c| c.rel.as_str()).collect()
+    }
+
+    /// Over the bound, `cpu.stat` is read at a ranking only, every
+    /// `rank_interval`: checks between rankings read none, even when the
+    /// usage moved; at the next ranking a clearly busier cgroup wins, a
+    /// near-equal one does not displace a counted one.
+    #[test]
+    fn cpu_stat_is_read_only_at_rankings() {
+        let t = tempfile::tempdir().unwrap();
+        for (n, u) in [("a", 3_000_000), ("b", 2_000_000), ("c", 1_000_000)] {
+            usage(t.path(), &format!("app/{n}"), u);
+        }
+        let mut s = selector(t.path(), &["app/*"], 2);
+        let t0 = Instant::now();
+        let sec = std::time::Duration::from_secs(1);
+        let sel = s.scan_if_changed_at(t0).unwrap().unwrap();
+        assert_eq!(counted(&sel), ["app/a", "app/b"]);
+        assert_eq!(s.usage_reads(), 3);
+        // c becomes the busiest: unseen until the ranking is due.
+        usage(t.path(), "app/c", 9_000_000);
+        for k in [1, 10, 29] {
+            assert_eq!(s.scan_if_changed_at(t0 + k * sec).unwrap(), None, "{k}s");
+        }
+        assert_eq!(s.usage_reads(), 3, "no cpu.stat read between rankings");
+        // At 30 s: c used 8 s since, b nothing: c takes b's place.
+        let sel = s.scan_if_changed_at(t0 + 30 * sec).unwrap().unwrap();
+        assert_eq!(counted(&sel), ["app/a", "app/c"]);
+        assert_eq!(s.usage_reads(), 6);
+        // Then b is a little busier than a (10%): no flap.
+        usage(t.path(), "app/a", 4_000_000);
+        usage(t.path(), "app/b", 3_100_000);
+        usage(t.path(), "app/c", 10_000_000);
+        let sel = s.scan_if_changed_at(t0 + 60 * sec).unwrap().unwrap();
+        assert_eq!(counted(&sel), ["app/a", "app/c"]);
+        assert_eq!(sel.left_out.len(), 1, "left out, and reported");
     }
 
     /// kubepods created after the first scan (the kubelet started later)

@@ -5,7 +5,7 @@
 //! tree.
 
 use super::kube::{self, Qos};
-use super::watch::Watcher;
+use super::tree::{self, Tree};
 use super::Kind;
 use crate::config::cgroups::{CgroupsConfig, Preset};
 use globset::{GlobBuilder, GlobMatcher};
@@ -64,12 +64,14 @@ impl PathGlob {
     }
 }
 
-/// Lists subdirectories, watching each listed directory first.
+/// Lists subdirectories, watching each listed directory first; with a
+/// [`Tree`], a directory listed before is not listed again (the tree's
+/// events keep its names current).
 pub struct Visitor<'a> {
     /// The cgroup root.
     pub root: &'a Path,
-    /// The watches of this scan.
-    pub watcher: Option<&'a mut Watcher>,
+    /// The listed tree (None: list every directory afresh, no watches).
+    pub tree: Option<&'a mut Tree>,
 }
 
 impl Visitor<'_> {
@@ -77,12 +79,16 @@ impl Visitor<'_> {
     /// be listed (gone, or not a directory) gives none: what was selected
     /// in it is found gone when its id is read.
     fn list(&mut self, rel: &str) -> Vec<OsString> {
-        let dir = self.root.join(rel);
-        if let Some(w) = self.watcher.as_deref_mut() {
-            w.watch(&dir);
+        if let Some(names) = self.tree.as_deref().and_then(|t| t.listing(rel)) {
+            return names.to_vec();
         }
+        let wd = self
+            .tree
+            .as_deref_mut()
+            .and_then(|t| t.watch(self.root, rel));
+        let dir = self.root.join(rel);
         let Ok(rd) = std::fs::read_dir(&dir) else {
-            self.watch_nearest(&dir);
+            self.watch_nearest(rel, &dir);
             return Vec::new();
         };
         let mut v: Vec<OsString> = rd
@@ -91,29 +97,30 @@ impl Visitor<'_> {
             .map(|e| e.file_name())
             .collect();
         v.sort();
+        if let (Some(t), Some(wd)) = (self.tree.as_deref_mut(), wd) {
+            t.insert(rel, wd, v.clone());
+        }
         v
     }
 
     /// A directory that does not exist (yet: kubepods before the kubelet
     /// starts) is watched for through its nearest existing ancestor.
-    fn watch_nearest(&mut self, dir: &Path) {
-        let Some(w) = self.watcher.as_deref_mut() else {
+    fn watch_nearest(&mut self, rel: &str, dir: &Path) {
+        let Some(t) = self.tree.as_deref_mut() else {
             return;
         };
-        let mut at = dir;
-        while let Some(parent) = at.parent() {
-            if parent.is_dir() {
-                w.watch(parent);
-                break;
-            }
-            if parent == self.root {
+        let mut at = rel;
+        while !at.is_empty() {
+            let parent = at.rsplit_once('/').map_or("", |(p, _)| p);
+            if parent.is_empty() || self.root.join(parent).is_dir() {
+                t.watch(self.root, parent);
                 break;
             }
             at = parent;
         }
-        // Created between the listing and the watch: rescan.
+        // Created between the listing and the watch: walk again.
         if dir.exists() {
-            w.missed();
+            t.missed();
         }
     }
 
@@ -208,12 +215,7 @@ impl Visitor<'_> {
                 continue;
             }
             for n in self.list(&rel) {
-                let n = n.to_string_lossy();
-                let child = if rel.is_empty() {
-                    n.into_owned()
-                } else {
-                    format!("{rel}/{n}")
-                };
+                let child = tree::join(&rel, &n);
                 if g.matcher.is_match(&child) {
                     out.push(self.candidate(child.clone(), Kind::Path, Vec::new()));
                 }

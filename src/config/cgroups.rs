@@ -7,6 +7,7 @@
 //!   containers: false      # kubernetes: also one cgroup per container
 //!   paths: ["app/*"]       # extra globs, relative to the cgroup root
 //!   max_cgroups: 256       # the busiest win beyond it (cpu.stat usage)
+//!   rank_interval: 30s     # beyond it, how often the busiest are re-ranked
 //!   sets: [core, cache, software]   # sets of this file counted per cgroup
 //!   per_cpu: false         # per-cgroup series summed over CPUs by default
 //! ```
@@ -15,9 +16,18 @@
 
 use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
+use std::time::Duration;
 
 /// The default bound on counted cgroups.
 pub const DEFAULT_MAX_CGROUPS: usize = 256;
+
+/// How often cgroups are re-ranked by usage when more than
+/// `max_cgroups` match, unless `rank_interval:` is given.
+pub const DEFAULT_RANK_INTERVAL: Duration = Duration::from_secs(30);
+
+/// The shortest `rank_interval:`: each re-ranking reads every matched
+/// cgroup's `cpu.stat`.
+pub const MIN_RANK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The sets counted per cgroup when `sets:` is not given, where the
 /// config has them: the core and cache sets plus software events.
@@ -65,6 +75,9 @@ pub struct CgroupsConfig {
     pub paths: Vec<String>,
     /// At most this many cgroups are counted.
     pub max_cgroups: usize,
+    /// Over `max_cgroups`, how often the counted cgroups are re-ranked by
+    /// `cpu.stat` usage (between re-rankings no `cpu.stat` is read).
+    pub rank_interval: Duration,
     /// Names of the config's sets counted per cgroup (each exists).
     pub sets: Vec<String>,
     /// Keep the `cpu` label on per-cgroup series.
@@ -85,6 +98,8 @@ pub(super) struct RawCgroups {
     pub paths: Vec<String>,
     #[serde(default)]
     pub max_cgroups: Option<Spanned<usize>>,
+    #[serde(default)]
+    pub rank_interval: Option<Spanned<String>>,
     #[serde(default)]
     pub sets: Option<Spanned<Vec<String>>>,
     #[serde(default)]
@@ -107,6 +122,11 @@ pub(super) fn convert(
         }
         Some(m) => m.value,
         None => DEFAULT_MAX_CGROUPS,
+    };
+    let rank_interval = match raw.rank_interval {
+        Some(r) => rank_interval(&r.value)
+            .map_err(|why| invalid(&r.referenced, format!("`cgroups.rank_interval`: {why}")))?,
+        None => DEFAULT_RANK_INTERVAL,
     };
     let sets = match raw.sets {
         Some(s) => {
@@ -183,9 +203,22 @@ pub(super) fn convert(
         containers: raw.containers,
         paths: raw.paths,
         max_cgroups,
+        rank_interval,
         sets,
         per_cpu: raw.per_cpu,
     })
+}
+
+/// A `rank_interval:` text: a duration (`30s`, `5m`) of at least
+/// [`MIN_RANK_INTERVAL`].
+fn rank_interval(text: &str) -> Result<Duration, String> {
+    let d = crate::duration::parse(text)?;
+    if d < MIN_RANK_INTERVAL {
+        return Err(format!(
+            "`{text}` is shorter than 1s: each re-ranking reads every matched cgroup's cpu.stat; give e.g. `30s` (the default)"
+        ));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -209,6 +242,7 @@ mod tests {
         let g = c.cgroups.unwrap();
         assert_eq!(g.sets, vec!["core".to_string()]);
         assert_eq!(g.max_cgroups, super::DEFAULT_MAX_CGROUPS);
+        assert_eq!(g.rank_interval, super::DEFAULT_RANK_INTERVAL);
         assert_eq!(g.backend, super::Backend::Auto);
         assert!(!g.per_cpu);
     }
@@ -234,6 +268,20 @@ mod tests {
         assert!(e.contains("`app/[`, which is not a glob"), "{e}");
         let e = parse("cgroups:\n  paths: [\"../x\"]\n").unwrap_err();
         assert!(e.contains("no `..`"), "{e}");
+    }
+
+    #[test]
+    fn rank_interval_is_a_duration_of_at_least_a_second() {
+        let c = parse("cgroups:\n  preset: systemd\n  rank_interval: 1m30s\n").unwrap();
+        assert_eq!(
+            c.cgroups.unwrap().rank_interval,
+            std::time::Duration::from_secs(90)
+        );
+        let e = parse("cgroups:\n  preset: systemd\n  rank_interval: 30\n").unwrap_err();
+        assert!(e.contains("c.yaml:") && e.contains("rank_interval"), "{e}");
+        assert!(e.contains("`30s`"), "{e}");
+        let e = parse("cgroups:\n  preset: systemd\n  rank_interval: 100ms\n").unwrap_err();
+        assert!(e.contains("shorter than 1s"), "{e}");
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //!   dies or never gets ready; signals, log and readiness waits (deadline
 //!   polls); [`KeepAlive`], a keep-alive client.
 //! * [`exporter`]: starts `perf-exporter` with the given arguments.
+//! * [`cgroup`]: cgroup trees (real ones removed on drop), the
+//!   `cgroups:` section of a one-set config.
 //! * [`tls`]: a test PKI and an HTTPS client; [`exposition`]: a strict
 //!   text-format validator.
 //! * [`http`] / [`get`]: a tiny blocking HTTP/1.1 client.
@@ -15,6 +17,7 @@
 //! Each test crate uses a different subset of these.
 #![allow(dead_code, unused_imports)]
 
+pub mod cgroup;
 pub mod exposition;
 pub mod proc;
 pub mod tls;

@@ -23,6 +23,7 @@
 //!   its traffic), a cgroup gone between discovery and open, counters
 //!   that failed to open, cgroups left out for want of file descriptors.
 
+mod gaps;
 mod perf;
 mod read;
 
@@ -117,6 +118,27 @@ pub enum CgroupIssue {
     },
     /// Discovery failed (the previous selection keeps counting).
     Discovery(String),
+    /// A set of `cgroups.sets` has no group open in any counted cgroup:
+    /// it has no per-cgroup series, not even group times.
+    SetUnavailable {
+        /// The set.
+        set: String,
+        /// Why.
+        why: SetGap,
+    },
+}
+
+/// Why a set of `cgroups.sets` is not counted per cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetGap {
+    /// Every event of the set is on an uncore PMU.
+    Uncore,
+    /// No counter of the set is available on this host (see the
+    /// node-level resolution for each metric's reason).
+    Unavailable,
+    /// Its groups failed to open in every counted cgroup (see the
+    /// [`CgroupIssue::Open`] issues).
+    OpenFailed,
 }
 
 impl CgroupIssue {
@@ -132,7 +154,9 @@ impl CgroupIssue {
                 cgroup: cgroup.clone(),
             }),
             CgroupIssue::Open { problem, .. } => Some(problem.clone()),
-            CgroupIssue::FdBudget { .. } | CgroupIssue::Discovery(_) => None,
+            CgroupIssue::FdBudget { .. }
+            | CgroupIssue::Discovery(_)
+            | CgroupIssue::SetUnavailable { .. } => None,
         }
     }
 
@@ -144,6 +168,7 @@ impl CgroupIssue {
             CgroupIssue::FdBudget { .. } => "fd_limit",
             CgroupIssue::Open { problem, .. } => problem.code(),
             CgroupIssue::Discovery(_) => "discovery",
+            CgroupIssue::SetUnavailable { .. } => "cgroup_set_unavailable",
         }
     }
 
@@ -155,6 +180,9 @@ impl CgroupIssue {
             CgroupIssue::FdBudget { .. } => "raise RLIMIT_NOFILE (`ulimit -n`, systemd `LimitNOFILE=`, container `--ulimit nofile=`), lower `cgroups.max_cgroups`, or name fewer `cgroups.sets`".into(),
             CgroupIssue::Open { problem, .. } => problem.what_to_do(),
             CgroupIssue::Discovery(_) => "check `--path.cgroupfs` and that the cgroup tree is readable".into(),
+            CgroupIssue::SetUnavailable { set, why: SetGap::Uncore } => format!("remove `{set}` from `cgroups.sets`: uncore counters cannot be attributed to a cgroup"),
+            CgroupIssue::SetUnavailable { set, why: SetGap::Unavailable } => format!("remove `{set}` from `cgroups.sets`, or see `check` for why its metrics are unavailable on this host (most need a hardware PMU)"),
+            CgroupIssue::SetUnavailable { set, why: SetGap::OpenFailed } => format!("see the per-cgroup open failures of `{set}` for the reason; the node-level series of the set are unaffected"),
         }
     }
 }
@@ -167,6 +195,14 @@ impl fmt::Display for CgroupIssue {
             CgroupIssue::FdBudget { cgroup, per_cgroup, budget } => write!(f, "cgroup {cgroup:?} not counted: it needs {per_cgroup} file descriptors and {budget} were left for cgroups"),
             CgroupIssue::Open { metric, problem } => write!(f, "{metric} per cgroup: {problem}"),
             CgroupIssue::Discovery(e) => write!(f, "cgroup discovery: {e}"),
+            CgroupIssue::SetUnavailable { set, why } => {
+                let why = match why {
+                    SetGap::Uncore => "every event of it is on an uncore PMU",
+                    SetGap::Unavailable => "none of its counters is available on this host",
+                    SetGap::OpenFailed => "its groups failed to open in every counted cgroup",
+                };
+                write!(f, "set `{set}` of `cgroups.sets` is unavailable per cgroup: {why}")
+            }
         }
     }
 }

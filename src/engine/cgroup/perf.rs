@@ -184,6 +184,8 @@ impl PerfBackend {
                 }
             }
         }
+        let gaps = super::gaps::unplanned(sets, |i| plans.keys().any(|k| k.0 == i), &issues);
+        issues.extend(gaps);
         for i in &issues {
             tracing::warn!(issue = %i, what_to_do = %i.what_to_do(), "not counted per cgroup");
         }
@@ -212,6 +214,11 @@ impl PerfBackend {
             sync_issues: Vec::new(),
             buf: GroupReading::default(),
         }
+    }
+
+    /// Whether set `set` (an index of `sets`) has a planned group.
+    pub(super) fn planned(&self, set: usize) -> bool {
+        self.plan.iter().any(|g| g.set == set)
     }
 
     /// Descriptors one cgroup needs: its directory and every planned
@@ -436,11 +443,14 @@ impl CgroupBackend for PerfBackend {
     }
 
     fn issues(&self) -> Vec<CgroupIssue> {
-        self.issues
+        let mut v: Vec<CgroupIssue> = self
+            .issues
             .iter()
             .chain(&self.sync_issues)
             .cloned()
-            .collect()
+            .collect();
+        v.extend(self.unopened());
+        v
     }
 
     fn counted(&self) -> Vec<String> {

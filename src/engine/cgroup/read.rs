@@ -2,7 +2,9 @@
 //! estimate folded into monotonic totals exactly as for node-level groups,
 //! and the `perf_cgroup_*` families.
 
-use super::perf::PerfBackend;
+use super::perf::{PerfBackend, Tracked};
+#[cfg(doc)]
+use super::CgroupIssue;
 use crate::engine::read::value_of;
 use crate::engine::{monotonic_delta, mux_factor};
 use crate::snapshot::{Family, Kind, Sample};
@@ -88,14 +90,20 @@ impl PerfBackend {
                 });
             }
         }
+        // Group times only where a group of the set is open on the
+        // column's CPU: a set that could not be opened in a cgroup is an
+        // issue ([`CgroupIssue::SetUnavailable`]), not a series of zeros.
         let times = |pick: fn(&(f64, f64)) -> f64| -> Vec<Sample> {
             self.tracked
                 .values()
                 .flat_map(|t| {
+                    let open = t.open_columns(self.sets.len() * ncols, ncols);
                     t.times
                         .iter()
                         .zip(&t.time_labels)
-                        .map(move |(tm, l)| Sample {
+                        .zip(open)
+                        .filter(|(_, open)| *open)
+                        .map(move |((tm, l), _)| Sample {
                             labels: l.clone(),
                             value: pick(tm),
                             start_unix_nanos: t.start_ns,
@@ -103,14 +111,15 @@ impl PerfBackend {
                 })
                 .collect()
         };
-        if self.tracked.is_empty() || self.metrics.is_empty() {
+        let enabled = times(|t| t.0);
+        if enabled.is_empty() {
             return;
         }
         out.push(Family {
             name: "perf_cgroup_group_enabled_seconds_total".into(),
             help: "Time the set's per-cgroup perf groups were enabled, summed over CPUs; compare with running time to see multiplexing.".into(),
             kind: Kind::Counter,
-            samples: times(|t| t.0),
+            samples: enabled,
         });
         out.push(Family {
             name: "perf_cgroup_group_running_seconds_total".into(),
@@ -118,5 +127,19 @@ impl PerfBackend {
             kind: Kind::Counter,
             samples: times(|t| t.1),
         });
+    }
+}
+
+impl Tracked {
+    /// Per (set, column), whether a group of that set is open on a CPU of
+    /// the column.
+    fn open_columns(&self, len: usize, ncols: usize) -> Vec<bool> {
+        let mut open = vec![false; len];
+        for g in &self.groups {
+            if let Some(o) = open.get_mut(g.set * ncols + g.col) {
+                *o = true;
+            }
+        }
+        open
     }
 }

@@ -1,0 +1,88 @@
+//! Cgroup trees for the per-workload tests: the `cgroups:` section of a
+//! one-set config, a directory of real cgroups removed (deepest first) on
+//! drop, also when a test panics, and the software set the sim and live
+//! tests count.
+
+use perf_exporter::cgroup::{find_root, Hierarchy};
+use perf_exporter::config::cgroups::CgroupsConfig;
+use perf_exporter::config::Config;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The YAML of a `software` set counting `cpu-clock` and
+/// `context-switches`, as a literal (`concat!(software_set!(), "...")`
+/// adds sets).
+#[macro_export]
+macro_rules! software_set {
+    () => {
+        "sets:
+  - name: software
+    events:
+      - metric: perf_cpu_clock_seconds_total
+        event: cpu-clock
+      - metric: perf_context_switches_total
+        event: context-switches
+"
+    };
+}
+
+/// The `cgroups:` section `yaml` (its indented lines) of a config with
+/// one software set, validated.
+pub fn section(yaml: &str) -> CgroupsConfig {
+    let text = format!(
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{yaml}"
+    );
+    Config::parse(&text, "c.yaml").unwrap().cgroups.unwrap()
+}
+
+/// Removes a directory tree of cgroups (or plain directories), deepest
+/// first. Removing a cgroup fails while a dying task is still attached:
+/// polls up to 10 s, then says what it could not remove.
+pub fn remove_tree(path: &Path) {
+    if let Ok(rd) = std::fs::read_dir(path) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::remove_dir(path).is_err() && path.exists() {
+        if Instant::now() > deadline {
+            eprintln!("could not remove {}", path.display());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A directory of cgroups under this machine's cgroup2 root, named
+/// `<prefix>-<pid>-<tag>`, removed with everything below it on drop.
+pub struct CgroupTree {
+    /// The directory.
+    pub top: PathBuf,
+}
+
+impl CgroupTree {
+    /// Creates `<cgroup2 root>/<prefix>-<pid>-<tag>`.
+    pub fn new(prefix: &str, tag: &str) -> CgroupTree {
+        let root = find_root(Path::new("/proc"), None).expect("this machine has cgroup2");
+        assert_eq!(root.hierarchy, Hierarchy::V2);
+        let top = root
+            .path
+            .join(format!("{prefix}-{}-{tag}", std::process::id()));
+        std::fs::create_dir(&top).unwrap_or_else(|e| panic!("mkdir {}: {e}", top.display()));
+        CgroupTree { top }
+    }
+
+    /// Creates `rel` (and its parents) below the top.
+    pub fn mkdir(&self, rel: &str) {
+        std::fs::create_dir_all(self.top.join(rel)).unwrap();
+    }
+}
+
+impl Drop for CgroupTree {
+    fn drop(&mut self) {
+        remove_tree(&self.top);
+    }
+}
