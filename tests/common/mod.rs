@@ -447,7 +447,10 @@ pub fn kubernetes_exporter() -> (Proc, tempfile::TempDir) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("k8s.yaml");
-    let config = "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n      - metric: perf_context_switches_total\n        event: context-switches\ncgroups:\n  preset: kubernetes\n  containers: true\n  sets: [software]\n";
+    let config = concat!(
+        crate::software_set!(),
+        "cgroups:\n  preset: kubernetes\n  containers: true\n  sets: [software]\n"
+    );
     std::fs::write(&cfg, config).unwrap();
     let args = [
         "--simulate".to_string(),
