@@ -342,7 +342,7 @@ impl Problem {
             Problem::Unschedulable { .. } => "the PMU never had a free counter for it: split the set, or stop other users of the counters (the NMI watchdog: `sysctl kernel.nmi_watchdog=0`)".into(),
             Problem::Failed(_) => "see the errno; report it if it persists".into(),
             Problem::NoCgroupHierarchy { .. } => "mount cgroup2 (`mount -t cgroup2 none /sys/fs/cgroup`) or the v1 perf_event controller, give the host's cgroup root with --path.cgroupfs (a DaemonSet mounts it read-only), or remove the `cgroups:` section".into(),
-            Problem::CgroupOverLimit { .. } => "raise `cgroups.max_cgroups` (each counted cgroup costs one perf group per CPU), or narrow the preset or `paths:`; the busiest cgroups since the previous scrape are counted".into(),
+            Problem::CgroupOverLimit { .. } => "raise `cgroups.max_cgroups` (each counted cgroup costs one perf group per CPU), or narrow the preset or `paths:`; the busiest cgroups by `cpu.stat` usage are counted, re-ranked every `cgroups.rank_interval`".into(),
             Problem::CgroupGone { .. } => "nothing: the cgroup was removed (its workload ended); the next scan no longer matches it".into(),
             Problem::UncoreInCgroupSet { set, .. } => format!("remove `{set}` from `cgroups.sets`: it stays counted per socket; count per cgroup only core, cache and software sets"),
         }

@@ -86,6 +86,9 @@ pub(super) struct Tracked {
     /// Per (set, column): enabled and running seconds, and labels.
     pub(super) times: Vec<(f64, f64)>,
     pub(super) time_labels: Vec<Labels>,
+    /// Per (set, column): whether a group of that set is open on a CPU of
+    /// the column, as of the last read (refreshed in place).
+    pub(super) time_open: Vec<bool>,
     pub(super) start_ns: u64,
     pub(super) read_errors: u64,
 }
@@ -306,6 +309,7 @@ impl PerfBackend {
             labels,
             times: vec![(0.0, 0.0); self.sets.len() * ncols],
             time_labels,
+            time_open: vec![false; self.sets.len() * ncols],
             start_ns: now_unix_nanos(),
             read_errors: 0,
         })

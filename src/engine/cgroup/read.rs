@@ -15,6 +15,7 @@ impl PerfBackend {
         let ncols = self.cpus.len();
         let nsets = self.sets.len();
         for t in self.tracked.values_mut() {
+            t.mark_open_columns(ncols);
             for g in &mut t.groups {
                 let Some(plan) = self.plan.get(g.plan) else {
                     continue;
@@ -97,12 +98,11 @@ impl PerfBackend {
             self.tracked
                 .values()
                 .flat_map(|t| {
-                    let open = t.open_columns(self.sets.len() * ncols, ncols);
                     t.times
                         .iter()
                         .zip(&t.time_labels)
-                        .zip(open)
-                        .filter(|(_, open)| *open)
+                        .zip(&t.time_open)
+                        .filter(|(_, open)| **open)
                         .map(move |((tm, l), _)| Sample {
                             labels: l.clone(),
                             value: pick(tm),
@@ -131,15 +131,15 @@ impl PerfBackend {
 }
 
 impl Tracked {
-    /// Per (set, column), whether a group of that set is open on a CPU of
-    /// the column.
-    fn open_columns(&self, len: usize, ncols: usize) -> Vec<bool> {
-        let mut open = vec![false; len];
+    /// Marks, per (set, column), whether a group of that set is open on a
+    /// CPU of the column: in place, so a collection allocates nothing per
+    /// cgroup.
+    fn mark_open_columns(&mut self, ncols: usize) {
+        self.time_open.fill(false);
         for g in &self.groups {
-            if let Some(o) = open.get_mut(g.set * ncols + g.col) {
+            if let Some(o) = self.time_open.get_mut(g.set * ncols + g.col) {
                 *o = true;
             }
         }
-        open
     }
 }
