@@ -487,8 +487,14 @@ fn hostile_names_are_escaped_exactly() {
 /// `cgroups:` section, once per-workload counting has started. The
 /// directory holds the config.
 fn serve_kubernetes_fixture(extra: &str) -> (common::Proc, tempfile::TempDir) {
+    serve_kubernetes_fixture_with("", &format!("  sets: [software]\n{extra}"))
+}
+
+/// Like [`serve_kubernetes_fixture`], with more `sets` in the config and
+/// the whole `cgroups:` section below its preset.
+fn serve_kubernetes_fixture_with(sets: &str, cgroups: &str) -> (common::Proc, tempfile::TempDir) {
     let cg = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup/kubernetes-systemd");
-    let yaml = format!("{YAML}cgroups:\n  preset: kubernetes\n  sets: [software]\n{extra}");
+    let yaml = format!("{YAML}{sets}cgroups:\n  preset: kubernetes\n{cgroups}");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.yaml");
     std::fs::write(&cfg, yaml).unwrap();
@@ -629,4 +635,24 @@ fn landing_page_lists_counted_and_left_out_cgroups() {
         assert!(r.contains("max_cgroups"), "{r}");
         assert!(r.contains("raise `cgroups.max_cgroups`"), "{r}");
     }
+}
+
+/// Issue 13: what the backend cannot count per cgroup (here a set whose
+/// counters this host does not have) is on the landing page with its code
+/// and what to do, not only in the log.
+#[test]
+fn landing_page_lists_what_is_not_counted_per_cgroup() {
+    let core = "  - name: core\n    events:\n      - metric: perf_instructions_total\n        event: instructions\n";
+    let (p, _dir) = serve_kubernetes_fixture_with(core, "  sets: [software, core]\n");
+    let page = p.get("/").body;
+    let section = page
+        .split_once("<h3>Not counted per cgroup</h3>")
+        .unwrap_or_else(|| panic!("no per-cgroup issues on the landing page:\n{page}"))
+        .1;
+    let row = section
+        .lines()
+        .find(|l| l.starts_with("<tr><td>cgroup_set_unavailable</td>"))
+        .unwrap_or_else(|| panic!("no row for the set:\n{section}"));
+    assert!(row.contains("set `core` of `cgroups.sets`"), "{row}");
+    assert!(row.contains("remove `core` from `cgroups.sets`"), "{row}");
 }

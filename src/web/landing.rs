@@ -106,6 +106,19 @@ fn cgroup_section(c: &crate::engine::cgroup::CgroupCounting) -> String {
         ));
     }
     out.push_str("</table>\n");
+    let issues = c.issues();
+    if !issues.is_empty() {
+        out.push_str("<h3>Not counted per cgroup</h3>\n<table><tr><th>code</th><th>what</th><th>what to do</th></tr>\n");
+        for i in &issues {
+            out.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                i.code(),
+                esc(&i.to_string()),
+                esc(&i.what_to_do())
+            ));
+        }
+        out.push_str("</table>\n");
+    }
     out
 }
 
