@@ -24,6 +24,7 @@
 //! `caps/`, unreadable files); a malformed entry is skipped with a warning
 //! instead of failing the whole table.
 
+pub mod cpuid;
 pub mod format;
 pub mod host;
 
