@@ -136,6 +136,43 @@ pub struct Alternative {
     /// this: `"amd_df/umask=config:8-15"`. Distinguishes encodings that
     /// would resolve on the wrong generation of a PMU.
     pub requires_format: Option<FormatRequirement>,
+    /// Use this alternative only where the CPU identity of the PMU it
+    /// counts on matches (`GenuineIntel-6-55-.*`).
+    pub requires_cpu: Option<CpuRequirement>,
+}
+
+/// A `requires_cpu` guard, compiled at load: a regex matched against a
+/// core PMU's CPU identity (`GenuineIntel-6-55-4`, `0x00000000410fd0c0`)
+/// as perf's `pmu-events/arch/*/mapfile.csv` entries are, i.e. it must
+/// match the whole identity string.
+#[derive(Debug, Clone)]
+pub struct CpuRequirement {
+    /// The regex as written.
+    pub pattern: String,
+    anchored: regex::Regex,
+}
+
+impl PartialEq for CpuRequirement {
+    fn eq(&self, other: &Self) -> bool {
+        self.pattern == other.pattern
+    }
+}
+
+impl CpuRequirement {
+    /// Compiles `pattern`; the error carries the regex library's message.
+    pub fn parse(pattern: &str) -> Result<Self, String> {
+        let anchored = regex::Regex::new(&format!("^(?:{pattern})$"))
+            .map_err(|e| format!("`requires_cpu: {pattern}` is not a valid regex: {e}"))?;
+        Ok(CpuRequirement {
+            pattern: pattern.to_string(),
+            anchored,
+        })
+    }
+
+    /// Whether the whole identity string matches.
+    pub fn matches(&self, identity: &str) -> bool {
+        self.anchored.is_match(identity)
+    }
 }
 
 /// A `requires_format` guard, parsed at load: `PMU/term=configN:bits`.
@@ -204,6 +241,11 @@ impl Alternative {
     /// The `requires_format` guard, if any.
     pub fn requires_format(&self) -> Option<&FormatRequirement> {
         self.requires_format.as_ref()
+    }
+
+    /// The `requires_cpu` guard, if any.
+    pub fn requires_cpu(&self) -> Option<&CpuRequirement> {
+        self.requires_cpu.as_ref()
     }
 
     /// The scale and unit it overrides, if any.
@@ -418,6 +460,7 @@ fn convert_alternative(a: RawAlternative) -> Result<Alternative, String> {
                 scale: None,
                 unit: None,
                 requires_format: None,
+                requires_cpu: None,
             })
         }
         RawAlternative::Detailed(d) => d,
@@ -454,6 +497,11 @@ fn convert_alternative(a: RawAlternative) -> Result<Alternative, String> {
             .requires_format
             .as_deref()
             .map(FormatRequirement::parse)
+            .transpose()?,
+        requires_cpu: d
+            .requires_cpu
+            .as_deref()
+            .map(CpuRequirement::parse)
             .transpose()?,
     })
 }
@@ -592,6 +640,35 @@ mod input_tests {
             );
             assert!(e.ends_with("e.g. `amd_df/umask=config:8-15`"), "{e}");
         }
+    }
+
+    /// Issue 17: `requires_cpu` is compiled at load and matched against
+    /// the whole identity string; a bad regex is refused with the file,
+    /// line and the regex error.
+    #[test]
+    fn requires_cpu_is_compiled_at_load() {
+        let with = |req: &str| {
+            format!("sets:\n  - name: a\n    events:\n      - metric: m_total\n        event:\n          - event: cycles\n            requires_cpu: '{req}'\n          - cycles\n")
+        };
+        let c = Config::parse(&with("GenuineIntel-6-(55|6A)-.*"), "t.yaml").unwrap();
+        let alts = &c.sets[0].events[0].event.value;
+        let req = alts[0].requires_cpu().expect("compiled");
+        assert_eq!(req.pattern, "GenuineIntel-6-(55|6A)-.*");
+        assert!(req.matches("GenuineIntel-6-55-4"));
+        assert!(req.matches("GenuineIntel-6-6A-6"));
+        // Anchored: neither a prefix nor a substring is enough.
+        assert!(!req.matches("GenuineIntel-6-8F-8"));
+        assert!(!req.matches("xGenuineIntel-6-55-4"));
+        let alt = CpuRequirement::parse("GenuineIntel-6-55").unwrap();
+        assert!(!alt.matches("GenuineIntel-6-55-4"));
+        assert!(alts[1].requires_cpu().is_none());
+        let e = err(&with("GenuineIntel-6-(55"));
+        assert!(e.starts_with("t.yaml:6:11: "), "{e}");
+        assert!(
+            e.contains("`requires_cpu: GenuineIntel-6-(55` is not a valid regex: ")
+                && e.contains("unclosed group"),
+            "{e}"
+        );
     }
 
     /// Issue 11: `~` as a whole config, `sets: []` and a bare `sets:`

@@ -76,4 +76,6 @@ pub(super) struct RawDetailed {
     pub unit: Option<String>,
     #[serde(default)]
     pub requires_format: Option<String>,
+    #[serde(default)]
+    pub requires_cpu: Option<String>,
 }
