@@ -114,6 +114,18 @@ pub enum Problem {
         /// The PMU.
         pmu: String,
     },
+    /// An alternative guarded by `requires_cpu` does not apply to the CPU
+    /// identity of the PMU it would count on, or that identity is unknown.
+    NoCpuEncoding {
+        /// The event.
+        event: String,
+        /// The PMU.
+        pmu: String,
+        /// The identity (`GenuineIntel-6-55-4`), or why it is unknown.
+        identity: String,
+        /// Whether `identity` is an identity (else it is the reason).
+        known: bool,
+    },
     /// EACCES/EPERM without the privilege system-wide counting needs.
     Privilege(OpenFailure),
     /// EACCES/EPERM on every open although `CAP_PERFMON` is held: a
@@ -209,6 +221,7 @@ impl Problem {
             Problem::TracefsMissing { .. } => "tracefs_missing",
             Problem::TracefsUnreadable { .. } => "tracefs_unreadable",
             Problem::NoOnlineCpu { .. } => "no_online_cpu",
+            Problem::NoCpuEncoding { .. } => "no_cpu_encoding",
             Problem::Privilege(_) => "privilege",
             Problem::Seccomp { .. } => "seccomp",
             Problem::Refused { .. } => "refused",
@@ -246,6 +259,7 @@ impl Problem {
         "cgroup_over_limit",
         "cgroup_gone",
         "uncore_per_cgroup",
+        "no_cpu_encoding",
     ];
 
     /// Expected absence or failure.
@@ -254,6 +268,7 @@ impl Problem {
             // A cgroup that went away is churn, nothing to fix.
             Problem::NotOnPlatform { .. }
             | Problem::NeedsHardwarePmu { .. }
+            | Problem::NoCpuEncoding { .. }
             | Problem::CgroupGone { .. } => Class::NotOnPlatform,
             _ => Class::Failed,
         }
@@ -268,6 +283,7 @@ impl Problem {
             | Problem::TracefsMissing { event }
             | Problem::TracefsUnreadable { event, .. }
             | Problem::NoOnlineCpu { event, .. }
+            | Problem::NoCpuEncoding { event, .. }
             | Problem::Unschedulable { event, .. }
             | Problem::UncoreInCgroupSet { event, .. } => event,
             Problem::FdExhausted { .. }
@@ -288,6 +304,7 @@ impl Problem {
     pub fn pmu(&self) -> Option<&str> {
         match self {
             Problem::NoOnlineCpu { pmu, .. }
+            | Problem::NoCpuEncoding { pmu, .. }
             | Problem::Unschedulable { pmu, .. }
             | Problem::UncoreInCgroupSet { pmu, .. } => Some(pmu),
             _ => self.open().map(|o| o.pmu.as_str()),
@@ -328,6 +345,8 @@ impl Problem {
                 path.display()
             ),
             Problem::NoOnlineCpu { .. } => "nothing: it is counted once one of its CPUs is online".into(),
+            Problem::NoCpuEncoding { identity, known: true, .. } => format!("add an alternative with `requires_cpu` matching {identity} (see perf's pmu-events/arch/*/mapfile.csv)"),
+            Problem::NoCpuEncoding { .. } => "give --path.procfs (x86 reads cpuinfo there) or check that sysfs has regs/identification/midr_el1 (Arm), or add an alternative without `requires_cpu`".into(),
             Problem::Privilege(_) => format!(
                 "system-wide counting needs CAP_PERFMON (or CAP_SYS_ADMIN before Linux 5.8) or kernel.perf_event_paranoid <= 0: {HOW_TO_GRANT}"
             ),
@@ -368,6 +387,8 @@ impl fmt::Display for Problem {
                 path.display()
             ),
             Problem::NoOnlineCpu { pmu, .. } => write!(f, "none of the CPUs of {pmu} is online"),
+            Problem::NoCpuEncoding { identity, known: true, .. } => write!(f, "no encoding for CPU {identity}"),
+            Problem::NoCpuEncoding { identity, .. } => write!(f, "CPU identity unknown ({identity})"),
             Problem::Privilege(o) => write!(f, "permission denied (errno {}): {o}: this process lacks the privilege to count system-wide", o.errno),
             Problem::Seccomp { open, mode, allowed_by } => {
                 write!(f, "permission denied (errno {}): {open}, and every other counter, although {allowed_by} allows system-wide counting: ", open.errno)?;
@@ -486,6 +507,12 @@ mod tests {
                 event: "uncore_imc/cas_count_read/".into(),
                 pmu: "uncore_imc_0".into(),
             },
+            Problem::NoCpuEncoding {
+                event: "e".into(),
+                pmu: "cpu".into(),
+                identity: "GenuineIntel-6-55-4".into(),
+                known: true,
+            },
         ];
         let mut codes: Vec<&str> = all.iter().map(Problem::code).collect();
         codes.dedup();
@@ -500,7 +527,12 @@ mod tests {
             .collect();
         assert_eq!(
             absent,
-            ["not_on_platform", "needs_hardware_pmu", "cgroup_gone"]
+            [
+                "not_on_platform",
+                "needs_hardware_pmu",
+                "cgroup_gone",
+                "no_cpu_encoding"
+            ]
         );
     }
 

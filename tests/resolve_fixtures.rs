@@ -960,3 +960,65 @@ fn counters_and_gauges_keep_their_kind() {
         gauge.tried
     );
 }
+
+fn procfs(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/procfs")
+        .join(name)
+}
+
+/// Issue 17: an alternative whose `requires_cpu` does not match the CPU
+/// identity of its PMU is skipped with "no encoding for CPU <identity>"
+/// and the next one is chosen; an unknown model (a temp copy of the
+/// cpuinfo with another model) leaves the guarded metric to its
+/// fallback or unavailable, and the rest keeps working.
+#[test]
+fn requires_cpu_guards_alternatives_by_cpu_identity() {
+    let yaml = "sets:\n  - name: a\n    events:\n      - metric: guarded_total\n        event:\n          - event: cpu/event=0x3c/\n            requires_cpu: 'GenuineIntel-6-8F-.*'\n          - event: cpu/event=0xc0/\n            requires_cpu: 'GenuineIntel-6-55-[0-9A-F]+'\n      - metric: only_guarded_total\n        event:\n          - event: cpu/event=0xc0/\n            requires_cpu: 'GenuineIntel-6-55-4'\n      - metric: plain_total\n        event: cycles\n";
+    let c = Config::parse(yaml, "t.yaml").unwrap();
+    let mut t = table("intel-skx");
+    t.read_identities(&procfs("intel-skx"));
+    assert_eq!(t.identity_of("cpu").known(), Some("GenuineIntel-6-55-4"));
+    let r = resolve_config(&c, &t, &Context::default(), None);
+    let g = &r.metrics[0];
+    assert_eq!(g.status, Status::Fallback, "{g:?}");
+    assert_eq!(g.event.as_deref(), Some("cpu/event=0xc0/"));
+    let skipped = g.tried[0].problem.as_ref().unwrap();
+    assert_eq!(
+        skipped.to_string(),
+        "no encoding for CPU GenuineIntel-6-55-4"
+    );
+    assert_eq!(skipped.code(), "no_cpu_encoding");
+    assert!(skipped
+        .what_to_do()
+        .contains("`requires_cpu` matching GenuineIntel-6-55-4"));
+    assert_eq!(r.metrics[1].status, Status::Resolved);
+
+    // The same config on an unknown model.
+    let tmp = std::env::temp_dir().join(format!("pe-cpuid-unknown-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let text = std::fs::read_to_string(procfs("intel-skx").join("cpuinfo")).unwrap();
+    std::fs::write(
+        tmp.join("cpuinfo"),
+        text.replace("model\t\t: 85", "model\t\t: 999"),
+    )
+    .unwrap();
+    t.read_identities(&tmp);
+    std::fs::remove_dir_all(&tmp).unwrap();
+    let r = resolve_config(&c, &t, &Context::default(), None);
+    assert_eq!(r.metrics[0].status, Status::Unavailable);
+    let only = &r.metrics[1];
+    assert_eq!(only.status, Status::Unavailable);
+    assert_eq!(
+        only.problem().unwrap().to_string(),
+        "no encoding for CPU GenuineIntel-6-3E7-4"
+    );
+    assert_eq!(r.metrics[2].status, Status::Resolved);
+
+    // No cpuinfo at all: the identity is unknown, with why.
+    t.read_identities(Path::new("/nonexistent-procfs"));
+    let r = resolve_config(&c, &t, &Context::default(), None);
+    let why = r.metrics[1].problem().unwrap().to_string();
+    assert!(why.starts_with("CPU identity unknown (no "), "{why}");
+    assert_eq!(r.metrics[2].status, Status::Resolved);
+}

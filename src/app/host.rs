@@ -75,10 +75,11 @@ impl std::fmt::Debug for Host {
 impl Host {
     /// Discovers the PMUs and picks the kernel.
     pub fn open(s: &HostSettings) -> Result<Host, AppError> {
-        let table = PmuTable::discover(&s.sysfs).map_err(|err| AppError::Pmu {
+        let mut table = PmuTable::discover(&s.sysfs).map_err(|err| AppError::Pmu {
             sysfs: s.sysfs.display().to_string(),
             err,
         })?;
+        table.read_identities(&s.procfs);
         for w in &table.warnings {
             tracing::warn!(warning = %w, "sysfs entry skipped");
         }

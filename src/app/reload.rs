@@ -111,7 +111,9 @@ pub(super) fn load(
         table.clone()
     } else {
         step(format!("PMU discovery under {}", table.sysfs.display()));
-        let t = PmuTable::discover(&table.sysfs).map_err(ReloadError::Pmu)?;
+        let mut t = PmuTable::discover(&table.sysfs).map_err(ReloadError::Pmu)?;
+        // The CPU model does not change while running.
+        t.identities = table.identities.clone();
         for w in &t.warnings {
             tracing::warn!(warning = %w, "sysfs entry skipped");
         }

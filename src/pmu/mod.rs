@@ -167,6 +167,9 @@ pub struct PmuTable {
     pub topology: Topology,
     /// Entries that were skipped, with why.
     pub warnings: Vec<String>,
+    /// The CPU identity of each core PMU, by PMU name; empty until
+    /// [`PmuTable::read_identities`].
+    pub identities: BTreeMap<String, cpuid::CpuIdentity>,
 }
 
 impl PmuTable {
@@ -196,7 +199,29 @@ impl PmuTable {
             pmus,
             topology,
             warnings,
+            identities: BTreeMap::new(),
         })
+    }
+
+    /// Reads the CPU identity of every core PMU ([`cpuid::identify_pmu`]).
+    pub fn read_identities(&mut self, procfs: &Path) {
+        self.identities = self
+            .core_pmus()
+            .into_iter()
+            .map(|p| (p.name.clone(), cpuid::identify_pmu(&self.sysfs, procfs, p)))
+            .collect();
+    }
+
+    /// The CPU identity a PMU's events count on: the PMU's own for a core
+    /// PMU, else the first core PMU's (uncore PMUs belong to the package).
+    pub fn identity_of(&self, pmu: &str) -> cpuid::CpuIdentity {
+        self.identities
+            .get(pmu)
+            .or_else(|| self.identities.values().next())
+            .cloned()
+            .unwrap_or_else(|| {
+                cpuid::CpuIdentity::Unknown("not read: no core PMU or no procfs root".into())
+            })
     }
 
     /// The PMU with exactly this name.

@@ -6,7 +6,8 @@
 //! counted, where, and why the other alternatives were not taken.
 
 use super::{resolve, Context, Instance, ResolveError};
-use crate::config::{Alternative, Config, FormatRequirement};
+use crate::config::{Alternative, Config, CpuRequirement, FormatRequirement};
+use crate::pmu::cpuid::CpuIdentity;
 use crate::pmu::{normalize_unit, PmuTable};
 use crate::problem::{Class, Problem};
 
@@ -213,6 +214,36 @@ fn check_requires(req: &FormatRequirement, table: &PmuTable) -> Result<(), Probl
     Ok(())
 }
 
+/// Keeps the instances whose PMU's CPU identity matches a `requires_cpu`
+/// guard; none left is the first mismatch's problem, so the chain falls
+/// through to the next alternative.
+fn cpu_guard(
+    req: &CpuRequirement,
+    table: &PmuTable,
+    spec: &str,
+    insts: &mut Vec<Instance>,
+) -> Result<(), Problem> {
+    let mut first = None;
+    insts.retain(|i| {
+        let (identity, known) = match table.identity_of(&i.pmu) {
+            CpuIdentity::Known(id) if req.matches(&id) => return true,
+            CpuIdentity::Known(id) => (id, true),
+            CpuIdentity::Unknown(why) => (why, false),
+        };
+        first.get_or_insert(Problem::NoCpuEncoding {
+            event: spec.to_string(),
+            pmu: i.pmu.clone(),
+            identity,
+            known,
+        });
+        false
+    });
+    match first {
+        Some(p) if insts.is_empty() => Err(p),
+        _ => Ok(()),
+    }
+}
+
 /// Names the spec of a sum in a problem's message.
 fn in_sum(p: Problem, spec: &str, sum: bool) -> Problem {
     match p {
@@ -245,6 +276,9 @@ fn try_alternative(
         let (parsed, spec) = (&spec.parsed, spec.text.as_str());
         let mut insts =
             resolve(parsed, table, ctx).map_err(|e| in_sum(problem_of(e, spec), spec, sum))?;
+        if let Some(req) = alt.requires_cpu() {
+            cpu_guard(req, table, spec, &mut insts)?;
+        }
         for i in &mut insts {
             if let Some(s) = scale {
                 let (s, u) = normalize_unit(s, unit.unwrap_or(""));
