@@ -4,17 +4,21 @@
 //! frame every stream interval builds and encodes once for all its
 //! viewers.
 //!
-//! * `live_frame_512cpu`: built and encoded to JSON, without the per-CPU
-//!   detail (what `/api/v1/stream?interval=1s` sends by default);
-//! * `live_frame_512cpu_per_cpu`: the same with the per-CPU detail
-//!   (`?per_cpu=1`, what the page asks for);
-//! * `live_frame_build_512cpu` / `..._per_cpu`: built only.
+//! * `live_frame_512cpu`: built and encoded to JSON with the per-CPU
+//!   detail (what every frame carries), by the stream's [`Framer`], which
+//!   has built frames of these series before (every frame but a stream's
+//!   first);
+//! * `live_frame_512cpu_first`: the same by a new [`Framer`] (a stream's
+//!   first frame, `/api/v1/snapshot`);
+//! * `live_frame_build_512cpu`: built only (the rest is the encoding);
+//! * `live_frame_512cpu_no_per_cpu`: without the per-CPU detail
+//!   (`?per_cpu=0`).
 //!
 //! `cargo bench --bench live_frame`; `-- --test` runs each once (CI smoke).
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use perf_exporter::export::live::{frame_with, Reasons};
+use perf_exporter::export::live::{Framer, Reasons};
 use std::hint::black_box;
 
 #[path = "support/sim_engine.rs"]
@@ -29,25 +33,29 @@ fn bench_live_frame(c: &mut Criterion) {
     let a = e.collect();
     k.advance(1_000_000_000);
     let b = e.collect();
-    let reasons = Reasons::default();
-    for per_cpu in [false, true] {
-        let f = frame_with(&a.families, &b.families, 1.0, &reasons, per_cpu);
-        let json = f.to_json();
+    let r = Reasons::default();
+    let (a, b) = (&a.families, &b.families);
+    let mut framer = Framer::default();
+    for per_cpu in [true, false] {
+        let json = framer.encode(a, b, 1.0, &r, per_cpu);
         eprintln!(
             "frame at 512 CPUs, per_cpu={per_cpu}: {} bytes of JSON, {} series",
             json.len(),
-            b.families.iter().map(|f| f.samples.len()).sum::<usize>()
+            b.iter().map(|f| f.samples.len()).sum::<usize>()
         );
-        let suffix = if per_cpu { "_per_cpu" } else { "" };
-        c.bench_function(&format!("live_frame_build_512cpu{suffix}"), |bench| {
-            bench.iter(|| black_box(frame_with(&a.families, &b.families, 1.0, &reasons, per_cpu)))
-        });
-        c.bench_function(&format!("live_frame_512cpu{suffix}"), |bench| {
-            bench.iter(|| {
-                black_box(frame_with(&a.families, &b.families, 1.0, &reasons, per_cpu).to_json())
-            })
-        });
     }
+    c.bench_function("live_frame_512cpu", |bench| {
+        bench.iter(|| black_box(framer.encode(a, b, 1.0, &r, true)))
+    });
+    c.bench_function("live_frame_512cpu_first", |bench| {
+        bench.iter(|| black_box(Framer::default().encode(a, b, 1.0, &r, true)))
+    });
+    c.bench_function("live_frame_build_512cpu", |bench| {
+        bench.iter(|| black_box(framer.frame(a, b, 1.0, &r, true)))
+    });
+    c.bench_function("live_frame_512cpu_no_per_cpu", |bench| {
+        bench.iter(|| black_box(framer.encode(a, b, 1.0, &r, false)))
+    });
 }
 
 criterion_group!(benches, bench_live_frame);
