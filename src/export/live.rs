@@ -217,19 +217,7 @@ pub type Reasons = BTreeMap<String, String>;
 /// Builds a frame from two collections `secs` apart, with the per-CPU
 /// detail (a [`Framer`] used once).
 pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> Frame {
-    frame_with(prev, cur, secs, reasons, true)
-}
-
-/// Builds a frame from two collections `secs` apart; `per_cpu: false`
-/// leaves the per-CPU detail out (a [`Framer`] used once).
-pub fn frame_with(
-    prev: &[Family],
-    cur: &[Family],
-    secs: f64,
-    reasons: &Reasons,
-    per_cpu: bool,
-) -> Frame {
-    Framer::default().frame(prev, cur, secs, reasons, per_cpu)
+    Framer::default().frame(prev, cur, secs, reasons, true)
 }
 
 /// Builds the frames of one stream, one after the other: it keeps what it
@@ -318,17 +306,9 @@ impl Framer {
         f
     }
 
-    /// [`frame`](Self::frame) as JSON, into a buffer the size of the last
+    /// A frame of this stream as JSON, into a buffer the size of the last
     /// one's.
-    pub fn encode(
-        &mut self,
-        prev: &[Family],
-        cur: &[Family],
-        secs: f64,
-        reasons: &Reasons,
-        per_cpu: bool,
-    ) -> String {
-        let f = self.frame(prev, cur, secs, reasons, per_cpu);
+    pub fn encode(&mut self, f: &Frame) -> String {
         let json = f.to_json_in(Vec::with_capacity(self.json_len + 1024));
         self.json_len = json.len();
         json

@@ -237,7 +237,8 @@ fn encode(
     per_cpu: bool,
 ) -> String {
     let secs = cur.at.duration_since(prev.at).as_secs_f64();
-    framer.encode(&prev.families, &cur.families, secs, reasons, per_cpu)
+    let f = framer.frame(&prev.families, &cur.families, secs, reasons, per_cpu);
+    framer.encode(&f)
 }
 
 #[cfg(test)]
