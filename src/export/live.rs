@@ -164,7 +164,7 @@ pub const FRAME_KEYS: &[&str] = &[
 ];
 
 /// One frame of the live view (the schema is in the module docs).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Frame {
     /// The window, in seconds.
     pub interval_seconds: f64,
@@ -178,12 +178,10 @@ pub struct Frame {
     /// Socket → the DRAM rates of its memory controllers.
     pub per_socket: BTreeMap<String, BTreeMap<String, Option<f64>>>,
     /// The per-CPU detail (`None`: left out, [`Framer::frame`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub per_cpu: Option<PerCpu>,
     /// Metric or derived value → why this host does not count it.
     pub unavailable: BTreeMap<String, String>,
     /// The per-workload top list, where cgroups are counted.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub per_cgroup: Option<CgroupTop>,
 }
 
@@ -198,13 +196,32 @@ impl Frame {
         self.to_json_in(Vec::with_capacity(4096 + 12 * cells + 1024 * rows))
     }
 
-    /// The frame as JSON, written into `out` (sized for it by the caller).
+    /// The frame as JSON, written into `out` (sized for it by the caller):
+    /// the keys in the order of the fields, the per-CPU columns by
+    /// [`PerCpu::write_json`].
     fn to_json_in(&self, mut out: Vec<u8>) -> String {
-        // A frame of plain maps, numbers and strings always encodes.
-        match serde_json::to_writer(&mut out, self) {
-            Ok(()) => String::from_utf8(out).unwrap_or_default(),
-            Err(e) => format!("{{\"error\":\"{e}\"}}"),
+        fn entry(out: &mut Vec<u8>, key: &str, v: &impl Serialize) {
+            out.push(b',');
+            per_cpu::write_str(out, key);
+            out.push(b':');
+            // Plain maps, numbers and strings always encode.
+            let _ = serde_json::to_writer(&mut *out, v);
         }
+        out.extend_from_slice(b"{\"interval_seconds\":");
+        let _ = serde_json::to_writer(&mut out, &self.interval_seconds);
+        entry(&mut out, "counts", &self.counts);
+        entry(&mut out, "derived", &self.derived);
+        entry(&mut out, "per_socket", &self.per_socket);
+        if let Some(p) = &self.per_cpu {
+            out.extend_from_slice(b",\"per_cpu\":");
+            p.write_json(&mut out);
+        }
+        entry(&mut out, "unavailable", &self.unavailable);
+        if let Some(c) = &self.per_cgroup {
+            entry(&mut out, "per_cgroup", c);
+        }
+        out.push(b'}');
+        String::from_utf8(out).unwrap_or_default()
     }
 }
 

@@ -34,7 +34,7 @@
 
 use super::{label, Formula, DERIVED};
 use crate::snapshot::Labels;
-use serde::ser::{SerializeMap, SerializeSeq};
+use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 /// MPERF over TSC per CPU: the share of time not halted.
@@ -138,7 +138,8 @@ impl PerCpu {
 #[derive(Debug, Default)]
 pub(super) struct CpuIndex {
     families: Vec<(String, Vec<(Labels, u32)>)>,
-    /// Values per column: the highest CPU number seen, plus one.
+    /// Values per column: the highest CPU number of the last frame, plus
+    /// one (more while a frame is built).
     width: usize,
     /// Metric columns and CPUs of the last frame (to size the next).
     last: (usize, usize),
@@ -220,7 +221,8 @@ impl<'a> CpuColumns<'a> {
         }
         let cpu = cpu as usize;
         if cpu >= self.index.width {
-            self.widen(cpu + 1);
+            // Doubling: a new index meets CPUs 0, 1, 2 ... one at a time.
+            self.widen((cpu + 1).max(2 * self.index.width));
         }
         let w = self.index.width;
         let col = *c.col.get_or_insert_with(|| {
@@ -264,6 +266,8 @@ impl<'a> CpuColumns<'a> {
             v
         };
         self.index.last = (self.metrics.len(), cpus.len());
+        // The next frame's columns: as wide as the CPUs seen.
+        self.index.width = cpus.last().map_or(0, |&c| c as usize + 1);
         let mut order: Vec<usize> = (0..self.metrics.len()).collect();
         order.sort_by(|&a, &b| self.metrics[a].cmp(&self.metrics[b]));
         let has = |m: &str| self.metrics.iter().any(|x| x == m);
@@ -293,56 +297,76 @@ fn cpu_of(labels: &Labels) -> u32 {
         .unwrap_or(NO_CPU)
 }
 
-impl Serialize for PerCpu {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(3))?;
-        m.serialize_entry("cpus", &self.cpus)?;
-        m.serialize_entry("counts", &Counts(self))?;
-        m.serialize_entry("formulas", &Formulas(&self.derived))?;
-        m.end()
-    }
-}
-
-struct Counts<'a>(&'a PerCpu);
-
-impl Serialize for Counts<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.order.len()))?;
-        for (name, col) in self.0.counts() {
-            m.serialize_entry(name, &Column(col))?;
+impl PerCpu {
+    /// The detail as JSON (module docs), appended to `out`. The columns
+    /// are written by hand, not through serde: at 512 CPUs they are
+    /// 10,000 numbers, most of them whole counts written by `itoa`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        let mut int = itoa::Buffer::new();
+        out.reserve(64 + self.values.len() * 12 + self.metrics.len() * 48);
+        out.extend_from_slice(b"{\"cpus\":[");
+        for (i, c) in self.cpus.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(int.format(*c).as_bytes());
         }
-        m.end()
-    }
-}
-
-struct Column<'a>(&'a [Option<f64>]);
-
-impl Serialize for Column<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for v in self.0 {
-            seq.serialize_element(&Number(*v))?;
+        out.extend_from_slice(b"],\"counts\":{");
+        for (k, (name, col)) in self.counts().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            write_str(out, name);
+            out.extend_from_slice(b":[");
+            for (i, v) in col.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_number(out, &mut int, *v);
+            }
+            out.push(b']');
         }
-        seq.end()
+        out.extend_from_slice(b"},\"formulas\":");
+        // Plain names and strings always encode.
+        let _ = serde_json::to_writer(&mut *out, &Formulas(&self.derived));
+        out.push(b'}');
+    }
+
+    /// The detail as JSON (module docs).
+    pub fn to_json(&self) -> String {
+        let mut out = Vec::new();
+        self.write_json(&mut out);
+        String::from_utf8(out).unwrap_or_default()
     }
 }
 
-/// A value of a column: an integer when it is one (written by `itoa`,
-/// several times faster than a float), else rounded to nanounits.
-struct Number(Option<f64>);
+/// `s` as a JSON string.
+pub(super) fn write_str(out: &mut Vec<u8>, s: &str) {
+    // A string always encodes.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
 
 /// Integers up to this are exact in an `f64`.
 const EXACT: f64 = (1u64 << 53) as f64;
 
-impl Serialize for Number {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            // (A cast and back: `fract` is a libm call on baseline x86-64.)
-            Some(v) if v.abs() < EXACT && (v as i64) as f64 == v => s.serialize_i64(v as i64),
-            Some(v) if v.is_finite() && v.abs() < 1e6 => s.serialize_f64((v * 1e9).round() / 1e9),
-            Some(v) if v.is_finite() => s.serialize_f64(v),
-            _ => s.serialize_none(),
+/// A value of a column: an integer when it is one (by `itoa`, several
+/// times faster than a float), else rounded to nanounits; `null` where
+/// there is none.
+fn write_number(out: &mut Vec<u8>, int: &mut itoa::Buffer, v: Option<f64>) {
+    match v {
+        // (A cast and back: `fract` is a libm call on baseline x86-64.)
+        Some(v) if v.abs() < EXACT && (v as i64) as f64 == v => {
+            out.extend_from_slice(int.format(v as i64).as_bytes())
         }
+        Some(v) if v.is_finite() => {
+            let v = if v.abs() < 1e6 {
+                (v * 1e9).round() / 1e9
+            } else {
+                v
+            };
+            out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes())
+        }
+        _ => out.extend_from_slice(b"null"),
     }
 }
 

@@ -380,7 +380,7 @@ fn per_cpu_json_is_columns_of_integers_and_formulas() {
     let f = frame(&fams(0.0), &fams(1.0), 1.0, &Reasons::new());
     // The engine's own families are not in frames at all.
     assert!(!f.counts.contains_key("perf_group_enabled_seconds_total"));
-    let json = serde_json::to_string(f.per_cpu.as_ref().unwrap()).unwrap();
+    let json = f.per_cpu.as_ref().unwrap().to_json();
     assert_eq!(
         json,
         concat!(
