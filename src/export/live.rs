@@ -412,8 +412,10 @@ fn deltas<'a>(
 
 /// Label sets are shared between collections (cloning one is a reference
 /// count): the same pairs in memory are equal without comparing strings.
-fn same_labels(a: &Labels, b: &Labels) -> bool {
-    a.same(b) || a == b
+/// Otherwise their rendered forms are compared (one comparison of bytes
+/// instead of one per key and value; the rendering is one-to-one).
+pub(super) fn same_labels(a: &Labels, b: &Labels) -> bool {
+    a.same(b) || a.rendered() == b.rendered()
 }
 
 /// The increase of `s` since `old`.

@@ -32,7 +32,7 @@
 //! [`Framer`](super::Framer) from one frame to the next) instead of being
 //! parsed from its labels at every frame.
 
-use super::{label, Formula, DERIVED};
+use super::{label, same_labels, Formula, DERIVED};
 use crate::snapshot::Labels;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -133,7 +133,7 @@ impl PerCpu {
 /// and, by sample position, the label set seen there with its CPU. The
 /// engine keeps a series' label set (one shared allocation) for as long
 /// as the series lives, so a sample finds its CPU by comparing one
-/// pointer; holding the label set keeps its allocation from being reused
+/// pointer (its rendered form where the engine made it anew); holding the label set keeps its allocation from being reused
 /// for another series meanwhile.
 #[derive(Debug, Default)]
 pub(super) struct CpuIndex {
@@ -204,7 +204,7 @@ impl<'a> CpuColumns<'a> {
     pub(super) fn add(&mut self, c: &mut Col, pos: usize, labels: &Labels, d: f64) {
         let seen = &mut self.index.families[c.family].1;
         let cpu = match seen.get(pos) {
-            Some((l, cpu)) if l.same(labels) => *cpu,
+            Some((l, cpu)) if same_labels(l, labels) => *cpu,
             _ => {
                 let cpu = cpu_of(labels);
                 // Samples come in order: the entry is there or next.
@@ -300,16 +300,15 @@ fn cpu_of(labels: &Labels) -> u32 {
 impl PerCpu {
     /// The detail as JSON (module docs), appended to `out`. The columns
     /// are written by hand, not through serde: at 512 CPUs they are
-    /// 10,000 numbers, most of them whole counts written by `itoa`.
+    /// 10,000 numbers, most of them whole counts ([`write_u64`]).
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        let mut int = itoa::Buffer::new();
         out.reserve(64 + self.values.len() * 12 + self.metrics.len() * 48);
         out.extend_from_slice(b"{\"cpus\":[");
         for (i, c) in self.cpus.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            out.extend_from_slice(int.format(*c).as_bytes());
+            write_u64(out, u64::from(*c));
         }
         out.extend_from_slice(b"],\"counts\":{");
         for (k, (name, col)) in self.counts().enumerate() {
@@ -322,7 +321,7 @@ impl PerCpu {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_number(out, &mut int, *v);
+                write_number(out, *v);
             }
             out.push(b']');
         }
@@ -349,14 +348,16 @@ pub(super) fn write_str(out: &mut Vec<u8>, s: &str) {
 /// Integers up to this are exact in an `f64`.
 const EXACT: f64 = (1u64 << 53) as f64;
 
-/// A value of a column: an integer when it is one (by `itoa`, several
-/// times faster than a float), else rounded to nanounits; `null` where
-/// there is none.
-fn write_number(out: &mut Vec<u8>, int: &mut itoa::Buffer, v: Option<f64>) {
+/// A value of a column: an integer when it is one, else rounded to
+/// nanounits; `null` where there is none.
+fn write_number(out: &mut Vec<u8>, v: Option<f64>) {
     match v {
         // (A cast and back: `fract` is a libm call on baseline x86-64.)
         Some(v) if v.abs() < EXACT && (v as i64) as f64 == v => {
-            out.extend_from_slice(int.format(v as i64).as_bytes())
+            if v < 0.0 {
+                out.push(b'-');
+            }
+            write_u64(out, v.abs() as u64)
         }
         Some(v) if v.is_finite() => {
             let v = if v.abs() < 1e6 {
@@ -367,6 +368,36 @@ fn write_number(out: &mut Vec<u8>, int: &mut itoa::Buffer, v: Option<f64>) {
             out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes())
         }
         _ => out.extend_from_slice(b"null"),
+    }
+}
+
+/// "00", "01" ... "99".
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// `n` in decimal, its digits written in place at the end of `out` two at
+/// a time (no copy from a scratch buffer: this is most of a frame's
+/// bytes).
+fn write_u64(out: &mut Vec<u8>, mut n: u64) {
+    let len = n.checked_ilog10().unwrap_or(0) as usize + 1;
+    let at = out.len();
+    out.resize(at + len, b'0');
+    let d = &mut out[at..];
+    let mut i = len;
+    while n >= 100 {
+        let r = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        d[i..i + 2].copy_from_slice(&PAIRS[r..r + 2]);
+    }
+    if n >= 10 {
+        let r = n as usize * 2;
+        d[..2].copy_from_slice(&PAIRS[r..r + 2]);
+    } else {
+        d[0] = b'0' + n as u8;
     }
 }
 
@@ -392,5 +423,39 @@ impl Serialize for FormulaJson {
             Formula::Rate(r) => m.serialize_entry("rate", r)?,
         }
         m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_written_as_json_writes_them() {
+        let cases = [
+            (Some(0.0), "0"),
+            (Some(7.0), "7"),
+            (Some(10.0), "10"),
+            (Some(99.0), "99"),
+            (Some(100.0), "100"),
+            (Some(1_234_567_891.0), "1234567891"),
+            (Some(-42.0), "-42"),
+            (Some(9_007_199_254_740_991.0), "9007199254740991"),
+            (Some(1.000_000_000_4), "1.0"),
+            (Some(0.25), "0.25"),
+            (Some(1e300), "1e300"),
+            (Some(f64::NAN), "null"),
+            (None, "null"),
+        ];
+        for (v, want) in cases {
+            let mut out = b"x".to_vec();
+            write_number(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("x{want}"), "{v:?}");
+        }
+        for n in [0u64, 5, 10, 11, 100, 1000, 65_535, u64::MAX] {
+            let mut out = Vec::new();
+            write_u64(&mut out, n);
+            assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
+        }
     }
 }
