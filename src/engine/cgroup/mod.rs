@@ -25,7 +25,9 @@
 
 mod gaps;
 mod perf;
+mod plan;
 mod read;
+mod series;
 
 pub use perf::PerfBackend;
 

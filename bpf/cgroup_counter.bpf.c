@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// perf-exporter's per-cgroup counter (the `bpf` backend of `cgroups:`).
+//
+// User space opens the counters of `cgroups.sets` once per CPU and puts their
+// fds in `events` at index `cpu * MAX_EVENTS + k` (k: the k-th counter opened
+// on that CPU). `on_switch` runs on every CPU's `cgroup-switches` software
+// event, which the scheduler raises in perf_event_task_sched_out() while the
+// previous task is still `current`: it reads every counter of this CPU with
+// bpf_perf_event_read_value() and charges the delta since the last charge on
+// this CPU to the cgroup that was running and to each of its ancestors that
+// user space selected (`slots`: cgroup id -> slot). `on_read` does the same
+// when user space runs it on a CPU with BPF_PROG_TEST_RUN (at every scrape),
+// so the running cgroup's time since its last switch is not missing.
+//
+// Built by scripts/build-bpf.sh; the object is committed and embedded.
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+
+#undef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#define SEC(name) __attribute__((section(name), used))
+#define __uint(name, val) int (*name)[val]
+#define __type(name, val) typeof(val) *name
+
+// Counters per CPU (and per slot): user space refuses more.
+#define MAX_EVENTS 32
+// Cgroup levels walked from the root (cgroup v2 nests far less).
+#define MAX_LEVELS 32
+
+static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
+static long (*bpf_perf_event_read_value)(void *map, __u64 flags, struct bpf_perf_event_value *buf,
+					 __u32 size) = (void *)BPF_FUNC_perf_event_read_value;
+static __u32 (*bpf_get_smp_processor_id)(void) = (void *)BPF_FUNC_get_smp_processor_id;
+static __u64 (*bpf_get_current_ancestor_cgroup_id)(int level) =
+	(void *)BPF_FUNC_get_current_ancestor_cgroup_id;
+
+// Set by the loader: counters opened on the CPU with the most of them.
+volatile const __u32 nr_events = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+	__uint(max_entries, 1); // possible CPUs * MAX_EVENTS, set by the loader
+} events SEC(".maps");
+
+// Per CPU: the readings of the last charge, and the generation of this CPU's
+// counters they belong to (a CPU back online gets new counters from 0).
+struct last {
+	__u64 generation;
+	struct bpf_perf_event_value v[MAX_EVENTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct last);
+	__uint(max_entries, 1);
+} last SEC(".maps");
+
+// Per CPU number: the generation of its counters (bumped by user space when
+// it reopens them).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1); // possible CPUs, set by the loader
+} generation SEC(".maps");
+
+// Selected cgroups: cgroup id (cgroupfs inode number) -> slot.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u64);
+	__type(value, __u32);
+	__uint(max_entries, 1); // slots, set by the loader
+} slots SEC(".maps");
+
+// Per CPU, at `slot * MAX_EVENTS + k`: the count, enabled and running time
+// charged to the slot's cgroup by the k-th counter of that CPU.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct bpf_perf_event_value);
+	__uint(max_entries, 1); // slots * MAX_EVENTS, set by the loader
+} counts SEC(".maps");
+
+static __always_inline void charge(void)
+{
+	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
+	struct bpf_perf_event_value now;
+	__u32 owner[MAX_LEVELS];
+	int nowners = 0;
+
+	struct last *prev = bpf_map_lookup_elem(&last, &zero);
+	__u64 *gen = bpf_map_lookup_elem(&generation, &cpu);
+	if (!prev || !gen)
+		return;
+	if (prev->generation != *gen) {
+		// New counters on this CPU: they count from 0.
+		__builtin_memset(prev->v, 0, sizeof(prev->v));
+		prev->generation = *gen;
+	}
+	// Which selected cgroups own the running task: its cgroup and ancestors.
+	for (int level = 0; level < MAX_LEVELS; level++) {
+		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+		if (!id)
+			break;
+		__u32 *slot = bpf_map_lookup_elem(&slots, &id);
+		if (slot)
+			owner[nowners++] = *slot;
+	}
+	for (__u32 k = 0; k < MAX_EVENTS && k < nr_events; k++) {
+		if (bpf_perf_event_read_value(&events, cpu * MAX_EVENTS + k, &now, sizeof(now)))
+			continue;
+		__u64 dc = now.counter - prev->v[k].counter;
+		__u64 de = now.enabled - prev->v[k].enabled;
+		__u64 dr = now.running - prev->v[k].running;
+		prev->v[k] = now;
+		for (int o = 0; o < MAX_LEVELS && o < nowners; o++) {
+			__u32 key = owner[o] * MAX_EVENTS + k;
+			struct bpf_perf_event_value *c = bpf_map_lookup_elem(&counts, &key);
+			if (!c)
+				continue;
+			c->counter += dc;
+			c->enabled += de;
+			c->running += dr;
+		}
+	}
+}
+
+SEC("perf_event")
+int on_switch(void *ctx)
+{
+	charge();
+	return 0;
+}
+
+SEC("raw_tp")
+int on_read(void *ctx)
+{
+	charge();
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
