@@ -3,8 +3,8 @@
 // perf-exporter's per-cgroup counter (the `bpf` backend of `cgroups:`).
 //
 // User space opens the counters of `cgroups.sets` once per CPU and puts their
-// fds in `events` at index `cpu * MAX_EVENTS + k` (k: the k-th counter opened
-// on that CPU). `on_switch` runs on every CPU's `cgroup-switches` software
+// fds in `events<k>` at index `cpu` (k: the k-th counter opened on that CPU;
+// one map per k, as loaders size a PERF_EVENT_ARRAY to the possible CPUs). `on_switch` runs on every CPU's `cgroup-switches` software
 // event, which the scheduler raises in perf_event_task_sched_out() while the
 // previous task is still `current`: it reads every counter of this CPU with
 // bpf_perf_event_read_value() and charges the delta since the last charge on
@@ -25,9 +25,12 @@
 #define __type(name, val) typeof(val) *name
 
 // Counters per CPU (and per slot): user space refuses more.
-#define MAX_EVENTS 32
+#define MAX_EVENTS 16
 // Cgroup levels walked from the root (cgroup v2 nests far less).
-#define MAX_LEVELS 32
+#define MAX_LEVELS 16
+// Selected cgroups one task can be charged to (itself and selected
+// ancestors: a pod and its container are two).
+#define MAX_OWNERS 8
 
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
 static long (*bpf_perf_event_read_value)(void *map, __u64 flags, struct bpf_perf_event_value *buf,
@@ -39,12 +42,29 @@ static __u64 (*bpf_get_current_ancestor_cgroup_id)(int level) =
 // Set by the loader: counters opened on the CPU with the most of them.
 volatile const __u32 nr_events = 0;
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(__u32));
-	__uint(max_entries, 1); // possible CPUs * MAX_EVENTS, set by the loader
-} events SEC(".maps");
+#define EVENTS(k)                                                                                  \
+	struct {                                                                                   \
+		__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);                                       \
+		__uint(key_size, sizeof(__u32));                                                   \
+		__uint(value_size, sizeof(__u32));                                                 \
+		__uint(max_entries, 0); /* possible CPUs, set by the loader */                     \
+	} events##k SEC(".maps")
+EVENTS(0);
+EVENTS(1);
+EVENTS(2);
+EVENTS(3);
+EVENTS(4);
+EVENTS(5);
+EVENTS(6);
+EVENTS(7);
+EVENTS(8);
+EVENTS(9);
+EVENTS(10);
+EVENTS(11);
+EVENTS(12);
+EVENTS(13);
+EVENTS(14);
+EVENTS(15);
 
 // Per CPU: the readings of the last charge, and the generation of this CPU's
 // counters they belong to (a CPU back online gets new counters from 0).
@@ -86,11 +106,34 @@ struct {
 	__uint(max_entries, 1); // slots * MAX_EVENTS, set by the loader
 } counts SEC(".maps");
 
+// Charges the k-th counter of this CPU (in `map`) to the owners.
+static __always_inline void charge_one(void *map, __u32 k, __u32 cpu, struct last *prev,
+				       __u32 *owner, int nowners)
+{
+	struct bpf_perf_event_value now;
+
+	if (k >= nr_events || bpf_perf_event_read_value(map, cpu, &now, sizeof(now)))
+		return;
+	__u64 dc = now.counter - prev->v[k].counter;
+	__u64 de = now.enabled - prev->v[k].enabled;
+	__u64 dr = now.running - prev->v[k].running;
+	prev->v[k] = now;
+#pragma clang loop unroll(disable)
+	for (int o = 0; o < MAX_OWNERS && o < nowners; o++) {
+		__u32 key = owner[o] * MAX_EVENTS + k;
+		struct bpf_perf_event_value *c = bpf_map_lookup_elem(&counts, &key);
+		if (!c)
+			continue;
+		c->counter += dc;
+		c->enabled += de;
+		c->running += dr;
+	}
+}
+
 static __always_inline void charge(void)
 {
 	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
-	struct bpf_perf_event_value now;
-	__u32 owner[MAX_LEVELS];
+	__u32 owner[MAX_OWNERS];
 	int nowners = 0;
 
 	struct last *prev = bpf_map_lookup_elem(&last, &zero);
@@ -103,7 +146,8 @@ static __always_inline void charge(void)
 		prev->generation = *gen;
 	}
 	// Which selected cgroups own the running task: its cgroup and ancestors.
-	for (int level = 0; level < MAX_LEVELS; level++) {
+#pragma clang loop unroll(disable)
+	for (int level = 0; level < MAX_LEVELS && nowners < MAX_OWNERS; level++) {
 		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
 		if (!id)
 			break;
@@ -111,23 +155,23 @@ static __always_inline void charge(void)
 		if (slot)
 			owner[nowners++] = *slot;
 	}
-	for (__u32 k = 0; k < MAX_EVENTS && k < nr_events; k++) {
-		if (bpf_perf_event_read_value(&events, cpu * MAX_EVENTS + k, &now, sizeof(now)))
-			continue;
-		__u64 dc = now.counter - prev->v[k].counter;
-		__u64 de = now.enabled - prev->v[k].enabled;
-		__u64 dr = now.running - prev->v[k].running;
-		prev->v[k] = now;
-		for (int o = 0; o < MAX_LEVELS && o < nowners; o++) {
-			__u32 key = owner[o] * MAX_EVENTS + k;
-			struct bpf_perf_event_value *c = bpf_map_lookup_elem(&counts, &key);
-			if (!c)
-				continue;
-			c->counter += dc;
-			c->enabled += de;
-			c->running += dr;
-		}
-	}
+	// Every counter is read, owned or not: the next charge starts here.
+	charge_one(&events0, 0, cpu, prev, owner, nowners);
+	charge_one(&events1, 1, cpu, prev, owner, nowners);
+	charge_one(&events2, 2, cpu, prev, owner, nowners);
+	charge_one(&events3, 3, cpu, prev, owner, nowners);
+	charge_one(&events4, 4, cpu, prev, owner, nowners);
+	charge_one(&events5, 5, cpu, prev, owner, nowners);
+	charge_one(&events6, 6, cpu, prev, owner, nowners);
+	charge_one(&events7, 7, cpu, prev, owner, nowners);
+	charge_one(&events8, 8, cpu, prev, owner, nowners);
+	charge_one(&events9, 9, cpu, prev, owner, nowners);
+	charge_one(&events10, 10, cpu, prev, owner, nowners);
+	charge_one(&events11, 11, cpu, prev, owner, nowners);
+	charge_one(&events12, 12, cpu, prev, owner, nowners);
+	charge_one(&events13, 13, cpu, prev, owner, nowners);
+	charge_one(&events14, 14, cpu, prev, owner, nowners);
+	charge_one(&events15, 15, cpu, prev, owner, nowners);
 }
 
 SEC("perf_event")

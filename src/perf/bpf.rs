@@ -4,8 +4,9 @@
 //! "bperf cgroup" (`perf stat --bpf-counters --for-each-cgroup`):
 //!
 //! * The counters of `cgroups.sets` are opened **once per CPU**
-//!   (system-wide, `pid = -1`) and their fds put in a
-//!   `BPF_MAP_TYPE_PERF_EVENT_ARRAY` at `cpu * MAX_EVENTS + k`.
+//!   (system-wide, `pid = -1`) and the k-th counter of a CPU is put in the
+//!   `BPF_MAP_TYPE_PERF_EVENT_ARRAY` `events<k>` at the CPU's index (one
+//!   map per k: aya sizes such a map to the possible CPUs).
 //! * `on_switch` is attached to a per-CPU `cgroup-switches` software event
 //!   (`PERF_COUNT_SW_CGROUP_SWITCHES`, sample period 1). The scheduler
 //!   raises it in `perf_event_task_sched_out()` only when the previous and
@@ -38,7 +39,7 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 /// Counters per CPU the program reads (the `MAX_EVENTS` of the C source).
-pub const MAX_EVENTS: u32 = 32;
+pub const MAX_EVENTS: u32 = 16;
 
 /// The compiled program (`scripts/build-bpf.sh`), 8-byte aligned for the
 /// ELF parser.
@@ -122,7 +123,8 @@ fn map_err(map: &'static str, key: u64) -> impl Fn(aya::maps::MapError) -> BpfEr
 /// The loaded program and its maps. Dropping it detaches and unloads.
 pub struct BpfCounter {
     ebpf: Ebpf,
-    events: MapData,
+    /// `events<k>`: the k-th counter of each CPU, at the CPU's index.
+    events: Vec<MapData>,
     generation: Array<MapData, u64>,
     slots: HashMap<MapData, u64, u32>,
     counts: PerCpuArray<MapData, Charged>,
@@ -160,7 +162,6 @@ impl BpfCounter {
         let max_slots = max_slots.max(1);
         let mut ebpf = EbpfLoader::new()
             .override_global("nr_events", &nr_events, true)
-            .map_max_entries("events", possible * MAX_EVENTS)
             .map_max_entries("generation", possible)
             .map_max_entries("slots", max_slots)
             .map_max_entries("counts", max_slots * MAX_EVENTS)
@@ -176,12 +177,17 @@ impl BpfCounter {
             };
             r.map_err(|e| load(name, chain(&e)))?;
         }
+        let mut events = Vec::new();
+        for k in 0..MAX_EVENTS {
+            let name = format!("events{k}");
+            let Some(aya::maps::Map::PerfEventArray(m)) = ebpf.take_map(&name) else {
+                return Err(load("events", format!("{name} is not a PERF_EVENT_ARRAY")));
+            };
+            events.push(m);
+        }
         let mut take = |name: &'static str| {
             ebpf.take_map(name)
                 .ok_or_else(|| load(name, "map missing from the object".into()))
-        };
-        let aya::maps::Map::PerfEventArray(events) = take("events")? else {
-            return Err(load("events", "not a PERF_EVENT_ARRAY".into()));
         };
         let generation = Array::try_from(take("generation")?).map_err(map_err("generation", 0))?;
         let slots = HashMap::try_from(take("slots")?).map_err(map_err("slots", 0))?;
@@ -263,12 +269,10 @@ impl BpfCounter {
         let CounterInner::Live(fd) = &counter.inner else {
             return Err(err(libc::EOPNOTSUPP));
         };
-        if k >= MAX_EVENTS || cpu >= self.possible {
+        let Some(map) = self.events.get(k as usize) else {
             return Err(err(libc::E2BIG));
-        }
-        let key = cpu * MAX_EVENTS + k;
-        let value = fd.as_raw_fd() as u32;
-        sys_map_update(self.events.fd().as_fd(), key, value).map_err(err)
+        };
+        sys_map_update(map.fd().as_fd(), cpu, fd.as_raw_fd() as u32).map_err(err)
     }
 
     /// Starts a new generation of `cpu`'s counters: the program forgets its
@@ -358,7 +362,7 @@ fn chain(e: &dyn std::error::Error) -> String {
         src = x.source();
     }
     // The verifier's log can be long: its last lines say why.
-    if s.len() > 2000 {
+    if s.len() > 200000 {
         let cut = s.len() - 2000;
         let cut = (cut..s.len()).find(|&i| s.is_char_boundary(i)).unwrap_or(0);
         s = format!("...{}", &s[cut..]);

@@ -23,12 +23,14 @@
 //!   its traffic), a cgroup gone between discovery and open, counters
 //!   that failed to open, cgroups left out for want of file descriptors.
 
+mod bpf;
 mod gaps;
 mod perf;
 mod plan;
 mod read;
 mod series;
 
+pub use bpf::BpfBackend;
 pub use perf::PerfBackend;
 
 use crate::cgroup::{CgroupError, Selection, Selector};
@@ -111,6 +113,13 @@ pub enum CgroupIssue {
         /// Descriptors left for cgroups.
         budget: usize,
     },
+    /// Left out: every slot of the BPF program's maps is taken.
+    SlotsFull {
+        /// Its path relative to the root.
+        cgroup: String,
+        /// The slots.
+        slots: usize,
+    },
     /// A counter of a cgroup failed to open.
     Open {
         /// The metric.
@@ -157,6 +166,7 @@ impl CgroupIssue {
             }),
             CgroupIssue::Open { problem, .. } => Some(problem.clone()),
             CgroupIssue::FdBudget { .. }
+            | CgroupIssue::SlotsFull { .. }
             | CgroupIssue::Discovery(_)
             | CgroupIssue::SetUnavailable { .. } => None,
         }
@@ -168,6 +178,7 @@ impl CgroupIssue {
             CgroupIssue::Uncore { .. } => "uncore_per_cgroup",
             CgroupIssue::Gone { .. } => "cgroup_gone",
             CgroupIssue::FdBudget { .. } => "fd_limit",
+            CgroupIssue::SlotsFull { .. } => "bpf_slots_full",
             CgroupIssue::Open { problem, .. } => problem.code(),
             CgroupIssue::Discovery(_) => "discovery",
             CgroupIssue::SetUnavailable { .. } => "cgroup_set_unavailable",
@@ -180,6 +191,7 @@ impl CgroupIssue {
             CgroupIssue::Uncore { set, .. } => format!("remove `{set}` from `cgroups.sets`: uncore counters (memory controllers, caches shared by every core, energy) count for the whole socket and cannot be attributed to a cgroup; the node-level series keep them"),
             CgroupIssue::Gone { .. } => "nothing: the cgroup was removed while it was being opened".into(),
             CgroupIssue::FdBudget { .. } => "raise RLIMIT_NOFILE (`ulimit -n`, systemd `LimitNOFILE=`, container `--ulimit nofile=`), lower `cgroups.max_cgroups`, or name fewer `cgroups.sets`".into(),
+            CgroupIssue::SlotsFull { .. } => "raise `cgroups.max_cgroups` (the BPF maps are sized for twice it) and reload".into(),
             CgroupIssue::Open { problem, .. } => problem.what_to_do(),
             CgroupIssue::Discovery(_) => "check `--path.cgroupfs` and that the cgroup tree is readable".into(),
             CgroupIssue::SetUnavailable { set, why: SetGap::Uncore } => format!("remove `{set}` from `cgroups.sets`: uncore counters cannot be attributed to a cgroup"),
@@ -195,6 +207,7 @@ impl fmt::Display for CgroupIssue {
             CgroupIssue::Uncore { set, metric, pmu } => write!(f, "set `{set}` of `cgroups.sets`: {metric} counts on the uncore PMU {pmu}, which cannot count per cgroup"),
             CgroupIssue::Gone { cgroup, errno } => write!(f, "cgroup {cgroup:?} vanished before its counters opened (errno {errno})"),
             CgroupIssue::FdBudget { cgroup, per_cgroup, budget } => write!(f, "cgroup {cgroup:?} not counted: it needs {per_cgroup} file descriptors and {budget} were left for cgroups"),
+            CgroupIssue::SlotsFull { cgroup, slots } => write!(f, "cgroup {cgroup:?} not counted: the {slots} slots of the BPF maps are taken"),
             CgroupIssue::Open { metric, problem } => write!(f, "{metric} per cgroup: {problem}"),
             CgroupIssue::Discovery(e) => write!(f, "cgroup discovery: {e}"),
             CgroupIssue::SetUnavailable { set, why } => {
