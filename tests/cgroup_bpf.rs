@@ -207,10 +207,7 @@ fn ping_pong(n: u32) -> String {
 
 fn rel(tree: &CgroupTree, tag: &str) -> String {
     tree.mkdir(tag);
-    format!(
-        "{}/{tag}",
-        tree.top.file_name().unwrap().to_string_lossy()
-    )
+    format!("{}/{tag}", tree.top.file_name().unwrap().to_string_lossy())
 }
 
 #[test]
@@ -249,7 +246,10 @@ fn bpf_cpu_time_per_cgroup_agrees_with_cpu_stat() {
     // Software events are never multiplexed: enabled == running.
     let en = delta(&s0, &s1, "perf_cgroup_group_enabled_seconds_total", &hi);
     let run = delta(&s0, &s1, "perf_cgroup_group_running_seconds_total", &hi);
-    assert!(en > 1.0 && (en - run).abs() < 1e-6, "enabled {en}, running {run}");
+    assert!(
+        en > 1.0 && (en - run).abs() < 1e-6,
+        "enabled {en}, running {run}"
+    );
 }
 
 #[test]
@@ -355,13 +355,18 @@ fn bpf_fds_do_not_grow_with_cgroups_and_removed_cgroups_are_reclaimed() {
     assert!(v >= last, "keep's counter went back: {last} -> {v}");
     for r in &fresh {
         let x = value(&s, "perf_cgroup_cpu_clock_seconds_total", r).unwrap_or(0.0);
-        assert!(x < 0.01, "{r} starts from its own zero, not a previous owner's: {x}");
+        assert!(
+            x < 0.01,
+            "{r} starts from its own zero, not a previous owner's: {x}"
+        );
     }
     assert_eq!(e.cgroups().unwrap().backend().counted().len(), 41);
     assert_eq!(e.cgroups().unwrap().backend().open_fds(), fds1);
     let issues = e.cgroups().unwrap().issues();
     assert!(
-        issues.iter().all(|i| !matches!(i, CgroupIssue::SlotsFull { .. })),
+        issues
+            .iter()
+            .all(|i| !matches!(i, CgroupIssue::SlotsFull { .. })),
         "{issues:#?}"
     );
 }

@@ -7,11 +7,15 @@
 //!   (system-wide, `pid = -1`) and the k-th counter of a CPU is put in the
 //!   `BPF_MAP_TYPE_PERF_EVENT_ARRAY` `events<k>` at the CPU's index (one
 //!   map per k: aya sizes such a map to the possible CPUs).
-//! * `on_switch` is attached to a per-CPU `cgroup-switches` software event
-//!   (`PERF_COUNT_SW_CGROUP_SWITCHES`, sample period 1). The scheduler
-//!   raises it in `perf_event_task_sched_out()` only when the previous and
-//!   next task are in different perf cgroups, before the switch: `current`
-//!   is still the task leaving, so its cgroup is charged.
+//! * `on_switch` is attached to the `sched_switch` raw tracepoint, which
+//!   `__schedule()` hits before the switch: `current` is still the task
+//!   leaving, so its cgroup is charged. (bperf attaches to the
+//!   `cgroup-switches` software event instead, raised only when the perf
+//!   cgroup changes; but a program on a sampling event runs from its
+//!   overflow handler, which the kernel skips while another BPF program is
+//!   active on the CPU and throttles above `perf_event_max_sample_rate /
+//!   HZ` per tick, and each skipped charge lands an interval on the wrong
+//!   cgroup: 1-3 % too much CPU time measured here. See the C source.)
 //! * The program reads each counter of its CPU with
 //!   `bpf_perf_event_read_value()` (the kernel's `perf_event_read_local()`:
 //!   the event must be on this CPU, not inherited; it returns the count and
@@ -21,7 +25,7 @@
 //!   level 0 upwards), in a per-CPU array at `slot * MAX_EVENTS + k`. User
 //!   space assigns the slots (a hash map: cgroup id → slot), which bounds
 //!   the maps and makes reclaiming a removed cgroup's entry one delete.
-//! * At every read user space runs `on_read` on each online CPU with
+//! * At every read user space runs `on_switch` on each online CPU with
 //!   `BPF_PROG_TEST_RUN` (`BPF_F_TEST_RUN_ON_CPU`: an IPI runs it there),
 //!   so the time of the cgroup running since its last switch is charged.
 //!
@@ -30,12 +34,9 @@
 
 use super::{Counter, CounterInner};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues};
-use aya::programs::perf_event::{
-    PerfEventConfig, PerfEventLinkId, PerfEventScope, SamplePolicy, SoftwareEvent,
-};
-use aya::programs::{PerfEvent, RawTracePoint, RawTracePointRunOptions, TestRun};
+use aya::programs::raw_trace_point::RawTracePointLinkId;
+use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader};
-use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 /// Counters per CPU the program reads (the `MAX_EVENTS` of the C source).
@@ -74,11 +75,9 @@ pub enum BpfError {
         /// The loader's message (with the verifier's first lines).
         msg: String,
     },
-    /// The `cgroup-switches` event could not be opened or attached.
-    #[error("attach the cgroup-switch program on CPU {cpu}: {msg}")]
+    /// The program could not be attached to `sched_switch`.
+    #[error("attach the BPF program to the sched_switch tracepoint: {msg}")]
     Attach {
-        /// The CPU.
-        cpu: u32,
         /// Why.
         msg: String,
     },
@@ -131,8 +130,8 @@ pub struct BpfCounter {
     /// Possible CPUs (the per-CPU maps' width).
     possible: u32,
     max_slots: u32,
-    /// The switch program's link per CPU.
-    links: BTreeMap<u32, PerfEventLinkId>,
+    /// The switch program's link to `sched_switch`.
+    link: Option<RawTracePointLinkId>,
 }
 
 impl std::fmt::Debug for BpfCounter {
@@ -140,7 +139,7 @@ impl std::fmt::Debug for BpfCounter {
         f.debug_struct("BpfCounter")
             .field("possible", &self.possible)
             .field("max_slots", &self.max_slots)
-            .field("attached", &self.links.keys().collect::<Vec<_>>())
+            .field("attached", &self.link.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -167,16 +166,12 @@ impl BpfCounter {
             .map_max_entries("counts", max_slots * MAX_EVENTS)
             .load(OBJECT)
             .map_err(|e| load("object", chain(&e)))?;
-        for name in ["on_switch", "on_read"] {
-            let p = ebpf
-                .program_mut(name)
-                .ok_or_else(|| load(name, "missing from the object".into()))?;
-            let r = match name {
-                "on_switch" => <&mut PerfEvent>::try_from(p).and_then(|p| p.load()),
-                _ => <&mut RawTracePoint>::try_from(p).and_then(|p| p.load()),
-            };
-            r.map_err(|e| load(name, chain(&e)))?;
-        }
+        let p = ebpf
+            .program_mut("on_switch")
+            .ok_or_else(|| load("on_switch", "missing from the object".into()))?;
+        <&mut RawTracePoint>::try_from(p)
+            .and_then(|p| p.load())
+            .map_err(|e| load("on_switch", chain(&e)))?;
         let mut events = Vec::new();
         for k in 0..MAX_EVENTS {
             let name = format!("events{k}");
@@ -200,7 +195,7 @@ impl BpfCounter {
             counts,
             possible,
             max_slots,
-            links: BTreeMap::new(),
+            link: None,
         })
     }
 
@@ -214,52 +209,26 @@ impl BpfCounter {
         self.max_slots
     }
 
-    /// Attaches the switch program to a new `cgroup-switches` event on
-    /// `cpu` (replacing the CPU's previous one: a CPU back online needs a
-    /// new event).
-    pub fn attach(&mut self, cpu: u32) -> Result<(), BpfError> {
-        self.detach(cpu);
-        let p: &mut PerfEvent = self
+    /// Attaches the switch program to `sched_switch` (once: the tracepoint
+    /// is every CPU's, online or back online).
+    pub fn attach(&mut self) -> Result<(), BpfError> {
+        if self.link.is_some() {
+            return Ok(());
+        }
+        let err = |msg| BpfError::Attach { msg };
+        let p: &mut RawTracePoint = self
             .ebpf
             .program_mut("on_switch")
             .and_then(|p| p.try_into().ok())
-            .ok_or_else(|| BpfError::Attach {
-                cpu,
-                msg: "on_switch is not loaded".into(),
-            })?;
-        let id = p
-            .attach(
-                PerfEventConfig::Software(SoftwareEvent::CgroupSwitches),
-                PerfEventScope::AllProcessesOneCpu { cpu },
-                SamplePolicy::Period(1),
-                false,
-            )
-            .map_err(|e| BpfError::Attach {
-                cpu,
-                msg: chain(&e),
-            })?;
-        self.links.insert(cpu, id);
+            .ok_or_else(|| err("on_switch is not loaded".into()))?;
+        self.link = Some(p.attach("sched_switch").map_err(|e| err(chain(&e)))?);
         Ok(())
     }
 
-    /// Detaches the switch program from `cpu` (nothing when not attached).
-    pub fn detach(&mut self, cpu: u32) {
-        let Some(id) = self.links.remove(&cpu) else {
-            return;
-        };
-        if let Some(p) = self
-            .ebpf
-            .program_mut("on_switch")
-            .and_then(|p| <&mut PerfEvent>::try_from(p).ok())
-        {
-            let _ = p.detach(id);
-        }
-    }
-
-    /// Open descriptors: the switch events (the maps and programs are a
-    /// handful more).
-    pub fn attached(&self) -> usize {
-        self.links.len()
+    /// Descriptors of the program, its link and maps.
+    pub fn fds(&self) -> usize {
+        // events<k>, last, generation, slots, counts, the program, the link.
+        MAX_EVENTS as usize + 5 + usize::from(self.link.is_some())
     }
 
     /// Puts `counter` as the `k`-th counter of `cpu`. It must be a live
@@ -310,15 +279,15 @@ impl BpfCounter {
     }
 
     /// Charges the time since the last switch on `cpu` to the cgroup
-    /// running there (runs `on_read` on that CPU).
+    /// running there (runs `on_switch` on that CPU).
     pub fn charge(&self, cpu: u32) -> Result<(), BpfError> {
         let p: &RawTracePoint = self
             .ebpf
-            .program("on_read")
+            .program("on_switch")
             .and_then(|p| p.try_into().ok())
             .ok_or_else(|| BpfError::Charge {
                 cpu,
-                msg: "on_read is not loaded".into(),
+                msg: "on_switch is not loaded".into(),
             })?;
         let opts = RawTracePointRunOptions {
             cpu: Some(cpu),
@@ -343,15 +312,6 @@ impl BpfCounter {
     }
 }
 
-impl Drop for BpfCounter {
-    fn drop(&mut self) {
-        let cpus: Vec<u32> = self.links.keys().copied().collect();
-        for c in cpus {
-            self.detach(c);
-        }
-    }
-}
-
 /// An error with its sources, one line.
 fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
@@ -362,7 +322,7 @@ fn chain(e: &dyn std::error::Error) -> String {
         src = x.source();
     }
     // The verifier's log can be long: its last lines say why.
-    if s.len() > 200000 {
+    if s.len() > 2000 {
         let cut = s.len() - 2000;
         let cut = (cut..s.len()).find(|&i| s.is_char_boundary(i)).unwrap_or(0);
         s = format!("...{}", &s[cut..]);

@@ -1,9 +1,9 @@
 //! The `bpf` backend: the counters of `cgroups.sets` open once per CPU
 //! (one group per set, PMU and CPU, as the `perf` backend plans them, but
 //! system-wide), and an in-kernel program charging their deltas to the
-//! cgroup that was running at every cgroup switch
-//! ([`crate::perf::bpf`]). File descriptors: CPUs × events (+ one switch
-//! event per CPU), whatever the number of cgroups.
+//! cgroup that was running at every context switch
+//! ([`crate::perf::bpf`]). File descriptors: CPUs × events (+ the
+//! program's few), whatever the number of cgroups.
 //!
 //! * **Slots.** Each counted cgroup gets a slot; the program charges the
 //!   running cgroup and every counted ancestor (a cgroup counts its
@@ -16,9 +16,9 @@
 //!   enabled and running times charged to it; the estimate is
 //!   `count * enabled / running` folded into monotonic totals
 //!   ([`mux_factor`], [`monotonic_delta`]), exactly as for a `perf` group.
-//! * **Hotplug.** A CPU back online gets new counters and a new switch
-//!   event; the program starts a new generation of readings there. The
-//!   charged counts live in the maps, so nothing counted is lost.
+//! * **Hotplug.** A CPU back online gets new counters; the program starts
+//!   a new generation of readings there. The charged counts live in the
+//!   maps, so nothing counted is lost.
 //!
 //! [`mux_factor`]: crate::engine::mux_factor
 //! [`monotonic_delta`]: crate::engine::monotonic_delta
@@ -138,8 +138,8 @@ impl BpfBackend {
         Ok(b)
     }
 
-    /// Opens `cpu`'s groups, puts them in the program's map and attaches
-    /// the switch program there. A counter the kernel refuses is an issue
+    /// Opens `cpu`'s groups, puts them in the program's maps and attaches
+    /// the switch program (once). A counter the kernel refuses is an issue
     /// (its group is left out); a map or attach failure is an error.
     fn open_cpu(&mut self, cpu: u32) -> Result<(), BpfError> {
         self.slots.retain(|s| s.cpu != cpu);
@@ -176,7 +176,7 @@ impl BpfBackend {
         self.slots.sort_by_key(|s| (s.k, s.cpu));
         self.groups.insert(cpu, groups);
         self.bpf.renew(cpu)?;
-        self.bpf.attach(cpu)
+        self.bpf.attach()
     }
 
     /// Opens and enables one system-wide group; `None` (and an issue) when
@@ -350,7 +350,12 @@ impl CgroupBackend for BpfBackend {
     }
 
     fn issues(&self) -> Vec<CgroupIssue> {
-        let mut v: Vec<CgroupIssue> = self.issues.iter().chain(&self.sync_issues).cloned().collect();
+        let mut v: Vec<CgroupIssue> = self
+            .issues
+            .iter()
+            .chain(&self.sync_issues)
+            .cloned()
+            .collect();
         let planned = |i: usize| self.plan.iter().any(|g| g.set == i);
         if !self.tracked.is_empty() {
             for (i, set) in self.sets.iter().enumerate() {
@@ -369,10 +374,10 @@ impl CgroupBackend for BpfBackend {
         self.tracked.keys().cloned().collect()
     }
 
-    /// The counters and the switch events: CPUs × (events + 1), whatever
-    /// the number of cgroups.
+    /// The counters (CPUs × events) and the program's few, whatever the
+    /// number of cgroups.
     fn open_fds(&self) -> usize {
-        self.groups.values().flatten().map(Vec::len).sum::<usize>() + self.bpf.attached()
+        self.groups.values().flatten().map(Vec::len).sum::<usize>() + self.bpf.fds()
     }
 
     /// One program run per CPU and one map lookup per cgroup and counter.
@@ -380,9 +385,8 @@ impl CgroupBackend for BpfBackend {
         self.online.len() + self.tracked.len() * self.slots.len()
     }
 
-    /// A CPU back online gets new counters and a new switch event (the
-    /// kernel does not re-enable them); counts charged so far stay in the
-    /// maps.
+    /// A CPU back online gets new counters (the kernel does not re-enable
+    /// them); counts charged so far stay in the maps.
     fn cpus_changed(&mut self, online: &[u32]) {
         let returned: Vec<u32> = online
             .iter()
