@@ -9,9 +9,10 @@
 //! * **Backends** ([`CgroupBackend`]) sync with a [`Selection`], read
 //!   their counters and add the `perf_cgroup_*` families to a snapshot.
 //!   The `perf` backend ([`PerfBackend`]) opens one group per cgroup, set
-//!   and CPU with `PERF_FLAG_PID_CGROUP`; an in-kernel aggregation backend
-//!   (BPF: counters once per CPU, charged to cgroups at switch) implements
-//!   the same trait, so the exporters never see which one counts.
+//!   and CPU with `PERF_FLAG_PID_CGROUP`; the `bpf` backend
+//!   ([`BpfBackend`]: counters once per CPU, charged to cgroups in the
+//!   kernel at every context switch) implements the same trait, so the
+//!   exporters never see which one counts. [`choice`] says which counts.
 //! * **Families.** Per-cgroup families are separate metrics: the node
 //!   metric's name with `perf_` replaced by `perf_cgroup_`
 //!   ([`family_name`]), labelled with the cgroup's labels (`cgroup`, and
@@ -24,6 +25,7 @@
 //!   that failed to open, cgroups left out for want of file descriptors.
 
 mod bpf;
+pub mod choice;
 mod gaps;
 mod perf;
 mod plan;
@@ -31,6 +33,7 @@ mod read;
 mod series;
 
 pub use bpf::BpfBackend;
+pub use choice::{BackendChoice, BackendKind, BpfUnavailable, Why};
 pub use perf::PerfBackend;
 
 use crate::cgroup::{CgroupError, Selection, Selector};
@@ -253,6 +256,8 @@ pub struct CgroupCounting {
     failure: Option<String>,
     /// The online CPUs of the last collection.
     online: Option<Vec<u32>>,
+    /// Which backend counts and why, when the caller chose.
+    choice: Option<BackendChoice>,
 }
 
 impl CgroupCounting {
@@ -266,6 +271,7 @@ impl CgroupCounting {
             selection: Selection::default(),
             failure: None,
             online: None,
+            choice: None,
         };
         c.refresh();
         c
@@ -310,6 +316,16 @@ impl CgroupCounting {
     /// Appends the per-cgroup families.
     pub fn families(&self, out: &mut Vec<Family>) {
         self.backend.families(out);
+    }
+
+    /// Records which backend counts and why (for the landing page).
+    pub fn set_choice(&mut self, choice: BackendChoice) {
+        self.choice = Some(choice);
+    }
+
+    /// Which backend counts and why, when recorded.
+    pub fn choice(&self) -> Option<&BackendChoice> {
+        self.choice.as_ref()
     }
 
     /// The backend.
