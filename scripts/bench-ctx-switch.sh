@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The cost per context switch of per-cgroup counting (README "BPF backend"):
+# two processes in different cgroups ping-pong over a pipe on one CPU
+# (scripts/pingpong.py), while the exporter counts nothing per cgroup, or
+# watches N cgroups (the two plus N-2 idle ones) with the perf or the bpf
+# backend. Prints the ns per switch (best of REPS runs) and what counting
+# adds, and the exporter's open fds.
+#
+#   sudo scripts/bench-ctx-switch.sh [BINARY] [COUNTS] [ROUND_TRIPS] [REPS]
+#   # defaults: target/debug/perf-exporter, "10 100 200 500", 200000, 5
+#
+# Root on cgroup v2 (the v2 mount from /proc/self/mounts). The kernel does
+# the counting: the exporter's own build profile does not matter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-target/debug/perf-exporter}
+counts=${2:-10 100 200 500}
+trips=${3:-200000}
+reps=${4:-5}
+root=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
+[[ -n $root ]] || { echo "no cgroup2 mount" >&2; exit 1; }
+top=pe-bpf-bench-$$
+dir=$root/$top
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+  [[ -n $pid ]] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  for d in "$dir"/*/; do [[ -d $d ]] && rmdir "$d" 2>/dev/null; done
+  rmdir "$dir" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+mkdir "$dir" "$dir/a" "$dir/b"
+
+# Best of $reps runs, ns per switch.
+measure() {
+  local best=
+  for _ in $(seq "$reps"); do
+    local v
+    v=$(python3 scripts/pingpong.py "$dir/a" "$dir/b" "$trips")
+    v=${v%.*}
+    if [[ -z $best ]] || ((v < best)); then best=$v; fi
+  done
+  echo "$best"
+}
+
+# Starts the exporter watching $dir/* with backend $1; waits until every
+# cgroup is counted.
+serve() {
+  local backend=$1 n=$2
+  cat >"$tmp/c.yaml" <<YAML
+sets:
+  - name: software
+    events:
+      - metric: perf_cpu_clock_seconds_total
+        event: cpu-clock
+      - metric: perf_task_clock_seconds_total
+        event: { event: task-clock, scale: 1e-9, unit: seconds }
+      - metric: perf_context_switches_total
+        event: context-switches
+cgroups:
+  backend: $backend
+  preset: none
+  paths: ["$top/*"]
+  max_cgroups: 1000
+  sets: [software]
+YAML
+  "$bin" serve --config.file "$tmp/c.yaml" --web.listen-address 127.0.0.1:0 \
+    --path.cgroupfs "$root" --log.level info 2>"$tmp/log" &
+  pid=$!
+  local deadline=$((SECONDS + 60))
+  until grep -q "cgroups counted" "$tmp/log" 2>/dev/null || ((SECONDS > deadline)); do
+    sleep 0.2
+  done
+  fds=$(ls /proc/"$pid"/fd | wc -l)
+}
+
+stop() {
+  kill "$pid" && wait "$pid" 2>/dev/null || true
+  pid=
+}
+
+base=$(measure)
+echo "cpus=$(nproc) kernel=$(uname -r) round_trips=$trips reps=$reps"
+echo "no per-cgroup counting: ${base} ns/switch"
+made=2
+for n in $counts; do
+  while ((made < n)); do mkdir "$dir/idle$made"; made=$((made + 1)); done
+  for backend in perf bpf; do
+    serve "$backend" "$n"
+    v=$(measure)
+    echo "$backend backend, $n cgroups: ${v} ns/switch (+$((v - base))), exporter fds $fds"
+    stop
+  done
+done
