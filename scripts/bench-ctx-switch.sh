@@ -4,7 +4,11 @@
 # (scripts/pingpong.py), while the exporter counts nothing per cgroup, or
 # watches N cgroups (the two plus N-2 idle ones) with the perf or the bpf
 # backend. Prints the ns per switch (best of REPS runs) and what counting
-# adds, and the exporter's open fds.
+# adds, and the exporter's open fds. For the bpf backend it also prints the
+# program's own mean run time per switch, from the kernel's BPF statistics
+# (kernel.bpf_stats_enabled=1 while it runs, restored after; run_time_ns /
+# run_cnt of the program's fdinfo): a figure the noise of a shared machine
+# does not blur.
 #
 #   sudo scripts/bench-ctx-switch.sh [BINARY] [COUNTS] [ROUND_TRIPS] [REPS]
 #   # defaults: target/debug/perf-exporter, "10 100 200 500", 200000, 5
@@ -29,7 +33,8 @@ cleanup() {
   rmdir "$dir" 2>/dev/null || true
   rm -rf "$tmp"
 }
-trap cleanup EXIT
+stats0=$(cat /proc/sys/kernel/bpf_stats_enabled)
+trap 'cleanup; echo "$stats0" >/proc/sys/kernel/bpf_stats_enabled' EXIT
 mkdir "$dir" "$dir/a" "$dir/b"
 
 # Best of $reps runs, ns per switch.
@@ -65,11 +70,17 @@ cgroups:
   max_cgroups: 1000
   sets: [software]
 YAML
+  rm -f "$tmp/log"
   "$bin" serve --config.file "$tmp/c.yaml" --web.listen-address 127.0.0.1:0 \
     --path.cgroupfs "$root" --log.level info 2>"$tmp/log" &
   pid=$!
   local deadline=$((SECONDS + 60))
-  until grep -q "cgroups counted" "$tmp/log" 2>/dev/null || ((SECONDS > deadline)); do
+  until grep -q "cgroups counted" "$tmp/log" 2>/dev/null; do
+    if ((SECONDS > deadline)) || ! kill -0 "$pid" 2>/dev/null; then
+      echo "the exporter did not start counting:" >&2
+      cat "$tmp/log" >&2
+      exit 1
+    fi
     sleep 0.2
   done
   fds=$(ls /proc/"$pid"/fd | wc -l)
@@ -88,8 +99,16 @@ for n in $counts; do
   while ((made < n)); do mkdir "$dir/idle$made"; made=$((made + 1)); done
   for backend in perf bpf; do
     serve "$backend" "$n"
+    [[ $backend == bpf ]] && echo 1 >/proc/sys/kernel/bpf_stats_enabled
     v=$(measure)
-    echo "$backend backend, $n cgroups: ${v} ns/switch (+$((v - base))), exporter fds $fds"
+    prog=
+    if [[ $backend == bpf ]]; then
+      prog=$(awk '/^run_time_ns/ { t = $2 } /^run_cnt/ { c = $2 } END { if (c) printf ", program %d ns per run (%d runs)", t / c, c }' \
+        $(grep -l '^prog_type' /proc/"$pid"/fdinfo/* 2>/dev/null))
+      echo "$stats0" >/proc/sys/kernel/bpf_stats_enabled
+    fi
+    echo "$backend backend, $n cgroups: ${v} ns/switch (+$((v - base))), exporter fds $fds$prog"
     stop
   done
 done
+echo "no per-cgroup counting (again): $(measure) ns/switch"

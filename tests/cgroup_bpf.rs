@@ -25,17 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-const YAML: &str = "sets:
-  - name: software
-    per_cpu: false
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-      - metric: perf_task_clock_seconds_total
-        event: { event: task-clock, scale: 1e-9, unit: seconds }
-      - metric: perf_context_switches_total
-        event: context-switches
-";
+use common::cgroup::{burner, cgroup_value as value, usage_usec, CLOCKS_YAML as YAML};
 
 /// The tests count CPU time: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -125,14 +115,6 @@ fn engine(which: Which, d: &Listed) -> Engine {
     e
 }
 
-fn value(s: &Snapshot, family: &str, cgroup: &str) -> Option<f64> {
-    let f = s.families.iter().find(|f| f.name == family)?;
-    f.samples
-        .iter()
-        .find(|x| x.labels.iter().any(|(k, v)| *k == "cgroup" && v == cgroup))
-        .map(|x| x.value)
-}
-
 fn delta(a: &Snapshot, b: &Snapshot, family: &str, cgroup: &str) -> f64 {
     value(b, family, cgroup).unwrap_or_else(|| panic!("{family} of {cgroup} missing"))
         - value(a, family, cgroup).unwrap_or(0.0)
@@ -171,14 +153,6 @@ impl Drop for Proc {
     }
 }
 
-fn usage_usec(dir: &Path) -> u64 {
-    let s = std::fs::read_to_string(dir.join("cpu.stat")).expect("cpu.stat");
-    s.lines()
-        .find_map(|l| l.strip_prefix("usage_usec "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("usage_usec")
-}
-
 /// Polls until the cgroup has used `usec` more CPU time (deadline 30 s).
 fn wait_usage(dir: &Path, usec: u64) {
     let start = usage_usec(dir);
@@ -187,13 +161,6 @@ fn wait_usage(dir: &Path, usec: u64) {
         assert!(Instant::now() < deadline, "{} never ran", dir.display());
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Busy `duty` of every 10 ms, sleeping the rest.
-fn burner(duty: f64) -> String {
-    format!(
-        "import time\nb={duty}*0.01\nwhile True:\n t=time.perf_counter()\n while time.perf_counter()-t<b: pass\n time.sleep(0.01-b)\n"
-    )
 }
 
 /// A pipe ping-pong of `n` round trips between a parent and its child
@@ -368,5 +335,60 @@ fn bpf_fds_do_not_grow_with_cgroups_and_removed_cgroups_are_reclaimed() {
             .iter()
             .all(|i| !matches!(i, CgroupIssue::SlotsFull { .. })),
         "{issues:#?}"
+    );
+}
+
+/// A config counting the cgroups below `top` with `backend`.
+fn backend_config(tree: &CgroupTree, backend: &str) -> PathBuf {
+    let top = tree.top.file_name().unwrap().to_string_lossy().to_string();
+    let p = std::env::temp_dir().join(format!("{top}-{backend}.yaml"));
+    std::fs::write(
+        &p,
+        format!("{YAML}cgroups:\n  backend: {backend}\n  preset: none\n  paths: [\"{top}/*\"]\n  sets: [software]\n"),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn check_says_auto_picks_bpf_here_and_why() {
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "check");
+    let cfg = backend_config(&tree, "auto");
+    let out = Command::new(common::EXPORTER)
+        .arg("check")
+        .arg("--config.file")
+        .arg(&cfg)
+        .output()
+        .expect("run perf-exporter check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let _ = std::fs::remove_file(&cfg);
+    assert!(
+        text.contains("Per-cgroup backend: bpf (backend auto: BPF can be loaded (CAP_SYS_ADMIN) and the kernel has BTF, so bpf (counters once per CPU, charged to cgroups in the kernel))\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_forced_bpf_backend_without_capabilities_fails_at_start_naming_what_is_missing() {
+    common::require_root();
+    common::require_tool("setpriv");
+    let tree = CgroupTree::new("pe-bpf", "forced");
+    let cfg = backend_config(&tree, "bpf");
+    // uid 0 without any capability: CapEff is empty.
+    let out = Command::new("setpriv")
+        .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+        .arg(common::EXPORTER)
+        .arg("--config.file")
+        .arg(&cfg)
+        .args(["--web.listen-address", "127.0.0.1:0"])
+        .output()
+        .expect("run perf-exporter under setpriv");
+    let _ = std::fs::remove_file(&cfg);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("cgroups: backend bpf cannot count: this process lacks CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); grant CAP_BPF and CAP_PERFMON"),
+        "{err}"
     );
 }

@@ -203,6 +203,23 @@ fn shown(s: &str) -> String {
     }
 }
 
+/// `check`'s line on the per-cgroup backend: which counts and why, with
+/// what to do when `auto` fell back to `perf`, or why a configured `bpf`
+/// cannot count.
+pub fn backend_line(c: &Result<BackendChoice, BpfUnavailable>) -> String {
+    match c {
+        Ok(c) => {
+            let todo = c.why.what_to_do();
+            if todo.is_empty() {
+                format!("Per-cgroup backend: {c}\n")
+            } else {
+                format!("Per-cgroup backend: {c}\n  what to do: {todo}\n")
+            }
+        }
+        Err(e) => format!("Per-cgroup backend: none ({e})\n"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,22 +275,5 @@ mod tests {
         let t = c.text();
         assert_eq!(t.lines().count(), 1, "{t}");
         assert!(t.contains("--path.cgroupfs"), "{t}");
-    }
-}
-
-/// `check`'s line on the per-cgroup backend: which counts and why, with
-/// what to do when `auto` fell back to `perf`, or why a configured `bpf`
-/// cannot count.
-pub fn backend_line(c: &Result<BackendChoice, BpfUnavailable>) -> String {
-    match c {
-        Ok(c) => {
-            let todo = c.why.what_to_do();
-            if todo.is_empty() {
-                format!("Per-cgroup backend: {c}\n")
-            } else {
-                format!("Per-cgroup backend: {c}\n  what to do: {todo}\n")
-            }
-        }
-        Err(e) => format!("Per-cgroup backend: none ({e})\n"),
     }
 }

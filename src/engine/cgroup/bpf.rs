@@ -201,14 +201,7 @@ impl BpfBackend {
     }
 
     fn open_failed(&mut self, metric: usize, e: &crate::perf::PerfError) {
-        let issue = CgroupIssue::Open {
-            metric: self.metrics[metric].signature.0.clone(),
-            problem: e.problem(),
-        };
-        if !self.issues.contains(&issue) && self.issues.len() < 32 {
-            tracing::warn!(%issue, what_to_do = %issue.what_to_do(), "per-cgroup counter unavailable");
-            self.issues.push(issue);
-        }
+        super::plan::open_failed(&mut self.issues, &self.metrics, metric, e);
     }
 
     /// A slot for a new cgroup: a free one (released at an earlier sync),
@@ -388,11 +381,7 @@ impl CgroupBackend for BpfBackend {
     /// A CPU back online gets new counters (the kernel does not re-enable
     /// them); counts charged so far stay in the maps.
     fn cpus_changed(&mut self, online: &[u32]) {
-        let returned: Vec<u32> = online
-            .iter()
-            .copied()
-            .filter(|c| !self.online.contains(c))
-            .collect();
+        let returned = super::plan::returned(&self.online, online);
         self.online = online.to_vec();
         for cpu in returned {
             if let Err(e) = self.open_cpu(cpu) {

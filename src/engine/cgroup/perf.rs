@@ -213,14 +213,7 @@ impl PerfBackend {
     }
 
     fn open_failed(&mut self, metric: usize, e: &PerfError) {
-        let issue = CgroupIssue::Open {
-            metric: self.metrics[metric].signature.0.clone(),
-            problem: e.problem(),
-        };
-        if !self.issues.contains(&issue) && self.issues.len() < 32 {
-            tracing::warn!(%issue, what_to_do = %issue.what_to_do(), "per-cgroup counter unavailable");
-            self.issues.push(issue);
-        }
+        super::plan::open_failed(&mut self.issues, &self.metrics, metric, e);
     }
 }
 
@@ -329,11 +322,7 @@ impl CgroupBackend for PerfBackend {
     /// continue; the new counters start from 0). Groups of a CPU that went
     /// offline stay: they read their final counts.
     fn cpus_changed(&mut self, online: &[u32]) {
-        let returned: Vec<u32> = online
-            .iter()
-            .copied()
-            .filter(|c| !self.online.contains(c))
-            .collect();
+        let returned = super::plan::returned(&self.online, online);
         self.online = online.to_vec();
         if returned.is_empty() {
             return;

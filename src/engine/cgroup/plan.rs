@@ -3,7 +3,7 @@
 //! per set, PMU and CPU.
 
 use super::{CgroupIssue, Signature};
-use crate::perf::EventAttr;
+use crate::perf::{EventAttr, PerfError};
 use crate::resolve::chain::{Resolution, Status};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -120,4 +120,31 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
         cols,
         issues,
     }
+}
+
+/// Records that `metric`'s per-cgroup counter failed to open (once per
+/// distinct problem, at most 32), and logs it.
+pub(super) fn open_failed(
+    issues: &mut Vec<CgroupIssue>,
+    metrics: &[CgMetric],
+    metric: usize,
+    e: &PerfError,
+) {
+    let issue = CgroupIssue::Open {
+        metric: metrics[metric].signature.0.clone(),
+        problem: e.problem(),
+    };
+    if !issues.contains(&issue) && issues.len() < 32 {
+        tracing::warn!(%issue, what_to_do = %issue.what_to_do(), "per-cgroup counter unavailable");
+        issues.push(issue);
+    }
+}
+
+/// The CPUs of `online` that `before` did not have (back online).
+pub(super) fn returned(before: &[u32], online: &[u32]) -> Vec<u32> {
+    online
+        .iter()
+        .copied()
+        .filter(|c| !before.contains(c))
+        .collect()
 }
