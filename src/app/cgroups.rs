@@ -98,8 +98,10 @@ pub(super) fn attach(
     };
     let (b, chosen) = open_backend(engine, kernel, cfg, chosen)?;
     let (backend, why) = (chosen.kind.name(), &chosen.why);
-    if matches!(why, Why::Configured(_) | Why::BpfAvailable { .. }) {
-        tracing::info!(backend, %why, root = %root.path.display(), "per-workload counting");
+    // A fallback for want of privilege or BTF is a choice, not a fault; a
+    // program that did not load is.
+    if !matches!(why, Why::LoadFailed(_)) {
+        tracing::info!(backend, %why, code = why.code(), root = %root.path.display(), "per-workload counting");
     } else {
         tracing::warn!(backend, %why, what_to_do = %why.what_to_do(), code = why.code(), root = %root.path.display(), "per-workload counting");
     }
