@@ -392,3 +392,56 @@ fn a_forced_bpf_backend_without_capabilities_fails_at_start_naming_what_is_missi
         "{err}"
     );
 }
+
+/// A CPU "back online" (told to the backend, not done to the machine:
+/// nobody takes cpu1 offline here) gets new counters and a new generation
+/// of readings in the program; the counts charged so far are kept and the
+/// new counters' counts add on, still agreeing with `cpu.stat`.
+#[test]
+fn bpf_counts_are_kept_when_a_cpu_comes_back() {
+    let _s = serial();
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "hotplug");
+    let c = rel(&tree, "burn");
+    let d = Listed::new(&tree);
+    let dir = d.root.join(&c);
+    let _b = Proc::python(&dir, &burner(0.6));
+    wait_usage(&dir, 100_000);
+    d.set(vec![c.clone()]);
+    let e = engine(Which::Bpf(8), &d);
+    let online = e.online_cpus().to_vec();
+    assert!(online.len() >= 2, "needs two online CPUs: {online:?}");
+    let (k, res) = (
+        Arc::new(LiveKernel::new()) as Arc<dyn Kernel>,
+        e.resolution(),
+    );
+    let sets = vec!["software".to_string()];
+    let b = BpfBackend::new(k, res, &sets, &online, false, 8).unwrap();
+    let mut cc = CgroupCounting::new(Box::new(d.clone()), Box::new(b));
+    let read = |cc: &mut CgroupCounting, cpus: &[u32]| {
+        cc.collect(cpus);
+        let mut f = Vec::new();
+        cc.families(&mut f);
+        let s = Snapshot { families: f };
+        value(&s, "perf_cgroup_cpu_clock_seconds_total", &c).unwrap()
+    };
+    let v0 = read(&mut cc, &online);
+    let u0 = usage_usec(&dir);
+    wait_usage(&dir, 500_000);
+    let without: Vec<u32> = online.iter().copied().filter(|&x| x != online[1]).collect();
+    let v1 = read(&mut cc, &without);
+    let v2 = read(&mut cc, &online); // back: new counters on that CPU
+    assert!(v2 >= v1 && v1 >= v0, "{v0} {v1} {v2}");
+    wait_usage(&dir, 500_000);
+    let v3 = read(&mut cc, &online);
+    let stat = (usage_usec(&dir) - u0) as f64 * 1e-6;
+    eprintln!(
+        "cpu-clock {:.4} s across the reopen, cpu.stat {stat:.4} s",
+        v3 - v0
+    );
+    assert!(
+        ((v3 - v0) - stat).abs() <= 0.02 * stat + 0.003,
+        "cpu-clock {} s vs cpu.stat {stat} s",
+        v3 - v0
+    );
+}
