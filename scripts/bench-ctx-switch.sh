@@ -3,7 +3,8 @@
 # two processes in different cgroups ping-pong over a pipe on one CPU
 # (scripts/pingpong.py), while the exporter counts nothing per cgroup, or
 # watches N cgroups (the two plus N-2 idle ones) with the perf or the bpf
-# backend. Prints the ns per switch (best of REPS runs) and what counting
+# backend, counting the default config's `cgroups.sets` (core, cache, software:
+# what the host has of them). Prints the ns per switch (best of REPS runs) and what counting
 # adds, and the exporter's open fds. For the bpf backend it also prints the
 # program's own mean run time per switch, from the kernel's BPF statistics
 # (kernel.bpf_stats_enabled=1 while it runs, restored after; run_time_ns /
@@ -53,23 +54,11 @@ measure() {
 # cgroup is counted.
 serve() {
   local backend=$1 n=$2
-  cat >"$tmp/c.yaml" <<YAML
-sets:
-  - name: software
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-      - metric: perf_task_clock_seconds_total
-        event: { event: task-clock, scale: 1e-9, unit: seconds }
-      - metric: perf_context_switches_total
-        event: context-switches
-cgroups:
-  backend: $backend
-  preset: none
-  paths: ["$top/*"]
-  max_cgroups: 1000
-  sets: [software]
-YAML
+  # The default config's sets, counted per cgroup with its default
+  # `cgroups.sets` (core, cache, software: what this host has of them).
+  { cat config/default.yaml
+    printf 'cgroups:\n  backend: %s\n  preset: none\n  paths: ["%s/*"]\n  max_cgroups: 1000\n' "$backend" "$top"
+  } >"$tmp/c.yaml"
   rm -f "$tmp/log"
   "$bin" serve --config.file "$tmp/c.yaml" --web.listen-address 127.0.0.1:0 \
     --path.cgroupfs "$root" --log.level info 2>"$tmp/log" &
