@@ -46,6 +46,7 @@
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)BPF_FUNC_map_lookup_elem;
 static long (*bpf_perf_event_read_value)(void *map, __u64 flags, struct bpf_perf_event_value *buf,
 					 __u32 size) = (void *)BPF_FUNC_perf_event_read_value;
+static __u64 (*bpf_perf_event_read)(void *map, __u64 flags) = (void *)BPF_FUNC_perf_event_read;
 static __u32 (*bpf_get_smp_processor_id)(void) = (void *)BPF_FUNC_get_smp_processor_id;
 static __u64 (*bpf_get_current_ancestor_cgroup_id)(int level) =
 	(void *)BPF_FUNC_get_current_ancestor_cgroup_id;
@@ -91,12 +92,24 @@ struct {
 	__uint(max_entries, 1);
 } last SEC(".maps");
 
-// Per CPU number: the generation of its counters (bumped by user space when
-// it reopens them).
+// Per CPU number, set by user space: the generation of its counters (bumped
+// when it reopens them), and which k lead a group. A group's members are on
+// the PMU exactly when their leader is: only a leader's enabled and running
+// times are read (bpf_perf_event_read_value), the members' counts alone
+// (bpf_perf_event_read, cheaper) and user space scales them by the leader's.
+// While user space replaces a CPU's counters it sets `paused`: the program
+// then leaves the CPU alone (a new counter must not be read against the old
+// one's last reading).
+struct cpu_counters {
+	__u64 generation;
+	__u32 leaders;
+	__u32 paused;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct cpu_counters);
 	__uint(max_entries, 1); // possible CPUs, set by the loader
 } generation SEC(".maps");
 
@@ -119,12 +132,21 @@ struct {
 
 // Charges the k-th counter of this CPU (in `map`) to the owners.
 static __always_inline void charge_one(void *map, __u32 k, __u32 cpu, struct last *prev,
-				       __u32 *owner, int nowners)
+				       __u32 leaders, __u32 *owner, int nowners)
 {
-	struct bpf_perf_event_value now;
+	struct bpf_perf_event_value now = {};
 
-	if (k >= nr_events || bpf_perf_event_read_value(map, cpu, &now, sizeof(now)))
+	if (k >= nr_events)
 		return;
+	if (leaders & (1u << k)) {
+		if (bpf_perf_event_read_value(map, cpu, &now, sizeof(now)))
+			return;
+	} else {
+		__u64 v = bpf_perf_event_read(map, cpu);
+		if ((__s64)v < 0 && (__s64)v >= -4095)
+			return; // an errno: no counter at k on this CPU
+		now.counter = v;
+	}
 	__u64 dc = now.counter - prev->v[k].counter;
 	__u64 de = now.enabled - prev->v[k].enabled;
 	__u64 dr = now.running - prev->v[k].running;
@@ -148,13 +170,14 @@ static __always_inline void charge(void)
 	int nowners = 0;
 
 	struct last *prev = bpf_map_lookup_elem(&last, &zero);
-	__u64 *gen = bpf_map_lookup_elem(&generation, &cpu);
-	if (!prev || !gen)
+	struct cpu_counters *cc = bpf_map_lookup_elem(&generation, &cpu);
+	if (!prev || !cc || cc->paused)
 		return;
-	if (prev->generation != *gen) {
+	__u32 leaders = cc->leaders;
+	if (prev->generation != cc->generation) {
 		// New counters on this CPU: they count from 0.
 		__builtin_memset(prev->v, 0, sizeof(prev->v));
-		prev->generation = *gen;
+		prev->generation = cc->generation;
 	}
 	// Which selected cgroups own the running task: its cgroup and ancestors.
 #pragma clang loop unroll(disable)
@@ -167,22 +190,22 @@ static __always_inline void charge(void)
 			owner[nowners++] = *slot;
 	}
 	// Every counter is read, owned or not: the next charge starts here.
-	charge_one(&events0, 0, cpu, prev, owner, nowners);
-	charge_one(&events1, 1, cpu, prev, owner, nowners);
-	charge_one(&events2, 2, cpu, prev, owner, nowners);
-	charge_one(&events3, 3, cpu, prev, owner, nowners);
-	charge_one(&events4, 4, cpu, prev, owner, nowners);
-	charge_one(&events5, 5, cpu, prev, owner, nowners);
-	charge_one(&events6, 6, cpu, prev, owner, nowners);
-	charge_one(&events7, 7, cpu, prev, owner, nowners);
-	charge_one(&events8, 8, cpu, prev, owner, nowners);
-	charge_one(&events9, 9, cpu, prev, owner, nowners);
-	charge_one(&events10, 10, cpu, prev, owner, nowners);
-	charge_one(&events11, 11, cpu, prev, owner, nowners);
-	charge_one(&events12, 12, cpu, prev, owner, nowners);
-	charge_one(&events13, 13, cpu, prev, owner, nowners);
-	charge_one(&events14, 14, cpu, prev, owner, nowners);
-	charge_one(&events15, 15, cpu, prev, owner, nowners);
+	charge_one(&events0, 0, cpu, prev, leaders, owner, nowners);
+	charge_one(&events1, 1, cpu, prev, leaders, owner, nowners);
+	charge_one(&events2, 2, cpu, prev, leaders, owner, nowners);
+	charge_one(&events3, 3, cpu, prev, leaders, owner, nowners);
+	charge_one(&events4, 4, cpu, prev, leaders, owner, nowners);
+	charge_one(&events5, 5, cpu, prev, leaders, owner, nowners);
+	charge_one(&events6, 6, cpu, prev, leaders, owner, nowners);
+	charge_one(&events7, 7, cpu, prev, leaders, owner, nowners);
+	charge_one(&events8, 8, cpu, prev, leaders, owner, nowners);
+	charge_one(&events9, 9, cpu, prev, leaders, owner, nowners);
+	charge_one(&events10, 10, cpu, prev, leaders, owner, nowners);
+	charge_one(&events11, 11, cpu, prev, leaders, owner, nowners);
+	charge_one(&events12, 12, cpu, prev, leaders, owner, nowners);
+	charge_one(&events13, 13, cpu, prev, leaders, owner, nowners);
+	charge_one(&events14, 14, cpu, prev, leaders, owner, nowners);
+	charge_one(&events15, 15, cpu, prev, leaders, owner, nowners);
 }
 
 // Attached to sched_switch, and run by user space on each CPU at a read.

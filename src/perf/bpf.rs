@@ -64,6 +64,23 @@ pub struct Charged {
 // pattern of its size is a valid value, as aya's `Pod` requires.
 unsafe impl aya::Pod for Charged {}
 
+/// Per CPU, what the program needs about its counters (`struct
+/// cpu_counters` of the C source).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct CpuCounters {
+    /// Bumped when the CPU's counters are reopened.
+    generation: u64,
+    /// Bit k: the k-th counter leads a group (its times are read).
+    leaders: u32,
+    /// Non-zero while the CPU's counters are being replaced.
+    paused: u32,
+}
+
+// SAFETY: `CpuCounters` is `repr(C)`, a u64 and two u32s, no padding:
+// every bit pattern of its size is a valid value.
+unsafe impl aya::Pod for CpuCounters {}
+
 /// What went wrong loading or driving the BPF program.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BpfError {
@@ -124,7 +141,7 @@ pub struct BpfCounter {
     ebpf: Ebpf,
     /// `events<k>`: the k-th counter of each CPU, at the CPU's index.
     events: Vec<MapData>,
-    generation: Array<MapData, u64>,
+    generation: Array<MapData, CpuCounters>,
     slots: HashMap<MapData, u64, u32>,
     counts: PerCpuArray<MapData, Charged>,
     /// Possible CPUs (the per-CPU maps' width).
@@ -244,15 +261,37 @@ impl BpfCounter {
         sys_map_update(map.fd().as_fd(), cpu, fd.as_raw_fd() as u32).map_err(err)
     }
 
-    /// Starts a new generation of `cpu`'s counters: the program forgets its
-    /// last readings there (new counters count from 0).
-    pub fn renew(&mut self, cpu: u32) -> Result<(), BpfError> {
+    /// Stops the program on `cpu` until [`renew`](Self::renew): call it
+    /// before replacing the CPU's counters.
+    pub fn pause(&mut self, cpu: u32) -> Result<(), BpfError> {
+        let mut g = self
+            .generation
+            .get(&cpu, 0)
+            .map_err(map_err("generation", cpu.into()))?;
+        g.paused = 1;
+        self.generation
+            .set(cpu, g, 0)
+            .map_err(map_err("generation", cpu.into()))
+    }
+
+    /// Starts a new generation of `cpu`'s counters (and resumes the program
+    /// there): the program forgets its
+    /// last readings there (new counters count from 0). Bit k of `leaders`
+    /// says the k-th counter leads a group: only leaders' enabled and
+    /// running times are read ([`Charged`] of a member has times 0; its
+    /// group's are its leader's).
+    pub fn renew(&mut self, cpu: u32, leaders: u32) -> Result<(), BpfError> {
         let g = self
             .generation
             .get(&cpu, 0)
             .map_err(map_err("generation", cpu.into()))?;
+        let next = CpuCounters {
+            generation: g.generation.wrapping_add(1),
+            leaders,
+            paused: 0,
+        };
         self.generation
-            .set(cpu, g.wrapping_add(1), 0)
+            .set(cpu, next, 0)
             .map_err(map_err("generation", cpu.into()))
     }
 

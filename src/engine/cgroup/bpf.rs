@@ -44,6 +44,8 @@ struct Slot {
     scale: f64,
     /// Its set, when it leads the set's group (its times are the set's).
     leads: Option<usize>,
+    /// The k of its group's leader on its CPU (whose times scale it).
+    leader_k: u32,
     col: usize,
 }
 
@@ -82,7 +84,8 @@ pub struct BpfBackend {
     issues: Vec<CgroupIssue>,
     sync_issues: Vec<CgroupIssue>,
     charge_errors: u64,
-    buf: Vec<Charged>,
+    /// Per k, the last read of one cgroup's slot (per possible CPU).
+    buf: Vec<Vec<Charged>>,
 }
 
 impl BpfBackend {
@@ -142,15 +145,20 @@ impl BpfBackend {
     /// the switch program (once). A counter the kernel refuses is an issue
     /// (its group is left out); a map or attach failure is an error.
     fn open_cpu(&mut self, cpu: u32) -> Result<(), BpfError> {
+        // The program leaves the CPU alone until its new counters are all
+        // in place (a switch meanwhile is not charged: microseconds).
+        self.bpf.pause(cpu)?;
         self.slots.retain(|s| s.cpu != cpu);
         self.groups.remove(&cpu);
         let mut groups = Vec::new();
-        let mut k = 0u32;
+        let (mut k, mut leaders) = (0u32, 0u32);
         let plan = std::mem::take(&mut self.plan);
         for gp in plan.iter().filter(|g| g.cpu == cpu) {
             let Some(members) = self.open_group(gp) else {
                 continue;
             };
+            let leader_k = k;
+            leaders |= 1u32.checked_shl(k).unwrap_or(0);
             for (i, (c, (metric, _, scale))) in members.iter().zip(&gp.members).enumerate() {
                 if k >= MAX_EVENTS {
                     break;
@@ -162,6 +170,7 @@ impl BpfBackend {
                     metric: *metric,
                     scale: *scale,
                     leads: (i == 0).then_some(gp.set),
+                    leader_k,
                     col: if self.per_cpu {
                         self.cols.iter().position(|&x| x == cpu).unwrap_or(0)
                     } else {
@@ -174,8 +183,15 @@ impl BpfBackend {
         }
         self.plan = plan;
         self.slots.sort_by_key(|s| (s.k, s.cpu));
+        let ks = self
+            .slots
+            .iter()
+            .map(|s| s.k as usize + 1)
+            .max()
+            .unwrap_or(0);
+        self.buf.resize(ks.max(self.buf.len()), Vec::new());
         self.groups.insert(cpu, groups);
-        self.bpf.renew(cpu)?;
+        self.bpf.renew(cpu, leaders)?;
         self.bpf.attach()
     }
 
@@ -231,19 +247,23 @@ impl BpfBackend {
         let ncols = self.cols.len();
         for t in self.tracked.values_mut() {
             t.s.time_open.fill(false);
-            let mut have = None;
-            for (i, sl) in self.slots.iter().enumerate() {
-                // Slots are ordered by k then CPU: one map lookup per
-                // (cgroup, k) gives every CPU's value.
-                if have != Some(sl.k) {
-                    have = None;
-                    if self.bpf.read(t.slot, sl.k, &mut self.buf).is_err() {
-                        continue;
-                    }
-                    have = Some(sl.k);
+            // One map lookup per (cgroup, k) gives every CPU's value.
+            for (k, buf) in self.buf.iter_mut().enumerate() {
+                if self.bpf.read(t.slot, k as u32, buf).is_err() {
+                    buf.clear();
                 }
-                let Some(v) = self.buf.get(sl.cpu as usize) else {
+            }
+            for (i, sl) in self.slots.iter().enumerate() {
+                let at = |k: u32| self.buf.get(k as usize)?.get(sl.cpu as usize);
+                let (Some(v), Some(lead)) = (at(sl.k), at(sl.leader_k)) else {
                     continue;
+                };
+                // A member's times are its leader's (the group is on the
+                // PMU as a whole).
+                let v = Charged {
+                    counter: v.counter,
+                    enabled: lead.enabled,
+                    running: lead.running,
                 };
                 if let Some(set) = sl.leads {
                     let (le, lr) = t.last[i];
