@@ -16,10 +16,12 @@
 //!   active on the CPU and throttles above `perf_event_max_sample_rate /
 //!   HZ` per tick, and each skipped charge lands an interval on the wrong
 //!   cgroup: 1-3 % too much CPU time measured here. See the C source.)
-//! * The program reads each counter of its CPU with
+//! * The program reads each counter of its CPU: a group leader with
 //!   `bpf_perf_event_read_value()` (the kernel's `perf_event_read_local()`:
 //!   the event must be on this CPU, not inherited; it returns the count and
-//!   the enabled and running times), and charges the delta since the last
+//!   the enabled and running times), a member with `bpf_perf_event_read()`
+//!   (its count only: a group is on the PMU as a whole, so its times are
+//!   the leader's), and charges the delta since the last
 //!   charge on this CPU to every selected cgroup among the running task's
 //!   cgroup and its ancestors (`bpf_get_current_ancestor_cgroup_id()`,
 //!   level 0 upwards), in a per-CPU array at `slot * MAX_EVENTS + k`. User
