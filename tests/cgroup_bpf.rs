@@ -445,3 +445,37 @@ fn bpf_counts_are_kept_when_a_cpu_comes_back() {
         v3 - v0
     );
 }
+
+/// The real binary with `backend: auto` on this machine (root, BTF):
+/// counts with bpf, says so and why in the log and on the landing page,
+/// and serves the cgroup's series.
+#[test]
+fn serve_with_auto_counts_with_bpf_and_says_why() {
+    let _s = serial();
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "serve");
+    let c = rel(&tree, "a");
+    let d = Listed::new(&tree);
+    let _b = Proc::python(&d.root.join(&c), &burner(0.1));
+    let cfg = backend_config(&tree, "auto");
+    let mut p = common::exporter(&["--config.file", cfg.to_str().unwrap()]);
+    p.wait_log("cgroups counted", Duration::from_secs(10));
+    let _ = std::fs::remove_file(&cfg);
+    assert!(
+        p.output().contains("backend auto: BPF can be loaded"),
+        "{}",
+        p.output()
+    );
+    let landing = p.get("/").body;
+    assert!(
+        landing.contains("<p>Backend: bpf. 1 counted, 0 left out.</p>")
+            && landing.contains("<p>Why bpf: backend auto: BPF can be loaded (CAP_SYS_ADMIN) and the kernel has BTF"),
+        "{landing}"
+    );
+    let want = format!("perf_cgroup_cpu_clock_seconds_total{{cgroup=\"{c}\"}} ");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.get("/metrics").body.contains(&want) {
+        assert!(Instant::now() < deadline, "{want} never served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
