@@ -479,3 +479,41 @@ fn serve_with_auto_counts_with_bpf_and_says_why() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `backend: auto` in a process holding CAP_PERFMON only (uid 0, every
+/// other capability dropped): perf counts, and the log says why not bpf.
+#[test]
+fn auto_without_cap_bpf_falls_back_to_perf_and_says_why() {
+    let _s = serial();
+    common::require_root();
+    common::require_tool("setpriv");
+    let tree = CgroupTree::new("pe-bpf", "nocap");
+    let c = rel(&tree, "a");
+    let cfg = backend_config(&tree, "auto");
+    let wrapper = [
+        "setpriv",
+        "--inh-caps=-all",
+        "--bounding-set=-all,+perfmon",
+        "--",
+    ];
+    let mut p = common::Proc::spawn(
+        &wrapper,
+        Path::new(common::EXPORTER),
+        &["--config.file", cfg.to_str().unwrap()],
+    );
+    p.wait_log("cgroups counted", Duration::from_secs(10));
+    let _ = std::fs::remove_file(&cfg);
+    let log = p.output();
+    assert!(
+        log.contains("backend auto: perf, as this process may not load BPF programs (it lacks CAP_BPF (or CAP_SYS_ADMIN))")
+            && log.contains("bpf_no_capability"),
+        "{log}"
+    );
+    let want =
+        format!("perf_cgroup_group_enabled_seconds_total{{cgroup=\"{c}\",set=\"software\"}} ");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.get("/metrics").body.contains(&want) {
+        assert!(Instant::now() < deadline, "{want} never served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
