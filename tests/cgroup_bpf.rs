@@ -517,3 +517,53 @@ fn auto_without_cap_bpf_falls_back_to_perf_and_says_why() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `per_cpu: true`: one series per CPU, summing to `cpu.stat`.
+#[test]
+fn bpf_per_cpu_series_sum_to_cpu_stat() {
+    let _s = serial();
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "percpu");
+    let c = rel(&tree, "burn");
+    let d = Listed::new(&tree);
+    let dir = d.root.join(&c);
+    let _b1 = Proc::python(&dir, &burner(0.5));
+    let _b2 = Proc::python(&dir, &burner(0.5));
+    wait_usage(&dir, 100_000);
+    d.set(vec![c.clone()]);
+    let e = engine(Which::Bpf(8), &d);
+    let online = e.online_cpus().to_vec();
+    let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
+    let sets = vec!["software".to_string()];
+    let b = BpfBackend::new(k, e.resolution(), &sets, &online, true, 8).unwrap();
+    let mut cc = CgroupCounting::new(Box::new(d.clone()), Box::new(b));
+    let per_cpu = |cc: &mut CgroupCounting| -> Vec<(String, f64)> {
+        cc.collect(&online);
+        let mut f = Vec::new();
+        cc.families(&mut f);
+        let fam = f
+            .iter()
+            .find(|f| f.name == "perf_cgroup_cpu_clock_seconds_total")
+            .expect("family");
+        fam.samples
+            .iter()
+            .map(|s| {
+                let cpu = s
+                    .labels
+                    .iter()
+                    .find(|(k, _)| *k == "cpu")
+                    .expect("cpu label");
+                (cpu.1.clone(), s.value)
+            })
+            .collect()
+    };
+    let a = per_cpu(&mut cc);
+    let u0 = usage_usec(&dir);
+    wait_usage(&dir, 1_000_000);
+    let b = per_cpu(&mut cc);
+    let stat = (usage_usec(&dir) - u0) as f64 * 1e-6;
+    assert_eq!(b.len(), online.len(), "{b:?}");
+    let sum: f64 = b.iter().map(|x| x.1).sum::<f64>() - a.iter().map(|x| x.1).sum::<f64>();
+    eprintln!("per CPU {a:?} -> {b:?}: sum {sum:.4} s, cpu.stat {stat:.4} s");
+    assert!((sum - stat).abs() <= 0.02 * stat + 0.003, "{sum} vs {stat}");
+}
