@@ -15,13 +15,13 @@
 // since its last switch is not missing.
 //
 // Why sched_switch and not the `cgroup-switches` software event (bperf's
-// choice): a BPF program on a sampling perf event runs from the event's
-// overflow handler, which the kernel skips when another BPF program is active
-// on the CPU (bpf_prog_active) and throttles above
-// perf_event_max_sample_rate / HZ overflows per tick; every skipped charge
-// lands the interval on the next cgroup to be charged. Measured here: 1-3 %
-// too much CPU time for a cgroup next to busy ones; with sched_switch, within
-// 0.3 % of cpu.stat. The price: the program runs at every context switch, not
+// choice): measured here with it, 1-3 % too much CPU time and switches for a
+// cgroup next to busy ones; with sched_switch, within 0.3 % of cpu.stat. A
+// BPF program on a sampling perf event runs from the event's overflow
+// handler, which the kernel skips while another BPF program is active on the
+// CPU (bpf_prog_active) and throttles above perf_event_max_sample_rate / HZ
+// overflows per tick; every skipped charge lands its interval on the next
+// cgroup charged. (Which of the two happened here was not isolated.) The price: the program runs at every context switch, not
 // only at cgroup changes (it costs the same for any number of cgroups).
 //
 // Built by scripts/build-bpf.sh; the object is committed and embedded.

@@ -11,11 +11,12 @@
 //!   `__schedule()` hits before the switch: `current` is still the task
 //!   leaving, so its cgroup is charged. (bperf attaches to the
 //!   `cgroup-switches` software event instead, raised only when the perf
-//!   cgroup changes; but a program on a sampling event runs from its
-//!   overflow handler, which the kernel skips while another BPF program is
-//!   active on the CPU and throttles above `perf_event_max_sample_rate /
-//!   HZ` per tick, and each skipped charge lands an interval on the wrong
-//!   cgroup: 1-3 % too much CPU time measured here. See the C source.)
+//!   cgroup changes; measured here with it: 1-3 % too much CPU time. A
+//!   program on a sampling event runs from its overflow handler, which the
+//!   kernel skips while another BPF program is active on the CPU and
+//!   throttles above `perf_event_max_sample_rate / HZ` per tick; each
+//!   skipped charge lands an interval on the wrong cgroup. See the C
+//!   source.)
 //! * The program reads each counter of its CPU: a group leader with
 //!   `bpf_perf_event_read_value()` (the kernel's `perf_event_read_local()`:
 //!   the event must be on this CPU, not inherited; it returns the count and
