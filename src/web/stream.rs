@@ -112,6 +112,10 @@ pub(super) struct Hub {
     inner: Mutex<Inner>,
     /// Collections made for streams (for tests of the sharing).
     pub(super) collections: std::sync::atomic::AtomicU64,
+    /// The [`live::Framer`] of the last `/api/v1/snapshot`, for the next
+    /// one: it knows the series' CPUs, so that a snapshot does not learn
+    /// them again (about 0.5 ms at 512 CPUs).
+    snapshots: Mutex<Option<live::Framer>>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -217,14 +221,17 @@ impl State {
             at: c.at,
             families: c.families.clone(),
         };
-        let mut framer = live::Framer::default();
-        Some(encode(
+        // (Concurrent snapshots: the others start a Framer of their own.)
+        let mut framer = lock(&self.hub.snapshots).take().unwrap_or_default();
+        let json = encode(
             &mut framer,
             &p(&first),
             &p(&second),
             &self.reasons(),
             per_cpu,
-        ))
+        );
+        *lock(&self.hub.snapshots) = Some(framer);
+        Some(json)
     }
 }
 
