@@ -325,7 +325,9 @@ impl BpfCounter {
                 .set(key, zeros, 0)
                 .map_err(map_err("counts", key.into()))?;
         }
-        self.slots.insert(id, slot, 0).map_err(map_err("slots", id))?;
+        self.slots
+            .insert(id, slot, 0)
+            .map_err(map_err("slots", id))?;
         self.bump_version()
     }
 
