@@ -19,10 +19,16 @@ pub mod cgroup;
 pub mod hotplug;
 #[allow(unsafe_code)]
 pub mod live;
+pub mod record;
+#[allow(unsafe_code)]
+pub mod ring;
+#[allow(unsafe_code)]
+pub mod ring_open;
 pub mod sim;
 
 use crate::problem::{OpenFailure, Problem};
 pub use cgroup::{CgroupHandle, CgroupOpenError};
+pub use ring_open::{SampleRate, SampleSpec, Sampler};
 use std::fmt;
 
 /// `PERF_FORMAT_TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID | GROUP`.
@@ -294,6 +300,22 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     fn sys_read(&self, leader: &Counter, out: &mut GroupReading) -> Result<(), i32> {
         let _ = (leader, out);
         Err(libc::EOPNOTSUPP)
+    }
+
+    /// Opens a sampler ([`ring_open`]) system-wide on `cpu`: the event and
+    /// its members, the mapped ring, enabled. Fails with the step (`open`,
+    /// `mmap`, `enable`) and its errno. The default refuses with
+    /// EOPNOTSUPP.
+    fn sys_open_sampler(&self, spec: &SampleSpec, cpu: u32) -> Result<Sampler, ring_open::OpenStep> {
+        let _ = (spec, cpu);
+        Err(("open", libc::EOPNOTSUPP))
+    }
+
+    /// [`sys_open_sampler`](Self::sys_open_sampler), its error naming the
+    /// sampled event and the CPU.
+    fn open_sampler(&self, spec: &SampleSpec, cpu: u32) -> Result<Sampler, PerfError> {
+        self.sys_open_sampler(spec, cpu)
+            .map_err(|(op, e)| PerfError::new(op, &spec.attr, cpu, e))
     }
 
     /// Opens a counting event system-wide on `cpu` (`pid = -1`), disabled,

@@ -1,0 +1,133 @@
+//! The simulated PMU's samplers: rings that fill with plausible records,
+//! so `serve --simulate` and `top --simulate` show sampled attribution on
+//! the fixtures.
+//!
+//! A sampler produces, at each drain, the samples its rate gives for the
+//! time since the previous drain (`Hz × seconds`, or events per second ÷
+//! period), spread over a fixed set of simulated tasks by weight. The
+//! first drain starts with a `PERF_RECORD_COMM` per task (and a
+//! `PERF_RECORD_CGROUP` per task's cgroup when cgroups are sampled), as
+//! the kernel sends them for tasks that start or rename while sampling.
+//! Each sample's period is the event's simulated rate ÷ Hz (cycles 2e9/s,
+//! anything else 1e9/s, as a `cpu-clock`'s nanoseconds).
+
+use crate::perf::record::encode;
+use crate::perf::ring::Drained;
+use crate::perf::ring_open::{SampleRate, SampleSpec};
+use crate::perf::{abi, EventAttr};
+use std::time::Instant;
+
+/// A simulated task: pid, name, weight, cgroup id and path.
+pub type SimTask = (u32, &'static str, u32, u64, &'static str);
+
+/// The simulated tasks. Weights sum to 20, so at 99 Hz over 1 s the shares
+/// are 40%, 25%, 20%, 10% and 5%.
+pub const TASKS: [SimTask; 5] = [
+    (4242, "postgres", 8, 101, "/system.slice/postgresql.service"),
+    (
+        5150,
+        "nginx",
+        5,
+        102,
+        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0c1d2e3f_4a5b_6c7d_8e9f_0a1b2c3d4e5f.slice/cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope",
+    ),
+    (0, "swapper", 4, 1, "/"),
+    (1, "systemd", 2, 103, "/init.scope"),
+    (733, "sshd", 1, 104, "/system.slice/ssh.service"),
+];
+
+/// One simulated sampler (one CPU).
+#[derive(Debug)]
+pub(crate) struct SimSampler {
+    cpu: u32,
+    id: u64,
+    cgroup: bool,
+    /// Samples per second.
+    hz: f64,
+    /// Events per sample.
+    period: u64,
+    start: Instant,
+    /// Samples emitted so far.
+    emitted: u64,
+    announced: bool,
+    buf: Vec<u8>,
+}
+
+/// The simulated event rate of a sampled event (events per second).
+fn rate(attr: &EventAttr) -> f64 {
+    if attr.type_ == abi::TYPE_HARDWARE && attr.config[0] & 0xffff_ffff == abi::HW_CPU_CYCLES {
+        2e9
+    } else {
+        1e9
+    }
+}
+
+impl SimSampler {
+    pub(crate) fn new(spec: &SampleSpec, cpu: u32, id: u64) -> Self {
+        let r = rate(&spec.attr);
+        let (hz, period) = match spec.rate {
+            SampleRate::Frequency(hz) => (hz.max(1) as f64, (r / hz.max(1) as f64) as u64),
+            SampleRate::Period(p) => (r / p.max(1) as f64, p.max(1)),
+        };
+        SimSampler {
+            cpu,
+            id,
+            cgroup: spec.cgroup,
+            hz,
+            period,
+            start: Instant::now(),
+            emitted: 0,
+            announced: false,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The task of the `n`th sample: weighted round robin.
+    fn task(n: u64) -> &'static SimTask {
+        let total: u64 = TASKS.iter().map(|t| u64::from(t.2)).sum();
+        let mut k = n % total;
+        for t in &TASKS {
+            if k < u64::from(t.2) {
+                return t;
+            }
+            k -= u64::from(t.2);
+        }
+        &TASKS[0]
+    }
+
+    pub(crate) fn drain(&mut self, f: &mut dyn FnMut(&[u8])) -> Drained {
+        let mut out = Drained::default();
+        let mut emit = |f: &mut dyn FnMut(&[u8]), r: &[u8]| {
+            out.records += 1;
+            out.bytes += r.len() as u64;
+            f(r);
+        };
+        if !self.announced {
+            self.announced = true;
+            for t in &TASKS {
+                let r = encode::record(abi::RECORD_COMM, &encode::comm_body(t.0, t.0, t.1));
+                emit(f, &r);
+                if self.cgroup {
+                    let r = encode::record(abi::RECORD_CGROUP, &encode::cgroup_body(t.3, t.4));
+                    emit(f, &r);
+                }
+            }
+        }
+        let elapsed = self.start.elapsed();
+        let due = (elapsed.as_secs_f64() * self.hz) as u64;
+        let nanos = elapsed.as_nanos() as u64;
+        while self.emitted < due {
+            let t = Self::task(self.emitted + u64::from(self.cpu));
+            let cg = self.cgroup.then_some(t.3);
+            self.buf.clear();
+            let body = encode::sample_body(t.0, t.0, nanos, self.cpu, self.period, cg);
+            encode::append(&mut self.buf, abi::RECORD_SAMPLE, &body);
+            let buf = std::mem::take(&mut self.buf);
+            emit(f, &buf);
+            self.buf = buf;
+            self.emitted += 1;
+        }
+        let _ = self.id;
+        out
+    }
+}
