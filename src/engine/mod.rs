@@ -66,6 +66,7 @@ mod open;
 mod plan;
 mod read;
 mod runtime;
+pub mod sample;
 mod totals;
 
 pub use budget::{open_with_reserve, open_with_reserve_for};

@@ -306,7 +306,11 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     /// its members, the mapped ring, enabled. Fails with the step (`open`,
     /// `mmap`, `enable`) and its errno. The default refuses with
     /// EOPNOTSUPP.
-    fn sys_open_sampler(&self, spec: &SampleSpec, cpu: u32) -> Result<Sampler, ring_open::OpenStep> {
+    fn sys_open_sampler(
+        &self,
+        spec: &SampleSpec,
+        cpu: u32,
+    ) -> Result<Sampler, ring_open::OpenStep> {
         let _ = (spec, cpu);
         Err(("open", libc::EOPNOTSUPP))
     }

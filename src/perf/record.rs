@@ -347,7 +347,14 @@ pub mod encode {
     }
 
     /// The body of a sample with `TID | TIME | CPU | PERIOD` (+ `CGROUP`).
-    pub fn sample_body(pid: u32, tid: u32, time: u64, cpu: u32, period: u64, cgroup: Option<u64>) -> Vec<u8> {
+    pub fn sample_body(
+        pid: u32,
+        tid: u32,
+        time: u64,
+        cpu: u32,
+        period: u64,
+        cgroup: Option<u64>,
+    ) -> Vec<u8> {
         let mut b = Vec::with_capacity(48);
         b.extend(pid.to_ne_bytes());
         b.extend(tid.to_ne_bytes());
@@ -395,7 +402,10 @@ pub mod encode {
         } else {
             abi::RECORD_UNTHROTTLE
         };
-        let b: Vec<u8> = [1u64, id, id].iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let b: Vec<u8> = [1u64, id, id]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .collect();
         record(ty, &b)
     }
 }
@@ -416,11 +426,17 @@ mod tests {
 
     #[test]
     fn a_sample_with_every_field() {
-        let r = record(abi::RECORD_SAMPLE, &sample_body(10, 11, 12, 3, 1000, Some(77)));
+        let r = record(
+            abi::RECORD_SAMPLE,
+            &sample_body(10, 11, 12, 3, 1000, Some(77)),
+        );
         let Record::Sample(s) = decode(&r, &FMT).unwrap() else {
             panic!("not a sample")
         };
-        assert_eq!((s.pid, s.tid, s.time, s.cpu, s.period), (10, 11, 12, 3, 1000));
+        assert_eq!(
+            (s.pid, s.tid, s.time, s.cpu, s.period),
+            (10, 11, 12, 3, 1000)
+        );
         assert_eq!(s.cgroup, Some(77));
         assert_eq!(s.read, None);
     }
@@ -464,7 +480,10 @@ mod tests {
                 comm: b"postgres"
             }
         );
-        let r = record(abi::RECORD_CGROUP, &cgroup_body(42, "/system.slice/x.service"));
+        let r = record(
+            abi::RECORD_CGROUP,
+            &cgroup_body(42, "/system.slice/x.service"),
+        );
         assert_eq!(
             decode(&r, &f).unwrap(),
             Record::Cgroup {
@@ -472,7 +491,10 @@ mod tests {
                 path: b"/system.slice/x.service"
             }
         );
-        assert_eq!(decode(&lost(1, 17), &f).unwrap(), Record::Lost { id: 1, lost: 17 });
+        assert_eq!(
+            decode(&lost(1, 17), &f).unwrap(),
+            Record::Lost { id: 1, lost: 17 }
+        );
         assert_eq!(
             decode(&throttle(false, 4), &f).unwrap(),
             Record::Throttle {
@@ -480,13 +502,20 @@ mod tests {
                 id: 4
             }
         );
-        let exit: Vec<u8> = [1u32, 0, 2, 0].iter().flat_map(|w| w.to_ne_bytes()).chain(5u64.to_ne_bytes()).collect();
+        let exit: Vec<u8> = [1u32, 0, 2, 0]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .chain(5u64.to_ne_bytes())
+            .collect();
         assert_eq!(
             decode(&record(abi::RECORD_EXIT, &exit), &f).unwrap(),
             Record::Exit { pid: 1, tid: 2 }
         );
         // Unknown types are skipped, whatever their body.
-        assert_eq!(decode(&record(200, &[1, 2, 3]), &f).unwrap(), Record::Other(200));
+        assert_eq!(
+            decode(&record(200, &[1, 2, 3]), &f).unwrap(),
+            Record::Other(200)
+        );
     }
 
     #[test]

@@ -44,7 +44,9 @@ pub const DEFAULT_RING_PAGES: usize = 8;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RingError {
     /// The data area is not a power-of-two number of pages.
-    #[error("ring of {pages} data pages: the data area must be a power of two pages (1, 2, 4, ...)")]
+    #[error(
+        "ring of {pages} data pages: the data area must be a power of two pages (1, 2, 4, ...)"
+    )]
     Pages {
         /// The pages asked for.
         pages: usize,
@@ -361,7 +363,10 @@ mod tests {
         let (area, head) = ring_with(64, 60, &[good.clone(), bad]);
         let (got, r) = drain_area(&area, 60, head);
         assert_eq!(got, vec![good]);
-        assert!(matches!(r, Err(RingError::Corrupt { size: 4, .. })), "{r:?}");
+        assert!(
+            matches!(r, Err(RingError::Corrupt { size: 4, .. })),
+            "{r:?}"
+        );
         // A size running past the head.
         let mut long = rec(9, &[0; 8]);
         long[6..8].copy_from_slice(&200u16.to_ne_bytes());

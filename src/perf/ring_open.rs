@@ -29,6 +29,8 @@ use super::abi;
 use super::ring::{Drained, Ring, RingError};
 use super::EventAttr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 /// How often to sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +122,23 @@ impl Sampler {
         }
     }
 
+    /// The fd registered with the current tokio runtime's reactor for
+    /// readability (the wakeup watermark), or `None` for the simulation.
+    /// The registration owns a duplicate of the fd, so it may outlive the
+    /// sampler safely. Must be called inside a tokio runtime with I/O.
+    pub fn readiness(&self) -> Option<std::io::Result<AsyncFd<OwnedFd>>> {
+        let SamplerInner::Live { leader, .. } = &self.inner else {
+            return None;
+        };
+        Some(leader.try_clone().and_then(|fd| {
+            // SAFETY: the AsyncFd owns `fd` (a duplicate made for it), so
+            // the descriptor stays open and refers to the same file until
+            // the AsyncFd drops it; OwnedFd's as_raw_fd never changes.
+            unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+                .map_err(|e| e.into_parts().1)
+        }))
+    }
+
     /// Hands every record in the ring to `f` (the bytes of one record,
     /// header included) and frees their space.
     pub fn drain(&mut self, f: &mut dyn FnMut(&[u8])) -> Result<Drained, RingError> {
@@ -179,7 +198,11 @@ fn attr_of(spec: &SampleSpec, e: &EventAttr, leader: bool) -> sys::bindings::per
 }
 
 /// `perf_event_open` of one event system-wide on `cpu`, close-on-exec.
-fn open_one(mut a: sys::bindings::perf_event_attr, cpu: u32, group: RawFd) -> Result<OwnedFd, OpenStep> {
+fn open_one(
+    mut a: sys::bindings::perf_event_attr,
+    cpu: u32,
+    group: RawFd,
+) -> Result<OwnedFd, OpenStep> {
     let cpu = i32::try_from(cpu).map_err(|_| ("open", libc::EINVAL))?;
     // SAFETY: `a` is a fully initialised perf_event_attr whose `size` is
     // the struct's; the pointer is valid for the call. pid = -1 with a CPU

@@ -1,0 +1,210 @@
+//! Sampling: one sampler per online CPU (system-wide, `pid = -1`), drained
+//! when the kernel says there is enough to read, decoded and aggregated by
+//! process, thread, cgroup or pod.
+//!
+//! * **Readiness.** Each live sampler's fd is registered with tokio
+//!   ([`AsyncFd`]). With `watermark = 1` the kernel makes the fd readable
+//!   once `wakeup_watermark` bytes (half the ring by default) are in it, so
+//!   the process sleeps between batches; [`Sampling::wait`] returns at
+//!   the first readable fd or at the caller's deadline (a refresh), and
+//!   drains every ring either way, so a quiet CPU's samples are never
+//!   older than one refresh. The simulated PMU has no fd and is drained at
+//!   the deadlines only.
+//! * **Loss.** When a ring is full the kernel drops records and later
+//!   writes a `PERF_RECORD_LOST` with how many; those counts, and
+//!   `PERF_RECORD_THROTTLE`s (the kernel lowering the rate of an event
+//!   that interrupts too often), are kept per CPU ([`CpuHealth`]) and
+//!   shown, never hidden. A corrupt ring is skipped to its head and
+//!   counted as an error; reading goes on.
+
+mod agg;
+mod table;
+
+pub use agg::{Aggregate, By, CpuHealth, Sums};
+pub use table::{pod_of, Entry, Namer, Table, NO_POD};
+
+use crate::perf::record::{decode, Format};
+use crate::perf::{Kernel, PerfError, SampleSpec, Sampler};
+use futures_util::FutureExt;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::io::unix::AsyncFd;
+
+/// Sampling could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    /// No CPU's sampler opened: the first CPU's error.
+    #[error("no CPU could be sampled: {0}")]
+    Nothing(PerfError),
+    /// No CPU to sample.
+    #[error("no CPU to sample")]
+    NoCpu,
+    /// The readiness registration (epoll) failed.
+    #[error("cannot wait on the sampler of CPU {cpu}: {err}")]
+    Register {
+        /// The CPU.
+        cpu: u32,
+        /// Why.
+        err: std::io::Error,
+    },
+}
+
+/// One CPU's sampler and its readiness registration.
+#[derive(Debug)]
+struct Ring {
+    ready: Option<AsyncFd<OwnedFd>>,
+    sampler: Sampler,
+}
+
+/// What to sample, and where names come from.
+#[derive(Debug, Clone)]
+pub struct SamplingSettings {
+    /// Per CPU, the spec to open there (the event resolved for that
+    /// CPU's PMU).
+    pub cpus: Vec<(u32, SampleSpec)>,
+    /// How samples are attributed.
+    pub by: By,
+    /// The procfs root (names of processes no record named).
+    pub procfs: PathBuf,
+    /// The cgroupfs root (paths of cgroup ids no record named).
+    pub cgroupfs: Option<PathBuf>,
+}
+
+/// Sampling on every CPU of its settings.
+#[derive(Debug)]
+pub struct Sampling {
+    rings: Vec<Ring>,
+    fmt: Format,
+    agg: Aggregate,
+    namer: Namer,
+    /// CPUs that could not be sampled, with why.
+    pub failed: Vec<PerfError>,
+}
+
+impl Sampling {
+    /// Opens a sampler per CPU; a CPU that fails is named in
+    /// [`failed`](Self::failed), and only when none opens is it an error.
+    /// Must run inside a tokio runtime with I/O enabled.
+    pub fn open(kernel: &Arc<dyn Kernel>, s: SamplingSettings) -> Result<Sampling, SampleError> {
+        let Some((_, first)) = s.cpus.first() else {
+            return Err(SampleError::NoCpu);
+        };
+        let fmt = Format {
+            sample_type: first.sample_type(),
+            read_format: first.read_format(),
+        };
+        let mut rings = Vec::new();
+        let mut failed = Vec::new();
+        for (cpu, spec) in &s.cpus {
+            match kernel.open_sampler(spec, *cpu) {
+                Ok(sampler) => {
+                    let ready = sampler
+                        .readiness()
+                        .transpose()
+                        .map_err(|err| SampleError::Register { cpu: *cpu, err })?;
+                    rings.push(Ring { ready, sampler });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "CPU not sampled");
+                    failed.push(e);
+                }
+            }
+        }
+        if rings.is_empty() {
+            return Err(SampleError::Nothing(failed.remove(0)));
+        }
+        Ok(Sampling {
+            rings,
+            fmt,
+            agg: Aggregate::new(s.by),
+            namer: Namer::new(s.procfs, s.cgroupfs),
+            failed,
+        })
+    }
+
+    /// The CPUs sampled.
+    pub fn cpus(&self) -> Vec<u32> {
+        self.rings.iter().map(|r| r.sampler.cpu).collect()
+    }
+
+    /// The bytes the rings map.
+    pub fn ring_bytes(&self) -> usize {
+        self.rings.iter().map(|r| r.sampler.ring_bytes()).sum()
+    }
+
+    /// Drains every ring now; returns the records read.
+    pub fn drain(&mut self) -> u64 {
+        let mut n = 0;
+        let (fmt, agg) = (&self.fmt, &mut self.agg);
+        for r in &mut self.rings {
+            let cpu = r.sampler.cpu;
+            let res = r.sampler.drain(&mut |rec| match decode(rec, fmt) {
+                Ok(rec) => agg.add(cpu, &rec),
+                Err(e) => {
+                    tracing::debug!(cpu, error = %e, "undecodable record skipped");
+                    agg.error(cpu);
+                }
+            });
+            match res {
+                Ok(d) => n += d.records,
+                Err(e) => {
+                    tracing::warn!(cpu, error = %e, "corrupt ring skipped to its head");
+                    agg.error(cpu);
+                }
+            }
+        }
+        n
+    }
+
+    /// Sleeps until a ring reaches its wakeup watermark or `until`, then
+    /// drains every ring. Returns the records read.
+    pub async fn wait(&mut self, until: tokio::time::Instant) -> u64 {
+        {
+            let ready: Vec<_> = self
+                .rings
+                .iter()
+                .filter_map(|r| r.ready.as_ref())
+                .map(|a| Box::pin(a.readable()))
+                .collect();
+            if ready.is_empty() {
+                tokio::time::sleep_until(until).await;
+            } else {
+                tokio::select! {
+                    _ = futures_util::future::select_all(ready) => {}
+                    _ = tokio::time::sleep_until(until) => {}
+                }
+            }
+        }
+        // Clear the readiness of every fd before draining: a wakeup after
+        // this point sets it again, so no batch is missed, and a drained
+        // ring does not stay readable (which would spin).
+        for a in self.rings.iter().filter_map(|r| r.ready.as_ref()) {
+            if let Some(Ok(mut g)) = a.readable().now_or_never() {
+                g.clear_ready();
+            }
+        }
+        self.drain()
+    }
+
+    /// The aggregate so far.
+    pub fn aggregate(&self) -> &Aggregate {
+        &self.agg
+    }
+
+    /// The table so far (cumulative), entries named.
+    pub fn table(&mut self) -> Table {
+        self.namer.table(&self.agg)
+    }
+
+    /// Ring health by CPU.
+    pub fn health(&self) -> Vec<(u32, CpuHealth)> {
+        let mut v: Vec<_> = self
+            .cpus()
+            .into_iter()
+            .map(|c| (c, self.agg.health.get(&c).copied().unwrap_or_default()))
+            .collect();
+        v.sort_by_key(|(c, _)| *c);
+        v
+    }
+}
