@@ -14,6 +14,9 @@ pub use reload::ReloadError;
 mod serve;
 mod stat;
 pub use stat::StatSettings;
+mod top;
+mod top_view;
+pub use top::TopSettings;
 
 use host::Host;
 pub use host::HostSettings;
@@ -53,6 +56,8 @@ pub enum Command {
     },
     /// Counters in the terminal, like `perf stat -a -I`.
     Stat(StatSettings),
+    /// Sampling in the terminal: who the samples go to.
+    Top(TopSettings),
     /// Resolve the config (and validate a web config).
     Check {
         /// JSON output.
@@ -140,6 +145,9 @@ pub enum AppError {
     /// `stat`'s `-e` names nothing known.
     #[error("{0}")]
     Stat(String),
+    /// `top` cannot sample (its `-e`, `-C`, or every CPU refused).
+    #[error("top: {0}")]
+    Top(String),
     /// A report could not be written as JSON.
     #[error("cannot encode the report as JSON: {0}")]
     Json(serde_json::Error),
@@ -200,6 +208,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
     match s.command {
         Command::Serve(web) => serve::serve(s.host, *web).map(|()| Output::ok(String::new())),
         Command::Stat(st) => stat::stat(s.host, st).map(|()| Output::ok(String::new())),
+        Command::Top(t) => top::top(s.host, t).map(|()| Output::ok(String::new())),
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
             let probe = h.kernel.as_deref().map(prober);

@@ -21,6 +21,7 @@ pub mod cgroup;
 pub mod exposition;
 pub mod proc;
 pub mod tls;
+pub mod tmux;
 
 pub use exposition::{by_cpu, parse_exposition, scalar};
 pub use proc::{world_executable_exporter, world_readable_file, KeepAlive, Proc};

@@ -40,8 +40,9 @@ pub const TASKS: [SimTask; 5] = [
 #[derive(Debug)]
 pub(crate) struct SimSampler {
     cpu: u32,
-    id: u64,
     cgroup: bool,
+    /// The group's ids (leader first) when samples carry a group read.
+    group: Vec<u64>,
     /// Samples per second.
     hz: f64,
     /// Events per sample.
@@ -63,7 +64,7 @@ fn rate(attr: &EventAttr) -> f64 {
 }
 
 impl SimSampler {
-    pub(crate) fn new(spec: &SampleSpec, cpu: u32, id: u64) -> Self {
+    pub(crate) fn new(spec: &SampleSpec, cpu: u32, ids: &[u64]) -> Self {
         let r = rate(&spec.attr);
         let (hz, period) = match spec.rate {
             SampleRate::Frequency(hz) => (hz.max(1) as f64, (r / hz.max(1) as f64) as u64),
@@ -71,8 +72,12 @@ impl SimSampler {
         };
         SimSampler {
             cpu,
-            id,
             cgroup: spec.cgroup,
+            group: if spec.members.is_empty() {
+                Vec::new()
+            } else {
+                ids.to_vec()
+            },
             hz,
             period,
             start: Instant::now(),
@@ -120,14 +125,27 @@ impl SimSampler {
             let t = Self::task(self.emitted + u64::from(self.cpu));
             let cg = self.cgroup.then_some(t.3);
             self.buf.clear();
-            let body = encode::sample_body(t.0, t.0, nanos, self.cpu, self.period, cg);
+            let mut body = encode::sample_body(t.0, t.0, nanos, self.cpu, self.period, None);
+            if !self.group.is_empty() {
+                // PERF_SAMPLE_READ (GROUP | ID): the leader's running count
+                // and each member's at IPC 1.5, as the counting simulation.
+                let leader = (self.emitted + 1) * self.period;
+                body.extend((self.group.len() as u64).to_ne_bytes());
+                for (i, id) in self.group.iter().enumerate() {
+                    let v = if i == 0 { leader } else { leader / 2 * 3 };
+                    body.extend(v.to_ne_bytes());
+                    body.extend(id.to_ne_bytes());
+                }
+            }
+            if let Some(c) = cg {
+                body.extend(c.to_ne_bytes());
+            }
             encode::append(&mut self.buf, abi::RECORD_SAMPLE, &body);
             let buf = std::mem::take(&mut self.buf);
             emit(f, &buf);
             self.buf = buf;
             self.emitted += 1;
         }
-        let _ = self.id;
         out
     }
 }

@@ -137,7 +137,7 @@ impl Kernel for SimKernel {
         for _ in 0..=spec.members.len() {
             ids.push(NEXT_ID.fetch_add(1, Ordering::Relaxed));
         }
-        let s = super::samples::SimSampler::new(spec, cpu, ids[0]);
+        let s = super::samples::SimSampler::new(spec, cpu, &ids);
         Ok(crate::perf::Sampler {
             inner: crate::perf::ring_open::SamplerInner::Sim(s),
             cpu,
