@@ -9,6 +9,7 @@ mod cgroups;
 mod deadline;
 mod host;
 mod reload;
+mod sampling;
 
 pub use reload::ReloadError;
 mod serve;

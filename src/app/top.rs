@@ -50,11 +50,11 @@ pub struct TopSettings {
 
 /// The event `top` samples, resolved for each CPU.
 #[derive(Debug)]
-struct Resolved {
+pub(super) struct Resolved {
     /// The event's name.
-    event: String,
+    pub(super) event: String,
     /// Why the default was not used.
-    note: Option<String>,
+    pub(super) note: Option<String>,
     /// Per CPU, what to open.
     cpus: Vec<(u32, SampleSpec)>,
 }
@@ -162,7 +162,7 @@ const FALLBACK: &str = "cpu-clock";
 /// Opens the samplers; a `cycles` group that the PMU refuses is retried
 /// without its member, and `cycles` that no CPU opens falls back to
 /// `cpu-clock` when it was the default.
-fn open(
+pub(super) fn open(
     kernel: &Arc<dyn Kernel>,
     host: &HostSettings,
     h: &Host,

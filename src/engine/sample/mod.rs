@@ -18,9 +18,11 @@
 //!   counted as an error; reading goes on.
 
 mod agg;
+mod families;
 mod table;
 
 pub use agg::{Aggregate, By, CpuHealth, Sums};
+pub use families::{SampledFamilies, OTHER};
 pub use table::{pod_of, Entry, Namer, Table, NO_POD};
 
 use crate::perf::record::{decode, Format};
