@@ -45,7 +45,10 @@ fn ring() -> (Vec<u8>, usize, u64) {
     let mut n = 0u64;
     loop {
         let pid = (n % 64) as u32 + 100;
-        let r = encode::record(abi::RECORD_SAMPLE, &encode::sample_body(pid, pid, n, 1, 10_101_010, None));
+        let r = encode::record(
+            abi::RECORD_SAMPLE,
+            &encode::sample_body(pid, pid, n, 1, 10_101_010, None),
+        );
         if recs.len() + r.len() > size {
             break;
         }
@@ -62,11 +65,12 @@ fn ring() -> (Vec<u8>, usize, u64) {
 
 fn drain_decode(c: &mut Criterion) {
     let (area, start, n) = ring();
-    let used = area.len() - (area.len() - start).min(area.len());
-    let _ = used;
     let total = {
         let mut t = 0;
-        split_records(&area[start..], &area[..start], &mut Vec::new(), &mut |r| t += r.len()).unwrap();
+        split_records(&area[start..], &area[..start], &mut Vec::new(), &mut |r| {
+            t += r.len()
+        })
+        .unwrap();
         t
     };
     let mut g = c.benchmark_group("ring");
@@ -96,7 +100,11 @@ fn memory_at_512_cpus() {
             "  {pages:>2} data pages: {:>4} KiB per CPU, {:>6.1} MiB at 512 CPUs{}",
             per / 1024,
             (per * 512) as f64 / (1 << 20) as f64,
-            if pages == DEFAULT_RING_PAGES { "  (default)" } else { "" }
+            if pages == DEFAULT_RING_PAGES {
+                "  (default)"
+            } else {
+                ""
+            }
         );
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -104,7 +112,10 @@ fn memory_at_512_cpus() {
     let table = PmuTable::discover(dir.path()).expect("discover");
     let cpus = table.topology.online.clone();
     let kernel: Arc<dyn Kernel> = Arc::new(SimKernel::new(table));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let spec = SampleSpec {
         attr: EventAttr {
             type_: abi::TYPE_SOFTWARE,

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::tmux::{tmux, wait_pane, Session};
+use common::tmux::{wait_pane, Session};
 use common::{fixture, EXPORTER};
 use perf_exporter::export::live::FRAME_KEYS;
 use serde_json::Value;
@@ -208,14 +208,7 @@ fn ctrl_c_prints_the_summary_and_exits_0() {
     wait_pane(&session.0, "two intervals", Duration::from_secs(20), |p| {
         p.matches(" ipc").count() >= 2
     });
-    tmux(&["send-keys", "-t", &session.0, "C-c"]);
-    let pane = wait_pane(
-        &session.0,
-        "exit after Ctrl-C",
-        Duration::from_secs(10),
-        |p| p.contains("EXIT="),
-    );
-    assert!(pane.contains("EXIT=0"), "{pane}");
+    let pane = session.ctrl_c_exits_0();
     let summary = pane
         .split(" Summary over ")
         .nth(1)

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::tmux::{tmux, wait_pane, Session};
+use common::tmux::{wait_pane, Session};
 use common::{fixture, EXPORTER};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -387,17 +387,33 @@ fn ctrl_c_in_tmux_prints_the_summary_and_exits_0() {
             seen.len() >= 3 && p.contains("postgres")
         },
     );
-    tmux(&["send-keys", "-t", &session.0, "C-c"]);
-    let pane = wait_pane(
-        &session.0,
-        "exit after Ctrl-C",
-        Duration::from_secs(10),
-        |p| p.contains("EXIT="),
-    );
-    assert!(pane.contains("EXIT=0"), "{pane}");
+    let pane = session.ctrl_c_exits_0();
     let s = pane
         .split("Summary over ")
         .nth(1)
         .unwrap_or_else(|| panic!("{pane}"));
     assert!(s.contains("postgres") && s.contains("lost 0"), "{pane}");
+}
+
+#[test]
+fn by_cgroup_names_the_cgroup_the_samples_ran_in() {
+    common::require_root();
+    let tree = common::cgroup::CgroupTree::new("ring", "top");
+    let busy = Busy::start();
+    std::fs::write(tree.top.join("cgroup.procs"), busy.pid().to_string()).expect("move the loop");
+    let (ok, out, err) = top(&["-C", "1", "-d", "3s", "--json", "--by", "cgroup"]);
+    assert!(ok, "{err}");
+    let s = summary(&out);
+    // Named from the cgroup id (PERF_SAMPLE_CGROUP): the inode of the
+    // directory under the cgroup2 root, as the kernel's paths are.
+    let want = format!("/{}", tree.top.file_name().unwrap().to_string_lossy());
+    let e = s["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == want.as_str())
+        .unwrap_or_else(|| panic!("no entry {want}: {s}"));
+    assert!(e.get("pid").is_none(), "{e}");
+    assert!(e["share"].as_f64().unwrap() >= 0.95, "{s}");
+    drop(busy);
 }

@@ -50,6 +50,20 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Sends Ctrl-C, waits for the `EXIT=$?` the session's command line
+    /// echoes after the command, asserts that it exited 0, and returns
+    /// the pane.
+    pub fn ctrl_c_exits_0(&self) -> String {
+        tmux(&["send-keys", "-t", &self.0, "C-c"]);
+        let pane = wait_pane(&self.0, "exit after Ctrl-C", Duration::from_secs(10), |p| {
+            p.contains("EXIT=")
+        });
+        assert!(pane.contains("EXIT=0"), "{pane}");
+        pane
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         let _ = tmux(&["kill-session", "-t", &self.0]);
