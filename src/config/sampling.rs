@@ -110,3 +110,36 @@ pub(super) fn convert(
         ring_pages: raw.ring_pages.map_or(DEFAULT_RING_PAGES, |p| p.value),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    const SETS: &str = "sets:\n  - name: s\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n";
+
+    #[test]
+    fn defaults_and_values() {
+        let c = Config::parse(&format!("{SETS}sampling: {{}}\n"), "t.yaml").unwrap();
+        assert_eq!(
+            c.sampling,
+            Some(SamplingConfig {
+                frequency: DEFAULT_FREQUENCY,
+                event: None,
+                by: SampleBy::Process,
+                top: DEFAULT_TOP,
+                ring_pages: DEFAULT_RING_PAGES,
+            })
+        );
+        let y = format!("{SETS}sampling:\n  frequency: 999\n  event: cpu-clock\n  by: pod\n  top: 5\n  ring_pages: 16\n");
+        let s = Config::parse(&y, "t.yaml").unwrap().sampling.unwrap();
+        assert_eq!(
+            (s.frequency, s.by, s.top, s.ring_pages),
+            (999, SampleBy::Pod, 5, 16)
+        );
+        assert_eq!(s.event.as_deref(), Some("cpu-clock"));
+        assert!(Config::parse(SETS, "t.yaml").unwrap().sampling.is_none());
+        let e = Config::parse(&format!("{SETS}sampling:\n  top: 0\n"), "t.yaml").unwrap_err();
+        assert!(e.to_string().contains("t.yaml:7"), "{e}");
+    }
+}
