@@ -417,3 +417,34 @@ fn by_cgroup_names_the_cgroup_the_samples_ran_in() {
     assert!(e["share"].as_f64().unwrap() >= 0.95, "{s}");
     drop(busy);
 }
+
+#[test]
+#[ignore = "needs a hardware PMU"]
+fn cycles_are_sampled_with_an_instructions_group_read_for_ipc() {
+    common::require_root();
+    let _busy = Busy::start();
+    let out = Command::new(EXPORTER)
+        .args(["--log.level=warn", "top", "-C", "1", "-d", "3s", "-n", "3"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = text
+        .split("Summary over ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(summary.contains("cycles at 99 Hz"), "{summary}");
+    let head = summary.lines().find(|l| l.contains("SAMPLES")).unwrap();
+    assert!(head.contains("IPC"), "{summary}");
+    // The busy loop's IPC is a number, not `-`.
+    let row = summary
+        .lines()
+        .find(|l| l.ends_with(" bash"))
+        .unwrap_or_else(|| panic!("{summary}"));
+    let ipc: f64 = row.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(ipc > 0.0, "{row}");
+}
