@@ -15,16 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn stat(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(EXPORTER)
-        .arg("--log.level=warn")
-        .args(args)
-        .output()
-        .expect("run perf-exporter");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run_exporter(args)
 }
 
 /// `stat` on the simulated intel-skx.

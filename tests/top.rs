@@ -14,17 +14,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn top(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(EXPORTER)
-        .arg("--log.level=warn")
-        .arg("top")
-        .args(args)
-        .output()
-        .expect("run perf-exporter");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut all = vec!["top"];
+    all.extend_from_slice(args);
+    common::run_exporter(&all)
+}
+
+/// `top` on a simulated PMU (`sim`: its flags up to `top`).
+fn run_sim(sim: &[&str], args: &[&str]) -> (bool, String, String) {
+    let mut all = sim.to_vec();
+    all.extend_from_slice(args);
+    common::run_exporter(&all)
 }
 
 fn json_lines(out: &str) -> Vec<Value> {
@@ -52,17 +51,8 @@ fn keys(v: &Value) -> Vec<&str> {
 fn json_has_exactly_the_contract_fields_on_the_simulated_pmu() {
     let f = fixture("intel-skx").display().to_string();
     let sim = ["--simulate", "--path.sysfs", &f, "top"];
-    let out = Command::new(EXPORTER)
-        .args(sim)
-        .args(["-d", "1200ms", "-I", "500ms", "--json"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, text, err) = run_sim(&sim, &["-d", "1200ms", "-I", "500ms", "--json"]);
+    assert!(ok, "{err}");
     let v = json_lines(&text);
     assert_eq!(v.len(), 3, "two refreshes and the summary: {text}");
     for o in &v[..2] {
@@ -94,12 +84,9 @@ fn json_has_exactly_the_contract_fields_on_the_simulated_pmu() {
         e0["samples"].as_u64().unwrap() * (2_000_000_000 / 99)
     );
     // By pod: names are pod uids (and the rest), no pid.
-    let out = Command::new(EXPORTER)
-        .args(sim)
-        .args(["-d", "600ms", "--json", "--by", "pod"])
-        .output()
-        .unwrap();
-    let s = summary(&String::from_utf8_lossy(&out.stdout));
+    let (ok, out, err) = run_sim(&sim, &["-d", "600ms", "--json", "--by", "pod"]);
+    assert!(ok, "{err}");
+    let s = summary(&out);
     let names: Vec<&str> = s["entries"]
         .as_array()
         .unwrap()
@@ -423,16 +410,8 @@ fn by_cgroup_names_the_cgroup_the_samples_ran_in() {
 fn cycles_are_sampled_with_an_instructions_group_read_for_ipc() {
     common::require_root();
     let _busy = Busy::start();
-    let out = Command::new(EXPORTER)
-        .args(["--log.level=warn", "top", "-C", "1", "-d", "3s", "-n", "3"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, text, err) = top(&["-C", "1", "-d", "3s", "-n", "3"]);
+    assert!(ok, "{err}");
     let summary = text
         .split("Summary over ")
         .nth(1)

@@ -344,6 +344,21 @@ fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
+/// Runs `perf-exporter --log.level=warn args` to its end; returns (exit
+/// success, stdout, stderr).
+pub fn run_exporter(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(EXPORTER)
+        .arg("--log.level=warn")
+        .args(args)
+        .output()
+        .expect("run perf-exporter");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Runs `program args` with `stdin` as its input; returns (exit success,
 /// stdout, stderr).
 pub fn run_with_stdin(program: &Path, args: &[&str], stdin: &str) -> (bool, String, String) {
