@@ -486,6 +486,16 @@ mod tests {
         };
         let e = Nothing.open(&attr, 3, None).unwrap_err();
         assert_eq!((e.op, e.errno, e.cpu), ("open", libc::EOPNOTSUPP, 3));
+        let spec = SampleSpec {
+            attr: attr.clone(),
+            members: vec![],
+            rate: SampleRate::Frequency(99),
+            cgroup: false,
+            ring_pages: 1,
+            watermark: 0,
+        };
+        let e = Nothing.open_sampler(&spec, 2).unwrap_err();
+        assert_eq!((e.op, e.errno, e.cpu), ("open", libc::EOPNOTSUPP, 2));
         assert_eq!(e.event, "cpu-clock");
         // The live kernel refuses a simulated cgroup's handle, naming it.
         let cg = CgroupHandle {

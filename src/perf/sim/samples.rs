@@ -149,3 +149,65 @@ impl SimSampler {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::perf::record::{decode, Format, Record};
+    use crate::perf::sim::SimKernel;
+    use crate::perf::{abi, EventAttr, Kernel, SampleRate, SampleSpec};
+    use crate::pmu::PmuTable;
+
+    fn spec(type_: u32, config: u64, members: usize) -> SampleSpec {
+        let a = EventAttr {
+            type_,
+            config: [config, 0, 0, 0],
+            event: "e".into(),
+            pmu: "p".into(),
+        };
+        SampleSpec {
+            attr: a.clone(),
+            members: vec![a; members],
+            rate: SampleRate::Frequency(1000),
+            cgroup: true,
+            ring_pages: 1,
+            watermark: 0,
+        }
+    }
+
+    #[test]
+    fn sim_samplers_announce_tasks_then_sample_and_refuse_what_the_pmu_does() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
+        let k = SimKernel::new(PmuTable::discover(&root).unwrap());
+        let sp = spec(abi::TYPE_HARDWARE, abi::HW_CPU_CYCLES, 1);
+        let mut s = k.open_sampler(&sp, 2).unwrap();
+        assert_eq!((s.cpu, s.ids.len(), s.poll_fd()), (2, 2, None));
+        let fmt = Format {
+            sample_type: sp.sample_type(),
+            read_format: sp.read_format(),
+        };
+        let (mut comms, mut cgroups, mut samples) = (0, 0, 0);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        s.drain(&mut |r| match decode(r, &fmt).unwrap() {
+            Record::Comm { .. } => comms += 1,
+            Record::Cgroup { .. } => cgroups += 1,
+            Record::Sample(x) => {
+                samples += 1;
+                assert_eq!(x.cpu, 2);
+                assert_eq!(x.read.unwrap().len(), 2);
+                assert!(x.cgroup.is_some());
+            }
+            other => panic!("{other:?}"),
+        })
+        .unwrap();
+        assert_eq!((comms, cgroups), (5, 5));
+        assert!(samples >= 10, "{samples}");
+        // An offline CPU, an unknown software id: refused as the kernel does.
+        let e = k.open_sampler(&sp, 99).unwrap_err();
+        assert_eq!((e.op, e.errno), ("open", libc::ENODEV));
+        k.refuse("cpu", libc::EACCES);
+        let e = k.open_sampler(&sp, 0).unwrap_err();
+        assert_eq!(e.errno, libc::EACCES);
+        assert!(k.open_sampler(&spec(abi::TYPE_SOFTWARE, 99, 0), 0).is_err());
+    }
+}

@@ -132,7 +132,16 @@ impl Kernel for SimKernel {
         spec: &crate::perf::SampleSpec,
         cpu: u32,
     ) -> Result<crate::perf::Sampler, crate::perf::ring_open::OpenStep> {
-        self.accept(&spec.attr, cpu).map_err(|e| ("open", e))?;
+        let acc = self.accept(&spec.attr, cpu).map_err(|e| ("open", e))?;
+        {
+            let st = self.state();
+            if let Some(&errno) = st.refused.get(acc.pmu) {
+                return Err(("open", errno));
+            }
+            if st.online.binary_search(&cpu).is_err() {
+                return Err(("open", libc::ENODEV));
+            }
+        }
         let mut ids = Vec::new();
         for _ in 0..=spec.members.len() {
             ids.push(NEXT_ID.fetch_add(1, Ordering::Relaxed));
