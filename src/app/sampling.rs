@@ -75,8 +75,10 @@ pub(super) fn attach(
     tracing::info!(event = %r.event, frequency = c.frequency, by = s.by.as_str(), top = c.top, cpus = smp.cpus().len(), ring_bytes = smp.ring_bytes(), "sampling");
     let fam = Arc::new(SampledFamilies::new(&r.event, s.by.as_str(), c.top));
     engine.set_sampled(Some(fam.clone()));
+    let sysfs = host.sysfs.clone();
     let task = tokio::spawn(async move {
         loop {
+            smp.follow_hotplug(&sysfs);
             let until = tokio::time::Instant::now() + PUBLISH_EVERY;
             while tokio::time::Instant::now() < until {
                 smp.wait(until).await;

@@ -251,6 +251,7 @@ async fn run(host: HostSettings, s: TopSettings) -> Result<(), AppError> {
             _ = term.recv() => true,
         };
         smp.drain();
+        smp.follow_hotplug(&host.sysfs);
         let now = Instant::now();
         let done = stopped || end.is_some_and(|e| now >= e);
         if !stopped && until == next {

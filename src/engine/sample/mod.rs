@@ -16,6 +16,11 @@
 //!   that interrupts too often), are kept per CPU ([`CpuHealth`]) and
 //!   shown, never hidden. A corrupt ring is skipped to its head and
 //!   counted as an error; reading goes on.
+//! * **Hotplug.** A CPU that goes offline stops sampling, and the kernel
+//!   never re-enables its event when it returns. [`Sampling::follow_hotplug`]
+//!   (called at each refresh) watches the kernel's hotplug signal (or the
+//!   online list when there is none) and, when it moved, drains every ring
+//!   and reopens the samplers of the CPUs online now.
 
 mod agg;
 mod families;
@@ -76,6 +81,12 @@ pub struct SamplingSettings {
 /// Sampling on every CPU of its settings.
 #[derive(Debug)]
 pub struct Sampling {
+    kernel: Arc<dyn Kernel>,
+    /// What to open on each CPU (all of them, sampled or not).
+    specs: Vec<(u32, SampleSpec)>,
+    /// The hotplug generation the rings were opened at, and the online
+    /// list at the last check (for a kernel without the signal).
+    seen: (Option<u64>, Vec<u32>),
     rings: Vec<Ring>,
     fmt: Format,
     agg: Aggregate,
@@ -96,9 +107,79 @@ impl Sampling {
             sample_type: first.sample_type(),
             read_format: first.read_format(),
         };
-        let mut rings = Vec::new();
-        let mut failed = Vec::new();
-        for (cpu, spec) in &s.cpus {
+        let seen = (kernel.hotplug_generation(), Vec::new());
+        let (rings, mut failed) = open_rings(kernel, &s.cpus)?;
+        if rings.is_empty() {
+            return Err(SampleError::Nothing(failed.remove(0)));
+        }
+        Ok(Sampling {
+            kernel: kernel.clone(),
+            specs: s.cpus,
+            seen,
+            rings,
+            fmt,
+            agg: Aggregate::new(s.by),
+            namer: Namer::new(s.procfs, s.cgroupfs),
+            failed,
+        })
+    }
+
+    /// Reopens the samplers when CPUs went offline or online since they
+    /// were opened (the hotplug generation moved, or without one the
+    /// online list under `sysfs` changed): every ring is drained first,
+    /// then each CPU of the settings that is online gets a new sampler.
+    /// Returns whether it reopened.
+    pub fn follow_hotplug(&mut self, sysfs: &std::path::Path) -> bool {
+        let generation = self.kernel.hotplug_generation();
+        let moved = match (generation, self.seen.0) {
+            (Some(g), Some(s)) => g != s,
+            _ => {
+                // No signal: the online list, compared with the last one
+                // (the first call only takes it).
+                let online = self.kernel.online_cpus(sysfs).unwrap_or_default();
+                let moved = !self.seen.1.is_empty() && online != self.seen.1;
+                self.seen.1 = online;
+                moved
+            }
+        };
+        if !moved {
+            return false;
+        }
+        self.seen.0 = generation;
+        self.drain();
+        self.rings.clear();
+        let online = self.kernel.online_cpus(sysfs).unwrap_or_default();
+        let specs: Vec<(u32, SampleSpec)> = self
+            .specs
+            .iter()
+            .filter(|(c, _)| online.contains(c))
+            .cloned()
+            .collect();
+        match open_rings(&self.kernel, &specs) {
+            Ok((rings, failed)) => {
+                tracing::info!(
+                    cpus = rings.len(),
+                    "sampling: CPUs went offline or online; samplers reopened"
+                );
+                self.rings = rings;
+                self.failed = failed;
+            }
+            Err(e) => tracing::warn!(error = %e, "sampling: cannot reopen after hotplug"),
+        }
+        true
+    }
+}
+
+/// Opens a sampler per CPU of `cpus`: the rings, and the CPUs that
+/// failed (with why).
+fn open_rings(
+    kernel: &Arc<dyn Kernel>,
+    cpus: &[(u32, SampleSpec)],
+) -> Result<(Vec<Ring>, Vec<PerfError>), SampleError> {
+    let mut rings = Vec::new();
+    let mut failed = Vec::new();
+    {
+        for (cpu, spec) in cpus {
             match kernel.open_sampler(spec, *cpu) {
                 Ok(sampler) => {
                     let ready = sampler
@@ -113,18 +194,11 @@ impl Sampling {
                 }
             }
         }
-        if rings.is_empty() {
-            return Err(SampleError::Nothing(failed.remove(0)));
-        }
-        Ok(Sampling {
-            rings,
-            fmt,
-            agg: Aggregate::new(s.by),
-            namer: Namer::new(s.procfs, s.cgroupfs),
-            failed,
-        })
     }
+    Ok((rings, failed))
+}
 
+impl Sampling {
     /// The CPUs sampled.
     pub fn cpus(&self) -> Vec<u32> {
         self.rings.iter().map(|r| r.sampler.cpu).collect()
@@ -208,5 +282,55 @@ impl Sampling {
             .collect();
         v.sort_by_key(|(c, _)| *c);
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::sim::SimKernel;
+    use crate::perf::{abi, EventAttr, SampleRate};
+    use crate::pmu::PmuTable;
+
+    #[test]
+    fn samplers_follow_cpu_hotplug() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
+        let sim = Arc::new(SimKernel::new(PmuTable::discover(&root).unwrap()));
+        let kernel: Arc<dyn Kernel> = sim.clone();
+        let spec = SampleSpec {
+            attr: EventAttr {
+                type_: abi::TYPE_SOFTWARE,
+                config: [abi::SW_CPU_CLOCK, 0, 0, 0],
+                event: "cpu-clock".into(),
+                pmu: "software".into(),
+            },
+            members: vec![],
+            rate: SampleRate::Frequency(99),
+            cgroup: false,
+            ring_pages: 1,
+            watermark: 0,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let settings = SamplingSettings {
+                cpus: (0..8).map(|c| (c, spec.clone())).collect(),
+                by: By::Process,
+                procfs: "/nonexistent".into(),
+                cgroupfs: None,
+            };
+            let mut s = Sampling::open(&kernel, settings).unwrap();
+            assert!(!s.follow_hotplug(&root));
+            sim.set_online(3, false);
+            assert!(s.follow_hotplug(&root));
+            assert_eq!(s.cpus(), vec![0, 1, 2, 4, 5, 6, 7]);
+            assert!(!s.follow_hotplug(&root));
+            sim.set_online(3, true);
+            assert!(s.follow_hotplug(&root));
+            assert_eq!(s.cpus(), (0..8).collect::<Vec<_>>());
+        });
     }
 }
