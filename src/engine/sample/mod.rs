@@ -260,7 +260,9 @@ impl Sampling {
                 g.clear_ready();
             }
         }
-        self.drain()
+        let n = self.drain();
+        self.namer.prefetch(&self.agg);
+        n
     }
 
     /// The aggregate so far.

@@ -151,6 +151,23 @@ impl Namer {
             .unwrap_or_else(|| format!("[cgroup {id}]"))
     }
 
+    /// Reads now the names of processes (threads) that no record named
+    /// and that were not read yet, so that a process that exits before
+    /// the next refresh keeps its name: called after each drain.
+    pub fn prefetch(&mut self, agg: &Aggregate) {
+        if !matches!(agg.by, By::Process | By::Thread) {
+            return;
+        }
+        let thread = agg.by == By::Thread;
+        for &key in agg.sums.keys() {
+            let id = key as u32;
+            if !agg.comms.contains_key(&id) && !self.comm.contains_key(&id) {
+                let pid = agg.pids.get(&key).copied().unwrap_or(id);
+                self.comm(agg, pid, id, thread);
+            }
+        }
+    }
+
     /// The table of `agg`, entries named.
     pub fn table(&mut self, agg: &Aggregate) -> Table {
         let mut rows: HashMap<(String, Option<u32>), Sums> = HashMap::new();
