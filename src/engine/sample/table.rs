@@ -281,6 +281,19 @@ mod tests {
     }
 
     #[test]
+    fn a_process_named_after_a_drain_keeps_its_name_after_it_exits() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("42")).unwrap();
+        std::fs::write(d.path().join("42/comm"), "brief\n").unwrap();
+        let mut n = Namer::new(d.path().into(), None);
+        let mut agg = Aggregate::new(By::Process);
+        agg.sums.insert(42, Sums::default());
+        n.prefetch(&agg);
+        std::fs::remove_dir_all(d.path().join("42")).unwrap();
+        assert_eq!(n.table(&agg).entries[0].name, "brief");
+    }
+
+    #[test]
     fn names_from_procfs_when_no_comm_record() {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join("42")).unwrap();
