@@ -23,7 +23,7 @@ use perf_exporter::engine::sample::{Aggregate, By, Sampling, SamplingSettings};
 use perf_exporter::perf::record::{decode, encode, Format};
 use perf_exporter::perf::ring::{map_len, split_records, DEFAULT_RING_PAGES};
 use perf_exporter::perf::sim::SimKernel;
-use perf_exporter::perf::{abi, EventAttr, Kernel, SampleRate, SampleSpec};
+use perf_exporter::perf::{abi, Kernel, SampleRate, SampleSpec};
 use perf_exporter::pmu::PmuTable;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
@@ -109,19 +109,7 @@ fn memory_at_512_cpus() {
         .enable_all()
         .build()
         .unwrap();
-    let spec = SampleSpec {
-        attr: EventAttr {
-            type_: abi::TYPE_SOFTWARE,
-            config: [abi::SW_CPU_CLOCK, 0, 0, 0],
-            event: "cpu-clock".into(),
-            pmu: "software".into(),
-        },
-        members: vec![],
-        rate: SampleRate::Frequency(99),
-        cgroup: false,
-        ring_pages: DEFAULT_RING_PAGES,
-        watermark: 0,
-    };
+    let spec = SampleSpec::cpu_clock(SampleRate::Frequency(99));
     let region = Region::new(GLOBAL);
     let smp = rt.block_on(async {
         let mut smp = Sampling::open(

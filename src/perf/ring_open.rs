@@ -59,6 +59,24 @@ pub struct SampleSpec {
 }
 
 impl SampleSpec {
+    /// `cpu-clock` (the software PMU's, type 1) at `rate`, no group, the
+    /// default ring: what sampling uses without a hardware PMU.
+    pub fn cpu_clock(rate: SampleRate) -> SampleSpec {
+        SampleSpec {
+            attr: EventAttr {
+                type_: abi::TYPE_SOFTWARE,
+                config: [abi::SW_CPU_CLOCK, 0, 0, 0],
+                event: "cpu-clock".into(),
+                pmu: "software".into(),
+            },
+            members: Vec::new(),
+            rate,
+            cgroup: false,
+            ring_pages: super::ring::DEFAULT_RING_PAGES,
+            watermark: 0,
+        }
+    }
+
     /// The `sample_type` the records are decoded with.
     pub fn sample_type(&self) -> u64 {
         let mut t = abi::SAMPLE_TID | abi::SAMPLE_TIME | abi::SAMPLE_CPU | abi::SAMPLE_PERIOD;

@@ -291,7 +291,7 @@ impl Sampling {
 mod tests {
     use super::*;
     use crate::perf::sim::SimKernel;
-    use crate::perf::{abi, EventAttr, SampleRate};
+    use crate::perf::SampleRate;
     use crate::pmu::PmuTable;
 
     #[test]
@@ -300,19 +300,7 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
         let sim = Arc::new(SimKernel::new(PmuTable::discover(&root).unwrap()));
         let kernel: Arc<dyn Kernel> = sim.clone();
-        let spec = SampleSpec {
-            attr: EventAttr {
-                type_: abi::TYPE_SOFTWARE,
-                config: [abi::SW_CPU_CLOCK, 0, 0, 0],
-                event: "cpu-clock".into(),
-                pmu: "software".into(),
-            },
-            members: vec![],
-            rate: SampleRate::Frequency(99),
-            cgroup: false,
-            ring_pages: 1,
-            watermark: 0,
-        };
+        let spec = SampleSpec::cpu_clock(SampleRate::Frequency(99));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
