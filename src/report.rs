@@ -12,7 +12,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 
 mod cgroups;
-pub use cgroups::{cgroup_rows, CgroupRow, CheckCgroups};
+pub use cgroups::{backend_line, cgroup_rows, CgroupRow, CheckCgroups};
 
 fn hex(v: u64) -> String {
     format!("{v:#x}")
