@@ -112,6 +112,16 @@ pub enum Record<'a> {
         /// The name (without the NUL), as bytes.
         comm: &'a [u8],
     },
+    /// `PERF_RECORD_FORK`: a new task, named as its parent until it
+    /// execs (then a `COMM` follows).
+    Fork {
+        /// Process id.
+        pid: u32,
+        /// Thread id.
+        tid: u32,
+        /// The parent's thread id.
+        ptid: u32,
+    },
     /// `PERF_RECORD_EXIT`.
     Exit {
         /// Process id.
@@ -230,11 +240,15 @@ pub fn decode<'a>(b: &'a [u8], fmt: &Format) -> Result<Record<'a>, RecordError> 
             let comm = c.string()?;
             Record::Comm { pid, tid, comm }
         }
-        abi::RECORD_EXIT => {
+        abi::RECORD_EXIT | abi::RECORD_FORK => {
             let (pid, _ppid) = c.u32s()?;
-            let (tid, _ptid) = c.u32s()?;
+            let (tid, ptid) = c.u32s()?;
             c.u64()?;
-            Record::Exit { pid, tid }
+            if ty == abi::RECORD_FORK {
+                Record::Fork { pid, tid, ptid }
+            } else {
+                Record::Exit { pid, tid }
+            }
         }
         abi::RECORD_LOST => {
             let id = c.u64()?;
@@ -510,6 +524,14 @@ mod tests {
         assert_eq!(
             decode(&record(abi::RECORD_EXIT, &exit), &f).unwrap(),
             Record::Exit { pid: 1, tid: 2 }
+        );
+        assert_eq!(
+            decode(&record(abi::RECORD_FORK, &exit), &f).unwrap(),
+            Record::Fork {
+                pid: 1,
+                tid: 2,
+                ptid: 0
+            }
         );
         // Unknown types are skipped, whatever their body.
         assert_eq!(

@@ -72,6 +72,9 @@ pub struct Aggregate {
     pub comms: HashMap<u32, String>,
     /// Each key's process id (thread mode: tid → pid).
     pub pids: HashMap<u64, u32>,
+    /// Each task forked while sampling: its parent's tid (a child is
+    /// named as its parent until it execs).
+    pub parents: HashMap<u32, u32>,
     /// Cgroup paths from `PERF_RECORD_CGROUP`, by id.
     pub cgroups: HashMap<u64, String>,
     /// Ring health, by CPU.
@@ -100,6 +103,14 @@ impl Aggregate {
                 self.comms.insert(*tid, name);
                 let _ = pid;
             }
+            Record::Fork { tid, ptid, .. } => match self.comms.get(ptid).cloned() {
+                Some(c) => {
+                    self.comms.insert(*tid, c);
+                }
+                None => {
+                    self.parents.insert(*tid, *ptid);
+                }
+            },
             Record::Lost { lost, .. } => {
                 let h = self.health.entry(cpu).or_default();
                 h.lost += lost;

@@ -96,6 +96,8 @@ pub struct Namer {
     comm: HashMap<u32, String>,
     /// Cgroup id → path from the last walk of the cgroupfs root.
     walked: HashMap<u64, String>,
+    /// How many parents deep a name is being looked for.
+    depth: u32,
 }
 
 /// How deep the walk for cgroup ids goes.
@@ -119,20 +121,30 @@ impl Namer {
         if id == 0 {
             return "swapper".into();
         }
-        let procfs = &self.procfs;
-        self.comm
-            .entry(id)
-            .or_insert_with(|| {
-                let p = if thread {
-                    procfs.join(format!("{pid}/task/{tid}/comm"))
-                } else {
-                    procfs.join(format!("{pid}/comm"))
-                };
-                crate::bounded::read_string(&p, 64)
-                    .map(|s| s.trim_end().to_string())
-                    .unwrap_or_else(|_| format!("[{id}]"))
-            })
-            .clone()
+        if let Some(c) = self.comm.get(&id) {
+            return c.clone();
+        }
+        let p = if thread {
+            self.procfs.join(format!("{pid}/task/{tid}/comm"))
+        } else {
+            self.procfs.join(format!("{pid}/comm"))
+        };
+        let name = match crate::bounded::read_string(&p, 64) {
+            Ok(s) => s.trim_end().to_string(),
+            // Gone: a task forked while sampling has its parent's name
+            // (it exited before exec'ing, or a COMM would have named it).
+            Err(_) => match agg.parents.get(&id) {
+                Some(&parent) if parent != id && self.depth < 8 => {
+                    self.depth += 1;
+                    let n = self.comm(agg, parent, parent, thread);
+                    self.depth -= 1;
+                    n
+                }
+                _ => format!("[{id}]"),
+            },
+        };
+        self.comm.insert(id, name.clone());
+        name
     }
 
     fn cgroup(&mut self, agg: &Aggregate, id: u64) -> String {
@@ -278,6 +290,18 @@ mod tests {
         let t = n.table(&agg);
         assert_eq!(t.entries[0].name, "/a/b");
         assert_eq!(t.entries[0].pid, None);
+    }
+
+    #[test]
+    fn a_child_that_exited_before_exec_has_its_parents_name() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("40")).unwrap();
+        std::fs::write(d.path().join("40/comm"), "python3\n").unwrap();
+        let mut n = Namer::new(d.path().into(), None);
+        let mut agg = Aggregate::new(By::Process);
+        agg.parents.insert(41, 40);
+        agg.sums.insert(41, Sums::default());
+        assert_eq!(n.table(&agg).entries[0].name, "python3");
     }
 
     #[test]
