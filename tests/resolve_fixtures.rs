@@ -49,13 +49,14 @@ fn cfg(t: &PmuTable, spec: &str) -> u64 {
 }
 
 /// Every fixture tree.
-const FIXTURES: [&str; 6] = [
+const FIXTURES: [&str; 7] = [
     "intel-skx",
     "intel-client",
     "intel-hybrid",
     "amd-zen3",
     "amd-zen4",
     "vm-no-pmu",
+    "arm-neoverse-n1",
 ];
 
 /// Writes `text` to `root/path`, creating its directories.
@@ -466,6 +467,60 @@ fn amd_zen3_and_zen4() {
     );
 }
 
+/// EXPECTED.md §6: the Arm Neoverse N1 tree.
+#[test]
+fn arm_neoverse_n1() {
+    let mut t = table("arm-neoverse-n1");
+    let all: Vec<u32> = vec![0, 1, 2, 3];
+    assert_eq!(t.topology.online, all);
+    let cores: Vec<&str> = t.core_pmus().iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(cores, ["armv8_pmuv3_0"], "`cpus` makes it the core PMU");
+    let ty = type_of(&t, "armv8_pmuv3_0");
+    // event = config:0-15: a named event's config is its number.
+    for (name, c) in [
+        ("cpu_cycles", 0x11),
+        ("inst_retired", 0x8),
+        ("l1d_cache", 0x4),
+        ("l1d_cache_refill", 0x3),
+        ("l2d_cache", 0x16),
+        ("l2d_cache_refill", 0x17),
+        ("stall_frontend", 0x23),
+        ("stall_backend", 0x24),
+        ("br_mis_pred", 0x10),
+        ("sample_pop", 0x4000),
+    ] {
+        let spec = format!("armv8_pmuv3_0/{name}/");
+        assert_eq!(one(&t, &spec), (ty, c, 0, all.clone()), "{name}");
+    }
+    assert_eq!(cfg(&t, "armv8_pmuv3_*/l2d_cache_refill/"), 0x17);
+    assert_eq!(one(&t, "armv8_pmuv3_0/event=0x11,long=1/").2, 1);
+    assert!(matches!(
+        err(&t, "armv8_pmuv3_0/event=0x10000/"),
+        ResolveError::TooWide { .. }
+    ));
+    // Generic events: available when the PMUv3 event the kernel maps them
+    // to is implemented (shown in events/).
+    assert_eq!(one(&t, "cycles"), (0, 0, 0, all.clone()));
+    assert_eq!(one(&t, "stalled-cycles-backend").1, 8);
+    assert_eq!(one(&t, "L1-dcache-load-misses").1, 0x10000);
+    for hidden in ["branch-instructions", "ref-cycles", "LLC-load-misses"] {
+        let e = err(&t, hidden);
+        assert!(
+            matches!(e, ResolveError::HiddenGeneric { .. }),
+            "{hidden}: {e}"
+        );
+    }
+    assert!(err(&t, "branches")
+        .to_string()
+        .contains("does not offer `pc_write_retired`"));
+    // The identity is the MIDR of the PMU's first CPU; no procfs needed.
+    t.read_identities(Path::new("/nonexistent-procfs"));
+    assert_eq!(
+        t.identity_of("armv8_pmuv3_0").known(),
+        Some("0x00000000413fd0c1")
+    );
+}
+
 #[test]
 fn vm_no_pmu() {
     let t = table("vm-no-pmu");
@@ -696,7 +751,7 @@ fn dram_total_on_every_fixture() {
         .map(|e| (e & 0xff) | 0x38 << 8 | (e >> 8) << 32)
         .collect();
     // (fixture, PMUs, configs): every config on every matching PMU.
-    let expected: [(&str, &str, Vec<u64>); 6] = [
+    let expected: [(&str, &str, Vec<u64>); 7] = [
         ("intel-skx", "uncore_imc", vec![0x304, 0xc04]),
         ("intel-client", "uncore_imc", vec![0x1, 0x2]),
         (
@@ -707,6 +762,7 @@ fn dram_total_on_every_fixture() {
         ("amd-zen4", "amd_umc", vec![0x10a, 0x20a]),
         ("amd-zen3", "amd_df", zen3_df),
         ("vm-no-pmu", "none", vec![]),
+        ("arm-neoverse-n1", "none", vec![]),
     ];
     for (f, pmus, configs) in expected {
         let t = table(f);
