@@ -286,3 +286,67 @@ fn simulated_scrapes_export_the_l2_families() {
         }
     }
 }
+
+/// The models without a fixture tree of their own (Cascade Lake, Ice
+/// Lake-SP, Sapphire Rapids) take their alternatives by identity alone:
+/// the Skylake-SP tree's `cpu` PMU with a cpuinfo copy naming each model
+/// (steppings that the kernel's intel-ucode-defs.h lists for the model).
+#[test]
+fn server_models_without_a_tree_select_their_encodings_by_identity() {
+    let f = "intel-skx";
+    let ev = |umask| raw(f, "cpu", 0x24, umask);
+    let cases: [(u32, u32, Vec<Enc>, Vec<Enc>); 3] = [
+        // Cascade Lake: model 0x55 stepping 7 (perfmon CLX, 6-55-[5-F]).
+        (85, 7, vec![ev(0x3f)], vec![ev(0xff)]),
+        // Ice Lake-SP: model 0x6A (perfmon ICX): demand requests.
+        (106, 6, vec![ev(0x27)], vec![ev(0xe1), ev(0xe2), ev(0xe4)]),
+        // Sapphire Rapids: model 0x8F (perfmon SPR).
+        (143, 8, vec![ev(0x3f)], vec![ev(0xff)]),
+    ];
+    let text = read(&common::fixture_procfs(f).join("cpuinfo"));
+    for (model, stepping, misses, refs) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let copy = text
+            .replace("model\t\t: 85\n", &format!("model\t\t: {model}\n"))
+            .replace("stepping\t: 4\n", &format!("stepping\t: {stepping}\n"));
+        std::fs::write(tmp.path().join("cpuinfo"), copy).unwrap();
+        let args = vec![
+            "--path.procfs".to_string(),
+            tmp.path().to_str().unwrap().to_string(),
+        ];
+        let v = check_json(f, &args);
+        for (name, mut want) in [
+            ("perf_l2_misses_total", misses),
+            ("perf_l2_references_total", refs),
+        ] {
+            want.sort();
+            assert_eq!(encodings(metric(&v, name)), want, "model {model} {name}");
+        }
+    }
+}
+
+/// `check`'s text names each core PMU's identity first, and a skipped
+/// guarded alternative with the identity it did not match.
+#[test]
+fn check_text_shows_the_identity_and_why_a_guard_skipped() {
+    let f = "amd-zen4";
+    let o = Command::new(common::EXPORTER)
+        .args(["check", "--simulate", "--path.sysfs"])
+        .arg(common::fixture(f))
+        .args(common::fixture_procfs_args(f))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.starts_with(
+            "CPU identity (what `requires_cpu` matches):\n  cpu (CPU 0): AuthenticAMD-25-11-1\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "tried cpu/event=0x24,umask=0x3f/: no encoding for CPU AuthenticAMD-25-11-1\n"
+        ),
+        "{text}"
+    );
+}
