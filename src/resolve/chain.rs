@@ -244,6 +244,28 @@ fn cpu_guard(
     }
 }
 
+/// Before resolving a guarded alternative: when no CPU of the host has a
+/// matching identity, the guard's problem, so that an encoding written for
+/// another CPU is not judged by this CPU's format (an AMD `event=0x1a0`
+/// does not fit Intel's 8-bit event field: that is not a config error).
+fn cpu_precheck(req: &CpuRequirement, table: &PmuTable, spec: &str) -> Result<(), Problem> {
+    let mut first = None;
+    for pmu in table.core_pmus() {
+        let (identity, known) = match table.identity_of(&pmu.name) {
+            CpuIdentity::Known(id) if req.matches(&id) => return Ok(()),
+            CpuIdentity::Known(id) => (id, true),
+            CpuIdentity::Unknown(why) => (why, false),
+        };
+        first.get_or_insert(Problem::NoCpuEncoding {
+            event: spec.to_string(),
+            pmu: pmu.name.clone(),
+            identity,
+            known,
+        });
+    }
+    first.map_or(Ok(()), Err)
+}
+
 /// Names the spec of a sum in a problem's message.
 fn in_sum(p: Problem, spec: &str, sum: bool) -> Problem {
     match p {
@@ -268,6 +290,9 @@ fn try_alternative(
 ) -> Result<Vec<MetricInstance>, Problem> {
     if let Some(req) = alt.requires_format() {
         check_requires(req, table)?;
+    }
+    if let (Some(req), Some(first)) = (alt.requires_cpu(), alt.specs().first()) {
+        cpu_precheck(req, table, &first.text)?;
     }
     let (scale, unit) = alt.overrides();
     let sum = alt.specs().len() > 1;
