@@ -229,7 +229,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             if h.kernel.is_some() {
                 crate::report::diagnose(&mut res, &Privilege::detect(&s.host.procfs), true);
             }
-            let mut r = CheckReport::new(&res);
+            let mut r = CheckReport::new(&res).with_identities(&h.table);
             if let Some(c) = &cfg.cgroups {
                 let found = crate::cgroup::discover(&s.host.procfs, s.host.cgroupfs.as_deref(), c);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));

@@ -216,21 +216,23 @@ fn check_requires(req: &FormatRequirement, table: &PmuTable) -> Result<(), Probl
 
 /// Keeps the instances whose PMU's CPU identity matches a `requires_cpu`
 /// guard; none left is the first mismatch's problem, so the chain falls
-/// through to the next alternative.
+/// through to the next alternative. When some are kept (one core PMU of
+/// a hybrid matches), each dropped PMU's mismatch goes to `partial`.
 fn cpu_guard(
     req: &CpuRequirement,
     table: &PmuTable,
     spec: &str,
     insts: &mut Vec<Instance>,
+    partial: &mut Vec<Problem>,
 ) -> Result<(), Problem> {
-    let mut first = None;
+    let mut skipped = Vec::new();
     insts.retain(|i| {
         let (identity, known) = match table.identity_of(&i.pmu) {
             CpuIdentity::Known(id) if req.matches(&id) => return true,
             CpuIdentity::Known(id) => (id, true),
             CpuIdentity::Unknown(why) => (why, false),
         };
-        first.get_or_insert(Problem::NoCpuEncoding {
+        skipped.push(Problem::NoCpuEncoding {
             event: spec.to_string(),
             pmu: i.pmu.clone(),
             identity,
@@ -238,10 +240,11 @@ fn cpu_guard(
         });
         false
     });
-    match first {
-        Some(p) if insts.is_empty() => Err(p),
-        _ => Ok(()),
+    if insts.is_empty() && !skipped.is_empty() {
+        return Err(skipped.swap_remove(0));
     }
+    partial.extend(skipped);
+    Ok(())
 }
 
 /// Before resolving a guarded alternative: when no CPU of the host has a
@@ -302,7 +305,7 @@ fn try_alternative(
         let mut insts =
             resolve(parsed, table, ctx).map_err(|e| in_sum(problem_of(e, spec), spec, sum))?;
         if let Some(req) = alt.requires_cpu() {
-            cpu_guard(req, table, spec, &mut insts)?;
+            cpu_guard(req, table, spec, &mut insts, partial)?;
         }
         for i in &mut insts {
             if let Some(s) = scale {

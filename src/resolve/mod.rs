@@ -16,6 +16,7 @@
 //! * `.scale`/`.unit` are normalised to base units (`MiB` → bytes,
 //!   `ns` → seconds), so IMC CAS counts carry a scale of exactly 64 bytes.
 
+mod arm;
 pub mod chain;
 /// The event-spec grammar, a leaf module of its own ([`crate::spec`]);
 /// re-exported under its old path.
@@ -313,6 +314,21 @@ fn generic(
                 return Err(ResolveError::HiddenGeneric {
                     pmu: p.name.clone(),
                     event: name.into(),
+                });
+            }
+        }
+        if arm::is_pmuv3(p) {
+            let generic = match hw_id {
+                Some(id) => HARDWARE_SYSFS[id as usize].to_string(),
+                None => format!("cache event {config:#x}"),
+            };
+            if let Err(event) = arm::offers(p, type_, config, &generic) {
+                if hybrid {
+                    continue;
+                }
+                return Err(ResolveError::HiddenGeneric {
+                    pmu: p.name.clone(),
+                    event,
                 });
             }
         }

@@ -162,11 +162,44 @@ pub fn exporter(args: &[&str]) -> Proc {
 /// Starts `perf-exporter --simulate --path.sysfs <fixture>`.
 pub fn simulated_exporter(fixture_name: &str) -> Proc {
     let f = fixture(fixture_name);
-    exporter(&[
-        "--simulate",
-        "--path.sysfs",
-        f.to_str().expect("utf-8 path"),
-    ])
+    let mut args = vec![
+        "--simulate".to_string(),
+        "--path.sysfs".into(),
+        f.to_str().expect("utf-8 path").into(),
+    ];
+    args.extend(fixture_procfs_args(fixture_name));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    exporter(&args)
+}
+
+/// `tests/fixtures/procfs/<name>`: the fixture's procfs (`cpuinfo`), which
+/// may not exist (see [`fixture_procfs_args`]).
+pub fn fixture_procfs(name: &str) -> PathBuf {
+    repo_root().join("tests/fixtures/procfs").join(name)
+}
+
+/// The procfs arguments of a run on a fixture: `--path.procfs
+/// tests/fixtures/procfs/<name>` (its `cpuinfo` gives the CPU identities
+/// `requires_cpu` matches; a tree without one, like the Arm tree whose
+/// identity is in sysfs, gets a path that does not exist) and, as that
+/// procfs has no `self/mountinfo`, `--path.tracefs` of this host's tracefs
+/// as the exporter finds it without flags, so tracepoints resolve as they
+/// did before.
+pub fn fixture_procfs_args(name: &str) -> Vec<String> {
+    let procfs = fixture_procfs(name);
+    let mut args = vec![
+        "--path.procfs".to_string(),
+        procfs.to_str().expect("utf-8 path").into(),
+    ];
+    let host = perf_exporter::pmu::host::find_tracefs(
+        std::path::Path::new("/sys"),
+        std::path::Path::new("/proc"),
+    );
+    if let Some(t) = host.path {
+        args.push("--path.tracefs".into());
+        args.push(t.to_str().expect("utf-8 path").into());
+    }
+    args
 }
 
 /// An HTTP response.
