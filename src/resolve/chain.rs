@@ -269,6 +269,38 @@ fn cpu_precheck(req: &CpuRequirement, table: &PmuTable, spec: &str) -> Result<()
     first.map_or(Ok(()), Err)
 }
 
+/// A `core/...` spec on a hybrid host counts only on the core PMUs that
+/// have the event (`core/slots/`: `cpu_core`, not `cpu_atom`); each core PMU
+/// it skipped goes to `partial`, so `check` and the landing page say why
+/// those CPUs have no series.
+fn core_pmus_without(
+    parsed: &crate::spec::EventSpec,
+    table: &PmuTable,
+    spec: &str,
+    insts: &[Instance],
+    partial: &mut Vec<Problem>,
+) {
+    let crate::spec::EventSpec::Pmu { pmu, .. } = parsed else {
+        return;
+    };
+    if pmu != "core" || table.get("core").is_some() || insts.is_empty() {
+        return;
+    }
+    let counted: Vec<&str> = insts.iter().map(|i| i.pmu.as_str()).collect();
+    for p in table.core_pmus() {
+        if !counted.contains(&p.name.as_str()) {
+            partial.push(Problem::NotOnPlatform {
+                event: spec.to_string(),
+                detail: format!(
+                    "{} has no such event: counted on {} only",
+                    p.name,
+                    counted.join(", ")
+                ),
+            });
+        }
+    }
+}
+
 /// Names the spec of a sum in a problem's message.
 fn in_sum(p: Problem, spec: &str, sum: bool) -> Problem {
     match p {
@@ -304,6 +336,7 @@ fn try_alternative(
         let (parsed, spec) = (&spec.parsed, spec.text.as_str());
         let mut insts =
             resolve(parsed, table, ctx).map_err(|e| in_sum(problem_of(e, spec), spec, sum))?;
+        core_pmus_without(parsed, table, spec, &insts, partial);
         if let Some(req) = alt.requires_cpu() {
             cpu_guard(req, table, spec, &mut insts, partial)?;
         }
