@@ -234,8 +234,9 @@ mod tests {
     /// `slots` leads its group (then the metric events, then the rest)
     /// whatever the YAML order, and the simulated kernel, which refuses a
     /// metric event under any other leader, opens every member.
-    #[test]
-    fn perf_metrics_groups_put_slots_first() {
+    /// The slots group in YAML order that puts it last, on the hybrid
+    /// fixture's simulated PMU (`setup` runs before anything opens).
+    fn hybrid_topdown(setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/sysfs/intel-hybrid");
         let table = PmuTable::discover(&root).unwrap();
@@ -254,7 +255,45 @@ sets:
             let p = crate::probe::prober(k.as_ref());
             resolve_config(&cfg, &table, &Context::default(), Some(&p))
         };
+        setup(&k);
         let e = Engine::new(k.clone(), table, res);
+        (k, e)
+    }
+
+    /// A perf-metrics group that is never scheduled is split once (the
+    /// other events go on their own, `slots` keeps its metric events) and
+    /// then reported unschedulable, not split again and again.
+    #[test]
+    fn an_unschedulable_perf_metrics_unit_is_reported_not_resplit() {
+        let (k, mut e) = hybrid_topdown(|k| k.set_group_never_runs("cpu_core", true));
+        let mut groups = Vec::new();
+        for _ in 0..6 {
+            k.advance(1_000_000_000);
+            e.collect();
+            groups.push(e.open_groups());
+        }
+        // After the split: per P-core, the unit and cycles alone.
+        assert_eq!(groups[5], groups[3], "{groups:?}");
+        let per_core = 16 * 2 + 12;
+        assert_eq!(groups[5], per_core, "{groups:?}");
+        let problems = e.problems();
+        for m in [
+            "perf_td_slots_total",
+            "perf_td_retiring_total",
+            "perf_td_be_total",
+        ] {
+            assert!(
+                problems
+                    .iter()
+                    .any(|(n, p)| n == m && p.code() == "unschedulable"),
+                "{m}: {problems:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn perf_metrics_groups_put_slots_first() {
+        let (_k, e) = hybrid_topdown(|_| ());
         let plan = e.plan();
         let order = |pmu: &str, cpu: u32| -> Vec<String> {
             let (_, members) = plan
@@ -291,6 +330,48 @@ sets:
             .filter(|(_, p)| p.open().is_some())
             .collect();
         assert!(refused.is_empty(), "{refused:?}");
+    }
+
+    /// A split of a never-scheduled group keeps `slots` with its metric
+    /// events (alone the kernel refuses them), and such a unit is never
+    /// split again (else it would be re-split at every other collection).
+    #[test]
+    fn a_split_keeps_the_perf_metrics_unit() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs/intel-hybrid");
+        let table = PmuTable::discover(&root).unwrap();
+        let member = |config: u64| MemberPlan {
+            metric: 0,
+            attr: EventAttr {
+                type_: 4,
+                config: [config, 0, 0, 0],
+                event: format!("{config:#x}"),
+                pmu: "cpu_core".into(),
+            },
+            scale: 1.0,
+            snapshot: false,
+            series: (0, Vec::new()),
+        };
+        let plans: Vec<MemberPlan> = [0x400, 0x8000, 0x8300, 0x3c]
+            .into_iter()
+            .map(member)
+            .collect();
+        let units = split_units(&table, plans.clone());
+        let shape: Vec<usize> = units.iter().map(Vec::len).collect();
+        assert_eq!(shape, [3, 1]);
+        assert!(is_one_unit(&table, units[0].iter().map(|m| &m.attr)));
+        assert!(!is_one_unit(&table, plans.iter().map(|m| &m.attr)));
+        assert!(!is_one_unit(&table, units[1].iter().map(|m| &m.attr)));
+        // The same encodings on cpu_atom (no perf metrics) split one by one.
+        let atom: Vec<MemberPlan> = plans
+            .into_iter()
+            .map(|mut m| {
+                m.attr.pmu = "cpu_atom".into();
+                m.attr.type_ = 10;
+                m
+            })
+            .collect();
+        assert_eq!(split_units(&table, atom).len(), 4);
     }
 
     fn l(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
