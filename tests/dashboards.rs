@@ -437,25 +437,9 @@ fn report(failures: &[String]) {
 
 #[test]
 fn dashboards_and_rules_on_real_prometheus() {
-    let exporters: Vec<(&str, Server)> = FIXTURES
-        .iter()
-        .map(|f| (*f, simulated_exporter(f)))
-        .collect();
-    let fixture_of: BTreeMap<String, &str> = exporters
-        .iter()
-        .map(|(f, s)| (s.addr.clone(), *f))
-        .collect();
     let dir = tempfile::tempdir().expect("tempdir");
-    let targets = exporters.iter().map(|(_, s)| s.addr.clone()).collect();
-    let mut prom = prometheus(dir.path(), &[(JOB, targets)]);
-
-    // Enough scrapes of every target, and the recording rules evaluated on scraped rates.
-    warm_up(&mut prom, |prom| {
-        scraped(prom, FIXTURES.len()).or_else(|| {
-            let ipc = query(prom, "instance:perf_ipc:ratio_rate5m");
-            (ipc.len() != 3).then(|| format!("IPC recorded for {} nodes", ipc.len()))
-        })
-    });
+    let (exporters, fixture_of, mut prom) =
+        scraping(&FIXTURES, dir.path(), "instance:perf_ipc:ratio_rate5m", 3);
     let up = query(&prom, &format!("up{{job=\"{JOB}\"}} == 1"));
     assert_eq!(up.len(), FIXTURES.len(), "targets up: {up:?}");
     let unavailable = unavailable(&prom, &fixture_of);
@@ -523,6 +507,35 @@ fn dashboards_and_rules_on_real_prometheus() {
     report(&failures);
 }
 
+/// The simulated exporters of `fixtures` (with the fixture of each
+/// address) and a Prometheus scraping them as one job, once every target was
+/// scraped enough for rate() and the recording rule `record` has a series
+/// for `nodes` nodes.
+fn scraping<'a>(
+    fixtures: &[&'a str],
+    dir: &Path,
+    record: &str,
+    nodes: usize,
+) -> (Vec<(&'a str, Server)>, BTreeMap<String, &'a str>, Server) {
+    let exporters: Vec<(&str, Server)> = fixtures
+        .iter()
+        .map(|f| (*f, simulated_exporter(f)))
+        .collect();
+    let fixture_of: BTreeMap<String, &str> = exporters
+        .iter()
+        .map(|(f, s)| (s.addr.clone(), *f))
+        .collect();
+    let targets = exporters.iter().map(|(_, s)| s.addr.clone()).collect();
+    let mut prom = prometheus(dir, &[(JOB, targets)]);
+    warm_up(&mut prom, |prom| {
+        scraped(prom, fixtures.len()).or_else(|| {
+            let got = query(prom, record).len();
+            (got != nodes).then(|| format!("{record} recorded for {got} nodes"))
+        })
+    });
+    (exporters, fixture_of, prom)
+}
+
 /// One selection per exporter (the node dashboard's single `$instance`).
 fn per_node<'a>(exporters: &[(&'a str, Server)]) -> Vec<Selection<'a>> {
     exporters
@@ -541,24 +554,13 @@ fn per_node<'a>(exporters: &[(&'a str, Server)]) -> Vec<Selection<'a>> {
 /// level-1 share, and the shares add up to 1 (the rules' and the panel's).
 #[test]
 fn topdown_row_and_rules_on_real_prometheus() {
-    let exporters: Vec<(&str, Server)> = TOPDOWN_FIXTURES
-        .iter()
-        .map(|f| (*f, simulated_exporter(f)))
-        .collect();
-    let fixture_of: BTreeMap<String, &str> = exporters
-        .iter()
-        .map(|(f, s)| (s.addr.clone(), *f))
-        .collect();
     let dir = tempfile::tempdir().expect("tempdir");
-    let targets = exporters.iter().map(|(_, s)| s.addr.clone()).collect();
-    let mut prom = prometheus(dir.path(), &[(JOB, targets)]);
-    warm_up(&mut prom, |prom| {
-        scraped(prom, TOPDOWN_FIXTURES.len()).or_else(|| {
-            let shares = query(prom, "instance:perf_topdown_retiring:ratio_rate5m");
-            (shares.len() != 3)
-                .then(|| format!("retiring share recorded for {} nodes", shares.len()))
-        })
-    });
+    let (exporters, fixture_of, mut prom) = scraping(
+        &TOPDOWN_FIXTURES,
+        dir.path(),
+        "instance:perf_topdown_retiring:ratio_rate5m",
+        3,
+    );
     let unavailable = unavailable_of(&prom, &fixture_of);
 
     let mut failures: Vec<String> = Vec::new();
