@@ -16,15 +16,16 @@
 //!   `INTEL_TD_METRIC_MAX`) opens only inside a group whose **leader is
 //!   `slots`** (`is_slots_event(leader)`), else `perf_event_open` fails
 //!   with `EINVAL`; it cannot sample, and the leader may not sample either;
-//! * a metric event's count is not a counter of its own: at each read of
-//!   the group the kernel takes the slots count of fixed counter 3 and the
-//!   metric's byte of `PERF_METRICS` and adds `slots * byte / 0xff` to the
-//!   event (`icl_get_metrics_event_value`, called from
-//!   `intel_update_topdown_event`), then clears both registers. So the
+//! * a metric event's count is not a counter of its own: when the group is
+//!   updated (a read, a context switch) the kernel takes the slots count of
+//!   fixed counter 3 and the metric's byte of `PERF_METRICS` and adds to
+//!   the event the growth of `slots * byte / 0xff` since its last update
+//!   (`icl_get_metrics_event_value`, `__icl_update_topdown_event`; the
+//!   first kernels cleared both registers at every read instead). So the
 //!   value `read()` returns for `topdown-retiring` is already a count of
 //!   **slots**, accumulating like any counter, and the four level-1 values
 //!   add up to the slots count up to the truncation of four 8-bit
-//!   fractions (each rounds down: at most 4 slots short per update).
+//!   fractions (`mul_u64_u32_div` rounds down: a few slots short).
 //!   They are read, scaled for multiplexing and made monotonic exactly
 //!   like every other member: nothing about them is special once the group
 //!   is built.
