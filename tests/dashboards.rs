@@ -623,6 +623,67 @@ fn topdown_row_and_rules_on_real_prometheus() {
         BTreeSet::from(["intel-hybrid", "amd-zen4", "intel-skx"]),
         "shares recorded for"
     );
+    // The simulated pipelines' shares (src/perf/sim/accept.rs): Skylake and
+    // Zen 4 from their raw events; the hybrid's 16 P-cores in 255ths of
+    // 1.2e10 slots/s and its 12 E-cores' own categories of 1e10 slots/s.
+    let (p, e) = (16.0 * 1.2e10, 12.0 * 1.0e10);
+    let hybrid = |p_share: f64, e_share: f64| (p * p_share / 255.0 + e * e_share) / (p + e);
+    for (fixture, shares) in [
+        ("intel-skx", [0.5, 0.2, 0.2, 0.1, f64::NAN]),
+        ("amd-zen4", [0.4, 0.1, 0.2, 0.25, 0.05]),
+        (
+            "intel-hybrid",
+            [
+                hybrid(102.0, 0.4),
+                hybrid(26.0, 0.1),
+                hybrid(51.0, 0.25),
+                hybrid(76.0, 0.25),
+                f64::NAN,
+            ],
+        ),
+    ] {
+        let cats = [
+            "retiring",
+            "bad_speculation",
+            "frontend_bound",
+            "backend_bound",
+            "smt_contention",
+        ];
+        for (cat, want) in cats.iter().zip(shares) {
+            let rec = format!("instance:perf_topdown_{cat}:ratio_rate5m");
+            let got: Vec<f64> = query(&prom, &rec)
+                .iter()
+                .filter(|r| {
+                    fixture_of[r["metric"]["instance"].as_str().expect("instance")] == fixture
+                })
+                .map(value)
+                .collect();
+            let ok = match (want.is_nan(), got.as_slice()) {
+                (true, []) => true,
+                (false, [v]) => (v - want).abs() < 1e-3,
+                _ => false,
+            };
+            if !ok {
+                failures.push(format!("{fixture} {rec}: {got:?}, expected {want}"));
+            }
+        }
+    }
+    let arm_stalls = [
+        (
+            "instance:perf_topdown_frontend_stall_cycles:ratio_rate5m",
+            0.2,
+        ),
+        (
+            "instance:perf_topdown_backend_stall_cycles:ratio_rate5m",
+            0.3,
+        ),
+    ];
+    for (rec, want) in arm_stalls {
+        let got: Vec<f64> = query(&prom, rec).iter().map(value).collect();
+        if got.len() != 1 || (got[0] - want).abs() > 1e-3 {
+            failures.push(format!("arm-neoverse-n1 {rec}: {got:?}, expected {want}"));
+        }
+    }
     for (share, expected) in [
         (
             "instance:perf_topdown_bad_speculation:ratio_rate5m",
