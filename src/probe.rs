@@ -48,3 +48,52 @@ pub fn probe_instance(kernel: &dyn Kernel, spec: &str, inst: &Instance) -> Resul
 pub fn prober(kernel: &dyn Kernel) -> impl Fn(&str, &Instance) -> Result<(), Problem> + '_ {
     move |spec, inst| probe_instance(kernel, spec, inst)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::sim::SimKernel;
+    use crate::pmu::PmuTable;
+
+    fn instance(pmu: &str, type_: u32, config: u64, cpu: u32) -> Instance {
+        Instance {
+            pmu: pmu.into(),
+            type_,
+            config: [config, 0, 0, 0],
+            cpus: vec![cpu],
+            uncore: false,
+            scale: 1.0,
+            unit: String::new(),
+            snapshot: false,
+        }
+    }
+
+    /// `topdown-retiring` alone is refused (EINVAL); the probe opens it
+    /// under a `slots` leader, as the engine will. A refusal for another
+    /// reason stays a refusal.
+    #[test]
+    fn a_perf_metrics_event_is_probed_under_a_slots_leader() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs/intel-hybrid");
+        let k = SimKernel::with_manual_clock(PmuTable::discover(&root).unwrap());
+        let retiring = instance("cpu_core", 4, 0x8000, 0);
+        let alone = EventAttr {
+            type_: 4,
+            config: [0x8000, 0, 0, 0],
+            event: "core/topdown-retiring/".into(),
+            pmu: "cpu_core".into(),
+        };
+        assert_eq!(
+            k.open(&alone, 0, None).map(drop).map_err(|e| e.errno),
+            Err(libc::EINVAL)
+        );
+        assert_eq!(
+            probe_instance(&k, "core/topdown-retiring/", &retiring),
+            Ok(())
+        );
+        // cpu_core's CPUs only (ENOENT on an E-core CPU), leader or not.
+        let elsewhere = instance("cpu_core", 4, 0x8000, 16);
+        assert!(probe_instance(&k, "core/topdown-retiring/", &elsewhere).is_err());
+        assert_eq!(k.live_counters(), 0, "the probe closes what it opened");
+    }
+}
