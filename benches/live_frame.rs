@@ -4,18 +4,36 @@
 //! frame every stream interval builds and encodes once for all its
 //! viewers.
 //!
-//! * `live_frame_512cpu`: built and encoded to JSON, without the per-CPU
-//!   detail (what `/api/v1/stream?interval=1s` sends by default);
-//! * `live_frame_512cpu_per_cpu`: the same with the per-CPU detail
-//!   (`?per_cpu=1`, what the page asks for);
-//! * `live_frame_build_512cpu` / `..._per_cpu`: built only.
+//! * `live_frame_512cpu`: built and encoded to JSON with the per-CPU
+//!   detail (what every frame carries), by the stream's [`Framer`], which
+//!   has built frames of these series before (every frame but a stream's
+//!   first);
+//! * `live_frame_512cpu_first`: the same by a new [`Framer`] (a stream's
+//!   first frame, `/api/v1/snapshot`);
+//! * `live_frame_build_512cpu`: built only (the rest is the encoding);
+//! * `live_frame_512cpu_no_per_cpu`: without the per-CPU detail
+//!   (`?per_cpu=0`);
+//! * `live_frame_live`: the frame of this host's live kernel (root; the
+//!   default config: software events, tracepoints and `msr` here), by a
+//!   stream's [`Framer`].
 //!
 //! `cargo bench --bench live_frame`; `-- --test` runs each once (CI smoke).
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use perf_exporter::export::live::{frame_with, Reasons};
+use perf_exporter::config::Config;
+use perf_exporter::engine::Engine;
+use perf_exporter::export::live::{Framer, Reasons};
+use perf_exporter::perf::live::LiveKernel;
+use perf_exporter::perf::Kernel;
+use perf_exporter::pmu::PmuTable;
+use perf_exporter::probe::prober;
+use perf_exporter::resolve::chain::resolve_config;
+use perf_exporter::resolve::Context;
 use std::hint::black_box;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 #[path = "support/sim_engine.rs"]
 mod sim_engine;
@@ -29,25 +47,77 @@ fn bench_live_frame(c: &mut Criterion) {
     let a = e.collect();
     k.advance(1_000_000_000);
     let b = e.collect();
-    let reasons = Reasons::default();
-    for per_cpu in [false, true] {
-        let f = frame_with(&a.families, &b.families, 1.0, &reasons, per_cpu);
-        let json = f.to_json();
+    let r = Reasons::default();
+    let (a, b) = (&a.families, &b.families);
+    let mut framer = Framer::default();
+    for per_cpu in [true, false] {
+        let f = framer.frame(a, b, 1.0, &r, per_cpu);
+        let json = framer.encode(&f);
         eprintln!(
             "frame at 512 CPUs, per_cpu={per_cpu}: {} bytes of JSON, {} series",
             json.len(),
-            b.families.iter().map(|f| f.samples.len()).sum::<usize>()
+            b.iter().map(|f| f.samples.len()).sum::<usize>()
         );
-        let suffix = if per_cpu { "_per_cpu" } else { "" };
-        c.bench_function(&format!("live_frame_build_512cpu{suffix}"), |bench| {
-            bench.iter(|| black_box(frame_with(&a.families, &b.families, 1.0, &reasons, per_cpu)))
-        });
-        c.bench_function(&format!("live_frame_512cpu{suffix}"), |bench| {
-            bench.iter(|| {
-                black_box(frame_with(&a.families, &b.families, 1.0, &reasons, per_cpu).to_json())
-            })
-        });
     }
+    c.bench_function("live_frame_512cpu", |bench| {
+        bench.iter(|| {
+            let f = framer.frame(a, b, 1.0, &r, true);
+            black_box(framer.encode(&f))
+        })
+    });
+    c.bench_function("live_frame_512cpu_first", |bench| {
+        bench.iter(|| {
+            let mut fresh = Framer::default();
+            let f = fresh.frame(a, b, 1.0, &r, true);
+            black_box(fresh.encode(&f))
+        })
+    });
+    c.bench_function("live_frame_build_512cpu", |bench| {
+        bench.iter(|| black_box(framer.frame(a, b, 1.0, &r, true)))
+    });
+    c.bench_function("live_frame_512cpu_no_per_cpu", |bench| {
+        bench.iter(|| {
+            let f = framer.frame(a, b, 1.0, &r, false);
+            black_box(framer.encode(&f))
+        })
+    });
+    bench_live_kernel(c);
+}
+
+/// The frame of this host's live kernel with the default config.
+fn bench_live_kernel(c: &mut Criterion) {
+    let t = match PmuTable::discover(Path::new("/sys")) {
+        Ok(t) => t,
+        Err(e) => return eprintln!("live_frame_live: no PMU table: {e}"),
+    };
+    let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
+    let res = {
+        let p = prober(k.as_ref());
+        resolve_config(&Config::default_config(), &t, &Context::default(), Some(&p))
+    };
+    let mut e = Engine::new(k, t, res);
+    let a = e.collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let b = e.collect();
+    let series: usize = b.families.iter().map(|f| f.samples.len()).sum();
+    if series == 0 {
+        return eprintln!("live_frame_live: nothing counted (not root?)");
+    }
+    let r = Reasons::default();
+    let mut framer = Framer::default();
+    let (a, b) = (&a.families, &b.families);
+    let f = framer.frame(a, b, 0.2, &r, true);
+    let json = framer.encode(&f);
+    eprintln!(
+        "frame of the live kernel: {} bytes of JSON, {series} series",
+        json.len()
+    );
+    c.bench_function("live_frame_live", |bench| {
+        bench.iter(|| {
+            let f = framer.frame(a, b, 0.2, &r, true);
+            black_box(framer.encode(&f))
+        })
+    });
 }
 
 criterion_group!(benches, bench_live_frame);

@@ -8,7 +8,7 @@
 //!
 //! `scripts/bench-live-viewers.sh` builds the release binary and runs
 //! this: `cargo bench --bench live_viewers -- --exporter PATH [--seconds
-//! 30] [--viewers 50] [--per-cpu]` (`--test`: 5 viewers for 3 s).
+//! 30] [--viewers 50] [--no-per-cpu]` (`--test`: 5 viewers for 3 s).
 
 #[path = "support/harness.rs"]
 mod harness;
@@ -42,7 +42,7 @@ fn settings() -> Run {
             .into(),
         seconds: num("--seconds", if smoke { 3 } else { 30 }),
         viewers: num("--viewers", if smoke { 5 } else { 50 }) as usize,
-        per_cpu: args.iter().any(|a| a == "--per-cpu"),
+        per_cpu: !args.iter().any(|a| a == "--no-per-cpu"),
     }
 }
 
@@ -59,7 +59,7 @@ async fn share<F: std::future::Future<Output = Result<u64, Error>>>(
 
 /// `n` viewers reading every frame for `secs`; the frames they got.
 async fn viewers(port: u16, n: usize, secs: u64, per_cpu: bool) -> Result<u64, Error> {
-    let q = if per_cpu { "&per_cpu=1" } else { "" };
+    let q = if per_cpu { "" } else { "&per_cpu=0" };
     let url = format!("ws://127.0.0.1:{port}/api/v1/stream?interval=1s{q}");
     let mut tasks = Vec::new();
     let until = tokio::time::Instant::now() + Duration::from_secs(secs);
@@ -107,7 +107,7 @@ fn main() -> Result<(), Error> {
     println!(
         "live view: {} viewers at interval=1s{} for {wall2:.0} s ({frames} frames received): exporter {:.2}% of one core; idle (no viewer, {wall:.0} s): {:.2}%; the viewers' share: {:.2}% (goal: under 2%)",
         r.viewers,
-        if r.per_cpu { " with per_cpu=1" } else { "" },
+        if r.per_cpu { "" } else { " with per_cpu=0" },
         100.0 * busy,
         100.0 * idle,
         100.0 * (busy - idle)

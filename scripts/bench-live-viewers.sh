@@ -6,7 +6,7 @@
 # /proc/<pid>/stat as a share of one core (benches/live_viewers.rs).
 #
 #   scripts/bench-live-viewers.sh                      # 50 viewers, 30 s
-#   scripts/bench-live-viewers.sh --seconds 10 --viewers 100 --per-cpu
+#   scripts/bench-live-viewers.sh --seconds 10 --viewers 100 --no-per-cpu
 #   EXPORTER=target/debug/perf-exporter scripts/bench-live-viewers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -77,7 +77,8 @@ fn live(extra: &[&str]) -> Proc {
     exporter(&args)
 }
 
-/// The frame's keys: [`FRAME_KEYS`], and `per_cpu` when asked for.
+/// The frame's keys: [`FRAME_KEYS`] (without `per_cpu` when it was left
+/// out).
 fn assert_schema(f: &Value, per_cpu: bool) {
     let keys: Vec<&str> = f
         .as_object()
@@ -85,11 +86,11 @@ fn assert_schema(f: &Value, per_cpu: bool) {
         .keys()
         .map(String::as_str)
         .collect();
-    let mut want = FRAME_KEYS.to_vec();
-    if per_cpu {
-        want.push("per_cpu");
-        want.sort();
-    }
+    let want: Vec<&str> = FRAME_KEYS
+        .iter()
+        .copied()
+        .filter(|k| per_cpu || *k != "per_cpu")
+        .collect();
     assert_eq!(keys, want, "{f}");
     assert!(
         f["counts"]["perf_context_switches_total"]
@@ -110,12 +111,64 @@ fn assert_schema(f: &Value, per_cpu: bool) {
     assert!(why.contains("hardware PMU"), "{why}");
     if per_cpu {
         let pc = &f["per_cpu"];
-        assert_eq!(pc["cpus"][0], 0, "{f}");
+        let cpus: Vec<u32> = serde_json::from_value(pc["cpus"].clone()).expect("CPU numbers");
+        assert_eq!(cpus, common::online_cpus(), "{f}");
+        assert_per_cpu_shape(f);
+        // Software events count on every CPU: whole numbers of context
+        // switches, CPU time in seconds.
+        let cs = pc["counts"]["perf_context_switches_total"]
+            .as_array()
+            .expect("context switches per CPU");
+        assert!(cs.iter().all(|v| v.is_u64() || v.is_null()), "{f}");
         assert!(
             pc["counts"]["perf_cpu_clock_seconds_total"][0]
                 .as_f64()
-                .is_some(),
+                .is_some_and(|s| s > 0.0),
             "{f}"
+        );
+        assert_eq!(
+            pc["formulas"]["context_switches_per_second"],
+            serde_json::json!({ "rate": "perf_context_switches_total" }),
+            "{f}"
+        );
+    }
+}
+
+/// `per_cpu`'s shape: an array per metric, as long as `cpus`, of numbers
+/// or nulls, summing to the metric's `counts` (the same increases, per
+/// CPU); formulas over metrics that are there.
+fn assert_per_cpu_shape(f: &Value) {
+    let pc = &f["per_cpu"];
+    let n = pc["cpus"].as_array().expect("cpus").len();
+    let counts = pc["counts"].as_object().expect("counts per CPU");
+    assert!(!counts.is_empty(), "{f}");
+    for (m, col) in counts {
+        let col = col.as_array().expect("an array per metric");
+        assert_eq!(col.len(), n, "{m}: {f}");
+        assert!(col.iter().all(|v| v.is_number() || v.is_null()), "{m}");
+        let sum: f64 = col.iter().filter_map(Value::as_f64).sum();
+        let total = f["counts"][m]
+            .as_f64()
+            .expect("a per-CPU metric is in counts");
+        assert!(
+            (sum - total).abs() <= 1e-6 * total.max(1.0),
+            "{m}: per CPU {sum}, counts {total}"
+        );
+    }
+    for (name, form) in pc["formulas"].as_object().expect("formulas") {
+        let inputs: Vec<&str> = match (form.get("ratio"), form.get("rate")) {
+            (Some(r), None) => r
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect(),
+            (None, Some(r)) => vec![r.as_str().unwrap()],
+            _ => panic!("{name}: {form}"),
+        };
+        assert!(
+            inputs.iter().all(|m| counts.contains_key(*m)),
+            "{name}: {form}"
         );
     }
 }
@@ -127,26 +180,93 @@ fn snapshot_and_stream_frames_follow_the_schema() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("content-type"), Some("application/json"));
     let f: Value = serde_json::from_str(&r.body).expect("JSON");
-    assert_schema(&f, false);
+    assert_schema(&f, true);
     let secs = f["interval_seconds"].as_f64().unwrap();
     assert!((0.9..1.5).contains(&secs), "{secs}");
-    let r = p.get("/api/v1/snapshot?per_cpu=1");
+    let r = p.get("/api/v1/snapshot?per_cpu=0");
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_schema(&serde_json::from_str(&r.body).expect("JSON"), true);
+    assert_schema(&serde_json::from_str(&r.body).expect("JSON"), false);
     rt().block_on(async {
         let mut ws = connect(&p.addr, "?interval=2s", None).await.unwrap();
-        let mut detailed = connect(&p.addr, "?interval=2s&per_cpu=1", None)
+        let mut lean = connect(&p.addr, "?interval=2s&per_cpu=0", None)
             .await
             .unwrap();
         let f = next_frame(&mut ws, Duration::from_secs(10)).await;
-        assert_schema(&f, false);
+        assert_schema(&f, true);
         let secs = f["interval_seconds"].as_f64().unwrap();
         assert!((1.8..2.5).contains(&secs), "{secs}");
-        assert_schema(
-            &next_frame(&mut detailed, Duration::from_secs(10)).await,
-            true,
-        );
+        assert_schema(&next_frame(&mut lean, Duration::from_secs(10)).await, false);
     });
+}
+
+/// The per-CPU detail on the simulated PMU (intel-skx, 8 CPUs), whose
+/// counts are known: whole numbers on every CPU, the same increases per
+/// CPU as in `counts`, instructions exactly 1.5 times cycles on each CPU
+/// (to the count), 2,000 context switches per CPU-second, and the page's
+/// formulas for what it computes per CPU.
+#[test]
+fn per_cpu_detail_agrees_with_the_simulated_pmu() {
+    let p = common::simulated_exporter("intel-skx");
+    let f: Value = serde_json::from_str(&p.get("/api/v1/snapshot?interval=2s").body).expect("JSON");
+    let keys: Vec<&String> = f.as_object().unwrap().keys().collect();
+    assert_eq!(keys, FRAME_KEYS, "{f}");
+    assert_per_cpu_shape(&f);
+    let pc = &f["per_cpu"];
+    assert_eq!(
+        pc["cpus"],
+        serde_json::json!([0, 1, 2, 3, 4, 5, 6, 7]),
+        "{f}"
+    );
+    let col = |m: &str| -> Vec<u64> {
+        pc["counts"][m]
+            .as_array()
+            .unwrap_or_else(|| panic!("{m} per CPU: {f}"))
+            .iter()
+            .map(|v| {
+                v.as_u64()
+                    .unwrap_or_else(|| panic!("{m}: {v} is not a whole number"))
+            })
+            .collect()
+    };
+    // Exactly the sums of `counts` (whole numbers add up exactly).
+    for m in [
+        "perf_instructions_total",
+        "perf_cpu_cycles_total",
+        "perf_context_switches_total",
+    ] {
+        assert_eq!(col(m).iter().sum::<u64>() as f64, f["counts"][m], "{m}");
+    }
+    let secs = f["interval_seconds"].as_f64().unwrap();
+    let (ins, cyc, cs) = (
+        col("perf_instructions_total"),
+        col("perf_cpu_cycles_total"),
+        col("perf_context_switches_total"),
+    );
+    for cpu in 0..8 {
+        // Each count is truncated to a whole number: 1 count apart at most.
+        assert!(
+            (ins[cpu] as f64 - 1.5 * cyc[cpu] as f64).abs() <= 2.0,
+            "CPU {cpu}: {} instructions, {} cycles",
+            ins[cpu],
+            cyc[cpu]
+        );
+        let rate = cs[cpu] as f64 / secs;
+        assert!(
+            (rate - 2000.0).abs() <= 0.02 * 2000.0,
+            "CPU {cpu}: {rate}/s"
+        );
+    }
+    assert_eq!(
+        pc["formulas"]["ipc"],
+        serde_json::json!({ "ratio": ["perf_instructions_total", "perf_cpu_cycles_total"] }),
+        "{f}"
+    );
+    // Uncore counters have no CPU: not per CPU, only summed.
+    assert!(
+        pc["counts"].get("perf_dram_read_bytes_total").is_none(),
+        "{f}"
+    );
+    assert!(f["counts"]["perf_dram_read_bytes_total"].as_f64().unwrap() > 0.0);
 }
 
 #[test]
@@ -390,7 +510,7 @@ fn the_stream_over_tls_with_basic_auth() {
         let mut ws = connect_tls(&p.addr, &pki.ca_pem, Some(&good))
             .await
             .unwrap_or_else(|e| panic!("wss upgrade failed: {e}\n{}", p.output()));
-        assert_schema(&next_frame(&mut ws, Duration::from_secs(10)).await, false);
+        assert_schema(&next_frame(&mut ws, Duration::from_secs(10)).await, true);
         assert!(connect(&p.addr, "", Some(&good)).await.is_err());
         // A CA the client does not trust: no stream.
         let other = Pki::new();

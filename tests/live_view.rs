@@ -174,7 +174,8 @@ const DOM: &str = r##"JSON.stringify({
       raw: c.querySelector(".value").dataset.raw,
       reason: c.querySelector(".reason").textContent }])),
   heatmap: { metric: document.getElementById("heatmap").dataset.metric,
-             cells: document.querySelectorAll("#heatmap .cell").length },
+             cells: document.querySelectorAll("#heatmap .cell").length,
+             raws: [...document.querySelectorAll("#heatmap .cell")].map((c) => c.dataset.raw) },
   cgroups: { hidden: document.getElementById("cgroup-top").hidden,
              summary: document.querySelector("#cgroup-top .summary").textContent,
              rows: [...document.querySelectorAll("#cgroup-top tr.cgroup-row")].map((r) => ({
@@ -275,7 +276,18 @@ fn simulated_skx_page_agrees_with_metrics() {
         );
         assert!(!dom["cards"]["ipc"]["unavailable"].as_bool().unwrap());
         assert!(raw(dom, "dram_read_bytes_per_second") > 0.0);
+        // The heatmap's IPC, computed on the page from the per-CPU counts
+        // of the frame: the simulated rates make it 1.5 on each of the
+        // fixture's 8 CPUs (to a count in 2e9: the counts are whole).
         assert_eq!(dom["heatmap"]["metric"], "ipc", "{dom:#}");
+        let cells: Vec<f64> = dom["heatmap"]["raws"]
+            .as_array()
+            .expect("cells")
+            .iter()
+            .map(|r| r.as_str().and_then(|r| r.parse().ok()).expect("a number"))
+            .collect();
+        assert_eq!(cells.len(), 8, "{dom:#}");
+        assert!(cells.iter().all(|v| (v - 1.5).abs() < 1e-6), "{cells:?}");
     });
 }
 

@@ -171,17 +171,28 @@ fn json_is_one_frame_per_interval_then_the_summary() {
     let s = &lines[3]["summary"];
     let secs = s["interval_seconds"].as_f64().unwrap();
     assert!((0.85..1.2).contains(&secs), "{s}");
-    // --per-cpu adds the per-CPU detail: the 8 CPUs in columns.
-    let (ok, out, err) = sim_stat(&["-I", "300ms", "-d", "300ms", "--json", "--per-cpu"]);
-    assert!(ok, "{err}");
-    let f: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
-    let pc = &f["per_cpu"];
-    assert_eq!(
-        pc["cpus"],
-        serde_json::json!([0, 1, 2, 3, 4, 5, 6, 7]),
-        "{f}"
-    );
-    assert_eq!(pc["derived"]["ipc"].as_array().unwrap().len(), 8, "{f}");
+    // Every frame has the per-CPU detail, as the stream's do: the 8 CPUs
+    // in columns of whole counts, summing to `counts`, and the formulas
+    // of the per-CPU derived values.
+    for f in [&lines[0], s] {
+        let pc = &f["per_cpu"];
+        assert_eq!(
+            pc["cpus"],
+            serde_json::json!([0, 1, 2, 3, 4, 5, 6, 7]),
+            "{f}"
+        );
+        for m in ["perf_instructions_total", "perf_cpu_cycles_total"] {
+            let col: Vec<u64> = serde_json::from_value(pc["counts"][m].clone())
+                .unwrap_or_else(|e| panic!("{m}: {e}: {f}"));
+            assert_eq!(col.len(), 8, "{f}");
+            assert_eq!(col.iter().sum::<u64>() as f64, f["counts"][m], "{m}");
+        }
+        assert_eq!(
+            pc["formulas"]["ipc"]["ratio"],
+            serde_json::json!(["perf_instructions_total", "perf_cpu_cycles_total"]),
+            "{f}"
+        );
+    }
 }
 
 #[test]

@@ -125,6 +125,9 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
     let start = Instant::now();
     let first = engine.collect().families;
     let mut prev = (start, first.clone());
+    // `--json` prints the whole frame, the per-CPU detail included.
+    let detail = s.per_cpu || s.json;
+    let mut framer = live::Framer::default();
     if !s.json {
         header(out, &s)?;
     }
@@ -144,7 +147,7 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         // in the summary, not printed as an interval of its own.
         if !stopped && until == next {
             let f = narrow(
-                frame(&prev, &(now, cur.clone()), &reasons, s.per_cpu),
+                frame(&mut framer, &prev, &(now, cur.clone()), &reasons, detail),
                 &select,
             );
             emit(out, &s, now.duration_since(start), &f)?;
@@ -155,48 +158,41 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         }
         next += s.interval;
     }
-    let total = narrow(frame(&(start, first), &prev, &reasons, s.per_cpu), &select);
+    let total = narrow(
+        frame(&mut framer, &(start, first), &prev, &reasons, detail),
+        &select,
+    );
     summary(out, &s, &total)
 }
 
 fn frame(
+    framer: &mut live::Framer,
     a: &(Instant, Vec<Family>),
     b: &(Instant, Vec<Family>),
     r: &live::Reasons,
     per_cpu: bool,
 ) -> Frame {
-    live::frame_with(
-        &a.1,
-        &b.1,
-        b.0.duration_since(a.0).as_secs_f64(),
-        r,
-        per_cpu,
-    )
+    let secs = b.0.duration_since(a.0).as_secs_f64();
+    framer.frame(&a.1, &b.1, secs, r, per_cpu)
 }
 
-/// Keeps what `-e` asked for (everything when it asked for nothing), and
-/// leaves out the engine's own counters.
+/// Keeps what `-e` asked for (everything when it asked for nothing).
 fn narrow(mut f: Frame, select: &BTreeSet<String>) -> Frame {
-    let own = |k: &String| k.starts_with("perf_group_") || k == "perf_read_errors_total";
-    f.counts.retain(|k, _| !own(k));
-    if let Some(c) = f.per_cpu.as_mut() {
-        c.counts.retain(|k, _| !own(k));
-    }
     if select.is_empty() {
         return f;
     }
-    let shown = |k: &String| {
+    let shown = |k: &str| {
         select.contains(k)
             || DERIVED
                 .iter()
-                .any(|(d, form, _)| d == k && inputs(*form).iter().all(|m| select.contains(*m)))
+                .any(|(d, form, _)| *d == k && inputs(*form).iter().all(|m| select.contains(*m)))
     };
-    let derived = |k: &String| DERIVED.iter().any(|(d, _, _)| d == k);
+    let derived = |k: &str| DERIVED.iter().any(|(d, _, _)| *d == k);
     f.derived.retain(|k, _| shown(k));
     // The config holds only what `-e` needs: its metrics all stay.
     f.unavailable.retain(|k, _| shown(k) || !derived(k));
     if let Some(c) = f.per_cpu.as_mut() {
-        c.derived.retain(|k, _| shown(k));
+        c.retain_derived(shown);
     }
     f
 }
@@ -221,8 +217,7 @@ fn num(v: f64) -> String {
 
 fn emit(out: &mut impl Write, s: &StatSettings, t: Duration, f: &Frame) -> Result<(), AppError> {
     if s.json {
-        let line = serde_json::to_string(f).map_err(AppError::Json)?;
-        writeln!(out, "{line}").map_err(io)?;
+        writeln!(out, "{}", f.to_json()).map_err(io)?;
         return out.flush().map_err(io);
     }
     let t = t.as_secs_f64();
@@ -240,13 +235,14 @@ fn block(
 ) -> Result<(), AppError> {
     if let (true, Some(c)) = (per_cpu, &f.per_cpu) {
         for (i, cpu) in c.cpus.iter().enumerate() {
-            for (k, col) in &c.counts {
+            for (k, col) in c.counts() {
                 if let Some(v) = col[i] {
                     writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {k}", num(v)).map_err(io)?;
                 }
             }
-            for (k, col) in &c.derived {
-                writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {k}", ratio(col[i])).map_err(io)?;
+            for k in c.derived_names() {
+                let v = ratio(c.derived(k, *cpu));
+                writeln!(out, "{lead} CPU{cpu:<4}{v:>20}  {k}").map_err(io)?;
             }
         }
     } else {
@@ -275,9 +271,7 @@ fn ratio(v: Option<f64>) -> String {
 
 fn summary(out: &mut impl Write, s: &StatSettings, f: &Frame) -> Result<(), AppError> {
     if s.json {
-        let line =
-            serde_json::to_string(&serde_json::json!({ "summary": f })).map_err(AppError::Json)?;
-        writeln!(out, "{line}").map_err(io)?;
+        writeln!(out, "{{\"summary\":{}}}", f.to_json()).map_err(io)?;
         return out.flush().map_err(io);
     }
     writeln!(out, "\n Summary over {:.6} s:\n", f.interval_seconds).map_err(io)?;

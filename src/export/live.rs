@@ -18,7 +18,8 @@
 //!   "derived":     { "ipc": 1.7, "context_switches_per_second": 2300.0, "l1d_miss_ratio": null, ... },
 //!   "per_socket":  { "0": { "dram_read_bytes_per_second": 1.1e9, "dram_write_bytes_per_second": 4e8 } },
 //!   "unavailable": { "perf_cpu_cycles_total": "needs a hardware PMU ...", "ipc": "needs perf_cpu_cycles_total: ..." },
-//!   "per_cpu":     { "cpus": [0, 1], "counts": { ... }, "derived": { "ipc": [1.9, null], ... } },
+//!   "per_cpu":     { "cpus": [0, 1], "counts": { "perf_instructions_total": [1900000000, 0], ... },
+//!                    "formulas": { "ipc": { "ratio": ["perf_instructions_total", "perf_cpu_cycles_total"] }, ... } },
 //!   "per_cgroup":  { "counted": 7, "rank_by": "...", "top": [ { "cgroup": "...", ... } ] }
 //! }
 //! ```
@@ -26,7 +27,8 @@
 //! * `counts`: metric name → increase over the interval, summed over CPUs
 //!   and uncore instances (node-level counter families only; the
 //!   per-cgroup families count the same events again and are in
-//!   `per_cgroup`, never here).
+//!   `per_cgroup`, never here; the engine's own, [`OWN`], are not in
+//!   frames).
 //! * `derived`: see [`DERIVED`]; a ratio whose denominator did not move in
 //!   the window (an idle CPU) is `null`, never 0 and never left out.
 //! * `per_socket`: the DRAM rates summed per `socket` label.
@@ -34,11 +36,13 @@
 //!   count it, from the resolution: configured metrics that did not open,
 //!   and every derived value whose inputs are missing (naming the input).
 //!   A value is in `derived` or in `unavailable`, never in neither.
-//! * `per_cpu` (only when asked for: `?per_cpu=1`, `stat --per-cpu`): the
-//!   CPU numbers once, then per metric and per derived value an array in
-//!   that order ([`PerCpu`]; `per_cpu.rs`). The derived values per CPU are
-//!   those of [`DERIVED`] marked so, plus `busy_ratio` (MPERF/TSC, the
-//!   share of time the CPU was not halted, where the `msr` PMU has both).
+//! * `per_cpu` (in every frame; `?per_cpu=0` leaves it out): the CPU
+//!   numbers once, then per metric an array of its increases in that
+//!   order (integers where they are: event counts, bytes), and how the
+//!   per-CPU derived values are computed from those arrays: those of
+//!   [`DERIVED`] marked so, plus `busy_ratio` (MPERF/TSC, the share of
+//!   time the CPU was not halted, where the `msr` PMU has both). The
+//!   reader computes them ([`PerCpu`]; `per_cpu.rs`).
 //! * `per_cgroup` (where cgroups are counted): the busiest
 //!   [`TOP_CGROUPS`] cgroups with their counts and derived values, counted
 //!   cgroups inside them nested ([`CgroupTop`]; `cgroups.rs`).
@@ -53,12 +57,12 @@ pub use per_cpu::PerCpu;
 
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use cgroups::CgroupRows;
-use per_cpu::CpuColumns;
+use per_cpu::{CpuColumns, CpuIndex};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
 /// How a derived value is computed from the frame's `counts`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Formula {
     /// `numerator / denominator` over the interval.
     Ratio(&'static str, &'static str),
@@ -131,18 +135,30 @@ pub const DERIVED: &[(&str, Formula, bool)] = &[
     ),
 ];
 
+/// The engine's own counter families (group times and read errors, per
+/// set and CPU): about the exporter, not the host, so not in frames
+/// (`/metrics` has them). At 512 CPUs they are half the series.
+pub const OWN: &[&str] = &["perf_group_", "perf_read_errors_total"];
+
+/// Whether `metric` is one of the engine's own families ([`OWN`]).
+pub fn is_own(metric: &str) -> bool {
+    OWN.iter().any(|p| metric.starts_with(p))
+}
+
 /// The DRAM counters given per socket, and their rates' names.
 const DRAM_RATES: &[(&str, &str)] = &[
     ("perf_dram_read_bytes_total", "dram_read_bytes_per_second"),
     ("perf_dram_write_bytes_total", "dram_write_bytes_per_second"),
 ];
 
-/// The keys of a frame without the opt-in parts (`per_cpu`,
-/// `per_cgroup`), in the order JSON objects list them (sorted).
+/// The keys of every frame (`per_cpu` unless `?per_cpu=0`; not the
+/// `per_cgroup` list, which is there only where cgroups are counted), in
+/// the order JSON objects list them (sorted).
 pub const FRAME_KEYS: &[&str] = &[
     "counts",
     "derived",
     "interval_seconds",
+    "per_cpu",
     "per_socket",
     "unavailable",
 ];
@@ -161,7 +177,7 @@ pub struct Frame {
     pub derived: BTreeMap<String, Option<f64>>,
     /// Socket → the DRAM rates of its memory controllers.
     pub per_socket: BTreeMap<String, BTreeMap<String, Option<f64>>>,
-    /// The per-CPU detail, when asked for ([`frame_with`]).
+    /// The per-CPU detail (`None`: left out, [`Framer::frame`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_cpu: Option<PerCpu>,
     /// Metric or derived value → why this host does not count it.
@@ -172,14 +188,18 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// The frame as JSON, into one buffer sized for it up front.
+    /// The frame as JSON.
     pub fn to_json(&self) -> String {
         let cells = self
             .per_cpu
             .as_ref()
-            .map_or(0, |p| p.cpus.len() * (p.counts.len() + p.derived.len()));
+            .map_or(0, |p| p.cpus.len() * (p.counts().count() + 1));
         let rows = self.per_cgroup.as_ref().map_or(0, |c| c.top.len());
-        let mut out = Vec::with_capacity(4096 + 24 * cells + 1024 * rows);
+        self.to_json_in(Vec::with_capacity(4096 + 12 * cells + 1024 * rows))
+    }
+
+    /// The frame as JSON, written into `out` (sized for it by the caller).
+    fn to_json_in(&self, mut out: Vec<u8>) -> String {
         // A frame of plain maps, numbers and strings always encodes.
         match serde_json::to_writer(&mut out, self) {
             Ok(()) => String::from_utf8(out).unwrap_or_default(),
@@ -194,83 +214,105 @@ impl Frame {
 /// the snapshot's `perf_event_unavailable_info` code and class.
 pub type Reasons = BTreeMap<String, String>;
 
-/// Builds a frame from two collections `secs` apart, without the
-/// per-CPU detail.
+/// Builds a frame from two collections `secs` apart, with the per-CPU
+/// detail (a [`Framer`] used once).
 pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> Frame {
-    frame_with(prev, cur, secs, reasons, false)
+    Framer::default().frame(prev, cur, secs, reasons, true)
 }
 
-/// Builds a frame from two collections `secs` apart; `per_cpu` adds the
-/// per-CPU detail.
-pub fn frame_with(
-    prev: &[Family],
-    cur: &[Family],
-    secs: f64,
-    reasons: &Reasons,
-    per_cpu: bool,
-) -> Frame {
-    let mut f = Frame {
-        interval_seconds: secs,
-        ..Frame::default()
-    };
-    let mut cpus = per_cpu.then(CpuColumns::default);
-    let mut cgroups = CgroupRows::default();
-    for (i, fam) in cur.iter().enumerate() {
-        if fam.kind != Kind::Counter {
-            continue;
-        }
-        // The engine keeps its families in order: the same position
-        // first, a search by name only when the order changed.
-        let old = prev
-            .get(i)
-            .filter(|p| p.name == fam.name)
-            .or_else(|| prev.iter().find(|p| p.name == fam.name))
-            .map(|p| p.samples.as_slice());
-        if fam.name.starts_with(CGROUP_PREFIX) {
-            cgroups.add(fam, deltas(old, &fam.samples));
-            continue;
-        }
-        let col = cpus.as_mut().map(|c| c.column(&fam.name));
-        let dram = DRAM_RATES
-            .iter()
-            .find(|(m, _)| *m == fam.name)
-            .map(|(_, r)| *r);
-        let mut total = 0.0;
-        for (pos, (s, d)) in deltas(old, &fam.samples).enumerate() {
-            total += d;
-            if let (Some(c), Some(col)) = (cpus.as_mut(), col) {
-                c.add(col, pos, &s.labels, d);
+/// Builds the frames of one stream, one after the other: it keeps what it
+/// learnt about the series (which CPU each is on) and the size of the last
+/// frame, so that a frame at 512 CPUs parses no label and grows no buffer.
+#[derive(Debug, Default)]
+pub struct Framer {
+    cpus: CpuIndex,
+    /// Bytes of the last frame's JSON.
+    json_len: usize,
+}
+
+impl Framer {
+    /// A frame from two collections `secs` apart; `per_cpu: false` leaves
+    /// the per-CPU detail out.
+    pub fn frame(
+        &mut self,
+        prev: &[Family],
+        cur: &[Family],
+        secs: f64,
+        reasons: &Reasons,
+        per_cpu: bool,
+    ) -> Frame {
+        let mut f = Frame {
+            interval_seconds: secs,
+            ..Frame::default()
+        };
+        let mut cpus = per_cpu.then(|| CpuColumns::new(&mut self.cpus));
+        let mut cgroups = CgroupRows::default();
+        for (i, fam) in cur.iter().enumerate() {
+            if fam.kind != Kind::Counter || is_own(&fam.name) {
+                continue;
             }
-            // (The DRAM family is known before any label is looked at.)
-            if let Some((rate, socket)) = dram.and_then(|r| Some((r, label(&s.labels, "socket")?)))
-            {
-                let e = f.per_socket.entry(socket.to_string()).or_default();
-                let v = e.entry(rate.to_string()).or_insert(Some(0.0));
-                *v = v.map(|v| v + d / secs).filter(|_| secs > 0.0);
+            // The engine keeps its families in order: the same position
+            // first, a search by name only when the order changed.
+            let old = prev
+                .get(i)
+                .filter(|p| p.name == fam.name)
+                .or_else(|| prev.iter().find(|p| p.name == fam.name))
+                .map(|p| p.samples.as_slice());
+            if fam.name.starts_with(CGROUP_PREFIX) {
+                cgroups.add(fam, deltas(old, &fam.samples));
+                continue;
+            }
+            let mut col = cpus.as_mut().map(|c| c.family(i, &fam.name));
+            let dram = DRAM_RATES
+                .iter()
+                .find(|(m, _)| *m == fam.name)
+                .map(|(_, r)| *r);
+            let mut total = 0.0;
+            for (pos, (s, d)) in deltas(old, &fam.samples).enumerate() {
+                total += d;
+                if let (Some(c), Some(col)) = (cpus.as_mut(), col.as_mut()) {
+                    c.add(col, pos, &s.labels, d);
+                }
+                // (The DRAM family is known before any label is looked at.)
+                if let Some((rate, socket)) =
+                    dram.and_then(|r| Some((r, label(&s.labels, "socket")?)))
+                {
+                    let e = f.per_socket.entry(socket.to_string()).or_default();
+                    let v = e.entry(rate.to_string()).or_insert(Some(0.0));
+                    *v = v.map(|v| v + d / secs).filter(|_| secs > 0.0);
+                }
+            }
+            f.counts.insert(fam.name.clone(), total);
+        }
+        unavailable(cur, reasons, &mut f.unavailable);
+        for (name, form, _) in DERIVED {
+            match eval(*form, &f.counts, secs) {
+                Ok(v) => {
+                    f.derived.insert(name.to_string(), v);
+                }
+                Err(missing) => {
+                    let why = f
+                        .unavailable
+                        .get(missing)
+                        .cloned()
+                        .unwrap_or_else(|| not_configured(missing));
+                    f.unavailable
+                        .insert(name.to_string(), format!("needs {missing}: {why}"));
+                }
             }
         }
-        f.counts.insert(fam.name.clone(), total);
+        f.per_cpu = cpus.map(|c| c.finish(secs));
+        f.per_cgroup = cgroups.finish(&f.counts, secs);
+        f
     }
-    unavailable(cur, reasons, &mut f.unavailable);
-    for (name, form, _) in DERIVED {
-        match eval(*form, &f.counts, secs) {
-            Ok(v) => {
-                f.derived.insert(name.to_string(), v);
-            }
-            Err(missing) => {
-                let why = f
-                    .unavailable
-                    .get(missing)
-                    .cloned()
-                    .unwrap_or_else(|| not_configured(missing));
-                f.unavailable
-                    .insert(name.to_string(), format!("needs {missing}: {why}"));
-            }
-        }
+
+    /// A frame of this stream as JSON, into a buffer the size of the last
+    /// one's.
+    pub fn encode(&mut self, f: &Frame) -> String {
+        let json = f.to_json_in(Vec::with_capacity(self.json_len + 1024));
+        self.json_len = json.len();
+        json
     }
-    f.per_cpu = cpus.map(|c| c.finish(secs));
-    f.per_cgroup = cgroups.finish(&f.counts, secs);
-    f
 }
 
 fn not_configured(metric: &str) -> String {

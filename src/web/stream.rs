@@ -7,9 +7,12 @@
 //! intervals in use are due, and if any is, collects once through
 //! [`State::shared_collect`] (which a `/metrics` scrape in flight joins
 //! too): N viewers on M intervals cost one `read()` per group per tick.
-//! Each interval (with or without the per-CPU detail, `per_cpu=1`) keeps
-//! its previous collection; its frame is encoded once and broadcast to its
-//! viewers as shared bytes.
+//! Each interval (with the per-CPU detail, or without it: `per_cpu=0`)
+//! keeps its previous collection and its [`live::Framer`]; its frame is
+//! built and encoded once per interval, on the ticker, and the one buffer
+//! is broadcast to all its viewers (each gets a reference to the same
+//! bytes, [`Utf8Bytes`]; nothing is encoded or copied per viewer before
+//! the socket write).
 //!
 //! **Slow viewers are dropped.** Each interval's broadcast channel holds
 //! [`QUEUE`] frames; a viewer that falls further behind is closed (1008,
@@ -67,14 +70,14 @@ pub(super) fn interval(query: Option<&str>) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Whether the query asks for the per-CPU detail (`per_cpu=1` or
-/// `per_cpu=true`; the frame is far bigger with it, see
-/// [`crate::export::live`]).
+/// Whether the frames carry the per-CPU detail: yes, unless the query
+/// says `per_cpu=0` or `per_cpu=false` (to save bandwidth: at 512 CPUs it
+/// is most of the frame's bytes, see [`crate::export::live`]).
 pub(super) fn per_cpu(query: Option<&str>) -> bool {
-    query
+    !query
         .unwrap_or("")
         .split('&')
-        .any(|kv| kv == "per_cpu=1" || kv == "per_cpu=true")
+        .any(|kv| kv == "per_cpu=0" || kv == "per_cpu=false")
 }
 
 /// What a viewer asked for: the interval in seconds, and the per-CPU
@@ -88,10 +91,12 @@ struct Point {
     families: Arc<Vec<Family>>,
 }
 
-/// One interval's viewers and its previous collection.
+/// One interval's viewers, its previous collection, and what builds its
+/// frames.
 struct Channel {
     tx: broadcast::Sender<Utf8Bytes>,
     prev: Option<Point>,
+    framer: live::Framer,
 }
 
 /// The intervals in use, and whether the ticker runs.
@@ -130,6 +135,7 @@ impl State {
             .or_insert_with(|| Channel {
                 tx: broadcast::channel(QUEUE).0,
                 prev: None,
+                framer: live::Framer::default(),
             })
             .tx
             .subscribe();
@@ -184,7 +190,8 @@ impl State {
                     continue;
                 };
                 if let Some(p) = ch.prev.replace(now.clone()) {
-                    let _ = ch.tx.send(encode(&p, &now, &reasons, k.1).into());
+                    let json = encode(&mut ch.framer, &p, &now, &reasons, k.1);
+                    let _ = ch.tx.send(json.into());
                 }
             }
         }
@@ -210,14 +217,28 @@ impl State {
             at: c.at,
             families: c.families.clone(),
         };
-        Some(encode(&p(&first), &p(&second), &self.reasons(), per_cpu))
+        let mut framer = live::Framer::default();
+        Some(encode(
+            &mut framer,
+            &p(&first),
+            &p(&second),
+            &self.reasons(),
+            per_cpu,
+        ))
     }
 }
 
 /// One frame as JSON.
-fn encode(prev: &Point, cur: &Point, reasons: &Reasons, per_cpu: bool) -> String {
+fn encode(
+    framer: &mut live::Framer,
+    prev: &Point,
+    cur: &Point,
+    reasons: &Reasons,
+    per_cpu: bool,
+) -> String {
     let secs = cur.at.duration_since(prev.at).as_secs_f64();
-    live::frame_with(&prev.families, &cur.families, secs, reasons, per_cpu).to_json()
+    let f = framer.frame(&prev.families, &cur.families, secs, reasons, per_cpu);
+    framer.encode(&f)
 }
 
 #[cfg(test)]
@@ -246,11 +267,12 @@ mod tests {
     }
 
     #[test]
-    fn per_cpu_is_opt_in() {
-        assert!(!per_cpu(None));
-        assert!(!per_cpu(Some("interval=1s")));
-        assert!(!per_cpu(Some("per_cpu=0")));
+    fn per_cpu_is_in_by_default() {
+        assert!(per_cpu(None));
+        assert!(per_cpu(Some("interval=1s")));
         assert!(per_cpu(Some("interval=1s&per_cpu=1")));
         assert!(per_cpu(Some("per_cpu=true")));
+        assert!(!per_cpu(Some("per_cpu=0")));
+        assert!(!per_cpu(Some("interval=1s&per_cpu=false")));
     }
 }

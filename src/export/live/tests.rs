@@ -74,7 +74,7 @@ fn deltas_ratios_and_rates() {
         per_cpu("perf_cpu_cycles_total", &[200.0, 1000.0]),
         per_cpu("perf_context_switches_total", &[30.0, 50.0]),
     ];
-    let f = frame_with(&prev, &cur, 2.0, &Reasons::new(), true);
+    let f = Framer::default().frame(&prev, &cur, 2.0, &Reasons::new(), true);
     assert_eq!(f.counts["perf_instructions_total"], 200.0);
     assert_eq!(f.derived["ipc"], Some(2.0));
     assert_eq!(f.derived["context_switches_per_second"], Some(30.0));
@@ -82,11 +82,16 @@ fn deltas_ratios_and_rates() {
     assert_eq!(c.cpus, [0, 1]);
     assert_eq!(c.derived("ipc", 0), Some(2.0));
     // CPU 1 was idle: its IPC is undefined (null), not 0.
-    assert_eq!(c.derived["ipc"], [Some(2.0), None]);
+    assert_eq!(c.derived("ipc", 1), None);
     assert_eq!(c.derived("context_switches_per_second", 1), Some(20.0));
     assert_eq!(c.count("perf_context_switches_total", 1), Some(40.0));
-    // Without asking, no per-CPU detail; the rest is the same.
-    let plain = frame(&prev, &cur, 2.0, &Reasons::new());
+    assert_eq!(
+        c.derived_names().collect::<Vec<_>>(),
+        ["context_switches_per_second", "ipc"]
+    );
+    // The per-CPU detail is in by default; left out, the rest is the same.
+    assert_eq!(frame(&prev, &cur, 2.0, &Reasons::new()), f);
+    let plain = Framer::default().frame(&prev, &cur, 2.0, &Reasons::new(), false);
     assert_eq!(plain.per_cpu, None);
     assert_eq!(plain, Frame { per_cpu: None, ..f });
 }
@@ -107,7 +112,7 @@ fn per_cpu_columns_are_in_cpu_order() {
         "perf_dram_read_bytes_total",
         vec![sample(&[("socket", "0")], 5.0, 1)],
     );
-    let f = frame_with(
+    let f = Framer::default().frame(
         &[fam([0.0; 3])],
         &[fam([10.0, 2.0, 7.0]), uncore],
         1.0,
@@ -117,11 +122,12 @@ fn per_cpu_columns_are_in_cpu_order() {
     let c = f.per_cpu.unwrap();
     assert_eq!(c.cpus, [2, 7, 10]);
     assert_eq!(
-        c.counts["perf_context_switches_total"],
+        c.values_of("perf_context_switches_total").unwrap(),
         [Some(2.0), Some(7.0), Some(10.0)]
     );
-    // A counter without a CPU has no values per CPU.
-    assert_eq!(c.counts["perf_dram_read_bytes_total"], [None, None, None]);
+    // A counter without a CPU is not given per CPU.
+    assert_eq!(c.values_of("perf_dram_read_bytes_total"), None);
+    assert_eq!(c.counts().count(), 1);
 }
 
 #[test]
@@ -207,11 +213,13 @@ fn schema() {
         v.as_object().unwrap().keys().cloned().collect()
     };
     assert_eq!(keys(&frame(&[], &[], 1.0, &Reasons::new())), FRAME_KEYS);
-    let with = keys(&frame_with(&[], &[], 1.0, &Reasons::new(), true));
-    let mut want: Vec<&str> = FRAME_KEYS.to_vec();
-    want.push("per_cpu");
-    want.sort();
-    assert_eq!(with, want);
+    let without = keys(&Framer::default().frame(&[], &[], 1.0, &Reasons::new(), false));
+    let want: Vec<&str> = FRAME_KEYS
+        .iter()
+        .filter(|k| **k != "per_cpu")
+        .copied()
+        .collect();
+    assert_eq!(without, want);
 }
 
 /// A pod and its container, both counted (the `kubernetes` preset with
@@ -267,7 +275,7 @@ fn nested_cgroups_are_never_counted_twice() {
             ),
         ]
     };
-    let f = frame_with(
+    let f = Framer::default().frame(
         &clock([0.0; 3], [0.0; 2]),
         &clock([0.6, 0.4, 0.8], [1.0, 1.0]),
         1.0,
@@ -281,7 +289,7 @@ fn nested_cgroups_are_never_counted_twice() {
     assert_eq!(f.counts["perf_cpu_clock_seconds_total"], 2.0);
     let c = f.per_cpu.as_ref().unwrap();
     assert_eq!(
-        c.counts.keys().collect::<Vec<_>>(),
+        c.counts().map(|(k, _)| k).collect::<Vec<_>>(),
         ["perf_cpu_clock_seconds_total"]
     );
     let top = f.per_cgroup.as_ref().unwrap();
@@ -333,4 +341,113 @@ fn the_top_list_is_capped_and_absent_without_cgroups() {
         top.top[0].derived["context_switches_per_second"],
         Some(12.0)
     );
+}
+
+/// The per-CPU detail as sent: the CPUs once, integers where the counts
+/// are integers, seconds to the nanosecond, `null` where a CPU has no
+/// series, uncore families left out, and the
+/// per-CPU derived values as formulas over the arrays.
+#[test]
+fn per_cpu_json_is_columns_of_integers_and_formulas() {
+    let on = |name: &str, cpus: &[&str], v: &[f64]| {
+        counter(
+            name,
+            cpus.iter()
+                .zip(v)
+                .map(|(c, v)| sample(&[("cpu", c)], *v, 1))
+                .collect(),
+        )
+    };
+    let fams = |k: f64| {
+        vec![
+            on("perf_instructions_total", &["0", "1"], &[300.0 * k, 1000.0]),
+            on("perf_cpu_cycles_total", &["0", "1"], &[200.0 * k, 1000.0]),
+            on(
+                "perf_cpu_clock_seconds_total",
+                &["0", "1", "2"],
+                &[3.0 + 1.000000417 * k, 7.0 + 1.5 * k, 0.25 * k],
+            ),
+            counter(
+                "perf_group_enabled_seconds_total",
+                vec![sample(&[("set", "core"), ("cpu", "0")], k, 1)],
+            ),
+            counter(
+                "perf_dram_read_bytes_total",
+                vec![sample(&[("socket", "0")], 64.0 * k, 1)],
+            ),
+        ]
+    };
+    let f = frame(&fams(0.0), &fams(1.0), 1.0, &Reasons::new());
+    // The engine's own families are not in frames at all.
+    assert!(!f.counts.contains_key("perf_group_enabled_seconds_total"));
+    let json = serde_json::to_string(f.per_cpu.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        json,
+        concat!(
+            r#"{"cpus":[0,1,2],"counts":{"#,
+            r#""perf_cpu_clock_seconds_total":[1.000000417,1.5,0.25],"#,
+            r#""perf_cpu_cycles_total":[200,0,null],"#,
+            r#""perf_instructions_total":[300,0,null]},"#,
+            r#""formulas":{"ipc":{"ratio":["perf_instructions_total","perf_cpu_cycles_total"]}}}"#
+        )
+    );
+    // The frame's JSON carries the same object.
+    assert!(f.to_json().contains(&format!(r#""per_cpu":{json}"#)));
+    let c = f.per_cpu.unwrap();
+    assert_eq!(c.derived("ipc", 0), Some(1.5));
+    assert_eq!(c.derived("ipc", 2), None);
+}
+
+/// A [`Framer`] remembers which CPU each series is on: reused, it gives
+/// the frames a fresh one gives, also when a position holds another
+/// series, a CPU goes away, or a higher CPU appears in a later family.
+#[test]
+fn a_framer_follows_series_that_move_between_cpus() {
+    let fam = |name: &str, cpus: &[&str], v: f64| {
+        counter(
+            name,
+            cpus.iter().map(|c| sample(&[("cpu", c)], v, 1)).collect(),
+        )
+    };
+    let a = vec![
+        fam("perf_context_switches_total", &["0", "1"], 0.0),
+        fam("perf_interrupts_total", &["0", "1"], 0.0),
+    ];
+    let b = vec![
+        fam("perf_context_switches_total", &["0", "1"], 10.0),
+        fam("perf_interrupts_total", &["0", "1"], 20.0),
+    ];
+    // Position 1 is now CPU 5 (CPU 1 went offline), and a later family
+    // has a CPU beyond every earlier one.
+    let c = vec![
+        fam("perf_context_switches_total", &["0"], 10.0),
+        fam("perf_interrupts_total", &["0", "5"], 30.0),
+        fam("perf_softirqs_total", &["9"], 1.0),
+    ];
+    let mut framer = Framer::default();
+    let r = Reasons::new();
+    for (prev, cur) in [(&a, &b), (&a, &b), (&b, &c), (&c, &c), (&a, &b)] {
+        let reused = framer.frame(prev, cur, 1.0, &r, true);
+        assert_eq!(reused, frame(prev, cur, 1.0, &r));
+    }
+    let f = framer.frame(&b, &c, 1.0, &r, true);
+    let p = f.per_cpu.unwrap();
+    assert_eq!(p.cpus, [0, 5, 9]);
+    assert_eq!(
+        p.values_of("perf_context_switches_total").unwrap(),
+        [Some(0.0), None, None]
+    );
+    assert_eq!(
+        p.values_of("perf_interrupts_total").unwrap(),
+        [Some(10.0), Some(30.0), None]
+    );
+    assert_eq!(
+        p.values_of("perf_softirqs_total").unwrap(),
+        [None, None, Some(1.0)]
+    );
+    assert_eq!(p.count("perf_interrupts_total", 1), None);
+    // The JSON encoder sizes its buffer from the last frame.
+    let f = framer.frame(&a, &b, 1.0, &r, true);
+    let json = framer.encode(&f);
+    assert_eq!(json, frame(&a, &b, 1.0, &r).to_json());
 }

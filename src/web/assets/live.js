@@ -69,11 +69,27 @@ const HEAT = [
   ["context_switches_per_second", "context switches/s (no PMU, no MPERF here)", human],
 ];
 
-// frame.per_cpu is in columns: the CPU numbers once, then an array per
-// derived value in that order (asked for with per_cpu=1).
+// frame.per_cpu is in columns: the CPU numbers once, an array of counts
+// per metric in that order, and the formulas of the per-CPU derived
+// values, which are computed here: {ratio: [num, den]} (none where den is
+// 0 or an input is missing) or {rate: metric} (per second).
+function perCpuColumn(pc, interval, key) {
+  const f = (pc.formulas || {})[key];
+  if (!f) return null;
+  const col = (m) => pc.counts[m] || [];
+  if (f.ratio) {
+    const [n, d] = f.ratio.map(col);
+    return pc.cpus.map((_, i) => (n[i] != null && d[i] > 0 ? n[i] / d[i] : null));
+  }
+  const c = col(f.rate);
+  return pc.cpus.map((_, i) => (c[i] != null && interval > 0 ? c[i] / interval : null));
+}
+
 function showHeatmap(frame) {
-  const pc = frame.per_cpu || { cpus: [], derived: {} };
-  const pick = HEAT.find(([k]) => (pc.derived[k] || []).some((v) => typeof v === "number"));
+  const pc = frame.per_cpu || { cpus: [], counts: {}, formulas: {} };
+  const cols = HEAT.map(([k]) => perCpuColumn(pc, frame.interval_seconds, k));
+  const at = cols.findIndex((c) => c && c.some((v) => typeof v === "number"));
+  const pick = HEAT[at];
   const card = document.getElementById("heatmap");
   if (!pick) {
     card.classList.add("unavailable");
@@ -81,7 +97,7 @@ function showHeatmap(frame) {
     return;
   }
   const [key, label, fmt] = pick;
-  const col = pc.derived[key];
+  const col = cols[at];
   card.dataset.metric = key;
   card.querySelector("h2").textContent = "Per-CPU " + label;
   const max = Math.max(...col.map((v) => v || 0), 1e-12);
@@ -161,7 +177,7 @@ function show(frame) {
 
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const ws = new WebSocket(`${proto}//${location.host}/api/v1/stream?interval=1s&per_cpu=1`);
+  const ws = new WebSocket(`${proto}//${location.host}/api/v1/stream?interval=1s`);
   ws.onmessage = (e) => show(JSON.parse(e.data));
   ws.onclose = (e) => {
     document.getElementById("status").textContent =
