@@ -29,9 +29,10 @@ scripts/images.sh # container runtimes and stand-in base images (tests/deploy/te
 
 # Debian's tools the tests drive: chromium (the live page, headless), tmux
 # (stat's Ctrl-C), perf (agreement with `perf stat`), strace (bench smoke),
-# fuse-overlayfs (a hung mount: tests/read_timeout.rs).
+# fuse-overlayfs (a hung mount: tests/read_timeout.rs), clang and llvm (the
+# BPF object's rebuild check below).
 need=()
-for p in chromium tmux linux-perf strace fuse-overlayfs; do
+for p in chromium tmux linux-perf strace fuse-overlayfs clang llvm; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if ((${#need[@]})); then
@@ -39,6 +40,10 @@ if ((${#need[@]})); then
   apt-get update -q >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >&2
 fi
+
+# The committed BPF object (bpf/cgroup_counter.bpf.o, embedded in the binary)
+# must be what bpf/cgroup_counter.bpf.c compiles to.
+scripts/build-bpf.sh --check
 
 # Tracepoint tests read ids from tracefs.
 if [[ ! -e /sys/kernel/tracing/events ]] && [[ $(id -u) == 0 ]]; then

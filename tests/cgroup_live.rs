@@ -20,7 +20,6 @@ use perf_exporter::pmu::PmuTable;
 use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
-use perf_exporter::snapshot::Snapshot;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,17 +27,7 @@ use std::time::{Duration, Instant};
 
 const ROOT: &str = "/sys/fs/cgroup/unified";
 
-const YAML: &str = "sets:
-  - name: software
-    per_cpu: false
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-      - metric: perf_task_clock_seconds_total
-        event: { event: task-clock, scale: 1e-9, unit: seconds }
-      - metric: perf_context_switches_total
-        event: context-switches
-";
+use common::cgroup::{burner, cgroup_value as value, CLOCKS_YAML as YAML};
 
 /// The live tests count fds and CPU time: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -83,11 +72,7 @@ impl CgDir {
     }
 
     fn usage_usec(&self) -> u64 {
-        let s = std::fs::read_to_string(self.path.join("cpu.stat")).expect("cpu.stat");
-        s.lines()
-            .find_map(|l| l.strip_prefix("usage_usec "))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("usage_usec")
+        common::cgroup::usage_usec(&self.path)
     }
 
     fn cgroup(&self) -> Cgroup {
@@ -162,27 +147,12 @@ fn live_engine(yaml: &str, d: &Listed) -> Engine {
     e
 }
 
-fn value(s: &Snapshot, family: &str, cgroup: &str) -> Option<f64> {
-    let f = s.families.iter().find(|f| f.name == family)?;
-    f.samples
-        .iter()
-        .find(|x| x.labels.iter().any(|(k, v)| *k == "cgroup" && v == cgroup))
-        .map(|x| x.value)
-}
-
 fn fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
 fn name(tag: &str) -> String {
     format!("pe-cgengine-{}-{tag}", std::process::id())
-}
-
-/// Busy `duty` of every 10 ms, sleeping the rest.
-fn burner(duty: f64) -> String {
-    format!(
-        "import time\nb={duty}*0.01\nwhile True:\n t=time.perf_counter()\n while time.perf_counter()-t<b: pass\n time.sleep(0.01-b)\n"
-    )
 }
 
 /// Waits until the cgroup has used some CPU (python has started).

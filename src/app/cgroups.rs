@@ -4,20 +4,56 @@
 
 use super::host::HostSettings;
 use crate::cgroup::{find_root, Selector};
-use crate::config::cgroups::{Backend, CgroupsConfig};
-use crate::engine::cgroup::{CgroupCounting, CgroupTotals, PerfBackend};
+use crate::config::cgroups::CgroupsConfig;
+use crate::engine::cgroup::choice::choose;
+use crate::engine::cgroup::{
+    BackendChoice, BackendKind, BpfBackend, BpfUnavailable, CgroupBackend, CgroupCounting,
+    CgroupTotals, PerfBackend, Why,
+};
 use crate::engine::Engine;
 use crate::perf::Kernel;
+use crate::privilege::Privilege;
 use crate::resolve::chain::{Resolution, Status};
 use std::sync::Arc;
 
-/// The backend that counts for a `backend:` setting, and why.
-pub(super) fn choose(b: Backend) -> (&'static str, &'static str) {
-    match b {
-        Backend::Auto => ("perf", "backend auto: the BPF backend is not part of this build yet, so perf (one PERF_FLAG_PID_CGROUP group per cgroup, set and CPU)"),
-        Backend::Perf => ("perf", "backend perf, as configured"),
-        Backend::Bpf => ("perf", "backend bpf asked for, but the BPF backend is not part of this build yet: counting with perf"),
+/// The backend `cfg` asks for on this host, before loading anything.
+fn choice(
+    cfg: &CgroupsConfig,
+    kernel: &dyn Kernel,
+    host: &HostSettings,
+) -> Result<BackendChoice, BpfUnavailable> {
+    let privilege = (!kernel.simulated()).then(|| Privilege::detect(&host.procfs));
+    choose(cfg.backend, privilege.as_ref(), &host.sysfs)
+}
+
+/// Opens the chosen backend. A `bpf` backend that does not load falls
+/// back to `perf` under `auto` (the choice then says why), and is an error
+/// when `bpf` is configured.
+fn open_backend(
+    engine: &Engine,
+    kernel: Arc<dyn Kernel>,
+    cfg: &CgroupsConfig,
+    mut choice: BackendChoice,
+) -> Result<(Box<dyn CgroupBackend>, BackendChoice), BpfUnavailable> {
+    let (res, cpus) = (engine.resolution(), engine.online_cpus());
+    if choice.kind == BackendKind::Bpf {
+        let max = cfg.max_cgroups;
+        match BpfBackend::new(kernel.clone(), res, &cfg.sets, cpus, cfg.per_cpu, max) {
+            Ok(b) => return Ok((Box::new(b), choice)),
+            Err(e) if choice.why == Why::Configured(BackendKind::Bpf) => {
+                return Err(BpfUnavailable::new(Why::LoadFailed(e.to_string())));
+            }
+            Err(e) => {
+                choice = BackendChoice {
+                    kind: BackendKind::Perf,
+                    why: Why::LoadFailed(e.to_string()),
+                };
+            }
+        }
     }
+    let room = engine.cgroup_fd_room();
+    let b = PerfBackend::new(kernel, res, &cfg.sets, cpus, cfg.per_cpu, room);
+    Ok((Box::new(b), choice))
 }
 
 /// Descriptors per-cgroup counting may need at most: `max_cgroups` times
@@ -40,35 +76,37 @@ pub(super) fn wanted_fds(cfg: Option<&CgroupsConfig>, res: &Resolution) -> usize
 
 /// Attaches per-cgroup counting to `engine` when `cfg` asks for it,
 /// continuing `old` totals. A missing cgroup root is logged, not fatal:
-/// the node-level counters still serve.
+/// the node-level counters still serve. A configured `bpf` backend that
+/// cannot count is an error.
 pub(super) fn attach(
     engine: &mut Engine,
     kernel: Arc<dyn Kernel>,
     cfg: Option<&CgroupsConfig>,
     host: &HostSettings,
     old: Option<CgroupTotals>,
-) {
+) -> Result<(), BpfUnavailable> {
     let Some(cfg) = cfg else {
-        return;
+        return Ok(());
     };
-    let (backend, why) = choose(cfg.backend);
+    let chosen = choice(cfg, kernel.as_ref(), host)?;
     let root = match find_root(&host.procfs, host.cgroupfs.as_deref()) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "per-workload counting is off: no cgroup root (give --path.cgroupfs)");
-            return;
+            return Ok(());
         }
     };
-    tracing::info!(backend, why, root = %root.path.display(), "per-workload counting");
-    let b = PerfBackend::new(
-        kernel,
-        engine.resolution(),
-        &cfg.sets,
-        engine.online_cpus(),
-        cfg.per_cpu,
-        engine.cgroup_fd_room(),
-    );
-    let mut c = CgroupCounting::new(Box::new(Selector::new(root, cfg.clone())), Box::new(b));
+    let (b, chosen) = open_backend(engine, kernel, cfg, chosen)?;
+    let (backend, why) = (chosen.kind.name(), &chosen.why);
+    // A fallback for want of privilege or BTF is a choice, not a fault; a
+    // program that did not load is.
+    if !matches!(why, Why::LoadFailed(_)) {
+        tracing::info!(backend, %why, code = why.code(), root = %root.path.display(), "per-workload counting");
+    } else {
+        tracing::warn!(backend, %why, what_to_do = %why.what_to_do(), code = why.code(), root = %root.path.display(), "per-workload counting");
+    }
+    let mut c = CgroupCounting::new(Box::new(Selector::new(root, cfg.clone())), b);
+    c.set_choice(chosen);
     if let Some(t) = old {
         let n = c.carry_over(t);
         tracing::info!(continued = n, "per-cgroup series continue their counts");
@@ -81,15 +119,24 @@ pub(super) fn attach(
         "cgroups counted"
     );
     engine.attach_cgroups(c);
+    Ok(())
 }
 
 /// `check`'s line on which per-cgroup backend counts and why (the
 /// cgroups themselves are listed by [`crate::report::CheckCgroups`]).
-pub(super) fn check_text(cfg: Option<&CgroupsConfig>) -> String {
-    cfg.map_or_else(String::new, |c| {
-        let (backend, why) = choose(c.backend);
-        format!("Per-cgroup backend: {backend} ({why})\n")
-    })
+/// `check` loads nothing: `bpf` is what would be tried first.
+pub(super) fn check_text(
+    cfg: Option<&CgroupsConfig>,
+    kernel: Option<&dyn Kernel>,
+    host: &HostSettings,
+) -> String {
+    let Some(c) = cfg else {
+        return String::new();
+    };
+    let privilege = kernel
+        .filter(|k| !k.simulated())
+        .map(|_| Privilege::detect(&host.procfs));
+    crate::report::backend_line(&choose(c.backend, privilege.as_ref(), &host.sysfs))
 }
 
 /// The check report's text with the backend line just before its cgroup

@@ -125,6 +125,9 @@ pub enum AppError {
     /// Serving a fixture tree without `--simulate`.
     #[error("--path.sysfs={0} is not the live /sys; to serve a fixture tree, add --simulate")]
     NotLive(String),
+    /// `cgroups: backend: bpf` and BPF cannot count here.
+    #[error(transparent)]
+    Bpf(#[from] crate::engine::cgroup::BpfUnavailable),
     /// Not one counter could be opened.
     #[error("nothing can be counted on this host: {0}")]
     NothingToCount(String),
@@ -234,7 +237,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 let found = crate::cgroup::discover(&s.host.procfs, s.host.cgroupfs.as_deref(), c);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));
             }
-            let backend = cgroups::check_text(cfg.cgroups.as_ref());
+            let backend = cgroups::check_text(cfg.cgroups.as_ref(), h.kernel.as_deref(), &s.host);
             Ok(Output {
                 text: output(&r, json, || cgroups::with_backend(&r, &backend))?,
                 failure: r.failure(strict),

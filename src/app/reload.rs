@@ -252,7 +252,11 @@ impl Job {
         let mut ne = open_engine_for(self.kernel.clone(), table, res, extra);
         let continued = ne.carry_over(totals);
         let host = &self.sources.host;
-        super::cgroups::attach(&mut ne, self.kernel.clone(), cgroups, host, cg_totals);
+        if let Err(e) =
+            super::cgroups::attach(&mut ne, self.kernel.clone(), cgroups, host, cg_totals)
+        {
+            tracing::error!(error = %e, "per-workload counting is off after this reload");
+        }
         // Only what changed: the rest was logged at start or last reload.
         for (metric, reason) in ne.problems() {
             if !old_problems.contains(&(metric.clone(), reason.clone())) {

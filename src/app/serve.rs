@@ -204,7 +204,7 @@ async fn start(
     );
     log_engine(&engine, privilege.as_ref());
     let cgroups = p.loaded.cgroups.as_ref();
-    super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None);
+    super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None)?;
     if !engine.counting() {
         return Err(AppError::NothingToCount(nothing_to_count(
             &engine,

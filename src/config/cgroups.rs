@@ -2,7 +2,7 @@
 //!
 //! ```yaml
 //! cgroups:
-//!   backend: auto          # auto | perf | bpf (auto = perf until the BPF backend exists)
+//!   backend: auto          # auto | perf | bpf (auto: bpf where BPF loads, else perf)
 //!   preset: kubernetes     # kubernetes | systemd | none
 //!   containers: false      # kubernetes: also one cgroup per container
 //!   paths: ["app/*"]       # extra globs, relative to the cgroup root

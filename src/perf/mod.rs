@@ -14,6 +14,8 @@
 //! the true count is estimated as `value * time_enabled / time_running`.
 
 pub mod abi;
+#[allow(unsafe_code)]
+pub mod bpf;
 pub mod cgroup;
 #[allow(unsafe_code)]
 pub mod hotplug;

@@ -2,6 +2,7 @@
 //! cgroups matched, counted and left out, and why.
 
 use crate::cgroup::{CgroupError, Root, Selection};
+use crate::engine::cgroup::{BackendChoice, BpfUnavailable};
 use crate::problem::Problem;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -199,6 +200,23 @@ fn shown(s: &str) -> String {
         format!("{s:?}")
     } else {
         s.to_string()
+    }
+}
+
+/// `check`'s line on the per-cgroup backend: which counts and why, with
+/// what to do when `auto` fell back to `perf`, or why a configured `bpf`
+/// cannot count.
+pub fn backend_line(c: &Result<BackendChoice, BpfUnavailable>) -> String {
+    match c {
+        Ok(c) => {
+            let todo = c.why.what_to_do();
+            if todo.is_empty() {
+                format!("Per-cgroup backend: {c}\n")
+            } else {
+                format!("Per-cgroup backend: {c}\n  what to do: {todo}\n")
+            }
+        }
+        Err(e) => format!("Per-cgroup backend: none ({e})\n"),
     }
 }
 

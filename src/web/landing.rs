@@ -106,6 +106,19 @@ fn cgroup_section(c: &crate::engine::cgroup::CgroupCounting) -> String {
         ));
     }
     out.push_str("</table>\n");
+    if let Some(ch) = c.choice() {
+        let todo = ch.why.what_to_do();
+        out.push_str(&format!(
+            "<p>Why {}: {}.{}</p>\n",
+            ch.kind.name(),
+            esc(&ch.why.to_string()),
+            if todo.is_empty() {
+                String::new()
+            } else {
+                format!(" What to do: {}.", esc(&todo))
+            }
+        ));
+    }
     let issues = c.issues();
     if !issues.is_empty() {
         out.push_str("<h3>Not counted per cgroup</h3>\n<table><tr><th>code</th><th>what</th><th>what to do</th></tr>\n");

@@ -86,3 +86,46 @@ impl Drop for CgroupTree {
         remove_tree(&self.top);
     }
 }
+
+/// A `software` set (summed over CPUs) of the three clocks and switches the
+/// live per-cgroup tests compare with `cpu.stat` and a known workload.
+pub const CLOCKS_YAML: &str = "sets:
+  - name: software
+    per_cpu: false
+    events:
+      - metric: perf_cpu_clock_seconds_total
+        event: cpu-clock
+      - metric: perf_task_clock_seconds_total
+        event: { event: task-clock, scale: 1e-9, unit: seconds }
+      - metric: perf_context_switches_total
+        event: context-switches
+";
+
+/// A python loop busy `duty` of every 10 ms, sleeping the rest.
+pub fn burner(duty: f64) -> String {
+    format!(
+        "import time\nb={duty}*0.01\nwhile True:\n t=time.perf_counter()\n while time.perf_counter()-t<b: pass\n time.sleep(0.01-b)\n"
+    )
+}
+
+/// `usage_usec` of a cgroup's `cpu.stat`.
+pub fn usage_usec(dir: &Path) -> u64 {
+    let s = std::fs::read_to_string(dir.join("cpu.stat")).expect("cpu.stat");
+    s.lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("usage_usec")
+}
+
+/// The value of `family`'s series with `cgroup="<cgroup>"`.
+pub fn cgroup_value(
+    s: &perf_exporter::snapshot::Snapshot,
+    family: &str,
+    cgroup: &str,
+) -> Option<f64> {
+    let f = s.families.iter().find(|f| f.name == family)?;
+    f.samples
+        .iter()
+        .find(|x| x.labels.iter().any(|(k, v)| *k == "cgroup" && v == cgroup))
+        .map(|x| x.value)
+}

@@ -251,6 +251,20 @@ def test_capabilities_sys_admin_switch():
     assert r.container()["securityContext"]["capabilities"]["add"] == ["SYS_ADMIN"]
 
 
+def test_bpf_backend_adds_the_bpf_capability_only():
+    """cgroups.backend bpf adds BPF (and nothing else) to the container's
+    capabilities; auto and perf add nothing (auto then counts with perf
+    unless the container may load BPF anyway), nor does bpf with cgroups
+    off."""
+    r = render({"cgroups": {"backend": "bpf"}})
+    assert r.container()["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["PERFMON", "BPF"]}
+    for backend in ("auto", "perf"):
+        r = render({"cgroups": {"backend": backend}})
+        assert r.container()["securityContext"]["capabilities"]["add"] == ["PERFMON"], backend
+    r = render({"cgroups": {"backend": "bpf", "enabled": False}})
+    assert r.container()["securityContext"]["capabilities"]["add"] == ["PERFMON"]
+
+
 def test_file_capabilities_mode():
     r = render(variant_values("filecapabilities-values.yaml"))
     pod, c = r.pod_spec(), r.container()

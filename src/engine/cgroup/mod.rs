@@ -9,9 +9,10 @@
 //! * **Backends** ([`CgroupBackend`]) sync with a [`Selection`], read
 //!   their counters and add the `perf_cgroup_*` families to a snapshot.
 //!   The `perf` backend ([`PerfBackend`]) opens one group per cgroup, set
-//!   and CPU with `PERF_FLAG_PID_CGROUP`; an in-kernel aggregation backend
-//!   (BPF: counters once per CPU, charged to cgroups at switch) implements
-//!   the same trait, so the exporters never see which one counts.
+//!   and CPU with `PERF_FLAG_PID_CGROUP`; the `bpf` backend
+//!   ([`BpfBackend`]: counters once per CPU, charged to cgroups in the
+//!   kernel at every context switch) implements the same trait, so the
+//!   exporters never see which one counts. [`choice`] says which counts.
 //! * **Families.** Per-cgroup families are separate metrics: the node
 //!   metric's name with `perf_` replaced by `perf_cgroup_`
 //!   ([`family_name`]), labelled with the cgroup's labels (`cgroup`, and
@@ -23,10 +24,16 @@
 //!   its traffic), a cgroup gone between discovery and open, counters
 //!   that failed to open, cgroups left out for want of file descriptors.
 
+mod bpf;
+pub mod choice;
 mod gaps;
 mod perf;
+mod plan;
 mod read;
+mod series;
 
+pub use bpf::BpfBackend;
+pub use choice::{BackendChoice, BackendKind, BpfUnavailable, Why};
 pub use perf::PerfBackend;
 
 use crate::cgroup::{CgroupError, Selection, Selector};
@@ -109,6 +116,13 @@ pub enum CgroupIssue {
         /// Descriptors left for cgroups.
         budget: usize,
     },
+    /// Left out: every slot of the BPF program's maps is taken.
+    SlotsFull {
+        /// Its path relative to the root.
+        cgroup: String,
+        /// The slots.
+        slots: usize,
+    },
     /// A counter of a cgroup failed to open.
     Open {
         /// The metric.
@@ -155,6 +169,7 @@ impl CgroupIssue {
             }),
             CgroupIssue::Open { problem, .. } => Some(problem.clone()),
             CgroupIssue::FdBudget { .. }
+            | CgroupIssue::SlotsFull { .. }
             | CgroupIssue::Discovery(_)
             | CgroupIssue::SetUnavailable { .. } => None,
         }
@@ -166,6 +181,7 @@ impl CgroupIssue {
             CgroupIssue::Uncore { .. } => "uncore_per_cgroup",
             CgroupIssue::Gone { .. } => "cgroup_gone",
             CgroupIssue::FdBudget { .. } => "fd_limit",
+            CgroupIssue::SlotsFull { .. } => "bpf_slots_full",
             CgroupIssue::Open { problem, .. } => problem.code(),
             CgroupIssue::Discovery(_) => "discovery",
             CgroupIssue::SetUnavailable { .. } => "cgroup_set_unavailable",
@@ -178,6 +194,7 @@ impl CgroupIssue {
             CgroupIssue::Uncore { set, .. } => format!("remove `{set}` from `cgroups.sets`: uncore counters (memory controllers, caches shared by every core, energy) count for the whole socket and cannot be attributed to a cgroup; the node-level series keep them"),
             CgroupIssue::Gone { .. } => "nothing: the cgroup was removed while it was being opened".into(),
             CgroupIssue::FdBudget { .. } => "raise RLIMIT_NOFILE (`ulimit -n`, systemd `LimitNOFILE=`, container `--ulimit nofile=`), lower `cgroups.max_cgroups`, or name fewer `cgroups.sets`".into(),
+            CgroupIssue::SlotsFull { .. } => "raise `cgroups.max_cgroups` (the BPF maps are sized for twice it) and reload".into(),
             CgroupIssue::Open { problem, .. } => problem.what_to_do(),
             CgroupIssue::Discovery(_) => "check `--path.cgroupfs` and that the cgroup tree is readable".into(),
             CgroupIssue::SetUnavailable { set, why: SetGap::Uncore } => format!("remove `{set}` from `cgroups.sets`: uncore counters cannot be attributed to a cgroup"),
@@ -193,6 +210,7 @@ impl fmt::Display for CgroupIssue {
             CgroupIssue::Uncore { set, metric, pmu } => write!(f, "set `{set}` of `cgroups.sets`: {metric} counts on the uncore PMU {pmu}, which cannot count per cgroup"),
             CgroupIssue::Gone { cgroup, errno } => write!(f, "cgroup {cgroup:?} vanished before its counters opened (errno {errno})"),
             CgroupIssue::FdBudget { cgroup, per_cgroup, budget } => write!(f, "cgroup {cgroup:?} not counted: it needs {per_cgroup} file descriptors and {budget} were left for cgroups"),
+            CgroupIssue::SlotsFull { cgroup, slots } => write!(f, "cgroup {cgroup:?} not counted: the {slots} slots of the BPF maps are taken"),
             CgroupIssue::Open { metric, problem } => write!(f, "{metric} per cgroup: {problem}"),
             CgroupIssue::Discovery(e) => write!(f, "cgroup discovery: {e}"),
             CgroupIssue::SetUnavailable { set, why } => {
@@ -238,6 +256,8 @@ pub struct CgroupCounting {
     failure: Option<String>,
     /// The online CPUs of the last collection.
     online: Option<Vec<u32>>,
+    /// Which backend counts and why, when the caller chose.
+    choice: Option<BackendChoice>,
 }
 
 impl CgroupCounting {
@@ -251,6 +271,7 @@ impl CgroupCounting {
             selection: Selection::default(),
             failure: None,
             online: None,
+            choice: None,
         };
         c.refresh();
         c
@@ -295,6 +316,16 @@ impl CgroupCounting {
     /// Appends the per-cgroup families.
     pub fn families(&self, out: &mut Vec<Family>) {
         self.backend.families(out);
+    }
+
+    /// Records which backend counts and why (for the landing page).
+    pub fn set_choice(&mut self, choice: BackendChoice) {
+        self.choice = Some(choice);
+    }
+
+    /// Which backend counts and why, when recorded.
+    pub fn choice(&self) -> Option<&BackendChoice> {
+        self.choice.as_ref()
     }
 
     /// The backend.

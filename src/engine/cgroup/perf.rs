@@ -9,35 +9,15 @@
 //! [`mux_factor`]: crate::engine::mux_factor
 //! [`monotonic_delta`]: crate::engine::monotonic_delta
 
-use super::{CgroupBackend, CgroupIssue, CgroupTotals, Signature};
+use super::plan::{CgMetric, GroupPlan};
+use super::series::Series;
+use super::{CgroupBackend, CgroupIssue, CgroupTotals};
 use crate::cgroup::rank::read_usage;
 use crate::cgroup::{Cgroup, Selection};
-use crate::perf::{CgroupHandle, Counter, EventAttr, GroupReading, Kernel, PerfError};
-use crate::resolve::chain::{Resolution, Status};
-use crate::snapshot::Labels;
+use crate::perf::{CgroupHandle, Counter, GroupReading, Kernel, PerfError};
+use crate::resolve::chain::Resolution;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// A metric counted per cgroup.
-#[derive(Debug, Clone)]
-pub(super) struct CgMetric {
-    /// `perf_cgroup_...`.
-    pub(super) family: String,
-    pub(super) help: String,
-    /// What it counts, for carry-over.
-    pub(super) signature: Signature,
-}
-
-/// A planned member: `(metric, attr, scale)`.
-type PlannedMember = (usize, EventAttr, f64);
-
-/// One planned group on one CPU: its set and members.
-#[derive(Debug, Clone)]
-pub(super) struct GroupPlan {
-    set: usize,
-    cpu: u32,
-    pub(super) members: Vec<PlannedMember>,
-}
 
 /// An open per-cgroup counter: kept small, there are cgroups × CPUs ×
 /// events of them (its event and scale are in the group's plan).
@@ -74,22 +54,11 @@ impl Drop for CgGroup {
 /// One counted cgroup.
 #[derive(Debug)]
 pub(super) struct Tracked {
-    pub(super) rel: String,
     /// Kept open while counting (see [`crate::perf::cgroup`]).
     pub(super) handle: CgroupHandle,
     pub(super) groups: Vec<CgGroup>,
-    /// Per (metric, column): the total in base units.
-    pub(super) values: Vec<f64>,
-    pub(super) has_data: Vec<bool>,
-    /// Per column: the series labels.
-    pub(super) labels: Vec<Labels>,
-    /// Per (set, column): enabled and running seconds, and labels.
-    pub(super) times: Vec<(f64, f64)>,
-    pub(super) time_labels: Vec<Labels>,
-    /// Per (set, column): whether a group of that set is open on a CPU of
-    /// the column, as of the last read (refreshed in place).
-    pub(super) time_open: Vec<bool>,
-    pub(super) start_ns: u64,
+    /// Its totals, times and labels.
+    pub(super) s: Series,
     pub(super) read_errors: u64,
 }
 
@@ -113,10 +82,6 @@ pub struct PerfBackend {
     pub(super) buf: GroupReading,
 }
 
-fn now_unix_nanos() -> u64 {
-    super::super::now_unix_nanos()
-}
-
 impl PerfBackend {
     /// Plans the per-cgroup groups of `sets` from a resolution, opened on
     /// the CPUs of `cpus` that the metrics cover (the online CPUs; others
@@ -132,88 +97,18 @@ impl PerfBackend {
         per_cpu: bool,
         fd_budget: Option<usize>,
     ) -> Self {
-        let mut metrics = Vec::new();
-        let mut issues = Vec::new();
-        let mut plans: BTreeMap<(usize, String, u32), Vec<PlannedMember>> = BTreeMap::new();
-        let mut all_cpus = std::collections::BTreeSet::new();
-        for m in &res.metrics {
-            let Some(set) = sets.iter().position(|s| *s == m.set) else {
-                continue;
-            };
-            if m.status == Status::Unavailable || m.gauge {
-                continue;
-            }
-            if let Some(u) = m.instances.iter().find(|i| i.inst.uncore) {
-                issues.push(CgroupIssue::Uncore {
-                    set: m.set.clone(),
-                    metric: m.metric.clone(),
-                    pmu: u.inst.pmu.clone(),
-                });
-                continue;
-            }
-            let mi = metrics.len();
-            metrics.push(CgMetric {
-                family: super::family_name(&m.metric),
-                help: format!("{} Per cgroup.", m.help.trim_end()),
-                signature: (
-                    m.metric.clone(),
-                    m.instances
-                        .iter()
-                        .map(|i| {
-                            (
-                                i.inst.pmu.clone(),
-                                i.inst.type_,
-                                i.inst.config,
-                                i.inst.scale.to_bits(),
-                            )
-                        })
-                        .collect(),
-                ),
-            });
-            for inst in &m.instances {
-                let i = &inst.inst;
-                for &cpu in &i.cpus {
-                    all_cpus.insert(cpu);
-                    plans.entry((set, i.pmu.clone(), cpu)).or_default().push((
-                        mi,
-                        EventAttr {
-                            type_: i.type_,
-                            config: i.config,
-                            event: inst.spec.clone(),
-                            pmu: i.pmu.clone(),
-                        },
-                        i.scale,
-                    ));
-                }
-            }
-        }
-        let gaps = super::gaps::unplanned(sets, |i| plans.keys().any(|k| k.0 == i), &issues);
-        issues.extend(gaps);
-        for i in &issues {
-            tracing::warn!(issue = %i, what_to_do = %i.what_to_do(), "not counted per cgroup");
-        }
-        let plan = plans
-            .into_iter()
-            .map(|((set, _, cpu), members)| GroupPlan { set, cpu, members })
-            .collect();
-        // Every CPU the metrics cover, online now or not: a CPU that comes
-        // online later gets its groups then (`cpus_changed`).
-        let cols: Vec<u32> = if per_cpu {
-            all_cpus.into_iter().collect()
-        } else {
-            vec![0]
-        };
+        let p = super::plan::plan(res, sets, per_cpu);
         PerfBackend {
             kernel,
-            metrics,
+            metrics: p.metrics,
             sets: sets.to_vec(),
-            plan,
-            cpus: cols,
+            plan: p.plan,
+            cpus: p.cols,
             per_cpu,
             online: cpus.to_vec(),
             tracked: BTreeMap::new(),
             fd_budget,
-            issues,
+            issues: p.issues,
             sync_issues: Vec::new(),
             buf: GroupReading::default(),
         }
@@ -238,14 +133,6 @@ impl PerfBackend {
         }
     }
 
-    fn labels_of(&self, cg: &Cgroup) -> Vec<(&'static str, String)> {
-        if cg.labels.is_empty() {
-            vec![("cgroup", cg.rel.clone())]
-        } else {
-            cg.labels.clone()
-        }
-    }
-
     /// Opens one cgroup's groups; `Err` with the issue when it vanished.
     fn open_cgroup(&mut self, cg: &Cgroup) -> Result<Tracked, CgroupIssue> {
         let gone = |errno| CgroupIssue::Gone {
@@ -256,30 +143,6 @@ impl PerfBackend {
             .kernel
             .open_cgroup(&cg.dir)
             .map_err(|e| gone(e.errno))?;
-        let base = self.labels_of(cg);
-        let ncols = self.cpus.len();
-        let labels: Vec<Labels> = self
-            .cpus
-            .iter()
-            .map(|c| {
-                let mut l = base.clone();
-                if self.per_cpu {
-                    l.push(("cpu", c.to_string()));
-                }
-                Labels::new(l)
-            })
-            .collect();
-        let mut time_labels = Vec::with_capacity(self.sets.len() * ncols);
-        for s in &self.sets {
-            for c in &self.cpus {
-                let mut l = base.clone();
-                l.push(("set", s.clone()));
-                if self.per_cpu {
-                    l.push(("cpu", c.to_string()));
-                }
-                time_labels.push(Labels::new(l));
-            }
-        }
         let mut groups = Vec::with_capacity(self.plan.len());
         let plan = std::mem::take(&mut self.plan);
         let mut vanished = None;
@@ -301,16 +164,9 @@ impl PerfBackend {
             return Err(gone(errno));
         }
         Ok(Tracked {
-            rel: cg.rel.clone(),
             handle,
             groups,
-            values: vec![0.0; self.metrics.len() * ncols],
-            has_data: vec![false; self.metrics.len() * ncols],
-            labels,
-            times: vec![(0.0, 0.0); self.sets.len() * ncols],
-            time_labels,
-            time_open: vec![false; self.sets.len() * ncols],
-            start_ns: now_unix_nanos(),
+            s: Series::new(cg, self.metrics.len(), &self.sets, &self.cpus, self.per_cpu),
             read_errors: 0,
         })
     }
@@ -357,14 +213,7 @@ impl PerfBackend {
     }
 
     fn open_failed(&mut self, metric: usize, e: &PerfError) {
-        let issue = CgroupIssue::Open {
-            metric: self.metrics[metric].signature.0.clone(),
-            problem: e.problem(),
-        };
-        if !self.issues.contains(&issue) && self.issues.len() < 32 {
-            tracing::warn!(%issue, what_to_do = %issue.what_to_do(), "per-cgroup counter unavailable");
-            self.issues.push(issue);
-        }
+        super::plan::open_failed(&mut self.issues, &self.metrics, metric, e);
     }
 }
 
@@ -473,11 +322,7 @@ impl CgroupBackend for PerfBackend {
     /// continue; the new counters start from 0). Groups of a CPU that went
     /// offline stay: they read their final counts.
     fn cpus_changed(&mut self, online: &[u32]) {
-        let returned: Vec<u32> = online
-            .iter()
-            .copied()
-            .filter(|c| !self.online.contains(c))
-            .collect();
+        let returned = super::plan::returned(&self.online, online);
         self.online = online.to_vec();
         if returned.is_empty() {
             return;
@@ -504,50 +349,18 @@ impl CgroupBackend for PerfBackend {
     }
 
     fn totals(&self) -> CgroupTotals {
-        let mut series = Vec::new();
-        for t in self.tracked.values() {
-            for (mi, m) in self.metrics.iter().enumerate() {
-                for (ci, &cpu) in self.cpus.iter().enumerate() {
-                    let k = mi * self.cpus.len() + ci;
-                    if t.has_data[k] {
-                        series.push((
-                            t.rel.clone(),
-                            m.signature.clone(),
-                            self.per_cpu.then_some(cpu),
-                            t.values[k],
-                            t.start_ns,
-                        ));
-                    }
-                }
-            }
-        }
-        CgroupTotals { series }
+        let series = self.tracked.iter().map(|(rel, t)| (rel, &t.s));
+        super::series::totals(&self.metrics, &self.cpus, self.per_cpu, series)
     }
 
     fn carry_over(&mut self, old: CgroupTotals) -> usize {
-        let mut n = 0;
-        let ncols = self.cpus.len();
-        for (rel, sig, cpu, value, start) in old.series {
-            let Some(t) = self.tracked.get_mut(&rel) else {
-                continue;
-            };
-            let Some(mi) = self.metrics.iter().position(|m| m.signature == sig) else {
-                continue;
-            };
-            let ci = match (cpu, self.per_cpu) {
-                (None, false) => 0,
-                (Some(c), true) => match self.cpus.iter().position(|&x| x == c) {
-                    Some(ci) => ci,
-                    None => continue,
-                },
-                _ => continue,
-            };
-            let k = mi * ncols + ci;
-            t.values[k] += value;
-            t.has_data[k] = true;
-            t.start_ns = t.start_ns.min(start.max(1));
-            n += 1;
-        }
-        n
+        super::series::carry_over(
+            &self.metrics,
+            &self.cpus,
+            self.per_cpu,
+            &mut self.tracked,
+            |t| &mut t.s,
+            old,
+        )
     }
 }

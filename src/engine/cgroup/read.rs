@@ -7,7 +7,7 @@ use super::perf::{PerfBackend, Tracked};
 use super::CgroupIssue;
 use crate::engine::read::value_of;
 use crate::engine::{monotonic_delta, mux_factor};
-use crate::snapshot::{Family, Kind, Sample};
+use crate::snapshot::Family;
 
 impl PerfBackend {
     /// Reads every group of every counted cgroup once.
@@ -37,7 +37,7 @@ impl PerfBackend {
                 let d_run = run.saturating_sub(g.last_running);
                 g.last_enabled = g.last_enabled.max(en);
                 g.last_running = g.last_running.max(run);
-                if let Some(tm) = t.times.get_mut(g.set * ncols + g.col) {
+                if let Some(tm) = t.s.times.get_mut(g.set * ncols + g.col) {
                     tm.0 += d_en as f64 * 1e-9;
                     tm.1 += d_run as f64 * 1e-9;
                 }
@@ -55,78 +55,20 @@ impl PerfBackend {
                 {
                     if let Some(raw) = value_of(&self.buf.values, k, m.counter.id) {
                         let i = metric * ncols + g.col;
-                        t.values[i] += monotonic_delta(&mut m.high, raw as f64 * factor) * scale;
-                        t.has_data[i] = true;
+                        t.s.values[i] += monotonic_delta(&mut m.high, raw as f64 * factor) * scale;
+                        t.s.has_data[i] = true;
                     }
                 }
             }
-            debug_assert_eq!(t.times.len(), nsets * ncols);
+            debug_assert_eq!(t.s.times.len(), nsets * ncols);
         }
     }
 
     /// The per-cgroup families: one per metric (cgroups in path order),
     /// then the group times per cgroup and set.
     pub(super) fn push_families(&self, out: &mut Vec<Family>) {
-        let ncols = self.cpus.len();
-        for (mi, m) in self.metrics.iter().enumerate() {
-            let mut samples = Vec::with_capacity(self.tracked.len() * ncols);
-            for t in self.tracked.values() {
-                for ci in 0..ncols {
-                    let k = mi * ncols + ci;
-                    if t.has_data[k] {
-                        samples.push(Sample {
-                            labels: t.labels[ci].clone(),
-                            value: t.values[k],
-                            start_unix_nanos: t.start_ns,
-                        });
-                    }
-                }
-            }
-            if !samples.is_empty() {
-                out.push(Family {
-                    name: m.family.clone(),
-                    help: m.help.clone(),
-                    kind: Kind::Counter,
-                    samples,
-                });
-            }
-        }
-        // Group times only where a group of the set is open on the
-        // column's CPU: a set that could not be opened in a cgroup is an
-        // issue ([`CgroupIssue::SetUnavailable`]), not a series of zeros.
-        let times = |pick: fn(&(f64, f64)) -> f64| -> Vec<Sample> {
-            self.tracked
-                .values()
-                .flat_map(|t| {
-                    t.times
-                        .iter()
-                        .zip(&t.time_labels)
-                        .zip(&t.time_open)
-                        .filter(|(_, open)| **open)
-                        .map(move |((tm, l), _)| Sample {
-                            labels: l.clone(),
-                            value: pick(tm),
-                            start_unix_nanos: t.start_ns,
-                        })
-                })
-                .collect()
-        };
-        let enabled = times(|t| t.0);
-        if enabled.is_empty() {
-            return;
-        }
-        out.push(Family {
-            name: "perf_cgroup_group_enabled_seconds_total".into(),
-            help: "Time the set's per-cgroup perf groups were enabled, summed over CPUs; compare with running time to see multiplexing.".into(),
-            kind: Kind::Counter,
-            samples: enabled,
-        });
-        out.push(Family {
-            name: "perf_cgroup_group_running_seconds_total".into(),
-            help: "Time the set's per-cgroup perf groups were counting on the PMU (less than enabled when multiplexed).".into(),
-            kind: Kind::Counter,
-            samples: times(|t| t.1),
-        });
+        let series = self.tracked.values().map(|t| &t.s);
+        super::series::push_families(&self.metrics, self.cpus.len(), series, out);
     }
 }
 
@@ -135,9 +77,9 @@ impl Tracked {
     /// CPU of the column: in place, so a collection allocates nothing per
     /// cgroup.
     fn mark_open_columns(&mut self, ncols: usize) {
-        self.time_open.fill(false);
+        self.s.time_open.fill(false);
         for g in &self.groups {
-            if let Some(o) = self.time_open.get_mut(g.set * ncols + g.col) {
+            if let Some(o) = self.s.time_open.get_mut(g.set * ncols + g.col) {
                 *o = true;
             }
         }

@@ -1,0 +1,438 @@
+//! The `bpf` backend: the counters of `cgroups.sets` open once per CPU
+//! (one group per set, PMU and CPU, as the `perf` backend plans them, but
+//! system-wide), and an in-kernel program charging their deltas to the
+//! cgroup that was running at every context switch
+//! ([`crate::perf::bpf`]). File descriptors: CPUs × events (+ the
+//! program's few), whatever the number of cgroups.
+//!
+//! * **Slots.** Each counted cgroup gets a slot; the program charges the
+//!   running cgroup and every counted ancestor (a cgroup counts its
+//!   descendants, as with `PERF_FLAG_PID_CGROUP` on cgroup v2). The cgroup
+//!   id is the directory's inode number under the cgroupfs root. A removed
+//!   cgroup's map entry is deleted at sync, its series leave, and its slot
+//!   is reused from the next sync on (so a charge in flight on another CPU
+//!   cannot land in the new owner's counts).
+//! * **Scaling.** Each (cgroup, CPU, counter) has the count and the
+//!   enabled and running times charged to it; the estimate is
+//!   `count * enabled / running` folded into monotonic totals
+//!   ([`mux_factor`], [`monotonic_delta`]), exactly as for a `perf` group.
+//! * **Hotplug.** A CPU back online gets new counters; the program starts
+//!   a new generation of readings there. The charged counts live in the
+//!   maps, so nothing counted is lost.
+//!
+//! [`mux_factor`]: crate::engine::mux_factor
+//! [`monotonic_delta`]: crate::engine::monotonic_delta
+
+use super::plan::{CgMetric, GroupPlan};
+use super::series::Series;
+use super::{CgroupBackend, CgroupIssue, CgroupTotals};
+use crate::cgroup::Selection;
+use crate::engine::{monotonic_delta, mux_factor};
+use crate::perf::bpf::{BpfCounter, BpfError, Charged, MAX_EVENTS};
+use crate::perf::{Counter, Kernel};
+use crate::resolve::chain::Resolution;
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+
+/// One counter open on one CPU: its index `k` there and what it counts.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    cpu: u32,
+    k: u32,
+    metric: usize,
+    scale: f64,
+    /// Its set, when it leads the set's group (its times are the set's).
+    leads: Option<usize>,
+    /// The k of its group's leader on its CPU (whose times scale it).
+    leader_k: u32,
+    col: usize,
+}
+
+/// One counted cgroup.
+#[derive(Debug)]
+struct Tracked {
+    id: u64,
+    slot: u32,
+    s: Series,
+    /// Per counter of `BpfBackend::slots`: the high-water mark of the
+    /// estimate and the last enabled and running times.
+    high: Vec<f64>,
+    last: Vec<(u64, u64)>,
+}
+
+/// The `bpf` backend. See the [module docs](self).
+#[derive(Debug)]
+pub struct BpfBackend {
+    kernel: Arc<dyn Kernel>,
+    bpf: BpfCounter,
+    metrics: Vec<CgMetric>,
+    sets: Vec<String>,
+    plan: Vec<GroupPlan>,
+    cols: Vec<u32>,
+    per_cpu: bool,
+    online: Vec<u32>,
+    /// The open groups per CPU (leader first).
+    groups: BTreeMap<u32, Vec<Vec<Counter>>>,
+    /// Every counter the program reads, by CPU then `k`.
+    slots: Vec<Slot>,
+    tracked: BTreeMap<String, Tracked>,
+    /// Slots free now, and slots released at the last sync.
+    free: Vec<u32>,
+    cooling: Vec<u32>,
+    next_slot: u32,
+    issues: Vec<CgroupIssue>,
+    sync_issues: Vec<CgroupIssue>,
+    charge_errors: u64,
+    /// Per k, the last read of one cgroup's slot (per possible CPU).
+    buf: Vec<Vec<Charged>>,
+}
+
+impl BpfBackend {
+    /// Loads the program for up to `max_cgroups` counted cgroups, plans
+    /// the counters of `sets` as the `perf` backend does and opens them on
+    /// the online CPUs `cpus`. Fails when the program cannot be loaded or
+    /// attached (the caller says why and what to do).
+    pub fn new(
+        kernel: Arc<dyn Kernel>,
+        res: &Resolution,
+        sets: &[String],
+        cpus: &[u32],
+        per_cpu: bool,
+        max_cgroups: usize,
+    ) -> Result<Self, BpfError> {
+        let p = super::plan::plan(res, sets, per_cpu);
+        let per_cpu_events = (0..=p.plan.iter().map(|g| g.cpu).max().unwrap_or(0))
+            .map(|c| {
+                p.plan
+                    .iter()
+                    .filter(|g| g.cpu == c)
+                    .map(|g| g.members.len())
+                    .sum::<usize>()
+            })
+            .max()
+            .unwrap_or(0);
+        // Twice the cgroups: a released slot rests one sync before reuse.
+        let max_slots = u32::try_from(max_cgroups.saturating_mul(2).max(2)).unwrap_or(u32::MAX);
+        let bpf = BpfCounter::load(max_slots, per_cpu_events as u32)?;
+        let mut b = BpfBackend {
+            kernel,
+            bpf,
+            metrics: p.metrics,
+            sets: sets.to_vec(),
+            plan: p.plan,
+            cols: p.cols,
+            per_cpu,
+            online: cpus.to_vec(),
+            groups: BTreeMap::new(),
+            slots: Vec::new(),
+            tracked: BTreeMap::new(),
+            free: Vec::new(),
+            cooling: Vec::new(),
+            next_slot: 0,
+            issues: p.issues,
+            sync_issues: Vec::new(),
+            charge_errors: 0,
+            buf: Vec::new(),
+        };
+        for &cpu in cpus {
+            b.open_cpu(cpu)?;
+        }
+        Ok(b)
+    }
+
+    /// Opens `cpu`'s groups, puts them in the program's maps and attaches
+    /// the switch program (once). A counter the kernel refuses is an issue
+    /// (its group is left out); a map or attach failure is an error.
+    fn open_cpu(&mut self, cpu: u32) -> Result<(), BpfError> {
+        // The program leaves the CPU alone until its new counters are all
+        // in place (a switch meanwhile is not charged: microseconds).
+        self.bpf.pause(cpu)?;
+        self.slots.retain(|s| s.cpu != cpu);
+        self.groups.remove(&cpu);
+        let mut groups = Vec::new();
+        let (mut k, mut leaders) = (0u32, 0u32);
+        let plan = std::mem::take(&mut self.plan);
+        for gp in plan.iter().filter(|g| g.cpu == cpu) {
+            let Some(members) = self.open_group(gp) else {
+                continue;
+            };
+            let leader_k = k;
+            leaders |= 1u32.checked_shl(k).unwrap_or(0);
+            for (i, (c, (metric, _, scale))) in members.iter().zip(&gp.members).enumerate() {
+                if k >= MAX_EVENTS {
+                    break;
+                }
+                self.bpf.set_counter(cpu, k, c)?;
+                self.slots.push(Slot {
+                    cpu,
+                    k,
+                    metric: *metric,
+                    scale: *scale,
+                    leads: (i == 0).then_some(gp.set),
+                    leader_k,
+                    col: if self.per_cpu {
+                        self.cols.iter().position(|&x| x == cpu).unwrap_or(0)
+                    } else {
+                        0
+                    },
+                });
+                k += 1;
+            }
+            groups.push(members);
+        }
+        self.plan = plan;
+        self.slots.sort_by_key(|s| (s.k, s.cpu));
+        let ks = self
+            .slots
+            .iter()
+            .map(|s| s.k as usize + 1)
+            .max()
+            .unwrap_or(0);
+        self.buf.resize(ks.max(self.buf.len()), Vec::new());
+        self.groups.insert(cpu, groups);
+        self.bpf.renew(cpu, leaders)?;
+        self.bpf.attach()
+    }
+
+    /// Opens and enables one system-wide group; `None` (and an issue) when
+    /// the kernel refuses a member.
+    fn open_group(&mut self, gp: &GroupPlan) -> Option<Vec<Counter>> {
+        let mut members: Vec<Counter> = Vec::with_capacity(gp.members.len());
+        for (metric, attr, _) in &gp.members {
+            match self.kernel.open(attr, gp.cpu, members.first()) {
+                Ok(c) => members.push(c),
+                Err(e) => {
+                    self.open_failed(*metric, &e);
+                    return None;
+                }
+            }
+        }
+        let (first, (metric, attr, _)) = (members.first()?, gp.members.first()?);
+        if let Err(e) = self.kernel.enable_group(first, attr, gp.cpu) {
+            self.open_failed(*metric, &e);
+            return None;
+        }
+        Some(members)
+    }
+
+    fn open_failed(&mut self, metric: usize, e: &crate::perf::PerfError) {
+        super::plan::open_failed(&mut self.issues, &self.metrics, metric, e);
+    }
+
+    /// A slot for a new cgroup: a free one (released at an earlier sync),
+    /// else a new one; `None` when every slot is taken.
+    fn take_slot(&mut self) -> Option<u32> {
+        if let Some(s) = self.free.pop() {
+            return Some(s);
+        }
+        (self.next_slot < self.bpf.max_slots()).then(|| {
+            self.next_slot += 1;
+            self.next_slot - 1
+        })
+    }
+
+    /// Slots in use or resting (for tests of reclaiming).
+    pub fn slots_used(&self) -> usize {
+        self.next_slot as usize - self.free.len()
+    }
+
+    /// Charges every online CPU and reads what each counted cgroup got.
+    fn read_all(&mut self) {
+        for &cpu in &self.online {
+            if self.groups.contains_key(&cpu) && self.bpf.charge(cpu).is_err() {
+                self.charge_errors += 1;
+            }
+        }
+        let ncols = self.cols.len();
+        for t in self.tracked.values_mut() {
+            t.s.time_open.fill(false);
+            // One map lookup per (cgroup, k) gives every CPU's value.
+            for (k, buf) in self.buf.iter_mut().enumerate() {
+                if self.bpf.read(t.slot, k as u32, buf).is_err() {
+                    buf.clear();
+                }
+            }
+            for (i, sl) in self.slots.iter().enumerate() {
+                let at = |k: u32| self.buf.get(k as usize)?.get(sl.cpu as usize);
+                let (Some(v), Some(lead)) = (at(sl.k), at(sl.leader_k)) else {
+                    continue;
+                };
+                // A member's times are its leader's (the group is on the
+                // PMU as a whole).
+                let v = Charged {
+                    counter: v.counter,
+                    enabled: lead.enabled,
+                    running: lead.running,
+                };
+                if let Some(set) = sl.leads {
+                    let (le, lr) = t.last[i];
+                    if let Some(tm) = t.s.times.get_mut(set * ncols + sl.col) {
+                        tm.0 += v.enabled.saturating_sub(le) as f64 * 1e-9;
+                        tm.1 += v.running.saturating_sub(lr) as f64 * 1e-9;
+                    }
+                    if let Some(o) = t.s.time_open.get_mut(set * ncols + sl.col) {
+                        *o = true;
+                    }
+                    t.last[i] = (le.max(v.enabled), lr.max(v.running));
+                }
+                let factor = match mux_factor(v.enabled, v.running) {
+                    Some(f) => f,
+                    None if v.enabled == 0 => 1.0,
+                    None => continue,
+                };
+                let k = sl.metric * ncols + sl.col;
+                t.s.values[k] +=
+                    monotonic_delta(&mut t.high[i], v.counter as f64 * factor) * sl.scale;
+                t.s.has_data[k] = true;
+            }
+        }
+    }
+}
+
+impl CgroupBackend for BpfBackend {
+    fn name(&self) -> &'static str {
+        "bpf"
+    }
+
+    fn sync(&mut self, sel: &Selection) {
+        self.free.append(&mut self.cooling);
+        self.sync_issues.clear();
+        let keep: std::collections::HashSet<&str> =
+            sel.counted.iter().map(|c| c.rel.as_str()).collect();
+        let gone: Vec<String> = self
+            .tracked
+            .keys()
+            .filter(|r| !keep.contains(r.as_str()))
+            .cloned()
+            .collect();
+        for rel in gone {
+            if let Some(t) = self.tracked.remove(&rel) {
+                self.bpf.release(t.id);
+                self.cooling.push(t.slot);
+            }
+        }
+        for cg in &sel.counted {
+            if self.tracked.contains_key(&cg.rel) {
+                continue;
+            }
+            let id = match std::fs::metadata(&cg.dir) {
+                Ok(m) => m.ino(),
+                Err(e) => {
+                    self.sync_issues.push(CgroupIssue::Gone {
+                        cgroup: cg.rel.clone(),
+                        errno: e.raw_os_error().unwrap_or(libc::ENOENT),
+                    });
+                    continue;
+                }
+            };
+            let Some(slot) = self.take_slot() else {
+                self.sync_issues.push(CgroupIssue::SlotsFull {
+                    cgroup: cg.rel.clone(),
+                    slots: self.bpf.max_slots() as usize,
+                });
+                continue;
+            };
+            if let Err(e) = self.bpf.assign(slot, id) {
+                tracing::warn!(error = %e, cgroup = %cg.rel, "cgroup not counted");
+                self.free.push(slot);
+                continue;
+            }
+            let n = self.slots.len();
+            self.tracked.insert(
+                cg.rel.clone(),
+                Tracked {
+                    id,
+                    slot,
+                    s: Series::new(cg, self.metrics.len(), &self.sets, &self.cols, self.per_cpu),
+                    high: vec![0.0; n],
+                    last: vec![(0, 0); n],
+                },
+            );
+        }
+        tracing::debug!(counted = self.tracked.len(), "cgroups synced (bpf)");
+    }
+
+    fn read(&mut self) {
+        self.read_all();
+    }
+
+    fn families(&self, out: &mut Vec<crate::snapshot::Family>) {
+        let series = self.tracked.values().map(|t| &t.s);
+        super::series::push_families(&self.metrics, self.cols.len(), series, out);
+    }
+
+    fn issues(&self) -> Vec<CgroupIssue> {
+        let mut v: Vec<CgroupIssue> = self
+            .issues
+            .iter()
+            .chain(&self.sync_issues)
+            .cloned()
+            .collect();
+        let planned = |i: usize| self.plan.iter().any(|g| g.set == i);
+        if !self.tracked.is_empty() {
+            for (i, set) in self.sets.iter().enumerate() {
+                if planned(i) && !self.slots.iter().any(|s| s.leads == Some(i)) {
+                    v.push(CgroupIssue::SetUnavailable {
+                        set: set.clone(),
+                        why: super::SetGap::OpenFailed,
+                    });
+                }
+            }
+        }
+        v
+    }
+
+    fn counted(&self) -> Vec<String> {
+        self.tracked.keys().cloned().collect()
+    }
+
+    /// The counters (CPUs × events) and the program's few, whatever the
+    /// number of cgroups.
+    fn open_fds(&self) -> usize {
+        self.groups.values().flatten().map(Vec::len).sum::<usize>() + self.bpf.fds()
+    }
+
+    /// One program run per CPU and one map lookup per cgroup and counter.
+    fn reads(&self) -> usize {
+        self.online.len() + self.tracked.len() * self.slots.len()
+    }
+
+    /// A CPU back online gets new counters (the kernel does not re-enable
+    /// them); counts charged so far stay in the maps.
+    fn cpus_changed(&mut self, online: &[u32]) {
+        let returned = super::plan::returned(&self.online, online);
+        self.online = online.to_vec();
+        for cpu in returned {
+            if let Err(e) = self.open_cpu(cpu) {
+                tracing::warn!(error = %e, cpu, "per-cgroup counters not reopened on a CPU back online");
+            }
+        }
+        // The charged counts continue in the maps, where the same counter
+        // (CPU, k) continues: the marks stay by position while the counters
+        // are the same, else restart (monotonic totals never go back).
+        let n = self.slots.len();
+        for t in self.tracked.values_mut() {
+            if t.high.len() != n {
+                t.high = vec![0.0; n];
+                t.last = vec![(0, 0); n];
+            }
+        }
+    }
+
+    fn totals(&self) -> CgroupTotals {
+        let series = self.tracked.iter().map(|(rel, t)| (rel, &t.s));
+        super::series::totals(&self.metrics, &self.cols, self.per_cpu, series)
+    }
+
+    fn carry_over(&mut self, old: CgroupTotals) -> usize {
+        super::series::carry_over(
+            &self.metrics,
+            &self.cols,
+            self.per_cpu,
+            &mut self.tracked,
+            |t| &mut t.s,
+            old,
+        )
+    }
+}

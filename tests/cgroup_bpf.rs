@@ -1,0 +1,569 @@
+//! The `bpf` per-cgroup backend on this machine's live kernel, as root:
+//! real cgroups under the cgroup2 root (`pe-bpf-<pid>-...`, removed by a
+//! guard on drop, also on panic) with CPU burners, a pipe ping-pong with a
+//! known number of context switches, the `perf` backend side by side on
+//! the same workload, and churn (a removed cgroup's slot is reclaimed).
+
+mod common;
+
+use common::cgroup::CgroupTree;
+use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
+use perf_exporter::config::Config;
+use perf_exporter::engine::cgroup::{
+    BpfBackend, CgroupBackend, CgroupCounting, CgroupIssue, Discovery, PerfBackend,
+};
+use perf_exporter::engine::Engine;
+use perf_exporter::perf::live::LiveKernel;
+use perf_exporter::perf::Kernel;
+use perf_exporter::pmu::PmuTable;
+use perf_exporter::probe::prober;
+use perf_exporter::resolve::chain::resolve_config;
+use perf_exporter::resolve::Context;
+use perf_exporter::snapshot::Snapshot;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use common::cgroup::{burner, cgroup_value as value, usage_usec, CLOCKS_YAML as YAML};
+
+/// The tests count CPU time: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The cgroups a test counts (paths under the cgroup2 root).
+#[derive(Debug, Clone)]
+struct Listed {
+    root: PathBuf,
+    rels: Arc<Mutex<Vec<String>>>,
+}
+
+impl Listed {
+    fn new(tree: &CgroupTree) -> Listed {
+        Listed {
+            root: tree.top.parent().unwrap().to_path_buf(),
+            rels: Arc::default(),
+        }
+    }
+
+    fn set(&self, rels: Vec<String>) {
+        *self.rels.lock().unwrap() = rels;
+    }
+}
+
+impl Discovery for Listed {
+    fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
+        let counted = self
+            .rels
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| Cgroup {
+                rel: r.clone(),
+                dir: self.root.join(r),
+                id: 0,
+                kind: CgKind::Path,
+                labels: vec![("cgroup", r.clone())],
+            })
+            .collect();
+        Ok(Some(Selection {
+            counted,
+            left_out: Vec::new(),
+        }))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Which {
+    /// With room for this many cgroups (twice as many slots).
+    Bpf(usize),
+    Perf,
+}
+
+fn engine(which: Which, d: &Listed) -> Engine {
+    common::require_root();
+    common::require_perf_privilege();
+    let t = PmuTable::discover(Path::new("/sys")).unwrap();
+    let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
+    let cfg = Config::parse(YAML, "t.yaml").unwrap();
+    let res = {
+        let p = prober(k.as_ref());
+        resolve_config(&cfg, &t, &Context::default(), Some(&p))
+    };
+    let mut e = Engine::new(k.clone(), t, res);
+    let sets = vec!["software".to_string()];
+    let b: Box<dyn CgroupBackend> = match which {
+        Which::Bpf(max) => Box::new(
+            BpfBackend::new(k, e.resolution(), &sets, e.online_cpus(), false, max)
+                .unwrap_or_else(|err| panic!("the bpf backend must load here: {err}")),
+        ),
+        Which::Perf => Box::new(PerfBackend::new(
+            k,
+            e.resolution(),
+            &sets,
+            e.online_cpus(),
+            false,
+            None,
+        )),
+    };
+    e.attach_cgroups(CgroupCounting::new(Box::new(d.clone()), b));
+    let issues = e.cgroups().unwrap().issues();
+    assert!(issues.is_empty(), "{issues:#?}");
+    e
+}
+
+fn delta(a: &Snapshot, b: &Snapshot, family: &str, cgroup: &str) -> f64 {
+    value(b, family, cgroup).unwrap_or_else(|| panic!("{family} of {cgroup} missing"))
+        - value(a, family, cgroup).unwrap_or(0.0)
+}
+
+/// Starts `python3 -c script` in the cgroup `dir` (killed on drop).
+struct Proc(Child);
+
+impl Proc {
+    fn python(dir: &Path, script: &str) -> Proc {
+        let c = Command::new("sh")
+            .arg("-c")
+            .arg("echo $$ > \"$1\" && exec /usr/bin/python3 -c \"$2\"")
+            .arg("sh")
+            .arg(dir.join("cgroup.procs"))
+            .arg(script)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn sh + python3");
+        Proc(c)
+    }
+
+    /// Waits for it and returns what it printed.
+    fn output(mut self) -> String {
+        let mut out = String::new();
+        std::io::Read::read_to_string(self.0.stdout.as_mut().unwrap(), &mut out).unwrap();
+        let _ = self.0.wait();
+        out
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Polls until the cgroup has used `usec` more CPU time (deadline 30 s).
+fn wait_usage(dir: &Path, usec: u64) {
+    let start = usage_usec(dir);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while usage_usec(dir) < start + usec {
+        assert!(Instant::now() < deadline, "{} never ran", dir.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A pipe ping-pong of `n` round trips between a parent and its child
+/// (both block on every read: about two context switches per round trip);
+/// prints the voluntary + involuntary switches of both.
+fn ping_pong(n: u32) -> String {
+    format!(
+        "import os,resource\nn={n}\na,b=os.pipe()\nc,d=os.pipe()\npid=os.fork()\nif pid==0:\n for i in range(n):\n  os.read(a,1); os.write(d,b'x')\n os._exit(0)\nfor i in range(n):\n os.write(b,b'x'); os.read(c,1)\nos.waitpid(pid,0)\nr=resource.getrusage(resource.RUSAGE_SELF)\nk=resource.getrusage(resource.RUSAGE_CHILDREN)\nprint(r.ru_nvcsw+r.ru_nivcsw+k.ru_nvcsw+k.ru_nivcsw, flush=True)\n"
+    )
+}
+
+fn rel(tree: &CgroupTree, tag: &str) -> String {
+    tree.mkdir(tag);
+    format!("{}/{tag}", tree.top.file_name().unwrap().to_string_lossy())
+}
+
+#[test]
+fn bpf_cpu_time_per_cgroup_agrees_with_cpu_stat() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "cputime");
+    let (hi, lo) = (rel(&tree, "duty80"), rel(&tree, "duty20"));
+    let d = Listed::new(&tree);
+    let (hi_dir, lo_dir) = (d.root.join(&hi), d.root.join(&lo));
+    let _b1 = Proc::python(&hi_dir, &burner(0.8));
+    let _b2 = Proc::python(&lo_dir, &burner(0.2));
+    wait_usage(&hi_dir, 200_000);
+    wait_usage(&lo_dir, 50_000);
+    d.set(vec![hi.clone(), lo.clone()]);
+    let mut e = engine(Which::Bpf(64), &d);
+    assert_eq!(e.cgroups().unwrap().backend().name(), "bpf");
+    let s0 = e.collect();
+    let (u_hi0, u_lo0) = (usage_usec(&hi_dir), usage_usec(&lo_dir));
+    wait_usage(&hi_dir, 2_000_000);
+    let s1 = e.collect();
+    let (u_hi1, u_lo1) = (usage_usec(&hi_dir), usage_usec(&lo_dir));
+    for (c, u0, u1) in [(&hi, u_hi0, u_hi1), (&lo, u_lo0, u_lo1)] {
+        let stat = (u1 - u0) as f64 * 1e-6;
+        for fam in [
+            "perf_cgroup_cpu_clock_seconds_total",
+            "perf_cgroup_task_clock_seconds_total",
+        ] {
+            let ours = delta(&s0, &s1, fam, c);
+            eprintln!("{c}: {fam} {ours:.4} s, cpu.stat {stat:.4} s");
+            assert!(
+                (ours - stat).abs() <= 0.02 * stat + 0.003,
+                "{c}: {fam} {ours} s vs cpu.stat usage {stat} s"
+            );
+        }
+    }
+    // Software events are never multiplexed: enabled == running.
+    let en = delta(&s0, &s1, "perf_cgroup_group_enabled_seconds_total", &hi);
+    let run = delta(&s0, &s1, "perf_cgroup_group_running_seconds_total", &hi);
+    assert!(
+        en > 1.0 && (en - run).abs() < 1e-6,
+        "enabled {en}, running {run}"
+    );
+}
+
+#[test]
+fn bpf_context_switches_agree_with_a_ping_pong() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "ctxsw");
+    let c = rel(&tree, "pingpong");
+    let d = Listed::new(&tree);
+    d.set(vec![c.clone()]);
+    let mut e = engine(Which::Bpf(64), &d);
+    let before = e.collect();
+    let reported: f64 = Proc::python(&d.root.join(&c), &ping_pong(5000))
+        .output()
+        .trim()
+        .parse()
+        .expect("python printed its switches");
+    let after = e.collect();
+    let ours = delta(&before, &after, "perf_cgroup_context_switches_total", &c);
+    eprintln!("context switches: ours {ours}, the workload's own {reported}");
+    assert!(reported >= 5000.0);
+    // The processes' own counts miss the shell's few switches before it
+    // joined the cgroup and python's exit.
+    assert!(
+        ours >= reported - 10.0 && ours <= reported * 1.02 + 30.0,
+        "ours {ours} vs the workload's {reported}"
+    );
+}
+
+#[test]
+fn bpf_and_perf_backends_agree_within_two_percent() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "side");
+    let (burn, pp) = (rel(&tree, "burn"), rel(&tree, "pp"));
+    let d = Listed::new(&tree);
+    let _b = Proc::python(&d.root.join(&burn), &burner(0.5));
+    wait_usage(&d.root.join(&burn), 100_000);
+    d.set(vec![burn.clone(), pp.clone()]);
+    let mut bpf = engine(Which::Bpf(64), &d);
+    let mut perf = engine(Which::Perf, &d);
+    let (b0, p0) = (bpf.collect(), perf.collect());
+    let _ = Proc::python(&d.root.join(&pp), &ping_pong(20000)).output();
+    wait_usage(&d.root.join(&burn), 1_000_000);
+    let (p1, b1) = (perf.collect(), bpf.collect());
+    for (fam, c) in [
+        ("perf_cgroup_cpu_clock_seconds_total", &burn),
+        ("perf_cgroup_task_clock_seconds_total", &burn),
+        ("perf_cgroup_context_switches_total", &burn),
+        ("perf_cgroup_cpu_clock_seconds_total", &pp),
+        ("perf_cgroup_context_switches_total", &pp),
+    ] {
+        let (ob, op) = (delta(&b0, &b1, fam, c), delta(&p0, &p1, fam, c));
+        eprintln!("{c}: {fam} bpf {ob:.4}, perf {op:.4}");
+        // The two collections are a few ms apart: allow that much.
+        let slack = if fam.contains("switches") { 20.0 } else { 0.01 };
+        assert!(
+            (ob - op).abs() <= 0.02 * op.max(ob) + slack,
+            "{c}: {fam} bpf {ob} vs perf {op}"
+        );
+    }
+}
+
+#[test]
+fn bpf_fds_do_not_grow_with_cgroups_and_removed_cgroups_are_reclaimed() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "churn");
+    let keep = rel(&tree, "keep");
+    let d = Listed::new(&tree);
+    let _b = Proc::python(&d.root.join(&keep), &burner(0.1));
+    d.set(vec![keep.clone()]);
+    // 42 slots: 41 cgroups, then 20 removed and 20 new ones fit only when
+    // the removed ones' slots are reused.
+    let mut e = engine(Which::Bpf(21), &d);
+    e.collect();
+    let fds1 = e.cgroups().unwrap().backend().open_fds();
+    let many: Vec<String> = (0..40).map(|i| rel(&tree, &format!("c{i}"))).collect();
+    let mut all = vec![keep.clone()];
+    all.extend(many.iter().cloned());
+    d.set(all.clone());
+    let s = e.collect();
+    assert_eq!(e.cgroups().unwrap().backend().open_fds(), fds1);
+    assert_eq!(e.cgroups().unwrap().backend().counted().len(), 41);
+    assert!(value(&s, "perf_cgroup_group_enabled_seconds_total", &many[0]).is_some());
+    // Remove c0..c19 while counting: their series leave at the next sync.
+    let mut last = value(&s, "perf_cgroup_cpu_clock_seconds_total", &keep).unwrap();
+    for r in &many[..20] {
+        std::fs::remove_dir(d.root.join(r)).unwrap();
+    }
+    d.set(all[..1].iter().chain(&many[20..]).cloned().collect());
+    let s = e.collect();
+    assert!(value(&s, "perf_cgroup_group_enabled_seconds_total", &many[0]).is_none());
+    let v = value(&s, "perf_cgroup_cpu_clock_seconds_total", &keep).unwrap();
+    assert!(v >= last);
+    last = v;
+    // New cgroups reuse the released slots (after one sync of rest): the
+    // maps never hold more than the cgroups counted plus those resting.
+    let fresh: Vec<String> = (0..20).map(|i| rel(&tree, &format!("n{i}"))).collect();
+    let mut now = vec![keep.clone()];
+    now.extend(many[20..].iter().cloned());
+    now.extend(fresh.iter().cloned());
+    d.set(now);
+    let s = e.collect();
+    let v = value(&s, "perf_cgroup_cpu_clock_seconds_total", &keep).unwrap();
+    assert!(v >= last, "keep's counter went back: {last} -> {v}");
+    for r in &fresh {
+        let x = value(&s, "perf_cgroup_cpu_clock_seconds_total", r).unwrap_or(0.0);
+        assert!(
+            x < 0.01,
+            "{r} starts from its own zero, not a previous owner's: {x}"
+        );
+    }
+    assert_eq!(e.cgroups().unwrap().backend().counted().len(), 41);
+    assert_eq!(e.cgroups().unwrap().backend().open_fds(), fds1);
+    let issues = e.cgroups().unwrap().issues();
+    assert!(
+        issues
+            .iter()
+            .all(|i| !matches!(i, CgroupIssue::SlotsFull { .. })),
+        "{issues:#?}"
+    );
+}
+
+/// A config counting the cgroups below `top` with `backend`.
+fn backend_config(tree: &CgroupTree, backend: &str) -> PathBuf {
+    let top = tree.top.file_name().unwrap().to_string_lossy().to_string();
+    let p = std::env::temp_dir().join(format!("{top}-{backend}.yaml"));
+    std::fs::write(
+        &p,
+        format!("{YAML}cgroups:\n  backend: {backend}\n  preset: none\n  paths: [\"{top}/*\"]\n  sets: [software]\n"),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn check_says_auto_picks_bpf_here_and_why() {
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "check");
+    let cfg = backend_config(&tree, "auto");
+    let out = Command::new(common::EXPORTER)
+        .arg("check")
+        .arg("--config.file")
+        .arg(&cfg)
+        .output()
+        .expect("run perf-exporter check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let _ = std::fs::remove_file(&cfg);
+    assert!(
+        text.contains("Per-cgroup backend: bpf (backend auto: BPF can be loaded (CAP_SYS_ADMIN) and the kernel has BTF, so bpf (counters once per CPU, charged to cgroups in the kernel))\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_forced_bpf_backend_without_capabilities_fails_at_start_naming_what_is_missing() {
+    common::require_root();
+    common::require_tool("setpriv");
+    let tree = CgroupTree::new("pe-bpf", "forced");
+    let cfg = backend_config(&tree, "bpf");
+    // uid 0 without any capability: CapEff is empty.
+    let out = Command::new("setpriv")
+        .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+        .arg(common::EXPORTER)
+        .arg("--config.file")
+        .arg(&cfg)
+        .args(["--web.listen-address", "127.0.0.1:0"])
+        .output()
+        .expect("run perf-exporter under setpriv");
+    let _ = std::fs::remove_file(&cfg);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("cgroups: backend bpf cannot count: this process lacks CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); grant CAP_BPF and CAP_PERFMON"),
+        "{err}"
+    );
+}
+
+/// A CPU "back online" (told to the backend, not done to the machine:
+/// nobody takes cpu1 offline here) gets new counters and a new generation
+/// of readings in the program; the counts charged so far are kept and the
+/// new counters' counts add on, still agreeing with `cpu.stat`.
+#[test]
+fn bpf_counts_are_kept_when_a_cpu_comes_back() {
+    let _s = serial();
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "hotplug");
+    let c = rel(&tree, "burn");
+    let d = Listed::new(&tree);
+    let dir = d.root.join(&c);
+    let _b = Proc::python(&dir, &burner(0.6));
+    wait_usage(&dir, 100_000);
+    d.set(vec![c.clone()]);
+    let e = engine(Which::Bpf(8), &d);
+    let online = e.online_cpus().to_vec();
+    assert!(online.len() >= 2, "needs two online CPUs: {online:?}");
+    let (k, res) = (
+        Arc::new(LiveKernel::new()) as Arc<dyn Kernel>,
+        e.resolution(),
+    );
+    let sets = vec!["software".to_string()];
+    let b = BpfBackend::new(k, res, &sets, &online, false, 8).unwrap();
+    let mut cc = CgroupCounting::new(Box::new(d.clone()), Box::new(b));
+    let read = |cc: &mut CgroupCounting, cpus: &[u32]| {
+        cc.collect(cpus);
+        let mut f = Vec::new();
+        cc.families(&mut f);
+        let s = Snapshot { families: f };
+        value(&s, "perf_cgroup_cpu_clock_seconds_total", &c).unwrap()
+    };
+    let v0 = read(&mut cc, &online);
+    let u0 = usage_usec(&dir);
+    wait_usage(&dir, 500_000);
+    let without: Vec<u32> = online.iter().copied().filter(|&x| x != online[1]).collect();
+    let v1 = read(&mut cc, &without);
+    let v2 = read(&mut cc, &online); // back: new counters on that CPU
+    assert!(v2 >= v1 && v1 >= v0, "{v0} {v1} {v2}");
+    wait_usage(&dir, 500_000);
+    let v3 = read(&mut cc, &online);
+    let stat = (usage_usec(&dir) - u0) as f64 * 1e-6;
+    eprintln!(
+        "cpu-clock {:.4} s across the reopen, cpu.stat {stat:.4} s",
+        v3 - v0
+    );
+    assert!(
+        ((v3 - v0) - stat).abs() <= 0.02 * stat + 0.003,
+        "cpu-clock {} s vs cpu.stat {stat} s",
+        v3 - v0
+    );
+}
+
+/// The real binary with `backend: auto` on this machine (root, BTF):
+/// counts with bpf, says so and why in the log and on the landing page,
+/// and serves the cgroup's series.
+#[test]
+fn serve_with_auto_counts_with_bpf_and_says_why() {
+    let _s = serial();
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "serve");
+    let c = rel(&tree, "a");
+    let d = Listed::new(&tree);
+    let _b = Proc::python(&d.root.join(&c), &burner(0.1));
+    let cfg = backend_config(&tree, "auto");
+    let mut p = common::exporter(&["--config.file", cfg.to_str().unwrap()]);
+    p.wait_log("cgroups counted", Duration::from_secs(10));
+    let _ = std::fs::remove_file(&cfg);
+    assert!(
+        p.output().contains("backend auto: BPF can be loaded"),
+        "{}",
+        p.output()
+    );
+    let landing = p.get("/").body;
+    assert!(
+        landing.contains("<p>Backend: bpf. 1 counted, 0 left out.</p>")
+            && landing.contains("<p>Why bpf: backend auto: BPF can be loaded (CAP_SYS_ADMIN) and the kernel has BTF"),
+        "{landing}"
+    );
+    let want = format!("perf_cgroup_cpu_clock_seconds_total{{cgroup=\"{c}\"}} ");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.get("/metrics").body.contains(&want) {
+        assert!(Instant::now() < deadline, "{want} never served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `backend: auto` in a process holding CAP_PERFMON only (uid 0, every
+/// other capability dropped): perf counts, and the log says why not bpf.
+#[test]
+fn auto_without_cap_bpf_falls_back_to_perf_and_says_why() {
+    let _s = serial();
+    common::require_root();
+    common::require_tool("setpriv");
+    let tree = CgroupTree::new("pe-bpf", "nocap");
+    let c = rel(&tree, "a");
+    let cfg = backend_config(&tree, "auto");
+    let wrapper = [
+        "setpriv",
+        "--inh-caps=-all",
+        "--bounding-set=-all,+perfmon",
+        "--",
+    ];
+    let mut p = common::Proc::spawn(
+        &wrapper,
+        Path::new(common::EXPORTER),
+        &["--config.file", cfg.to_str().unwrap()],
+    );
+    p.wait_log("cgroups counted", Duration::from_secs(10));
+    let _ = std::fs::remove_file(&cfg);
+    let log = p.output();
+    assert!(
+        log.contains("backend auto: perf, as this process may not load BPF programs (it lacks CAP_BPF (or CAP_SYS_ADMIN))")
+            && log.contains("bpf_no_capability"),
+        "{log}"
+    );
+    let want =
+        format!("perf_cgroup_group_enabled_seconds_total{{cgroup=\"{c}\",set=\"software\"}} ");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.get("/metrics").body.contains(&want) {
+        assert!(Instant::now() < deadline, "{want} never served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `per_cpu: true`: one series per CPU, summing to `cpu.stat`.
+#[test]
+fn bpf_per_cpu_series_sum_to_cpu_stat() {
+    let _s = serial();
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "percpu");
+    let c = rel(&tree, "burn");
+    let d = Listed::new(&tree);
+    let dir = d.root.join(&c);
+    let _b1 = Proc::python(&dir, &burner(0.5));
+    let _b2 = Proc::python(&dir, &burner(0.5));
+    wait_usage(&dir, 100_000);
+    d.set(vec![c.clone()]);
+    let e = engine(Which::Bpf(8), &d);
+    let online = e.online_cpus().to_vec();
+    let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
+    let sets = vec!["software".to_string()];
+    let b = BpfBackend::new(k, e.resolution(), &sets, &online, true, 8).unwrap();
+    let mut cc = CgroupCounting::new(Box::new(d.clone()), Box::new(b));
+    let per_cpu = |cc: &mut CgroupCounting| -> Vec<(String, f64)> {
+        cc.collect(&online);
+        let mut f = Vec::new();
+        cc.families(&mut f);
+        let fam = f
+            .iter()
+            .find(|f| f.name == "perf_cgroup_cpu_clock_seconds_total")
+            .expect("family");
+        fam.samples
+            .iter()
+            .map(|s| {
+                let cpu = s
+                    .labels
+                    .iter()
+                    .find(|(k, _)| *k == "cpu")
+                    .expect("cpu label");
+                (cpu.1.clone(), s.value)
+            })
+            .collect()
+    };
+    let a = per_cpu(&mut cc);
+    let u0 = usage_usec(&dir);
+    wait_usage(&dir, 1_000_000);
+    let b = per_cpu(&mut cc);
+    let stat = (usage_usec(&dir) - u0) as f64 * 1e-6;
+    assert_eq!(b.len(), online.len(), "{b:?}");
+    let sum: f64 = b.iter().map(|x| x.1).sum::<f64>() - a.iter().map(|x| x.1).sum::<f64>();
+    eprintln!("per CPU {a:?} -> {b:?}: sum {sum:.4} s, cpu.stat {stat:.4} s");
+    assert!((sum - stat).abs() <= 0.02 * stat + 0.003, "{sum} vs {stat}");
+}
