@@ -174,6 +174,11 @@ fn exact_intel_hybrid() {
 }
 
 #[test]
+fn exact_arm_neoverse_n1() {
+    exact("arm-neoverse-n1");
+}
+
+#[test]
 fn golden_intel_skx() {
     golden("intel-skx");
 }

@@ -117,6 +117,42 @@ pub const FORMAT_ID: u64 = b::PERF_FORMAT_ID as u64;
 /// `PERF_FORMAT_GROUP`.
 pub const FORMAT_GROUP: u64 = b::PERF_FORMAT_GROUP as u64;
 
+/// `PERF_SAMPLE_TID`: a sample carries `u32 pid, tid`.
+pub const SAMPLE_TID: u64 = b::PERF_SAMPLE_TID as u64;
+/// `PERF_SAMPLE_TIME`: `u64 time`.
+pub const SAMPLE_TIME: u64 = b::PERF_SAMPLE_TIME as u64;
+/// `PERF_SAMPLE_READ`: a `read_format` block.
+pub const SAMPLE_READ: u64 = b::PERF_SAMPLE_READ as u64;
+/// `PERF_SAMPLE_ID`: `u64 id`.
+pub const SAMPLE_ID: u64 = b::PERF_SAMPLE_ID as u64;
+/// `PERF_SAMPLE_CPU`: `u32 cpu, res`.
+pub const SAMPLE_CPU: u64 = b::PERF_SAMPLE_CPU as u64;
+/// `PERF_SAMPLE_PERIOD`: `u64 period`.
+pub const SAMPLE_PERIOD: u64 = b::PERF_SAMPLE_PERIOD as u64;
+/// `PERF_SAMPLE_IDENTIFIER`: `u64 id`, first.
+pub const SAMPLE_IDENTIFIER: u64 = b::PERF_SAMPLE_IDENTIFIER as u64;
+/// `PERF_SAMPLE_CGROUP` (Linux ≥ 5.7): `u64 cgroup id`.
+pub const SAMPLE_CGROUP: u64 = b::PERF_SAMPLE_CGROUP as u64;
+/// `PERF_FORMAT_LOST` (Linux ≥ 6.0): a `u64 lost` after each id.
+pub const FORMAT_LOST: u64 = b::PERF_FORMAT_LOST as u64;
+
+/// `PERF_RECORD_LOST`: `u64 id, lost`.
+pub const RECORD_LOST: u32 = b::PERF_RECORD_LOST;
+/// `PERF_RECORD_COMM`: `u32 pid, tid; char comm[]`.
+pub const RECORD_COMM: u32 = b::PERF_RECORD_COMM;
+/// `PERF_RECORD_EXIT`: `u32 pid, ppid, tid, ptid; u64 time`.
+pub const RECORD_EXIT: u32 = b::PERF_RECORD_EXIT;
+/// `PERF_RECORD_THROTTLE`: `u64 time, id, stream_id`.
+pub const RECORD_THROTTLE: u32 = b::PERF_RECORD_THROTTLE;
+/// `PERF_RECORD_UNTHROTTLE`: as `THROTTLE`.
+pub const RECORD_UNTHROTTLE: u32 = b::PERF_RECORD_UNTHROTTLE;
+/// `PERF_RECORD_FORK`: as `EXIT`.
+pub const RECORD_FORK: u32 = b::PERF_RECORD_FORK;
+/// `PERF_RECORD_SAMPLE`: the fields of `sample_type`, in ABI order.
+pub const RECORD_SAMPLE: u32 = b::PERF_RECORD_SAMPLE;
+/// `PERF_RECORD_CGROUP` (Linux ≥ 5.7): `u64 id; char path[]`.
+pub const RECORD_CGROUP: u32 = b::PERF_RECORD_CGROUP;
+
 /// `PERF_FLAG_FD_CLOEXEC`.
 pub const FLAG_FD_CLOEXEC: u64 = b::PERF_FLAG_FD_CLOEXEC as u64;
 /// `PERF_FLAG_PID_CGROUP`: `pid` is a cgroup directory's fd.
@@ -166,6 +202,11 @@ mod tests {
             0xf
         );
         assert_eq!((FLAG_FD_CLOEXEC, FLAG_PID_CGROUP), (8, 4));
+        assert_eq!(
+            (SAMPLE_TID, SAMPLE_PERIOD, SAMPLE_CGROUP, FORMAT_LOST),
+            (2, 256, 1 << 21, 16)
+        );
+        assert_eq!((RECORD_LOST, RECORD_SAMPLE, RECORD_CGROUP), (2, 9, 19));
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //!   with the PMU's type in bits 32-63 of `config` (the "extended type",
 //!   `PERF_PMU_TYPE_SHIFT`), restricted to that PMU's `cpus`. The two may
 //!   never share a group.
+//! * On an Arm PMUv3 core PMU a generic event is offered only where the
+//!   architectural event the kernel maps it to is in the PMU's `events/`
+//!   (the CPU implements it); see `resolve/arm.rs`.
 //! * A PMU with a `cpumask` (uncore: memory controllers, DF, RAPL) is
 //!   opened once per listed CPU only. Opening it on every CPU makes the
 //!   driver redirect each fd to the same box, so a sum would overcount.

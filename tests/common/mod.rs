@@ -21,6 +21,7 @@ pub mod cgroup;
 pub mod exposition;
 pub mod proc;
 pub mod tls;
+pub mod tmux;
 
 pub use exposition::{by_cpu, parse_exposition, scalar};
 pub use proc::{world_executable_exporter, world_readable_file, KeepAlive, Proc};
@@ -388,6 +389,21 @@ fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
         out.extend_from_slice(&b[..size]);
         b = &b[size + 2..];
     }
+}
+
+/// Runs `perf-exporter --log.level=warn args` to its end; returns (exit
+/// success, stdout, stderr).
+pub fn run_exporter(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(EXPORTER)
+        .arg("--log.level=warn")
+        .args(args)
+        .output()
+        .expect("run perf-exporter");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Runs `program args` with `stdin` as its input; returns (exit success,

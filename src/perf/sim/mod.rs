@@ -60,7 +60,8 @@
 //! [`accept`] (what opens are accepted), [`table`] (the fd table: a
 //! compact slot per counter, sized for 512 CPUs × 200 cgroups),
 //! [`syscalls`] (the [`Kernel`] seam), [`knobs`], [`hotplug`],
-//! [`cgroup`] (a cgroup's share), [`rates`] and [`drivers`].
+//! [`cgroup`] (a cgroup's share), [`rates`], [`drivers`] and [`samples`]
+//! (samplers whose rings fill with records of simulated tasks).
 
 mod accept;
 mod cgroup;
@@ -68,6 +69,7 @@ pub mod drivers;
 mod hotplug;
 mod knobs;
 mod rates;
+pub(crate) mod samples;
 mod syscalls;
 mod table;
 
