@@ -6,7 +6,8 @@
 //!   (PMU, CPU): core and software PMUs on every CPU they cover, uncore
 //!   PMUs once per instance on each CPU of their `cpumask`. Hybrid core
 //!   PMUs get separate groups (a group never mixes `cpu_core` and
-//!   `cpu_atom`).
+//!   `cpu_atom`). Intel "perf metrics" groups (`slots` and `topdown-*`)
+//!   are led by `slots`, as the kernel requires (see `plan.rs`).
 //! * **Reads** (`read.rs`). One `read()` per group returns every
 //!   member's raw count with the group's `time_enabled` and
 //!   `time_running`. That is the whole cost of a collection on the kernel

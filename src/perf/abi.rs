@@ -158,6 +158,26 @@ pub const FLAG_FD_CLOEXEC: u64 = b::PERF_FLAG_FD_CLOEXEC as u64;
 /// `PERF_FLAG_PID_CGROUP`: `pid` is a cgroup directory's fd.
 pub const FLAG_PID_CGROUP: u64 = b::PERF_FLAG_PID_CGROUP as u64;
 
+/// `INTEL_ARCH_EVENT_MASK`: an Intel core event's code and unit mask.
+const INTEL_ARCH_EVENT_MASK: u64 = 0xffff;
+/// `INTEL_TD_SLOTS`: the perf-metrics `slots` event (`event=0x00,umask=0x4`).
+pub const INTEL_TD_SLOTS: u64 = 0x0400;
+
+/// What an Intel core encoding is to the kernel's perf-metrics rules
+/// (`arch/x86/events/perf_event.h`, `is_topdown_event`): `Some(true)` for
+/// `slots`, `Some(false)` for a metric event (event code 0, unit mask from
+/// `INTEL_TD_METRIC_RETIRING` 0x80 to `INTEL_TD_METRIC_MAX` 0x87, the
+/// `topdown-*` sysfs events), `None` for anything else. It applies only on
+/// a core PMU with the perf-metrics feature (one whose sysfs lists
+/// `slots`); the caller checks that.
+pub fn intel_topdown(config: u64) -> Option<bool> {
+    match config & INTEL_ARCH_EVENT_MASK {
+        INTEL_TD_SLOTS => Some(true),
+        c if c & 0xff == 0 && (0x80..=0x87).contains(&(c >> 8)) => Some(false),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +207,20 @@ mod tests {
             (2, 256, 1 << 21, 16)
         );
         assert_eq!((RECORD_LOST, RECORD_SAMPLE, RECORD_CGROUP), (2, 9, 19));
+    }
+
+    #[test]
+    fn intel_topdown_encodings() {
+        // The sysfs strings of cpu_core (tests/fixtures intel-hybrid).
+        assert_eq!(intel_topdown(0x0400), Some(true));
+        for retiring_to_mem_bound in [0x8000, 0x8100, 0x8300, 0x8700] {
+            assert_eq!(intel_topdown(retiring_to_mem_bound), Some(false));
+        }
+        // cpu_atom's topdown-retiring (event=0xc2), cycles, a umask past
+        // the metrics, and the hybrid extended type in bits 32-63.
+        for other in [0xc2, 0x3c, 0x8800, 0x8001, 0x0000_000a_0000_0000] {
+            assert_eq!(intel_topdown(other), None);
+        }
+        assert_eq!(intel_topdown(0x0000_0004_0000_8200), Some(false));
     }
 }

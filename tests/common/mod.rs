@@ -59,6 +59,20 @@ pub fn fixture(name: &str) -> PathBuf {
     p
 }
 
+/// The names of every sysfs fixture tree, sorted.
+#[allow(dead_code)]
+pub fn fixture_names() -> Vec<String> {
+    let dir = repo_root().join("tests/fixtures/sysfs");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// The path of a real server binary fetched by `scripts/fetch-servers.sh`:
 /// `key` is `PROMETHEUS`, `PROMTOOL`, `NODE_EXPORTER` or `VICTORIA_METRICS`.
 /// Reads `PERF_EXPORTER_TEST_<KEY>` (set by `scripts/test.sh`), else falls

@@ -76,6 +76,7 @@ impl SimKernel {
                 Some(li)
             }
         };
+        self.topdown_rule(attr, leader.and_then(|li| st.encoding(li)))?;
         let enabled = leader
             .and_then(|li| st.slot(li))
             .is_some_and(|l| l.enabled());
