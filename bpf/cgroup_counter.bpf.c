@@ -50,6 +50,7 @@ static __u64 (*bpf_perf_event_read)(void *map, __u64 flags) = (void *)BPF_FUNC_p
 static __u32 (*bpf_get_smp_processor_id)(void) = (void *)BPF_FUNC_get_smp_processor_id;
 static __u64 (*bpf_get_current_ancestor_cgroup_id)(int level) =
 	(void *)BPF_FUNC_get_current_ancestor_cgroup_id;
+static __u64 (*bpf_get_current_cgroup_id)(void) = (void *)BPF_FUNC_get_current_cgroup_id;
 
 // Set by the loader: counters opened on the CPU with the most of them.
 volatile const __u32 nr_events = 0;
@@ -121,6 +122,36 @@ struct {
 	__uint(max_entries, 1); // slots, set by the loader
 } slots SEC(".maps");
 
+// Bumped by user space after every change of `slots`: the owners cached
+// below are valid only for the version they were found at.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} slots_version SEC(".maps");
+
+// Per CPU, direct-mapped by cgroup id: the owner slots (the selected cgroups
+// among a cgroup and its ancestors) found for a cgroup at a version of
+// `slots`. A cgroup's ancestors never change and ids are not reused, so
+// while the version holds, the walk of the ancestors (a hash lookup per
+// level) is skipped: a CPU switches among a few cgroups.
+#define OWNER_CACHE 16
+
+struct owners {
+	__u64 version;
+	__u64 id;
+	__u32 n;
+	__u32 slot[MAX_OWNERS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct owners);
+	__uint(max_entries, OWNER_CACHE);
+} owners SEC(".maps");
+
 // Per CPU, at `slot * MAX_EVENTS + k`: the count, enabled and running time
 // charged to the slot's cgroup by the k-th counter of that CPU.
 struct {
@@ -163,10 +194,44 @@ static __always_inline void charge_one(void *map, __u32 k, __u32 cpu, struct las
 	}
 }
 
+// The selected cgroups that own the running task (its cgroup and its
+// ancestors), from this CPU's cache or found and cached.
+static __always_inline struct owners *owners_of_current(void)
+{
+	__u32 zero = 0;
+	__u64 *version = bpf_map_lookup_elem(&slots_version, &zero);
+	if (!version)
+		return 0;
+	// Read before the walk: a change of `slots` during it bumps the version
+	// after, so what the walk found is not used past this run.
+	__u64 ver = *version;
+	__u64 id = bpf_get_current_cgroup_id();
+	__u32 at = id % OWNER_CACHE;
+	struct owners *own = bpf_map_lookup_elem(&owners, &at);
+	if (!own)
+		return 0;
+	if (own->id == id && own->version == ver)
+		return own;
+	int n = 0;
+#pragma clang loop unroll(disable)
+	for (int level = 0; level < MAX_LEVELS && n < MAX_OWNERS; level++) {
+		__u64 a = bpf_get_current_ancestor_cgroup_id(level);
+		if (!a)
+			break;
+		__u32 *slot = bpf_map_lookup_elem(&slots, &a);
+		if (slot)
+			own->slot[n++] = *slot;
+	}
+	own->n = n;
+	own->id = id;
+	own->version = ver;
+	return own;
+}
+
 static __always_inline void charge(void)
 {
 	__u32 zero = 0, cpu = bpf_get_smp_processor_id();
-	__u32 owner[MAX_OWNERS];
+	__u32 *owner = 0;
 	int nowners = 0;
 
 	struct last *prev = bpf_map_lookup_elem(&last, &zero);
@@ -179,15 +244,10 @@ static __always_inline void charge(void)
 		__builtin_memset(prev->v, 0, sizeof(prev->v));
 		prev->generation = cc->generation;
 	}
-	// Which selected cgroups own the running task: its cgroup and ancestors.
-#pragma clang loop unroll(disable)
-	for (int level = 0; level < MAX_LEVELS && nowners < MAX_OWNERS; level++) {
-		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
-		if (!id)
-			break;
-		__u32 *slot = bpf_map_lookup_elem(&slots, &id);
-		if (slot)
-			owner[nowners++] = *slot;
+	struct owners *own = owners_of_current();
+	if (own) {
+		owner = own->slot;
+		nowners = own->n;
 	}
 	// Every counter is read, owned or not: the next charge starts here.
 	charge_one(&events0, 0, cpu, prev, leaders, owner, nowners);

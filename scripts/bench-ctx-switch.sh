@@ -1,27 +1,39 @@
 #!/usr/bin/env bash
 # The cost per context switch of per-cgroup counting (README "BPF backend"):
-# two processes in different cgroups ping-pong over a pipe on one CPU
-# (scripts/pingpong.py), while the exporter counts nothing per cgroup, or
-# watches N cgroups (the two plus N-2 idle ones) with the perf or the bpf
-# backend, counting the default config's `cgroups.sets` (core, cache, software:
-# what the host has of them). Prints the ns per switch (best of REPS runs) and what counting
-# adds, and the exporter's open fds. For the bpf backend it also prints the
-# program's own mean run time per switch, from the kernel's BPF statistics
-# (kernel.bpf_stats_enabled=1 while it runs, restored after; run_time_ns /
-# run_cnt of the program's fdinfo): a figure the noise of a shared machine
-# does not blur.
+# two processes in different cgroups ping-pong over a pipe, both pinned to one
+# fixed CPU (scripts/pingpong.py, CPU 0 unless PINGPONG_CPU says otherwise),
+# while the exporter counts nothing per cgroup, or watches N cgroups (the two
+# plus N-2 idle ones) with the perf or the bpf backend, counting the default
+# config's `cgroups.sets` (core, cache, software: what the host has of them).
 #
-#   sudo scripts/bench-ctx-switch.sh [BINARY] [COUNTS] [ROUND_TRIPS] [REPS]
-#   # defaults: target/debug/perf-exporter, "10 100 200 500", 200000, 5
+# A shared machine's noise is larger than the effect, so the rounds are
+# interleaved and paired: each round measures the baseline (no exporter) and
+# then the backend (a fresh exporter), and the figure is the median over
+# ROUNDS of (backend - baseline), with the spread (min..max and the middle
+# half) printed next to it. Each measurement is the median of 3 ping-pong
+# runs of ROUND_TRIPS round trips, by the CPU time of the two processes (what
+# the switches cost them, without the time other processes took from that
+# CPU meanwhile) and by the wall clock.
+#
+# kernel.bpf_stats_enabled is OFF (0) during these rounds: the statistics add
+# two clock reads to every run of the program. The program's own mean run
+# time comes from separate rounds with it ON (run_time_ns / run_cnt of the
+# program's fdinfo); the previous setting is restored at exit.
+#
+#   sudo scripts/bench-ctx-switch.sh [BINARY] [COUNTS] [ROUND_TRIPS] [ROUNDS] [BACKENDS]
+#   # defaults: target/debug/perf-exporter, "10 100 200 500", 50000, 10, "bpf perf"
 #
 # Root on cgroup v2 (the v2 mount from /proc/self/mounts). The kernel does
-# the counting: the exporter's own build profile does not matter.
+# the counting: the exporter's own build profile does not matter. Give the
+# load (uptime) next to the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/debug/perf-exporter}
 counts=${2:-10 100 200 500}
-trips=${3:-200000}
-reps=${4:-5}
+trips=${3:-50000}
+rounds=${4:-10}
+backends=${5:-bpf perf}
+cpu=${PINGPONG_CPU:-0}
 root=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
 [[ -n $root ]] || { echo "no cgroup2 mount" >&2; exit 1; }
 top=pe-bpf-bench-$$
@@ -36,24 +48,34 @@ cleanup() {
 }
 stats0=$(cat /proc/sys/kernel/bpf_stats_enabled)
 trap 'cleanup; echo "$stats0" >/proc/sys/kernel/bpf_stats_enabled' EXIT
+echo 0 >/proc/sys/kernel/bpf_stats_enabled
 mkdir "$dir" "$dir/a" "$dir/b"
 
-# Best of $reps runs, ns per switch.
+# ns per switch, "CPU-time wall-clock": the medians of 3 runs.
 measure() {
-  local best=
-  for _ in $(seq "$reps"); do
-    local v
-    v=$(python3 scripts/pingpong.py "$dir/a" "$dir/b" "$trips")
-    v=${v%.*}
-    if [[ -z $best ]] || ((v < best)); then best=$v; fi
+  local runs=()
+  for _ in 1 2 3; do
+    runs+=("$(taskset -c "$cpu" python3 scripts/pingpong.py "$dir/a" "$dir/b" "$trips")")
   done
-  echo "$best"
+  local cpu_ns wall_ns
+  cpu_ns=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f2 | sort -g | sed -n 2p)
+  wall_ns=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f1 | sort -g | sed -n 2p)
+  echo "$cpu_ns $wall_ns"
+}
+
+# Median, quartiles and range of the numbers on stdin, rounded to ns.
+summary() {
+  python3 -c '
+import statistics, sys
+v = sorted(float(x) for x in sys.stdin.read().split())
+q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
+print(f"median {statistics.median(v):+.0f} (middle half {q[0]:+.0f}..{q[2]:+.0f}, range {v[0]:+.0f}..{v[-1]:+.0f}, n={len(v)})")'
 }
 
 # Starts the exporter watching $dir/* with backend $1; waits until every
 # cgroup is counted.
 serve() {
-  local backend=$1 n=$2
+  local backend=$1
   # The default config's sets, counted per cgroup with its default
   # `cgroups.sets` (core, cache, software: what this host has of them).
   { cat config/default.yaml
@@ -80,24 +102,39 @@ stop() {
   pid=
 }
 
-base=$(measure)
-echo "cpus=$(nproc) kernel=$(uname -r) round_trips=$trips reps=$reps"
-echo "no per-cgroup counting: ${base} ns/switch"
+echo "cpus=$(nproc) kernel=$(uname -r) cpu=$cpu round_trips=$trips rounds=$rounds"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 made=2
 for n in $counts; do
   while ((made < n)); do mkdir "$dir/idle$made"; made=$((made + 1)); done
-  for backend in perf bpf; do
-    serve "$backend" "$n"
-    [[ $backend == bpf ]] && echo 1 >/proc/sys/kernel/bpf_stats_enabled
-    v=$(measure)
+  for backend in $backends; do
+    : >"$tmp/cpu"
+    : >"$tmp/wall"
+    : >"$tmp/base"
+    for _ in $(seq "$rounds"); do
+      read -r bc bw <<<"$(measure)"
+      serve "$backend"
+      read -r vc vw <<<"$(measure)"
+      stop
+      echo "$bc" >>"$tmp/base"
+      echo $((vc - bc)) >>"$tmp/cpu"
+      echo $((vw - bw)) >>"$tmp/wall"
+    done
     prog=
     if [[ $backend == bpf ]]; then
-      prog=$(awk '/^run_time_ns/ { t = $2 } /^run_cnt/ { c = $2 } END { if (c) printf ", program %d ns per run (%d runs)", t / c, c }' \
+      # Separate rounds with the statistics on: the program's own run time.
+      serve bpf
+      echo 1 >/proc/sys/kernel/bpf_stats_enabled
+      measure >/dev/null
+      prog=$(awk '/^run_time_ns/ { t = $2 } /^run_cnt/ { c = $2 } END { if (c) printf ", program %d ns per run (%d runs, stats on)", t / c, c }' \
         $(grep -l '^prog_type' /proc/"$pid"/fdinfo/* 2>/dev/null))
-      echo "$stats0" >/proc/sys/kernel/bpf_stats_enabled
+      echo 0 >/proc/sys/kernel/bpf_stats_enabled
+      stop
     fi
-    echo "$backend backend, $n cgroups: ${v} ns/switch (+$((v - base))), exporter fds $fds$prog"
-    stop
+    echo "$backend backend, $n cgroups: exporter fds $fds$prog"
+    echo "  ns added/switch by CPU time: $(summary <"$tmp/cpu")"
+    echo "  ns added/switch by wall clock: $(summary <"$tmp/wall")"
+    echo "  baseline by CPU time: $(summary <"$tmp/base" | tr -d +)"
   done
 done
-echo "no per-cgroup counting (again): $(measure) ns/switch"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

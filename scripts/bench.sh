@@ -12,6 +12,9 @@
 #   5. benches/live_frame.rs (criterion): a live-view frame at 512 CPUs,
 #      with and without the per-CPU detail (README "Live view"; the cost of
 #      50 viewers is scripts/bench-live-viewers.sh, live kernel, root).
+#   6. benches/ring.rs (criterion): drain + decode + aggregate per sample,
+#      ring memory at 512 CPUs; scripts/bench-sampling-cpu.sh: the
+#      exporter's CPU sampling at 999 Hz (README "Sampling"; root).
 #
 #   scripts/bench.sh           # full run (several minutes)
 #   scripts/bench.sh --short   # smoke test (scripts/test.sh, CI): few scrapes,
@@ -31,8 +34,12 @@ cargo bench --locked --bench scale -- "$@"
 if [[ $short == 1 ]]; then
   cargo bench --locked --bench hot_path -- --test
   cargo bench --locked --bench live_frame -- --test
+  cargo bench --locked --bench ring -- --test
+  scripts/bench-sampling-cpu.sh --seconds 3
 else
   cargo bench --locked --bench hot_path
   cargo bench --locked --bench live_frame
+  cargo bench --locked --bench ring
+  scripts/bench-sampling-cpu.sh
 fi
 cargo bench --locked --bench cgroup_scale -- "$@"

@@ -76,6 +76,52 @@ def running_ratio(by: str) -> str:
     return ratio("perf_group_running_seconds_total", "perf_group_enabled_seconds_total", by)
 
 
+# Top-down level 1 (the topdown set): the same derivations as the recording
+# rules (grafana/rules/perf-exporter.rules.yml), over $__rate_interval: slots
+# per second of each category per CPU, derived where the hardware has no
+# direct count (Skylake, AMD Zen 4; cpu_atom has no slots event), then each
+# category's share of the node's slots.
+TOPDOWN_CATEGORIES = (
+    ("retiring", "retiring"),
+    ("bad_speculation", "bad speculation"),
+    ("frontend_bound", "frontend bound"),
+    ("backend_bound", "backend bound"),
+    ("smt_contention", "SMT contention"),
+)
+
+
+def td_rate(family: str) -> str:
+    """Slots per second of a top-down family, per CPU."""
+    return sum_rate(f"perf_topdown_{family}_total", "job, instance, cpu")
+
+
+def td_slots_of(cat: str) -> str:
+    """Per-CPU slots per second of a level-1 category."""
+    direct = td_rate(f"{cat}_slots")
+    if cat == "bad_speculation":
+        # Skylake: issued - retired + recovery; Zen 4: dispatched - retired.
+        issued = td_rate("issued_slots")
+        return (f"{direct}\nor\n(\n  {issued}\n  - {td_rate('retiring_slots')}\n"
+                f"  + ({td_rate('recovery_slots')} or 0 * {issued})\n)")
+    if cat == "backend_bound":
+        # Skylake: the slots no other category took.
+        return (f"{direct}\nor\n(\n  {td_rate('slots')}\n  - {td_rate('retiring_slots')}\n"
+                f"  - ({td_slots_of('bad_speculation')})\n  - {td_rate('frontend_bound_slots')}\n)")
+    return direct
+
+
+def td_slots() -> str:
+    """Per-CPU slots per second; a CPU without a slots event (cpu_atom) has
+    the sum of its four categories."""
+    parts = "\n  + ".join(f"({td_slots_of(c)})" for c, _ in TOPDOWN_CATEGORIES[:4])
+    return f"{td_rate('slots')}\nor\n(\n  {parts}\n)"
+
+
+def td_share(cat: str) -> str:
+    return (f"sum by (job, instance) (\n{td_slots_of(cat)}\n)\n/\n"
+            f"sum by (job, instance) (\n{td_slots()}\n)")
+
+
 class Layout:
     """Hands out panel ids and grid positions, row by row (24 columns)."""
 
@@ -435,6 +481,28 @@ def node_dashboard() -> dict:
     p.append(timeseries(lay, "Branch miss ratio per CPU", "Mispredicted branches / branch instructions of each CPU.",
                         "percentunit", targets((ratio("perf_branch_misses_total", "perf_branch_instructions_total", "cpu"), "cpu {{cpu}}")),
                         legend_table=True))
+
+    p.append(lay.row("Top-down (level 1)"))
+    td = timeseries(lay, "Pipeline slots by top-down category",
+                    "Where the issue (dispatch) slots of all CPUs went: retired operations, bad speculation, "
+                    "frontend bound (nothing delivered), backend bound (not accepted), and on AMD Zen 4 SMT "
+                    "contention (the other thread was picked). The shares add up to 100%. Intel Ice Lake and "
+                    "later count them in hardware (perf metrics); Skylake and AMD Zen 4 derive bad speculation "
+                    "(and Skylake backend bound) from raw counts; CPUs without slot events show nothing here "
+                    "(Arm: see the stall cycles).",
+                    "percentunit", targets(*((td_share(c), name) for c, name in TOPDOWN_CATEGORIES)),
+                    w=16, max_=1)
+    td["fieldConfig"]["defaults"]["custom"]["stacking"] = {"mode": "normal", "group": "A"}
+    td["fieldConfig"]["defaults"]["custom"]["fillOpacity"] = 60
+    p.append(td)
+    p.append(timeseries(lay, "Stall cycles (Arm)",
+                        "Share of cycles in which the frontend delivered no operation or the backend accepted "
+                        "none (Arm STALL_FRONTEND / STALL_BACKEND over cycles): a cycle approximation of top-down "
+                        "where the CPU has no slot events. Not slots, and not a partition.",
+                        "percentunit",
+                        targets((ratio("perf_topdown_frontend_stall_cycles_total", "perf_cpu_cycles_total"), "frontend stall cycles"),
+                                (ratio("perf_topdown_backend_stall_cycles_total", "perf_cpu_cycles_total"), "backend stall cycles")),
+                        w=8, max_=1))
 
     p.append(lay.row("Memory bandwidth"))
     p.append(timeseries(lay, "DRAM bandwidth per socket", "Bytes per second read from and written to DRAM, per socket (summed over its memory controllers).",

@@ -35,6 +35,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("group_read", group_read),
     ("web_config", web_config),
     ("x509_sans", x509_sans),
+    ("perf_record", perf_record),
 ];
 
 fn text(data: &[u8]) -> Option<&str> {
@@ -241,4 +242,84 @@ pub fn web_config(data: &[u8]) -> Result<(), String> {
 pub fn x509_sans(data: &[u8]) -> Result<(), String> {
     let _ = subject_alt_names(data);
     Ok(())
+}
+
+/// The ring's record splitter and the record decoder
+/// ([`crate::perf::ring::split_records`], [`crate::perf::record::decode`])
+/// on arbitrary ring bytes: byte 0 picks the `sample_type` fields (bit 0
+/// `IDENTIFIER`, then `TID`, `TIME`, `ID`, `CPU`, `PERIOD`, `READ`,
+/// `CGROUP`), byte 1 the `read_format` extras (`TOTAL_TIME_ENABLED`,
+/// `TOTAL_TIME_RUNNING`, `LOST`), byte 2 where the ring wraps; the rest is
+/// the ring's readable bytes. Splitting hands over whole records (each as
+/// long as its header says) and accounts for every byte it accepts; a
+/// decoded group read lies inside its record.
+pub fn perf_record(data: &[u8]) -> Result<(), String> {
+    use crate::perf::abi;
+    use crate::perf::record::{decode, Format, Record};
+    let [sel, rf, cut, rest @ ..] = data else {
+        return Ok(());
+    };
+    let bits = [
+        abi::SAMPLE_IDENTIFIER,
+        abi::SAMPLE_TID,
+        abi::SAMPLE_TIME,
+        abi::SAMPLE_ID,
+        abi::SAMPLE_CPU,
+        abi::SAMPLE_PERIOD,
+        abi::SAMPLE_READ,
+        abi::SAMPLE_CGROUP,
+    ];
+    let pick = |byte: u8, from: &[u64]| -> u64 {
+        from.iter()
+            .enumerate()
+            .filter(|(i, _)| byte & (1 << i) != 0)
+            .fold(0, |a, (_, b)| a | b)
+    };
+    let fmt = Format {
+        sample_type: pick(*sel, &bits),
+        read_format: abi::FORMAT_GROUP
+            | abi::FORMAT_ID
+            | pick(
+                *rf,
+                &[
+                    abi::FORMAT_TOTAL_TIME_ENABLED,
+                    abi::FORMAT_TOTAL_TIME_RUNNING,
+                    abi::FORMAT_LOST,
+                ],
+            ),
+    };
+    let (a, b) = rest.split_at(usize::from(*cut).min(rest.len()));
+    let mut scratch = Vec::new();
+    let mut seen = 0usize;
+    let mut broken = None;
+    let r = crate::perf::ring::split_records(a, b, &mut scratch, &mut |rec| {
+        seen += rec.len();
+        let size = rec
+            .get(6..8)
+            .map(|s| usize::from(u16::from_ne_bytes([s[0], s[1]])));
+        if size != Some(rec.len()) {
+            broken = Some(format!(
+                "record of {} bytes, header says {size:?}",
+                rec.len()
+            ));
+        }
+        if let Ok(Record::Sample(s)) = decode(rec, &fmt) {
+            if let Some(g) = s.read {
+                if g.len() * 16 > rec.len() {
+                    broken = Some(format!("{} group members in {} bytes", g.len(), rec.len()));
+                }
+                let _ = g.iter().count();
+            }
+        }
+    });
+    if let Some(b) = broken {
+        return Err(b);
+    }
+    match r {
+        Ok(n) if n != rest.len() || seen != n => Err(format!(
+            "consumed {n} of {} bytes, handed over {seen}",
+            rest.len()
+        )),
+        _ => Ok(()),
+    }
 }

@@ -12,7 +12,9 @@ use serde::Serialize;
 use std::fmt::Write as _;
 
 mod cgroups;
+mod identity;
 pub use cgroups::{backend_line, cgroup_rows, CgroupRow, CheckCgroups};
+pub use identity::CheckIdentity;
 
 fn hex(v: u64) -> String {
     format!("{v:#x}")
@@ -152,9 +154,11 @@ pub struct CheckMetric {
     pub partial: Vec<String>,
 }
 
-/// The `check` report: `{"metrics": [...]}`.
+/// The `check` report: `{"cpu_identities": [...], "metrics": [...]}`.
 #[derive(Debug, Serialize)]
 pub struct CheckReport {
+    /// The CPU identity of each core PMU ([`CheckReport::with_identities`]).
+    pub cpu_identities: Vec<CheckIdentity>,
     /// Every configured metric.
     pub metrics: Vec<CheckMetric>,
     /// Why `serve` would refuse this config on this host.
@@ -206,10 +210,17 @@ impl CheckReport {
     /// Builds the report from a resolution.
     pub fn new(r: &Resolution) -> Self {
         CheckReport {
+            cpu_identities: Vec::new(),
             metrics: r.metrics.iter().map(check_metric).collect(),
             refusal: serve_would_refuse(r),
             cgroups: None,
         }
+    }
+
+    /// Adds the CPU identity of each core PMU of `table`.
+    pub fn with_identities(mut self, table: &PmuTable) -> Self {
+        self.cpu_identities = CheckIdentity::of(table);
+        self
     }
 
     /// Why `check` fails, or `None`: whenever `serve` would refuse the
@@ -254,6 +265,7 @@ impl CheckReport {
             .max()
             .unwrap_or(6)
             .max(6);
+        s.push_str(&identity::identity_text(&self.cpu_identities));
         let _ = writeln!(s, "{:w$}  {:11}  EVENT", "METRIC", "STATUS");
         for m in &self.metrics {
             let _ = writeln!(
@@ -593,6 +605,7 @@ mod tests {
             partial: Vec::new(),
         };
         let r = CheckReport {
+            cpu_identities: Vec::new(),
             metrics: vec![
                 metric("a_total", "resolved"),
                 metric("b_total", "unavailable"),

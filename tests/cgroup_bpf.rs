@@ -339,6 +339,42 @@ fn bpf_fds_do_not_grow_with_cgroups_and_removed_cgroups_are_reclaimed() {
 }
 
 /// A config counting the cgroups below `top` with `backend`.
+/// The program caches per CPU which selected cgroups own a cgroup (itself
+/// and its ancestors); selecting an ancestor later must reach that cache
+/// (user space bumps `slots_version`): from the next sync on, the pod is
+/// charged its running container's time.
+#[test]
+fn bpf_an_ancestor_selected_later_is_charged_its_running_child() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "nested");
+    let pod = rel(&tree, "pod");
+    tree.mkdir("pod/ctr");
+    let ctr = format!("{pod}/ctr");
+    let d = Listed::new(&tree);
+    let dir = d.root.join(&ctr);
+    let _b = Proc::python(&dir, &burner(0.5));
+    wait_usage(&dir, 100_000);
+    d.set(vec![ctr.clone()]);
+    let mut e = engine(Which::Bpf(8), &d);
+    e.collect();
+    // The container runs: its owners (itself only) are cached.
+    wait_usage(&dir, 200_000);
+    d.set(vec![ctr.clone(), pod.clone()]);
+    let s0 = e.collect();
+    let u0 = usage_usec(&dir);
+    wait_usage(&dir, 1_000_000);
+    let s1 = e.collect();
+    let stat = (usage_usec(&dir) - u0) as f64 * 1e-6;
+    for c in [&ctr, &pod] {
+        let ours = delta(&s0, &s1, "perf_cgroup_cpu_clock_seconds_total", c);
+        eprintln!("{c}: {ours:.4} s, the container's cpu.stat {stat:.4} s");
+        assert!(
+            (ours - stat).abs() <= 0.02 * stat + 0.003,
+            "{c}: {ours} s vs the container's cpu.stat usage {stat} s"
+        );
+    }
+}
+
 fn backend_config(tree: &CgroupTree, backend: &str) -> PathBuf {
     let top = tree.top.file_name().unwrap().to_string_lossy().to_string();
     let p = std::env::temp_dir().join(format!("{top}-{backend}.yaml"));

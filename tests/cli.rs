@@ -105,7 +105,10 @@ fn check_json_has_exactly_the_contract_keys() {
     let o = run(&["check", "--json", "--path.sysfs", skx.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(keys(&v), vec!["metrics"]);
+    assert_eq!(keys(&v), vec!["cpu_identities", "metrics"]);
+    for i in v["cpu_identities"].as_array().unwrap() {
+        assert_eq!(keys(i), vec!["cpu", "identity", "pmu", "unknown"]);
+    }
     let ms = v["metrics"].as_array().unwrap();
     for m in ms {
         assert_eq!(

@@ -12,6 +12,12 @@
 //!   kube-state-metrics (every pod but one, which the rules must keep with
 //!   its `pod_uid` only).
 //!
+//! * The top-down row of the node dashboard and the top-down rules: intel-hybrid
+//!   (Intel perf metrics on `cpu_core`, plain `topdown-*` counters on
+//!   `cpu_atom`), amd-zen4 (pipeline utilisation), intel-skx (the classic
+//!   formula) and arm-neoverse-n1 (stall cycles); the level-1 shares must add
+//!   up to 1 on every node with slots.
+//!
 //! Dashboard variables are substituted the way Grafana does for Prometheus:
 //! `$job`, `$instance`, `$namespace`, `$pod` (regex-escaped; "All" is the
 //! variable's allValue), `$__rate_interval`. Each query must return data on
@@ -41,6 +47,13 @@ const POD_FIXTURES: [&str; 3] = ["intel-skx", "amd-zen4", "vm-no-pmu"];
 const KUBERNETES_TREE: &str = "tests/fixtures/cgroup/kubernetes-systemd";
 /// The per-pod recording rules (checked by the pods test only).
 const POD_RULE_PREFIX: &str = "namespace_pod:";
+/// The node dashboard's top-down row and the top-down rules (checked by the
+/// top-down test only, on the fixtures that count top-down).
+const TOPDOWN_ROW: &str = "Top-down (level 1)";
+const TOPDOWN_RULES: &str = "perf_topdown_";
+const TOPDOWN_FIXTURES: [&str; 4] = ["intel-hybrid", "amd-zen4", "intel-skx", "arm-neoverse-n1"];
+/// The level-1 shares, which add up to 1 where a node counts slots.
+const TOPDOWN_SHARES: &str = "instance:perf_topdown_(retiring|bad_speculation|frontend_bound|backend_bound|smt_contention):ratio_rate5m";
 
 /// An instant query; panics on any error (with the query).
 fn query(prom: &Server, q: &str) -> Vec<Value> {
@@ -122,6 +135,8 @@ fn metrics_in(expr: &str) -> BTreeSet<String> {
 
 struct Panel {
     dashboard: String,
+    /// The title of the row it is in (empty before the first row).
+    row: String,
     title: String,
     unit: String,
     no_value: Option<String>,
@@ -134,17 +149,21 @@ fn load_panels(file: &str) -> (Vec<Panel>, Value) {
     let dash: Value =
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut flat = Vec::new();
+    let mut row = String::new();
     for p in dash["panels"].as_array().expect("panels") {
         if p["type"] == "row" {
-            flat.extend(p["panels"].as_array().cloned().unwrap_or_default());
+            row = p["title"].as_str().unwrap_or("").to_string();
+            let nested = p["panels"].as_array().cloned().unwrap_or_default();
+            flat.extend(nested.into_iter().map(|n| (row.clone(), n)));
         } else {
-            flat.push(p.clone());
+            flat.push((row.clone(), p.clone()));
         }
     }
     let panels = flat
         .iter()
-        .map(|p| Panel {
+        .map(|(row, p)| Panel {
             dashboard: file.to_string(),
+            row: row.clone(),
             title: p["title"].as_str().unwrap_or("").to_string(),
             unit: p["fieldConfig"]["defaults"]["unit"]
                 .as_str()
@@ -243,6 +262,19 @@ fn unavailable<'a>(
     prom: &Server,
     fixture_of: &BTreeMap<String, &'a str>,
 ) -> BTreeMap<&'a str, BTreeSet<String>> {
+    let out = unavailable_of(prom, fixture_of);
+    assert!(
+        out["vm-no-pmu"].contains("perf_cpu_cycles_total"),
+        "{out:?}"
+    );
+    out
+}
+
+/// [`unavailable`] without the check that the VM lacks cycles.
+fn unavailable_of<'a>(
+    prom: &Server,
+    fixture_of: &BTreeMap<String, &'a str>,
+) -> BTreeMap<&'a str, BTreeSet<String>> {
     let mut out: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for r in query(
         prom,
@@ -253,10 +285,6 @@ fn unavailable<'a>(
             .or_default()
             .insert(r["metric"]["metric"].as_str().expect("metric").to_string());
     }
-    assert!(
-        out["vm-no-pmu"].contains("perf_cpu_cycles_total"),
-        "{out:?}"
-    );
     out
 }
 
@@ -409,25 +437,9 @@ fn report(failures: &[String]) {
 
 #[test]
 fn dashboards_and_rules_on_real_prometheus() {
-    let exporters: Vec<(&str, Server)> = FIXTURES
-        .iter()
-        .map(|f| (*f, simulated_exporter(f)))
-        .collect();
-    let fixture_of: BTreeMap<String, &str> = exporters
-        .iter()
-        .map(|(f, s)| (s.addr.clone(), *f))
-        .collect();
     let dir = tempfile::tempdir().expect("tempdir");
-    let targets = exporters.iter().map(|(_, s)| s.addr.clone()).collect();
-    let mut prom = prometheus(dir.path(), &[(JOB, targets)]);
-
-    // Enough scrapes of every target, and the recording rules evaluated on scraped rates.
-    warm_up(&mut prom, |prom| {
-        scraped(prom, FIXTURES.len()).or_else(|| {
-            let ipc = query(prom, "instance:perf_ipc:ratio_rate5m");
-            (ipc.len() != 3).then(|| format!("IPC recorded for {} nodes", ipc.len()))
-        })
-    });
+    let (exporters, fixture_of, mut prom) =
+        scraping(&FIXTURES, dir.path(), "instance:perf_ipc:ratio_rate5m", 3);
     let up = query(&prom, &format!("up{{job=\"{JOB}\"}} == 1"));
     assert_eq!(up.len(), FIXTURES.len(), "targets up: {up:?}");
     let unavailable = unavailable(&prom, &fixture_of);
@@ -454,14 +466,13 @@ fn dashboards_and_rules_on_real_prometheus() {
                 fixtures: FIXTURES.to_vec(),
             }]
         } else {
-            exporters
-                .iter()
-                .map(|(f, s)| Selection {
-                    vars: vec![("instance", regex_escape(&s.addr))],
-                    fixtures: vec![*f],
-                })
-                .collect()
+            per_node(&exporters)
         };
+        // The top-down row has a test of its own, on the fixtures that count it.
+        let panels: Vec<Panel> = panels
+            .into_iter()
+            .filter(|p| p.row != TOPDOWN_ROW)
+            .collect();
         checked += check_panels(&prom, &panels, &selections, &unavailable, &mut failures);
     }
     assert!(checked > 60, "only {checked} queries ran");
@@ -469,7 +480,7 @@ fn dashboards_and_rules_on_real_prometheus() {
     // Node-level recording rules (the per-pod ones need cgroups: the pods test).
     let records: Vec<String> = records()
         .into_iter()
-        .filter(|r| !r.starts_with(POD_RULE_PREFIX))
+        .filter(|r| !r.starts_with(POD_RULE_PREFIX) && !r.contains(TOPDOWN_RULES))
         .collect();
     assert!(records.len() >= 10, "{records:?}");
     check_records(&prom, &records, &fixture_of, &mut failures);
@@ -492,6 +503,212 @@ fn dashboards_and_rules_on_real_prometheus() {
         failures.push(format!("alerts on healthy nodes: {alerts:?}"));
     }
 
+    prom.assert_running();
+    report(&failures);
+}
+
+/// The simulated exporters of `fixtures` (with the fixture of each
+/// address) and a Prometheus scraping them as one job, once every target was
+/// scraped enough for rate() and the recording rule `record` has a series
+/// for `nodes` nodes.
+fn scraping<'a>(
+    fixtures: &[&'a str],
+    dir: &Path,
+    record: &str,
+    nodes: usize,
+) -> (Vec<(&'a str, Server)>, BTreeMap<String, &'a str>, Server) {
+    let exporters: Vec<(&str, Server)> = fixtures
+        .iter()
+        .map(|f| (*f, simulated_exporter(f)))
+        .collect();
+    let fixture_of: BTreeMap<String, &str> = exporters
+        .iter()
+        .map(|(f, s)| (s.addr.clone(), *f))
+        .collect();
+    let targets = exporters.iter().map(|(_, s)| s.addr.clone()).collect();
+    let mut prom = prometheus(dir, &[(JOB, targets)]);
+    warm_up(&mut prom, |prom| {
+        scraped(prom, fixtures.len()).or_else(|| {
+            let got = query(prom, record).len();
+            (got != nodes).then(|| format!("{record} recorded for {got} nodes"))
+        })
+    });
+    (exporters, fixture_of, prom)
+}
+
+/// One selection per exporter (the node dashboard's single `$instance`).
+fn per_node<'a>(exporters: &[(&'a str, Server)]) -> Vec<Selection<'a>> {
+    exporters
+        .iter()
+        .map(|(f, s)| Selection {
+            vars: vec![("instance", regex_escape(&s.addr))],
+            fixtures: vec![*f],
+        })
+        .collect()
+}
+
+/// The proof for top-down: the node dashboard's top-down row and the
+/// top-down recording rules on a real Prometheus scraping the simulated PMU
+/// of intel-hybrid and amd-zen4 (and intel-skx, Arm): every query has
+/// plausible data or an explained absence, each node with slots has every
+/// level-1 share, and the shares add up to 1 (the rules' and the panel's).
+#[test]
+fn topdown_row_and_rules_on_real_prometheus() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (exporters, fixture_of, mut prom) = scraping(
+        &TOPDOWN_FIXTURES,
+        dir.path(),
+        "instance:perf_topdown_retiring:ratio_rate5m",
+        3,
+    );
+    let unavailable = unavailable_of(&prom, &fixture_of);
+
+    let mut failures: Vec<String> = Vec::new();
+    let (panels, _) = load_panels("perf-exporter-node.json");
+    let panels: Vec<Panel> = panels
+        .into_iter()
+        .filter(|p| p.row == TOPDOWN_ROW)
+        .collect();
+    assert_eq!(panels.len(), 2, "top-down row panels");
+    let selections = per_node(&exporters);
+    let checked = check_panels(&prom, &panels, &selections, &unavailable, &mut failures);
+    assert!(
+        checked >= 7 * TOPDOWN_FIXTURES.len(),
+        "only {checked} queries ran"
+    );
+
+    // The panel's shares add up to 1 on each node with slots.
+    let slots_panel = &panels[0];
+    for sel in &selections {
+        let vars: Vec<(&str, &str)> = sel.vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let total: f64 = slots_panel
+            .exprs
+            .iter()
+            .flat_map(|(_, e)| query(&prom, &substitute(e, &vars)))
+            .map(|r| value(&r))
+            .sum();
+        let has_slots = sel.fixtures[0] != "arm-neoverse-n1";
+        if has_slots && (total - 1.0).abs() > 1e-6 {
+            failures.push(format!(
+                "{:?}: the panel's shares add up to {total}",
+                sel.fixtures
+            ));
+        }
+    }
+
+    let records: Vec<String> = records()
+        .into_iter()
+        .filter(|r| r.contains(TOPDOWN_RULES))
+        .collect();
+    assert!(records.len() >= 13, "{records:?}");
+    check_records(&prom, &records, &fixture_of, &mut failures);
+    let sums = query(
+        &prom,
+        &format!("sum by (instance) ({{__name__=~\"{TOPDOWN_SHARES}\"}})"),
+    );
+    let mut summed = BTreeSet::new();
+    for r in &sums {
+        let inst = r["metric"]["instance"].as_str().expect("instance");
+        summed.insert(fixture_of[inst]);
+        if (value(r) - 1.0).abs() > 1e-6 {
+            failures.push(format!(
+                "{}: the recorded shares add up to {}",
+                fixture_of[inst],
+                value(r)
+            ));
+        }
+    }
+    assert_eq!(
+        summed,
+        BTreeSet::from(["intel-hybrid", "amd-zen4", "intel-skx"]),
+        "shares recorded for"
+    );
+    // The simulated pipelines' shares (src/perf/sim/accept.rs): Skylake and
+    // Zen 4 from their raw events; the hybrid's 16 P-cores in 255ths of
+    // 1.2e10 slots/s and its 12 E-cores' own categories of 1e10 slots/s.
+    let (p, e) = (16.0 * 1.2e10, 12.0 * 1.0e10);
+    let hybrid = |p_share: f64, e_share: f64| (p * p_share / 255.0 + e * e_share) / (p + e);
+    for (fixture, shares) in [
+        ("intel-skx", [0.5, 0.2, 0.2, 0.1, f64::NAN]),
+        ("amd-zen4", [0.4, 0.1, 0.2, 0.25, 0.05]),
+        (
+            "intel-hybrid",
+            [
+                hybrid(102.0, 0.4),
+                hybrid(26.0, 0.1),
+                hybrid(51.0, 0.25),
+                hybrid(76.0, 0.25),
+                f64::NAN,
+            ],
+        ),
+    ] {
+        let cats = [
+            "retiring",
+            "bad_speculation",
+            "frontend_bound",
+            "backend_bound",
+            "smt_contention",
+        ];
+        for (cat, want) in cats.iter().zip(shares) {
+            let rec = format!("instance:perf_topdown_{cat}:ratio_rate5m");
+            let got: Vec<f64> = query(&prom, &rec)
+                .iter()
+                .filter(|r| {
+                    fixture_of[r["metric"]["instance"].as_str().expect("instance")] == fixture
+                })
+                .map(value)
+                .collect();
+            let ok = match (want.is_nan(), got.as_slice()) {
+                (true, []) => true,
+                (false, [v]) => (v - want).abs() < 1e-3,
+                _ => false,
+            };
+            if !ok {
+                failures.push(format!("{fixture} {rec}: {got:?}, expected {want}"));
+            }
+        }
+    }
+    let arm_stalls = [
+        (
+            "instance:perf_topdown_frontend_stall_cycles:ratio_rate5m",
+            0.2,
+        ),
+        (
+            "instance:perf_topdown_backend_stall_cycles:ratio_rate5m",
+            0.3,
+        ),
+    ];
+    for (rec, want) in arm_stalls {
+        let got: Vec<f64> = query(&prom, rec).iter().map(value).collect();
+        if got.len() != 1 || (got[0] - want).abs() > 1e-3 {
+            failures.push(format!("arm-neoverse-n1 {rec}: {got:?}, expected {want}"));
+        }
+    }
+    for (share, expected) in [
+        (
+            "instance:perf_topdown_bad_speculation:ratio_rate5m",
+            &["intel-hybrid", "amd-zen4", "intel-skx"][..],
+        ),
+        (
+            "instance:perf_topdown_backend_bound:ratio_rate5m",
+            &["intel-hybrid", "amd-zen4", "intel-skx"],
+        ),
+        (
+            "instance:perf_topdown_smt_contention:ratio_rate5m",
+            &["amd-zen4"],
+        ),
+        (
+            "instance:perf_topdown_frontend_stall_cycles:ratio_rate5m",
+            &["arm-neoverse-n1"],
+        ),
+    ] {
+        let got = fixtures_in(&prom, share, &fixture_of);
+        if got != expected.iter().copied().collect() {
+            failures.push(format!(
+                "{share} recorded for {got:?}, expected {expected:?}"
+            ));
+        }
+    }
     prom.assert_running();
     report(&failures);
 }

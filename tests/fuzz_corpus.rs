@@ -223,6 +223,16 @@ fn dictionary(target: &str) -> &'static [&'static [u8]] {
             b".",
             b"$2y$10$",
         ],
+        "perf_record" => &[
+            b"\x09\x00\x00\x00\x00\x00",
+            b"\x03\x00\x00\x00\x00\x00",
+            b"\x13\x00\x00\x00\x00\x00",
+            b"\x02\x00\x00\x00\x00\x00\x18\x00",
+            b"\x08\x00",
+            b"\x10\x00",
+            b"\x00",
+            b"\xff\xff",
+        ],
         "group_read" => &[
             b"\x00\x00\x00\x00\x00\x00\x00\x00",
             b"\xff\xff\xff\xff\xff\xff\xff\xff",
@@ -328,7 +338,7 @@ fn every_target_has_a_cargo_fuzz_binary_and_a_corpus() {
         );
         assert!(corpus_dir(name).is_dir(), "fuzz/corpus/{name} is missing");
     }
-    assert_eq!(TARGETS.len(), 6);
+    assert_eq!(TARGETS.len(), 7);
 }
 
 #[test]
@@ -374,6 +384,16 @@ fn mutations_event_spec() {
 #[test]
 fn mutations_sysfs() {
     run_mutations("sysfs", 30_000, 0x5eed_0003);
+}
+
+#[test]
+fn corpus_perf_record() {
+    run_corpus("perf_record");
+}
+
+#[test]
+fn mutations_perf_record() {
+    run_mutations("perf_record", 30_000, 0x5eed_0007);
 }
 
 #[test]

@@ -135,7 +135,8 @@ fn compare(name: &str, actual: &str, what: &str) {
 /// The embedded default config on the simulated PMU of `fixture`, on a
 /// manual clock: collected at 0 and again 10 s later, every value exact.
 fn exact(fixture: &str) {
-    let table = PmuTable::discover(&common::fixture(fixture)).expect("fixture");
+    let mut table = PmuTable::discover(&common::fixture(fixture)).expect("fixture");
+    table.read_identities(&common::fixture_procfs(fixture));
     let kernel = Arc::new(SimKernel::with_manual_clock(table.clone()));
     let probe = prober(kernel.as_ref());
     let res = resolve_config(
@@ -173,6 +174,11 @@ fn exact_intel_hybrid() {
 }
 
 #[test]
+fn exact_arm_neoverse_n1() {
+    exact("arm-neoverse-n1");
+}
+
+#[test]
 fn golden_intel_skx() {
     golden("intel-skx");
 }
@@ -199,7 +205,8 @@ fn mask_keeps_exact_values_and_labels_with_spaces() {
 }
 
 /// `check --json` of the embedded default config on each fixture's
-/// simulated PMU must equal `tests/golden/<fixture>.check.json`.
+/// simulated PMU, with the fixture's procfs (CPU identities), must equal
+/// `tests/golden/<fixture>.check.json`.
 #[test]
 fn check_json_per_fixture() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs");
@@ -215,6 +222,7 @@ fn check_json_per_fixture() {
         let f = common::fixture(&fixture).display().to_string();
         let o = std::process::Command::new(common::EXPORTER)
             .args(["check", "--json", "--simulate", "--path.sysfs", &f])
+            .args(common::fixture_procfs_args(&fixture))
             .output()
             .expect("run check");
         let stdout = String::from_utf8_lossy(&o.stdout);

@@ -49,13 +49,14 @@ fn cfg(t: &PmuTable, spec: &str) -> u64 {
 }
 
 /// Every fixture tree.
-const FIXTURES: [&str; 6] = [
+const FIXTURES: [&str; 7] = [
     "intel-skx",
     "intel-client",
     "intel-hybrid",
     "amd-zen3",
     "amd-zen4",
     "vm-no-pmu",
+    "arm-neoverse-n1",
 ];
 
 /// Writes `text` to `root/path`, creating its directories.
@@ -466,6 +467,60 @@ fn amd_zen3_and_zen4() {
     );
 }
 
+/// EXPECTED.md §6: the Arm Neoverse N1 tree.
+#[test]
+fn arm_neoverse_n1() {
+    let mut t = table("arm-neoverse-n1");
+    let all: Vec<u32> = vec![0, 1, 2, 3];
+    assert_eq!(t.topology.online, all);
+    let cores: Vec<&str> = t.core_pmus().iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(cores, ["armv8_pmuv3_0"], "`cpus` makes it the core PMU");
+    let ty = type_of(&t, "armv8_pmuv3_0");
+    // event = config:0-15: a named event's config is its number.
+    for (name, c) in [
+        ("cpu_cycles", 0x11),
+        ("inst_retired", 0x8),
+        ("l1d_cache", 0x4),
+        ("l1d_cache_refill", 0x3),
+        ("l2d_cache", 0x16),
+        ("l2d_cache_refill", 0x17),
+        ("stall_frontend", 0x23),
+        ("stall_backend", 0x24),
+        ("br_mis_pred", 0x10),
+        ("sample_pop", 0x4000),
+    ] {
+        let spec = format!("armv8_pmuv3_0/{name}/");
+        assert_eq!(one(&t, &spec), (ty, c, 0, all.clone()), "{name}");
+    }
+    assert_eq!(cfg(&t, "armv8_pmuv3_*/l2d_cache_refill/"), 0x17);
+    assert_eq!(one(&t, "armv8_pmuv3_0/event=0x11,long=1/").2, 1);
+    assert!(matches!(
+        err(&t, "armv8_pmuv3_0/event=0x10000/"),
+        ResolveError::TooWide { .. }
+    ));
+    // Generic events: available when the PMUv3 event the kernel maps them
+    // to is implemented (shown in events/).
+    assert_eq!(one(&t, "cycles"), (0, 0, 0, all.clone()));
+    assert_eq!(one(&t, "stalled-cycles-backend").1, 8);
+    assert_eq!(one(&t, "L1-dcache-load-misses").1, 0x10000);
+    for hidden in ["branch-instructions", "ref-cycles", "LLC-load-misses"] {
+        let e = err(&t, hidden);
+        assert!(
+            matches!(e, ResolveError::HiddenGeneric { .. }),
+            "{hidden}: {e}"
+        );
+    }
+    assert!(err(&t, "branches")
+        .to_string()
+        .contains("does not offer `pc_write_retired`"));
+    // The identity is the MIDR of the PMU's first CPU; no procfs needed.
+    t.read_identities(Path::new("/nonexistent-procfs"));
+    assert_eq!(
+        t.identity_of("armv8_pmuv3_0").known(),
+        Some("0x00000000413fd0c1")
+    );
+}
+
 #[test]
 fn vm_no_pmu() {
     let t = table("vm-no-pmu");
@@ -696,7 +751,7 @@ fn dram_total_on_every_fixture() {
         .map(|e| (e & 0xff) | 0x38 << 8 | (e >> 8) << 32)
         .collect();
     // (fixture, PMUs, configs): every config on every matching PMU.
-    let expected: [(&str, &str, Vec<u64>); 6] = [
+    let expected: [(&str, &str, Vec<u64>); 7] = [
         ("intel-skx", "uncore_imc", vec![0x304, 0xc04]),
         ("intel-client", "uncore_imc", vec![0x1, 0x2]),
         (
@@ -707,6 +762,7 @@ fn dram_total_on_every_fixture() {
         ("amd-zen4", "amd_umc", vec![0x10a, 0x20a]),
         ("amd-zen3", "amd_df", zen3_df),
         ("vm-no-pmu", "none", vec![]),
+        ("arm-neoverse-n1", "none", vec![]),
     ];
     for (f, pmus, configs) in expected {
         let t = table(f);
@@ -1021,4 +1077,113 @@ fn requires_cpu_guards_alternatives_by_cpu_identity() {
     let why = r.metrics[1].problem().unwrap().to_string();
     assert!(why.starts_with("CPU identity unknown (no "), "{why}");
     assert_eq!(r.metrics[2].status, Status::Resolved);
+}
+
+/// Issue 17: on a hybrid each core PMU has its own identity, read from
+/// the first CPU of its `cpus` file (`cpu_core` CPU 0, `cpu_atom` CPU 16).
+/// Raptor Lake reports one model on both kinds of core, so the fixture's
+/// identities agree; a copy whose E-cores report another model (a
+/// hypothetical part) gives each PMU its own, and a guard then selects
+/// per PMU.
+#[test]
+fn hybrid_core_pmus_have_their_own_identity() {
+    let mut t = table("intel-hybrid");
+    t.read_identities(&procfs("intel-hybrid"));
+    assert_eq!(
+        t.identity_of("cpu_core").known(),
+        Some("GenuineIntel-6-B7-1")
+    );
+    assert_eq!(
+        t.identity_of("cpu_atom").known(),
+        Some("GenuineIntel-6-B7-1")
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(procfs("intel-hybrid").join("cpuinfo")).unwrap();
+    let blocks: Vec<String> = text
+        .split_inclusive("\n\n")
+        .enumerate()
+        .map(|(cpu, b)| {
+            if cpu >= 16 {
+                b.replace("model\t\t: 183", "model\t\t: 190")
+            } else {
+                b.to_string()
+            }
+        })
+        .collect();
+    std::fs::write(tmp.path().join("cpuinfo"), blocks.concat()).unwrap();
+    t.read_identities(tmp.path());
+    assert_eq!(
+        t.identity_of("cpu_core").known(),
+        Some("GenuineIntel-6-B7-1")
+    );
+    assert_eq!(
+        t.identity_of("cpu_atom").known(),
+        Some("GenuineIntel-6-BE-1")
+    );
+    // A metric guarded to the P-core's model is counted on cpu_core only,
+    // and the E-core's skip names the E-core's identity.
+    let yaml = "sets:\n  - name: a\n    events:\n      - metric: p_total\n        event:\n          - event: cycles\n            requires_cpu: 'GenuineIntel-6-B7-.*'\n";
+    let c = Config::parse(yaml, "t.yaml").unwrap();
+    let r = resolve_config(&c, &t, &Context::default(), None);
+    let m = &r.metrics[0];
+    let pmus: Vec<&str> = m.instances.iter().map(|i| i.inst.pmu.as_str()).collect();
+    assert_eq!(pmus, ["cpu_core"], "{m:?}");
+    assert!(
+        m.partial
+            .iter()
+            .any(|p| p.to_string() == "no encoding for CPU GenuineIntel-6-BE-1"),
+        "{:?}",
+        m.partial
+    );
+}
+
+/// Issue 17, Arm: the identity is the whole MIDR, so "this part, any
+/// revision" is a regex with the variant (bits 23:20) and revision (bits
+/// 3:0) digits free, as perf's arm64 mapfile matches `0x00000000410fd0c0`
+/// with those bits zero; "r3p1 or later" lists the later digits. A copy
+/// of the tree with an r3p0 MIDR keeps the first and loses the second.
+#[test]
+fn arm_requires_cpu_matches_part_and_revision_by_regex() {
+    let yaml = "sets:\n  - name: a\n    events:\n      - metric: any_n1_total\n        event:\n          - event: armv8_pmuv3_*/l2d_cache_refill/\n            requires_cpu: '0x0000000041[0-9a-f]fd0c[0-9a-f]'\n      - metric: n1_r3p1_or_later_total\n        event:\n          - event: armv8_pmuv3_*/l2d_cache/\n            requires_cpu: '0x0000000041([4-9a-f]fd0c[0-9a-f]|3fd0c[1-9a-f])'\n";
+    let c = Config::parse(yaml, "t.yaml").unwrap();
+    let mut t = table("arm-neoverse-n1");
+    t.read_identities(Path::new("/nonexistent-procfs"));
+    let r = resolve_config(&c, &t, &Context::default(), None);
+    assert_eq!(r.metrics[0].status, Status::Resolved);
+    assert_eq!(r.metrics[1].status, Status::Resolved);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("sys");
+    copy_tree(&root("arm-neoverse-n1"), &copy);
+    for cpu in 0..4 {
+        write_file(
+            &copy,
+            &format!("devices/system/cpu/cpu{cpu}/regs/identification/midr_el1"),
+            "0x00000000413fd0c0\n",
+        );
+    }
+    let mut t = PmuTable::discover(&copy).unwrap();
+    t.read_identities(Path::new("/nonexistent-procfs"));
+    let r = resolve_config(&c, &t, &Context::default(), None);
+    assert_eq!(r.metrics[0].status, Status::Resolved);
+    let old = &r.metrics[1];
+    assert_eq!(old.status, Status::Unavailable);
+    assert_eq!(
+        old.problem().unwrap().to_string(),
+        "no encoding for CPU 0x00000000413fd0c0"
+    );
+}
+
+/// Copies a fixture tree (plain files and directories).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
 }

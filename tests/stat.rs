@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::tmux::{wait_pane, Session};
 use common::{fixture, EXPORTER};
 use perf_exporter::export::live::FRAME_KEYS;
 use serde_json::Value;
@@ -14,16 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn stat(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(EXPORTER)
-        .arg("--log.level=warn")
-        .args(args)
-        .output()
-        .expect("run perf-exporter");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run_exporter(args)
 }
 
 /// `stat` on the simulated intel-skx.
@@ -208,66 +200,17 @@ fn unknown_metrics_are_refused_with_what_exists() {
     assert!(err.contains("shorter than 10ms"), "{err}");
 }
 
-fn tmux(args: &[&str]) -> String {
-    let out = Command::new("tmux").args(args).output().expect("tmux");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Polls `tmux capture-pane` until `f` holds.
-fn wait_pane(session: &str, what: &str, limit: Duration, f: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        let pane = tmux(&["capture-pane", "-p", "-J", "-S", "-200", "-t", session]);
-        if f(&pane) {
-            return pane;
-        }
-        assert!(Instant::now() < deadline, "{what}: pane:\n{pane}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-struct Session(String);
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = tmux(&["kill-session", "-t", &self.0]);
-    }
-}
-
 #[test]
 fn ctrl_c_prints_the_summary_and_exits_0() {
-    let tmux_ok = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(tmux_ok, "this test needs `tmux` on PATH");
     let f = fixture("intel-skx").display().to_string();
-    let session = Session(format!("live-stat-{}", std::process::id()));
     let cmd = format!(
         "{EXPORTER} --log.level=warn --simulate --path.sysfs {f} stat -I 300ms -e ipc; echo EXIT=$?; sleep 60"
     );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session.0,
-        "-x",
-        "200",
-        "-y",
-        "50",
-        &cmd,
-    ]);
+    let session = Session::start(&format!("live-stat-{}", std::process::id()), &cmd);
     wait_pane(&session.0, "two intervals", Duration::from_secs(20), |p| {
         p.matches(" ipc").count() >= 2
     });
-    tmux(&["send-keys", "-t", &session.0, "C-c"]);
-    let pane = wait_pane(
-        &session.0,
-        "exit after Ctrl-C",
-        Duration::from_secs(10),
-        |p| p.contains("EXIT="),
-    );
-    assert!(pane.contains("EXIT=0"), "{pane}");
+    let pane = session.ctrl_c_exits_0();
     let summary = pane
         .split(" Summary over ")
         .nth(1)

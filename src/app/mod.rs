@@ -9,11 +9,15 @@ mod cgroups;
 mod deadline;
 mod host;
 mod reload;
+mod sampling;
 
 pub use reload::ReloadError;
 mod serve;
 mod stat;
 pub use stat::StatSettings;
+mod top;
+mod top_view;
+pub use top::TopSettings;
 
 use host::Host;
 pub use host::HostSettings;
@@ -53,6 +57,8 @@ pub enum Command {
     },
     /// Counters in the terminal, like `perf stat -a -I`.
     Stat(StatSettings),
+    /// Sampling in the terminal: who the samples go to.
+    Top(TopSettings),
     /// Resolve the config (and validate a web config).
     Check {
         /// JSON output.
@@ -143,6 +149,9 @@ pub enum AppError {
     /// `stat`'s `-e` names nothing known.
     #[error("{0}")]
     Stat(String),
+    /// `top` cannot sample (its `-e`, `-C`, or every CPU refused).
+    #[error("top: {0}")]
+    Top(String),
     /// A report could not be written as JSON.
     #[error("cannot encode the report as JSON: {0}")]
     Json(serde_json::Error),
@@ -203,6 +212,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
     match s.command {
         Command::Serve(web) => serve::serve(s.host, *web).map(|()| Output::ok(String::new())),
         Command::Stat(st) => stat::stat(s.host, st).map(|()| Output::ok(String::new())),
+        Command::Top(t) => top::top(s.host, t).map(|()| Output::ok(String::new())),
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
             let probe = h.kernel.as_deref().map(prober);
@@ -232,7 +242,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             if h.kernel.is_some() {
                 crate::report::diagnose(&mut res, &Privilege::detect(&s.host.procfs), true);
             }
-            let mut r = CheckReport::new(&res);
+            let mut r = CheckReport::new(&res).with_identities(&h.table);
             if let Some(c) = &cfg.cgroups {
                 let found = crate::cgroup::discover(&s.host.procfs, s.host.cgroupfs.as_deref(), c);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));

@@ -79,6 +79,8 @@ pub(super) struct Loaded {
     pub res: Resolution,
     /// The `cgroups:` section.
     pub cgroups: Option<CgroupsConfig>,
+    /// The `sampling:` section (applied at start-up only).
+    pub sampling: Option<crate::config::sampling::SamplingConfig>,
 }
 
 /// Reads and resolves everything a (re)load needs. `table` is the PMU
@@ -145,6 +147,7 @@ pub(super) fn load(
         table,
         res,
         cgroups: cfg.cgroups.clone(),
+        sampling: cfg.sampling.clone(),
     })
 }
 
@@ -240,6 +243,7 @@ impl Job {
         let totals = e.totals();
         let cg_totals = e.cgroups().map(|c| c.totals());
         let old_problems = e.problems();
+        let sampled = e.set_sampled(None);
         *e = Engine::new(
             self.kernel.clone(),
             table.clone(),
@@ -257,6 +261,7 @@ impl Job {
         {
             tracing::error!(error = %e, "per-workload counting is off after this reload");
         }
+        ne.set_sampled(sampled);
         // Only what changed: the rest was logged at start or last reload.
         for (metric, reason) in ne.problems() {
             if !old_problems.contains(&(metric.clone(), reason.clone())) {

@@ -205,6 +205,8 @@ async fn start(
     log_engine(&engine, privilege.as_ref());
     let cgroups = p.loaded.cgroups.as_ref();
     super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None)?;
+    let sampling = p.loaded.sampling.as_ref();
+    let _sampling = super::sampling::attach(&mut engine, &p.kernel, &p.host, sampling, &src.host);
     if !engine.counting() {
         return Err(AppError::NothingToCount(nothing_to_count(
             &engine,

@@ -9,7 +9,7 @@
 
 mod otlp;
 
-use crate::app::{Command, HostSettings, Settings, StatSettings, WebSettings};
+use crate::app::{Command, HostSettings, Settings, StatSettings, TopSettings, WebSettings};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -226,6 +226,8 @@ enum Cmd {
         )]
         select: Vec<String>,
     },
+    /// Sampling in the terminal, like `perf top` by process: who the samples of an event go to (process, thread, cgroup or pod), refreshed; lost and throttled records shown; a summary at the end (also on Ctrl-C).
+    Top(Box<TopArgs>),
     /// Resolve the config and report each metric's winning event (and validate --web.config.file, when given).
     Check {
         /// JSON output.
@@ -314,6 +316,7 @@ impl Args {
                 }),
                 None,
             ),
+            Some(Cmd::Top(t)) => (Command::Top(t.settings()), None),
             Some(Cmd::Serve(s)) => s.command(),
             None => self.serve.command(),
         };
@@ -330,6 +333,86 @@ impl Args {
         };
         Settings { host, command }
     }
+}
+
+/// `top`'s flags.
+#[derive(Debug, clap::Args)]
+struct TopArgs {
+    /// Samples per second on each CPU.
+    #[arg(short = 'F', long = "freq", default_value = "99", value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    freq: u64,
+    /// A sample every PERIOD events instead of -F.
+    #[arg(short = 'c', long = "period", value_name = "PERIOD", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "freq")]
+    period: Option<u64>,
+    /// Stop after DURATION, e.g. 10s (default: at Ctrl-C).
+    #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = crate::duration::parse)]
+    duration: Option<Duration>,
+    /// Refresh every INTERVAL.
+    #[arg(short = 'I', long = "interval", default_value = "1s", value_name = "INTERVAL", value_parser = stat_interval)]
+    interval: Duration,
+    /// The event to sample (default: cycles, or cpu-clock without a hardware PMU).
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    event: Option<String>,
+    /// What samples are attributed to.
+    #[arg(long = "by", default_value = "process", value_parser = ["process", "thread", "cgroup", "pod"])]
+    by: String,
+    /// One JSON object per refresh, then `{"summary": ...}`.
+    #[arg(long)]
+    json: bool,
+    /// Data pages of each CPU's ring (a power of two).
+    #[arg(long = "ring-pages", default_value_t = crate::perf::ring::DEFAULT_RING_PAGES, value_name = "N", value_parser = ring_pages)]
+    ring_pages: usize,
+    /// Only these CPUs, e.g. 0,2-3.
+    #[arg(short = 'C', long = "cpu", value_name = "CPUS", value_parser = cpu_list)]
+    cpus: Option<CpuList>,
+    /// Rows of the table.
+    #[arg(short = 'n', long = "rows", default_value = "20", value_name = "N")]
+    rows: usize,
+}
+
+impl TopArgs {
+    fn settings(&self) -> TopSettings {
+        use crate::engine::sample::By;
+        TopSettings {
+            freq: self.freq,
+            period: self.period,
+            duration: self.duration,
+            interval: self.interval,
+            event: self.event.clone(),
+            by: match self.by.as_str() {
+                "thread" => By::Thread,
+                "cgroup" => By::Cgroup,
+                "pod" => By::Pod,
+                _ => By::Process,
+            },
+            json: self.json,
+            ring_pages: self.ring_pages,
+            cpus: self.cpus.clone().map(|c| c.0),
+            rows: self.rows,
+        }
+    }
+}
+
+/// `--ring-pages`: a power of two from 1 to 65536.
+fn ring_pages(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("`{s}`: {e}"))?;
+    if n == 0 || !n.is_power_of_two() || n > 65536 {
+        return Err(format!(
+            "`{s}` is not a power of two from 1 to 65536 (1, 2, 4, 8, ...)"
+        ));
+    }
+    Ok(n)
+}
+
+/// A CPU list flag's value.
+#[derive(Debug, Clone)]
+struct CpuList(Vec<u32>);
+
+/// `-C`: a CPU list (`0,2-3`).
+fn cpu_list(s: &str) -> Result<CpuList, String> {
+    crate::pmu::format::parse_cpu_list(s)
+        .map(CpuList)
+        .map_err(|e| format!("`{s}`: {e}"))
 }
 
 /// `-I` of `stat`: a duration of at least 10ms (as `perf stat -I`).

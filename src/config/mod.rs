@@ -29,6 +29,7 @@
 pub mod cgroups;
 mod names;
 mod raw;
+pub mod sampling;
 
 pub use names::valid_syntax as valid_metric_name;
 use raw::{RawAlternative, RawConfig, RawMetric, RawSet};
@@ -84,6 +85,8 @@ pub struct Config {
     pub sets: Vec<SetConfig>,
     /// Per-workload counting (`cgroups:`), when configured.
     pub cgroups: Option<cgroups::CgroupsConfig>,
+    /// Sampled attribution (`sampling:`), when configured.
+    pub sampling: Option<sampling::SamplingConfig>,
 }
 
 /// One set: opened as one perf group per CPU, or per uncore PMU instance.
@@ -275,6 +278,7 @@ impl Config {
         Self::parse(DEFAULT_CONFIG, "<default>").unwrap_or(Config {
             sets: Vec::new(),
             cgroups: None,
+            sampling: None,
         })
     }
 
@@ -332,7 +336,15 @@ impl Config {
             }
             None => None,
         };
-        Ok(Config { sets: out, cgroups })
+        let sampling = match raw.sampling {
+            Some(s) => Some(sampling::convert(s, &invalid)?),
+            None => None,
+        };
+        Ok(Config {
+            sets: out,
+            cgroups,
+            sampling,
+        })
     }
 
     /// Sums every set over CPUs, as if each had `per_cpu: false`

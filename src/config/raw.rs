@@ -13,6 +13,9 @@ pub(super) struct RawConfig {
     /// The per-workload section, if any.
     #[serde(default)]
     pub cgroups: Option<Spanned<super::cgroups::RawCgroups>>,
+    /// Sampled attribution, if any.
+    #[serde(default)]
+    pub sampling: Option<super::sampling::RawSampling>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -6,7 +6,8 @@
 //!   (PMU, CPU): core and software PMUs on every CPU they cover, uncore
 //!   PMUs once per instance on each CPU of their `cpumask`. Hybrid core
 //!   PMUs get separate groups (a group never mixes `cpu_core` and
-//!   `cpu_atom`).
+//!   `cpu_atom`). Intel "perf metrics" groups (`slots` and `topdown-*`)
+//!   are led by `slots`, as the kernel requires (see `plan.rs`).
 //! * **Reads** (`read.rs`). One `read()` per group returns every
 //!   member's raw count with the group's `time_enabled` and
 //!   `time_running`. That is the whole cost of a collection on the kernel
@@ -66,6 +67,7 @@ mod open;
 mod plan;
 mod read;
 mod runtime;
+pub mod sample;
 mod totals;
 
 pub use budget::{open_with_reserve, open_with_reserve_for};
@@ -245,6 +247,20 @@ pub struct Engine {
     parked: Totals,
     /// Per-workload counting, when a `cgroups:` section asks for it.
     cgroups: Option<cgroup::CgroupCounting>,
+    /// Sampled attribution's families (`sampling:`), added to snapshots.
+    sampled: Option<Arc<sample::SampledFamilies>>,
+}
+
+impl Engine {
+    /// Adds sampled attribution's families to every snapshot (`None`:
+    /// stop); returns the previous source, so a reload can hand it to the
+    /// new engine.
+    pub fn set_sampled(
+        &mut self,
+        s: Option<Arc<sample::SampledFamilies>>,
+    ) -> Option<Arc<sample::SampledFamilies>> {
+        std::mem::replace(&mut self.sampled, s)
+    }
 }
 
 fn mask_of(online: &[u32]) -> Vec<bool> {
@@ -312,6 +328,7 @@ impl Engine {
             online_reads: 0,
             parked: Totals::default(),
             cgroups: None,
+            sampled: None,
         };
         // Start listening for hotplug before reading the online list, so a
         // change in between is not missed.

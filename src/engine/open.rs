@@ -234,7 +234,8 @@ impl Engine {
         self.refresh();
     }
 
-    /// Splits a group that never runs into single-event groups.
+    /// Splits a group that never runs into single-event groups (a
+    /// perf-metrics `slots` leader keeps its metric events).
     pub(super) fn split_group(&mut self, idx: usize) {
         let g = self.groups.remove(idx);
         tracing::warn!(set = g.key.set, pmu = %g.key.pmu, cpu = g.key.cpu, members = g.members.len(),
@@ -252,13 +253,13 @@ impl Engine {
         let key = g.key.clone();
         close_group(g);
         self.begin_opening();
-        for plan in plans {
+        for unit in super::plan::split_units(&self.table, plans) {
             let gs = self.open_group(
                 GroupKey {
                     split: k,
                     ..key.clone()
                 },
-                vec![plan],
+                unit,
             );
             k += gs.len().max(1);
             self.groups.extend(gs);

@@ -1,11 +1,69 @@
 //! Planning: which groups the resolution needs on the CPUs online now,
 //! their members, their label sets, and the export order of label sets.
+//!
+//! # Intel "perf metrics" groups (top-down level 1)
+//!
+//! Intel Ice Lake and later (and `cpu_core` on hybrid parts) count the
+//! top-down level-1 categories in hardware: fixed counter 3 counts the
+//! pipeline's `slots`, and the `PERF_METRICS` register holds, per
+//! category, an 8-bit fraction of them (0xff = all). The kernel exposes
+//! them as the sysfs events `slots` (`event=0x00,umask=0x4`) and
+//! `topdown-retiring`, `-bad-spec`, `-fe-bound`, `-be-bound` (umask 0x80
+//! to 0x83; 0x84 to 0x87 are the level-2 ones), and it enforces
+//! (`arch/x86/events/intel/core.c`, `intel_pmu_hw_config`):
+//!
+//! * a metric event (`is_metric_event`: event code 0, umask 0x80 up to
+//!   `INTEL_TD_METRIC_MAX`) opens only inside a group whose **leader is
+//!   `slots`** (`is_slots_event(leader)`), else `perf_event_open` fails
+//!   with `EINVAL`; it cannot sample, and the leader may not sample either;
+//! * a metric event's count is not a counter of its own: when the group is
+//!   updated (a read, a context switch) the kernel takes the slots count of
+//!   fixed counter 3 and the metric's byte of `PERF_METRICS` and adds to
+//!   the event the growth of `slots * byte / 0xff` since its last update
+//!   (`icl_get_metrics_event_value`, `__icl_update_topdown_event`; the
+//!   first kernels cleared both registers at every read instead). So the
+//!   value `read()` returns for `topdown-retiring` is already a count of
+//!   **slots**, accumulating like any counter, and the four level-1 values
+//!   add up to the slots count up to the truncation of four 8-bit
+//!   fractions (`mul_u64_u32_div` rounds down: a few slots short).
+//!   They are read, scaled for multiplexing and made monotonic exactly
+//!   like every other member: nothing about them is special once the group
+//!   is built.
+//!
+//! The perf tool sorts such groups the same way (`arch_evlist__cmp` in
+//! `tools/perf/arch/x86/util/evlist.c`): `slots` first, then the metric
+//! events, then the rest. [`Engine::plan`] does it too, whatever the order
+//! of the metrics in the YAML ([`topdown_rank`]); and a group split for
+//! never being scheduled keeps `slots` and its metric events together
+//! (`open.rs`). Which PMU has perf metrics is read from sysfs: the kernel
+//! lists a `slots` event only on core PMUs with the feature (the perf
+//! tool's `topdown_sys_has_perf_metrics` relies on the same fact). The
+//! `topdown-*` events of `cpu_atom` (Gracemont) are ordinary counters
+//! (`event=0x71..0x74,0xc2`) and need no leader.
 
 use super::{Engine, GroupKey, MemberPlan};
 use crate::perf::EventAttr;
 use crate::pmu::{PmuTable, Scope};
 use crate::resolve::chain::Status;
 use std::collections::BTreeMap;
+
+/// Where an event goes in its group: 0 for the perf-metrics `slots`
+/// event (the leader the kernel requires), 1 for a metric event
+/// (`topdown-*` on a perf-metrics PMU), 2 for anything else. Only a raw
+/// encoding on a core PMU whose sysfs lists `slots` can rank below 2.
+pub(super) fn topdown_rank(table: &PmuTable, attr: &EventAttr) -> u8 {
+    let perf_metrics = table
+        .get(&attr.pmu)
+        .is_some_and(|p| p.type_ == attr.type_ && p.events.contains_key("slots"));
+    if !perf_metrics {
+        return 2;
+    }
+    match crate::perf::abi::intel_topdown(attr.config[0]) {
+        Some(true) => 0,
+        Some(false) => 1,
+        None => 2,
+    }
+}
 
 /// The labels of a series: `pmu` and `socket` for uncore PMUs (plus `cpu`
 /// when several CPUs of one socket count the PMU), `cpu` for core and
@@ -57,6 +115,32 @@ pub(super) fn label_order(l: &[(&'static str, String)]) -> Vec<(String, u64, Str
             }
         })
         .collect()
+}
+
+/// Cuts a group's members into the groups a split opens: one per member,
+/// except that a perf-metrics `slots` leader keeps the metric events that
+/// follow it (the kernel refuses them in any other group).
+pub(super) fn split_units(table: &PmuTable, plans: Vec<MemberPlan>) -> Vec<Vec<MemberPlan>> {
+    let mut out: Vec<Vec<MemberPlan>> = Vec::new();
+    for p in plans {
+        let metric = topdown_rank(table, &p.attr) == 1;
+        match out.last_mut() {
+            Some(unit) if metric && topdown_rank(table, &unit[0].attr) == 0 => unit.push(p),
+            _ => out.push(vec![p]),
+        }
+    }
+    out
+}
+
+/// Whether a group is a perf-metrics unit (`slots` and its metric events
+/// only): splitting it cannot help.
+pub(super) fn is_one_unit<'a>(
+    table: &PmuTable,
+    mut attrs: impl Iterator<Item = &'a EventAttr>,
+) -> bool {
+    attrs
+        .next()
+        .is_some_and(|l| topdown_rank(table, l) == 0 && attrs.all(|a| topdown_rank(table, a) == 1))
 }
 
 impl Engine {
@@ -131,6 +215,10 @@ impl Engine {
                 }
             }
         }
+        for members in plan.values_mut() {
+            // Stable: the YAML order is kept within each rank.
+            members.sort_by_key(|m| topdown_rank(&self.table, &m.attr));
+        }
         plan
     }
 }
@@ -138,6 +226,154 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::perf::sim::SimKernel;
+    use crate::resolve::chain::resolve_config;
+    use crate::resolve::Context;
+    use std::sync::Arc;
+
+    /// `slots` leads its group (then the metric events, then the rest)
+    /// whatever the YAML order, and the simulated kernel, which refuses a
+    /// metric event under any other leader, opens every member.
+    /// The slots group in YAML order that puts it last, on the hybrid
+    /// fixture's simulated PMU (`setup` runs before anything opens).
+    fn hybrid_topdown(setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs/intel-hybrid");
+        let table = PmuTable::discover(&root).unwrap();
+        let yaml = r#"
+sets:
+  - name: td
+    events:
+      - { metric: perf_cycles_total, event: "core/cpu-cycles/" }
+      - { metric: perf_td_retiring_total, event: "core/topdown-retiring/" }
+      - { metric: perf_td_be_total, event: "core/topdown-be-bound/" }
+      - { metric: perf_td_slots_total, event: "core/slots/" }
+"#;
+        let cfg = Config::parse(yaml, "t.yaml").unwrap();
+        let k = Arc::new(SimKernel::with_manual_clock(table.clone()));
+        let res = {
+            let p = crate::probe::prober(k.as_ref());
+            resolve_config(&cfg, &table, &Context::default(), Some(&p))
+        };
+        setup(&k);
+        let e = Engine::new(k.clone(), table, res);
+        (k, e)
+    }
+
+    /// A perf-metrics group that is never scheduled is split once (the
+    /// other events go on their own, `slots` keeps its metric events) and
+    /// then reported unschedulable, not split again and again.
+    #[test]
+    fn an_unschedulable_perf_metrics_unit_is_reported_not_resplit() {
+        let (k, mut e) = hybrid_topdown(|k| k.set_group_never_runs("cpu_core", true));
+        let mut groups = Vec::new();
+        for _ in 0..6 {
+            k.advance(1_000_000_000);
+            e.collect();
+            groups.push(e.open_groups());
+        }
+        // After the split: per P-core, the unit and cycles alone.
+        assert_eq!(groups[5], groups[3], "{groups:?}");
+        let per_core = 16 * 2 + 12;
+        assert_eq!(groups[5], per_core, "{groups:?}");
+        let problems = e.problems();
+        for m in [
+            "perf_td_slots_total",
+            "perf_td_retiring_total",
+            "perf_td_be_total",
+        ] {
+            assert!(
+                problems
+                    .iter()
+                    .any(|(n, p)| n == m && p.code() == "unschedulable"),
+                "{m}: {problems:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn perf_metrics_groups_put_slots_first() {
+        let (_k, e) = hybrid_topdown(|_| ());
+        let plan = e.plan();
+        let order = |pmu: &str, cpu: u32| -> Vec<String> {
+            let (_, members) = plan
+                .iter()
+                .find(|(g, _)| g.pmu == pmu && g.cpu == cpu)
+                .unwrap();
+            members.iter().map(|m| m.attr.event.clone()).collect()
+        };
+        assert_eq!(
+            order("cpu_core", 0),
+            [
+                "core/slots/",
+                "core/topdown-retiring/",
+                "core/topdown-be-bound/",
+                "core/cpu-cycles/"
+            ]
+        );
+        // cpu_atom has no `slots`: its topdown-* are ordinary counters
+        // and keep the YAML order.
+        assert_eq!(
+            order("cpu_atom", 16),
+            [
+                "core/cpu-cycles/",
+                "core/topdown-retiring/",
+                "core/topdown-be-bound/"
+            ]
+        );
+        // One group per (PMU, CPU), every member open, nothing refused
+        // (cpu_atom's lack of `slots` is a resolution fact, not a refusal).
+        assert_eq!(e.open_fds(), e.planned_fds());
+        let refused: Vec<_> = e
+            .problems()
+            .into_iter()
+            .filter(|(_, p)| p.open().is_some())
+            .collect();
+        assert!(refused.is_empty(), "{refused:?}");
+    }
+
+    /// A split of a never-scheduled group keeps `slots` with its metric
+    /// events (alone the kernel refuses them), and such a unit is never
+    /// split again (else it would be re-split at every other collection).
+    #[test]
+    fn a_split_keeps_the_perf_metrics_unit() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs/intel-hybrid");
+        let table = PmuTable::discover(&root).unwrap();
+        let member = |config: u64| MemberPlan {
+            metric: 0,
+            attr: EventAttr {
+                type_: 4,
+                config: [config, 0, 0, 0],
+                event: format!("{config:#x}"),
+                pmu: "cpu_core".into(),
+            },
+            scale: 1.0,
+            snapshot: false,
+            series: (0, Vec::new()),
+        };
+        let plans: Vec<MemberPlan> = [0x400, 0x8000, 0x8300, 0x3c]
+            .into_iter()
+            .map(member)
+            .collect();
+        let units = split_units(&table, plans.clone());
+        let shape: Vec<usize> = units.iter().map(Vec::len).collect();
+        assert_eq!(shape, [3, 1]);
+        assert!(is_one_unit(&table, units[0].iter().map(|m| &m.attr)));
+        assert!(!is_one_unit(&table, plans.iter().map(|m| &m.attr)));
+        assert!(!is_one_unit(&table, units[1].iter().map(|m| &m.attr)));
+        // The same encodings on cpu_atom (no perf metrics) split one by one.
+        let atom: Vec<MemberPlan> = plans
+            .into_iter()
+            .map(|mut m| {
+                m.attr.pmu = "cpu_atom".into();
+                m.attr.type_ = 10;
+                m
+            })
+            .collect();
+        assert_eq!(split_units(&table, atom).len(), 4);
+    }
 
     fn l(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
         pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()

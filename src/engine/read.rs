@@ -199,7 +199,8 @@ impl Engine {
     }
 
     /// A group that was enabled but never on the PMU: the second time, split
-    /// it (or, alone, report its event as unschedulable).
+    /// it (or, alone or a perf-metrics unit, report its events as
+    /// unschedulable).
     fn never_ran(&mut self, g: &mut Group, d_en: u64, seen: &mut Seen) {
         if d_en == 0 {
             return;
@@ -208,19 +209,22 @@ impl Engine {
         if g.never_ran < 2 {
             return;
         }
-        if g.members.len() > 1 {
+        let unit = super::plan::is_one_unit(&self.table, g.members.iter().map(|m| &m.plan.attr));
+        if g.members.len() > 1 && !unit {
             g.split = true;
             seen.split = true;
         } else {
-            let m = &g.members[0];
-            self.unschedulable.insert(
-                m.plan.metric,
-                Problem::Unschedulable {
-                    event: m.plan.attr.event.clone(),
-                    pmu: m.plan.attr.pmu.clone(),
-                    cpu: g.key.cpu,
-                },
-            );
+            // One event, or a perf-metrics unit (each of its events).
+            for m in &g.members {
+                self.unschedulable.insert(
+                    m.plan.metric,
+                    Problem::Unschedulable {
+                        event: m.plan.attr.event.clone(),
+                        pmu: m.plan.attr.pmu.clone(),
+                        cpu: g.key.cpu,
+                    },
+                );
+            }
         }
     }
 

@@ -222,6 +222,9 @@ impl Engine {
         families.push(self.unavailable_info());
         self.time_families(&mut families);
         self.cgroup_families(&mut families);
+        if let Some(s) = &self.sampled {
+            families.extend(s.families());
+        }
         Snapshot { families }
     }
 

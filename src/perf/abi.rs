@@ -117,10 +117,66 @@ pub const FORMAT_ID: u64 = b::PERF_FORMAT_ID as u64;
 /// `PERF_FORMAT_GROUP`.
 pub const FORMAT_GROUP: u64 = b::PERF_FORMAT_GROUP as u64;
 
+/// `PERF_SAMPLE_TID`: a sample carries `u32 pid, tid`.
+pub const SAMPLE_TID: u64 = b::PERF_SAMPLE_TID as u64;
+/// `PERF_SAMPLE_TIME`: `u64 time`.
+pub const SAMPLE_TIME: u64 = b::PERF_SAMPLE_TIME as u64;
+/// `PERF_SAMPLE_READ`: a `read_format` block.
+pub const SAMPLE_READ: u64 = b::PERF_SAMPLE_READ as u64;
+/// `PERF_SAMPLE_ID`: `u64 id`.
+pub const SAMPLE_ID: u64 = b::PERF_SAMPLE_ID as u64;
+/// `PERF_SAMPLE_CPU`: `u32 cpu, res`.
+pub const SAMPLE_CPU: u64 = b::PERF_SAMPLE_CPU as u64;
+/// `PERF_SAMPLE_PERIOD`: `u64 period`.
+pub const SAMPLE_PERIOD: u64 = b::PERF_SAMPLE_PERIOD as u64;
+/// `PERF_SAMPLE_IDENTIFIER`: `u64 id`, first.
+pub const SAMPLE_IDENTIFIER: u64 = b::PERF_SAMPLE_IDENTIFIER as u64;
+/// `PERF_SAMPLE_CGROUP` (Linux ≥ 5.7): `u64 cgroup id`.
+pub const SAMPLE_CGROUP: u64 = b::PERF_SAMPLE_CGROUP as u64;
+/// `PERF_FORMAT_LOST` (Linux ≥ 6.0): a `u64 lost` after each id.
+pub const FORMAT_LOST: u64 = b::PERF_FORMAT_LOST as u64;
+
+/// `PERF_RECORD_LOST`: `u64 id, lost`.
+pub const RECORD_LOST: u32 = b::PERF_RECORD_LOST;
+/// `PERF_RECORD_COMM`: `u32 pid, tid; char comm[]`.
+pub const RECORD_COMM: u32 = b::PERF_RECORD_COMM;
+/// `PERF_RECORD_EXIT`: `u32 pid, ppid, tid, ptid; u64 time`.
+pub const RECORD_EXIT: u32 = b::PERF_RECORD_EXIT;
+/// `PERF_RECORD_THROTTLE`: `u64 time, id, stream_id`.
+pub const RECORD_THROTTLE: u32 = b::PERF_RECORD_THROTTLE;
+/// `PERF_RECORD_UNTHROTTLE`: as `THROTTLE`.
+pub const RECORD_UNTHROTTLE: u32 = b::PERF_RECORD_UNTHROTTLE;
+/// `PERF_RECORD_FORK`: as `EXIT`.
+pub const RECORD_FORK: u32 = b::PERF_RECORD_FORK;
+/// `PERF_RECORD_SAMPLE`: the fields of `sample_type`, in ABI order.
+pub const RECORD_SAMPLE: u32 = b::PERF_RECORD_SAMPLE;
+/// `PERF_RECORD_CGROUP` (Linux ≥ 5.7): `u64 id; char path[]`.
+pub const RECORD_CGROUP: u32 = b::PERF_RECORD_CGROUP;
+
 /// `PERF_FLAG_FD_CLOEXEC`.
 pub const FLAG_FD_CLOEXEC: u64 = b::PERF_FLAG_FD_CLOEXEC as u64;
 /// `PERF_FLAG_PID_CGROUP`: `pid` is a cgroup directory's fd.
 pub const FLAG_PID_CGROUP: u64 = b::PERF_FLAG_PID_CGROUP as u64;
+
+/// `INTEL_ARCH_EVENT_MASK`: an Intel core event's code and unit mask.
+const INTEL_ARCH_EVENT_MASK: u64 = 0xffff;
+/// `INTEL_TD_SLOTS`: the perf-metrics `slots` event (`event=0x00,umask=0x4`).
+pub const INTEL_TD_SLOTS: u64 = 0x0400;
+
+/// What an Intel core encoding is to the kernel's perf-metrics rules
+/// (`arch/x86/events/perf_event.h`, `is_topdown_event`): `Some(true)` for
+/// `slots`, `Some(false)` for a metric event (event code 0, unit mask from
+/// `INTEL_TD_METRIC_RETIRING` 0x80 to `INTEL_TD_METRIC_MAX` 0x87, the
+/// `topdown-*` sysfs events), `None` for anything else. It applies only on
+/// a core PMU with the perf-metrics feature (one whose sysfs lists
+/// `slots`); the caller checks that.
+pub fn intel_topdown(config: u64) -> Option<bool> {
+    match config & INTEL_ARCH_EVENT_MASK {
+        INTEL_TD_SLOTS => Some(true),
+        c if c & 0xff == 0 && (0x80..=0x87).contains(&(c >> 8)) => Some(false),
+        _ => None,
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -146,5 +202,25 @@ mod tests {
             0xf
         );
         assert_eq!((FLAG_FD_CLOEXEC, FLAG_PID_CGROUP), (8, 4));
+        assert_eq!(
+            (SAMPLE_TID, SAMPLE_PERIOD, SAMPLE_CGROUP, FORMAT_LOST),
+            (2, 256, 1 << 21, 16)
+        );
+        assert_eq!((RECORD_LOST, RECORD_SAMPLE, RECORD_CGROUP), (2, 9, 19));
+    }
+
+    #[test]
+    fn intel_topdown_encodings() {
+        // The sysfs strings of cpu_core (tests/fixtures intel-hybrid).
+        assert_eq!(intel_topdown(0x0400), Some(true));
+        for retiring_to_mem_bound in [0x8000, 0x8100, 0x8300, 0x8700] {
+            assert_eq!(intel_topdown(retiring_to_mem_bound), Some(false));
+        }
+        // cpu_atom's topdown-retiring (event=0xc2), cycles, a umask past
+        // the metrics, and the hybrid extended type in bits 32-63.
+        for other in [0xc2, 0x3c, 0x8800, 0x8001, 0x0000_000a_0000_0000] {
+            assert_eq!(intel_topdown(other), None);
+        }
+        assert_eq!(intel_topdown(0x0000_0004_0000_8200), Some(false));
     }
 }

@@ -28,6 +28,10 @@
 //!   level 0 upwards), in a per-CPU array at `slot * MAX_EVENTS + k`. User
 //!   space assigns the slots (a hash map: cgroup id → slot), which bounds
 //!   the maps and makes reclaiming a removed cgroup's entry one delete.
+//!   The owner slots found for a cgroup are cached per CPU (16 entries,
+//!   direct-mapped by cgroup id) with the version of `slots` they were
+//!   found at; user space bumps `slots_version` after every change, so the
+//!   walk of the ancestors runs only for a cgroup new to the CPU's cache.
 //! * At every read user space runs `on_switch` on each online CPU with
 //!   `BPF_PROG_TEST_RUN` (`BPF_F_TEST_RUN_ON_CPU`: an IPI runs it there),
 //!   so the time of the cgroup running since its last switch is charged.
@@ -146,6 +150,10 @@ pub struct BpfCounter {
     events: Vec<MapData>,
     generation: Array<MapData, CpuCounters>,
     slots: HashMap<MapData, u64, u32>,
+    /// Bumped after every change of `slots` (the program caches the owners
+    /// it found per cgroup and version).
+    slots_version: Array<MapData, u64>,
+    version: u64,
     counts: PerCpuArray<MapData, Charged>,
     /// Possible CPUs (the per-CPU maps' width).
     possible: u32,
@@ -206,12 +214,16 @@ impl BpfCounter {
         };
         let generation = Array::try_from(take("generation")?).map_err(map_err("generation", 0))?;
         let slots = HashMap::try_from(take("slots")?).map_err(map_err("slots", 0))?;
+        let slots_version =
+            Array::try_from(take("slots_version")?).map_err(map_err("slots_version", 0))?;
         let counts = PerCpuArray::try_from(take("counts")?).map_err(map_err("counts", 0))?;
         Ok(BpfCounter {
             ebpf,
             events,
             generation,
             slots,
+            slots_version,
+            version: 0,
             counts,
             possible,
             max_slots,
@@ -247,8 +259,9 @@ impl BpfCounter {
 
     /// Descriptors of the program, its link and maps.
     pub fn fds(&self) -> usize {
-        // events<k>, last, generation, slots, counts, the program, the link.
-        MAX_EVENTS as usize + 5 + usize::from(self.link.is_some())
+        // events<k>, last, generation, slots, slots_version, owners, counts,
+        // the program, the link.
+        MAX_EVENTS as usize + 7 + usize::from(self.link.is_some())
     }
 
     /// Puts `counter` as the `k`-th counter of `cpu`. It must be a live
@@ -312,12 +325,25 @@ impl BpfCounter {
                 .set(key, zeros, 0)
                 .map_err(map_err("counts", key.into()))?;
         }
-        self.slots.insert(id, slot, 0).map_err(map_err("slots", id))
+        self.slots
+            .insert(id, slot, 0)
+            .map_err(map_err("slots", id))?;
+        self.bump_version()
     }
 
-    /// Stops charging the cgroup `id` (its slot may be reassigned later).
+    /// Stops charging the cgroup `id` (its slot may be reassigned later,
+    /// by [`Self::assign`], which bumps the version again).
     pub fn release(&mut self, id: u64) {
         let _ = self.slots.remove(&id);
+        let _ = self.bump_version();
+    }
+
+    /// Makes the program forget the owners it cached: `slots` changed.
+    fn bump_version(&mut self) -> Result<(), BpfError> {
+        self.version = self.version.wrapping_add(1);
+        self.slots_version
+            .set(0, self.version, 0)
+            .map_err(map_err("slots_version", 0))
     }
 
     /// Charges the time since the last switch on `cpu` to the cgroup

@@ -124,6 +124,14 @@ impl Kernel for LiveKernel {
         parse_group_read(&buf[..n], out).map_err(|_| libc::EIO)
     }
 
+    fn sys_open_sampler(
+        &self,
+        spec: &super::SampleSpec,
+        cpu: u32,
+    ) -> Result<super::Sampler, super::ring_open::OpenStep> {
+        super::ring_open::open_live(spec, cpu)
+    }
+
     fn hotplug_generation(&self) -> Option<u64> {
         self.hotplug
             .get_or_init(|| match UeventWatcher::start() {

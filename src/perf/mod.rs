@@ -21,10 +21,16 @@ pub mod cgroup;
 pub mod hotplug;
 #[allow(unsafe_code)]
 pub mod live;
+pub mod record;
+#[allow(unsafe_code)]
+pub mod ring;
+#[allow(unsafe_code)]
+pub mod ring_open;
 pub mod sim;
 
 use crate::problem::{OpenFailure, Problem};
 pub use cgroup::{CgroupHandle, CgroupOpenError};
+pub use ring_open::{SampleRate, SampleSpec, Sampler};
 use std::fmt;
 
 /// `PERF_FORMAT_TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID | GROUP`.
@@ -298,6 +304,26 @@ pub trait Kernel: Send + Sync + fmt::Debug {
         Err(libc::EOPNOTSUPP)
     }
 
+    /// Opens a sampler ([`ring_open`]) system-wide on `cpu`: the event and
+    /// its members, the mapped ring, enabled. Fails with the step (`open`,
+    /// `mmap`, `enable`) and its errno. The default refuses with
+    /// EOPNOTSUPP.
+    fn sys_open_sampler(
+        &self,
+        spec: &SampleSpec,
+        cpu: u32,
+    ) -> Result<Sampler, ring_open::OpenStep> {
+        let _ = (spec, cpu);
+        Err(("open", libc::EOPNOTSUPP))
+    }
+
+    /// [`sys_open_sampler`](Self::sys_open_sampler), its error naming the
+    /// sampled event and the CPU.
+    fn open_sampler(&self, spec: &SampleSpec, cpu: u32) -> Result<Sampler, PerfError> {
+        self.sys_open_sampler(spec, cpu)
+            .map_err(|(op, e)| PerfError::new(op, &spec.attr, cpu, e))
+    }
+
     /// Opens a counting event system-wide on `cpu` (`pid = -1`), disabled,
     /// as a new group leader (`group = None`) or as a member of `group`.
     /// The fd is close-on-exec.
@@ -462,6 +488,16 @@ mod tests {
         };
         let e = Nothing.open(&attr, 3, None).unwrap_err();
         assert_eq!((e.op, e.errno, e.cpu), ("open", libc::EOPNOTSUPP, 3));
+        let spec = SampleSpec {
+            attr: attr.clone(),
+            members: vec![],
+            rate: SampleRate::Frequency(99),
+            cgroup: false,
+            ring_pages: 1,
+            watermark: 0,
+        };
+        let e = Nothing.open_sampler(&spec, 2).unwrap_err();
+        assert_eq!((e.op, e.errno, e.cpu), ("open", libc::EOPNOTSUPP, 2));
         assert_eq!(e.event, "cpu-clock");
         // The live kernel refuses a simulated cgroup's handle, naming it.
         let cg = CgroupHandle {

@@ -41,11 +41,16 @@ impl CpuIdentity {
 /// The identity of a core PMU: that of the first CPU of its `cpus` or
 /// `cpumask` file, else of CPU 0 (as the perf tool picks it).
 pub fn identify_pmu(sysfs: &Path, procfs: &Path, pmu: &Pmu) -> CpuIdentity {
-    let cpu = match &pmu.scope {
+    identify(sysfs, procfs, identity_cpu(pmu))
+}
+
+/// The CPU whose identity stands for a PMU's: the first of its `cpus` or
+/// `cpumask`, else CPU 0.
+pub fn identity_cpu(pmu: &Pmu) -> u32 {
+    match &pmu.scope {
         Scope::Cpumask(c) | Scope::Cpus(c) => c.first().copied().unwrap_or(0),
         Scope::AllCpus => 0,
-    };
-    identify(sysfs, procfs, cpu)
+    }
 }
 
 /// The identity of `cpu`: the Arm MIDR if sysfs has it, else the x86

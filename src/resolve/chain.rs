@@ -216,21 +216,23 @@ fn check_requires(req: &FormatRequirement, table: &PmuTable) -> Result<(), Probl
 
 /// Keeps the instances whose PMU's CPU identity matches a `requires_cpu`
 /// guard; none left is the first mismatch's problem, so the chain falls
-/// through to the next alternative.
+/// through to the next alternative. When some are kept (one core PMU of
+/// a hybrid matches), each dropped PMU's mismatch goes to `partial`.
 fn cpu_guard(
     req: &CpuRequirement,
     table: &PmuTable,
     spec: &str,
     insts: &mut Vec<Instance>,
+    partial: &mut Vec<Problem>,
 ) -> Result<(), Problem> {
-    let mut first = None;
+    let mut skipped = Vec::new();
     insts.retain(|i| {
         let (identity, known) = match table.identity_of(&i.pmu) {
             CpuIdentity::Known(id) if req.matches(&id) => return true,
             CpuIdentity::Known(id) => (id, true),
             CpuIdentity::Unknown(why) => (why, false),
         };
-        first.get_or_insert(Problem::NoCpuEncoding {
+        skipped.push(Problem::NoCpuEncoding {
             event: spec.to_string(),
             pmu: i.pmu.clone(),
             identity,
@@ -238,9 +240,64 @@ fn cpu_guard(
         });
         false
     });
-    match first {
-        Some(p) if insts.is_empty() => Err(p),
-        _ => Ok(()),
+    if insts.is_empty() && !skipped.is_empty() {
+        return Err(skipped.swap_remove(0));
+    }
+    partial.extend(skipped);
+    Ok(())
+}
+
+/// Before resolving a guarded alternative: when no CPU of the host has a
+/// matching identity, the guard's problem, so that an encoding written for
+/// another CPU is not judged by this CPU's format (an AMD `event=0x1a0`
+/// does not fit Intel's 8-bit event field: that is not a config error).
+fn cpu_precheck(req: &CpuRequirement, table: &PmuTable, spec: &str) -> Result<(), Problem> {
+    let mut first = None;
+    for pmu in table.core_pmus() {
+        let (identity, known) = match table.identity_of(&pmu.name) {
+            CpuIdentity::Known(id) if req.matches(&id) => return Ok(()),
+            CpuIdentity::Known(id) => (id, true),
+            CpuIdentity::Unknown(why) => (why, false),
+        };
+        first.get_or_insert(Problem::NoCpuEncoding {
+            event: spec.to_string(),
+            pmu: pmu.name.clone(),
+            identity,
+            known,
+        });
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// A `core/...` spec on a hybrid host counts only on the core PMUs that
+/// have the event (`core/slots/`: `cpu_core`, not `cpu_atom`); each core PMU
+/// it skipped goes to `partial`, so `check` and the landing page say why
+/// those CPUs have no series.
+fn core_pmus_without(
+    parsed: &crate::spec::EventSpec,
+    table: &PmuTable,
+    spec: &str,
+    insts: &[Instance],
+    partial: &mut Vec<Problem>,
+) {
+    let crate::spec::EventSpec::Pmu { pmu, .. } = parsed else {
+        return;
+    };
+    if pmu != "core" || table.get("core").is_some() || insts.is_empty() {
+        return;
+    }
+    let counted: Vec<&str> = insts.iter().map(|i| i.pmu.as_str()).collect();
+    for p in table.core_pmus() {
+        if !counted.contains(&p.name.as_str()) {
+            partial.push(Problem::NotOnPlatform {
+                event: spec.to_string(),
+                detail: format!(
+                    "{} has no such event: counted on {} only",
+                    p.name,
+                    counted.join(", ")
+                ),
+            });
+        }
     }
 }
 
@@ -269,6 +326,9 @@ fn try_alternative(
     if let Some(req) = alt.requires_format() {
         check_requires(req, table)?;
     }
+    if let (Some(req), Some(first)) = (alt.requires_cpu(), alt.specs().first()) {
+        cpu_precheck(req, table, &first.text)?;
+    }
     let (scale, unit) = alt.overrides();
     let sum = alt.specs().len() > 1;
     let mut out = Vec::new();
@@ -276,8 +336,9 @@ fn try_alternative(
         let (parsed, spec) = (&spec.parsed, spec.text.as_str());
         let mut insts =
             resolve(parsed, table, ctx).map_err(|e| in_sum(problem_of(e, spec), spec, sum))?;
+        core_pmus_without(parsed, table, spec, &insts, partial);
         if let Some(req) = alt.requires_cpu() {
-            cpu_guard(req, table, spec, &mut insts)?;
+            cpu_guard(req, table, spec, &mut insts, partial)?;
         }
         for i in &mut insts {
             if let Some(s) = scale {

@@ -10,12 +10,16 @@
 //!   with the PMU's type in bits 32-63 of `config` (the "extended type",
 //!   `PERF_PMU_TYPE_SHIFT`), restricted to that PMU's `cpus`. The two may
 //!   never share a group.
+//! * On an Arm PMUv3 core PMU a generic event is offered only where the
+//!   architectural event the kernel maps it to is in the PMU's `events/`
+//!   (the CPU implements it); see `resolve/arm.rs`.
 //! * A PMU with a `cpumask` (uncore: memory controllers, DF, RAPL) is
 //!   opened once per listed CPU only. Opening it on every CPU makes the
 //!   driver redirect each fd to the same box, so a sum would overcount.
 //! * `.scale`/`.unit` are normalised to base units (`MiB` → bytes,
 //!   `ns` → seconds), so IMC CAS counts carry a scale of exactly 64 bytes.
 
+mod arm;
 pub mod chain;
 /// The event-spec grammar, a leaf module of its own ([`crate::spec`]);
 /// re-exported under its old path.
@@ -313,6 +317,21 @@ fn generic(
                 return Err(ResolveError::HiddenGeneric {
                     pmu: p.name.clone(),
                     event: name.into(),
+                });
+            }
+        }
+        if arm::is_pmuv3(p) {
+            let generic = match hw_id {
+                Some(id) => HARDWARE_SYSFS[id as usize].to_string(),
+                None => format!("cache event {config:#x}"),
+            };
+            if let Err(event) = arm::offers(p, type_, config, &generic) {
+                if hybrid {
+                    continue;
+                }
+                return Err(ResolveError::HiddenGeneric {
+                    pmu: p.name.clone(),
+                    event,
                 });
             }
         }

@@ -21,6 +21,7 @@ pub mod cgroup;
 pub mod exposition;
 pub mod proc;
 pub mod tls;
+pub mod tmux;
 
 pub use exposition::{by_cpu, parse_exposition, scalar};
 pub use proc::{world_executable_exporter, world_readable_file, KeepAlive, Proc};
@@ -56,6 +57,20 @@ pub fn fixture(name: &str) -> PathBuf {
     let p = repo_root().join("tests/fixtures/sysfs").join(name);
     assert!(p.is_dir(), "sysfs fixture {} does not exist", p.display());
     p
+}
+
+/// The names of every sysfs fixture tree, sorted.
+#[allow(dead_code)]
+pub fn fixture_names() -> Vec<String> {
+    let dir = repo_root().join("tests/fixtures/sysfs");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// The path of a real server binary fetched by `scripts/fetch-servers.sh`:
@@ -162,11 +177,44 @@ pub fn exporter(args: &[&str]) -> Proc {
 /// Starts `perf-exporter --simulate --path.sysfs <fixture>`.
 pub fn simulated_exporter(fixture_name: &str) -> Proc {
     let f = fixture(fixture_name);
-    exporter(&[
-        "--simulate",
-        "--path.sysfs",
-        f.to_str().expect("utf-8 path"),
-    ])
+    let mut args = vec![
+        "--simulate".to_string(),
+        "--path.sysfs".into(),
+        f.to_str().expect("utf-8 path").into(),
+    ];
+    args.extend(fixture_procfs_args(fixture_name));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    exporter(&args)
+}
+
+/// `tests/fixtures/procfs/<name>`: the fixture's procfs (`cpuinfo`), which
+/// may not exist (see [`fixture_procfs_args`]).
+pub fn fixture_procfs(name: &str) -> PathBuf {
+    repo_root().join("tests/fixtures/procfs").join(name)
+}
+
+/// The procfs arguments of a run on a fixture: `--path.procfs
+/// tests/fixtures/procfs/<name>` (its `cpuinfo` gives the CPU identities
+/// `requires_cpu` matches; a tree without one, like the Arm tree whose
+/// identity is in sysfs, gets a path that does not exist) and, as that
+/// procfs has no `self/mountinfo`, `--path.tracefs` of this host's tracefs
+/// as the exporter finds it without flags, so tracepoints resolve as they
+/// did before.
+pub fn fixture_procfs_args(name: &str) -> Vec<String> {
+    let procfs = fixture_procfs(name);
+    let mut args = vec![
+        "--path.procfs".to_string(),
+        procfs.to_str().expect("utf-8 path").into(),
+    ];
+    let host = perf_exporter::pmu::host::find_tracefs(
+        std::path::Path::new("/sys"),
+        std::path::Path::new("/proc"),
+    );
+    if let Some(t) = host.path {
+        args.push("--path.tracefs".into());
+        args.push(t.to_str().expect("utf-8 path").into());
+    }
+    args
 }
 
 /// An HTTP response.
@@ -341,6 +389,21 @@ fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
         out.extend_from_slice(&b[..size]);
         b = &b[size + 2..];
     }
+}
+
+/// Runs `perf-exporter --log.level=warn args` to its end; returns (exit
+/// success, stdout, stderr).
+pub fn run_exporter(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(EXPORTER)
+        .arg("--log.level=warn")
+        .args(args)
+        .output()
+        .expect("run perf-exporter");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Runs `program args` with `stdin` as its input; returns (exit success,

@@ -58,11 +58,33 @@ def test_recording_rules_cover_the_ratios():
                  "instance:perf_softirqs:rate5m", "instance_cpu:perf_softirqs:rate5m",
                  "instance_socket:perf_dram_read_bytes:rate5m", "instance_socket:perf_dram_write_bytes:rate5m",
                  "instance:perf_dram_bytes:rate5m", "instance_set:perf_group_running:ratio_rate5m",
+                 *TOPDOWN_SHARES, "instance:perf_topdown_frontend_stall_cycles:ratio_rate5m",
+                 "instance:perf_topdown_backend_stall_cycles:ratio_rate5m",
                  *POD_RULES):
         assert name in recorded, name
     for r in rules():
         if "record" in r:
             assert re.fullmatch(r"[a-z_]+:[a-z0-9_]+:[a-z0-9_]+", r["record"]), f"level:metric:operations: {r['record']}"
+
+
+TOPDOWN_SHARES = tuple(f"instance:perf_topdown_{c}:ratio_rate5m" for c in (
+    "retiring", "bad_speculation", "frontend_bound", "backend_bound", "smt_contention"))
+
+
+def test_topdown_shares_divide_slots_and_are_tested_to_add_up():
+    """Each level-1 share is its category's slots over the node's slots, and
+    the promtool tests check that the shares add up to 1 on every kind of node."""
+    exprs = {r["record"]: r["expr"] for r in rules() if "record" in r}
+    for share in TOPDOWN_SHARES:
+        cat = share.split(":")[1].removeprefix("perf_topdown_")
+        assert f"instance_cpu:perf_topdown_{cat}_slots:rate5m" in exprs[share], share
+        assert "instance_cpu:perf_topdown_slots:rate5m" in exprs[share], share
+    tests = RULES_TEST.read_text()
+    added = re.search(r"sum by \(job, instance\) \(\{__name__=~\"instance:perf_topdown_\((.*?)\):ratio_rate5m\"\}\) - 1\) < bool 1e-9", tests)
+    assert added, "no promtool test that the shares add up to 1"
+    assert set(added.group(1).split("|")) == {s.split(":")[1].removeprefix("perf_topdown_") for s in TOPDOWN_SHARES}
+    for node in ("icl", "skl", "zen4"):
+        assert f"instance=\"{node}\"" in tests, node
 
 
 POD_RULES = ("namespace_pod:perf_cgroup_ipc:ratio_rate5m", "namespace_pod:perf_cgroup_cpi:ratio_rate5m",
@@ -89,7 +111,8 @@ def test_every_selector_has_the_job_matcher():
     for r in rules():
         for name, matchers in re.findall(r"\b([a-z_:]+)\{([^}]*)\}", r["expr"]):
             assert 'job="perf-exporter"' in matchers, (r.get("record") or r.get("alert"), name)
-        assert not re.search(r"\b(perf_[a-z_]+|up|scrape_duration_seconds)\b(?!\{)", r["expr"]), r["expr"]
+        # A recorded series (`level:perf_...:op`) is named with its colons.
+        assert not re.search(r"(?<!:)\b(perf_[a-z_]+|up|scrape_duration_seconds)\b(?![{:])", r["expr"]), r["expr"]
 
 
 def test_rendered_prometheus_rule_passes_promtool(promtool, tmp_path):

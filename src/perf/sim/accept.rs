@@ -3,6 +3,35 @@
 //! transcription of the drivers' tables ([`drivers`]), and resolves to the
 //! PMU that counts it and its rate. See the [module docs](super) for the
 //! rules.
+//!
+//! # Top-down level 1
+//!
+//! The simulated pipeline has consistent slot accounting, so that the
+//! level-1 fractions computed from its counts add up to 1:
+//!
+//! * **Intel perf metrics** (a core PMU whose sysfs lists `slots`):
+//!   `slots` counts 6 per cycle (1.2e10/s, Golden Cove's width) and the
+//!   metric events (event code 0, umask 0x80..0x87) count a fixed share
+//!   of it in 255ths, as the kernel derives them from the 8-bit fields of
+//!   `PERF_METRICS`: retiring 102, bad speculation 26, frontend 51,
+//!   backend 76 (sum 255), and the level-2 ones inside those. A metric
+//!   event opens only in a group whose leader is `slots`, else EINVAL
+//!   ([`SimKernel::topdown_rule`], the kernel's `intel_pmu_hw_config`).
+//! * **Intel Skylake** (the classic formula from raw events): cycles
+//!   2e9/s (4 slots each: 8e9), `UOPS_RETIRED.RETIRE_SLOTS` 4.0e9,
+//!   `UOPS_ISSUED.ANY` 5.2e9, `INT_MISC.RECOVERY_CYCLES` 1e8 (4 slots
+//!   each), `IDQ_UOPS_NOT_DELIVERED.CORE` 1.6e9: retiring 0.5, bad
+//!   speculation (5.2 - 4.0 + 0.4) / 8 = 0.2, frontend 0.2, backend 0.1.
+//! * **AMD Zen 4** (pipeline utilisation): `ls_not_halted_cyc` 2e9/s (6
+//!   dispatch slots each: 1.2e10), `ex_ret_ops` 4.8e9, `de_src_op_disp.all`
+//!   6.0e9, `de_no_dispatch_per_slot` frontend 2.4e9, backend 3.0e9, SMT
+//!   contention 0.6e9: retiring 0.4, bad speculation 0.1, frontend 0.2,
+//!   backend 0.25, SMT contention 0.05.
+//! * **Intel Gracemont** (`cpu_atom`): its `topdown-*` events are
+//!   ordinary counters (no `slots`), 5 slots per cycle: retiring 0.4, bad
+//!   speculation 0.1, frontend 0.25, backend 0.25 of 1e10/s.
+//! * **Arm** `stall_frontend` 4e8/s and `stall_backend` 6e8/s against
+//!   2e9 cycles.
 
 use super::drivers;
 use super::rates::{cache_rate, hardware_rate, named_rate, software_rate, unnamed_rate, Rate};
@@ -77,6 +106,94 @@ fn is_software_pmu(type_: u32, name: &str) -> bool {
         )
 }
 
+/// Golden Cove's issue width: slots per cycle of the simulated `slots`.
+const SLOTS_PER_SEC: f64 = 6.0 * 2.0e9;
+
+/// A metric event's share of `slots`, in 255ths (`PERF_METRICS` bytes),
+/// by unit mask (`topdown-retiring` 0x80 .. `topdown-mem-bound` 0x87).
+fn metric_share(umask: u64) -> Option<f64> {
+    let share = match umask {
+        0x80 => 102, // retiring
+        0x81 => 26,  // bad speculation
+        0x82 => 51,  // frontend bound
+        0x83 => 76,  // backend bound
+        0x84 => 20,  // heavy operations (part of retiring)
+        0x85 => 20,  // branch mispredicts (part of bad speculation)
+        0x86 => 30,  // fetch latency (part of frontend bound)
+        0x87 => 40,  // memory bound (part of backend bound)
+        _ => return None,
+    };
+    Some(f64::from(share) / 255.0)
+}
+
+/// What a raw encoding on a perf-metrics PMU is to the kernel's topdown
+/// rules: `Some(true)` for `slots`, `Some(false)` for a metric event,
+/// `None` for anything else (or a PMU without perf metrics).
+fn topdown_kind(p: &Pmu, config: u64) -> Option<bool> {
+    if !p.events.contains_key("slots") {
+        return None;
+    }
+    let (event, umask) = (config & 0xff, (config >> 8) & 0xff);
+    match (event, umask) {
+        (0, 0x04) => Some(true),
+        (0, u) if metric_share(u).is_some() => Some(false),
+        _ => None,
+    }
+}
+
+/// Rates of the top-down events (see the module docs): perf-metrics
+/// `slots` and metric events, and the raw pipeline events of Skylake and
+/// Zen 4, by the simulator's own driver detection ([`drivers`]).
+fn pipeline_rate(table: &crate::pmu::PmuTable, p: &Pmu, config: u64) -> Option<f64> {
+    if let Some(slots) = topdown_kind(p, config) {
+        let umask = (config >> 8) & 0xff;
+        return match slots {
+            true => Some(SLOTS_PER_SEC),
+            false => metric_share(umask).map(|s| SLOTS_PER_SEC * s),
+        };
+    }
+    let r = match (drivers::driver_of(table, p), config) {
+        // UOPS_ISSUED.ANY, UOPS_RETIRED.RETIRE_SLOTS,
+        // INT_MISC.RECOVERY_CYCLES, IDQ_UOPS_NOT_DELIVERED.CORE.
+        (drivers::Driver::Skylake, 0x010e) => 5.2e9,
+        (drivers::Driver::Skylake, 0x02c2) => 4.0e9,
+        (drivers::Driver::Skylake, 0x010d) => 1.0e8,
+        (drivers::Driver::Skylake, 0x019c) => 1.6e9,
+        // ex_ret_ops, de_src_op_disp.all, de_no_dispatch_per_slot
+        // (event 0x1a0: bits 32-35 hold its high nibble) frontend,
+        // backend and SMT contention.
+        (drivers::Driver::Zen4, 0xc1) => 4.8e9,
+        (drivers::Driver::Zen4, 0x07aa) => 6.0e9,
+        (drivers::Driver::Zen4, 0x1_0000_01a0) => 2.4e9,
+        (drivers::Driver::Zen4, 0x1_0000_1ea0) => 3.0e9,
+        (drivers::Driver::Zen4, 0x1_0000_60a0) => 0.6e9,
+        _ => return None,
+    };
+    Some(r)
+}
+
+/// Gracemont's (`cpu_atom`) `topdown-*` events, ordinary counters of a
+/// 5-wide core's slots (1e10/s): retiring 0.4, bad speculation 0.1,
+/// frontend 0.25, backend 0.25.
+fn atom_topdown_rate(name: &str) -> Option<f64> {
+    let share = match name {
+        "topdown-retiring" => 0.4,
+        "topdown-bad-spec" => 0.1,
+        "topdown-fe-bound" | "topdown-be-bound" => 0.25,
+        _ => return None,
+    };
+    Some(5.0 * 2.0e9 * share)
+}
+
+/// Arm's `stall_frontend` / `stall_backend` (and their slot variants).
+fn arm_stall_rate(name: &str) -> f64 {
+    if name.contains("frontend") {
+        4.0e8
+    } else {
+        6.0e8
+    }
+}
+
 /// What an accepted open resolves to.
 pub(super) struct Accepted<'a> {
     pub(super) pmu: &'a str,
@@ -85,6 +202,28 @@ pub(super) struct Accepted<'a> {
 }
 
 impl SimKernel {
+    /// The kernel's perf-metrics rule (`intel_pmu_hw_config`): a metric
+    /// event (`topdown-*` on a PMU with `slots`) opens only in a group
+    /// whose leader is `slots`; alone, or under any other leader, the open
+    /// fails with EINVAL. `leader` is the leader's type and config.
+    pub(super) fn topdown_rule(
+        &self,
+        attr: &EventAttr,
+        leader: Option<(u32, [u64; 4])>,
+    ) -> Result<(), i32> {
+        let kind_of = |type_: u32, config: u64| {
+            let p = self.table.pmus.iter().find(|p| p.type_ == type_)?;
+            topdown_kind(p, config)
+        };
+        if kind_of(attr.type_, attr.config[0]) != Some(false) {
+            return Ok(());
+        }
+        match leader {
+            Some((t, c)) if kind_of(t, c[0]) == Some(true) => Ok(()),
+            _ => Err(libc::EINVAL),
+        }
+    }
+
     /// The rate (events per second of enabled time) an encoding counts at,
     /// or `None` for a snapshot event (a constant) or an encoding this
     /// kernel would refuse on every CPU.
@@ -208,9 +347,17 @@ impl SimKernel {
                         return Err(libc::EINVAL);
                     }
                 }
-                let rate = match info.aliases.iter().find(|(_, w, _)| *w == c) {
-                    Some((name, _, scale)) => named_rate(p, name, *scale),
-                    None => unnamed_rate(p),
+                let alias = info.aliases.iter().find(|(_, w, _)| *w == c);
+                let rate = match (pipeline_rate(&self.table, p, c[0]), alias) {
+                    (Some(r), _) => Rate::PerSec(r),
+                    (None, Some((name, _, _))) if name.starts_with("stall_") => {
+                        Rate::PerSec(arm_stall_rate(name))
+                    }
+                    (None, Some((name, _, _))) if name.starts_with("topdown-") => {
+                        atom_topdown_rate(name).map_or_else(|| unnamed_rate(p), Rate::PerSec)
+                    }
+                    (None, Some((name, _, scale))) => named_rate(p, name, *scale),
+                    (None, None) => unnamed_rate(p),
                 };
                 Ok(Accepted {
                     pmu: &p.name,
@@ -219,5 +366,80 @@ impl SimKernel {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::{Counter, GroupReading, Kernel};
+    use crate::pmu::PmuTable;
+
+    fn hybrid() -> SimKernel {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs/intel-hybrid");
+        SimKernel::with_manual_clock(PmuTable::discover(&root).unwrap())
+    }
+
+    fn open(k: &SimKernel, pmu: &str, config: u64, g: Option<&Counter>) -> Result<Counter, i32> {
+        let attr = EventAttr {
+            type_: k.table().get(pmu).unwrap().type_,
+            config: [config, 0, 0, 0],
+            event: format!("{pmu}/{config:#x}/"),
+            pmu: pmu.into(),
+        };
+        let cpu = if pmu == "cpu_atom" { 16 } else { 0 };
+        k.open(&attr, cpu, g).map_err(|e| e.errno)
+    }
+
+    /// The kernel's rule (intel_pmu_hw_config): a metric event needs a
+    /// `slots` leader; EINVAL alone or under another leader.
+    #[test]
+    fn topdown_metric_events_need_a_slots_leader() {
+        let k = hybrid();
+        // cpu_core's sysfs: slots event=0x00,umask=0x4; topdown-retiring
+        // umask=0x80, topdown-be-bound umask=0x83; cpu-cycles event=0x3c.
+        assert_eq!(open(&k, "cpu_core", 0x8000, None).err(), Some(libc::EINVAL));
+        let cycles = open(&k, "cpu_core", 0x3c, None).unwrap();
+        assert_eq!(
+            open(&k, "cpu_core", 0x8300, Some(&cycles)).err(),
+            Some(libc::EINVAL)
+        );
+        let slots = open(&k, "cpu_core", 0x0400, None).unwrap();
+        open(&k, "cpu_core", 0x8000, Some(&slots)).unwrap();
+        open(&k, "cpu_core", 0x8300, Some(&slots)).unwrap();
+        // Other events may join the group after them.
+        open(&k, "cpu_core", 0x3c, Some(&slots)).unwrap();
+        // cpu_atom's topdown-retiring (event=0xc2) is an ordinary counter.
+        open(&k, "cpu_atom", 0xc2, None).unwrap();
+    }
+
+    /// The level-1 metric events add up to `slots` (within the rounding
+    /// of four truncated counts).
+    #[test]
+    fn topdown_level1_adds_up_to_slots() {
+        let k = hybrid();
+        let slots = open(&k, "cpu_core", 0x0400, None).unwrap();
+        let metrics: Vec<Counter> = [0x8000, 0x8100, 0x8200, 0x8300]
+            .iter()
+            .map(|&c| open(&k, "cpu_core", c, Some(&slots)).unwrap())
+            .collect();
+        let attr = EventAttr {
+            type_: 0,
+            config: [0; 4],
+            event: "slots".into(),
+            pmu: "cpu_core".into(),
+        };
+        k.enable_group(&slots, &attr, 0).unwrap();
+        k.advance(3_000_000_000);
+        let mut r = GroupReading::default();
+        k.read_group(&slots, &attr, 0, &mut r).unwrap();
+        assert_eq!(r.values.len(), 1 + metrics.len());
+        let total = r.values[0].1;
+        assert_eq!(total, 36_000_000_000);
+        let sum: u64 = r.values[1..].iter().map(|v| v.1).sum();
+        assert!(total - sum <= 4, "slots {total}, categories {sum}");
+        // retiring 102/255 = 0.4 of the slots.
+        assert_eq!(r.values[1].1, 14_400_000_000);
     }
 }

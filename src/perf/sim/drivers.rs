@@ -26,13 +26,19 @@
 //!   bus-cycles or ref-cycles) and `amd_hw_cache_event_ids_f17h` (no LLC
 //!   and no NODE events), in `arch/x86/events/amd/core.c`;
 //! * AMD Zen 4: `amd_zen4_perfmon_event_map` (Zen 2's plus ref-cycles)
-//!   and the same cache table.
+//!   and the same cache table;
+//! * Arm PMUv3 (`armv8_*`/`armv9_*` PMUs): `armv8_pmuv3_perf_map` and
+//!   `armv8_pmuv3_perf_cache_map` (`drivers/perf/arm_pmuv3.c`), each
+//!   entry an architectural event number that the open also requires the
+//!   CPU to implement (its PMCEID bit, else ENOENT).
 //!
 //! The CPU is told from the PMUs, not from the core PMU's `events/`
 //! directory (which is what the resolver reads): `caps/pmu_name` and the
 //! PMU name on Intel; on AMD (no `pmu_name`) the uncore PMUs, `amd_umc_*`
-//! existing only on Zen 4 and later. A core PMU of another CPU accepts no
-//! generic event: the simulator does not guess.
+//! existing only on Zen 4 and later. On Arm the PMCEID bits are read back
+//! from the event numbers the PMU's `events/` files show: the kernel shows
+//! exactly the events whose PMCEID bit is set. A core PMU of another CPU
+//! accepts no generic event: the simulator does not guess.
 
 use crate::perf::abi::*;
 use crate::pmu::{Pmu, PmuTable};
@@ -50,6 +56,11 @@ pub enum Driver {
     Zen2,
     /// AMD Zen 4.
     Zen4,
+    /// Arm PMUv3, with the PMCEID bits of the common events 0x00-0x3f.
+    ArmPmuv3 {
+        /// Bit n: the CPU implements common event n.
+        pmceid: u64,
+    },
     /// A core PMU with no transcription here.
     Unknown,
 }
@@ -66,7 +77,57 @@ pub fn driver_of(table: &PmuTable, core: &Pmu) -> Driver {
         ("cpu", Some("skylake")) => Driver::Skylake,
         ("cpu", None) if has("amd_umc") => Driver::Zen4,
         ("cpu", None) if has("amd_df") || has("ibs_op") => Driver::Zen2,
+        (n, _) if n.starts_with("armv8_") || n.starts_with("armv9_") => Driver::ArmPmuv3 {
+            pmceid: arm_pmceid(core),
+        },
         _ => Driver::Unknown,
+    }
+}
+
+/// The common events (below 0x40) an Arm PMUv3 PMU shows: `event=0x..`.
+fn arm_pmceid(core: &Pmu) -> u64 {
+    core.events
+        .values()
+        .filter_map(|e| match e.terms.as_slice() {
+            [t] if t.name == "event" => match t.value {
+                crate::pmu::TermValue::Num(v) if v < 64 => Some(1u64 << v),
+                _ => None,
+            },
+            _ => None,
+        })
+        .fold(0, |a, b| a | b)
+}
+
+/// `armv8_pmuv3_perf_map`: the event a generic hardware id maps to.
+fn arm_hardware(id: u64) -> Option<u64> {
+    const MAP: [u64; 9] = [0x11, 0x08, 0x04, 0x03, 0x0c, 0x10, 0x1d, 0x23, 0x24];
+    MAP.get(id as usize).copied()
+}
+
+/// `armv8_pmuv3_perf_cache_map`: READ only, `(access, miss)` per cache.
+fn arm_cache(cache: u64, op: u64, result: u64) -> Option<u64> {
+    const MAP: [Option<(u64, u64)>; 7] = [
+        Some((0x04, 0x03)), // L1D: L1D_CACHE, L1D_CACHE_REFILL
+        Some((0x14, 0x01)), // L1I
+        Some((0x36, 0x37)), // LL: LL_CACHE_RD, LL_CACHE_MISS_RD
+        Some((0x25, 0x05)), // DTLB: L1D_TLB, L1D_TLB_REFILL
+        Some((0x26, 0x02)), // ITLB
+        Some((0x12, 0x10)), // BPU: BR_PRED, BR_MIS_PRED
+        None,               // NODE
+    ];
+    let (access, miss) = MAP.get(cache as usize).copied().flatten()?;
+    (op == CACHE_OP_READ).then_some(if result == CACHE_RESULT_MISS {
+        miss
+    } else {
+        access
+    })
+}
+
+/// An Arm open: mapped, and implemented by the CPU.
+fn arm_implemented(pmceid: u64, event: Option<u64>) -> Result<(), i32> {
+    match event {
+        Some(e) if pmceid >> e & 1 == 1 => Ok(()),
+        _ => Err(libc::ENOENT),
     }
 }
 
@@ -83,6 +144,7 @@ pub fn hardware(driver: Driver, id: u64) -> Result<(), i32> {
         }
         Driver::Zen2 => common || id == HW_STALLED_CYCLES_FRONTEND,
         Driver::Zen4 => common || id == HW_STALLED_CYCLES_FRONTEND || id == HW_REF_CPU_CYCLES,
+        Driver::ArmPmuv3 { pmceid } => return arm_implemented(pmceid, arm_hardware(id)),
         Driver::Unknown => false,
     };
     if ok {
@@ -157,6 +219,9 @@ pub fn cache(driver: Driver, cache: u64, op: u64, result: u64) -> Result<(), i32
         Driver::GoldenCove => &GOLDEN_COVE,
         Driver::Gracemont => &GOLDMONT_PLUS,
         Driver::Zen2 | Driver::Zen4 => &ZEN,
+        Driver::ArmPmuv3 { pmceid } => {
+            return arm_implemented(pmceid, arm_cache(cache, op, result))
+        }
         Driver::Unknown => return Err(libc::ENOENT),
     };
     let (access, miss) = table[cache as usize][op as usize];
@@ -208,5 +273,14 @@ mod tests {
             Err(libc::ENOENT)
         );
         assert_eq!(hardware(Unknown, HW_CPU_CYCLES), Err(libc::ENOENT));
+        // Arm: mapped and implemented (PMCEID), else ENOENT.
+        let n1 = ArmPmuv3 {
+            pmceid: 1 << 0x11 | 1 << 0x03,
+        };
+        assert_eq!(hardware(n1, HW_CPU_CYCLES), Ok(()));
+        assert_eq!(hardware(n1, HW_INSTRUCTIONS), Err(libc::ENOENT));
+        assert_eq!(hardware(n1, HW_REF_CPU_CYCLES), Err(libc::ENOENT));
+        assert_eq!(cache(n1, CACHE_L1D, rd, miss), Ok(()));
+        assert_eq!(cache(n1, CACHE_L1D, wr, miss), Err(libc::ENOENT));
     }
 }

@@ -32,6 +32,8 @@
 //!   `breakpoint`, `kprobe`, `uprobe`, `msr`) join any group, but a group
 //!   holds hardware events of at most one PMU: mixing `cpu_core` with
 //!   `cpu_atom`, or `uncore_imc_0` with `uncore_imc_1`, fails with EINVAL.
+//!   Intel perf metrics: a `topdown-*` metric event opens only in a
+//!   group led by `slots`, else EINVAL (see [`accept`]'s docs).
 //!   [`SimKernel::set_max_group`] limits how many events of a PMU a group
 //!   may hold; `arm_dmc620*` PMUs start with a limit of 1, like the driver.
 //!
@@ -58,7 +60,8 @@
 //! [`accept`] (what opens are accepted), [`table`] (the fd table: a
 //! compact slot per counter, sized for 512 CPUs × 200 cgroups),
 //! [`syscalls`] (the [`Kernel`] seam), [`knobs`], [`hotplug`],
-//! [`cgroup`] (a cgroup's share), [`rates`] and [`drivers`].
+//! [`cgroup`] (a cgroup's share), [`rates`], [`drivers`] and [`samples`]
+//! (samplers whose rings fill with records of simulated tasks).
 
 mod accept;
 mod cgroup;
@@ -66,6 +69,7 @@ pub mod drivers;
 mod hotplug;
 mod knobs;
 mod rates;
+pub(crate) mod samples;
 mod syscalls;
 mod table;
 

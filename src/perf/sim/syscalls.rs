@@ -76,6 +76,7 @@ impl SimKernel {
                 Some(li)
             }
         };
+        self.topdown_rule(attr, leader.and_then(|li| st.encoding(li)))?;
         let enabled = leader
             .and_then(|li| st.slot(li))
             .is_some_and(|l| l.enabled());
@@ -123,6 +124,35 @@ impl Kernel for SimKernel {
             Some(_) => return Err(libc::EBADF),
         };
         self.open_share(attr, at.cpu, at.group, share)
+    }
+
+    /// A sampler whose ring fills with records of simulated tasks
+    /// ([`samples`](super::samples)), for an event this PMU accepts.
+    fn sys_open_sampler(
+        &self,
+        spec: &crate::perf::SampleSpec,
+        cpu: u32,
+    ) -> Result<crate::perf::Sampler, crate::perf::ring_open::OpenStep> {
+        let acc = self.accept(&spec.attr, cpu).map_err(|e| ("open", e))?;
+        {
+            let st = self.state();
+            if let Some(&errno) = st.refused.get(acc.pmu) {
+                return Err(("open", errno));
+            }
+            if st.online.binary_search(&cpu).is_err() {
+                return Err(("open", libc::ENODEV));
+            }
+        }
+        let mut ids = Vec::new();
+        for _ in 0..=spec.members.len() {
+            ids.push(NEXT_ID.fetch_add(1, Ordering::Relaxed));
+        }
+        let s = super::samples::SimSampler::new(spec, cpu, &ids);
+        Ok(crate::perf::Sampler {
+            inner: crate::perf::ring_open::SamplerInner::Sim(s),
+            cpu,
+            ids,
+        })
     }
 
     fn open_cgroup(&self, dir: &std::path::Path) -> Result<CgroupHandle, CgroupOpenError> {

@@ -176,6 +176,12 @@ impl State {
         self.pmus.get(usize::from(pmu)).map_or("", String::as_str)
     }
 
+    /// The type and config of an open counter's event.
+    pub(super) fn encoding(&self, idx: u32) -> Option<(u32, [u64; 4])> {
+        let k = self.kind(self.slot(idx)?);
+        Some((k.type_, k.config))
+    }
+
     /// The event kind of a slot.
     pub(super) fn kind(&self, s: &Slot) -> EventKind {
         self.kind_of(s.kind)

@@ -1,0 +1,90 @@
+//! `serve`'s sampled attribution (the config's `sampling:` section): the
+//! samplers `top` opens (same event choice: `cycles`, or `cpu-clock`
+//! without a hardware PMU), drained by a task on the runtime whenever a
+//! ring reaches its watermark and at least every second, publishing to
+//! the engine's [`SampledFamilies`]. Set up at start-up; a reload keeps it
+//! as it is (a changed `sampling:` section applies at the next start).
+
+use super::host::Host;
+use super::top::{self, TopSettings};
+use super::HostSettings;
+use crate::config::sampling::{SampleBy, SamplingConfig};
+use crate::engine::sample::{By, SampledFamilies};
+use crate::engine::Engine;
+use crate::perf::Kernel;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the rings are drained at the latest (and the table
+/// published for collections).
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+
+/// Stops the sampling task when dropped.
+#[derive(Debug)]
+pub(super) struct SamplingTask(tokio::task::JoinHandle<()>);
+
+impl Drop for SamplingTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn settings(c: &SamplingConfig) -> TopSettings {
+    TopSettings {
+        freq: c.frequency,
+        period: None,
+        duration: None,
+        interval: PUBLISH_EVERY,
+        event: c.event.clone(),
+        by: match c.by {
+            SampleBy::Process => By::Process,
+            SampleBy::Cgroup => By::Cgroup,
+            SampleBy::Pod => By::Pod,
+        },
+        json: false,
+        ring_pages: c.ring_pages,
+        cpus: None,
+        rows: c.top,
+    }
+}
+
+/// Starts sampling when the config asks for it; a failure is logged and
+/// serving goes on without it. Must run on the runtime.
+pub(super) fn attach(
+    engine: &mut Engine,
+    kernel: &Arc<dyn Kernel>,
+    h: &Host,
+    c: Option<&SamplingConfig>,
+    host: &HostSettings,
+) -> Option<SamplingTask> {
+    let c = c?;
+    let s = settings(c);
+    let (mut smp, r) = match top::open(kernel, host, h, &s) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(error = %e, "sampling: not started");
+            return None;
+        }
+    };
+    if let Some(n) = &r.note {
+        tracing::info!(note = %n, "sampling");
+    }
+    for e in &smp.failed {
+        tracing::warn!(error = %e, "sampling: CPU not sampled");
+    }
+    tracing::info!(event = %r.event, frequency = c.frequency, by = s.by.as_str(), top = c.top, cpus = smp.cpus().len(), ring_bytes = smp.ring_bytes(), "sampling");
+    let fam = Arc::new(SampledFamilies::new(&r.event, s.by.as_str(), c.top));
+    engine.set_sampled(Some(fam.clone()));
+    let sysfs = host.sysfs.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            smp.follow_hotplug(&sysfs);
+            let until = tokio::time::Instant::now() + PUBLISH_EVERY;
+            while tokio::time::Instant::now() < until {
+                smp.wait(until).await;
+            }
+            fam.publish(smp.table(), smp.health());
+        }
+    });
+    Some(SamplingTask(task))
+}

@@ -1,0 +1,224 @@
+//! How `top` prints: a refreshing terminal table (the screen cleared at
+//! each refresh when standard output is a terminal), or a JSON object per
+//! refresh; and the summary.
+
+use super::top::TopSettings;
+use super::AppError;
+use crate::engine::sample::{By, CpuHealth, Entry, Table};
+use serde::Serialize;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+/// One entry of the JSON contract.
+#[derive(Debug, Serialize)]
+pub struct JsonEntry<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<u32>,
+    samples: u64,
+    share: f64,
+    events: u64,
+}
+
+/// One refresh (or the summary) in the JSON contract.
+#[derive(Debug, Serialize)]
+pub struct JsonTable<'a> {
+    event: &'a str,
+    samples: u64,
+    lost: u64,
+    throttled: u64,
+    entries: Vec<JsonEntry<'a>>,
+}
+
+/// The table as the contract's object (every entry).
+pub fn json<'a>(event: &'a str, t: &'a Table, by: By) -> JsonTable<'a> {
+    let pid = matches!(by, By::Process | By::Thread);
+    JsonTable {
+        event,
+        samples: t.samples,
+        lost: t.lost,
+        throttled: t.throttled,
+        entries: t
+            .entries
+            .iter()
+            .map(|e| JsonEntry {
+                name: &e.name,
+                pid: e.pid.filter(|_| pid),
+                samples: e.sums.samples,
+                share: share(e, t),
+                events: e.sums.events,
+            })
+            .collect(),
+    }
+}
+
+fn share(e: &Entry, t: &Table) -> f64 {
+    if t.samples == 0 {
+        0.0
+    } else {
+        e.sums.samples as f64 / t.samples as f64
+    }
+}
+
+fn io(e: std::io::Error) -> AppError {
+    AppError::Runtime(e)
+}
+
+/// The printer.
+#[derive(Debug)]
+pub struct View {
+    json: bool,
+    by: By,
+    rows: usize,
+    event: String,
+    title: String,
+    clear: bool,
+}
+
+impl View {
+    /// A view of `event` sampled on `cpus` CPUs.
+    pub fn new(s: &TopSettings, event: &str, cpus: usize) -> View {
+        let rate = s
+            .period
+            .map_or(format!("{} Hz", s.freq), |p| format!("every {p} events"));
+        View {
+            json: s.json,
+            by: s.by,
+            rows: s.rows,
+            event: event.to_string(),
+            title: format!(
+                "perf-exporter top: {event} at {rate} on {cpus} CPUs, by {}",
+                s.by.as_str()
+            ),
+            clear: !s.json && std::io::stdout().is_terminal(),
+        }
+    }
+
+    fn line(&self, out: &mut impl Write, t: &Table) -> Result<(), AppError> {
+        let line = serde_json::to_string(&json(&self.event, t, self.by)).map_err(AppError::Json)?;
+        writeln!(out, "{line}").map_err(io)
+    }
+
+    /// One refresh: the interval's table.
+    pub fn refresh(
+        &self,
+        out: &mut impl Write,
+        t: &Table,
+        note: &Option<String>,
+        at: Duration,
+    ) -> Result<(), AppError> {
+        if self.json {
+            self.line(out, t)?;
+            return out.flush().map_err(io);
+        }
+        if self.clear {
+            write!(out, "\x1b[H\x1b[2J").map_err(io)?;
+        }
+        writeln!(out, "{}  [{:.1}s]", self.title, at.as_secs_f64()).map_err(io)?;
+        if let Some(n) = note {
+            writeln!(out, "note: {n}").map_err(io)?;
+        }
+        self.table(out, t)?;
+        out.flush().map_err(io)
+    }
+
+    fn table(&self, out: &mut impl Write, t: &Table) -> Result<(), AppError> {
+        writeln!(
+            out,
+            "samples {}  lost {}  throttled {}",
+            t.samples, t.lost, t.throttled
+        )
+        .map_err(io)?;
+        let pid = matches!(self.by, By::Process | By::Thread);
+        let ipc = t.entries.iter().any(|e| e.sums.members.len() >= 2);
+        let mut head = format!("{:>7} {:>9} {:>14}", "SHARE", "SAMPLES", "EVENTS");
+        if ipc {
+            head.push_str(&format!(" {:>6}", "IPC"));
+        }
+        if pid {
+            head.push_str(&format!(
+                " {:>8}",
+                if self.by == By::Thread { "TID" } else { "PID" }
+            ));
+        }
+        head.push_str(&format!("  {}", name_header(self.by)));
+        writeln!(out, "{head}").map_err(io)?;
+        for e in t.entries.iter().take(self.rows) {
+            let mut l = format!(
+                "{:>6.1}% {:>9} {:>14}",
+                share(e, t) * 100.0,
+                e.sums.samples,
+                e.sums.events
+            );
+            if ipc {
+                let m = &e.sums.members;
+                let v = match (m.first(), m.get(1)) {
+                    (Some(&c), Some(&i)) if c > 0 => format!("{:.2}", i as f64 / c as f64),
+                    _ => "-".into(),
+                };
+                l.push_str(&format!(" {v:>6}"));
+            }
+            if let (true, Some(p)) = (pid, e.pid) {
+                l.push_str(&format!(" {p:>8}"));
+            }
+            l.push_str(&format!("  {}", e.name));
+            writeln!(out, "{l}").map_err(io)?;
+        }
+        if t.entries.len() > self.rows {
+            writeln!(out, "  ... {} more", t.entries.len() - self.rows).map_err(io)?;
+        }
+        Ok(())
+    }
+
+    /// The summary over the whole run, with ring health per CPU.
+    pub fn summary(
+        &self,
+        out: &mut impl Write,
+        t: &Table,
+        over: Duration,
+        health: &[(u32, CpuHealth)],
+    ) -> Result<(), AppError> {
+        if self.json {
+            #[derive(Serialize)]
+            struct Summary<'a> {
+                summary: JsonTable<'a>,
+            }
+            let v = Summary {
+                summary: json(&self.event, t, self.by),
+            };
+            let line = serde_json::to_string(&v).map_err(AppError::Json)?;
+            writeln!(out, "{line}").map_err(io)?;
+            return out.flush().map_err(io);
+        }
+        writeln!(
+            out,
+            "\nSummary over {:.1} s: {}",
+            over.as_secs_f64(),
+            self.title
+        )
+        .map_err(io)?;
+        self.table(out, t)?;
+        let bad: Vec<String> = health
+            .iter()
+            .filter(|(_, h)| h.lost + h.throttled + h.errors > 0)
+            .map(|(c, h)| {
+                format!(
+                    "CPU{c}: lost {} ({} LOST records), throttled {}, errors {}",
+                    h.lost, h.lost_records, h.throttled, h.errors
+                )
+            })
+            .collect();
+        for b in bad {
+            writeln!(out, "{b}").map_err(io)?;
+        }
+        out.flush().map_err(io)
+    }
+}
+
+fn name_header(by: By) -> &'static str {
+    match by {
+        By::Process | By::Thread => "COMMAND",
+        By::Cgroup => "CGROUP",
+        By::Pod => "POD",
+    }
+}
