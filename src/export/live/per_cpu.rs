@@ -300,9 +300,11 @@ fn cpu_of(labels: &Labels) -> u32 {
 impl PerCpu {
     /// The detail as JSON (module docs), appended to `out`. The columns
     /// are written by hand, not through serde: at 512 CPUs they are
-    /// 10,000 numbers, most of them whole counts ([`write_u64`]).
+    /// 10,000 numbers, most of them whole counts ([`write_u64`]). `out`
+    /// is sized by the caller: growing it here would double a buffer of
+    /// 90 KB, past the size where `malloc` maps fresh pages for every
+    /// frame (page faults on every frame).
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        out.reserve(64 + self.values.len() * 12 + self.metrics.len() * 48);
         out.extend_from_slice(b"{\"cpus\":[");
         for (i, c) in self.cpus.iter().enumerate() {
             if i > 0 {
@@ -371,34 +373,9 @@ fn write_number(out: &mut Vec<u8>, v: Option<f64>) {
     }
 }
 
-/// "00", "01" ... "99".
-const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
-
-/// `n` in decimal, its digits written in place at the end of `out` two at
-/// a time (no copy from a scratch buffer: this is most of a frame's
-/// bytes).
-fn write_u64(out: &mut Vec<u8>, mut n: u64) {
-    let len = n.checked_ilog10().unwrap_or(0) as usize + 1;
-    let at = out.len();
-    out.resize(at + len, b'0');
-    let d = &mut out[at..];
-    let mut i = len;
-    while n >= 100 {
-        let r = (n % 100) as usize * 2;
-        n /= 100;
-        i -= 2;
-        d[i..i + 2].copy_from_slice(&PAIRS[r..r + 2]);
-    }
-    if n >= 10 {
-        let r = n as usize * 2;
-        d[..2].copy_from_slice(&PAIRS[r..r + 2]);
-    } else {
-        d[0] = b'0' + n as u8;
-    }
+/// `n` in decimal (by `itoa`).
+fn write_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 struct Formulas<'a>(&'a [(&'static str, Formula)]);
