@@ -68,6 +68,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY src src
 COPY config config
 COPY benches benches
+COPY bpf/cgroup_counter.bpf.o bpf/cgroup_counter.bpf.o
 # Build (release profile: stripped); check that the binary runs; give it the
 # file capability (see PRIVILEGE above) and check that it holds it. No pipes:
 # podman's default (OCI) image format ignores SHELL, so none is set.
