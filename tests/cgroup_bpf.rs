@@ -20,6 +20,7 @@ use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::Snapshot;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,7 +65,8 @@ impl Discovery for Listed {
             .map(|r| Cgroup {
                 rel: r.clone(),
                 dir: self.root.join(r),
-                id: 0,
+                // As the selector does: the directory's inode number.
+                id: std::fs::metadata(self.root.join(r)).map_or(0, |m| m.ino()),
                 kind: CgKind::Path,
                 labels: vec![("cgroup", r.clone())],
             })

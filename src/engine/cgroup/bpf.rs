@@ -32,7 +32,6 @@ use crate::perf::bpf::{BpfCounter, BpfError, Charged, MAX_EVENTS};
 use crate::perf::{Counter, Kernel};
 use crate::resolve::chain::Resolution;
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 /// One counter open on one CPU: its index `k` there and what it counts.
@@ -316,16 +315,16 @@ impl CgroupBackend for BpfBackend {
             if self.tracked.contains_key(&cg.rel) {
                 continue;
             }
-            let id = match std::fs::metadata(&cg.dir) {
-                Ok(m) => m.ino(),
-                Err(e) => {
-                    self.sync_issues.push(CgroupIssue::Gone {
-                        cgroup: cg.rel.clone(),
-                        errno: e.raw_os_error().unwrap_or(libc::ENOENT),
-                    });
-                    continue;
-                }
-            };
+            // The selector read the id (the directory's inode) when it
+            // found the cgroup.
+            let id = cg.id;
+            if id == 0 {
+                self.sync_issues.push(CgroupIssue::Gone {
+                    cgroup: cg.rel.clone(),
+                    errno: libc::ENOENT,
+                });
+                continue;
+            }
             let Some(slot) = self.take_slot() else {
                 self.sync_issues.push(CgroupIssue::SlotsFull {
                     cgroup: cg.rel.clone(),

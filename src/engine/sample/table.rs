@@ -96,12 +96,18 @@ pub struct Namer {
     comm: HashMap<u32, String>,
     /// Cgroup id → path from the last walk of the cgroupfs root.
     walked: HashMap<u64, String>,
+    /// Ids the last walk did not find (removed cgroups): not walked for
+    /// again, so a dead cgroup's samples cost no walk per refresh/scrape.
+    missing: std::collections::HashSet<u64>,
     /// How many parents deep a name is being looked for.
     depth: u32,
 }
 
 /// How deep the walk for cgroup ids goes.
 const MAX_DEPTH: usize = 16;
+
+/// Bound of the ids remembered as not found.
+const MAX_MISSING: usize = 4096;
 
 impl Namer {
     /// A namer reading `<procfs>/<pid>/comm` and walking `cgroupfs`.
@@ -151,10 +157,16 @@ impl Namer {
         if let Some(p) = agg.cgroups.get(&id) {
             return p.clone();
         }
-        if !self.walked.contains_key(&id) {
+        if !self.walked.contains_key(&id) && !self.missing.contains(&id) {
             if let Some(root) = &self.cgroupfs {
                 self.walked.clear();
                 walk(root, "", 0, &mut self.walked);
+            }
+            if !self.walked.contains_key(&id) {
+                if self.missing.len() >= MAX_MISSING {
+                    self.missing.clear();
+                }
+                self.missing.insert(id);
             }
         }
         self.walked
@@ -268,6 +280,22 @@ mod tests {
             "0c1d2e3f-4a5b-6c7d-8e9f-0a1b2c3d4e5f"
         );
         assert_eq!(pod_of("/system.slice/ssh.service"), NO_POD);
+    }
+
+    #[test]
+    fn an_id_not_found_is_not_walked_for_again() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let mut n = Namer::new(d.path().into(), Some(d.path().into()));
+        let agg = Aggregate::new(By::Cgroup);
+        assert_eq!(n.cgroup(&agg, u64::MAX), format!("[cgroup {}]", u64::MAX));
+        std::fs::create_dir(d.path().join("late")).unwrap();
+        let late = std::fs::metadata(d.path().join("late")).unwrap().ino();
+        // The dead id again: no walk, so the new directory is not seen yet.
+        n.cgroup(&agg, u64::MAX);
+        assert!(!n.walked.contains_key(&late), "walked again for a dead id");
+        // A new id walks, once.
+        assert_eq!(n.cgroup(&agg, late), "/late");
     }
 
     #[test]
