@@ -1,18 +1,22 @@
 //! Criterion benchmarks of the live view's frames
 //! (`crate::export::live`): two collections of the default config on a
-//! generated 512-CPU, 2-socket tree (simulated PMU), 1 s apart, and the
-//! frame every stream interval builds and encodes once for all its
+//! generated 512-CPU, 2-socket tree (simulated PMU), 1 s apart (the
+//! second and third: the first opens the groups and has no counts), and
+//! the frame every stream interval builds and encodes once for all its
 //! viewers.
 //!
-//! * `live_frame_512cpu`: built and encoded to JSON with the per-CPU
-//!   detail (what every frame carries), by the stream's [`Framer`], which
-//!   has built frames of these series before (every frame but a stream's
-//!   first);
-//! * `live_frame_512cpu_first`: the same by a new [`Framer`] (a stream's
-//!   first frame, `/api/v1/snapshot`);
-//! * `live_frame_build_512cpu`: built only (the rest is the encoding);
+//! * `live_frame_512cpu`: built and encoded to JSON with the default
+//!   per-CPU detail (the inputs of the per-CPU derived values), by the
+//!   stream's [`Framer`], which has built frames of these series before
+//!   (every frame but a stream's first);
+//! * `live_frame_512cpu_all`: the same with every per-CPU counter
+//!   (`?per_cpu=all`, and `stat --json`);
 //! * `live_frame_512cpu_no_per_cpu`: without the per-CPU detail
 //!   (`?per_cpu=0`);
+//! * `live_frame_512cpu_first`: the default frame by a new [`Framer`] (a
+//!   stream's first frame, `/api/v1/snapshot`);
+//! * `live_frame_build_512cpu`, `live_frame_build_512cpu_all`: built only
+//!   (the rest is the encoding);
 //! * `live_frame_live`: the frame of this host's live kernel (root; the
 //!   default config: software events, tracepoints and `msr` here), by a
 //!   stream's [`Framer`].
@@ -23,7 +27,7 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use perf_exporter::config::Config;
 use perf_exporter::engine::Engine;
-use perf_exporter::export::live::{Framer, Reasons};
+use perf_exporter::export::live::{Framer, PerCpuDetail, Reasons};
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::Kernel;
 use perf_exporter::pmu::PmuTable;
@@ -44,42 +48,48 @@ fn bench_live_frame(c: &mut Criterion) {
     let tmp = tempfile::tempdir().expect("tempdir");
     sysfs_gen::generate(tmp.path(), sysfs_gen::SHAPE_512).expect("generate 512-CPU tree");
     let (k, mut e) = sim_engine::sim_engine(tmp.path());
+    // The first collection opens the groups and has no counts yet: the
+    // frames compare the second and third (a stream's steady state).
+    e.collect();
+    k.advance(1_000_000_000);
     let a = e.collect();
     k.advance(1_000_000_000);
     let b = e.collect();
     let r = Reasons::default();
     let (a, b) = (&a.families, &b.families);
     let mut framer = Framer::default();
-    for per_cpu in [true, false] {
-        let f = framer.frame(a, b, 1.0, &r, per_cpu);
+    for detail in [PerCpuDetail::Derived, PerCpuDetail::All, PerCpuDetail::Off] {
+        let f = framer.frame(a, b, 1.0, &r, detail);
         let json = framer.encode(&f);
         eprintln!(
-            "frame at 512 CPUs, per_cpu={per_cpu}: {} bytes of JSON, {} series",
+            "frame at 512 CPUs, per_cpu {detail:?}: {} bytes of JSON, {} series",
             json.len(),
             b.iter().map(|f| f.samples.len()).sum::<usize>()
         );
     }
-    c.bench_function("live_frame_512cpu", |bench| {
-        bench.iter(|| {
-            let f = framer.frame(a, b, 1.0, &r, true);
-            black_box(framer.encode(&f))
-        })
-    });
+    let mut frame_bench = |name: &str, detail: PerCpuDetail| {
+        c.bench_function(name, |bench| {
+            bench.iter(|| {
+                let f = framer.frame(a, b, 1.0, &r, detail);
+                black_box(framer.encode(&f))
+            })
+        });
+    };
+    frame_bench("live_frame_512cpu", PerCpuDetail::Derived);
+    frame_bench("live_frame_512cpu_all", PerCpuDetail::All);
+    frame_bench("live_frame_512cpu_no_per_cpu", PerCpuDetail::Off);
     c.bench_function("live_frame_512cpu_first", |bench| {
         bench.iter(|| {
             let mut fresh = Framer::default();
-            let f = fresh.frame(a, b, 1.0, &r, true);
+            let f = fresh.frame(a, b, 1.0, &r, PerCpuDetail::Derived);
             black_box(fresh.encode(&f))
         })
     });
     c.bench_function("live_frame_build_512cpu", |bench| {
-        bench.iter(|| black_box(framer.frame(a, b, 1.0, &r, true)))
+        bench.iter(|| black_box(framer.frame(a, b, 1.0, &r, PerCpuDetail::Derived)))
     });
-    c.bench_function("live_frame_512cpu_no_per_cpu", |bench| {
-        bench.iter(|| {
-            let f = framer.frame(a, b, 1.0, &r, false);
-            black_box(framer.encode(&f))
-        })
+    c.bench_function("live_frame_build_512cpu_all", |bench| {
+        bench.iter(|| black_box(framer.frame(a, b, 1.0, &r, PerCpuDetail::All)))
     });
     bench_live_kernel(c);
 }
@@ -106,7 +116,7 @@ fn bench_live_kernel(c: &mut Criterion) {
     let r = Reasons::default();
     let mut framer = Framer::default();
     let (a, b) = (&a.families, &b.families);
-    let f = framer.frame(a, b, 0.2, &r, true);
+    let f = framer.frame(a, b, 0.2, &r, PerCpuDetail::Derived);
     let json = framer.encode(&f);
     eprintln!(
         "frame of the live kernel: {} bytes of JSON, {series} series",
@@ -114,7 +124,7 @@ fn bench_live_kernel(c: &mut Criterion) {
     );
     c.bench_function("live_frame_live", |bench| {
         bench.iter(|| {
-            let f = framer.frame(a, b, 0.2, &r, true);
+            let f = framer.frame(a, b, 0.2, &r, PerCpuDetail::Derived);
             black_box(framer.encode(&f))
         })
     });

@@ -8,7 +8,7 @@
 //!
 //! `scripts/bench-live-viewers.sh` builds the release binary and runs
 //! this: `cargo bench --bench live_viewers -- --exporter PATH [--seconds
-//! 30] [--viewers 50] [--no-per-cpu]` (`--test`: 5 viewers for 3 s).
+//! 30] [--viewers 50] [--no-per-cpu | --per-cpu all]` (`--test`: 5 viewers for 3 s).
 
 #[path = "support/harness.rs"]
 mod harness;
@@ -24,7 +24,8 @@ struct Run {
     exporter: PathBuf,
     seconds: u64,
     viewers: usize,
-    per_cpu: bool,
+    /// `per_cpu=` of the stream's query (`1`: the default).
+    per_cpu: String,
 }
 
 fn settings() -> Run {
@@ -42,7 +43,11 @@ fn settings() -> Run {
             .into(),
         seconds: num("--seconds", if smoke { 3 } else { 30 }),
         viewers: num("--viewers", if smoke { 5 } else { 50 }) as usize,
-        per_cpu: !args.iter().any(|a| a == "--no-per-cpu"),
+        per_cpu: if args.iter().any(|a| a == "--no-per-cpu") {
+            "0".into()
+        } else {
+            arg_value(&args, "--per-cpu").unwrap_or_else(|| "1".into())
+        },
     }
 }
 
@@ -58,8 +63,8 @@ async fn share<F: std::future::Future<Output = Result<u64, Error>>>(
 }
 
 /// `n` viewers reading every frame for `secs`; the frames they got.
-async fn viewers(port: u16, n: usize, secs: u64, per_cpu: bool) -> Result<u64, Error> {
-    let q = if per_cpu { "" } else { "&per_cpu=0" };
+async fn viewers(port: u16, n: usize, secs: u64, per_cpu: &str) -> Result<u64, Error> {
+    let q = format!("&per_cpu={per_cpu}");
     let url = format!("ws://127.0.0.1:{port}/api/v1/stream?interval=1s{q}");
     let mut tasks = Vec::new();
     let until = tokio::time::Instant::now() + Duration::from_secs(secs);
@@ -101,13 +106,13 @@ fn main() -> Result<(), Error> {
     }))?;
     let (busy, wall2, frames) = rt.block_on(share(
         s.pid(),
-        viewers(s.port, r.viewers, r.seconds, r.per_cpu),
+        viewers(s.port, r.viewers, r.seconds, &r.per_cpu),
     ))?;
     println!("{}", machine());
     println!(
-        "live view: {} viewers at interval=1s{} for {wall2:.0} s ({frames} frames received): exporter {:.2}% of one core; idle (no viewer, {wall:.0} s): {:.2}%; the viewers' share: {:.2}% (goal: under 2%)",
+        "live view: {} viewers at interval=1s&per_cpu={} for {wall2:.0} s ({frames} frames received): exporter {:.2}% of one core; idle (no viewer, {wall:.0} s): {:.2}%; the viewers' share: {:.2}% (goal: under 2%)",
         r.viewers,
-        if r.per_cpu { "" } else { " with per_cpu=0" },
+        r.per_cpu,
         100.0 * busy,
         100.0 * idle,
         100.0 * (busy - idle)

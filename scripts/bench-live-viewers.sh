@@ -7,6 +7,7 @@
 #
 #   scripts/bench-live-viewers.sh                      # 50 viewers, 30 s
 #   scripts/bench-live-viewers.sh --seconds 10 --viewers 100 --no-per-cpu
+#   scripts/bench-live-viewers.sh --per-cpu all     # every per-CPU counter
 #   EXPORTER=target/debug/perf-exporter scripts/bench-live-viewers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

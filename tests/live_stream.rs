@@ -115,17 +115,11 @@ fn assert_schema(f: &Value, per_cpu: bool) {
         assert_eq!(cpus, common::online_cpus(), "{f}");
         assert_per_cpu_shape(f);
         // Software events count on every CPU: whole numbers of context
-        // switches, CPU time in seconds.
+        // switches.
         let cs = pc["counts"]["perf_context_switches_total"]
             .as_array()
             .expect("context switches per CPU");
         assert!(cs.iter().all(|v| v.is_u64() || v.is_null()), "{f}");
-        assert!(
-            pc["counts"]["perf_cpu_clock_seconds_total"][0]
-                .as_f64()
-                .is_some_and(|s| s > 0.0),
-            "{f}"
-        );
         assert_eq!(
             pc["formulas"]["context_switches_per_second"],
             serde_json::json!({ "rate": "perf_context_switches_total" }),
@@ -183,6 +177,16 @@ fn snapshot_and_stream_frames_follow_the_schema() {
     assert_schema(&f, true);
     let secs = f["interval_seconds"].as_f64().unwrap();
     assert!((0.9..1.5).contains(&secs), "{secs}");
+    // Every per-CPU counter on request: CPU time too, in seconds.
+    let r = p.get("/api/v1/snapshot?per_cpu=all");
+    let f: Value = serde_json::from_str(&r.body).expect("JSON");
+    assert_schema(&f, true);
+    assert!(
+        f["per_cpu"]["counts"]["perf_cpu_clock_seconds_total"][0]
+            .as_f64()
+            .is_some_and(|s| s > 0.0),
+        "{f}"
+    );
     let r = p.get("/api/v1/snapshot?per_cpu=0");
     assert_eq!(r.status, 200, "{}", r.body);
     assert_schema(&serde_json::from_str(&r.body).expect("JSON"), false);
@@ -267,6 +271,77 @@ fn per_cpu_detail_agrees_with_the_simulated_pmu() {
         "{f}"
     );
     assert!(f["counts"]["perf_dram_read_bytes_total"].as_f64().unwrap() > 0.0);
+}
+
+/// By default `per_cpu` has the columns the per-CPU derived values are
+/// computed from; `per_cpu=all`, every per-CPU counter (the simulated
+/// intel-skx counts all of the default config's); another value is a 400
+/// saying what there is.
+#[test]
+fn per_cpu_carries_the_derived_inputs_and_all_on_request() {
+    let p = common::simulated_exporter("intel-skx");
+    let columns = |q: &str| -> Vec<String> {
+        let r = p.get(&format!("/api/v1/snapshot?interval=1s{q}"));
+        let f: Value = serde_json::from_str(&r.body).expect("JSON");
+        assert_per_cpu_shape(&f);
+        f["per_cpu"]["counts"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let inputs = [
+        "perf_context_switches_total",
+        "perf_cpu_cycles_total",
+        "perf_instructions_total",
+        "perf_interrupts_total",
+        "perf_msr_mperf_total",
+        "perf_msr_tsc_total",
+        "perf_softirqs_total",
+    ];
+    assert_eq!(columns(""), inputs);
+    assert_eq!(columns("&per_cpu=1"), inputs);
+    let all = columns("&per_cpu=all");
+    let more = [
+        "perf_branch_instructions_total",
+        "perf_branch_misses_total",
+        "perf_cache_misses_total",
+        "perf_cache_references_total",
+        "perf_cpu_clock_seconds_total",
+        "perf_cpu_migrations_total",
+        "perf_l1d_read_misses_total",
+        "perf_l1d_reads_total",
+        "perf_l1i_read_misses_total",
+        "perf_l2_misses_total",
+        "perf_l2_references_total",
+        "perf_llc_read_misses_total",
+        "perf_llc_reads_total",
+        "perf_major_faults_total",
+        "perf_minor_faults_total",
+        "perf_msr_aperf_total",
+        "perf_page_faults_total",
+        "perf_topdown_frontend_bound_slots_total",
+        "perf_topdown_issued_slots_total",
+        "perf_topdown_recovery_slots_total",
+        "perf_topdown_retiring_slots_total",
+        "perf_topdown_slots_total",
+    ];
+    let mut want: Vec<&str> = inputs.iter().chain(&more).copied().collect();
+    want.sort_unstable();
+    assert_eq!(all, want);
+    for path in [
+        "/api/v1/snapshot?per_cpu=yes",
+        "/api/v1/stream?interval=1s&per_cpu=2",
+    ] {
+        let r = p.get(path);
+        assert_eq!(r.status, 400, "{path}: {}", r.body);
+        assert!(
+            r.body.contains("per_cpu is 0 (no per-CPU detail), 1 (the inputs of the per-CPU derived values, the default) or all (every per-CPU counter)"),
+            "{path}: {}",
+            r.body
+        );
+    }
 }
 
 #[test]

@@ -14,7 +14,7 @@ use super::host::{Host, HostSettings};
 use super::AppError;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::export::live::{self, Formula, Frame, DERIVED};
+use crate::export::live::{self, Formula, Frame, PerCpuDetail, DERIVED};
 use crate::privilege::Privilege;
 use crate::probe::prober;
 use crate::resolve::chain::resolve_config;
@@ -125,8 +125,13 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
     let start = Instant::now();
     let first = engine.collect().families;
     let mut prev = (start, first.clone());
-    // `--json` prints the whole frame, the per-CPU detail included.
-    let detail = s.per_cpu || s.json;
+    // `--json` prints the whole frame, every per-CPU counter included (as
+    // `--per-cpu` shows them all, as `perf stat -A` does).
+    let detail = if s.per_cpu || s.json {
+        PerCpuDetail::All
+    } else {
+        PerCpuDetail::Off
+    };
     let mut framer = live::Framer::default();
     if !s.json {
         header(out, &s)?;
@@ -170,7 +175,7 @@ fn frame(
     a: &(Instant, Vec<Family>),
     b: &(Instant, Vec<Family>),
     r: &live::Reasons,
-    per_cpu: bool,
+    per_cpu: PerCpuDetail,
 ) -> Frame {
     let secs = b.0.duration_since(a.0).as_secs_f64();
     framer.frame(&a.1, &b.1, secs, r, per_cpu)

@@ -38,7 +38,9 @@
 //!   A value is in `derived` or in `unavailable`, never in neither.
 //! * `per_cpu` (in every frame; `?per_cpu=0` leaves it out): the CPU
 //!   numbers once, then per metric an array of its increases in that
-//!   order (integers where they are: event counts, bytes), and how the
+//!   order (integers where they are: event counts, bytes); by default the
+//!   metrics the per-CPU derived values are computed from, every per-CPU
+//!   counter with `?per_cpu=all` ([`PerCpuDetail`]); and how the
 //!   per-CPU derived values are computed from those arrays: those of
 //!   [`DERIVED`] marked so, plus `busy_ratio` (MPERF/TSC, the share of
 //!   time the CPU was not halted, where the `msr` PMU has both). The
@@ -50,6 +52,8 @@
 //! [`FRAME_KEYS`] are the keys every frame has.
 
 mod cgroups;
+mod deltas;
+mod numbers;
 mod per_cpu;
 
 pub use cgroups::{CgroupRow, CgroupTop, CGROUP_PREFIX, TOP_CGROUPS};
@@ -57,6 +61,7 @@ pub use per_cpu::PerCpu;
 
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use cgroups::CgroupRows;
+use deltas::{deltas_into, sum};
 use per_cpu::{CpuColumns, CpuIndex};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -163,6 +168,51 @@ pub const FRAME_KEYS: &[&str] = &[
     "unavailable",
 ];
 
+/// Which per-CPU columns a frame carries (`per_cpu=` of the query).
+///
+/// At 512 CPUs every per-CPU counter is about 10,000 numbers and 87 KB
+/// per frame: most of its cost (about 0.2 ms to build and encode on this
+/// project's benchmark machine) and of every viewer's bandwidth, while the
+/// page uses the per-CPU derived values only. So by default a frame
+/// carries the columns those derived values are computed from, and all of
+/// them on request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum PerCpuDetail {
+    /// No `per_cpu` (`per_cpu=0`).
+    Off,
+    /// The inputs of the per-CPU derived values (`per_cpu=1`, the
+    /// default): instructions and cycles for `ipc`, MPERF and TSC for
+    /// `busy_ratio`, the context switches, interrupts and softirqs for
+    /// their rates.
+    #[default]
+    Derived,
+    /// Every counter that has a `cpu` label (`per_cpu=all`; `stat` always).
+    All,
+}
+
+impl PerCpuDetail {
+    /// Parses the value of `per_cpu=`.
+    pub fn parse(v: &str) -> Result<Self, String> {
+        match v {
+            "0" | "false" => Ok(Self::Off),
+            "1" | "true" => Ok(Self::Derived),
+            "all" => Ok(Self::All),
+            _ => Err(format!(
+                "per_cpu=`{v}`: per_cpu is 0 (no per-CPU detail), 1 (the inputs of the per-CPU derived values, the default) or all (every per-CPU counter)"
+            )),
+        }
+    }
+
+    /// Whether a frame with this detail has a per-CPU column of `metric`.
+    fn wants(self, metric: &str) -> bool {
+        match self {
+            Self::Off => false,
+            Self::Derived => per_cpu::is_input(metric),
+            Self::All => true,
+        }
+    }
+}
+
 /// One frame of the live view (the schema is in the module docs).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Frame {
@@ -231,10 +281,10 @@ impl Frame {
 /// the snapshot's `perf_event_unavailable_info` code and class.
 pub type Reasons = BTreeMap<String, String>;
 
-/// Builds a frame from two collections `secs` apart, with the per-CPU
-/// detail (a [`Framer`] used once).
+/// Builds a frame from two collections `secs` apart, with every per-CPU
+/// column (a [`Framer`] used once).
 pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> Frame {
-    Framer::default().frame(prev, cur, secs, reasons, true)
+    Framer::default().frame(prev, cur, secs, reasons, PerCpuDetail::All)
 }
 
 /// Builds the frames of one stream, one after the other: it keeps what it
@@ -243,26 +293,29 @@ pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> F
 #[derive(Debug, Default)]
 pub struct Framer {
     cpus: CpuIndex,
+    /// The increases of the family being added (kept: no allocation per
+    /// family).
+    deltas: Vec<f64>,
     /// Bytes of the last frame's JSON.
     json_len: usize,
 }
 
 impl Framer {
-    /// A frame from two collections `secs` apart; `per_cpu: false` leaves
-    /// the per-CPU detail out.
+    /// A frame from two collections `secs` apart, with the per-CPU columns
+    /// `detail` says.
     pub fn frame(
         &mut self,
         prev: &[Family],
         cur: &[Family],
         secs: f64,
         reasons: &Reasons,
-        per_cpu: bool,
+        detail: PerCpuDetail,
     ) -> Frame {
         let mut f = Frame {
             interval_seconds: secs,
             ..Frame::default()
         };
-        let mut cpus = per_cpu.then(|| CpuColumns::new(&mut self.cpus));
+        let mut cpus = (detail != PerCpuDetail::Off).then(|| CpuColumns::new(&mut self.cpus));
         let mut cgroups = CgroupRows::default();
         for (i, fam) in cur.iter().enumerate() {
             if fam.kind != Kind::Counter || is_own(&fam.name) {
@@ -275,31 +328,18 @@ impl Framer {
                 .filter(|p| p.name == fam.name)
                 .or_else(|| prev.iter().find(|p| p.name == fam.name))
                 .map(|p| p.samples.as_slice());
+            let d = deltas_into(old, &fam.samples, &mut self.deltas);
             if fam.name.starts_with(CGROUP_PREFIX) {
-                cgroups.add(fam, deltas(old, &fam.samples));
+                cgroups.add(fam, fam.samples.iter().zip(d.iter().copied()));
                 continue;
             }
-            let mut col = cpus.as_mut().map(|c| c.family(i, &fam.name));
-            let dram = DRAM_RATES
-                .iter()
-                .find(|(m, _)| *m == fam.name)
-                .map(|(_, r)| *r);
-            let mut total = 0.0;
-            for (pos, (s, d)) in deltas(old, &fam.samples).enumerate() {
-                total += d;
-                if let (Some(c), Some(col)) = (cpus.as_mut(), col.as_mut()) {
-                    c.add(col, pos, &s.labels, d);
-                }
-                // (The DRAM family is known before any label is looked at.)
-                if let Some((rate, socket)) =
-                    dram.and_then(|r| Some((r, label(&s.labels, "socket")?)))
-                {
-                    let e = f.per_socket.entry(socket.to_string()).or_default();
-                    let v = e.entry(rate.to_string()).or_insert(Some(0.0));
-                    *v = v.map(|v| v + d / secs).filter(|_| secs > 0.0);
-                }
+            f.counts.insert(fam.name.clone(), sum(d));
+            if let Some(c) = cpus.as_mut().filter(|_| detail.wants(&fam.name)) {
+                c.add_family(i, &fam.name, &fam.samples, d);
             }
-            f.counts.insert(fam.name.clone(), total);
+            if let Some((_, rate)) = DRAM_RATES.iter().find(|(m, _)| *m == fam.name) {
+                per_socket(&mut f.per_socket, rate, &fam.samples, d, secs);
+            }
         }
         unavailable(cur, reasons, &mut f.unavailable);
         for (name, form, _) in DERIVED {
@@ -390,42 +430,21 @@ fn unavailable(cur: &[Family], reasons: &Reasons, out: &mut BTreeMap<String, Str
     }
 }
 
-/// Each sample of `cur` with its increase since `old`: the sample at the
-/// same position first (the same label set, usually the very same
-/// allocation), a lookup by labels only when the order changed.
-fn deltas<'a>(
-    old: Option<&'a [Sample]>,
-    cur: &'a [Sample],
-) -> impl Iterator<Item = (&'a Sample, f64)> + 'a {
-    let mut by_labels: Option<HashMap<&'a Labels, &'a Sample>> = None;
-    cur.iter().enumerate().map(move |(i, s)| {
-        let was = old.and_then(|o| match o.get(i) {
-            Some(p) if same_labels(&p.labels, &s.labels) => Some(p),
-            _ => by_labels
-                .get_or_insert_with(|| o.iter().map(|s| (&s.labels, s)).collect())
-                .get(&s.labels)
-                .copied(),
-        });
-        (s, delta(was, s))
-    })
-}
-
-/// Label sets are shared between collections (cloning one is a reference
-/// count): the same pairs in memory are equal without comparing strings.
-/// Otherwise their rendered forms are compared (one comparison of bytes
-/// instead of one per key and value; the rendering is one-to-one).
-pub(super) fn same_labels(a: &Labels, b: &Labels) -> bool {
-    a.same(b) || a.rendered() == b.rendered()
-}
-
-/// The increase of `s` since `old`.
-fn delta(old: Option<&Sample>, s: &Sample) -> f64 {
-    match old {
-        Some(o) if o.start_unix_nanos == s.start_unix_nanos && s.value >= o.value => {
-            s.value - o.value
+/// Adds the DRAM rate `rate` of each series to its socket's (`socket`
+/// label).
+fn per_socket(
+    out: &mut BTreeMap<String, BTreeMap<String, Option<f64>>>,
+    rate: &str,
+    samples: &[Sample],
+    d: &[f64],
+    secs: f64,
+) {
+    for (s, d) in samples.iter().zip(d) {
+        if let Some(socket) = label(&s.labels, "socket") {
+            let e = out.entry(socket.to_string()).or_default();
+            let v = e.entry(rate.to_string()).or_insert(Some(0.0));
+            *v = v.map(|v| v + d / secs).filter(|_| secs > 0.0);
         }
-        // Restarted in the window (or appeared): counted since then.
-        _ => s.value,
     }
 }
 

@@ -278,16 +278,17 @@ async fn metrics(st: &Arc<State>, want: Want) -> Response<Body> {
 /// `/api/v1/snapshot[?interval=1s]`: one live-view frame, from two shared
 /// collections `interval` apart; a `--web.max-requests` slot meanwhile.
 async fn snapshot(st: &Arc<State>, query: Option<&str>) -> Response<Body> {
-    let every = match stream::interval(query) {
-        Ok(d) => d,
-        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
-    };
+    let (every, detail) =
+        match stream::interval(query).and_then(|d| Ok((d, stream::per_cpu(query)?))) {
+            Ok(v) => v,
+            Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+        };
     let permit = match request_slot(st) {
         Ok(p) => p,
         Err(r) => return *r,
     };
     let limit = st.request_timeout + every;
-    let r = match tokio::time::timeout(limit, st.one_frame(every, stream::per_cpu(query))).await {
+    let r = match tokio::time::timeout(limit, st.one_frame(every, detail)).await {
         Ok(Some(json)) => respond(StatusCode::OK, "application/json", json),
         Ok(None) => text(StatusCode::INTERNAL_SERVER_ERROR, "collection failed\n"),
         Err(_) => {

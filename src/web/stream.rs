@@ -7,7 +7,7 @@
 //! intervals in use are due, and if any is, collects once through
 //! [`State::shared_collect`] (which a `/metrics` scrape in flight joins
 //! too): N viewers on M intervals cost one `read()` per group per tick.
-//! Each interval (with the per-CPU detail, or without it: `per_cpu=0`)
+//! Each interval (and per-CPU detail: `per_cpu=0`, `1` or `all`)
 //! keeps its previous collection and its [`live::Framer`]; its frame is
 //! built and encoded once per interval, on the ticker, and the one buffer
 //! is broadcast to all its viewers (each gets a reference to the same
@@ -31,7 +31,7 @@
 //! every other page goes through.
 
 use super::{lock, State};
-use crate::export::live::{self, Reasons};
+use crate::export::live::{self, PerCpuDetail, Reasons};
 use crate::snapshot::Family;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -70,19 +70,19 @@ pub(super) fn interval(query: Option<&str>) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Whether the frames carry the per-CPU detail: yes, unless the query
-/// says `per_cpu=0` or `per_cpu=false` (to save bandwidth: at 512 CPUs it
-/// is most of the frame's bytes, see [`crate::export::live`]).
-pub(super) fn per_cpu(query: Option<&str>) -> bool {
-    !query
+/// Parses `per_cpu=` of the query ([`PerCpuDetail`]; by default the
+/// inputs of the per-CPU derived values).
+pub(super) fn per_cpu(query: Option<&str>) -> Result<PerCpuDetail, String> {
+    query
         .unwrap_or("")
         .split('&')
-        .any(|kv| kv == "per_cpu=0" || kv == "per_cpu=false")
+        .find_map(|kv| kv.strip_prefix("per_cpu="))
+        .map_or(Ok(PerCpuDetail::default()), PerCpuDetail::parse)
 }
 
 /// What a viewer asked for: the interval in seconds, and the per-CPU
 /// detail. Viewers that ask the same share the encoded frames.
-type Key = (u64, bool);
+type Key = (u64, PerCpuDetail);
 
 /// A collection, and when it began.
 #[derive(Clone)]
@@ -125,12 +125,12 @@ impl std::fmt::Debug for Hub {
 }
 
 impl State {
-    /// Subscribes to the frames of `interval` (with the per-CPU detail or
-    /// not), starting the ticker if it does not run.
+    /// Subscribes to the frames of `interval` (with the per-CPU detail
+    /// `per_cpu`), starting the ticker if it does not run.
     pub(super) fn subscribe(
         self: &Arc<Self>,
         interval: Duration,
-        per_cpu: bool,
+        per_cpu: PerCpuDetail,
     ) -> broadcast::Receiver<Utf8Bytes> {
         let mut g = lock(&self.hub.inner);
         let rx = g
@@ -208,11 +208,11 @@ impl State {
     }
 
     /// `/api/v1/snapshot`: one frame over `interval` (with the per-CPU
-    /// detail or not), from two shared collections.
+    /// detail `per_cpu`), from two shared collections.
     pub(super) async fn one_frame(
         self: &Arc<Self>,
         interval: Duration,
-        per_cpu: bool,
+        per_cpu: PerCpuDetail,
     ) -> Option<String> {
         let first = self.shared_collect().await?;
         tokio::time::sleep_until((first.at + interval).into()).await;
@@ -241,7 +241,7 @@ fn encode(
     prev: &Point,
     cur: &Point,
     reasons: &Reasons,
-    per_cpu: bool,
+    per_cpu: PerCpuDetail,
 ) -> String {
     let secs = cur.at.duration_since(prev.at).as_secs_f64();
     let f = framer.frame(&prev.families, &cur.families, secs, reasons, per_cpu);
@@ -274,12 +274,21 @@ mod tests {
     }
 
     #[test]
-    fn per_cpu_is_in_by_default() {
-        assert!(per_cpu(None));
-        assert!(per_cpu(Some("interval=1s")));
-        assert!(per_cpu(Some("interval=1s&per_cpu=1")));
-        assert!(per_cpu(Some("per_cpu=true")));
-        assert!(!per_cpu(Some("per_cpu=0")));
-        assert!(!per_cpu(Some("interval=1s&per_cpu=false")));
+    fn per_cpu_is_in_by_default_and_all_on_request() {
+        use PerCpuDetail::{All, Derived, Off};
+        for (q, want) in [
+            (None, Derived),
+            (Some("interval=1s"), Derived),
+            (Some("interval=1s&per_cpu=1"), Derived),
+            (Some("per_cpu=true"), Derived),
+            (Some("per_cpu=all&interval=5s"), All),
+            (Some("per_cpu=0"), Off),
+            (Some("interval=1s&per_cpu=false"), Off),
+        ] {
+            assert_eq!(per_cpu(q), Ok(want), "{q:?}");
+        }
+        let e = per_cpu(Some("interval=1s&per_cpu=yes")).unwrap_err();
+        assert!(e.starts_with("per_cpu=`yes`: per_cpu is 0 ("), "{e}");
+        assert!(e.contains(" or all ("), "{e}");
     }
 }

@@ -6,6 +6,7 @@
 use super::io::Body;
 use super::stream::{interval, liveness, per_cpu};
 use super::State;
+use crate::export::live::PerCpuDetail;
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
@@ -39,11 +40,11 @@ fn header_has(req: &Request<Incoming>, name: hyper::header::HeaderName, token: &
 
 /// `GET /api/v1/stream`: 101 and a viewer task, or why not.
 pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<Body> {
-    let every = match interval(req.uri().query()) {
-        Ok(d) => d,
+    let q = req.uri().query();
+    let (every, detail) = match interval(q).and_then(|d| Ok((d, per_cpu(q)?))) {
+        Ok(v) => v,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
     };
-    let detail = per_cpu(req.uri().query());
     let key = req.headers().get(SEC_WEBSOCKET_KEY).cloned();
     let version_ok = req
         .headers()
@@ -114,7 +115,7 @@ enum End {
 async fn viewer<S>(
     st: Arc<State>,
     ws: WebSocketStream<S>,
-    (every, per_cpu): (Duration, bool),
+    (every, per_cpu): (Duration, PerCpuDetail),
     slot: Option<OwnedSemaphorePermit>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,

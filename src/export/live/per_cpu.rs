@@ -1,5 +1,6 @@
 //! The per-CPU detail of a frame (`per_cpu`, in every frame unless
-//! `?per_cpu=0`): the CPU numbers once, then per metric one array of its
+//! `?per_cpu=0`; which metrics: [`PerCpuDetail`](super::PerCpuDetail)):
+//! the CPU numbers once, then per metric one array of its
 //! increases in the order of those CPUs, then how the per-CPU derived
 //! values are computed from them (the page computes them; they are not
 //! sent per CPU).
@@ -14,8 +15,8 @@
 //! }
 //! ```
 //!
-//! * `counts`: each counter family of the frame's `counts` that has a
-//!   `cpu` label (not the uncore ones). A value is written as an integer when
+//! * `counts`: the counter families of the frame's `counts` that have a
+//!   `cpu` label (not the uncore ones) and that the detail asks for. A value is written as an integer when
 //!   it is one (event counts, bytes: the usual case), else rounded to
 //!   nanounits (seconds, joules, and counts scaled for multiplexing).
 //!   `null`: that CPU has no series of the metric in the window (a CPU
@@ -26,14 +27,14 @@
 //!   (no value where the denominator is 0 or either input is `null`) or
 //!   `{"rate": metric}` (the count over `interval_seconds`).
 //!
-//! Cost. At 512 CPUs this is the bulk of a frame: about 12,000 numbers.
-//! They are kept in one flat array while the frame is built, and which CPU
+//! Cost. At 512 CPUs this is the bulk of a frame: with every per-CPU
+//! counter (`per_cpu=all`), about 10,000 numbers. They are kept in one flat array while the frame is built, and which CPU
 //! a series is on is learnt once ([`CpuIndex`], kept by the
 //! [`Framer`](super::Framer) from one frame to the next) instead of being
 //! parsed from its labels at every frame.
 
-use super::{label, same_labels, Formula, DERIVED};
-use crate::snapshot::Labels;
+use super::{label, numbers, Formula, DERIVED};
+use crate::snapshot::{Labels, Sample};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
@@ -54,6 +55,14 @@ fn per_cpu_formulas() -> impl Iterator<Item = (&'static str, Formula)> {
         .filter(|(_, _, p)| *p)
         .map(|(name, form, _)| (*name, *form))
         .chain([("busy_ratio", BUSY)])
+}
+
+/// Whether `metric` is an input of a per-CPU derived value.
+pub(super) fn is_input(metric: &str) -> bool {
+    per_cpu_formulas().any(|(_, f)| match f {
+        Formula::Ratio(n, d) => n == metric || d == metric,
+        Formula::Rate(m) => m == metric,
+    })
 }
 
 /// The per-CPU detail (module docs).
@@ -132,9 +141,11 @@ impl PerCpu {
 /// kept from one frame to the next: by family position, the family's name
 /// and, by sample position, the label set seen there with its CPU. The
 /// engine keeps a series' label set (one shared allocation) for as long
-/// as the series lives, so a sample finds its CPU by comparing one
-/// pointer (its rendered form where the engine made it anew); holding the label set keeps its allocation from being reused
-/// for another series meanwhile.
+/// as the series lives (the same allocation in every collection: see
+/// `benches/live_frame.rs`'s steady state), so a sample finds its CPU by
+/// comparing one pointer, and its labels are parsed again only where
+/// another label set is at that position. Holding the label set keeps its
+/// allocation from being reused for another series meanwhile.
 #[derive(Debug, Default)]
 pub(super) struct CpuIndex {
     families: Vec<(String, Vec<(Labels, u32)>)>,
@@ -170,14 +181,6 @@ pub(super) struct CpuColumns<'a> {
     values: Vec<Option<f64>>,
 }
 
-/// A family being added: its entry in the [`CpuIndex`] and, once it has
-/// a series on a CPU, its column.
-#[derive(Clone, Copy)]
-pub(super) struct Col {
-    family: usize,
-    col: Option<usize>,
-}
-
 impl<'a> CpuColumns<'a> {
     pub(super) fn new(index: &'a mut CpuIndex) -> Self {
         let (cols, _) = index.last;
@@ -190,49 +193,33 @@ impl<'a> CpuColumns<'a> {
         }
     }
 
-    /// Starts the family at position `pos` of the collection (its
-    /// column is made at its first series on a CPU).
-    pub(super) fn family(&mut self, pos: usize, name: &str) -> Col {
-        Col {
-            family: self.index.family(pos, name),
-            col: None,
-        }
-    }
-
-    /// Adds `d` to the family's value on the CPU of its series at
-    /// position `pos`, if it has one.
-    pub(super) fn add(&mut self, c: &mut Col, pos: usize, labels: &Labels, d: f64) {
-        let seen = &mut self.index.families[c.family].1;
-        let cpu = match seen.get(pos) {
-            Some((l, cpu)) if same_labels(l, labels) => *cpu,
-            _ => {
-                let cpu = cpu_of(labels);
-                // Samples come in order: the entry is there or next.
-                match pos.cmp(&seen.len()) {
-                    std::cmp::Ordering::Less => seen[pos] = (labels.clone(), cpu),
-                    std::cmp::Ordering::Equal => seen.push((labels.clone(), cpu)),
-                    std::cmp::Ordering::Greater => {}
-                }
-                cpu
-            }
-        };
-        if cpu == NO_CPU {
+    /// Adds the family at position `pos` of the collection, its series
+    /// `samples` with their increases `d`: each to its CPU's value in the
+    /// family's column (made at its first series on a CPU).
+    pub(super) fn add_family(&mut self, pos: usize, name: &str, samples: &[Sample], d: &[f64]) {
+        let fi = self.index.family(pos, name);
+        let seen = &mut self.index.families[fi].1;
+        learn(seen, samples);
+        let Some(top) = seen.iter().map(|(_, c)| *c).filter(|&c| c != NO_CPU).max() else {
             return;
-        }
-        let cpu = cpu as usize;
-        if cpu >= self.index.width {
+        };
+        let top = top as usize;
+        if top >= self.index.width {
             // Doubling: a new index meets CPUs 0, 1, 2 ... one at a time.
-            self.widen((cpu + 1).max(2 * self.index.width));
+            self.widen((top + 1).max(2 * self.index.width));
         }
         let w = self.index.width;
-        let col = *c.col.get_or_insert_with(|| {
-            self.metrics.push(self.index.families[c.family].0.clone());
-            self.values.resize(self.values.len() + w, None);
-            self.metrics.len() - 1
-        });
-        self.present[cpu] = true;
-        let v = &mut self.values[col * w + cpu];
-        *v = Some(v.unwrap_or(0.0) + d);
+        self.metrics.push(name.to_string());
+        let start = self.values.len();
+        self.values.resize(start + w, None);
+        let col = &mut self.values[start..];
+        for ((_, cpu), d) in self.index.families[fi].1.iter().zip(d) {
+            let cpu = *cpu as usize;
+            if let (Some(v), Some(p)) = (col.get_mut(cpu), self.present.get_mut(cpu)) {
+                *v = Some(v.unwrap_or(0.0) + d);
+                *p = true;
+            }
+        }
     }
 
     /// Room for CPU numbers below `width` in every column.
@@ -289,6 +276,25 @@ impl<'a> CpuColumns<'a> {
     }
 }
 
+/// Makes `seen` the label sets of `samples` with their CPUs: what it had
+/// at the same position is kept where it is the same label set (the usual
+/// case: the engine shares a series' label set between collections), the
+/// CPU parsed from the labels otherwise.
+fn learn(seen: &mut Vec<(Labels, u32)>, samples: &[Sample]) {
+    seen.truncate(samples.len());
+    for (e, s) in seen.iter_mut().zip(samples) {
+        if !e.0.same(&s.labels) {
+            *e = (s.labels.clone(), cpu_of(&s.labels));
+        }
+    }
+    let known = seen.len();
+    seen.extend(
+        samples[known..]
+            .iter()
+            .map(|s| (s.labels.clone(), cpu_of(&s.labels))),
+    );
+}
+
 /// The CPU of a series (its `cpu` label), or [`NO_CPU`].
 fn cpu_of(labels: &Labels) -> u32 {
     label(labels, "cpu")
@@ -300,18 +306,13 @@ fn cpu_of(labels: &Labels) -> u32 {
 impl PerCpu {
     /// The detail as JSON (module docs), appended to `out`. The columns
     /// are written by hand, not through serde: at 512 CPUs they are
-    /// 10,000 numbers, most of them whole counts ([`write_u64`]). `out`
+    /// 10,000 numbers, most of them whole counts ([`numbers`]). `out`
     /// is sized by the caller: growing it here would double a buffer of
     /// 90 KB, past the size where `malloc` maps fresh pages for every
     /// frame (page faults on every frame).
     pub fn write_json(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"cpus\":[");
-        for (i, c) in self.cpus.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_u64(out, u64::from(*c));
-        }
+        numbers::write_integers(out, &self.cpus);
         out.extend_from_slice(b"],\"counts\":{");
         for (k, (name, col)) in self.counts().enumerate() {
             if k > 0 {
@@ -319,12 +320,7 @@ impl PerCpu {
             }
             write_str(out, name);
             out.extend_from_slice(b":[");
-            for (i, v) in col.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_number(out, *v);
-            }
+            numbers::write_cells(out, col);
             out.push(b']');
         }
         out.extend_from_slice(b"},\"formulas\":");
@@ -345,37 +341,6 @@ impl PerCpu {
 pub(super) fn write_str(out: &mut Vec<u8>, s: &str) {
     // A string always encodes.
     let _ = serde_json::to_writer(&mut *out, s);
-}
-
-/// Integers up to this are exact in an `f64`.
-const EXACT: f64 = (1u64 << 53) as f64;
-
-/// A value of a column: an integer when it is one, else rounded to
-/// nanounits; `null` where there is none.
-fn write_number(out: &mut Vec<u8>, v: Option<f64>) {
-    match v {
-        // (A cast and back: `fract` is a libm call on baseline x86-64.)
-        Some(v) if v.abs() < EXACT && (v as i64) as f64 == v => {
-            if v < 0.0 {
-                out.push(b'-');
-            }
-            write_u64(out, v.abs() as u64)
-        }
-        Some(v) if v.is_finite() => {
-            let v = if v.abs() < 1e6 {
-                (v * 1e9).round() / 1e9
-            } else {
-                v
-            };
-            out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes())
-        }
-        _ => out.extend_from_slice(b"null"),
-    }
-}
-
-/// `n` in decimal (by `itoa`).
-fn write_u64(out: &mut Vec<u8>, n: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 struct Formulas<'a>(&'a [(&'static str, Formula)]);
@@ -400,39 +365,5 @@ impl Serialize for FormulaJson {
             Formula::Rate(r) => m.serialize_entry("rate", r)?,
         }
         m.end()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_are_written_as_json_writes_them() {
-        let cases = [
-            (Some(0.0), "0"),
-            (Some(7.0), "7"),
-            (Some(10.0), "10"),
-            (Some(99.0), "99"),
-            (Some(100.0), "100"),
-            (Some(1_234_567_891.0), "1234567891"),
-            (Some(-42.0), "-42"),
-            (Some(9_007_199_254_740_991.0), "9007199254740991"),
-            (Some(1.000_000_000_4), "1.0"),
-            (Some(0.25), "0.25"),
-            (Some(1e300), "1e300"),
-            (Some(f64::NAN), "null"),
-            (None, "null"),
-        ];
-        for (v, want) in cases {
-            let mut out = b"x".to_vec();
-            write_number(&mut out, v);
-            assert_eq!(String::from_utf8(out).unwrap(), format!("x{want}"), "{v:?}");
-        }
-        for n in [0u64, 5, 10, 11, 100, 1000, 65_535, u64::MAX] {
-            let mut out = Vec::new();
-            write_u64(&mut out, n);
-            assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
-        }
     }
 }

@@ -74,7 +74,7 @@ fn deltas_ratios_and_rates() {
         per_cpu("perf_cpu_cycles_total", &[200.0, 1000.0]),
         per_cpu("perf_context_switches_total", &[30.0, 50.0]),
     ];
-    let f = Framer::default().frame(&prev, &cur, 2.0, &Reasons::new(), true);
+    let f = Framer::default().frame(&prev, &cur, 2.0, &Reasons::new(), PerCpuDetail::All);
     assert_eq!(f.counts["perf_instructions_total"], 200.0);
     assert_eq!(f.derived["ipc"], Some(2.0));
     assert_eq!(f.derived["context_switches_per_second"], Some(30.0));
@@ -91,7 +91,7 @@ fn deltas_ratios_and_rates() {
     );
     // The per-CPU detail is in by default; left out, the rest is the same.
     assert_eq!(frame(&prev, &cur, 2.0, &Reasons::new()), f);
-    let plain = Framer::default().frame(&prev, &cur, 2.0, &Reasons::new(), false);
+    let plain = Framer::default().frame(&prev, &cur, 2.0, &Reasons::new(), PerCpuDetail::Off);
     assert_eq!(plain.per_cpu, None);
     assert_eq!(plain, Frame { per_cpu: None, ..f });
 }
@@ -117,7 +117,7 @@ fn per_cpu_columns_are_in_cpu_order() {
         &[fam([10.0, 2.0, 7.0]), uncore],
         1.0,
         &Reasons::new(),
-        true,
+        PerCpuDetail::All,
     );
     let c = f.per_cpu.unwrap();
     assert_eq!(c.cpus, [2, 7, 10]);
@@ -213,7 +213,7 @@ fn schema() {
         v.as_object().unwrap().keys().cloned().collect()
     };
     assert_eq!(keys(&frame(&[], &[], 1.0, &Reasons::new())), FRAME_KEYS);
-    let without = keys(&Framer::default().frame(&[], &[], 1.0, &Reasons::new(), false));
+    let without = keys(&Framer::default().frame(&[], &[], 1.0, &Reasons::new(), PerCpuDetail::Off));
     let want: Vec<&str> = FRAME_KEYS
         .iter()
         .filter(|k| **k != "per_cpu")
@@ -280,7 +280,7 @@ fn nested_cgroups_are_never_counted_twice() {
         &clock([0.6, 0.4, 0.8], [1.0, 1.0]),
         1.0,
         &Reasons::new(),
-        true,
+        PerCpuDetail::All,
     );
     assert_eq!(
         f.counts.keys().collect::<Vec<_>>(),
@@ -427,10 +427,10 @@ fn a_framer_follows_series_that_move_between_cpus() {
     let mut framer = Framer::default();
     let r = Reasons::new();
     for (prev, cur) in [(&a, &b), (&a, &b), (&b, &c), (&c, &c), (&a, &b)] {
-        let reused = framer.frame(prev, cur, 1.0, &r, true);
+        let reused = framer.frame(prev, cur, 1.0, &r, PerCpuDetail::All);
         assert_eq!(reused, frame(prev, cur, 1.0, &r));
     }
-    let f = framer.frame(&b, &c, 1.0, &r, true);
+    let f = framer.frame(&b, &c, 1.0, &r, PerCpuDetail::All);
     let p = f.per_cpu.unwrap();
     assert_eq!(p.cpus, [0, 5, 9]);
     assert_eq!(
@@ -447,7 +447,7 @@ fn a_framer_follows_series_that_move_between_cpus() {
     );
     assert_eq!(p.count("perf_interrupts_total", 1), None);
     // The JSON encoder sizes its buffer from the last frame.
-    let f = framer.frame(&a, &b, 1.0, &r, true);
+    let f = framer.frame(&a, &b, 1.0, &r, PerCpuDetail::All);
     let json = framer.encode(&f);
     assert_eq!(json, frame(&a, &b, 1.0, &r).to_json());
 }
