@@ -47,22 +47,9 @@ use crate::pmu::{PmuTable, Scope};
 use crate::resolve::chain::Status;
 use std::collections::BTreeMap;
 
-/// Where an event goes in its group: 0 for the perf-metrics `slots`
-/// event (the leader the kernel requires), 1 for a metric event
-/// (`topdown-*` on a perf-metrics PMU), 2 for anything else. Only a raw
-/// encoding on a core PMU whose sysfs lists `slots` can rank below 2.
+/// Where an event goes in its group ([`PmuTable::topdown_rank`]).
 pub(super) fn topdown_rank(table: &PmuTable, attr: &EventAttr) -> u8 {
-    let perf_metrics = table
-        .get(&attr.pmu)
-        .is_some_and(|p| p.type_ == attr.type_ && p.events.contains_key("slots"));
-    if !perf_metrics {
-        return 2;
-    }
-    match crate::perf::abi::intel_topdown(attr.config[0]) {
-        Some(true) => 0,
-        Some(false) => 1,
-        None => 2,
-    }
+    table.topdown_rank(&attr.pmu, attr.type_, attr.config[0])
 }
 
 /// The labels of a series: `pmu` and `socket` for uncore PMUs (plus `cpu`
@@ -224,20 +211,19 @@ impl Engine {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::config::Config;
     use crate::perf::sim::SimKernel;
-    use crate::resolve::chain::resolve_config;
+    use crate::resolve::chain::{resolve_config, Resolution};
     use crate::resolve::Context;
     use std::sync::Arc;
 
-    /// `slots` leads its group (then the metric events, then the rest)
-    /// whatever the YAML order, and the simulated kernel, which refuses a
-    /// metric event under any other leader, opens every member.
-    /// The slots group in YAML order that puts it last, on the hybrid
-    /// fixture's simulated PMU (`setup` runs before anything opens).
-    fn hybrid_topdown(setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
+    /// A set whose YAML order puts `slots` last (after cycles and two
+    /// metric events), resolved on the hybrid fixture's simulated PMU: the
+    /// table, the kernel and the resolution (also for the per-cgroup
+    /// planning's test).
+    pub(in crate::engine) fn hybrid_topdown_resolution() -> (PmuTable, Arc<SimKernel>, Resolution) {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/sysfs/intel-hybrid");
         let table = PmuTable::discover(&root).unwrap();
@@ -256,6 +242,16 @@ sets:
             let p = crate::probe::prober(k.as_ref());
             resolve_config(&cfg, &table, &Context::default(), Some(&p))
         };
+        (table, k, res)
+    }
+
+    /// `slots` leads its group (then the metric events, then the rest)
+    /// whatever the YAML order, and the simulated kernel, which refuses a
+    /// metric event under any other leader, opens every member.
+    /// The slots group in YAML order that puts it last, on the hybrid
+    /// fixture's simulated PMU (`setup` runs before anything opens).
+    fn hybrid_topdown(setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
+        let (table, k, res) = hybrid_topdown_resolution();
         setup(&k);
         let e = Engine::new(k.clone(), table, res);
         (k, e)

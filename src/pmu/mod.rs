@@ -173,6 +173,26 @@ pub struct PmuTable {
 }
 
 impl PmuTable {
+    /// Where an event goes in its group: 0 for the perf-metrics `slots`
+    /// event (the leader the kernel requires), 1 for a metric event
+    /// (`topdown-*` on a perf-metrics PMU), 2 for anything else. Only a raw
+    /// encoding on a core PMU whose sysfs lists `slots` can rank below 2.
+    /// Groups sort their members by it (stably: the YAML order within a
+    /// rank), the node's and the per-cgroup ones alike.
+    pub fn topdown_rank(&self, pmu: &str, type_: u32, config: u64) -> u8 {
+        let perf_metrics = self
+            .get(pmu)
+            .is_some_and(|p| p.type_ == type_ && p.events.contains_key("slots"));
+        if !perf_metrics {
+            return 2;
+        }
+        match crate::perf::abi::intel_topdown(config) {
+            Some(true) => 0,
+            Some(false) => 1,
+            None => 2,
+        }
+    }
+
     /// Reads every PMU and the CPU topology under `sysfs`.
     pub fn discover(sysfs: &Path) -> Result<Self, PmuError> {
         let dir = sysfs.join("bus/event_source/devices");

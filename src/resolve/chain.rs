@@ -50,6 +50,9 @@ pub struct MetricInstance {
     pub spec: String,
     /// The encoding and CPUs.
     pub inst: Instance,
+    /// Where it goes in a group ([`PmuTable::topdown_rank`]): `slots`
+    /// first, then the perf-metrics `topdown-*` events, then the rest.
+    pub topdown_rank: u8,
 }
 
 /// A metric as resolved on this host.
@@ -377,6 +380,7 @@ fn try_alternative(
         }
         out.extend(insts.into_iter().map(|inst| MetricInstance {
             spec: spec.to_string(),
+            topdown_rank: table.topdown_rank(&inst.pmu, inst.type_, inst.config[0]),
             inst,
         }));
     }

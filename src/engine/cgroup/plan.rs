@@ -41,13 +41,14 @@ pub(super) struct Planned {
 
 /// Plans the per-cgroup groups of `sets` from a resolution: every
 /// available counter metric of those sets, on its core or software PMU,
-/// one group per set, PMU and CPU (online now or not: a CPU that comes
+/// one group per set, PMU and CPU, `slots` first where there is one
+/// (online now or not: a CPU that comes
 /// online later gets its groups then). Metrics of uncore PMUs are refused
 /// ([`CgroupIssue::Uncore`]); the issues are logged.
 pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned {
     let mut metrics = Vec::new();
     let mut issues = Vec::new();
-    let mut plans: BTreeMap<(usize, String, u32), Vec<PlannedMember>> = BTreeMap::new();
+    let mut plans: BTreeMap<(usize, String, u32), Vec<(u8, PlannedMember)>> = BTreeMap::new();
     let mut all_cpus = BTreeSet::new();
     for m in &res.metrics {
         let Some(set) = sets.iter().position(|s| *s == m.set) else {
@@ -87,16 +88,14 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
             let i = &inst.inst;
             for &cpu in &i.cpus {
                 all_cpus.insert(cpu);
-                plans.entry((set, i.pmu.clone(), cpu)).or_default().push((
-                    mi,
-                    EventAttr {
-                        type_: i.type_,
-                        config: i.config,
-                        event: inst.spec.clone(),
-                        pmu: i.pmu.clone(),
-                    },
-                    i.scale,
-                ));
+                let attr = EventAttr {
+                    type_: i.type_,
+                    config: i.config,
+                    event: inst.spec.clone(),
+                    pmu: i.pmu.clone(),
+                };
+                let group = plans.entry((set, i.pmu.clone(), cpu)).or_default();
+                group.push((inst.topdown_rank, (mi, attr, i.scale)));
             }
         }
     }
@@ -107,7 +106,14 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
     }
     let plan = plans
         .into_iter()
-        .map(|((set, _, cpu), members)| GroupPlan { set, cpu, members })
+        .map(|((set, _, cpu), mut members)| {
+            // `slots` leads a perf-metrics group, as in the node's groups
+            // (the kernel refuses a metric event under another leader);
+            // stable: the YAML order within a rank.
+            members.sort_by_key(|(rank, _)| *rank);
+            let members = members.into_iter().map(|(_, m)| m).collect();
+            GroupPlan { set, cpu, members }
+        })
         .collect();
     let cols: Vec<u32> = if per_cpu {
         all_cpus.into_iter().collect()
@@ -147,4 +153,53 @@ pub(super) fn returned(before: &[u32], online: &[u32]) -> Vec<u32> {
         .copied()
         .filter(|c| !before.contains(c))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A perf-metrics group per cgroup puts `slots` first, then the
+    /// metric events, then the rest, whatever the YAML order (the node's
+    /// groups do the same: `engine::plan`).
+    #[test]
+    fn slots_leads_a_per_cgroup_perf_metrics_group() {
+        let (_, _, res) = crate::engine::plan::tests::hybrid_topdown_resolution();
+        let planned = plan(&res, &["td".to_string()], true);
+        let order = |pmu: &str| -> Vec<Vec<String>> {
+            let mut orders: Vec<Vec<String>> = planned
+                .plan
+                .iter()
+                .filter(|g| g.members[0].1.pmu == pmu)
+                .map(|g| {
+                    let names = g
+                        .members
+                        .iter()
+                        .map(|(m, _, _)| planned.metrics[*m].family.clone());
+                    names.collect()
+                })
+                .collect();
+            orders.dedup();
+            orders
+        };
+        let td = super::super::family_name;
+        assert_eq!(
+            order("cpu_core"),
+            [[
+                td("perf_td_slots_total"),
+                td("perf_td_retiring_total"),
+                td("perf_td_be_total"),
+                td("perf_cycles_total"),
+            ]]
+        );
+        // `cpu_atom`'s topdown-* are ordinary counters: the YAML order.
+        assert_eq!(
+            order("cpu_atom"),
+            [[
+                td("perf_cycles_total"),
+                td("perf_td_retiring_total"),
+                td("perf_td_be_total"),
+            ]]
+        );
+    }
 }
