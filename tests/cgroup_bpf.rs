@@ -6,6 +6,9 @@
 
 mod common;
 
+/// The tests count CPU time: one at a time.
+use common::serial;
+
 use common::cgroup::CgroupTree;
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
 use perf_exporter::config::Config;
@@ -23,17 +26,10 @@ use perf_exporter::snapshot::Snapshot;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::cgroup::{burner, cgroup_value as value, usage_usec, CLOCKS_YAML as YAML};
-
-/// The tests count CPU time: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The cgroups a test counts (paths under the cgroup2 root).
 #[derive(Debug, Clone)]

@@ -6,20 +6,16 @@
 
 mod common;
 
+/// The tests run one at a time: one of them counts the process's file
+/// descriptors.
+use common::serial;
+
 use common::cgroup::{remove_tree, section, CgroupTree};
 use perf_exporter::cgroup::{
     find_root, Cgroup, Hierarchy, Kind, LeftOut, LeftOutReason, Root, Selection, Selector,
 };
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// The tests of this file run one at a time: one of them counts the
-/// process's file descriptors.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn fixtures() -> PathBuf {
     common::repo_root().join("tests/fixtures/cgroup")

@@ -9,6 +9,9 @@
 
 mod common;
 
+/// The live tests count fds and CPU time: one at a time.
+use common::serial;
+
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
 use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{CgroupCounting, CgroupIssue, Discovery, PerfBackend};
@@ -22,19 +25,12 @@ use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const ROOT: &str = "/sys/fs/cgroup/unified";
 
 use common::cgroup::{burner, cgroup_value as value, CLOCKS_YAML as YAML};
-
-/// The live tests count fds and CPU time: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// A cgroup this test created, with the processes it started in it;
 /// killed and removed on drop.

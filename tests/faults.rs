@@ -8,25 +8,21 @@
 //! has no access), Linux >= 5.8 (CAP_PERFMON) and a hotpluggable cpu1.
 //! Each test fails with the reason when something is missing.
 //!
-//! The tests run one at a time (`SERIAL`): the hotplug test takes cpu1
+//! The tests run one at a time (`common::serial`): the hotplug test takes cpu1
 //! offline, and the others count per CPU.
 
 mod common;
+
+use common::serial;
 use common::{set_cpu1, Cpu1Guard, CPU1_ONLINE};
 
 use common::{by_cpu, parse_exposition, require_root, require_tool, Proc};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 const NOBODY: &[&str] = &["--reuid=65534", "--regid=65534", "--clear-groups"];
 

@@ -6,10 +6,12 @@
 //! nodev /sys/kernel/tracing`), `perf` on PATH (linux-perf), the `msr`
 //! PMU, and a hotpluggable cpu1 (/sys/devices/system/cpu/cpu1/online).
 //!
-//! Every test takes `CPU_STATE`: the hotplug test takes cpu1 offline, and
+//! Every test takes `common::serial()`: the hotplug test takes cpu1 offline, and
 //! the others count per CPU, so they must never overlap.
 
 mod common;
+
+use common::serial;
 
 use common::{set_cpu1, Cpu1Guard, CPU1_ONLINE};
 use perf_exporter::config::Config;
@@ -26,16 +28,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
-
-/// Serialises every test of this file (CPU online state, per-CPU counts).
-static CPU_STATE: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    CPU_STATE.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 const SYSFS: &str = "/sys";
 

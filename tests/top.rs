@@ -3,9 +3,14 @@
 //! sampling (a busy loop pinned to cpu1; the sample count; per-process
 //! shares against `perf record` + `perf report`), loss with a stopped
 //! reader, and Ctrl-C through tmux.
+//!
+//! The tests that sample this machine run one at a time
+//! (`common::serial`): each one's busy loop and processes would be in the
+//! others' samples.
 
 mod common;
 
+use common::serial;
 use common::tmux::{wait_pane, Session};
 use common::{fixture, EXPORTER};
 use serde_json::Value;
@@ -161,6 +166,7 @@ impl Drop for Busy {
 
 #[test]
 fn a_busy_loop_pinned_to_cpu1_gets_its_samples_and_the_count_is_hz_times_seconds() {
+    let _s = serial();
     common::require_root();
     let busy = Busy::start();
     let t0 = Instant::now();
@@ -214,6 +220,7 @@ fn perf_shares(data: &std::path::Path) -> BTreeMap<String, f64> {
 
 #[test]
 fn per_process_shares_agree_with_perf_record_and_report() {
+    let _s = serial();
     common::require_root();
     common::require_tool("perf");
     let _busy = Busy::start();
@@ -262,6 +269,7 @@ fn per_process_shares_agree_with_perf_record_and_report() {
 /// samples stop with the load.
 #[test]
 fn a_stopped_reader_loses_records_counts_them_and_recovers() {
+    let _s = serial();
     common::require_root();
     let busy = Busy::start();
     let mut child = Command::new(EXPORTER)
@@ -333,6 +341,7 @@ fn a_stopped_reader_loses_records_counts_them_and_recovers() {
 
 #[test]
 fn ctrl_c_in_tmux_prints_the_summary_and_exits_0() {
+    let _s = serial();
     let f = fixture("intel-skx").display().to_string();
     let cmd = format!(
         "{EXPORTER} --log.level=warn --simulate --path.sysfs {f} top -I 300ms; echo EXIT=$?; sleep 60"
@@ -373,6 +382,7 @@ fn ctrl_c_in_tmux_prints_the_summary_and_exits_0() {
 
 #[test]
 fn by_cgroup_names_the_cgroup_the_samples_ran_in() {
+    let _s = serial();
     common::require_root();
     let tree = common::cgroup::CgroupTree::new("ring", "top");
     let busy = Busy::start();
@@ -397,6 +407,7 @@ fn by_cgroup_names_the_cgroup_the_samples_ran_in() {
 #[test]
 #[ignore = "needs a hardware PMU"]
 fn cycles_are_sampled_with_an_instructions_group_read_for_ipc() {
+    let _s = serial();
     common::require_root();
     let _busy = Busy::start();
     let (ok, text, err) = top(&["-C", "1", "-d", "3s", "-n", "3"]);

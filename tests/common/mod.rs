@@ -13,6 +13,8 @@
 //! * [`http`] / [`get`]: a tiny blocking HTTP/1.1 client.
 //! * [`server_binary`]: the path of a fetched server binary
 //!   (`scripts/fetch-servers.sh`); panics when it is missing, never skips.
+//! * [`serial`]: runs the tests of a test crate that take it one at a time
+//!   (those that count CPU time, change CPU state or load the machine).
 //!
 //! Each test crate uses a different subset of these.
 #![allow(dead_code, unused_imports)]
@@ -29,6 +31,17 @@ pub use tls::{basic, tls_request, Pki};
 
 /// The process harness's old name, kept for the tests that use it.
 pub type Server = Proc;
+
+/// One lock per test crate (cargo runs a crate's tests on parallel
+/// threads, and the crates one after the other).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the test crate's [`SERIAL`] lock: the tests that take it run one
+/// at a time (a test that panicked while holding it does not stop the
+/// others).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 pub mod otlp;
 
