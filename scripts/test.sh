@@ -30,9 +30,10 @@ scripts/images.sh # container runtimes and stand-in base images (tests/deploy/te
 # Debian's tools the tests drive: chromium (the live page, headless), tmux
 # (stat's Ctrl-C), perf (agreement with `perf stat`), strace (bench smoke),
 # fuse-overlayfs (a hung mount: tests/read_timeout.rs), clang and llvm (the
-# BPF object's rebuild check below).
+# BPF object's rebuild check below), the aarch64 cross linker and C library
+# (the arm64 build: its clippy check below and the emulated-PMU tests).
 need=()
-for p in chromium tmux linux-perf strace fuse-overlayfs clang llvm; do
+for p in chromium tmux linux-perf strace fuse-overlayfs clang llvm gcc-aarch64-linux-gnu libc6-dev-arm64-cross; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if ((${#need[@]})); then
@@ -57,6 +58,10 @@ mkdir -p "$PERF_EXPORTER_TEST_ARTIFACTS"
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+# Arm servers: the crate must build for aarch64 too (.cargo/config.toml names
+# the cross linker).
+rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu >&2
+cargo clippy --all-targets --locked --target aarch64-unknown-linux-gnu -- -D warnings
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 set +e
