@@ -238,3 +238,124 @@ fn check_json_per_fixture() {
         );
     }
 }
+
+/// A Sapphire-Rapids-like tree made from intel-skx: `caps/pmu_name`
+/// `sapphire_rapids` (what that kernel shows) and a cpuinfo of family 6
+/// model 143, in a temporary directory: (the guard, sysfs, procfs).
+fn sapphire_rapids_tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sysfs = dir.path().join("sysfs");
+    let o = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(common::fixture("intel-skx"))
+        .arg(&sysfs)
+        .output()
+        .expect("run cp -a");
+    assert!(
+        o.status.success(),
+        "cp -a of intel-skx failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let caps = sysfs.join("bus/event_source/devices/cpu/caps/pmu_name");
+    let before = std::fs::read_to_string(&caps).expect("intel-skx has caps/pmu_name");
+    assert_eq!(before.trim(), "skylake");
+    std::fs::write(&caps, "sapphire_rapids\n").expect("write pmu_name");
+    let procfs = dir.path().join("procfs");
+    std::fs::create_dir(&procfs).expect("mkdir procfs");
+    let skx = std::fs::read_to_string(common::fixture_procfs("intel-skx").join("cpuinfo"))
+        .expect("intel-skx cpuinfo");
+    let spr = skx.replace("model\t\t: 85\n", "model\t\t: 143\n");
+    assert_ne!(spr, skx, "the skx cpuinfo names model 85");
+    std::fs::write(procfs.join("cpuinfo"), spr).expect("write cpuinfo");
+    (dir, sysfs, procfs)
+}
+
+/// `config` on the simulated PMU of `sysfs`/`procfs`: the resolution and
+/// the text of a collection 10 s after the first.
+fn run(
+    sysfs: &std::path::Path,
+    procfs: &std::path::Path,
+    config: &Config,
+) -> (perf_exporter::resolve::chain::Resolution, String) {
+    let mut table = PmuTable::discover(sysfs).expect("tree");
+    table.read_identities(procfs);
+    let kernel = Arc::new(SimKernel::with_manual_clock(table.clone()));
+    let probe = prober(kernel.as_ref());
+    let res = resolve_config(config, &table, &Context::default(), Some(&probe));
+    let mut engine = Engine::new(kernel.clone(), table, res.clone());
+    engine.collect();
+    kernel.advance(10_000_000_000);
+    let snap = engine.collect();
+    let mut text = String::new();
+    encode_text(&snap.families, &mut text);
+    (res, text)
+}
+
+/// The sum of a family's samples in `text`.
+fn total(text: &str, family: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")) || l.starts_with(&format!("{family} ")))
+        .map(|l| {
+            let (_, v) = l.rsplit_once(' ').expect("a value");
+            v.parse::<f64>().expect("a number")
+        })
+        .sum()
+}
+
+/// The default config on a simulated Sapphire Rapids: the core metrics
+/// take their generic encodings (not the `cpu/...` fallbacks), and the
+/// L1d, LLC and L1i-miss metrics count, as on a real one. Before, the
+/// simulator knew no `sapphire_rapids` table: the core metrics fell back
+/// and the cache metrics were "not on this platform".
+#[test]
+fn default_config_on_a_sapphire_rapids_tree() {
+    use perf_exporter::resolve::chain::Status;
+    let (_dir, sysfs, procfs) = sapphire_rapids_tree();
+    let (res, text) = run(&sysfs, &procfs, &Config::default_config());
+    let metric = |name: &str| {
+        res.metrics
+            .iter()
+            .find(|m| m.metric == name)
+            .unwrap_or_else(|| panic!("{name} not in the default config"))
+    };
+    for (name, event) in [
+        ("perf_cpu_cycles_total", "cycles"),
+        ("perf_instructions_total", "instructions"),
+        ("perf_branch_instructions_total", "branch-instructions"),
+        ("perf_branch_misses_total", "branch-misses"),
+        ("perf_cache_references_total", "cache-references"),
+        ("perf_cache_misses_total", "cache-misses"),
+        ("perf_l1d_read_misses_total", "L1-dcache-load-misses"),
+        ("perf_llc_read_misses_total", "LLC-load-misses"),
+        ("perf_l1d_reads_total", "L1-dcache-loads"),
+        ("perf_llc_reads_total", "LLC-loads"),
+        ("perf_l1i_read_misses_total", "L1-icache-load-misses"),
+    ] {
+        let m = metric(name);
+        assert_eq!(
+            (m.status, m.event.as_deref()),
+            (Status::Resolved, Some(event)),
+            "{name}: {:?}",
+            m.problems().collect::<Vec<_>>()
+        );
+        assert!(total(&text, name) > 0.0, "{name} counted nothing:\n{text}");
+    }
+    // Golden Cove's table has no L1-icache-loads (perf: <not supported>).
+    assert_eq!(metric("perf_l1i_reads_total").status, Status::Unavailable);
+}
+
+/// A config naming only `cycles` counts on a simulated Sapphire Rapids
+/// (before, nothing: the simulator refused every generic event there).
+#[test]
+fn cycles_alone_counts_on_a_sapphire_rapids_tree() {
+    let (_dir, sysfs, procfs) = sapphire_rapids_tree();
+    let yaml = "sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        help: CPU cycles.\n        event: [cycles]\n";
+    let cfg = Config::parse(yaml, "t.yaml").expect("config");
+    let (res, text) = run(&sysfs, &procfs, &cfg);
+    assert!(
+        !res.counts_nothing(),
+        "{:?}",
+        res.metrics[0].problems().collect::<Vec<_>>()
+    );
+    assert!(total(&text, "perf_cpu_cycles_total") > 0.0, "{text}");
+}

@@ -152,21 +152,27 @@ fn pipeline_rate(table: &crate::pmu::PmuTable, p: &Pmu, config: u64) -> Option<f
             false => metric_share(umask).map(|s| SLOTS_PER_SEC * s),
         };
     }
-    let r = match (drivers::driver_of(table, p), config) {
+    let driver = drivers::driver_of(table, p);
+    let skylake = matches!(
+        driver,
+        drivers::Driver::Intel(i) if i.cache == Some(drivers::IntelCache::Skylake)
+    );
+    let zen4 = matches!(driver, drivers::Driver::Amd(a) if a.map == drivers::AmdMap::Zen4);
+    let r = match config {
         // UOPS_ISSUED.ANY, UOPS_RETIRED.RETIRE_SLOTS,
         // INT_MISC.RECOVERY_CYCLES, IDQ_UOPS_NOT_DELIVERED.CORE.
-        (drivers::Driver::Skylake, 0x010e) => 5.2e9,
-        (drivers::Driver::Skylake, 0x02c2) => 4.0e9,
-        (drivers::Driver::Skylake, 0x010d) => 1.0e8,
-        (drivers::Driver::Skylake, 0x019c) => 1.6e9,
+        0x010e if skylake => 5.2e9,
+        0x02c2 if skylake => 4.0e9,
+        0x010d if skylake => 1.0e8,
+        0x019c if skylake => 1.6e9,
         // ex_ret_ops, de_src_op_disp.all, de_no_dispatch_per_slot
         // (event 0x1a0: bits 32-35 hold its high nibble) frontend,
         // backend and SMT contention.
-        (drivers::Driver::Zen4, 0xc1) => 4.8e9,
-        (drivers::Driver::Zen4, 0x07aa) => 6.0e9,
-        (drivers::Driver::Zen4, 0x1_0000_01a0) => 2.4e9,
-        (drivers::Driver::Zen4, 0x1_0000_1ea0) => 3.0e9,
-        (drivers::Driver::Zen4, 0x1_0000_60a0) => 0.6e9,
+        0xc1 if zen4 => 4.8e9,
+        0x07aa if zen4 => 6.0e9,
+        0x1_0000_01a0 if zen4 => 2.4e9,
+        0x1_0000_1ea0 if zen4 => 3.0e9,
+        0x1_0000_60a0 if zen4 => 0.6e9,
         _ => return None,
     };
     Some(r)

@@ -162,9 +162,11 @@ fn generic_events_the_core_pmu_hides() {
         open(&k, TYPE_HARDWARE, 7, 0, None).unwrap_err(),
         libc::ENOENT
     );
+    // Past the event map: EINVAL (`x86_setup_perfctr`: `attr->config >=
+    // x86_pmu.max_events`).
     assert_eq!(
         open(&k, TYPE_HARDWARE, 10, 0, None).unwrap_err(),
-        libc::ENOENT
+        libc::EINVAL
     );
     // Single core PMU: extended type 0 or its own.
     open(&k, TYPE_HARDWARE, 4 << 32, 0, None).unwrap();
@@ -483,4 +485,106 @@ fn a_counter_costs_a_64_byte_slot_and_a_24_byte_handle() {
     drop(members);
     drop(leader);
     assert_eq!(k.live_counters(), 0);
+}
+
+/// Intel SKX's tree with another `caps/pmu_name`, as that model's kernel
+/// shows it.
+fn intel_as(pmu_name: &str) -> SimKernel {
+    let mut t = fixture("intel-skx");
+    let cpu = t.pmus.iter_mut().find(|p| p.name == "cpu").unwrap();
+    cpu.caps.insert("pmu_name".into(), pmu_name.into());
+    SimKernel::with_manual_clock(t)
+}
+
+/// Generic hardware id or cache triple (`cache | op << 8 | result << 16`).
+fn generic(k: &SimKernel, type_: u32, config: u64) -> Result<(), i32> {
+    open(k, type_, config, 0, None).map(|_| ())
+}
+
+/// A simulated Sapphire Rapids (or Granite Rapids) counts what the
+/// kernel's Golden Cove tables count. Before, every `pmu_name` but
+/// `skylake` refused every generic event with ENOENT.
+#[test]
+fn sapphire_rapids_counts_generic_and_cache_events() {
+    for name in ["sapphire_rapids", "granite_rapids"] {
+        let k = intel_as(name);
+        for id in [0, 1, 2, 3, 4, 5, 6, 9] {
+            assert_eq!(generic(&k, TYPE_HARDWARE, id), Ok(()), "{name} {id}");
+        }
+        // L1-dcache-loads/-load-misses, LLC-loads/-load-misses,
+        // L1-icache-load-misses count; L1-icache-loads has no entry
+        // (ENOENT), iTLB-loads is -1 (EINVAL).
+        for c in [0x0, 0x1_0000, 0x2, 0x1_0002, 0x1_0001] {
+            assert_eq!(generic(&k, TYPE_HW_CACHE, c), Ok(()), "{name} {c:#x}");
+        }
+        assert_eq!(generic(&k, TYPE_HW_CACHE, 0x1), Err(libc::ENOENT));
+        assert_eq!(generic(&k, TYPE_HW_CACHE, 0x4), Err(libc::EINVAL));
+        let cyc = open(&k, TYPE_HARDWARE, 0, 0, None).unwrap();
+        k.enable_group(&cyc, &attr(0, 0), 0).unwrap();
+        k.advance(SEC);
+        assert_eq!(read(&k, &cyc).values[0].1, 2_000_000_000);
+    }
+}
+
+/// Ice Lake's case (Tiger Lake and Rocket Lake show `icelake` too):
+/// Skylake's table without the ITLB access event.
+#[test]
+fn icelake_counts_skylakes_cache_events_but_itlb_loads() {
+    let k = intel_as("icelake");
+    for c in [0x0, 0x1_0000, 0x2, 0x1_0002, 0x1_0001, 0x1_0004] {
+        assert_eq!(generic(&k, TYPE_HW_CACHE, c), Ok(()), "{c:#x}");
+    }
+    assert_eq!(generic(&k, TYPE_HW_CACHE, 0x4), Err(libc::EINVAL));
+    assert_eq!(generic(&sim("intel-skx"), TYPE_HW_CACHE, 0x4), Ok(()));
+}
+
+/// A model the kernel's switch does not name (`generic_arch_v5+`, or a
+/// newer kernel's name): the architectural events count, no cache event.
+#[test]
+fn an_unlisted_intel_model_counts_architectural_events_only() {
+    for name in ["generic_arch_v5+", "a_future_lake"] {
+        let k = intel_as(name);
+        for id in [0, 1, 2, 3, 4, 5, 6, 9] {
+            assert_eq!(generic(&k, TYPE_HARDWARE, id), Ok(()), "{name} {id}");
+        }
+        for c in [0x0, 0x1_0000, 0x2, 0x1_0002, 0x1_0001] {
+            assert_eq!(
+                generic(&k, TYPE_HW_CACHE, c),
+                Err(libc::ENOENT),
+                "{name} {c:#x}"
+            );
+        }
+    }
+}
+
+/// AMD by family: the fixtures' identities (Milan: Zen 3, Genoa: Zen 4)
+/// and an older family on the same tree.
+#[test]
+fn amd_families_count_their_maps() {
+    let procfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/procfs");
+    let amd = |fixture_name: &str, identity: Option<&str>| {
+        let mut t = fixture(fixture_name);
+        t.read_identities(&procfs.join(fixture_name));
+        if let Some(i) = identity {
+            t.identities.insert(
+                "cpu".into(),
+                crate::pmu::cpuid::CpuIdentity::Known(i.into()),
+            );
+        }
+        SimKernel::with_manual_clock(t)
+    };
+    let milan = amd("amd-zen3", None);
+    let genoa = amd("amd-zen4", None);
+    let zen1 = amd("amd-zen3", Some("AuthenticAMD-23-1-2"));
+    let fam15h = amd("amd-zen3", Some("AuthenticAMD-21-2-0"));
+    // ref-cycles from Zen 4 on; stalled-cycles-backend on Zen 1 and before.
+    assert_eq!(generic(&genoa, TYPE_HARDWARE, 9), Ok(()));
+    assert_eq!(generic(&milan, TYPE_HARDWARE, 9), Err(libc::ENOENT));
+    assert_eq!(generic(&milan, TYPE_HARDWARE, 8), Err(libc::ENOENT));
+    assert_eq!(generic(&zen1, TYPE_HARDWARE, 8), Ok(()));
+    assert_eq!(generic(&fam15h, TYPE_HARDWARE, 8), Ok(()));
+    // LLC-load-misses: family 15h's table has it, Zen's not.
+    assert_eq!(generic(&fam15h, TYPE_HW_CACHE, 0x1_0002), Ok(()));
+    assert_eq!(generic(&zen1, TYPE_HW_CACHE, 0x1_0002), Err(libc::ENOENT));
+    assert_eq!(generic(&genoa, TYPE_HW_CACHE, 0x1_0002), Err(libc::ENOENT));
 }
