@@ -752,7 +752,10 @@ fn hotplug_tests_opted_out_offline_nothing_and_say_so() {
         String::from_utf8_lossy(&out.stderr),
     );
     let ctx = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(out.status.success(), "the opted-out hotplug tests failed\n{ctx}");
+    assert!(
+        out.status.success(),
+        "the opted-out hotplug tests failed\n{ctx}"
+    );
     assert!(
         stdout.contains(&format!("{} passed", HOTPLUG_TESTS.len())),
         "not every hotplug test ran\n{ctx}"
