@@ -20,6 +20,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod cgroup;
+pub mod clocks;
 pub mod exposition;
 pub mod proc;
 pub mod tls;
