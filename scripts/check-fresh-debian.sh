@@ -92,6 +92,16 @@ deb $MIRROR bookworm-updates main
 deb $SECURITY bookworm-security main
 EOF
 cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# This host's trusted CAs, given to pip and node in the root as this host's
+# network may need them (a TLS-inspecting proxy: its CA is in the host's
+# bundle, not in Debian's ca-certificates). Like resolv.conf, this is the
+# network's setting, not the test command's: a fresh Debian on an open
+# network needs neither.
+ca_env=""
+if [[ -r /etc/ssl/certs/ca-certificates.crt ]]; then
+  cp -L /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/host-ca-bundle.crt"
+  ca_env="NODE_EXTRA_CA_CERTS=/etc/host-ca-bundle.crt PIP_CERT=/etc/host-ca-bundle.crt"
+fi
 
 for m in proc dev dev/pts sys; do
   mkdir -p -- "$ROOT/$m"
@@ -112,7 +122,8 @@ tar -xf "$ROOT/tmp/tree.tar" -C "$ROOT/root/perf-exporter"
 rm -f -- "$ROOT/tmp/files" "$ROOT/tmp/tree.tar"
 
 in_root() {
-  chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+  # shellcheck disable=SC2086 # ca_env is words
+  chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb $ca_env \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     bash -c "cd /root/perf-exporter && $1"
 }
