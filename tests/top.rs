@@ -256,12 +256,7 @@ fn per_process_shares_agree_with_perf_record_and_report() {
             *o.entry(e["name"].as_str().unwrap().into()).or_insert(0.0) +=
                 e["share"].as_f64().unwrap();
         }
-        let gap = if perf_window > top_window {
-            perf_window - top_window
-        } else {
-            top_window - perf_window
-        };
-        let mut outcome = common::clocks::Outcome::new(gap);
+        let mut outcome = common::clocks::Outcome::new(perf_window.abs_diff(top_window));
         let mut compared = 0;
         for (name, &ours) in &o {
             let theirs = p.get(name).copied().unwrap_or(0.0);
