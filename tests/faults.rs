@@ -334,6 +334,9 @@ fn cap_perfmon_alone_as_a_file_capability_counts_system_wide() {
 
 #[test]
 fn cpu_hotplug_during_a_stream_of_scrapes() {
+    if common::hotplug_opted_out("cpu_hotplug_during_a_stream_of_scrapes") {
+        return;
+    }
     let _s = serial();
     require_root();
     assert!(

@@ -40,6 +40,12 @@ def node_modules() -> Path:
                  "node_modules with @grafana/schema and typescript")
 
 
+def node_bin() -> Path:
+    """The Node.js the tests run (scripts/fetch-tools.sh: this host's if >= 20,
+    else one from the npm registry)."""
+    return _tool("PERF_EXPORTER_TEST_NODE", REPO / ".cache/tools/bin/node", "Node.js (>= 20)")
+
+
 @pytest.fixture(scope="session")
 def promtool() -> Path:
     return _tool("PERF_EXPORTER_TEST_PROMTOOL", REPO / ".cache/servers/root/usr/bin/promtool", "promtool")
@@ -75,7 +81,7 @@ def tsc_check(node_modules: Path, files: dict[str, str], tmp_path: Path) -> None
             "files": [n for n in files if n.endswith(".ts")],
         }
         (work / "tsconfig.json").write_text(json.dumps(tsconfig))
-        r = run([node_modules / ".bin/tsc", "-p", work], cwd=work)
+        r = run([node_bin(), node_modules / "typescript/bin/tsc", "-p", work], cwd=work)
         assert r.returncode == 0, f"tsc found type errors:\n{r.stdout}\n{r.stderr}"
     finally:
         shutil.rmtree(work, ignore_errors=True)

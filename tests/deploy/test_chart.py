@@ -22,7 +22,7 @@ import pytest
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
-from conftest import CGROUP_FIXTURE, CHART, FIXTURES, REPO, RULES, run, tsc_check
+from conftest import CGROUP_FIXTURE, CHART, FIXTURES, REPO, RULES, node_bin, run, tsc_check
 
 CI_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
 VARIANTS = ["default"] + [f.name for f in CI_FILES]
@@ -169,7 +169,7 @@ def test_manifests_validate_strict(variant, node_modules, tmp_path):
     if not crs:
         return
     # Custom resources: prometheus-operator's API (types, patterns, required)...
-    res = run(["node", Path(__file__).parent / "validate-crs.mjs"], input=json.dumps(crs),
+    res = run([node_bin(), Path(__file__).parent / "validate-crs.mjs"], input=json.dumps(crs),
               env={"NODE_MODULES_DIR": str(node_modules), "PATH": "/usr/bin:/bin:/usr/local/bin"})
     assert res.returncode == 0, f"custom resources are invalid:\n{res.stdout}\n{res.stderr}"
     # ...and no field unknown to it (TypeScript excess-property checks).
@@ -187,7 +187,7 @@ def test_crd_validation_catches_errors(node_modules, tmp_path):
     sm = clean(r.one("ServiceMonitor"))
     bad = copy.deepcopy(sm)
     bad["spec"]["endpoints"][0]["interval"] = "thirty"
-    res = run(["node", Path(__file__).parent / "validate-crs.mjs"], input=json.dumps([bad]),
+    res = run([node_bin(), Path(__file__).parent / "validate-crs.mjs"], input=json.dumps([bad]),
               env={"NODE_MODULES_DIR": str(node_modules), "PATH": "/usr/bin:/bin:/usr/local/bin"})
     assert res.returncode == 1 and "interval" in res.stdout, res.stdout + res.stderr
     typo = copy.deepcopy(sm)

@@ -1,0 +1,176 @@
+//! Comparing two clocks on a loaded machine (issue 24, item 12).
+//!
+//! A test that compares the exporter's time with another clock (`cpu.stat`,
+//! `perf stat`, `/proc/stat`, `getrusage`) reads the two one after the
+//! other. On a busy machine the reader can be preempted between the reads,
+//! and a busy workload's clock runs on meanwhile: the two then differ by
+//! the time between the reads, which reads like an accuracy bug
+//! (`0.256 s vs cpu.stat 0.599 s`). So:
+//!
+//! * [`bracket`] reads the reference clock just before *and* just after the
+//!   measured read; the reference's growth over a window is then a
+//!   [`Span`] (the least and the most the reads allow), and the measured
+//!   growth is compared with that span, not with one point of it;
+//! * [`compare_clocks`] measures again, once, when a comparison failed
+//!   while the bracketing reads were far apart (the machine was loaded),
+//!   and when it fails for good says how far apart they were and the load
+//!   average (`/proc/loadavg`), so that a failure on a loaded machine does
+//!   not read as a counting bug.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// A measured read with the reference clocks read just before and just
+/// after it.
+#[derive(Debug, Clone)]
+pub struct Bracket<T> {
+    /// The reference clocks just before the measured read.
+    pub before: Vec<f64>,
+    /// What the measured read returned.
+    pub value: T,
+    /// The reference clocks just after it.
+    pub after: Vec<f64>,
+    /// Wall time from the first reference read to the last.
+    pub gap: Duration,
+}
+
+/// Reads `reference` (one value per clock, e.g. one `cpu.stat` per
+/// cgroup), then `measure`, then `reference` again.
+pub fn bracket<T>(reference: impl Fn() -> Vec<f64>, measure: impl FnOnce() -> T) -> Bracket<T> {
+    let t0 = Instant::now();
+    let before = reference();
+    let value = measure();
+    let after = reference();
+    Bracket {
+        before,
+        value,
+        after,
+        gap: t0.elapsed(),
+    }
+}
+
+impl<T> Bracket<T> {
+    /// Reference clock `i`'s growth from this bracket to `end`, as the
+    /// reads bound it.
+    pub fn growth<U>(&self, end: &Bracket<U>, i: usize) -> Span {
+        Span {
+            lo: end.before[i] - self.after[i],
+            hi: end.after[i] - self.before[i],
+        }
+    }
+
+    /// The larger of the two brackets' gaps.
+    pub fn max_gap<U>(&self, end: &Bracket<U>) -> Duration {
+        self.gap.max(end.gap)
+    }
+}
+
+/// The least and the most a reference clock can have grown by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Span {
+    /// A span of one value (a reference read once).
+    pub fn exact(v: f64) -> Span {
+        Span { lo: v, hi: v }
+    }
+
+    /// Whether `ours` is within `tol` of the span.
+    pub fn agrees(&self, ours: f64, tol: f64) -> bool {
+        ours >= self.lo - tol && ours <= self.hi + tol
+    }
+
+    /// The middle of the span (for relative tolerances).
+    pub fn mid(&self) -> f64 {
+        (self.lo + self.hi) / 2.0
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.lo == self.hi {
+            write!(f, "{:.4}", self.lo)
+        } else {
+            write!(f, "{:.4}..{:.4}", self.lo, self.hi)
+        }
+    }
+}
+
+/// What one measurement of a clock comparison found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// One line per comparison that failed (none: it agreed).
+    pub failures: Vec<String>,
+    /// The largest time between two reads that should have been
+    /// simultaneous (the bracketing reads, or the two tools' windows).
+    pub gap: Duration,
+}
+
+impl Outcome {
+    pub fn new(gap: Duration) -> Outcome {
+        Outcome {
+            failures: Vec::new(),
+            gap,
+        }
+    }
+
+    /// Records a failed comparison unless `ok`.
+    pub fn check(&mut self, ok: bool, failure: impl FnOnce() -> String) {
+        if !ok {
+            self.failures.push(failure());
+        }
+    }
+}
+
+/// `/proc/loadavg`, trimmed (or why it could not be read).
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|e| format!("unreadable: {e}"))
+}
+
+/// Runs `measure` (given the attempt number, 1 or 2); when it fails with a
+/// gap above `large_gap`, measures once more; panics when it fails for
+/// good, with the failures, the gap and the load average.
+pub fn compare_clocks(what: &str, large_gap: Duration, mut measure: impl FnMut(u32) -> Outcome) {
+    let first = measure(1);
+    if first.failures.is_empty() {
+        return;
+    }
+    let load = loadavg();
+    if first.gap <= large_gap {
+        panic!("{}", report(what, &first, &load, 1, large_gap));
+    }
+    eprintln!(
+        "{what}: disagreed while the reads were {:?} apart (> {large_gap:?}; load average {load}): \
+         measuring once more\n  {}",
+        first.gap,
+        first.failures.join("\n  ")
+    );
+    let second = measure(2);
+    if !second.failures.is_empty() {
+        panic!(
+            "{}\n(the first measurement too: {})",
+            report(what, &second, &loadavg(), 2, large_gap),
+            first.failures.join("; ")
+        );
+    }
+}
+
+fn report(what: &str, o: &Outcome, load: &str, attempts: u32, large_gap: Duration) -> String {
+    format!(
+        "{what}: {}\n(measured {attempts} time(s); the reads that should be simultaneous were up to \
+         {:?} apart{}; load average {load}. On a loaded machine a large gap or load means a \
+         clock was read late, not necessarily that a count is wrong)",
+        o.failures.join("\n  "),
+        o.gap,
+        if o.gap > large_gap {
+            format!(", more than the {large_gap:?} this comparison allows for")
+        } else {
+            String::new()
+        }
+    )
+}
