@@ -348,6 +348,40 @@ fn perf_event_bound_to_v1_is_where_perf_counts_and_bpf_keeps_cgroup2() {
         "{out}"
     );
 
+    // serve with backend perf counts it there; the log names the v1 root.
+    let t = tempfile::tempdir().unwrap();
+    let cfg = t.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        format!("{YAML}cgroups:\n  backend: perf\n  preset: none\n  paths: [\"{name}\"]\n  sets: [software]\n"),
+    )
+    .unwrap();
+    let mut srv = common::exporter(&["--config.file", cfg.to_str().unwrap()]);
+    srv.wait_log("per-workload counting", Duration::from_secs(10));
+    let log = srv.output();
+    assert!(
+        log.contains(&format!("root={}", v1.dir.display())),
+        "serve's per-workload counting line does not name the v1 root:\n{log}"
+    );
+    let series = format!("perf_cgroup_cpu_clock_seconds_total{{cgroup=\"{name}\"");
+    let mut last = String::new();
+    let counted = eventually(Duration::from_secs(20), || {
+        last = srv.get("/metrics").body;
+        last.lines().any(|l| {
+            l.starts_with(&series)
+                && l.rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .is_some_and(|v| v > 0.0)
+        })
+    });
+    assert!(
+        counted,
+        "no {series} > 0 from serve in 20 s:\n{last}\nlog:\n{}",
+        srv.output()
+    );
+    drop(srv);
+
     // Count it with the perf backend, against the process's on-CPU time.
     let t = PmuTable::discover(Path::new("/sys")).unwrap();
     let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
