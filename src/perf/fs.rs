@@ -24,6 +24,9 @@ pub enum FsKind {
 }
 
 /// The filesystem `path` is on.
+// `f_type` and the magics are `c_long` on most architectures (i64 here)
+// and `c_uint` on some (s390x): `i64::from` keeps it portable.
+#[allow(clippy::useless_conversion)]
 pub fn fs_kind(path: &Path) -> io::Result<FsKind> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -35,13 +38,11 @@ pub fn fs_kind(path: &Path) -> io::Result<FsKind> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    // `f_type`'s width differs between architectures; the magics fit.
-    #[allow(clippy::unnecessary_cast)]
-    let t = buf.f_type as i64;
+    let t = i64::from(buf.f_type);
     Ok(match t {
-        t if t == libc::CGROUP2_SUPER_MAGIC as i64 => FsKind::Cgroup2,
-        t if t == libc::CGROUP_SUPER_MAGIC as i64 => FsKind::CgroupV1,
-        t if t == libc::TMPFS_MAGIC as i64 => FsKind::Tmpfs,
+        t if t == i64::from(libc::CGROUP2_SUPER_MAGIC) => FsKind::Cgroup2,
+        t if t == i64::from(libc::CGROUP_SUPER_MAGIC) => FsKind::CgroupV1,
+        t if t == i64::from(libc::TMPFS_MAGIC) => FsKind::Tmpfs,
         t => FsKind::Other(t),
     })
 }
