@@ -215,14 +215,18 @@ impl Discovery for Fixed {
     }
 }
 
-/// `check` with a one-set config and the `cgroups:` section `yaml`, on
-/// this machine's live sysfs and kernel.
+/// `check` with a one-set config and the `cgroups:` section `yaml`
+/// (`backend: perf` unless it says otherwise), on this machine's live sysfs
+/// and kernel.
 fn check(yaml: &str, more: &[&str]) -> (bool, String) {
     let t = tempfile::tempdir().unwrap();
     let cfg = t.path().join("c.yaml");
     std::fs::write(
         &cfg,
-        format!("sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n  backend: perf\n{yaml}"),
+        format!(
+            "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{}{yaml}",
+            if yaml.contains("backend:") { "" } else { "  backend: perf\n" }
+        ),
     )
     .unwrap();
     let o = Command::new(common::EXPORTER)
@@ -345,6 +349,24 @@ fn perf_event_bound_to_v1_is_where_perf_counts_and_bpf_keeps_cgroup2() {
         )) && out
             .lines()
             .any(|l| l.starts_with(&name) && l.contains("counted")),
+        "{out}"
+    );
+
+    // The v1 hierarchy given to auto, which would pick bpf as root: bpf
+    // reads cgroup2's ids, so auto counts with perf there, saying why; a
+    // configured bpf cannot count, saying why.
+    let paths = format!("  preset: none\n  paths: [\"{name}\"]\n");
+    let given = ["--path.cgroupfs", v1.dir.to_str().unwrap()];
+    let (ok, out) = check(&format!("  backend: auto\n{paths}"), &given);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("Per-cgroup backend: perf (backend auto: perf, as the BPF program reads cgroup2's cgroup ids")
+            && out.contains(&format!("cgroup root: {} (cgroup v1 perf_event)", v1.dir.display())),
+        "{out}"
+    );
+    let (_, out) = check(&format!("  backend: bpf\n{paths}"), &given);
+    assert!(
+        out.contains("Per-cgroup backend: none (cgroups: backend bpf cannot count: it reads cgroup2's cgroup ids"),
         "{out}"
     );
 
