@@ -305,4 +305,23 @@ mod tests {
         let c = choose(Backend::Perf, Some(&privilege(&[CAP_SYS_ADMIN])), &s.0).unwrap();
         assert_eq!(c.to_string(), "perf (backend perf, as configured)");
     }
+
+    #[test]
+    fn without_cgroup2_bpf_says_it_reads_cgroup2_ids_and_what_to_do() {
+        let why = Why::NoUnifiedHierarchy("no cgroup2 mount".into());
+        assert_eq!(why.code(), "bpf_no_cgroup2");
+        assert!(why
+            .to_string()
+            .starts_with("backend auto: perf, as the BPF program reads cgroup2's cgroup ids"));
+        assert!(
+            why.what_to_do().contains("cgroups.backend: perf"),
+            "{}",
+            why.what_to_do()
+        );
+        let e = BpfUnavailable::new(why).to_string();
+        assert!(
+            e.starts_with("cgroups: backend bpf cannot count: it reads cgroup2's cgroup ids and there is no cgroup2 hierarchy: no cgroup2 mount; mount cgroup2"),
+            "{e}"
+        );
+    }
 }
