@@ -215,12 +215,10 @@ impl Discovery for Fixed {
     }
 }
 
-/// `check` with a one-set config and the `cgroups:` section `yaml`
-/// (`backend: perf` unless it says otherwise), on this machine's live sysfs
-/// and kernel.
-fn check(yaml: &str, more: &[&str]) -> (bool, String) {
-    let t = tempfile::tempdir().unwrap();
-    let cfg = t.path().join("c.yaml");
+/// `check`'s command line for a one-set config (in `dir`) and the
+/// `cgroups:` section `yaml` (`backend: perf` unless it says otherwise).
+fn check_args(dir: &Path, yaml: &str) -> Vec<String> {
+    let cfg = dir.join("c.yaml");
     std::fs::write(
         &cfg,
         format!(
@@ -229,10 +227,20 @@ fn check(yaml: &str, more: &[&str]) -> (bool, String) {
         ),
     )
     .unwrap();
+    vec![
+        "check".into(),
+        "--config.file".into(),
+        cfg.display().to_string(),
+    ]
+}
+
+/// `check` with a one-set config and the `cgroups:` section `yaml`
+/// (`backend: perf` unless it says otherwise), on this machine's live sysfs
+/// and kernel.
+fn check(yaml: &str, more: &[&str]) -> (bool, String) {
+    let t = tempfile::tempdir().unwrap();
     let o = Command::new(common::EXPORTER)
-        .arg("check")
-        .arg("--config.file")
-        .arg(&cfg)
+        .args(check_args(t.path(), yaml))
         .args(more)
         .output()
         .unwrap();
@@ -282,6 +290,33 @@ fn a_cgroupfs_perf_cannot_count_on_is_refused_with_the_value_to_give() {
     assert!(ok, "{out}");
     assert!(
         cgroup_lines(&out).contains("cgroup root: /sys/fs/cgroup/unified (cgroup2)"),
+        "{out}"
+    );
+
+    // The chart's mount: the host's /sys/fs/cgroup bound recursively at
+    // another path, in a mount namespace of its own (as a container has
+    // it; nothing changes outside it): the hierarchy in it.
+    let t = tempfile::tempdir().unwrap();
+    let at = t.path().join("host-cgroup");
+    std::fs::create_dir(&at).unwrap();
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c"])
+        .arg("mount --make-rprivate / && mount --rbind /sys/fs/cgroup \"$1\" && shift && exec \"$@\"")
+        .arg("sh")
+        .arg(&at)
+        .arg(common::EXPORTER)
+        .args(check_args(t.path(), yaml))
+        .arg("--path.cgroupfs")
+        .arg(&at)
+        .output()
+        .expect("run unshare(1)");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        cgroup_lines(&out).contains(&format!(
+            "cgroup root: {} (cgroup2)",
+            at.join("unified").display()
+        )),
         "{out}"
     );
 
@@ -346,6 +381,43 @@ fn perf_event_bound_to_v1_is_where_perf_counts_and_bpf_keeps_cgroup2() {
         out.contains(&format!(
             "cgroup root: {} (cgroup v1 perf_event)",
             v1.dir.display()
+        )) && out
+            .lines()
+            .any(|l| l.starts_with(&name) && l.contains("counted")),
+        "{out}"
+    );
+
+    // A hybrid host's /sys/fs/cgroup as the chart mounts it: a tmpfs with
+    // this perf_event hierarchy and cgroup2 in it (in a mount namespace of
+    // its own: mounting a bound hierarchy again only adds a mount of it).
+    let t = tempfile::tempdir().unwrap();
+    let at = t.path().join("host-cgroup");
+    std::fs::create_dir(&at).unwrap();
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c"])
+        .arg(concat!(
+            "mount --make-rprivate / && mount -t tmpfs none \"$1\" && ",
+            "mkdir \"$1/perf_event\" \"$1/unified\" && ",
+            "mount -t cgroup -o perf_event none \"$1/perf_event\" && ",
+            "mount -t cgroup2 none \"$1/unified\" && shift && exec \"$@\""
+        ))
+        .arg("sh")
+        .arg(&at)
+        .arg(common::EXPORTER)
+        .args(check_args(
+            t.path(),
+            &format!("  preset: none\n  paths: [\"{name}\"]\n"),
+        ))
+        .arg("--path.cgroupfs")
+        .arg(&at)
+        .output()
+        .expect("run unshare(1)");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains(&format!(
+            "cgroup root: {} (cgroup v1 perf_event)",
+            at.join("perf_event").display()
         )) && out
             .lines()
             .any(|l| l.starts_with(&name) && l.contains("counted")),
