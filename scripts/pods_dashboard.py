@@ -108,11 +108,15 @@ def pods_dashboard(k) -> dict:
     p: list[dict] = []
     need = ("Needs kube-state-metrics (kube_pod_info) for the pod names, and the exporter's kubernetes "
             "preset (cgroups.preset).")
+    # README "Accuracy of per-cgroup CPU time".
+    switchy = ("A pod switching context tens of thousands of times per second is counted low by the "
+               "kernel's perf accounting (measured: cpu-clock 12-18% below cpu.stat at 50k-150k "
+               "switches/s, both backends and perf stat alike); read it with the pod's context switches.")
 
     p.append(lay.row("Noisy neighbours"))
     p.append(ranked(k, lay, "Top pods by cycles share",
                     f"The {TOP} pods using the largest share of their node's CPU cycles (the pod's cycles / all "
-                    f"cycles of the node, counted by the core PMU). {need}",
+                    f"cycles of the node, counted by the core PMU). {switchy} {need}",
                     "percentunit", cycles_share(k), "topk", max_=1, decimals=1))
     p.append(ranked(k, lay, "Lowest IPC",
                     f"The {TOP} pods retiring the fewest instructions per cycle: stalled on memory, on "
@@ -128,7 +132,7 @@ def pods_dashboard(k) -> dict:
                     "short", per_pod(k, "perf_cgroup_context_switches_total"), "topk"))
 
     p.append(lay.row("Over time"))
-    p.append(over_time(k, lay, "Cycles share per pod", f"Each pod's share of its node's CPU cycles, the top {TOP}.",
+    p.append(over_time(k, lay, "Cycles share per pod", f"Each pod's share of its node's CPU cycles, the top {TOP}. {switchy}",
                        "percentunit", cycles_share(k), max_=1))
     p.append(over_time(k, lay, "IPC per pod", f"Instructions per cycle of the {TOP} pods with the lowest IPC.",
                        "short", ipc(k), top="bottomk", decimals=2))
@@ -140,7 +144,7 @@ def pods_dashboard(k) -> dict:
     p.append(lay.row("Pod $pod"))
     p.append(drill(k, lay, "IPC of the pod", "Instructions per cycle of the selected pod (variable pod), on each node it ran on.",
                    "short", (ipc(k), "{{pod}} on {{instance}}"), w=8, decimals=2))
-    p.append(drill(k, lay, "Cycles share of the pod", "The selected pod's share of its node's CPU cycles.",
+    p.append(drill(k, lay, "Cycles share of the pod", f"The selected pod's share of its node's CPU cycles. {switchy}",
                    "percentunit", (cycles_share(k), "{{pod}} on {{instance}}"), w=8, max_=1))
     p.append(drill(k, lay, "LLC misses per kilo-instruction of the pod",
                    "Cache misses (usually last-level) per 1000 instructions of the selected pod.",
@@ -152,7 +156,8 @@ def pods_dashboard(k) -> dict:
                    "short", (per_pod(k, "perf_cgroup_context_switches_total"), "context switches/s"),
                    (per_pod(k, "perf_cgroup_cpu_migrations_total"), "CPU migrations/s"),
                    (per_pod(k, "perf_cgroup_page_faults_total"), "page faults/s")))
-    p.append(drill(k, lay, "CPU time of the pod", "cpu-clock seconds per second the selected pod's tasks ran: the CPUs it used.",
+    p.append(drill(k, lay, "CPU time of the pod", f"cpu-clock seconds per second the selected pod's tasks ran: the CPUs it used. {switchy} "
+                   "The kernel's own CPU time of the pod (cpu.stat) is cAdvisor's container_cpu_usage_seconds_total.",
                    "s", (per_pod(k, "perf_cgroup_cpu_clock_seconds_total"), "{{pod}} on {{instance}}")))
     # A set whose groups could not open (no PMU for it) has no enabled time: no ratio.
     running = (f"{per_pod(k, 'perf_cgroup_group_running_seconds_total', by='instance, pod_uid, set')}\n/\n"

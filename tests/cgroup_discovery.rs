@@ -12,7 +12,8 @@ use common::serial;
 
 use common::cgroup::{remove_tree, section, CgroupTree};
 use perf_exporter::cgroup::{
-    find_root, Cgroup, Hierarchy, Kind, LeftOut, LeftOutReason, Root, Selection, Selector,
+    find_root, Cgroup, Hierarchy, Kind, LeftOut, LeftOutReason, Lookup, Purpose, Root, Selection,
+    Selector,
 };
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -21,8 +22,17 @@ fn fixtures() -> PathBuf {
     common::repo_root().join("tests/fixtures/cgroup")
 }
 
+/// A fixture tree as the root, taken as it is (as the simulated PMU does:
+/// a live lookup refuses a directory that is not a cgroup filesystem).
+fn fixture_root(p: &Path) -> Root {
+    Lookup::new(Path::new("/nonexistent"), Some(p))
+        .simulated(true)
+        .find()
+        .unwrap()
+}
+
 fn scan(root: &Path, yaml: &str) -> Selection {
-    let root = find_root(Path::new("/nonexistent"), Some(root)).unwrap();
+    let root = fixture_root(root);
     Selector::new(root, section(yaml)).scan().unwrap()
 }
 
@@ -199,7 +209,7 @@ fn over_the_bound_the_busiest_since_the_last_scan_win() {
     let _serial = serial();
     let t = tempfile::tempdir().unwrap();
     copy_tree(&fixtures().join("kubernetes-systemd"), t.path());
-    let root = find_root(Path::new("/nonexistent"), Some(t.path())).unwrap();
+    let root = fixture_root(t.path());
     let mut s = Selector::new(
         root,
         section("  preset: kubernetes\n  max_cgroups: 2\n  rank_interval: 1s\n"),
@@ -301,10 +311,49 @@ fn roots_from_mountinfo() {
             && msg.contains("--path.cgroupfs"),
         "{msg}"
     );
+    // Hybrid with perf_event bound to v1 (/proc/cgroups says hierarchy
+    // 9): perf counts on the v1 mount, bpf on the unified one.
+    let hybrid_v1 = f.join("procfs-hybrid-perf-v1");
+    let lookup = Lookup::new(&hybrid_v1, None);
+    assert_eq!(
+        lookup.find().unwrap(),
+        Root {
+            path: "/sys/fs/cgroup/perf_event".into(),
+            hierarchy: Hierarchy::V1PerfEvent
+        }
+    );
+    assert_eq!(
+        lookup.purpose(Purpose::CgroupId).find().unwrap(),
+        Root {
+            path: "/sys/fs/cgroup/unified".into(),
+            hierarchy: Hierarchy::V2
+        }
+    );
+    // Bound to v1 but not mounted here: cgroup2 would fail every open
+    // with ENOENT, so it is refused for perf, with what to do.
+    let unmounted = f.join("procfs-perf-v1-unmounted");
+    let e = Lookup::new(&unmounted, None).find().unwrap_err();
+    assert_eq!(e.problem().code(), "no_cgroup_hierarchy");
+    let msg = e.problem().explain();
+    assert!(
+        msg.contains("hierarchy 9") && msg.contains("mount -t cgroup -o perf_event"),
+        "{msg}"
+    );
+    assert_eq!(
+        Lookup::new(&unmounted, None)
+            .purpose(Purpose::CgroupId)
+            .find()
+            .unwrap()
+            .path,
+        PathBuf::from("/sys/fs/cgroup/unified")
+    );
     // --path.cgroupfs wins over mountinfo, and must be a directory.
     let given = f.join("kubernetes-cgroupfs");
     assert_eq!(
-        find_root(&f.join("procfs-none"), Some(&given)).unwrap(),
+        Lookup::new(&f.join("procfs-none"), Some(&given))
+            .simulated(true)
+            .find()
+            .unwrap(),
         Root {
             path: given.clone(),
             hierarchy: Hierarchy::V2

@@ -7,7 +7,7 @@
 mod common;
 
 use common::cgroup::section;
-use perf_exporter::cgroup::{find_root, Selection, Selector};
+use perf_exporter::cgroup::{Lookup, Selection, Selector};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,10 @@ impl Rig {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("kubepods/burstable")).unwrap();
         std::fs::create_dir_all(dir.path().join("app")).unwrap();
-        let root = find_root(Path::new("/nonexistent"), Some(dir.path())).unwrap();
+        let root = Lookup::new(Path::new("/nonexistent"), Some(dir.path()))
+            .simulated(true)
+            .find()
+            .unwrap();
         let mut s = Selector::new(root, section(YAML));
         s.scan_if_changed().unwrap().expect("the first scan");
         Rig { dir, s }
@@ -51,7 +54,10 @@ impl Rig {
 
     /// What a walk from scratch selects now.
     fn truth(&self) -> Selection {
-        let root = find_root(Path::new("/nonexistent"), Some(self.dir.path())).unwrap();
+        let root = Lookup::new(Path::new("/nonexistent"), Some(self.dir.path()))
+            .simulated(true)
+            .find()
+            .unwrap();
         Selector::new(root, section(YAML))
             .without_watches()
             .scan()

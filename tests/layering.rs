@@ -25,7 +25,7 @@ fn stage_of_module(path: &[String]) -> Option<Result<usize, String>> {
         return None;
     }
     Some(Ok(match (first, second) {
-        ("duration" | "spec" | "problem" | "bounded", _) | ("perf", Some("abi")) => 0,
+        ("duration" | "spec" | "problem" | "bounded", _) | ("perf", Some("abi" | "fs")) => 0,
         ("config", _) => 1,
         ("pmu", Some("format")) => 0,
         ("pmu" | "cgroup", _) => 2,

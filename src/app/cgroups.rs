@@ -3,7 +3,7 @@
 //! freshly opened engine, with the previous engine's per-cgroup totals.
 
 use super::host::HostSettings;
-use crate::cgroup::{find_root, Selector};
+use crate::cgroup::{Lookup, Purpose, Root, Selector};
 use crate::config::cgroups::CgroupsConfig;
 use crate::engine::cgroup::choice::choose;
 use crate::engine::cgroup::{
@@ -16,14 +16,73 @@ use crate::privilege::Privilege;
 use crate::resolve::chain::{Resolution, Status};
 use std::sync::Arc;
 
-/// The backend `cfg` asks for on this host, before loading anything.
+/// The backend `cfg` asks for on this host, before loading anything
+/// (`kernel` `None`: no kernel to count with, as `check` on a fixture):
+/// `bpf` also needs a cgroup2 hierarchy, whose cgroup ids the program
+/// reads.
 fn choice(
     cfg: &CgroupsConfig,
-    kernel: &dyn Kernel,
+    kernel: Option<&dyn Kernel>,
     host: &HostSettings,
 ) -> Result<BackendChoice, BpfUnavailable> {
-    let privilege = (!kernel.simulated()).then(|| Privilege::detect(&host.procfs));
-    choose(cfg.backend, privilege.as_ref(), &host.sysfs)
+    let privilege = kernel
+        .filter(|k| !k.simulated())
+        .map(|_| Privilege::detect(&host.procfs));
+    let chosen = choose(cfg.backend, privilege.as_ref(), &host.sysfs)?;
+    if chosen.kind != BackendKind::Bpf {
+        return Ok(chosen);
+    }
+    match lookup(host, kernel).purpose(Purpose::CgroupId).find() {
+        Ok(_) => Ok(chosen),
+        Err(e) if chosen.why == Why::Configured(BackendKind::Bpf) => {
+            Err(BpfUnavailable::new(Why::NoUnifiedHierarchy(e.to_string())))
+        }
+        Err(e) => Ok(BackendChoice {
+            kind: BackendKind::Perf,
+            why: Why::NoUnifiedHierarchy(e.to_string()),
+        }),
+    }
+}
+
+/// Where the cgroup root is looked for: `--path.cgroupfs` is taken as it
+/// is when no live kernel counts it (the simulated PMU, or `check` on a
+/// fixture sysfs), which is when it is a fixture tree.
+fn lookup<'a>(host: &'a HostSettings, kernel: Option<&dyn Kernel>) -> Lookup<'a> {
+    Lookup::new(&host.procfs, host.cgroupfs.as_deref())
+        .simulated(kernel.is_none_or(|k| k.simulated()))
+}
+
+/// The hierarchy the backend reads: the one `perf_event` is bound to for
+/// `perf`, cgroup2 for `bpf`.
+fn purpose(kind: BackendKind) -> Purpose {
+    match kind {
+        BackendKind::Perf => Purpose::PerfEvent,
+        BackendKind::Bpf => Purpose::CgroupId,
+    }
+}
+
+/// Where `check` looks for the root it lists the cgroups of: the chosen
+/// backend's hierarchy.
+pub(super) fn check_lookup<'a>(
+    cfg: &CgroupsConfig,
+    kernel: Option<&dyn Kernel>,
+    host: &'a HostSettings,
+) -> Lookup<'a> {
+    let kind = choice(cfg, kernel, host).map_or(BackendKind::Perf, |c| c.kind);
+    lookup(host, kernel).purpose(purpose(kind))
+}
+
+/// The root of `kind`'s hierarchy, or `None` (logged: per-workload
+/// counting is then off, the node-level counters still serve).
+fn root_for(host: &HostSettings, kernel: &dyn Kernel, kind: BackendKind) -> Option<Root> {
+    match lookup(host, Some(kernel)).purpose(purpose(kind)).find() {
+        Ok(r) => Some(r),
+        Err(e) => {
+            let problem = e.problem();
+            tracing::warn!(error = %e, code = problem.code(), what_to_do = %problem.what_to_do(), "per-workload counting is off: no cgroup root");
+            None
+        }
+    }
 }
 
 /// Opens the chosen backend. A `bpf` backend that does not load falls
@@ -88,15 +147,22 @@ pub(super) fn attach(
     let Some(cfg) = cfg else {
         return Ok(());
     };
-    let chosen = choice(cfg, kernel.as_ref(), host)?;
-    let root = match find_root(&host.procfs, host.cgroupfs.as_deref()) {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(error = %e, "per-workload counting is off: no cgroup root (give --path.cgroupfs)");
-            return Ok(());
+    let chosen = choice(cfg, Some(kernel.as_ref()), host)?;
+    let Some(root) = root_for(host, kernel.as_ref(), chosen.kind) else {
+        return Ok(());
+    };
+    let first = chosen.kind;
+    let (b, chosen) = open_backend(engine, kernel.clone(), cfg, chosen)?;
+    // A bpf backend that did not load falls back to perf, which reads the
+    // hierarchy perf_event is bound to.
+    let root = if chosen.kind == first {
+        root
+    } else {
+        match root_for(host, kernel.as_ref(), chosen.kind) {
+            Some(r) => r,
+            None => return Ok(()),
         }
     };
-    let (b, chosen) = open_backend(engine, kernel, cfg, chosen)?;
     let (backend, why) = (chosen.kind.name(), &chosen.why);
     // A fallback for want of privilege or BTF is a choice, not a fault; a
     // program that did not load is.
@@ -133,10 +199,7 @@ pub(super) fn check_text(
     let Some(c) = cfg else {
         return String::new();
     };
-    let privilege = kernel
-        .filter(|k| !k.simulated())
-        .map(|_| Privilege::detect(&host.procfs));
-    crate::report::backend_line(&choose(c.backend, privilege.as_ref(), &host.sysfs))
+    crate::report::backend_line(&choice(c, kernel, host))
 }
 
 /// The check report's text with the backend line just before its cgroup

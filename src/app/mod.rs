@@ -244,7 +244,8 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             }
             let mut r = CheckReport::new(&res).with_identities(&h.table);
             if let Some(c) = &cfg.cgroups {
-                let found = crate::cgroup::discover(&s.host.procfs, s.host.cgroupfs.as_deref(), c);
+                let lookup = cgroups::check_lookup(c, h.kernel.as_deref(), &s.host);
+                let found = crate::cgroup::discover(&lookup, c);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));
             }
             let backend = cgroups::check_text(cfg.cgroups.as_ref(), h.kernel.as_deref(), &s.host);

@@ -173,7 +173,7 @@ pub(super) fn open(
         cpus,
         by: s.by,
         procfs: host.procfs.clone(),
-        cgroupfs: cgroupfs(host),
+        cgroupfs: cgroupfs(host, kernel.simulated()),
     };
     match Sampling::open(kernel, settings(r.cpus.clone())) {
         Ok(smp) => return Ok((smp, r)),
@@ -207,9 +207,13 @@ pub(super) fn open(
     Ok((smp, r))
 }
 
-/// The cgroup root: `--path.cgroupfs`, else the one mountinfo names.
-fn cgroupfs(host: &HostSettings) -> Option<std::path::PathBuf> {
-    crate::cgroup::find_root(&host.procfs, host.cgroupfs.as_deref())
+/// The root of the hierarchy `PERF_SAMPLE_CGROUP` ids belong to (the one
+/// `perf_event` is bound to): `--path.cgroupfs`, else the one mountinfo
+/// names.
+fn cgroupfs(host: &HostSettings, simulated: bool) -> Option<std::path::PathBuf> {
+    crate::cgroup::Lookup::new(&host.procfs, host.cgroupfs.as_deref())
+        .simulated(simulated)
+        .find()
         .ok()
         .map(|r| r.path)
 }

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use crate::config::cgroups::CgroupsConfig;
 use crate::problem::Problem;
 
+pub use mount::{Lookup, Purpose};
 pub use select::Selector;
 
 /// A discovery error, naming the path and the OS error.
@@ -49,6 +50,15 @@ pub enum CgroupError {
         path: PathBuf,
         /// The OS error.
         source: std::io::Error,
+    },
+    /// `--path.cgroupfs` is not a hierarchy the counting can use (statfs
+    /// and the mount's controllers say what it is).
+    #[error("--path.cgroupfs {path} is not a cgroup hierarchy perf can count on: {detail}")]
+    NotAHierarchy {
+        /// The path given.
+        path: PathBuf,
+        /// What it is, and what to give instead.
+        detail: String,
     },
     /// `--path.cgroupfs` is not a directory.
     #[error(
@@ -72,6 +82,10 @@ impl CgroupError {
             CgroupError::Io { path, source } => Problem::NoCgroupHierarchy {
                 mountinfo: path.clone(),
                 detail: format!("cannot read it: {source}"),
+            },
+            CgroupError::NotAHierarchy { path, detail } => Problem::NoCgroupHierarchy {
+                mountinfo: path.clone(),
+                detail: detail.clone(),
             },
             CgroupError::NotADirectory { path } => Problem::NoCgroupHierarchy {
                 mountinfo: path.clone(),
@@ -206,21 +220,23 @@ pub struct Selection {
     pub left_out: Vec<LeftOut>,
 }
 
-/// Finds the cgroup root: `given` (`--path.cgroupfs`) when set, else
-/// from `<procfs>/self/mountinfo`: the cgroup2 mount (preferring
-/// `/sys/fs/cgroup`, then a hybrid host's `/sys/fs/cgroup/unified`),
-/// else the v1 hierarchy with the `perf_event` controller.
+/// Finds the root of the `perf_event` hierarchy on a live host:
+/// `given` (`--path.cgroupfs`) when set, checked with statfs, else from
+/// `<procfs>/self/mountinfo` and `<procfs>/cgroups`: the v1 hierarchy with
+/// the `perf_event` controller when it is mounted, else the cgroup2 mount
+/// (preferring `/sys/fs/cgroup`, then a hybrid host's
+/// `/sys/fs/cgroup/unified`). See [`Lookup`] for the bpf backend's root and
+/// fixture trees.
 pub fn find_root(procfs: &Path, given: Option<&Path>) -> Result<Root, CgroupError> {
-    mount::find_root(procfs, given)
+    Lookup::new(procfs, given).find()
 }
 
 /// Finds the root and scans it once: what `check` lists.
 pub fn discover(
-    procfs: &Path,
-    given: Option<&Path>,
+    lookup: &Lookup<'_>,
     config: &CgroupsConfig,
 ) -> Result<(Root, Selection), CgroupError> {
-    let root = find_root(procfs, given)?;
+    let root = lookup.find()?;
     let sel = Selector::new(root.clone(), config.clone())
         .without_watches()
         .scan()?;

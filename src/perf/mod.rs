@@ -18,6 +18,8 @@ pub mod abi;
 pub mod bpf;
 pub mod cgroup;
 #[allow(unsafe_code)]
+pub mod fs;
+#[allow(unsafe_code)]
 pub mod hotplug;
 #[allow(unsafe_code)]
 pub mod live;

@@ -60,6 +60,9 @@ pub enum Why {
     Simulated,
     /// Loading or attaching the program failed.
     LoadFailed(String),
+    /// No cgroup2 hierarchy to take the cgroups from: the program reads
+    /// the unified hierarchy's cgroup ids (what is found instead).
+    NoUnifiedHierarchy(String),
 }
 
 impl Why {
@@ -72,6 +75,7 @@ impl Why {
             Why::NoBtf { .. } => "bpf_no_btf",
             Why::Simulated => "simulated",
             Why::LoadFailed(_) => "bpf_load_failed",
+            Why::NoUnifiedHierarchy(_) => "bpf_no_cgroup2",
         }
     }
 
@@ -83,6 +87,7 @@ impl Why {
             Why::NoBtf { .. } => "use a kernel built with CONFIG_DEBUG_INFO_BTF (most distributions' kernels since 2020), or set `cgroups.backend: perf`".into(),
             Why::Simulated => "nothing: the simulated PMU counts per cgroup with perf".into(),
             Why::LoadFailed(_) => "see the error (the verifier's or the kernel's); set `cgroups.backend: perf` to count without BPF".into(),
+            Why::NoUnifiedHierarchy(_) => "mount cgroup2 (a hybrid host's `/sys/fs/cgroup/unified`) and give it, or the directory the hierarchies are mounted in, with --path.cgroupfs; or set `cgroups.backend: perf`".into(),
         }
     }
 }
@@ -96,6 +101,7 @@ impl fmt::Display for Why {
             Why::NoBtf { path } => write!(f, "backend auto: perf, as the kernel has no BTF ({} is missing)", path.display()),
             Why::Simulated => write!(f, "backend auto: perf, as the simulated PMU has no BPF"),
             Why::LoadFailed(e) => write!(f, "backend auto: perf, as the BPF program did not load: {e}"),
+            Why::NoUnifiedHierarchy(e) => write!(f, "backend auto: perf, as the BPF program reads cgroup2's cgroup ids and there is no cgroup2 hierarchy: {e}"),
         }
     }
 }
@@ -133,6 +139,9 @@ impl BpfUnavailable {
             Why::NoBtf { path } => format!("the kernel has no BTF ({} is missing)", path.display()),
             Why::Simulated => "the simulated PMU has no BPF".into(),
             Why::LoadFailed(e) => e.clone(),
+            Why::NoUnifiedHierarchy(e) => {
+                format!("it reads cgroup2's cgroup ids and there is no cgroup2 hierarchy: {e}")
+            }
             w => w.to_string(),
         };
         let what_to_do = why.what_to_do().replace(", or set", "; or set");
@@ -295,5 +304,24 @@ mod tests {
         );
         let c = choose(Backend::Perf, Some(&privilege(&[CAP_SYS_ADMIN])), &s.0).unwrap();
         assert_eq!(c.to_string(), "perf (backend perf, as configured)");
+    }
+
+    #[test]
+    fn without_cgroup2_bpf_says_it_reads_cgroup2_ids_and_what_to_do() {
+        let why = Why::NoUnifiedHierarchy("no cgroup2 mount".into());
+        assert_eq!(why.code(), "bpf_no_cgroup2");
+        assert!(why
+            .to_string()
+            .starts_with("backend auto: perf, as the BPF program reads cgroup2's cgroup ids"));
+        assert!(
+            why.what_to_do().contains("cgroups.backend: perf"),
+            "{}",
+            why.what_to_do()
+        );
+        let e = BpfUnavailable::new(why).to_string();
+        assert!(
+            e.starts_with("cgroups: backend bpf cannot count: it reads cgroup2's cgroup ids and there is no cgroup2 hierarchy: no cgroup2 mount; mount cgroup2"),
+            "{e}"
+        );
     }
 }
