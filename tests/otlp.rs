@@ -600,3 +600,99 @@ fn otlp_configuration_errors_name_their_source() {
         "{e}"
     );
 }
+
+/// The label names of an exposition's samples.
+fn exposed_labels(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| Some(l.split_once('{')?.1.rsplit_once('}')?.0.to_string()))
+        .flat_map(|ls| {
+            // Values are quoted; names are what precedes each `="`.
+            ls.split("\",")
+                .filter_map(|kv| kv.split_once("=\"").map(|(k, _)| k.to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Issue 24 item 5: the per-cgroup `pod_uid` label was pushed as
+/// `k8s.pod.uid`, stored as `k8s_pod_uid` by Prometheus-compatible stores,
+/// so the pod rules and dashboard found nothing on OTLP data. On the
+/// simulated PMU with the Kubernetes cgroup fixture and sampling by pod:
+/// every data point attribute, translated as those stores do (`.` -> `_`),
+/// is a label of `/metrics`, and the pod series carry `pod_uid`.
+#[test]
+fn otlp_attributes_translate_back_to_the_exposition_labels() {
+    let rx = Receiver::start(None);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(
+        &cfg,
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n\
+         cgroups:\n  preset: kubernetes\n  sets: [software]\n  containers: true\n\
+         sampling:\n  frequency: 99\n  by: pod\n  top: 2\n",
+    )
+    .unwrap();
+    let cg = common::repo_root().join("tests/fixtures/cgroup/kubernetes-systemd");
+    let ex = simulated(
+        &[
+            "--config.file",
+            cfg.to_str().unwrap(),
+            "--path.cgroupfs",
+            cg.to_str().unwrap(),
+            "--otlp.protocol",
+            "grpc",
+            "--otlp.endpoint",
+            &format!("http://{}", rx.addr),
+            "--otlp.interval",
+            "500ms",
+        ],
+        &[],
+    );
+    let has = |r: &Received, name: &str, key: &str| {
+        find_metric(&r.req, name).is_some_and(|m| {
+            sum_points(m)
+                .iter()
+                .any(|p| p.attributes.iter().any(|a| a.key == key))
+        })
+    };
+    wait_for(
+        "an export with per-pod and sampled-by-pod series",
+        Duration::from_secs(30),
+        || {
+            rx.received().iter().any(|r| {
+                has(r, "perf.cgroup.cpu.clock", "pod_uid")
+                    && has(r, "perf.cgroup.cpu.clock", "container.id")
+                    && has(r, "perf.sampled.events", "pod_uid")
+            })
+        },
+    );
+    let labels = exposed_labels(&ex.scrape().0);
+    for l in [
+        "pod_uid",
+        "qos_class",
+        "container_id",
+        "cgroup",
+        "set",
+        "cpu",
+    ] {
+        assert!(labels.contains(l), "{l} not on /metrics: {labels:?}");
+    }
+    let last = rx.received().pop().unwrap();
+    for m in &last.req.resource_metrics[0].scope_metrics[0].metrics {
+        let points = match m.data.as_ref() {
+            Some(metric::Data::Sum(s)) => &s.data_points,
+            Some(metric::Data::Gauge(g)) => &g.data_points,
+            _ => continue,
+        };
+        for a in points.iter().flat_map(|p| &p.attributes) {
+            let stored = a.key.replace('.', "_");
+            assert!(
+                labels.contains(&stored),
+                "{}: attribute `{}` is stored as `{stored}`, which /metrics has not: {labels:?}",
+                m.name,
+                a.key
+            );
+        }
+    }
+}
