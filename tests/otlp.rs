@@ -696,3 +696,57 @@ fn otlp_attributes_translate_back_to_the_exposition_labels() {
         }
     }
 }
+
+/// Issue 24 item 5, in a real store: VictoriaMetrics with Prometheus
+/// naming keeps the per-pod series under `pod_uid` (it stored
+/// `k8s_pod_uid` before), so the pod rules' `sum by (..., pod_uid, ...)`
+/// and `container_id=""` read OTLP data as they read scraped data.
+#[test]
+fn otlp_pod_series_keep_pod_uid_in_victoriametrics() {
+    let vm = Vm::start(&["-opentelemetry.usePrometheusNaming"]);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(
+        &cfg,
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n\
+         cgroups:\n  preset: kubernetes\n  sets: [software]\n  containers: true\n",
+    )
+    .unwrap();
+    let cg = common::repo_root().join("tests/fixtures/cgroup/kubernetes-systemd");
+    let _ex = simulated(
+        &[
+            "--config.file",
+            cfg.to_str().unwrap(),
+            "--path.cgroupfs",
+            cg.to_str().unwrap(),
+            "--otlp.interval",
+            "500ms",
+        ],
+        &[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://{}/opentelemetry", vm.addr),
+        )],
+    );
+    // The fixture's 5 pods, pod-level series only.
+    let q = r#"sum by (pod_uid, qos_class) (perf_cgroup_cpu_clock_seconds_total{container_id=""})"#;
+    let mut rows = Vec::new();
+    wait_for(
+        "the 5 pods of the fixture in VictoriaMetrics",
+        Duration::from_secs(30),
+        || {
+            rows = vm.query(q);
+            rows.len() == 5
+        },
+    );
+    for (labels, _) in &rows {
+        assert_eq!(labels["pod_uid"].len(), 36, "{labels:?}");
+        assert!(labels.contains_key("qos_class"), "{labels:?}");
+    }
+    assert!(
+        vm.query(r#"{__name__=~"perf_cgroup_.+", k8s_pod_uid!=""}"#)
+            .is_empty(),
+        "a series stored with k8s_pod_uid"
+    );
+    let containers = vm.query(r#"perf_cgroup_cpu_clock_seconds_total{container_id!=""}"#);
+    assert!(!containers.is_empty(), "no container series");
+}
