@@ -750,3 +750,100 @@ fn otlp_pod_series_keep_pod_uid_in_victoriametrics() {
     let containers = vm.query(r#"perf_cgroup_cpu_clock_seconds_total{container_id!=""}"#);
     assert!(!containers.is_empty(), "no container series");
 }
+
+/// Issue 24 item 1 over OTLP: a reload (SIGHUP, unchanged config) reset
+/// the per-cgroup group times, whose value then fell under the old start
+/// time (1.704 -> 0.160). Across the reload, no `perf.cgroup.*` series
+/// goes down under one start, and the group times keep theirs.
+#[test]
+fn otlp_per_cgroup_series_never_fall_under_one_start_across_a_reload() {
+    let rx = Receiver::start(None);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(
+        &cfg,
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n\
+         cgroups:\n  preset: kubernetes\n  sets: [software]\n",
+    )
+    .unwrap();
+    let cg = common::repo_root().join("tests/fixtures/cgroup/kubernetes-systemd");
+    let ex = simulated(
+        &[
+            "--config.file",
+            cfg.to_str().unwrap(),
+            "--path.cgroupfs",
+            cg.to_str().unwrap(),
+            "--otlp.protocol",
+            "grpc",
+            "--otlp.endpoint",
+            &format!("http://{}", rx.addr),
+            "--otlp.interval",
+            "300ms",
+        ],
+        &[],
+    );
+    let enabled = "perf.cgroup.group.enabled";
+    // Four exports with group times (over a second of counting): more
+    // than the two after the reload can count if they restart.
+    wait_for(
+        "four exports with group times",
+        Duration::from_secs(30),
+        || {
+            rx.received()
+                .iter()
+                .filter(|r| find_metric(&r.req, enabled).is_some())
+                .count()
+                >= 4
+        },
+    );
+    ex.proc.signal("HUP");
+    wait_for("the reload", Duration::from_secs(30), || {
+        ex.proc.log().contains("configuration reloaded")
+    });
+    let before = rx.received().len();
+    wait_for(
+        "two exports after the reload",
+        Duration::from_secs(30),
+        || rx.received().len() >= before + 2,
+    );
+    // Per (metric, attributes): the (start, value) of every export.
+    let mut series: BTreeMap<(String, String), Vec<(u64, f64)>> = BTreeMap::new();
+    for r in rx.received() {
+        for m in &r.req.resource_metrics[0].scope_metrics[0].metrics {
+            if !m.name.starts_with("perf.cgroup.") {
+                continue;
+            }
+            for p in sum_points(m) {
+                let attrs = format!("{:?}", p.attributes);
+                series
+                    .entry((m.name.clone(), attrs))
+                    .or_default()
+                    .push((p.start_time_unix_nano, value_of(p)));
+            }
+        }
+    }
+    assert!(
+        series.keys().any(|(n, _)| n == enabled),
+        "{:?}",
+        series.keys()
+    );
+    for ((name, attrs), pts) in &series {
+        for w in pts.windows(2) {
+            assert!(
+                w[1].0 != w[0].0 || w[1].1 >= w[0].1,
+                "{name} {attrs}: {} -> {} under the same start {}",
+                w[0].1,
+                w[1].1,
+                w[0].0
+            );
+        }
+        if name == enabled {
+            let starts: BTreeSet<u64> = pts.iter().map(|p| p.0).collect();
+            assert_eq!(
+                starts.len(),
+                1,
+                "{name} {attrs}: the reload moved its start: {pts:?}"
+            );
+        }
+    }
+}
