@@ -20,6 +20,7 @@
 //! The sampling task [publishes](SampledFamilies::publish) its cumulative
 //! table after each drain; a collection reads the latest one.
 
+use super::super::now_unix_nanos;
 use super::{CpuHealth, Table};
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use std::collections::HashMap;
@@ -50,14 +51,6 @@ struct Named {
     events: u64,
     fed: u64,
     start: u64,
-}
-
-/// Wall-clock nanoseconds since the Unix epoch (at least 1: 0 is "unknown").
-fn now_unix_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .max(1)
 }
 
 /// The shared state between the sampling task and collections.
