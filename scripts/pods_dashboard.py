@@ -8,7 +8,11 @@ recording rules in grafana/rules/perf-exporter.rules.yml do. Only pod-level
 series (`container_id=""`) are read: a pod's cgroup already counts its
 containers. kube_pod_info is filtered by the namespace (and, in the
 drill-down, pod) variables instead of job/instance: it comes from
-kube-state-metrics, not from the exporter.
+kube-state-metrics, not from the exporter. Static pods (`static_pod="true"`)
+have the kubelet's config hash as their cgroup uid, which kube_pod_info
+does not list (it has their mirror pods): they are named through the
+mirror pod's `kubernetes.io/config.hash` annotation (kube_pod_annotations,
+when kube-state-metrics exports it), and listed by uid where it does not.
 """
 
 from __future__ import annotations
@@ -23,11 +27,24 @@ READ = ("perf_cpu_cycles_total", "perf_instructions_total", "perf_cache_misses_t
         "perf_cpu_clock_seconds_total")
 
 
+# The static pods' config hash, as kube-state-metrics exports the mirror
+# pod's annotation (only when allowed: --metric-annotations-allowlist).
+HASH = "annotation_kubernetes_io_config_hash"
+
+
+def static_info(matchers: str) -> str:
+    """kube_pod_annotations of the mirror pods, by the static pod's cgroup uid."""
+    sel = f'{matchers}, ' if matchers else ""
+    return (f'label_replace(max by ({"namespace, pod, " if matchers else ""}{HASH}) '
+            f'(kube_pod_annotations{{{sel}{HASH}=~".+"}}), "pod_uid", "$1", "{HASH}", "(.+)")')
+
+
 def pod_info(pod_filter: bool) -> str:
-    """kube_pod_info with the exporter's label name for the uid, one series per pod."""
+    """kube_pod_info with the exporter's label name for the uid, one series per
+    pod, and the static pods by their mirror pod's config hash annotation."""
     matchers = 'namespace=~"$namespace"' + (', pod=~"$pod"' if pod_filter else "")
-    return (f'label_replace(max by (namespace, pod, uid) (kube_pod_info{{{matchers}}}), '
-            f'"pod_uid", "$1", "uid", "(.+)")')
+    return (f'(\nlabel_replace(max by (namespace, pod, uid) (kube_pod_info{{{matchers}}}), '
+            f'"pod_uid", "$1", "uid", "(.+)")\nor\n{static_info(matchers)}\n)')
 
 
 def named(expr: str, pod_filter: bool = False) -> str:
@@ -103,6 +120,23 @@ def availability(k, lay) -> dict:
                            "Value": "Status", "class": "Class", "reason": "Reason"})
 
 
+def unnamed_static(k, lay) -> dict:
+    """The static pods no annotation names, by uid, with their CPU."""
+    cpu = per_pod(k, "perf_cgroup_cpu_clock_seconds_total", 'static_pod="true"')
+    expr = f"{cpu}\nunless on (pod_uid)\n{static_info('')}"
+    return k.table(lay, "Static pods without a name",
+                   "Static pods (etcd, kube-apiserver, ... from the kubelet's manifest directory, "
+                   "static_pod=\"true\") that the other panels cannot name, with their CPU time (cores). A static "
+                   "pod's cgroup carries the kubelet's config hash as its uid, while kube-state-metrics' "
+                   "kube_pod_info lists its mirror pod under another uid; the panels above name it through the "
+                   "mirror pod's kubernetes.io/config.hash annotation, which kube-state-metrics exports in "
+                   "kube_pod_annotations only when started with "
+                   "--metric-annotations-allowlist=pods=[kubernetes.io/config.hash]. Listed here until it does.",
+                   "short", expr, no_value="Every static pod is named (or there is none)",
+                   rename={"instance": "Node", "pod_uid": "Pod uid (config hash)", "Value": "CPU (cores)"},
+                   h=6)
+
+
 def pods_dashboard(k) -> dict:
     lay = k.Layout()
     p: list[dict] = []
@@ -169,6 +203,7 @@ def pods_dashboard(k) -> dict:
 
     p.append(lay.row("Availability"))
     p.append(availability(k, lay))
+    p.append(unnamed_static(k, lay))
 
     return k.dashboard(
         "perf-exporter-pods",

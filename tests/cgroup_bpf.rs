@@ -13,7 +13,7 @@ use common::cgroup::CgroupTree;
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
 use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{
-    BpfBackend, CgroupBackend, CgroupCounting, CgroupIssue, Discovery, PerfBackend,
+    BpfBackend, CgroupBackend, CgroupCounting, CgroupIssue, CgroupTotals, Discovery, PerfBackend,
 };
 use perf_exporter::engine::Engine;
 use perf_exporter::perf::live::LiveKernel;
@@ -92,6 +92,12 @@ enum Which {
 }
 
 fn engine(which: Which, d: &Listed) -> Engine {
+    engine_continuing(which, d, None)
+}
+
+/// Like [`engine`], continuing a previous engine's per-cgroup totals as a
+/// reload does.
+fn engine_continuing(which: Which, d: &Listed, old: Option<CgroupTotals>) -> Engine {
     common::require_root();
     common::require_perf_privilege();
     let t = PmuTable::discover(Path::new("/sys")).unwrap();
@@ -117,7 +123,11 @@ fn engine(which: Which, d: &Listed) -> Engine {
             None,
         )),
     };
-    e.attach_cgroups(CgroupCounting::new(Box::new(d.clone()), b));
+    let mut c = CgroupCounting::new(Box::new(d.clone()), b);
+    if let Some(t) = old {
+        c.carry_over(t);
+    }
+    e.attach_cgroups(c);
     let issues = e.cgroups().unwrap().issues();
     assert!(issues.is_empty(), "{issues:#?}");
     e
@@ -645,4 +655,45 @@ fn bpf_per_cpu_series_sum_to_cpu_stat() {
             o
         },
     );
+}
+
+/// Issue 24 item 1, the `bpf` backend: a reload's new backend continues
+/// the per-cgroup group times (they restarted from zero, 0.373 -> 0.053)
+/// and counts, as the node's group times continue.
+#[test]
+fn bpf_group_times_and_counts_continue_over_a_reload() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "reload");
+    let busy = rel(&tree, "busy");
+    let d = Listed::new(&tree);
+    let _b = Proc::python(&d.root.join(&busy), &burner(0.5));
+    d.set(vec![busy.clone()]);
+    let mut e = engine(Which::Bpf(4), &d);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = loop {
+        let s = e.collect();
+        // Long enough counted that a restart from zero shows at once.
+        if value(&s, "perf_cgroup_group_enabled_seconds_total", &busy).is_some_and(|v| v > 0.3) {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the busy cgroup's group time stayed under 0.3 s for 30 s (a loaded machine?)"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let totals = e.cgroups().unwrap().totals();
+    // The old counters close before the new ones open, as in a reload.
+    drop(e);
+    let mut e = engine_continuing(Which::Bpf(4), &d, Some(totals));
+    let after = e.collect();
+    for family in [
+        "perf_cgroup_group_enabled_seconds_total",
+        "perf_cgroup_group_running_seconds_total",
+        "perf_cgroup_cpu_clock_seconds_total",
+    ] {
+        let v0 = value(&before, family, &busy).unwrap_or_else(|| panic!("{family} before"));
+        let v1 = value(&after, family, &busy).unwrap_or_else(|| panic!("{family} after"));
+        assert!(v1 >= v0, "{family} reset by the reload: {v0} -> {v1}");
+    }
 }

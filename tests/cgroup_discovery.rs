@@ -659,3 +659,62 @@ fn check_without_a_hierarchy_says_what_to_do() {
     let o = check(yaml, &args, &["--strict"]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+/// Issue 24 item 6: a static pod's cgroup carries the kubelet's config
+/// hash as its UID (32 hex digits, no dashes), which kube_pod_info never
+/// lists. Its series say `static_pod="true"` (and its containers' too);
+/// other pods' do not.
+#[test]
+fn static_pods_are_labelled_static() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    const HASH: &str = "9c1e0b7d4a3f2e1d0c9b8a7f6e5d4c3b";
+    const ID: &str = "5d0c3b8e1f2a4d6c9b7e0a1f3d5c7b9e2a4c6d8f0b1e3a5c7d9f1b3e5a7c9d0b";
+    let pods = "kubepods.slice/kubepods-burstable.slice";
+    let static_pod = format!("{pods}/kubepods-burstable-pod{HASH}.slice");
+    let other = format!(
+        "{pods}/kubepods-burstable-pod{}.slice",
+        DB_UID.replace('-', "_")
+    );
+    for d in [
+        format!("{static_pod}/cri-containerd-{ID}.scope"),
+        other.clone(),
+    ] {
+        std::fs::create_dir_all(root.join(d)).expect("mkdir");
+    }
+    std::fs::write(root.join("cgroup.controllers"), "cpu memory perf_event\n").expect("write");
+    let sel = scan(root, "  preset: kubernetes\n  containers: true\n");
+    let labels = |rel: &str| -> Vec<(&str, &str)> {
+        let c = sel
+            .counted
+            .iter()
+            .find(|c| c.rel == rel)
+            .unwrap_or_else(|| panic!("{rel} not counted: {:#?}", rels(&sel.counted)));
+        c.labels.iter().map(|(k, v)| (*k, v.as_str())).collect()
+    };
+    assert_eq!(
+        labels(&static_pod),
+        [
+            ("cgroup", static_pod.as_str()),
+            ("pod_uid", HASH),
+            ("qos_class", "burstable"),
+            ("static_pod", "true")
+        ]
+    );
+    let container = format!("{static_pod}/cri-containerd-{ID}.scope");
+    assert_eq!(
+        labels(&container)[1..],
+        [
+            ("pod_uid", HASH),
+            ("qos_class", "burstable"),
+            ("static_pod", "true"),
+            ("container_id", ID)
+        ]
+    );
+    assert!(
+        labels(&other).iter().all(|(k, _)| *k != "static_pod"),
+        "{:?}",
+        labels(&other)
+    );
+}

@@ -8,7 +8,9 @@ mod common;
 
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
 use perf_exporter::config::Config;
-use perf_exporter::engine::cgroup::{CgroupCounting, CgroupIssue, Discovery, PerfBackend, SetGap};
+use perf_exporter::engine::cgroup::{
+    CgroupCounting, CgroupIssue, CgroupTotals, Discovery, PerfBackend, SetGap,
+};
 use perf_exporter::engine::Engine;
 use perf_exporter::export::prometheus;
 use perf_exporter::perf::sim::SimKernel;
@@ -16,7 +18,7 @@ use perf_exporter::pmu::PmuTable;
 use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
-use perf_exporter::snapshot::Snapshot;
+use perf_exporter::snapshot::{Sample, Snapshot};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -402,35 +404,146 @@ fn a_set_refused_in_every_cgroup_has_no_group_times() {
     );
 }
 
+/// A new engine with the `software` set counted per cgroup in `rels`,
+/// continuing `totals` (as a reload does); returns how many per-cgroup
+/// series continued.
+fn reload_rig(yaml: &str, rels: &[&str], totals: CgroupTotals) -> (Rig, usize) {
+    let mut r = rig("vm-no-pmu", yaml, &[], false, None, rels);
+    // The engine hands out its counting only by reference; carry over
+    // through a fresh counting on the new engine.
+    let sets = vec!["software".to_string()];
+    let b = PerfBackend::new(
+        r.k.clone(),
+        r.e.resolution(),
+        &sets,
+        r.e.online_cpus(),
+        false,
+        None,
+    );
+    let mut c = CgroupCounting::new(Box::new(r.d.clone()), Box::new(b));
+    let n = c.carry_over(totals);
+    r.e.attach_cgroups(c);
+    (r, n)
+}
+
+/// The wall clock the engine stamps starts with.
+fn wall_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn sample<'a>(s: &'a Snapshot, family: &str, labels: &str) -> &'a Sample {
+    s.families
+        .iter()
+        .filter(|f| f.name == family)
+        .flat_map(|f| &f.samples)
+        .find(|x| x.labels.rendered() == labels)
+        .unwrap_or_else(|| panic!("{family}{labels} missing"))
+}
+
+const ENABLED: &str = "perf_cgroup_group_enabled_seconds_total";
+const RUNNING: &str = "perf_cgroup_group_running_seconds_total";
+const SET_A: &str = "{cgroup=\"app/a\",set=\"software\"}";
+
+/// Issue 24 item 1: a reload (even of an unchanged config) continued the
+/// per-cgroup counts but restarted the per-cgroup group times from zero,
+/// under their old start time over OTLP. They continue now, by set name,
+/// as the node's do, with their start.
 #[test]
 fn totals_carry_over_to_a_new_backend_for_the_same_cgroup_and_metric() {
     let mut r = rig("vm-no-pmu", YAML, &["software"], false, None, &["app/a"]);
     r.e.collect();
     r.k.advance(SEC);
-    r.e.collect();
+    let s = r.e.collect();
+    let (en0, run0) = (sample(&s, ENABLED, SET_A), sample(&s, RUNNING, SET_A));
+    assert!(
+        close(en0.value, 2.0) && close(run0.value, 2.0),
+        "{en0:?} {run0:?}"
+    );
+    let (start, times_start) = (
+        sample(
+            &s,
+            "perf_cgroup_cpu_clock_seconds_total",
+            "{cgroup=\"app/a\"}",
+        )
+        .start_unix_nanos,
+        en0.start_unix_nanos,
+    );
     let totals = r.e.cgroups().unwrap().totals();
-    let mut r2 = rig("vm-no-pmu", YAML, &["software"], false, None, &["app/a"]);
-    let n = {
-        // The engine hands out its counting only by reference; carry over
-        // through a fresh counting on the new engine.
-        let sets = vec!["software".to_string()];
-        let b = PerfBackend::new(
-            r2.k.clone(),
-            r2.e.resolution(),
-            &sets,
-            r2.e.online_cpus(),
-            false,
-            None,
-        );
-        let mut c = CgroupCounting::new(Box::new(r2.d.clone()), Box::new(b));
-        let n = c.carry_over(totals);
-        r2.e.attach_cgroups(c);
-        n
-    };
-    assert_eq!(n, 2, "cpu-clock and context-switches continue");
+    let (mut r2, n) = reload_rig(YAML, &["app/a"], totals);
+    assert_eq!(
+        n, 3,
+        "cpu-clock, context-switches and the set's group times continue"
+    );
     let s = r2.e.collect();
-    let a = clock(&s, "{cgroup=\"app/a\"}");
-    assert!(close(a, 0.9), "{a}");
+    let a = sample(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/a\"}",
+    );
+    assert!(close(a.value, 0.9), "{a:?}");
+    assert_eq!(a.start_unix_nanos, start);
+    for (family, before) in [(ENABLED, en0.value), (RUNNING, run0.value)] {
+        let x = sample(&s, family, SET_A);
+        assert!(
+            close(x.value, before),
+            "{family} reset by the reload: {before} -> {x:?}"
+        );
+        assert_eq!(
+            x.start_unix_nanos, times_start,
+            "{family}: its start continues"
+        );
+    }
+    r2.k.advance(SEC);
+    let s = r2.e.collect();
+    let en = sample(&s, ENABLED, SET_A).value;
+    assert!(close(en, 4.0), "one more second on 2 CPUs: {en}");
+}
+
+/// A metric a reload adds to a set starts from zero in every cgroup, so
+/// it gets a start of its own, not the start of the series that continue
+/// next to it (which was the cgroup's single start before).
+#[test]
+fn a_metric_added_by_a_reload_gets_a_new_start_per_cgroup() {
+    let mut r = rig("vm-no-pmu", YAML, &["software"], false, None, &["app/a"]);
+    r.e.collect();
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    let old = sample(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/a\"}",
+    )
+    .start_unix_nanos;
+    let totals = r.e.cgroups().unwrap().totals();
+    let more =
+        format!("{YAML}      - metric: perf_page_faults_total\n        event: page-faults\n");
+    // The new start is read from the wall clock: wait until it has moved
+    // past the old one (nanoseconds; bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while wall_nanos() <= old {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the wall clock did not advance"
+        );
+        std::thread::yield_now();
+    }
+    let (mut r2, n) = reload_rig(&more, &["app/a"], totals);
+    assert_eq!(n, 3, "{more}");
+    r2.k.advance(SEC);
+    let s = r2.e.collect();
+    let carried = sample(
+        &s,
+        "perf_cgroup_cpu_clock_seconds_total",
+        "{cgroup=\"app/a\"}",
+    );
+    assert_eq!(carried.start_unix_nanos, old);
+    let added = sample(&s, "perf_cgroup_page_faults_total", "{cgroup=\"app/a\"}");
+    assert!(
+        added.start_unix_nanos > old,
+        "the added metric's count starts now, not at {old}: {added:?}"
+    );
 }
 
 #[test]

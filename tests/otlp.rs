@@ -600,3 +600,250 @@ fn otlp_configuration_errors_name_their_source() {
         "{e}"
     );
 }
+
+/// The label names of an exposition's samples.
+fn exposed_labels(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| Some(l.split_once('{')?.1.rsplit_once('}')?.0.to_string()))
+        .flat_map(|ls| {
+            // Values are quoted; names are what precedes each `="`.
+            ls.split("\",")
+                .filter_map(|kv| kv.split_once("=\"").map(|(k, _)| k.to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Issue 24 item 5: the per-cgroup `pod_uid` label was pushed as
+/// `k8s.pod.uid`, stored as `k8s_pod_uid` by Prometheus-compatible stores,
+/// so the pod rules and dashboard found nothing on OTLP data. On the
+/// simulated PMU with the Kubernetes cgroup fixture and sampling by pod:
+/// every data point attribute, translated as those stores do (`.` -> `_`),
+/// is a label of `/metrics`, and the pod series carry `pod_uid`.
+#[test]
+fn otlp_attributes_translate_back_to_the_exposition_labels() {
+    let rx = Receiver::start(None);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(
+        &cfg,
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n\
+         cgroups:\n  preset: kubernetes\n  sets: [software]\n  containers: true\n\
+         sampling:\n  frequency: 99\n  by: pod\n  top: 2\n",
+    )
+    .unwrap();
+    let cg = common::repo_root().join("tests/fixtures/cgroup/kubernetes-systemd");
+    let ex = simulated(
+        &[
+            "--config.file",
+            cfg.to_str().unwrap(),
+            "--path.cgroupfs",
+            cg.to_str().unwrap(),
+            "--otlp.protocol",
+            "grpc",
+            "--otlp.endpoint",
+            &format!("http://{}", rx.addr),
+            "--otlp.interval",
+            "500ms",
+        ],
+        &[],
+    );
+    let has = |r: &Received, name: &str, key: &str| {
+        find_metric(&r.req, name).is_some_and(|m| {
+            sum_points(m)
+                .iter()
+                .any(|p| p.attributes.iter().any(|a| a.key == key))
+        })
+    };
+    wait_for(
+        "an export with per-pod and sampled-by-pod series",
+        Duration::from_secs(30),
+        || {
+            rx.received().iter().any(|r| {
+                has(r, "perf.cgroup.cpu.clock", "pod_uid")
+                    && has(r, "perf.cgroup.cpu.clock", "container.id")
+                    && has(r, "perf.sampled.events", "pod_uid")
+            })
+        },
+    );
+    let labels = exposed_labels(&ex.scrape().0);
+    for l in [
+        "pod_uid",
+        "qos_class",
+        "container_id",
+        "cgroup",
+        "set",
+        "cpu",
+    ] {
+        assert!(labels.contains(l), "{l} not on /metrics: {labels:?}");
+    }
+    let last = rx.received().pop().unwrap();
+    for m in &last.req.resource_metrics[0].scope_metrics[0].metrics {
+        let points = match m.data.as_ref() {
+            Some(metric::Data::Sum(s)) => &s.data_points,
+            Some(metric::Data::Gauge(g)) => &g.data_points,
+            _ => continue,
+        };
+        for a in points.iter().flat_map(|p| &p.attributes) {
+            let stored = a.key.replace('.', "_");
+            assert!(
+                labels.contains(&stored),
+                "{}: attribute `{}` is stored as `{stored}`, which /metrics has not: {labels:?}",
+                m.name,
+                a.key
+            );
+        }
+    }
+}
+
+/// Issue 24 item 5, in a real store: VictoriaMetrics with Prometheus
+/// naming keeps the per-pod series under `pod_uid` (it stored
+/// `k8s_pod_uid` before), so the pod rules' `sum by (..., pod_uid, ...)`
+/// and `container_id=""` read OTLP data as they read scraped data.
+#[test]
+fn otlp_pod_series_keep_pod_uid_in_victoriametrics() {
+    let vm = Vm::start(&["-opentelemetry.usePrometheusNaming"]);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(
+        &cfg,
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n\
+         cgroups:\n  preset: kubernetes\n  sets: [software]\n  containers: true\n",
+    )
+    .unwrap();
+    let cg = common::repo_root().join("tests/fixtures/cgroup/kubernetes-systemd");
+    let _ex = simulated(
+        &[
+            "--config.file",
+            cfg.to_str().unwrap(),
+            "--path.cgroupfs",
+            cg.to_str().unwrap(),
+            "--otlp.interval",
+            "500ms",
+        ],
+        &[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://{}/opentelemetry", vm.addr),
+        )],
+    );
+    // The fixture's 5 pods, pod-level series only.
+    let q = r#"sum by (pod_uid, qos_class) (perf_cgroup_cpu_clock_seconds_total{container_id=""})"#;
+    let mut rows = Vec::new();
+    wait_for(
+        "the 5 pods of the fixture in VictoriaMetrics",
+        Duration::from_secs(30),
+        || {
+            rows = vm.query(q);
+            rows.len() == 5
+        },
+    );
+    for (labels, _) in &rows {
+        assert_eq!(labels["pod_uid"].len(), 36, "{labels:?}");
+        assert!(labels.contains_key("qos_class"), "{labels:?}");
+    }
+    assert!(
+        vm.query(r#"{__name__=~"perf_cgroup_.+", k8s_pod_uid!=""}"#)
+            .is_empty(),
+        "a series stored with k8s_pod_uid"
+    );
+    let containers = vm.query(r#"perf_cgroup_cpu_clock_seconds_total{container_id!=""}"#);
+    assert!(!containers.is_empty(), "no container series");
+}
+
+/// Issue 24 item 1 over OTLP: a reload (SIGHUP, unchanged config) reset
+/// the per-cgroup group times, whose value then fell under the old start
+/// time (1.704 -> 0.160). Across the reload, no `perf.cgroup.*` series
+/// goes down under one start, and the group times keep theirs.
+#[test]
+fn otlp_per_cgroup_series_never_fall_under_one_start_across_a_reload() {
+    let rx = Receiver::start(None);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(
+        &cfg,
+        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n\
+         cgroups:\n  preset: kubernetes\n  sets: [software]\n",
+    )
+    .unwrap();
+    let cg = common::repo_root().join("tests/fixtures/cgroup/kubernetes-systemd");
+    let ex = simulated(
+        &[
+            "--config.file",
+            cfg.to_str().unwrap(),
+            "--path.cgroupfs",
+            cg.to_str().unwrap(),
+            "--otlp.protocol",
+            "grpc",
+            "--otlp.endpoint",
+            &format!("http://{}", rx.addr),
+            "--otlp.interval",
+            "300ms",
+        ],
+        &[],
+    );
+    let enabled = "perf.cgroup.group.enabled";
+    // Four exports with group times (over a second of counting): more
+    // than the two after the reload can count if they restart.
+    wait_for(
+        "four exports with group times",
+        Duration::from_secs(30),
+        || {
+            rx.received()
+                .iter()
+                .filter(|r| find_metric(&r.req, enabled).is_some())
+                .count()
+                >= 4
+        },
+    );
+    ex.proc.signal("HUP");
+    wait_for("the reload", Duration::from_secs(30), || {
+        ex.proc.log().contains("configuration reloaded")
+    });
+    let before = rx.received().len();
+    wait_for(
+        "two exports after the reload",
+        Duration::from_secs(30),
+        || rx.received().len() >= before + 2,
+    );
+    // Per (metric, attributes): the (start, value) of every export.
+    let mut series: BTreeMap<(String, String), Vec<(u64, f64)>> = BTreeMap::new();
+    for r in rx.received() {
+        for m in &r.req.resource_metrics[0].scope_metrics[0].metrics {
+            if !m.name.starts_with("perf.cgroup.") {
+                continue;
+            }
+            for p in sum_points(m) {
+                let attrs = format!("{:?}", p.attributes);
+                series
+                    .entry((m.name.clone(), attrs))
+                    .or_default()
+                    .push((p.start_time_unix_nano, value_of(p)));
+            }
+        }
+    }
+    assert!(
+        series.keys().any(|(n, _)| n == enabled),
+        "{:?}",
+        series.keys()
+    );
+    for ((name, attrs), pts) in &series {
+        for w in pts.windows(2) {
+            assert!(
+                w[1].0 != w[0].0 || w[1].1 >= w[0].1,
+                "{name} {attrs}: {} -> {} under the same start {}",
+                w[0].1,
+                w[1].1,
+                w[0].0
+            );
+        }
+        if name == enabled {
+            let starts: BTreeSet<u64> = pts.iter().map(|p| p.0).collect();
+            assert_eq!(
+                starts.len(),
+                1,
+                "{name} {attrs}: the reload moved its start: {pts:?}"
+            );
+        }
+    }
+}

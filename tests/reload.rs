@@ -572,3 +572,57 @@ fn sigterm_ends_a_start_up_blocked_on_the_otlp_certificate() {
         p.output()
     );
 }
+
+/// Issue 24 item 1: every reload, even of an unchanged config, reset the
+/// per-cgroup group times (`perf_cgroup_group_{enabled,running}_seconds_total`
+/// 0.373 -> 0.053) while the per-cgroup counters continued. On the
+/// simulated PMU with the Kubernetes cgroup fixture: no per-cgroup series,
+/// group times included, goes down over a `POST /-/reload` (the path
+/// SIGHUP takes too).
+#[test]
+fn a_reload_continues_the_per_cgroup_group_times() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("perf.yaml");
+    let cg = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup/kubernetes-systemd");
+    std::fs::write(
+        &cfg,
+        format!("{AFTER}cgroups:\n  preset: kubernetes\n  sets: [software]\n"),
+    )
+    .expect("write");
+    let cgs = cg.display().to_string();
+    let p = simulated(
+        &cfg,
+        &["--web.enable-lifecycle", "--path.cgroupfs", cgs.as_str()],
+    );
+    let per_cgroup = |s: &BTreeMap<String, f64>| -> BTreeMap<String, f64> {
+        s.iter()
+            .filter(|(k, _)| k.starts_with("perf_cgroup_"))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    // Long enough counted that a restart from zero shows at once.
+    let enough = |s: &BTreeMap<String, f64>| {
+        s.iter()
+            .any(|(k, v)| k.starts_with("perf_cgroup_group_enabled_seconds_total{") && *v > 0.5)
+    };
+    let before = per_cgroup(&scrape_until(
+        &p,
+        "per-cgroup group times above 0.5 s",
+        enough,
+    ));
+    let r = p.request("POST", "/-/reload", &[], "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let after = per_cgroup(&scrape(&p));
+    for (series, v0) in &before {
+        let v1 = after
+            .get(series)
+            .unwrap_or_else(|| panic!("{series} gone after the reload: {after:?}"));
+        assert!(v1 >= v0, "{series} reset by the reload: {v0} -> {v1}");
+    }
+    assert!(
+        before
+            .keys()
+            .any(|k| k.starts_with("perf_cgroup_group_running_seconds_total{")),
+        "{before:?}"
+    );
+}

@@ -105,3 +105,36 @@ fn a_bad_sampling_section_is_refused_naming_the_line() {
         assert!(err.contains(want) && err.contains(&at), "{section}: {err}");
     }
 }
+
+/// Issue 24 item 5: `by: pod` put pod UIDs in a label named `pod`, which
+/// everywhere else (and in the target labels Kubernetes service discovery
+/// adds) holds a pod's name. The label is `pod_uid`.
+#[test]
+fn sampling_by_pod_labels_the_uid_pod_uid() {
+    let cfg = config_with("sampling:\n  frequency: 99\n  by: pod\n  top: 2\n");
+    let f = fixture("intel-skx");
+    let p = exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        f.to_str().unwrap(),
+        "--config.file",
+        cfg.path().to_str().unwrap(),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let s = loop {
+        let s = sampled(&series(&p));
+        if s.keys().any(|k| !k.contains("\"other\"")) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no sampled pod: {s:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // The simulated nginx runs in a pod; everything else is in no pod.
+    for k in s.keys() {
+        assert!(
+            k.starts_with("perf_sampled_events_total{event=\"cycles\",pod_uid=\"")
+                && !k.contains(",pod=\""),
+            "{s:?}"
+        );
+    }
+}

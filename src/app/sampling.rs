@@ -73,7 +73,7 @@ pub(super) fn attach(
         tracing::warn!(error = %e, "sampling: CPU not sampled");
     }
     tracing::info!(event = %r.event, frequency = c.frequency, by = s.by.as_str(), top = c.top, cpus = smp.cpus().len(), ring_bytes = smp.ring_bytes(), "sampling");
-    let fam = Arc::new(SampledFamilies::new(&r.event, s.by.as_str(), c.top));
+    let fam = Arc::new(SampledFamilies::new(&r.event, s.by.label(), c.top));
     engine.set_sampled(Some(fam.clone()));
     let sysfs = host.sysfs.clone();
     let task = tokio::spawn(async move {

@@ -79,6 +79,18 @@ pub fn pod_uid(name: &str) -> Option<String> {
     is_uid(&uid).then_some(uid)
 }
 
+/// Whether a pod UID is a static pod's. The kubelet gives a pod read from
+/// a manifest file or URL (etcd, kube-apiserver, ...) the MD5 hash of its
+/// config as its UID: 32 lowercase hex digits, no dashes (also its
+/// `kubernetes.io/config.hash` annotation); the API server gives every
+/// other pod a UUID with dashes. kube-state-metrics lists the mirror pod
+/// the kubelet creates for it, under the mirror's own UID, so a static
+/// pod's cgroup UID never matches `kube_pod_info`'s `uid`: the mirror's
+/// `kubernetes.io/config.hash` annotation carries it.
+pub fn is_static_uid(uid: &str) -> bool {
+    uid.len() == 32 && uid.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// The container id of a container cgroup's name, or `None` for
 /// anything else in a pod's cgroup (CRI-O's `crio-conmon-*` monitor
 /// included).
@@ -108,6 +120,22 @@ mod tests {
 
     const UID: &str = "0f5a1c2e-3b4d-4e6f-8a9b-0c1d2e3f4a5b";
     const ID: &str = "4a3c1f0e9d8b7a6c5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d";
+
+    #[test]
+    fn static_pod_uids_are_config_hashes() {
+        let hash = "3f1c0a6b9e2d4c8f7a5b1e0d9c8b7a6f";
+        assert!(is_static_uid(hash));
+        let s = format!("kubepods-burstable-pod{hash}.slice");
+        assert_eq!(pod_uid(&s).as_deref(), Some(hash));
+        for not in [
+            UID,
+            "3F1C0A6B9E2D4C8F7A5B1E0D9C8B7A6F",
+            "3f1c0a6b9e2d4c8f7a5b1e0d9c8b7a6",
+            "3f1c0a6b-9e2d-4c8f-7a5b-1e0d9c8b7a6f",
+        ] {
+            assert!(!is_static_uid(not), "{not}");
+        }
+    }
 
     #[test]
     fn pod_uids_of_both_drivers() {

@@ -189,7 +189,14 @@ impl Visitor<'_> {
             return;
         };
         let rel = format!("{parent}/{name}");
-        let labels = vec![("pod_uid", uid), ("qos_class", qos.as_str().to_string())];
+        let is_static = kube::is_static_uid(&uid);
+        let mut labels = vec![("pod_uid", uid), ("qos_class", qos.as_str().to_string())];
+        // Its UID is the kubelet's config hash, which kube_pod_info does
+        // not list (see [`kube::is_static_uid`]): said, so it is not taken
+        // for a pod kube-state-metrics has not seen yet.
+        if is_static {
+            labels.push(("static_pod", "true".to_string()));
+        }
         if containers {
             for c in self.list(&rel) {
                 let c = c.to_string_lossy();

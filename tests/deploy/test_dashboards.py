@@ -128,8 +128,11 @@ def strip_strings(expr: str) -> str:
 SELECTOR = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}")
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset"}
 # Joined for names, from kube-state-metrics (its own job and instance): filtered
-# by the dashboard's namespace variable instead.
-JOINED = {"kube_pod_info": 'namespace=~"$namespace"'}
+# by the dashboard's namespace variable instead (kube_pod_annotations names
+# static pods through their mirror pod's kubernetes.io/config.hash).
+JOINED = {"kube_pod_info": 'namespace=~"$namespace"', "kube_pod_annotations": 'namespace=~"$namespace"'}
+# Or taken out whole (the static pods no annotation names), in any namespace.
+EXCLUDED = "unless on (pod_uid)"
 
 
 def lint_expr(expr: str) -> list[str]:
@@ -140,6 +143,8 @@ def lint_expr(expr: str) -> list[str]:
         problems.append("no metric selector")
     for name, matchers in selectors:
         if name in JOINED:
+            if EXCLUDED in expr and name == "kube_pod_annotations":
+                continue
             if JOINED[name] not in matchers or "group_left" not in expr:
                 problems.append(f"{name}{{{matchers}}}: a join needs {JOINED[name]} and group_left")
             continue
@@ -296,8 +301,9 @@ def test_pods_dashboard_content():
             e = tgt["expr"]
             for sel in re.findall(r"perf_cgroup_[a-z_]+\{([^}]*)\}", e):
                 assert 'container_id=""' in sel, (p["title"], "pod-level series only: a pod counts its containers")
-            if "perf_cgroup_" in e:
+            if "perf_cgroup_" in e and EXCLUDED not in e:
                 assert "* on (pod_uid) group_left (namespace, pod)" in e, p["title"]
+                assert "kube_pod_annotations{" in e, (p["title"], "static pods named through their mirror pod")
     drill = [p for p in panels(d) if p["title"].endswith("of the pod") or "of the pod " in p["title"]]
     assert len(drill) >= 5
     for p in drill:
@@ -307,3 +313,5 @@ def test_pods_dashboard_content():
     assert vs["namespace"]["multi"] is True and vs["namespace"]["query"]["query"] == "label_values(kube_pod_info, namespace)"
     assert vs["pod"]["multi"] is False and '$namespace' in vs["pod"]["query"]["query"], "the drill-down shows one pod"
     assert [v["name"] for v in d["templating"]["list"]] == ["datasource", "job", "instance", "namespace", "pod"]
+    unnamed = t["Static pods without a name"]["targets"][0]["expr"]
+    assert 'static_pod="true"' in unnamed and EXCLUDED in unnamed and "kube_pod_annotations{" in unnamed

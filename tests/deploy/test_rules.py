@@ -93,23 +93,28 @@ POD_RULES = ("namespace_pod:perf_cgroup_ipc:ratio_rate5m", "namespace_pod:perf_c
 
 def test_pod_rules_join_kube_pod_info_on_uid():
     """Pod-level series only, summed over CPUs, named through kube_pod_info's
-    uid, and kept (with pod_uid only) for pods kube_pod_info lacks."""
+    uid, or for a static pod through its mirror pod's config.hash annotation,
+    and kept (with pod_uid only) for pods kube_pod_info lacks."""
     pods = {r["record"]: r["expr"] for r in rules() if r.get("record", "").startswith("namespace_pod:")}
     assert set(pods) == set(POD_RULES)
     for name, expr in pods.items():
         for sel in re.findall(r"perf_cgroup_[a-z_]+\{([^}]*)\}", expr):
             assert 'container_id=""' in sel, (name, sel)
-        assert "by (job, instance, pod_uid, qos_class)" in expr, name
+        assert "by (job, instance, pod_uid, qos_class, static_pod)" in expr, name
         assert "* on (pod_uid) group_left (namespace, pod)" in expr, name
         assert 'label_replace(max by (namespace, pod, uid) (kube_pod_info), "pod_uid", "$1", "uid", "(.+)")' in expr, name
+        assert 'kube_pod_annotations{annotation_kubernetes_io_config_hash=~".+"}), "pod_uid", "$1", "annotation_kubernetes_io_config_hash", "(.+)")' in expr, name
         assert "or on (job, instance, pod_uid)" in expr, name
 
 
 def test_every_selector_has_the_job_matcher():
     """So prometheus.rules.jobSelector can retarget every rule. (kube_pod_info
-    comes from kube-state-metrics, whatever its job is called: no job matcher.)"""
+    and kube_pod_annotations come from kube-state-metrics, whatever its job is
+    called: no job matcher.)"""
     for r in rules():
         for name, matchers in re.findall(r"\b([a-z_:]+)\{([^}]*)\}", r["expr"]):
+            if name.startswith("kube_pod_"):
+                continue
             assert 'job="perf-exporter"' in matchers, (r.get("record") or r.get("alert"), name)
         # A recorded series (`level:perf_...:op`) is named with its colons.
         assert not re.search(r"(?<!:)\b(perf_[a-z_]+|up|scrape_duration_seconds)\b(?![{:])", r["expr"]), r["expr"]

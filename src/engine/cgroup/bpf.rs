@@ -421,12 +421,13 @@ impl CgroupBackend for BpfBackend {
 
     fn totals(&self) -> CgroupTotals {
         let series = self.tracked.iter().map(|(rel, t)| (rel, &t.s));
-        super::series::totals(&self.metrics, &self.cols, self.per_cpu, series)
+        super::series::totals(&self.metrics, &self.sets, &self.cols, self.per_cpu, series)
     }
 
     fn carry_over(&mut self, old: CgroupTotals) -> usize {
         super::series::carry_over(
             &self.metrics,
+            &self.sets,
             &self.cols,
             self.per_cpu,
             &mut self.tracked,

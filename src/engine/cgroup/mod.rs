@@ -230,6 +230,20 @@ impl fmt::Display for CgroupIssue {
 pub struct CgroupTotals {
     /// `(cgroup, metric signature, cpu column, value, start ns)`.
     pub(crate) series: Vec<(String, Signature, Option<u32>, f64, u64)>,
+    /// The group times, by cgroup, set name and CPU column.
+    pub(crate) times: Vec<TimesTotal>,
+}
+
+/// One cgroup's group times of one set and column, carried over a reload.
+#[derive(Debug, Clone)]
+pub(crate) struct TimesTotal {
+    pub(crate) cgroup: String,
+    pub(crate) set: String,
+    /// The CPU of the column (`None`: summed over CPUs).
+    pub(crate) cpu: Option<u32>,
+    pub(crate) enabled: f64,
+    pub(crate) running: f64,
+    pub(crate) start_ns: u64,
 }
 
 /// What a per-cgroup metric counts: its node name and every encoding

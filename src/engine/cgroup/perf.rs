@@ -350,12 +350,13 @@ impl CgroupBackend for PerfBackend {
 
     fn totals(&self) -> CgroupTotals {
         let series = self.tracked.iter().map(|(rel, t)| (rel, &t.s));
-        super::series::totals(&self.metrics, &self.cpus, self.per_cpu, series)
+        super::series::totals(&self.metrics, &self.sets, &self.cpus, self.per_cpu, series)
     }
 
     fn carry_over(&mut self, old: CgroupTotals) -> usize {
         super::series::carry_over(
             &self.metrics,
+            &self.sets,
             &self.cpus,
             self.per_cpu,
             &mut self.tracked,

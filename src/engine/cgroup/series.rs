@@ -3,7 +3,7 @@
 //! `perf_cgroup_*` families, totals and carry-over built from them.
 
 use super::plan::CgMetric;
-use super::CgroupTotals;
+use super::{CgroupTotals, TimesTotal};
 use crate::cgroup::Cgroup;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use std::collections::BTreeMap;
@@ -22,7 +22,12 @@ pub(super) struct Series {
     /// Per (set, column): whether a group of that set counts on a CPU of
     /// the column, as of the last read (refreshed in place).
     pub(super) time_open: Vec<bool>,
-    pub(super) start_ns: u64,
+    /// Per (metric, column) and per (set, column): when the count began
+    /// (its group opened, or the earliest start a reload continued). Each
+    /// slot has its own: a metric or set a reload adds starts anew, even
+    /// in a cgroup whose other series continue.
+    pub(super) starts: Vec<u64>,
+    pub(super) time_starts: Vec<u64>,
 }
 
 /// The labels of a cgroup's series: `cgroup`, or its Kubernetes labels.
@@ -55,6 +60,7 @@ impl Series {
             Labels::new(l)
         };
         let labels = cols.iter().map(|&c| with(None, c)).collect();
+        let now = super::super::now_unix_nanos();
         let time_labels = sets
             .iter()
             .flat_map(|s| cols.iter().map(|&c| with(Some(("set", s.clone())), c)))
@@ -66,7 +72,8 @@ impl Series {
             times: vec![(0.0, 0.0); sets.len() * ncols],
             time_labels,
             time_open: vec![false; sets.len() * ncols],
-            start_ns: super::super::now_unix_nanos(),
+            starts: vec![now; nmetrics * ncols],
+            time_starts: vec![now; sets.len() * ncols],
         }
     }
 }
@@ -88,7 +95,7 @@ pub(super) fn push_families<'a>(
                     samples.push(Sample {
                         labels: t.labels[ci].clone(),
                         value: t.values[k],
-                        start_unix_nanos: t.start_ns,
+                        start_unix_nanos: t.starts[k],
                     });
                 }
             }
@@ -113,11 +120,12 @@ pub(super) fn push_families<'a>(
                     .iter()
                     .zip(&t.time_labels)
                     .zip(&t.time_open)
-                    .filter(|(_, open)| **open)
-                    .map(move |((tm, l), _)| Sample {
+                    .zip(&t.time_starts)
+                    .filter(|((_, open), _)| **open)
+                    .map(move |(((tm, l), _), &start)| Sample {
                         labels: l.clone(),
                         value: pick(tm),
-                        start_unix_nanos: t.start_ns,
+                        start_unix_nanos: start,
                     })
             })
             .collect()
@@ -140,38 +148,81 @@ pub(super) fn push_families<'a>(
     });
 }
 
-/// The accumulated counts of `series` (by cgroup path), for a reload.
+/// The accumulated counts and group times of `series` (by cgroup
+/// path), for a reload.
 pub(super) fn totals<'a>(
     metrics: &[CgMetric],
+    sets: &[String],
     cols: &[u32],
     per_cpu: bool,
     series: impl Iterator<Item = (&'a String, &'a Series)>,
 ) -> CgroupTotals {
-    let mut out = Vec::new();
+    let mut out = CgroupTotals::default();
+    let column = |ci: usize| per_cpu.then(|| cols.get(ci).copied()).flatten();
     for (rel, t) in series {
         for (mi, m) in metrics.iter().enumerate() {
-            for (ci, &cpu) in cols.iter().enumerate() {
+            for ci in 0..cols.len() {
                 let k = mi * cols.len() + ci;
                 if t.has_data[k] {
-                    out.push((
+                    out.series.push((
                         rel.clone(),
                         m.signature.clone(),
-                        per_cpu.then_some(cpu),
+                        column(ci),
                         t.values[k],
-                        t.start_ns,
+                        t.starts[k],
                     ));
                 }
             }
         }
+        for (si, set) in sets.iter().enumerate() {
+            for ci in 0..cols.len() {
+                let k = si * cols.len() + ci;
+                let (enabled, running) = t.times[k];
+                // A set never open in this cgroup has no times to keep.
+                if enabled > 0.0 || running > 0.0 || t.time_open[k] {
+                    out.times.push(TimesTotal {
+                        cgroup: rel.clone(),
+                        set: set.clone(),
+                        cpu: column(ci),
+                        enabled,
+                        running,
+                        start_ns: t.time_starts[k],
+                    });
+                }
+            }
+        }
     }
-    CgroupTotals { series: out }
+    out
+}
+
+/// The column of `cpu` (`None`: summed over CPUs) when the series layout
+/// (per CPU or summed) is the same.
+fn column_of(cols: &[u32], per_cpu: bool, cpu: Option<u32>) -> Option<usize> {
+    match (cpu, per_cpu) {
+        (None, false) => Some(0),
+        (Some(c), true) => cols.iter().position(|&x| x == c),
+        _ => None,
+    }
+}
+
+/// The earlier of a fresh start and a continued one (0: unknown).
+fn earliest(fresh: u64, old: u64) -> u64 {
+    if old == 0 {
+        fresh
+    } else {
+        fresh.min(old)
+    }
 }
 
 /// Continues `old`'s counts in the series of the same cgroup path in
 /// `tracked` (`series` picks them out), where the same metric (signature)
-/// and column continue. Returns how many series continued.
+/// and column continue, and `old`'s group times where the same set (by
+/// name) and column continue, as the node's group times do. Each
+/// continued slot keeps its start; the others keep their fresh one.
+/// Returns how many series (counts and group times) continued.
 pub(super) fn carry_over<T>(
     metrics: &[CgMetric],
+    sets: &[String],
     cols: &[u32],
     per_cpu: bool,
     tracked: &mut BTreeMap<String, T>,
@@ -187,18 +238,32 @@ pub(super) fn carry_over<T>(
         let Some(mi) = metrics.iter().position(|m| m.signature == sig) else {
             continue;
         };
-        let ci = match (cpu, per_cpu) {
-            (None, false) => 0,
-            (Some(c), true) => match cols.iter().position(|&x| x == c) {
-                Some(ci) => ci,
-                None => continue,
-            },
-            _ => continue,
+        let Some(ci) = column_of(cols, per_cpu, cpu) else {
+            continue;
         };
         let k = mi * ncols + ci;
         t.values[k] += value;
         t.has_data[k] = true;
-        t.start_ns = t.start_ns.min(start.max(1));
+        t.starts[k] = earliest(t.starts[k], start);
+        n += 1;
+    }
+    for o in old.times {
+        let Some(t) = tracked.get_mut(&o.cgroup).map(series) else {
+            continue;
+        };
+        let Some(si) = sets.iter().position(|s| *s == o.set) else {
+            continue;
+        };
+        let Some(ci) = column_of(cols, per_cpu, o.cpu) else {
+            continue;
+        };
+        let k = si * ncols + ci;
+        let (Some(tm), Some(st)) = (t.times.get_mut(k), t.time_starts.get_mut(k)) else {
+            continue;
+        };
+        tm.0 += o.enabled;
+        tm.1 += o.running;
+        *st = earliest(*st, o.start_ns);
         n += 1;
     }
     n

@@ -30,6 +30,17 @@ impl By {
         }
     }
 
+    /// The label of the sampled families' names: the word, except for
+    /// pods, whose names are their UIDs: `pod_uid` (a label named `pod`
+    /// always holds a pod's name, and Kubernetes service discovery adds
+    /// one of its own).
+    pub fn label(self) -> &'static str {
+        match self {
+            By::Pod => "pod_uid",
+            other => other.as_str(),
+        }
+    }
+
     /// Whether samples need `PERF_SAMPLE_CGROUP`.
     pub fn needs_cgroup(self) -> bool {
         matches!(self, By::Cgroup | By::Pod)

@@ -9,13 +9,18 @@
 //!   total; once more than `2 × top` named series exist, the least
 //!   recently fed is folded into `other` and dropped. So a family has at
 //!   most `2 × top + 1` series, every series only grows, and the family
-//!   sums to every sampled event.
+//!   sums to every sampled event. Each series carries when its count
+//!   began: a named series the start of the window that created it, so a
+//!   name that was folded into `other` and comes back is a new series with
+//!   a new start (over OTLP its count does not fall under the old start);
+//!   `other` the start of sampling.
 //! * `perf_ring_lost_records_total{cpu}` and
 //!   `perf_ring_throttle_events_total{cpu}`: the ring's health.
 //!
 //! The sampling task [publishes](SampledFamilies::publish) its cumulative
 //! table after each drain; a collection reads the latest one.
 
+use super::super::now_unix_nanos;
 use super::{CpuHealth, Table};
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use std::collections::HashMap;
@@ -29,10 +34,23 @@ struct Inner {
     latest: Table,
     health: Vec<(u32, CpuHealth)>,
     prev: Table,
-    /// Named series: total events and the collection that last fed it.
-    series: HashMap<String, (u64, u64)>,
+    /// Named series: total events, the collection that last fed it and
+    /// when its count began (Unix ns).
+    series: HashMap<String, Named>,
     other: u64,
     generation: u64,
+    /// When sampling began: `other`'s start (Unix ns).
+    since: u64,
+    /// When the previous collection took its window (Unix ns): the start
+    /// of a series the next window creates.
+    window_start: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Named {
+    events: u64,
+    fed: u64,
+    start: u64,
 }
 
 /// The shared state between the sampling task and collections.
@@ -47,11 +65,16 @@ pub struct SampledFamilies {
 impl SampledFamilies {
     /// Families for `event`, entries under `label`, `top` by name.
     pub fn new(event: &str, label: &'static str, top: usize) -> Self {
+        let now = now_unix_nanos();
         SampledFamilies {
             event: event.to_string(),
             label,
             top: top.max(1),
-            inner: Mutex::default(),
+            inner: Mutex::new(Inner {
+                since: now,
+                window_start: now,
+                ..Inner::default()
+            }),
         }
     }
 
@@ -65,22 +88,35 @@ impl SampledFamilies {
     /// The families as of the latest publication, feeding the series with
     /// what was sampled since the previous call.
     pub fn families(&self) -> Vec<Family> {
+        self.families_at(now_unix_nanos())
+    }
+
+    /// [`families`](Self::families) with the window taken at `now` (Unix
+    /// ns).
+    fn families_at(&self, now: u64) -> Vec<Family> {
         let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let g = &mut *g;
         let mut window = g.latest.since(&g.prev);
         g.prev = g.latest.clone();
         g.generation += 1;
+        // The events of this window were sampled after the previous one.
+        let next = now.max(g.window_start);
+        let window_start = std::mem::replace(&mut g.window_start, next);
         window
             .entries
             .sort_by(|a, b| b.sums.events.cmp(&a.sums.events).then(a.name.cmp(&b.name)));
         // Names can repeat (two processes of one name): merged.
         for (i, e) in window.entries.iter().enumerate() {
             if i < self.top && e.name != OTHER {
-                let s = g.series.entry(e.name.clone()).or_default();
-                s.0 += e.sums.events;
-                s.1 = g.generation;
+                let s = g.series.entry(e.name.clone()).or_insert(Named {
+                    events: 0,
+                    fed: 0,
+                    start: window_start,
+                });
+                s.events += e.sums.events;
+                s.fed = g.generation;
             } else if let Some(s) = g.series.get_mut(&e.name) {
-                s.0 += e.sums.events;
+                s.events += e.sums.events;
             } else {
                 g.other += e.sums.events;
             }
@@ -89,19 +125,22 @@ impl SampledFamilies {
             let Some(oldest) = g
                 .series
                 .iter()
-                .min_by(|a, b| a.1 .1.cmp(&b.1 .1).then(a.0.cmp(b.0)))
+                .min_by(|a, b| a.1.fed.cmp(&b.1.fed).then(a.0.cmp(b.0)))
                 .map(|(k, _)| k.clone())
             else {
                 break;
             };
-            if let Some((v, _)) = g.series.remove(&oldest) {
-                g.other += v;
+            if let Some(s) = g.series.remove(&oldest) {
+                g.other += s.events;
             }
         }
-        let mut names: Vec<(&String, u64)> = g.series.iter().map(|(k, v)| (k, v.0)).collect();
-        names.sort();
-        let mut samples: Vec<Sample> = names.into_iter().map(|(n, v)| self.sample(n, v)).collect();
-        samples.push(self.sample(OTHER, g.other));
+        let mut names: Vec<(&String, &Named)> = g.series.iter().collect();
+        names.sort_by(|a, b| a.0.cmp(b.0));
+        let mut samples: Vec<Sample> = names
+            .into_iter()
+            .map(|(n, s)| self.sample(n, s.events, s.start))
+            .collect();
+        samples.push(self.sample(OTHER, g.other, g.since));
         vec![
             Family {
                 name: "perf_sampled_events_total".into(),
@@ -127,14 +166,14 @@ impl SampledFamilies {
         ]
     }
 
-    fn sample(&self, name: &str, v: u64) -> Sample {
+    fn sample(&self, name: &str, v: u64, start: u64) -> Sample {
         Sample {
             labels: Labels::new(vec![
                 ("event", self.event.clone()),
                 (self.label, name.to_string()),
             ]),
             value: v as f64,
-            start_unix_nanos: 0,
+            start_unix_nanos: start,
         }
     }
 }
@@ -231,5 +270,57 @@ mod tests {
             ]
         );
         assert_eq!(v.iter().map(|x| x.1).sum::<f64>(), 76.0);
+    }
+
+    fn starts(f: &Family) -> Vec<(String, u64)> {
+        f.samples
+            .iter()
+            .map(|s| (s.labels[1].1.clone(), s.start_unix_nanos))
+            .collect()
+    }
+
+    /// Issue 24 item 4: a name folded into `other` that came back restarted
+    /// from 0 under the start of the exporter (over OTLP, 1.19e9 -> 0.57e9
+    /// under the old start). It is a new series now, starting when the
+    /// window that brought it back began; the others keep theirs.
+    #[test]
+    fn a_name_back_from_other_starts_anew() {
+        let s = SampledFamilies::new("cpu-clock", "process", 1);
+        let since = s.inner.lock().unwrap().since;
+        let t = |sec: u64| since + sec * 1_000_000_000;
+        s.publish(table(&[("a", 10)]), vec![]);
+        let f = s.families_at(t(1));
+        assert_eq!(
+            starts(&f[0]),
+            vec![("a".into(), since), ("other".into(), since)]
+        );
+        // b, then c, push a out (2 x top = 2 names at most).
+        s.publish(table(&[("a", 10), ("b", 5)]), vec![]);
+        s.families_at(t(2));
+        s.publish(table(&[("a", 10), ("b", 5), ("c", 5)]), vec![]);
+        let f = s.families_at(t(3));
+        assert_eq!(
+            values(&f[0]),
+            vec![("b".into(), 5.0), ("c".into(), 5.0), ("other".into(), 10.0)]
+        );
+        // a comes back: from 0 (its 10 are in other), under a new start.
+        s.publish(table(&[("a", 30), ("b", 5), ("c", 5)]), vec![]);
+        let f = s.families_at(t(4));
+        assert_eq!(
+            values(&f[0]),
+            vec![
+                ("a".into(), 20.0),
+                ("c".into(), 5.0),
+                ("other".into(), 15.0)
+            ]
+        );
+        assert_eq!(
+            starts(&f[0]),
+            vec![
+                ("a".into(), t(3)),
+                ("c".into(), t(2)),
+                ("other".into(), since)
+            ]
+        );
     }
 }

@@ -32,13 +32,18 @@ pub(super) fn unix_nanos(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// The attribute key of a label: the per-cgroup Kubernetes labels take
-/// their semantic-convention names (`pod_uid` → `k8s.pod.uid`,
-/// `container_id` → `container.id`); the rest (`cpu`, `cgroup`,
-/// `qos_class`, ...) keep theirs.
+/// The attribute key of a label, chosen so that the Prometheus
+/// translation of OTLP (`.` becomes `_`) gives back the label of
+/// `/metrics`, so the shipped recording rules and dashboards work on
+/// OTLP-ingested data unchanged. A semantic-convention name is taken
+/// where its translation is the label itself (`container_id` ->
+/// `container.id`); elsewhere the label is kept: `pod_uid` (the
+/// convention's `k8s.pod.uid` would be stored as `k8s_pod_uid`), `cpu`
+/// (`cpu.logical_number` would be `cpu_logical_number`), `process`
+/// (`process.executable.name`); `cgroup`, `qos_class`, `set`, `pmu`,
+/// `socket`, `event` have no registered name.
 fn attribute_key(label: &str) -> &str {
     match label {
-        "pod_uid" => "k8s.pod.uid",
         "container_id" => "container.id",
         other => other,
     }
@@ -329,8 +334,12 @@ mod tests {
         assert_eq!(start(&mut c, 5.0, 360), ns(0));
     }
 
+    /// Issue 24 item 5: `pod_uid` was pushed as `k8s.pod.uid`, which
+    /// Prometheus-compatible stores keep as `k8s_pod_uid`: the pod rules
+    /// and dashboard found nothing on OTLP data. Every attribute's
+    /// Prometheus translation is its label now.
     #[test]
-    fn cgroup_labels_become_semantic_convention_attributes() {
+    fn cgroup_labels_become_attributes_that_translate_back_to_the_labels() {
         let mut c = Converter::new(&[], SystemTime::now());
         let labels: Labels = vec![
             ("cgroup", "kubepods.slice/p/c".to_string()),
@@ -356,11 +365,19 @@ mod tests {
             points(&r, "perf.cgroup.cpu.cycles")[0].attributes,
             vec![
                 string_kv("cgroup", "kubepods.slice/p/c"),
-                string_kv("k8s.pod.uid", "0b2e"),
+                string_kv("pod_uid", "0b2e"),
                 string_kv("qos_class", "burstable"),
                 string_kv("container.id", "abc"),
             ]
         );
+        let translated = |k: &str| k.replace('.', "_");
+        for (l, a) in snap.families[0].samples[0]
+            .labels
+            .iter()
+            .zip(&points(&r, "perf.cgroup.cpu.cycles")[0].attributes)
+        {
+            assert_eq!(translated(&a.key), l.0, "{a:?}");
+        }
     }
 
     #[test]
