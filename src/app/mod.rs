@@ -8,6 +8,7 @@
 mod cgroups;
 mod deadline;
 mod host;
+pub mod logfmt;
 mod reload;
 mod sampling;
 
