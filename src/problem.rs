@@ -373,6 +373,85 @@ impl Problem {
     }
 }
 
+/// Subjects (metrics, derived values, page cards) that are not
+/// available for one cause: the cause said once, naming them all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grouped<'a> {
+    /// The cause (the first subject's problem).
+    pub problem: &'a Problem,
+    /// What it applies to, in the order first seen, each once.
+    pub subjects: Vec<String>,
+}
+
+/// Groups `(subject, problem)` pairs by cause: problems that say the same
+/// to the user (code, message and what to do) are one cause. The groups
+/// are in the order their first subject came.
+pub fn group<'a, S: Into<String>>(
+    items: impl IntoIterator<Item = (S, &'a Problem)>,
+) -> Vec<Grouped<'a>> {
+    let mut out: Vec<(Grouped<'a>, String, String)> = Vec::new();
+    for (subject, p) in items {
+        let (text, todo) = (p.to_string(), p.what_to_do());
+        let subject = subject.into();
+        let at = out
+            .iter()
+            .position(|(g, t, w)| g.problem.code() == p.code() && *t == text && *w == todo);
+        match at {
+            Some(i) => {
+                let g = &mut out[i].0;
+                if !g.subjects.contains(&subject) {
+                    g.subjects.push(subject);
+                }
+            }
+            None => out.push((
+                Grouped {
+                    problem: p,
+                    subjects: vec![subject],
+                },
+                text,
+                todo,
+            )),
+        }
+    }
+    out.into_iter().map(|(g, _, _)| g).collect()
+}
+
+impl Grouped<'_> {
+    /// The cause without the subjects: for a group of metrics that need
+    /// a hardware PMU, `27 metrics need a hardware PMU, which this host
+    /// does not have (...)`; else the problem's message.
+    pub fn headline(&self, noun: &str) -> String {
+        match (self.problem, self.subjects.len()) {
+            (Problem::NeedsHardwarePmu { .. }, n) if n > 1 => format!(
+                "{n} {noun} need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?)"
+            ),
+            _ => self.problem.to_string(),
+        }
+    }
+
+    /// The subjects, comma-separated.
+    pub fn list(&self) -> String {
+        self.subjects.join(", ")
+    }
+
+    /// The cause, the subjects and what to do, on one line: `27 metrics
+    /// need a hardware PMU, ...: a, b, c; what to do: ...`, or `a, b: the
+    /// problem; what to do: ...`.
+    pub fn explain(&self, noun: &str) -> String {
+        let todo = self.problem.what_to_do();
+        match (self.problem, self.subjects.len()) {
+            (Problem::NeedsHardwarePmu { .. }, n) if n > 1 => {
+                format!(
+                    "{}: {}; what to do: {todo}",
+                    self.headline(noun),
+                    self.list()
+                )
+            }
+            _ => format!("{}: {}; what to do: {todo}", self.list(), self.problem),
+        }
+    }
+}
+
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -546,6 +625,44 @@ mod tests {
         assert!(p.what_to_do().contains("raise RLIMIT_NOFILE"));
         assert_eq!((p.event(), p.pmu()), ("cycles", Some("cpu")));
         assert_eq!(p.open().map(|o| o.errno), Some(24));
+    }
+
+    #[test]
+    fn problems_are_grouped_by_cause() {
+        let hw = |e: &str| Problem::NeedsHardwarePmu { event: e.into() };
+        let l2 = |e: &str| Problem::NotOnPlatform {
+            event: e.into(),
+            detail: "no PMU matches `cpu` on this host".into(),
+        };
+        let ps = [
+            ("perf_cpu_cycles_total", hw("cycles")),
+            ("perf_l2_misses_total", l2("cpu/event=0x24/")),
+            ("perf_instructions_total", hw("instructions")),
+            ("perf_l2_references_total", l2("cpu/event=0x60/")),
+            (
+                "perf_interrupts_total",
+                Problem::TracefsMissing {
+                    event: "irq:irq_handler_entry".into(),
+                },
+            ),
+            (
+                "perf_cpu_cycles_total",
+                Problem::NeedsHardwarePmu {
+                    event: "cpu/cpu-cycles/".into(),
+                },
+            ),
+        ];
+        let g = group(ps.iter().map(|(m, p)| (*m, p)));
+        let lines: Vec<String> = g.iter().map(|g| g.explain("metrics")).collect();
+        assert_eq!(
+            lines,
+            [
+                format!("2 metrics need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?): perf_cpu_cycles_total, perf_instructions_total; what to do: {}", hw("x").what_to_do()),
+                format!("perf_l2_misses_total, perf_l2_references_total: no PMU matches `cpu` on this host; what to do: {}", l2("x").what_to_do()),
+                "perf_interrupts_total: tracefs is not mounted (tracepoint ids are read from it); what to do: mount tracefs (`mount -t tracefs nodev /sys/kernel/tracing`) or give --path.tracefs".to_string(),
+            ]
+        );
+        assert_eq!(g[2].headline("metrics"), g[2].problem.to_string());
     }
 
     /// Only a process without privilege is told to grant CAP_PERFMON.

@@ -167,3 +167,77 @@ fn a_closed_pipe_ends_list_quietly() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stderr(&o), "");
 }
+
+/// Issue 24 items 13 and 14: the start-up log is logfmt (time, level and
+/// msg are keys; values with spaces quoted), and why metrics are not
+/// counted is said once per cause, an expected absence at INFO: on a host
+/// without a PMU, one line for every metric that needs one.
+#[test]
+fn start_up_log_is_logfmt_with_one_line_per_cause() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "sets:
+  - name: core
+    events:
+      - metric: perf_cpu_cycles_total
+        event: [cycles]
+      - metric: perf_instructions_total
+        event: [instructions]
+      - metric: perf_branch_misses_total
+        event: [branch-misses]
+  - name: l2
+    events:
+      - metric: perf_l2_misses_total
+        event: [\"cpu/event=0x24,umask=0x3f/\"]
+      - metric: perf_l2_references_total
+        event: [\"cpu/event=0x24,umask=0xff/\"]
+  - name: msr
+    events:
+      - metric: perf_msr_aperf_total
+        event: [\"msr/aperf/\"]
+  - name: sw
+    events:
+      - metric: perf_context_switches_total
+        event: [context-switches]
+",
+    )
+    .expect("config");
+    let f = common::fixture("vm-no-pmu");
+    let cfg = cfg.to_str().expect("utf-8");
+    let mut p = common::proc::Proc::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        f.to_str().expect("utf-8"),
+        "--config.file",
+        cfg,
+        "--log.format",
+        "logfmt",
+    ]);
+    p.wait_log("msg=\"counters open\"", std::time::Duration::from_secs(30));
+    let out = p.output();
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("msg=\"not "))
+        .map(|l| {
+            let (time, rest) = l.split_once(' ').expect("a key after the time");
+            assert!(time.starts_with("time=20") && time.ends_with('Z'), "{time}");
+            rest
+        })
+        .collect();
+    let absent = "what_to_do=\"nothing on this host: it is expected on other hardware or kernels (`perf-exporter list` shows what this host offers; add an alternative encoding to count it here)\"";
+    assert_eq!(
+        lines,
+        [
+            "level=info target=perf_exporter::app::serve msg=\"not on this platform\" count=3 code=needs_hardware_pmu reason=\"3 metrics need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?)\" what_to_do=\"run on bare metal or give the VM a virtual PMU (KVM/QEMU: `-cpu host,pmu=on`; VMware: enable virtualized CPU performance counters; cloud: a bare-metal or full-host instance type); software events, tracepoints and `msr` work without one\" metrics=\"perf_cpu_cycles_total, perf_instructions_total, perf_branch_misses_total\"".to_string(),
+            format!("level=info target=perf_exporter::app::serve msg=\"not on this platform\" count=2 code=not_on_platform reason=\"no PMU matches `cpu` on this host; PMUs here: breakpoint, msr, software, tracepoint, uprobe\" {absent} metrics=\"perf_l2_misses_total, perf_l2_references_total\""),
+            format!("level=info target=perf_exporter::app::serve msg=\"not on this platform\" count=1 code=not_on_platform reason=\"msr has no event `aperf` (msr offers: tsc)\" {absent} metrics=perf_msr_aperf_total"),
+        ],
+        "{out}"
+    );
+    assert!(
+        !out.contains("level=warn target=perf_exporter::app::serve msg=\"not"),
+        "{out}"
+    );
+}

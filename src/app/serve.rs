@@ -22,6 +22,7 @@ use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
 use crate::privilege::Privilege;
+use crate::problem::{Class, Problem};
 use crate::resolve::chain::Resolution;
 use crate::web::config::WebConfig;
 use crate::web::{self, State};
@@ -282,9 +283,8 @@ async fn start(
 }
 
 fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
-    for (metric, reason) in engine.problems() {
-        tracing::warn!(%metric, %reason, what_to_do = %reason.what_to_do(), class = reason.class().as_str(), "metric not (fully) available");
-    }
+    let problems = engine.problems();
+    log_problems(problems.iter().map(|(m, p)| (m.as_str(), p)));
     let counted = engine.runtime().iter().filter(|r| r.open_fds > 0).count();
     let (fds, planned) = (engine.open_fds(), engine.planned_fds());
     tracing::info!(
@@ -309,6 +309,36 @@ fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
             } else {
                 tracing::info!("privilege: {}", f.message);
             }
+        }
+    }
+}
+
+/// Logs why metrics are not (fully) counted: one line per cause, naming
+/// every metric it applies to (27 metrics that need a hardware PMU are
+/// one line, not 27). An expected absence (`not_on_platform`) is logged
+/// at INFO, a failure (something to fix) at WARN.
+pub(super) fn log_problems<'a>(problems: impl IntoIterator<Item = (&'a str, &'a Problem)>) {
+    for g in crate::problem::group(problems) {
+        let (count, metrics) = (g.subjects.len(), g.list());
+        let (code, reason) = (g.problem.code(), g.headline("metrics"));
+        let what_to_do = g.problem.what_to_do();
+        match g.problem.class() {
+            Class::NotOnPlatform => tracing::info!(
+                count,
+                code,
+                %reason,
+                %what_to_do,
+                %metrics,
+                "not on this platform"
+            ),
+            Class::Failed => tracing::warn!(
+                count,
+                code,
+                %reason,
+                %what_to_do,
+                %metrics,
+                "not (fully) available"
+            ),
         }
     }
 }
