@@ -3,8 +3,10 @@
 //! status and reason. The assets are embedded; no CDN, no build step.
 
 use super::{lock, State};
+use crate::export::live::{Formula, DERIVED};
 use crate::problem::{Class, Problem};
 use crate::resolve::chain::{ResolvedMetric, Status};
+use std::collections::BTreeMap;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -49,6 +51,40 @@ pub fn reasons(e: &crate::engine::Engine) -> crate::export::live::Reasons {
             (rt.metric.clone(), why)
         })
         .collect()
+}
+
+/// The cause of each metric and derived value that [`reasons`] gives a
+/// reason for: the problem that explains it best (a derived value takes
+/// its first unavailable input's), so that a cause shared by many is said
+/// once ([`crate::problem::group`]) by `stat` and the page's cards.
+pub fn causes(e: &crate::engine::Engine) -> BTreeMap<String, Problem> {
+    let problems = e.problems();
+    let mut out = BTreeMap::new();
+    for (rt, m) in e.runtime().iter().zip(&e.resolution().metrics) {
+        let p = if m.status == Status::Unavailable {
+            m.problem()
+        } else if rt.open_fds == 0 {
+            problems
+                .iter()
+                .find(|(n, _)| n == &rt.metric)
+                .map(|(_, p)| p)
+        } else {
+            None
+        };
+        if let Some(p) = p {
+            out.insert(rt.metric.clone(), p.clone());
+        }
+    }
+    for (name, form, _) in DERIVED {
+        let inputs = match *form {
+            Formula::Ratio(n, d) => vec![n, d],
+            Formula::Rate(m) => vec![m],
+        };
+        if let Some(p) = inputs.iter().find_map(|i| out.get(*i)).cloned() {
+            out.insert(name.to_string(), p);
+        }
+    }
+    out
 }
 
 pub(super) fn landing(state: &State) -> String {

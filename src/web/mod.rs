@@ -41,7 +41,7 @@ mod scrape;
 mod stream;
 mod stream_ws;
 
-pub use landing::reasons;
+pub use landing::{causes, reasons};
 
 use crate::engine::Engine;
 use crate::export::otlp::ExportStats;
