@@ -367,6 +367,17 @@ impl Problem {
         }
     }
 
+    /// The cause in few words, where what to do and the details are
+    /// said elsewhere (a page card that a note below explains).
+    pub fn cause(&self) -> String {
+        match self {
+            Problem::NeedsHardwarePmu { .. } => {
+                "needs a hardware PMU, which this host does not have".into()
+            }
+            p => p.to_string(),
+        }
+    }
+
     /// The message and what to do, on one line (for logs and pages).
     pub fn explain(&self) -> String {
         format!("{self}; what to do: {}", self.what_to_do())
@@ -663,6 +674,11 @@ mod tests {
             ]
         );
         assert_eq!(g[2].headline("metrics"), g[2].problem.to_string());
+        assert_eq!(
+            g[0].problem.cause(),
+            "needs a hardware PMU, which this host does not have"
+        );
+        assert_eq!(g[2].problem.cause(), g[2].problem.to_string());
     }
 
     /// Only a process without privilege is told to grant CAP_PERFMON.

@@ -42,7 +42,9 @@ function showCard(card, frame) {
   if (why !== undefined) {
     value.textContent = "not available on this host";
     value.dataset.raw = "";
-    reason.textContent = why;
+    // A cause shared by several cards is said once, in the note below
+    // the cards (data-why: the cause only).
+    reason.textContent = card.dataset.why || why;
     return;
   }
   reason.textContent = "";
