@@ -241,3 +241,15 @@ fn start_up_log_is_logfmt_with_one_line_per_cause() {
         "{out}"
     );
 }
+
+/// Issue 24 item 15: a listen address that can never be bound is refused
+/// when the command line is parsed (exit 2, before anything starts).
+#[test]
+fn an_impossible_listen_address_is_refused_when_parsed() {
+    let o = run(&["--web.listen-address", "127.0.0.1:99999"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        "error: invalid value '127.0.0.1:99999' for '--web.listen-address <[HOST]:PORT>': the port `99999` is not a number from 0 to 65535\n\nFor more information, try '--help'.\n"
+    );
+}

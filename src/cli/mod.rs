@@ -119,7 +119,7 @@ pub enum LogFormat {
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
     /// Address to listen on.
-    #[arg(long = "web.listen-address", default_value = ":9659")]
+    #[arg(long = "web.listen-address", default_value = ":9659", value_name = "[HOST]:PORT", value_parser = listen_address)]
     listen: String,
     /// Path under which to expose metrics (an absolute path other than the built-in pages).
     #[arg(long = "web.telemetry-path", default_value = "/metrics", value_parser = telemetry_path)]
@@ -171,6 +171,33 @@ struct ServeArgs {
     simulate_read_delay: Option<Duration>,
     #[command(flatten)]
     otlp: otlp::OtlpArgs,
+}
+
+/// Refuses a listen address that could never be bound, before start-up:
+/// `HOST:PORT` or `:PORT`, a port from 0 to 65535, an IPv6 address in
+/// brackets. A host name is resolved when binding.
+fn listen_address(s: &str) -> Result<String, String> {
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("`{s}` is not HOST:PORT or :PORT (e.g. `:9659`)"));
+    };
+    if port.parse::<u16>().is_err() {
+        return Err(format!("the port `{port}` is not a number from 0 to 65535"));
+    }
+    if let Some(inner) = host.strip_prefix('[') {
+        let ok = inner
+            .strip_suffix(']')
+            .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+        if !ok {
+            return Err(format!(
+                "`{host}` is not an IPv6 address in brackets (e.g. `[::1]`)"
+            ));
+        }
+    } else if host.contains(':') {
+        return Err(format!("an IPv6 address needs brackets: `[{host}]:{port}`"));
+    } else if host.chars().any(|c| c.is_whitespace() || c == '/') {
+        return Err(format!("`{host}` is not a host name or address"));
+    }
+    Ok(s.to_string())
 }
 
 /// Refuses a telemetry path that could never be reached (no leading `/`)
@@ -472,6 +499,35 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Args, clap::Error> {
         Args::try_parse_args(std::iter::once("perf-exporter").chain(args.iter().copied()))
+    }
+
+    /// Issue 24 item 15: `127.0.0.1:99999` was refused only after start-up.
+    #[test]
+    fn listen_addresses_are_checked_when_parsed() {
+        for ok in [
+            ":9659",
+            "0.0.0.0:9659",
+            "[::1]:9659",
+            "localhost:9659",
+            "127.0.0.1:0",
+        ] {
+            assert_eq!(listen_address(ok).as_deref(), Ok(ok));
+        }
+        for (bad, why) in [
+            (
+                "127.0.0.1:99999",
+                "the port `99999` is not a number from 0 to 65535",
+            ),
+            ("9659", "`9659` is not HOST:PORT or :PORT (e.g. `:9659`)"),
+            (":http", "the port `http` is not a number from 0 to 65535"),
+            ("::1:9659", "an IPv6 address needs brackets: `[::1]:9659`"),
+            (
+                "[::x]:9659",
+                "`[::x]` is not an IPv6 address in brackets (e.g. `[::1]`)",
+            ),
+        ] {
+            assert_eq!(listen_address(bad), Err(why.to_string()), "{bad}");
+        }
     }
 
     #[test]
