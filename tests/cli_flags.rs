@@ -253,3 +253,28 @@ fn an_impossible_listen_address_is_refused_when_parsed() {
         "error: invalid value '127.0.0.1:99999' for '--web.listen-address <[HOST]:PORT>': the port `99999` is not a number from 0 to 65535\n\nFor more information, try '--help'.\n"
     );
 }
+
+/// Issue 24 item 15: `--version` (and `perf_exporter_build_info`'s
+/// `revision` label, tests/metrics_diff.rs) name the source revision: the
+/// checkout's `git rev-parse --short HEAD`, `unknown` outside git.
+#[test]
+fn version_names_the_revision() {
+    let git = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(common::repo_root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let revision = git.unwrap_or_else(|| "unknown".into());
+    assert_eq!(perf_exporter::REVISION, revision);
+    let o = run(&["--version"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!(
+            "perf-exporter {} (revision {revision})\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}

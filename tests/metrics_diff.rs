@@ -34,6 +34,7 @@ const EXACT: &[&str] = &[
 /// the build's version label with `<version>`.
 fn mask(scrape: &str) -> String {
     let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    let revision = format!("revision=\"{}\"", perf_exporter::REVISION);
     let mut out = String::with_capacity(scrape.len());
     for line in scrape.lines() {
         if line.starts_with('#') || line.is_empty() {
@@ -49,9 +50,16 @@ fn mask(scrape: &str) -> String {
                 .rsplit_once(' ')
                 .unwrap_or_else(|| panic!("sample line without a value: {line:?}"));
             if name == "perf_exporter_build_info" {
-                assert!(series.contains(&version), "{line}");
+                assert!(
+                    series.contains(&version) && series.contains(&revision),
+                    "{line}"
+                );
             }
-            out.push_str(&series.replace(&version, "version=\"<version>\""));
+            out.push_str(
+                &series
+                    .replace(&version, "version=\"<version>\"")
+                    .replace(&revision, "revision=\"<revision>\""),
+            );
             out.push(' ');
             if EXACT.contains(&name) {
                 out.push_str(value);
@@ -194,13 +202,14 @@ fn mask_keeps_exact_values_and_labels_with_spaces() {
     let s = format!(
         "# HELP x X.\n# TYPE x counter\nx{{cpu=\"0\"}} 12.5\n\
          perf_event_available{{metric=\"m\",event=\"a + b\",pmu=\"\"}} 0\n\
-         perf_exporter_build_info{{version=\"{v}\",simulated=\"true\"}} 1\nperf_scrape_duration_seconds 0.001\n"
+         perf_exporter_build_info{{version=\"{v}\",revision=\"{r}\",simulated=\"true\"}} 1\nperf_scrape_duration_seconds 0.001\n",
+        r = perf_exporter::REVISION
     );
     assert_eq!(
         mask(&s),
         "# HELP x X.\n# TYPE x counter\nx{cpu=\"0\"} <v>\n\
          perf_event_available{metric=\"m\",event=\"a + b\",pmu=\"\"} 0\n\
-         perf_exporter_build_info{version=\"<version>\",simulated=\"true\"} 1\nperf_scrape_duration_seconds <v>\n"
+         perf_exporter_build_info{version=\"<version>\",revision=\"<revision>\",simulated=\"true\"} 1\nperf_scrape_duration_seconds <v>\n"
     );
 }
 

@@ -183,7 +183,7 @@ async fn start(
     mut signals: Signals,
 ) -> Result<(), AppError> {
     let simulated = p.kernel.simulated();
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), simulated, sysfs = %p.host.table.sysfs.display(), "starting perf-exporter");
+    tracing::info!(version = crate::VERSION, revision = crate::REVISION, simulated, sysfs = %p.host.table.sysfs.display(), "starting perf-exporter");
     let privilege = (!simulated).then(|| Privilege::detect(&src.host.procfs));
     log_privilege(privilege.as_ref());
     let web_config = p.loaded.web.unwrap_or_default();

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// Linux perf_events counters (cycles, IPC, cache misses, DRAM bandwidth,
 /// software events, tracepoints) for Prometheus and OpenTelemetry.
 #[derive(Debug, Parser)]
-#[command(name = "perf-exporter", version, about, long_about = None)]
+#[command(name = "perf-exporter", version = crate::LONG_VERSION, about, long_about = None)]
 pub struct Args {
     #[command(flatten)]
     global: GlobalArgs,

@@ -295,7 +295,7 @@ fn page(state: &State, rows: &str, cgroups: &str, causes: &BTreeMap<String, Prob
     }
     let version = format!(
         "{}{}",
-        env!("CARGO_PKG_VERSION"),
+        crate::LONG_VERSION,
         if state.simulated {
             " (simulated PMU)"
         } else {
