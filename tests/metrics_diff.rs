@@ -247,3 +247,64 @@ fn check_json_per_fixture() {
         );
     }
 }
+
+/// Issue 24 item 15: the exporter's own process metrics, named as
+/// node_exporter's, read from `--path.procfs`'s `self/` (a fixture procfs
+/// without `self/`, as in the goldens above, has none: never zeros).
+#[test]
+fn process_metrics_as_node_exporter_names_them() {
+    let exp = common::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        common::fixture("vm-no-pmu").to_str().expect("utf-8"),
+        "--path.procfs",
+        "/proc",
+    ]);
+    let body = exp.get("/metrics").body;
+    let types: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("# TYPE process_"))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "# TYPE process_cpu_seconds_total counter",
+            "# TYPE process_open_fds gauge",
+            "# TYPE process_max_fds gauge",
+            "# TYPE process_virtual_memory_bytes gauge",
+            "# TYPE process_resident_memory_bytes gauge",
+            "# TYPE process_start_time_seconds gauge",
+        ],
+        "{body}"
+    );
+    let value = |name: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{body}"))
+    };
+    // The exporter's own process: its pid's start time and descriptors.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", exp.pid())).expect("stat");
+    let ticks: f64 = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .and_then(|v| v.parse().ok())
+        .expect("starttime");
+    let btime: f64 = std::fs::read_to_string("/proc/stat")
+        .expect("/proc/stat")
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("btime");
+    assert_eq!(value("process_start_time_seconds"), btime + ticks / 100.0);
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", exp.pid()))
+        .expect("fd dir")
+        .count() as f64;
+    let open = value("process_open_fds");
+    assert!(
+        (open - fds).abs() <= 4.0,
+        "{open} open fds, /proc says {fds}"
+    );
+    assert!(value("process_resident_memory_bytes") > 1e6);
+    assert!(value("process_max_fds") >= open);
+}

@@ -78,6 +78,7 @@ fn a_read_that_never_returns_fails_that_reload_only() {
         max_streams: 0,
         read_header_timeout: Duration::from_secs(10),
         request_timeout: Duration::from_secs(10),
+        procfs: src.host.procfs.clone(),
     });
     let mut job = Job {
         guard: Guard::of(&WebConfig::default()),

@@ -235,6 +235,7 @@ async fn start(
         max_streams: web.max_streams,
         read_header_timeout: web.read_header_timeout,
         request_timeout: web.request_timeout,
+        procfs: src.host.procfs.clone(),
     });
     let deadline = src.deadline.clone();
     let mut job = Job {

@@ -36,6 +36,7 @@ mod collect;
 mod gzip;
 mod h2;
 mod landing;
+mod process;
 mod routes;
 mod scrape;
 mod stream;
@@ -116,6 +117,8 @@ pub struct Options {
     pub read_header_timeout: Duration,
     /// `--web.request-timeout`.
     pub request_timeout: Duration,
+    /// `--path.procfs`: the process metrics read `self/` under it.
+    pub procfs: std::path::PathBuf,
 }
 
 /// The web config as served: the file plus its auth and rate limiter.
@@ -202,6 +205,8 @@ pub struct State {
     reload_ok: AtomicBool,
     /// Unix time of the last successful (re)load, as f64 bits.
     last_success: AtomicU64,
+    /// `--path.procfs`.
+    procfs: std::path::PathBuf,
 }
 
 impl State {
@@ -214,6 +219,7 @@ impl State {
             collector: OnceLock::new(),
             last_len: AtomicUsize::new(0),
             telemetry_path: o.telemetry_path,
+            procfs: o.procfs,
             simulated: o.simulated,
             config_name: o.config_name,
             otlp: o.otlp,

@@ -129,5 +129,6 @@ pub(super) fn own_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>
     if let Some(st) = &state.otlp {
         back.push(st.family());
     }
+    back.extend(super::process::families(&state.procfs));
     (front, back)
 }
