@@ -95,10 +95,13 @@ pub enum Problem {
         /// What is wrong.
         detail: String,
     },
-    /// tracefs is not mounted where the exporter looks.
+    /// tracefs is not mounted where the exporter looks, or
+    /// `--path.tracefs` names a directory that is not a tracefs.
     TracefsMissing {
         /// The tracepoint.
         event: String,
+        /// The `--path.tracefs` given, when it is not a tracefs.
+        given: Option<PathBuf>,
     },
     /// tracefs exists but this process may not read it (mode 0700).
     TracefsUnreadable {
@@ -280,7 +283,7 @@ impl Problem {
             Problem::NotOnPlatform { event, .. }
             | Problem::NeedsHardwarePmu { event }
             | Problem::Config { event, .. }
-            | Problem::TracefsMissing { event }
+            | Problem::TracefsMissing { event, .. }
             | Problem::TracefsUnreadable { event, .. }
             | Problem::NoOnlineCpu { event, .. }
             | Problem::NoCpuEncoding { event, .. }
@@ -339,6 +342,7 @@ impl Problem {
             Problem::NotOnPlatform { .. } => "nothing on this host: it is expected on other hardware or kernels (`perf-exporter list` shows what this host offers; add an alternative encoding to count it here)".into(),
             Problem::NeedsHardwarePmu { .. } => "run on bare metal or give the VM a virtual PMU (KVM/QEMU: `-cpu host,pmu=on`; VMware: enable virtualized CPU performance counters; cloud: a bare-metal or full-host instance type); software events, tracepoints and `msr` work without one".into(),
             Problem::Config { .. } => "fix the event in the config (`perf-exporter list` shows the PMUs, events and format terms of this host)".into(),
+            Problem::TracefsMissing { given: Some(p), .. } => format!("give --path.tracefs the tracefs mount (usually /sys/kernel/tracing: `findmnt -t tracefs`), or mount tracefs there (`mount -t tracefs nodev {}`)", p.display()),
             Problem::TracefsMissing { .. } => "mount tracefs (`mount -t tracefs nodev /sys/kernel/tracing`) or give --path.tracefs".into(),
             Problem::TracefsUnreadable { path, .. } => format!(
                 "run as root, make tracefs readable (`mount -o remount,mode=0755 {}`), give a readable --path.tracefs, or leave tracepoints out; CAP_PERFMON does not help here",
@@ -470,6 +474,7 @@ impl fmt::Display for Problem {
                 f.write_str(detail)
             }
             Problem::NeedsHardwarePmu { .. } => f.write_str("no core PMU in sysfs (no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`): hardware events need a hardware PMU, which this host (a VM without a virtual PMU?) does not have"),
+            Problem::TracefsMissing { given: Some(p), .. } => write!(f, "--path.tracefs {} is not a tracefs: it has no events/ directory (tracepoint ids are read from it)", p.display()),
             Problem::TracefsMissing { .. } => f.write_str("tracefs is not mounted (tracepoint ids are read from it)"),
             Problem::TracefsUnreadable { path, .. } => write!(
                 f,
@@ -548,7 +553,10 @@ mod tests {
                 event: "e".into(),
                 detail: "d".into(),
             },
-            Problem::TracefsMissing { event: "e".into() },
+            Problem::TracefsMissing {
+                event: "e".into(),
+                given: None,
+            },
             Problem::TracefsUnreadable {
                 event: "e".into(),
                 path: "/t".into(),
@@ -654,6 +662,7 @@ mod tests {
                 "perf_interrupts_total",
                 Problem::TracefsMissing {
                     event: "irq:irq_handler_entry".into(),
+                    given: None,
                 },
             ),
             (

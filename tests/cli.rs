@@ -287,6 +287,30 @@ fn check_tells_not_on_this_platform_from_failed() {
     );
 }
 
+/// Issue 24 item 15: a `--path.tracefs` that is not a tracefs was
+/// classed `not_on_platform` ("no subsystem `irq`"); it is
+/// `tracefs_missing`, a failure, naming the path and what to give.
+#[test]
+fn a_wrong_tracefs_path_is_tracefs_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = dir.path().display().to_string();
+    let v = json(&["check", "--json", "--path.tracefs", &wrong]);
+    let m = metric(&v, "perf_interrupts_total");
+    assert_eq!(m["status"], "unavailable", "{m}");
+    assert_eq!(m["class"], "failed", "{m}");
+    assert_eq!(m["tried"][0]["problem"], "tracefs_missing", "{m}");
+    assert_eq!(
+        m["tried"][0]["reason"],
+        format!("--path.tracefs {wrong} is not a tracefs: it has no events/ directory (tracepoint ids are read from it)"),
+        "{m}"
+    );
+    assert_eq!(
+        m["tried"][0]["what_to_do"],
+        format!("give --path.tracefs the tracefs mount (usually /sys/kernel/tracing: `findmnt -t tracefs`), or mount tracefs there (`mount -t tracefs nodev {wrong}`)"),
+        "{m}"
+    );
+}
+
 fn config(dir: &Path, yaml: &str) -> String {
     let f = dir.join("c.yaml");
     std::fs::write(&f, yaml).unwrap();

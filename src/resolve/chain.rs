@@ -173,7 +173,7 @@ pub fn problem_of(e: ResolveError, event: &str) -> Problem {
     let event = event.to_string();
     match e {
         ResolveError::NoCorePmu => Problem::NeedsHardwarePmu { event },
-        ResolveError::TracefsMissing { .. } => Problem::TracefsMissing { event },
+        ResolveError::TracefsMissing { given, .. } => Problem::TracefsMissing { event, given },
         ResolveError::TracefsUnreadable { path, .. } => Problem::TracefsUnreadable { event, path },
         e @ (ResolveError::Syntax(_)
         | ResolveError::RequiredTerm { .. }

@@ -105,11 +105,17 @@ pub enum ResolveError {
         /// The sysfs event name.
         event: String,
     },
-    /// Tracepoints need tracefs, which is not mounted where looked for.
-    #[error("tracepoint `{spec}`: tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)")]
+    /// Tracepoints need tracefs, which is not mounted where looked for
+    /// (or `--path.tracefs` names a directory that is not one).
+    #[error("tracepoint `{spec}`: {}", match given {
+        Some(p) => format!("--path.tracefs {} is not a tracefs (it has no events/ directory)", p.display()),
+        None => "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)".into(),
+    })]
     TracefsMissing {
         /// The tracepoint.
         spec: String,
+        /// The `--path.tracefs` given, when it is not a tracefs.
+        given: Option<PathBuf>,
     },
     /// tracefs exists but this process may not read it.
     #[error("tracepoint `{spec}`: tracefs at {} is not readable by this user (tracepoint ids are read from it; CAP_PERFMON does not open it)", path.display())]
@@ -173,6 +179,8 @@ pub struct Context {
     /// The tracepoints of `tracefs` and their ids, read by discovery:
     /// resolving a tracepoint reads no file.
     pub tracepoints: Tracepoints,
+    /// A `--path.tracefs` that is not a tracefs: named in the reason.
+    pub tracefs_given: Option<PathBuf>,
 }
 
 impl Context {
@@ -192,6 +200,7 @@ impl From<Tracefs> for Context {
             tracefs: t.path,
             tracefs_denied: t.denied,
             tracepoints: t.tracepoints,
+            tracefs_given: t.given,
         }
     }
 }
@@ -256,7 +265,10 @@ pub fn resolve(
                         spec: spec_s,
                         path: p.clone(),
                     },
-                    None => ResolveError::TracefsMissing { spec: spec_s },
+                    None => ResolveError::TracefsMissing {
+                        spec: spec_s,
+                        given: ctx.tracefs_given.clone(),
+                    },
                 });
             }
             let id = ctx

@@ -350,6 +350,7 @@ mod tests {
         };
         let tracefs = Problem::TracefsMissing {
             event: "irq:irq_handler_entry".into(),
+            given: None,
         };
         let mut causes = BTreeMap::new();
         for k in [
