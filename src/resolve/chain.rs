@@ -177,6 +177,7 @@ pub fn problem_of(e: ResolveError, event: &str) -> Problem {
         ResolveError::TracefsUnreadable { path, .. } => Problem::TracefsUnreadable { event, path },
         e @ (ResolveError::Syntax(_)
         | ResolveError::RequiredTerm { .. }
+        | ResolveError::GenericThroughPmu { .. }
         | ResolveError::TooWide { .. }) => Problem::Config {
             event,
             detail: e.to_string(),

@@ -27,7 +27,7 @@ pub use crate::spec;
 
 use crate::pmu::host::{Tracefs, Tracepoints};
 use crate::pmu::{normalize_unit, Pmu, PmuTable, Scope, SyntaxError, TermValue};
-use spec::{quote_list, suggest, EventSpec, HARDWARE, HARDWARE_SYSFS};
+use spec::{quote_list, suggest, EventSpec, HARDWARE, HARDWARE_SYSFS, SOFTWARE};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -63,6 +63,16 @@ pub enum ResolveError {
         event: String,
         /// Suggestions.
         hint: String,
+    },
+    /// A generic event named through a PMU that names no events and has
+    /// no format terms (`software/context-switches/`): a config mistake,
+    /// the generic name alone is what to write.
+    #[error("{pmu} has no sysfs events or format terms, so no event is named through it: write `{event}` instead")]
+    GenericThroughPmu {
+        /// The PMU.
+        pmu: String,
+        /// The generic event name.
+        event: String,
     },
     /// A term that is neither a format nor an event of the PMU.
     #[error("{pmu} has no format term `{term}`; its terms are: {known}")]
@@ -487,13 +497,27 @@ fn encode_on(
                         .map(|&(_, id)| id);
                     continue;
                 }
+                None if p.events.is_empty()
+                    && p.formats.is_empty()
+                    && SOFTWARE.iter().chain(HARDWARE).any(|(n, _)| *n == t.name) =>
+                {
+                    return Err(ResolveError::GenericThroughPmu {
+                        pmu: p.name.clone(),
+                        event: t.name.clone(),
+                    });
+                }
                 None => {
                     let close = suggest(&t.name, p.events.keys().map(String::as_str));
                     let mut hint = String::new();
                     if !close.is_empty() {
                         hint.push_str(&format!("; did you mean {}?", quote_list(&close)));
                     }
-                    if p.events.is_empty() {
+                    if p.events.is_empty() && p.formats.is_empty() {
+                        hint.push_str(&format!(
+                            " ({} names no events and has no format terms in sysfs)",
+                            p.name
+                        ));
+                    } else if p.events.is_empty() {
                         hint.push_str(&format!(
                             " ({} names no events; write its format terms: {})",
                             p.name,
