@@ -125,18 +125,16 @@ pub(super) fn attach(
 /// `check`'s line on which per-cgroup backend counts and why (the
 /// cgroups themselves are listed by [`crate::report::CheckCgroups`]).
 /// `check` loads nothing: `bpf` is what would be tried first.
-pub(super) fn check_text(
+pub(super) fn check_choice(
     cfg: Option<&CgroupsConfig>,
     kernel: Option<&dyn Kernel>,
     host: &HostSettings,
-) -> String {
-    let Some(c) = cfg else {
-        return String::new();
-    };
+) -> Option<Result<BackendChoice, BpfUnavailable>> {
+    let c = cfg?;
     let privilege = kernel
         .filter(|k| !k.simulated())
         .map(|_| Privilege::detect(&host.procfs));
-    crate::report::backend_line(&choose(c.backend, privilege.as_ref(), &host.sysfs))
+    Some(choose(c.backend, privilege.as_ref(), &host.sysfs))
 }
 
 /// The check report's text with the backend line just before its cgroup

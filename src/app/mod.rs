@@ -248,7 +248,14 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 let found = crate::cgroup::discover(&s.host.procfs, s.host.cgroupfs.as_deref(), c);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));
             }
-            let backend = cgroups::check_text(cfg.cgroups.as_ref(), h.kernel.as_deref(), &s.host);
+            let choice = cgroups::check_choice(cfg.cgroups.as_ref(), h.kernel.as_deref(), &s.host);
+            if let (Some(cg), Some(c)) = (r.cgroups.as_mut(), &choice) {
+                cg.backend = Some(crate::report::CheckBackend::new(c));
+            }
+            let backend = choice
+                .as_ref()
+                .map(crate::report::backend_line)
+                .unwrap_or_default();
             Ok(Output {
                 text: output(&r, json, || cgroups::with_backend(&r, &backend))?,
                 failure: r.failure(strict),
