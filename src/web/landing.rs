@@ -315,7 +315,8 @@ fn page(state: &State, rows: &str, cgroups: &str, causes: &BTreeMap<String, Prob
             "js" => out.push_str(JS),
             "version" => out.push_str(&esc(&version)),
             "config" => out.push_str(&esc(&state.config_name)),
-            "metrics" => out.push_str(&esc(&state.telemetry_path)),
+            // Relative links: the page works under a reverse proxy's prefix.
+            "metrics" => out.push_str(&esc(state.telemetry_path.trim_start_matches('/'))),
             "cards" => out.push_str(&cards),
             "notes" => out.push_str(&notes),
             "rows" => out.push_str(rows),
