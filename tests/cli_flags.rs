@@ -278,3 +278,56 @@ fn version_names_the_revision() {
         )
     );
 }
+
+/// Issue 24 item 15: `--web.route-prefix` for a reverse proxy that does
+/// not strip the prefix: every route is under it, the page's links are
+/// relative to it, the bare prefix redirects to the page.
+#[test]
+fn every_route_is_under_the_route_prefix() {
+    let f = common::fixture("vm-no-pmu");
+    let mut p = common::proc::Proc::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        f.to_str().expect("utf-8"),
+        "--web.route-prefix",
+        "/perf/",
+    ]);
+    p.wait_log("counters open", std::time::Duration::from_secs(30));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let get = |path: &str| common::try_request("GET", &p.addr, path, &[], "");
+    while !get("/perf/-/ready").is_ok_and(|r| r.status == 200) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not ready under /perf/ within 10s:\n{}",
+            p.output()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(p.output().contains("path=/perf/metrics"), "{}", p.output());
+    let ok = |path: &str| {
+        let r = get(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        r
+    };
+    let page = ok("/perf/").body;
+    for link in [
+        "href=\"metrics\"",
+        "href=\"api/v1/snapshot\"",
+        "href=\"-/healthy\"",
+    ] {
+        assert!(page.contains(link), "{link} not on the page");
+    }
+    assert!(ok("/perf/metrics")
+        .body
+        .contains("perf_exporter_build_info{"));
+    assert!(ok("/perf/api/v1/snapshot").body.starts_with('{'));
+    assert_eq!(ok("/perf/-/healthy").body, "Healthy\n");
+    let bare = get("/perf").expect("/perf");
+    assert_eq!(
+        (bare.status, bare.header("location")),
+        (308, Some("/perf/"))
+    );
+    for outside in ["/metrics", "/", "/-/healthy", "/perfx/metrics"] {
+        assert_eq!(get(outside).expect(outside).status, 404, "{outside}");
+    }
+}

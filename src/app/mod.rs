@@ -78,6 +78,8 @@ pub struct WebSettings {
     pub listen: String,
     /// `--web.telemetry-path`.
     pub telemetry_path: String,
+    /// `--web.route-prefix`, without its trailing `/` (empty: none).
+    pub route_prefix: String,
     /// `--web.config.file`.
     pub web_config_file: Option<PathBuf>,
     /// `--web.config.allow-downgrade`: a reload may turn TLS or auth off.

@@ -194,7 +194,8 @@ async fn start(
         tracing::info!("--otlp.only: no HTTP listener");
         None
     } else {
-        Some(web::bind(&web.listen, &web.telemetry_path).await?)
+        let path = format!("{}{}", web.route_prefix, web.telemetry_path);
+        Some(web::bind(&web.listen, &path).await?)
     };
     let extra = super::cgroups::wanted_fds(p.loaded.cgroups.as_ref(), &p.loaded.res);
     let mut engine = open_engine_for(
@@ -222,6 +223,7 @@ async fn start(
     let state = State::new(web::Options {
         engine: engine.clone(),
         telemetry_path: web.telemetry_path,
+        route_prefix: web.route_prefix,
         simulated,
         config_name: src
             .host

@@ -124,6 +124,9 @@ struct ServeArgs {
     /// Path under which to expose metrics (an absolute path other than the built-in pages).
     #[arg(long = "web.telemetry-path", default_value = "/metrics", value_parser = telemetry_path)]
     telemetry_path: String,
+    /// Prefix of every route (the page, the API, the telemetry path, /-/...), for a reverse proxy that does not strip it: `/perf` serves `/perf/`, `/perf/metrics`, ...
+    #[arg(long = "web.route-prefix", default_value = "/", value_name = "PATH", value_parser = route_prefix)]
+    route_prefix: String,
     /// exporter-toolkit web config file: TLS, basic auth, response headers, rate limit.
     #[arg(long = "web.config.file", value_name = "FILE")]
     web_config_file: Option<PathBuf>,
@@ -198,6 +201,18 @@ fn listen_address(s: &str) -> Result<String, String> {
         return Err(format!("`{host}` is not a host name or address"));
     }
     Ok(s.to_string())
+}
+
+/// `--web.route-prefix`: an absolute path, kept without its trailing `/`
+/// (`/` itself is no prefix: the empty string).
+fn route_prefix(s: &str) -> Result<String, String> {
+    if !s.starts_with('/') {
+        return Err(format!("`{s}` must start with `/` (e.g. `/{s}`)"));
+    }
+    if s.contains(['?', '#']) || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("`{s}` is not a plain URL path"));
+    }
+    Ok(s.trim_end_matches('/').to_string())
 }
 
 /// Refuses a telemetry path that could never be reached (no leading `/`)
@@ -478,6 +493,7 @@ impl ServeArgs {
         let web = WebSettings {
             listen: self.listen,
             telemetry_path: self.telemetry_path,
+            route_prefix: self.route_prefix,
             web_config_file: self.web_config_file,
             allow_downgrade: self.allow_downgrade,
             read_timeout: self.read_timeout,
@@ -589,6 +605,16 @@ mod tests {
         assert_eq!(a.settings().host.cgroupfs, Some(PathBuf::from("/c")));
         assert!(parse(&["check", "--web.config.file", "w.yml"]).is_ok());
         assert!(parse(&["serve", "--web.listen-address", ":1"]).is_ok());
+    }
+
+    #[test]
+    fn route_prefixes() {
+        assert_eq!(route_prefix("/").as_deref(), Ok(""));
+        assert_eq!(route_prefix("/perf/").as_deref(), Ok("/perf"));
+        assert_eq!(route_prefix("/a/b").as_deref(), Ok("/a/b"));
+        for bad in ["perf", "/p?x", "/p q"] {
+            assert!(route_prefix(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

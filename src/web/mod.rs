@@ -99,6 +99,8 @@ pub struct Options {
     pub engine: Arc<Mutex<Engine>>,
     /// `--web.telemetry-path`.
     pub telemetry_path: String,
+    /// `--web.route-prefix` without its trailing `/` (empty: none).
+    pub route_prefix: String,
     /// Whether the PMU is simulated (build info, landing page).
     pub simulated: bool,
     /// The config's name for the landing page.
@@ -207,6 +209,8 @@ pub struct State {
     last_success: AtomicU64,
     /// `--path.procfs`.
     procfs: std::path::PathBuf,
+    /// `--web.route-prefix` (empty: none).
+    route_prefix: String,
 }
 
 impl State {
@@ -220,6 +224,7 @@ impl State {
             last_len: AtomicUsize::new(0),
             telemetry_path: o.telemetry_path,
             procfs: o.procfs,
+            route_prefix: o.route_prefix,
             simulated: o.simulated,
             config_name: o.config_name,
             otlp: o.otlp,
