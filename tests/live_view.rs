@@ -419,3 +419,62 @@ fn the_page_lists_the_busiest_pods_and_their_containers() {
         }
     });
 }
+
+/// Issue 24 item 15: the page said "connecting…" until the WebSocket
+/// delivered. It paints from `/api/v1/snapshot` first: with the only
+/// stream (`--web.max-streams 1`) held by another client, the page gets
+/// no frame at all, and still shows the counts.
+#[test]
+fn the_page_paints_from_the_snapshot_without_a_stream() {
+    let f = common::fixture("intel-skx");
+    let mut args = vec![
+        "--simulate".to_string(),
+        "--path.sysfs".into(),
+        f.to_str().expect("utf-8").into(),
+        "--web.max-streams".into(),
+        "1".into(),
+    ];
+    args.extend(common::fixture_procfs_args("intel-skx"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let p = exporter(&args);
+    let browser = Browser::start();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let (mut held, _) =
+                tokio_tungstenite::connect_async(format!("ws://{}/api/v1/stream", p.addr))
+                    .await
+                    .expect("the one stream");
+            // The held stream delivers: the limit is taken.
+            held.next().await.expect("a frame").expect("a frame");
+            let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let dom = loop {
+                let dom = tab.eval(DOM).await;
+                let painted = dom["cards"]["ipc"]["raw"]
+                    .as_str()
+                    .is_some_and(|r| !r.is_empty());
+                if painted {
+                    break dom;
+                }
+                if Instant::now() > deadline {
+                    let shot = tab.screenshot("snapshot-first").await;
+                    panic!(
+                        "the page painted nothing in 30s; screenshot {}; DOM {dom:#}",
+                        shot.display()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            assert_eq!(dom["frames"], 0, "no stream frame: {dom:#}");
+            let ipc: f64 = dom["cards"]["ipc"]["raw"]
+                .as_str()
+                .and_then(|r| r.parse().ok())
+                .expect("IPC");
+            assert!((ipc - 1.5).abs() < 0.01, "{dom:#}");
+            assert_eq!(dom["heatmap"]["metric"], "ipc", "{dom:#}");
+            drop(held);
+        });
+}
