@@ -64,7 +64,11 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Cargo reads every target the manifest declares, the benchmarks included.
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
+# The source revision for --version and perf_exporter_build_info (the
+# context has no .git): `--build-arg REVISION=$(git rev-parse --short HEAD)`.
+ARG REVISION=unknown
+ENV PERF_EXPORTER_REVISION=${REVISION}
 COPY src src
 COPY config config
 COPY benches benches

@@ -58,3 +58,18 @@ pub mod resolve;
 pub mod snapshot;
 pub mod spec;
 pub mod web;
+
+/// The version (`Cargo.toml`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The source revision this binary was built from (`git rev-parse --short
+/// HEAD` at build time, see `build.rs`), `unknown` outside git.
+pub const REVISION: &str = env!("PERF_EXPORTER_REVISION");
+
+/// `--version`'s line after the name: `0.1.0 (revision 1a2b3c4)`.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (revision ",
+    env!("PERF_EXPORTER_REVISION"),
+    ")"
+);

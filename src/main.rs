@@ -13,7 +13,9 @@ fn init_logging(level: LogLevel, format: LogFormat) {
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => b.json().init(),
-        LogFormat::Logfmt => b.init(),
+        LogFormat::Logfmt => b
+            .event_format(perf_exporter::app::logfmt::Logfmt::default())
+            .init(),
     }
 }
 

@@ -95,10 +95,13 @@ pub enum Problem {
         /// What is wrong.
         detail: String,
     },
-    /// tracefs is not mounted where the exporter looks.
+    /// tracefs is not mounted where the exporter looks, or
+    /// `--path.tracefs` names a directory that is not a tracefs.
     TracefsMissing {
         /// The tracepoint.
         event: String,
+        /// The `--path.tracefs` given, when it is not a tracefs.
+        given: Option<PathBuf>,
     },
     /// tracefs exists but this process may not read it (mode 0700).
     TracefsUnreadable {
@@ -280,7 +283,7 @@ impl Problem {
             Problem::NotOnPlatform { event, .. }
             | Problem::NeedsHardwarePmu { event }
             | Problem::Config { event, .. }
-            | Problem::TracefsMissing { event }
+            | Problem::TracefsMissing { event, .. }
             | Problem::TracefsUnreadable { event, .. }
             | Problem::NoOnlineCpu { event, .. }
             | Problem::NoCpuEncoding { event, .. }
@@ -339,6 +342,7 @@ impl Problem {
             Problem::NotOnPlatform { .. } => "nothing on this host: it is expected on other hardware or kernels (`perf-exporter list` shows what this host offers; add an alternative encoding to count it here)".into(),
             Problem::NeedsHardwarePmu { .. } => "run on bare metal or give the VM a virtual PMU (KVM/QEMU: `-cpu host,pmu=on`; VMware: enable virtualized CPU performance counters; cloud: a bare-metal or full-host instance type); software events, tracepoints and `msr` work without one".into(),
             Problem::Config { .. } => "fix the event in the config (`perf-exporter list` shows the PMUs, events and format terms of this host)".into(),
+            Problem::TracefsMissing { given: Some(p), .. } => format!("give --path.tracefs the tracefs mount (usually /sys/kernel/tracing: `findmnt -t tracefs`), or mount tracefs there (`mount -t tracefs nodev {}`)", p.display()),
             Problem::TracefsMissing { .. } => "mount tracefs (`mount -t tracefs nodev /sys/kernel/tracing`) or give --path.tracefs".into(),
             Problem::TracefsUnreadable { path, .. } => format!(
                 "run as root, make tracefs readable (`mount -o remount,mode=0755 {}`), give a readable --path.tracefs, or leave tracepoints out; CAP_PERFMON does not help here",
@@ -367,9 +371,99 @@ impl Problem {
         }
     }
 
+    /// The cause in few words, where what to do and the details are
+    /// said elsewhere (a page card that a note below explains).
+    pub fn cause(&self) -> String {
+        match self {
+            Problem::NeedsHardwarePmu { .. } => {
+                "needs a hardware PMU, which this host does not have".into()
+            }
+            p => p.to_string(),
+        }
+    }
+
     /// The message and what to do, on one line (for logs and pages).
     pub fn explain(&self) -> String {
         format!("{self}; what to do: {}", self.what_to_do())
+    }
+}
+
+/// Subjects (metrics, derived values, page cards) that are not
+/// available for one cause: the cause said once, naming them all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grouped<'a> {
+    /// The cause (the first subject's problem).
+    pub problem: &'a Problem,
+    /// What it applies to, in the order first seen, each once.
+    pub subjects: Vec<String>,
+}
+
+/// Groups `(subject, problem)` pairs by cause: problems that say the same
+/// to the user (code, message and what to do) are one cause. The groups
+/// are in the order their first subject came.
+pub fn group<'a, S: Into<String>>(
+    items: impl IntoIterator<Item = (S, &'a Problem)>,
+) -> Vec<Grouped<'a>> {
+    let mut out: Vec<(Grouped<'a>, String, String)> = Vec::new();
+    for (subject, p) in items {
+        let (text, todo) = (p.to_string(), p.what_to_do());
+        let subject = subject.into();
+        let at = out
+            .iter()
+            .position(|(g, t, w)| g.problem.code() == p.code() && *t == text && *w == todo);
+        match at {
+            Some(i) => {
+                let g = &mut out[i].0;
+                if !g.subjects.contains(&subject) {
+                    g.subjects.push(subject);
+                }
+            }
+            None => out.push((
+                Grouped {
+                    problem: p,
+                    subjects: vec![subject],
+                },
+                text,
+                todo,
+            )),
+        }
+    }
+    out.into_iter().map(|(g, _, _)| g).collect()
+}
+
+impl Grouped<'_> {
+    /// The cause without the subjects: for a group of metrics that need
+    /// a hardware PMU, `27 metrics need a hardware PMU, which this host
+    /// does not have (...)`; else the problem's message.
+    pub fn headline(&self, noun: &str) -> String {
+        match (self.problem, self.subjects.len()) {
+            (Problem::NeedsHardwarePmu { .. }, n) if n > 1 => format!(
+                "{n} {noun} need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?)"
+            ),
+            _ => self.problem.to_string(),
+        }
+    }
+
+    /// The subjects, comma-separated.
+    pub fn list(&self) -> String {
+        self.subjects.join(", ")
+    }
+
+    /// The cause, the subjects and what to do, on one line: `27 metrics
+    /// need a hardware PMU, ...: a, b, c; what to do: ...`, or `a, b: the
+    /// problem; what to do: ...`.
+    pub fn explain(&self, noun: &str) -> String {
+        let todo = self.problem.what_to_do();
+        match (self.problem, self.subjects.len()) {
+            (Problem::NeedsHardwarePmu { .. }, n) if n > 1 => {
+                format!(
+                    "{}: {}; what to do: {todo}",
+                    self.headline(noun),
+                    self.list()
+                )
+            }
+            _ => format!("{}: {}; what to do: {todo}", self.list(), self.problem),
+        }
     }
 }
 
@@ -380,6 +474,7 @@ impl fmt::Display for Problem {
                 f.write_str(detail)
             }
             Problem::NeedsHardwarePmu { .. } => f.write_str("no core PMU in sysfs (no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`): hardware events need a hardware PMU, which this host (a VM without a virtual PMU?) does not have"),
+            Problem::TracefsMissing { given: Some(p), .. } => write!(f, "--path.tracefs {} is not a tracefs: it has no events/ directory (tracepoint ids are read from it)", p.display()),
             Problem::TracefsMissing { .. } => f.write_str("tracefs is not mounted (tracepoint ids are read from it)"),
             Problem::TracefsUnreadable { path, .. } => write!(
                 f,
@@ -458,7 +553,10 @@ mod tests {
                 event: "e".into(),
                 detail: "d".into(),
             },
-            Problem::TracefsMissing { event: "e".into() },
+            Problem::TracefsMissing {
+                event: "e".into(),
+                given: None,
+            },
             Problem::TracefsUnreadable {
                 event: "e".into(),
                 path: "/t".into(),
@@ -546,6 +644,50 @@ mod tests {
         assert!(p.what_to_do().contains("raise RLIMIT_NOFILE"));
         assert_eq!((p.event(), p.pmu()), ("cycles", Some("cpu")));
         assert_eq!(p.open().map(|o| o.errno), Some(24));
+    }
+
+    #[test]
+    fn problems_are_grouped_by_cause() {
+        let hw = |e: &str| Problem::NeedsHardwarePmu { event: e.into() };
+        let l2 = |e: &str| Problem::NotOnPlatform {
+            event: e.into(),
+            detail: "no PMU matches `cpu` on this host".into(),
+        };
+        let ps = [
+            ("perf_cpu_cycles_total", hw("cycles")),
+            ("perf_l2_misses_total", l2("cpu/event=0x24/")),
+            ("perf_instructions_total", hw("instructions")),
+            ("perf_l2_references_total", l2("cpu/event=0x60/")),
+            (
+                "perf_interrupts_total",
+                Problem::TracefsMissing {
+                    event: "irq:irq_handler_entry".into(),
+                    given: None,
+                },
+            ),
+            (
+                "perf_cpu_cycles_total",
+                Problem::NeedsHardwarePmu {
+                    event: "cpu/cpu-cycles/".into(),
+                },
+            ),
+        ];
+        let g = group(ps.iter().map(|(m, p)| (*m, p)));
+        let lines: Vec<String> = g.iter().map(|g| g.explain("metrics")).collect();
+        assert_eq!(
+            lines,
+            [
+                format!("2 metrics need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?): perf_cpu_cycles_total, perf_instructions_total; what to do: {}", hw("x").what_to_do()),
+                format!("perf_l2_misses_total, perf_l2_references_total: no PMU matches `cpu` on this host; what to do: {}", l2("x").what_to_do()),
+                "perf_interrupts_total: tracefs is not mounted (tracepoint ids are read from it); what to do: mount tracefs (`mount -t tracefs nodev /sys/kernel/tracing`) or give --path.tracefs".to_string(),
+            ]
+        );
+        assert_eq!(g[2].headline("metrics"), g[2].problem.to_string());
+        assert_eq!(
+            g[0].problem.cause(),
+            "needs a hardware PMU, which this host does not have"
+        );
+        assert_eq!(g[2].problem.cause(), g[2].problem.to_string());
     }
 
     /// Only a process without privilege is told to grant CAP_PERFMON.

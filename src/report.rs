@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 mod cgroups;
 mod identity;
-pub use cgroups::{backend_line, cgroup_rows, CgroupRow, CheckCgroups};
+pub use cgroups::{backend_line, cgroup_rows, CgroupRow, CheckBackend, CheckCgroups};
 pub use identity::CheckIdentity;
 
 fn hex(v: u64) -> String {

@@ -637,6 +637,18 @@ fn check_lists_the_cgroups_exactly() {
         .collect();
     assert_eq!(left.len(), 4);
     assert!(left.iter().all(|r| r["problem"] == "cgroup_over_limit"));
+    // Issue 24 item 15: the backend and why, as the text's line says it
+    // (a fixture has no BPF: perf).
+    assert_eq!(
+        c["backend"],
+        serde_json::json!({
+            "name": "perf",
+            "why": "simulated",
+            "reason": "backend auto: perf, as the simulated PMU has no BPF",
+            "what_to_do": "nothing: the simulated PMU counts per cgroup with perf",
+        }),
+        "{c:#}"
+    );
 }
 
 /// With a `cgroups:` section and no hierarchy, `check` says so and what

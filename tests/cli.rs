@@ -287,6 +287,57 @@ fn check_tells_not_on_this_platform_from_failed() {
     );
 }
 
+/// Issue 24 item 15: a `--path.tracefs` that is not a tracefs was
+/// classed `not_on_platform` ("no subsystem `irq`"); it is
+/// `tracefs_missing`, a failure, naming the path and what to give.
+#[test]
+fn a_wrong_tracefs_path_is_tracefs_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = dir.path().display().to_string();
+    let v = json(&["check", "--json", "--path.tracefs", &wrong]);
+    let m = metric(&v, "perf_interrupts_total");
+    assert_eq!(m["status"], "unavailable", "{m}");
+    assert_eq!(m["class"], "failed", "{m}");
+    assert_eq!(m["tried"][0]["problem"], "tracefs_missing", "{m}");
+    assert_eq!(
+        m["tried"][0]["reason"],
+        format!("--path.tracefs {wrong} is not a tracefs: it has no events/ directory (tracepoint ids are read from it)"),
+        "{m}"
+    );
+    assert_eq!(
+        m["tried"][0]["what_to_do"],
+        format!("give --path.tracefs the tracefs mount (usually /sys/kernel/tracing: `findmnt -t tracefs`), or mount tracefs there (`mount -t tracefs nodev {wrong}`)"),
+        "{m}"
+    );
+}
+
+/// Issue 24 item 15: `software/context-switches/` got an empty hint
+/// ("write its format terms: ") and a platform blame; it is a config
+/// mistake whose fix is the generic name.
+#[test]
+fn a_generic_event_through_the_software_pmu_is_a_config_mistake() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "sets:\n  - name: sw\n    events:\n      - metric: perf_context_switches_total\n        event: [\"software/context-switches/\"]\n      - metric: perf_x_total\n        event: [\"software/no-such-event/\"]\n      - metric: perf_cpu_migrations_total\n        event: [cpu-migrations]\n",
+    );
+    let v = json(&["check", "--json", "--config.file", &cfg]);
+    let cs = metric(&v, "perf_context_switches_total");
+    assert_eq!(cs["class"], "failed", "{cs}");
+    assert_eq!(cs["tried"][0]["problem"], "config", "{cs}");
+    assert_eq!(
+        cs["tried"][0]["reason"],
+        "software has no sysfs events or format terms, so no event is named through it: write `context-switches` instead",
+        "{cs}"
+    );
+    let x = metric(&v, "perf_x_total");
+    assert_eq!(
+        x["tried"][0]["reason"],
+        "software has no event `no-such-event` (software names no events and has no format terms in sysfs)",
+        "{x}"
+    );
+}
+
 fn config(dir: &Path, yaml: &str) -> String {
     let f = dir.join("c.yaml");
     std::fs::write(&f, yaml).unwrap();

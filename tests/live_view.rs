@@ -175,7 +175,12 @@ const DOM: &str = r##"JSON.stringify({
       reason: c.querySelector(".reason").textContent }])),
   heatmap: { metric: document.getElementById("heatmap").dataset.metric,
              cells: document.querySelectorAll("#heatmap .cell").length,
-             raws: [...document.querySelectorAll("#heatmap .cell")].map((c) => c.dataset.raw) },
+             raws: [...document.querySelectorAll("#heatmap .cell")].map((c) => c.dataset.raw),
+             colours: [...document.querySelectorAll("#heatmap .cell")].map((c) => c.style.background),
+             legend: { equal: document.querySelector("#heatmap .legend").classList.contains("equal"),
+                       lo: document.querySelector("#heatmap .legend .lo").textContent,
+                       hi: document.querySelector("#heatmap .legend .hi").textContent } },
+  notes: [...document.querySelectorAll("#not-available .note")].map((n) => n.textContent),
   cgroups: { hidden: document.getElementById("cgroup-top").hidden,
              summary: document.querySelector("#cgroup-top .summary").textContent,
              rows: [...document.querySelectorAll("#cgroup-top tr.cgroup-row")].map((r) => ({
@@ -288,6 +293,19 @@ fn simulated_skx_page_agrees_with_metrics() {
             .collect();
         assert_eq!(cells.len(), 8, "{dom:#}");
         assert!(cells.iter().all(|v| (v - 1.5).abs() < 1e-6), "{cells:?}");
+        // Issue 24 item 15: equal values were all painted red (the top of
+        // a 0..max scale); they are one neutral colour, and the legend
+        // says they are equal.
+        let colours = dom["heatmap"]["colours"].as_array().expect("colours");
+        assert!(colours.iter().all(|c| c == &colours[0]), "{colours:?}");
+        assert_eq!(colours[0], "rgb(211, 217, 222)", "{dom:#}");
+        assert_eq!(dom["heatmap"]["legend"]["equal"], true, "{dom:#}");
+        assert_eq!(
+            dom["heatmap"]["legend"]["hi"], "every CPU within 0.5%: 1.500 to 1.500",
+            "{dom:#}"
+        );
+        // Every card counts on this fixture: no note.
+        assert_eq!(dom["notes"], serde_json::json!([]), "{dom:#}");
     });
 }
 
@@ -324,6 +342,23 @@ fn live_page_says_why_ipc_is_not_available() {
         assert_eq!(ipc["text"], "not available on this host");
         let why = ipc["reason"].as_str().unwrap();
         assert!(why.contains("hardware PMU"), "{why}");
+        // Issue 24 item 14: the cause the cards share is one note naming
+        // them, not the paragraph on each card.
+        assert_eq!(
+            why,
+            "needs a hardware PMU, which this host does not have (see below the cards)"
+        );
+        let note = dom["notes"][0].as_str().expect("a note");
+        assert!(
+            note.starts_with("5 cards need a hardware PMU, which this host does not have")
+                && note.contains(": IPC, L1d miss ratio, L1i miss ratio, LLC miss ratio, Branch miss ratio; what to do: "),
+            "{note}"
+        );
+        // The legend names the range (both ends, or that they are equal).
+        assert!(
+            !dom["heatmap"]["legend"]["hi"].as_str().unwrap().is_empty(),
+            "{dom:#}"
+        );
         // The sleepers' rate dominates, but the card shows one second and
         // the scrapes span three: in line with /metrics, not equal.
         let shown = raw(dom, "context_switches_per_second");
@@ -383,4 +418,63 @@ fn the_page_lists_the_busiest_pods_and_their_containers() {
             assert_eq!(r["ipc"], "n/a", "{r}");
         }
     });
+}
+
+/// Issue 24 item 15: the page said "connecting…" until the WebSocket
+/// delivered. It paints from `/api/v1/snapshot` first: with the only
+/// stream (`--web.max-streams 1`) held by another client, the page gets
+/// no frame at all, and still shows the counts.
+#[test]
+fn the_page_paints_from_the_snapshot_without_a_stream() {
+    let f = common::fixture("intel-skx");
+    let mut args = vec![
+        "--simulate".to_string(),
+        "--path.sysfs".into(),
+        f.to_str().expect("utf-8").into(),
+        "--web.max-streams".into(),
+        "1".into(),
+    ];
+    args.extend(common::fixture_procfs_args("intel-skx"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let p = exporter(&args);
+    let browser = Browser::start();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let (mut held, _) =
+                tokio_tungstenite::connect_async(format!("ws://{}/api/v1/stream", p.addr))
+                    .await
+                    .expect("the one stream");
+            // The held stream delivers: the limit is taken.
+            held.next().await.expect("a frame").expect("a frame");
+            let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let dom = loop {
+                let dom = tab.eval(DOM).await;
+                let painted = dom["cards"]["ipc"]["raw"]
+                    .as_str()
+                    .is_some_and(|r| !r.is_empty());
+                if painted {
+                    break dom;
+                }
+                if Instant::now() > deadline {
+                    let shot = tab.screenshot("snapshot-first").await;
+                    panic!(
+                        "the page painted nothing in 30s; screenshot {}; DOM {dom:#}",
+                        shot.display()
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            assert_eq!(dom["frames"], 0, "no stream frame: {dom:#}");
+            let ipc: f64 = dom["cards"]["ipc"]["raw"]
+                .as_str()
+                .and_then(|r| r.parse().ok())
+                .expect("IPC");
+            assert!((ipc - 1.5).abs() < 0.01, "{dom:#}");
+            assert_eq!(dom["heatmap"]["metric"], "ipc", "{dom:#}");
+            drop(held);
+        });
 }

@@ -34,6 +34,7 @@ const EXACT: &[&str] = &[
 /// the build's version label with `<version>`.
 fn mask(scrape: &str) -> String {
     let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    let revision = format!("revision=\"{}\"", perf_exporter::REVISION);
     let mut out = String::with_capacity(scrape.len());
     for line in scrape.lines() {
         if line.starts_with('#') || line.is_empty() {
@@ -49,9 +50,16 @@ fn mask(scrape: &str) -> String {
                 .rsplit_once(' ')
                 .unwrap_or_else(|| panic!("sample line without a value: {line:?}"));
             if name == "perf_exporter_build_info" {
-                assert!(series.contains(&version), "{line}");
+                assert!(
+                    series.contains(&version) && series.contains(&revision),
+                    "{line}"
+                );
             }
-            out.push_str(&series.replace(&version, "version=\"<version>\""));
+            out.push_str(
+                &series
+                    .replace(&version, "version=\"<version>\"")
+                    .replace(&revision, "revision=\"<revision>\""),
+            );
             out.push(' ');
             if EXACT.contains(&name) {
                 out.push_str(value);
@@ -194,13 +202,14 @@ fn mask_keeps_exact_values_and_labels_with_spaces() {
     let s = format!(
         "# HELP x X.\n# TYPE x counter\nx{{cpu=\"0\"}} 12.5\n\
          perf_event_available{{metric=\"m\",event=\"a + b\",pmu=\"\"}} 0\n\
-         perf_exporter_build_info{{version=\"{v}\",simulated=\"true\"}} 1\nperf_scrape_duration_seconds 0.001\n"
+         perf_exporter_build_info{{version=\"{v}\",revision=\"{r}\",simulated=\"true\"}} 1\nperf_scrape_duration_seconds 0.001\n",
+        r = perf_exporter::REVISION
     );
     assert_eq!(
         mask(&s),
         "# HELP x X.\n# TYPE x counter\nx{cpu=\"0\"} <v>\n\
          perf_event_available{metric=\"m\",event=\"a + b\",pmu=\"\"} 0\n\
-         perf_exporter_build_info{version=\"<version>\",simulated=\"true\"} 1\nperf_scrape_duration_seconds <v>\n"
+         perf_exporter_build_info{version=\"<version>\",revision=\"<revision>\",simulated=\"true\"} 1\nperf_scrape_duration_seconds <v>\n"
     );
 }
 
@@ -358,4 +367,65 @@ fn cycles_alone_counts_on_a_sapphire_rapids_tree() {
         res.metrics[0].problems().collect::<Vec<_>>()
     );
     assert!(total(&text, "perf_cpu_cycles_total") > 0.0, "{text}");
+}
+
+/// Issue 24 item 15: the exporter's own process metrics, named as
+/// node_exporter's, read from `--path.procfs`'s `self/` (a fixture procfs
+/// without `self/`, as in the goldens above, has none: never zeros).
+#[test]
+fn process_metrics_as_node_exporter_names_them() {
+    let exp = common::exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        common::fixture("vm-no-pmu").to_str().expect("utf-8"),
+        "--path.procfs",
+        "/proc",
+    ]);
+    let body = exp.get("/metrics").body;
+    let types: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("# TYPE process_"))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "# TYPE process_cpu_seconds_total counter",
+            "# TYPE process_open_fds gauge",
+            "# TYPE process_max_fds gauge",
+            "# TYPE process_virtual_memory_bytes gauge",
+            "# TYPE process_resident_memory_bytes gauge",
+            "# TYPE process_start_time_seconds gauge",
+        ],
+        "{body}"
+    );
+    let value = |name: &str| -> f64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{body}"))
+    };
+    // The exporter's own process: its pid's start time and descriptors.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", exp.pid())).expect("stat");
+    let ticks: f64 = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .and_then(|v| v.parse().ok())
+        .expect("starttime");
+    let btime: f64 = std::fs::read_to_string("/proc/stat")
+        .expect("/proc/stat")
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("btime");
+    assert_eq!(value("process_start_time_seconds"), btime + ticks / 100.0);
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", exp.pid()))
+        .expect("fd dir")
+        .count() as f64;
+    let open = value("process_open_fds");
+    assert!(
+        (open - fds).abs() <= 4.0,
+        "{open} open fds, /proc says {fds}"
+    );
+    assert!(value("process_resident_memory_bytes") > 1e6);
+    assert!(value("process_max_fds") >= open);
 }

@@ -153,7 +153,7 @@ fn a_reload_whose_config_read_hangs_fails_in_time_and_the_next_goes_ahead() {
     assert!(
         p.output()
             .lines()
-            .any(|l| l.contains("ERROR") && l.contains(&named)),
+            .any(|l| l.contains(" level=error ") && l.contains(&named)),
         "{}",
         p.output()
     );

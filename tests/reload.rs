@@ -487,7 +487,7 @@ fn a_reload_may_not_drop_authentication() {
         .lines()
         .find(|l| l.contains("drops basic authentication"))
         .expect("line");
-    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains(" level=error "), "{line}");
     assert!(line.contains("--web.config.allow-downgrade"), "{line}");
     let r = common::try_request("GET", &p.addr, "/metrics", &[], "").expect("request");
     assert_eq!(r.status, 401, "{}", r.body);

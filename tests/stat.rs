@@ -57,7 +57,9 @@ fn simulated_output_has_the_exact_shape_and_values() {
         "perf_context_switches_total,ipc,l1i_miss_ratio",
     ]);
     assert!(ok, "{err}");
-    let what = ": not supported on this host (errno <n>): no PMU claims this encoding: open L<n>-icache-loads on PMU cpu, CPU <n> What to do: nothing on this host: it is expected on other hardware or kernels (`perf-exporter list` shows what this host offers; add an alternative encoding to count it here)";
+    // What is not available is said in the summary only (not in each
+    // interval), each cause once, naming what it applies to.
+    let what = "not supported on this host (errno <n>): no PMU claims this encoding: open L<n>-icache-loads on PMU cpu, CPU <n>; what to do: nothing on this host: it is expected on other hardware or kernels (`perf-exporter list` shows what this host offers; add an alternative encoding to count it here)";
     let interval = "\
        <n>                  <n>  perf_context_switches_total
        <n>            <n>  perf_cpu_cycles_total
@@ -65,8 +67,6 @@ fn simulated_output_has_the_exact_shape_and_values() {
        <n>              <n>  perf_l<n>i_read_misses_total
        <n>             <n>  context_switches_per_second
        <n>                 <n>  ipc
-       <n>       <not available>  l<n>i_miss_ratio
-       <n>       <not available>  perf_l<n>i_reads_total
 ";
     let expected = format!(
         "#          time                counts  name\n{interval}{interval}
@@ -78,8 +78,10 @@ fn simulated_output_has_the_exact_shape_and_values() {
               <n>  perf_l<n>i_read_misses_total
              <n>  context_switches_per_second
                  <n>  ipc
-       <not available>  l<n>i_miss_ratio  # needs perf_l<n>i_reads_total: L<n>-icache-loads{what}
-       <not available>  perf_l<n>i_reads_total  # L<n>-icache-loads{what}
+       <not available>  l<n>i_miss_ratio
+       <not available>  perf_l<n>i_reads_total
+
+# l<n>i_miss_ratio, perf_l<n>i_reads_total: {what}
 "
     );
     // Right-aligned numbers: their width varies, so compare with the
@@ -128,6 +130,52 @@ fn simulated_output_has_the_exact_shape_and_values() {
         (times[0] - 0.5).abs() < 0.1 && (times[1] - 1.0).abs() < 0.1,
         "{out}"
     );
+}
+
+/// Issue 24 item 14: on a host without a PMU, the intervals have no
+/// `<not available>` rows (they were 40 per interval); the summary lists
+/// them and says the cause once, naming every row it applies to.
+#[test]
+fn without_a_pmu_unavailable_rows_are_in_the_summary_once_per_cause() {
+    let f = fixture("vm-no-pmu").display().to_string();
+    let (ok, out, err) = stat(&[
+        "--simulate",
+        "--path.sysfs",
+        &f,
+        "stat",
+        "-I",
+        "300ms",
+        "-d",
+        "600ms",
+        "-e",
+        "perf_context_switches_total,ipc",
+    ]);
+    assert!(ok, "{err}");
+    let interval = "\
+       <n>                  <n>  perf_context_switches_total
+       <n>             <n>  context_switches_per_second
+";
+    let expected = format!(
+        "#          time                counts  name\n{interval}{interval}
+ Summary over <n> s:
+
+                  <n>  perf_context_switches_total
+              <n>  context_switches_per_second
+       <not available>  ipc
+       <not available>  perf_cpu_cycles_total
+       <not available>  perf_instructions_total
+
+# <n> of these need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv<n>_pmuv<n>_*`; a VM without a virtual PMU?): ipc, perf_cpu_cycles_total, perf_instructions_total; what to do: run on bare metal or give the VM a virtual PMU (KVM/QEMU: `-cpu host,pmu=on`; VMware: enable virtualized CPU performance counters; cloud: a bare-metal or full-host instance type); software events, tracepoints and `msr` work without one
+"
+    );
+    let squeeze = |t: &str| {
+        t.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(squeeze(&shape(&out)), squeeze(&expected), "{out}");
+    assert!(out.contains("\n# 3 of these need a hardware PMU"), "{out}");
 }
 
 /// The numbers of `name`'s lines (time first, then the value).

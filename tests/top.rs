@@ -79,6 +79,27 @@ fn json_has_exactly_the_contract_fields_on_the_simulated_pmu() {
         assert_eq!(s.iter().sum::<u64>(), o["samples"].as_u64().unwrap());
     }
     let s = &v[2]["summary"];
+    assert_eq!(
+        keys(s),
+        [
+            "entries",
+            "event",
+            "lost",
+            "per_cpu",
+            "samples",
+            "throttled"
+        ]
+    );
+    // Each CPU's ring health, as the text summary's `CPUn: lost ...` lines
+    // (the simulated rings lose nothing).
+    let cpus = s["per_cpu"].as_array().unwrap();
+    assert_eq!(cpus.len(), 8, "{s}");
+    for (i, c) in cpus.iter().enumerate() {
+        assert_eq!(
+            c,
+            &serde_json::json!({"cpu": i, "lost": 0, "lost_records": 0, "throttled": 0, "errors": 0})
+        );
+    }
     assert_eq!(s["entries"][0]["name"], "postgres");
     assert_eq!(s["entries"][0]["pid"], 4242);
     // 99 Hz on the fixture's CPUs, cycles at 2e9/s: each sample stands

@@ -191,15 +191,12 @@ pub(super) fn attach(
 /// `check`'s line on which per-cgroup backend counts and why (the
 /// cgroups themselves are listed by [`crate::report::CheckCgroups`]).
 /// `check` loads nothing: `bpf` is what would be tried first.
-pub(super) fn check_text(
+pub(super) fn check_choice(
     cfg: Option<&CgroupsConfig>,
     kernel: Option<&dyn Kernel>,
     host: &HostSettings,
-) -> String {
-    let Some(c) = cfg else {
-        return String::new();
-    };
-    crate::report::backend_line(&choice(c, kernel, host))
+) -> Option<Result<BackendChoice, BpfUnavailable>> {
+    Some(choice(cfg?, kernel, host))
 }
 
 /// The check report's text with the backend line just before its cgroup

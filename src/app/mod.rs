@@ -8,6 +8,7 @@
 mod cgroups;
 mod deadline;
 mod host;
+pub mod logfmt;
 mod reload;
 mod sampling;
 
@@ -77,6 +78,8 @@ pub struct WebSettings {
     pub listen: String,
     /// `--web.telemetry-path`.
     pub telemetry_path: String,
+    /// `--web.route-prefix`, without its trailing `/` (empty: none).
+    pub route_prefix: String,
     /// `--web.config.file`.
     pub web_config_file: Option<PathBuf>,
     /// `--web.config.allow-downgrade`: a reload may turn TLS or auth off.
@@ -248,7 +251,14 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 let found = crate::cgroup::discover(&lookup, c);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));
             }
-            let backend = cgroups::check_text(cfg.cgroups.as_ref(), h.kernel.as_deref(), &s.host);
+            let choice = cgroups::check_choice(cfg.cgroups.as_ref(), h.kernel.as_deref(), &s.host);
+            if let (Some(cg), Some(c)) = (r.cgroups.as_mut(), &choice) {
+                cg.backend = Some(crate::report::CheckBackend::new(c));
+            }
+            let backend = choice
+                .as_ref()
+                .map(crate::report::backend_line)
+                .unwrap_or_default();
             Ok(Output {
                 text: output(&r, json, || cgroups::with_backend(&r, &backend))?,
                 failure: r.failure(strict),

@@ -263,11 +263,13 @@ impl Job {
         }
         ne.set_sampled(sampled);
         // Only what changed: the rest was logged at start or last reload.
-        for (metric, reason) in ne.problems() {
-            if !old_problems.contains(&(metric.clone(), reason.clone())) {
-                tracing::warn!(%metric, %reason, "metric not (fully) available");
-            }
-        }
+        let problems = ne.problems();
+        super::serve::log_problems(
+            problems
+                .iter()
+                .filter(|mp| !old_problems.contains(mp))
+                .map(|(m, p)| (m.as_str(), p)),
+        );
         let counted = ne
             .resolution()
             .metrics

@@ -69,6 +69,7 @@ fn a_read_that_never_returns_fails_that_reload_only() {
     let state = State::new(web::Options {
         engine: engine.clone(),
         telemetry_path: "/metrics".into(),
+        route_prefix: String::new(),
         simulated: true,
         config_name: cfg.display().to_string(),
         otlp: None,
@@ -78,6 +79,7 @@ fn a_read_that_never_returns_fails_that_reload_only() {
         max_streams: 0,
         read_header_timeout: Duration::from_secs(10),
         request_timeout: Duration::from_secs(10),
+        procfs: src.host.procfs.clone(),
     });
     let mut job = Job {
         guard: Guard::of(&WebConfig::default()),

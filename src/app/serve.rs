@@ -22,6 +22,7 @@ use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
 use crate::privilege::Privilege;
+use crate::problem::{Class, Problem};
 use crate::resolve::chain::Resolution;
 use crate::web::config::WebConfig;
 use crate::web::{self, State};
@@ -182,7 +183,7 @@ async fn start(
     mut signals: Signals,
 ) -> Result<(), AppError> {
     let simulated = p.kernel.simulated();
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), simulated, sysfs = %p.host.table.sysfs.display(), "starting perf-exporter");
+    tracing::info!(version = crate::VERSION, revision = crate::REVISION, simulated, sysfs = %p.host.table.sysfs.display(), "starting perf-exporter");
     let privilege = (!simulated).then(|| Privilege::detect(&src.host.procfs));
     log_privilege(privilege.as_ref());
     let web_config = p.loaded.web.unwrap_or_default();
@@ -193,7 +194,8 @@ async fn start(
         tracing::info!("--otlp.only: no HTTP listener");
         None
     } else {
-        Some(web::bind(&web.listen, &web.telemetry_path).await?)
+        let path = format!("{}{}", web.route_prefix, web.telemetry_path);
+        Some(web::bind(&web.listen, &path).await?)
     };
     let extra = super::cgroups::wanted_fds(p.loaded.cgroups.as_ref(), &p.loaded.res);
     let mut engine = open_engine_for(
@@ -221,6 +223,7 @@ async fn start(
     let state = State::new(web::Options {
         engine: engine.clone(),
         telemetry_path: web.telemetry_path,
+        route_prefix: web.route_prefix,
         simulated,
         config_name: src
             .host
@@ -234,6 +237,7 @@ async fn start(
         max_streams: web.max_streams,
         read_header_timeout: web.read_header_timeout,
         request_timeout: web.request_timeout,
+        procfs: src.host.procfs.clone(),
     });
     let deadline = src.deadline.clone();
     let mut job = Job {
@@ -282,9 +286,8 @@ async fn start(
 }
 
 fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
-    for (metric, reason) in engine.problems() {
-        tracing::warn!(%metric, %reason, what_to_do = %reason.what_to_do(), class = reason.class().as_str(), "metric not (fully) available");
-    }
+    let problems = engine.problems();
+    log_problems(problems.iter().map(|(m, p)| (m.as_str(), p)));
     let counted = engine.runtime().iter().filter(|r| r.open_fds > 0).count();
     let (fds, planned) = (engine.open_fds(), engine.planned_fds());
     tracing::info!(
@@ -309,6 +312,36 @@ fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
             } else {
                 tracing::info!("privilege: {}", f.message);
             }
+        }
+    }
+}
+
+/// Logs why metrics are not (fully) counted: one line per cause, naming
+/// every metric it applies to (27 metrics that need a hardware PMU are
+/// one line, not 27). An expected absence (`not_on_platform`) is logged
+/// at INFO, a failure (something to fix) at WARN.
+pub(super) fn log_problems<'a>(problems: impl IntoIterator<Item = (&'a str, &'a Problem)>) {
+    for g in crate::problem::group(problems) {
+        let (count, metrics) = (g.subjects.len(), g.list());
+        let (code, reason) = (g.problem.code(), g.headline("metrics"));
+        let what_to_do = g.problem.what_to_do();
+        match g.problem.class() {
+            Class::NotOnPlatform => tracing::info!(
+                count,
+                code,
+                %reason,
+                %what_to_do,
+                %metrics,
+                "not on this platform"
+            ),
+            Class::Failed => tracing::warn!(
+                count,
+                code,
+                %reason,
+                %what_to_do,
+                %metrics,
+                "not (fully) available"
+            ),
         }
     }
 }

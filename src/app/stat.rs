@@ -17,9 +17,10 @@ use crate::engine::Engine;
 use crate::export::live::{self, Formula, Frame, PerCpuDetail, DERIVED};
 use crate::privilege::Privilege;
 use crate::probe::prober;
+use crate::problem::{group, Problem};
 use crate::resolve::chain::resolve_config;
 use crate::snapshot::Family;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
@@ -120,6 +121,7 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
     let mut term = signal(SignalKind::terminate()).map_err(AppError::Runtime)?;
     let mut engine = open(&host, &s)?;
     let reasons = crate::web::reasons(&engine);
+    let causes = crate::web::causes(&engine);
     let select: BTreeSet<String> = s.select.iter().cloned().collect();
     let out = &mut std::io::stdout().lock();
     let start = Instant::now();
@@ -167,7 +169,7 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         frame(&mut framer, &(start, first), &prev, &reasons, detail),
         &select,
     );
-    summary(out, &s, &total)
+    summary(out, &s, &total, &causes)
 }
 
 fn frame(
@@ -259,12 +261,41 @@ fn block(
     for (k, v) in &f.derived {
         writeln!(out, "{lead}{pad}{:>22}  {k}", ratio(*v)).map_err(io)?;
     }
-    for (k, why) in &f.unavailable {
-        if reasons {
-            writeln!(out, "{lead}{pad}{:>22}  {k}  # {why}", "<not available>").map_err(io)?;
-        } else {
+    // What is not available is the same in every interval: only the
+    // summary names it, with each cause said once.
+    if reasons {
+        for k in f.unavailable.keys() {
             writeln!(out, "{lead}{pad}{:>22}  {k}", "<not available>").map_err(io)?;
         }
+    }
+    Ok(())
+}
+
+/// Why the summary's `<not available>` rows are not available: a `#` line
+/// per cause, naming the rows it applies to; a row without a known cause
+/// (not in the config, ...) gets its own line.
+fn why_not_available(
+    out: &mut impl Write,
+    f: &Frame,
+    causes: &BTreeMap<String, Problem>,
+) -> Result<(), AppError> {
+    if f.unavailable.is_empty() {
+        return Ok(());
+    }
+    writeln!(out).map_err(io)?;
+    let known = f
+        .unavailable
+        .keys()
+        .filter_map(|k| Some((k.as_str(), causes.get(k)?)));
+    for g in group(known) {
+        writeln!(out, "# {}", g.explain("of these")).map_err(io)?;
+    }
+    for (k, why) in f
+        .unavailable
+        .iter()
+        .filter(|(k, _)| !causes.contains_key(*k))
+    {
+        writeln!(out, "# {k}: {why}").map_err(io)?;
     }
     Ok(())
 }
@@ -274,12 +305,18 @@ fn ratio(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.3}"))
 }
 
-fn summary(out: &mut impl Write, s: &StatSettings, f: &Frame) -> Result<(), AppError> {
+fn summary(
+    out: &mut impl Write,
+    s: &StatSettings,
+    f: &Frame,
+    causes: &BTreeMap<String, Problem>,
+) -> Result<(), AppError> {
     if s.json {
         writeln!(out, "{{\"summary\":{}}}", f.to_json()).map_err(io)?;
         return out.flush().map_err(io);
     }
     writeln!(out, "\n Summary over {:.6} s:\n", f.interval_seconds).map_err(io)?;
     block(out, "", f, s.per_cpu, true)?;
+    why_not_available(out, f, causes)?;
     out.flush().map_err(io)
 }

@@ -52,6 +52,48 @@ pub fn json<'a>(event: &'a str, t: &'a Table, by: By) -> JsonTable<'a> {
     }
 }
 
+/// One CPU's ring health in the JSON summary (the text summary's
+/// `CPUn: lost ...` lines, for every CPU).
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct JsonCpu {
+    cpu: u32,
+    lost: u64,
+    lost_records: u64,
+    throttled: u64,
+    errors: u64,
+}
+
+/// The JSON summary: the table over the whole run and each CPU's ring
+/// health.
+#[derive(Debug, Serialize)]
+pub struct JsonSummary<'a> {
+    #[serde(flatten)]
+    table: JsonTable<'a>,
+    per_cpu: Vec<JsonCpu>,
+}
+
+/// The summary as the contract's object.
+pub fn json_summary<'a>(
+    event: &'a str,
+    t: &'a Table,
+    by: By,
+    health: &[(u32, CpuHealth)],
+) -> JsonSummary<'a> {
+    JsonSummary {
+        table: json(event, t, by),
+        per_cpu: health
+            .iter()
+            .map(|(c, h)| JsonCpu {
+                cpu: *c,
+                lost: h.lost,
+                lost_records: h.lost_records,
+                throttled: h.throttled,
+                errors: h.errors,
+            })
+            .collect(),
+    }
+}
+
 fn share(e: &Entry, t: &Table) -> f64 {
     if t.samples == 0 {
         0.0
@@ -181,10 +223,10 @@ impl View {
         if self.json {
             #[derive(Serialize)]
             struct Summary<'a> {
-                summary: JsonTable<'a>,
+                summary: JsonSummary<'a>,
             }
             let v = Summary {
-                summary: json(&self.event, t, self.by),
+                summary: json_summary(&self.event, t, self.by, health),
             };
             let line = serde_json::to_string(&v).map_err(AppError::Json)?;
             writeln!(out, "{line}").map_err(io)?;
@@ -220,5 +262,40 @@ fn name_header(by: By) -> &'static str {
         By::Process | By::Thread => "COMMAND",
         By::Cgroup => "CGROUP",
         By::Pod => "POD",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 24 item 15: the JSON summary lacked the text summary's
+    /// per-CPU lost/throttle lines.
+    #[test]
+    fn the_json_summary_has_each_cpus_ring_health() {
+        let t = Table {
+            samples: 10,
+            lost: 7,
+            throttled: 1,
+            entries: Vec::new(),
+        };
+        let health = [
+            (0, CpuHealth::default()),
+            (
+                1,
+                CpuHealth {
+                    lost: 7,
+                    lost_records: 2,
+                    throttled: 1,
+                    errors: 0,
+                },
+            ),
+        ];
+        let v =
+            serde_json::to_string(&json_summary("cycles", &t, By::Process, &health)).expect("json");
+        assert_eq!(
+            v,
+            r#"{"event":"cycles","samples":10,"lost":7,"throttled":1,"entries":[],"per_cpu":[{"cpu":0,"lost":0,"lost_records":0,"throttled":0,"errors":0},{"cpu":1,"lost":7,"lost_records":2,"throttled":1,"errors":0}]}"#
+        );
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// Linux perf_events counters (cycles, IPC, cache misses, DRAM bandwidth,
 /// software events, tracepoints) for Prometheus and OpenTelemetry.
 #[derive(Debug, Parser)]
-#[command(name = "perf-exporter", version, about, long_about = None)]
+#[command(name = "perf-exporter", version = crate::LONG_VERSION, about, long_about = None)]
 pub struct Args {
     #[command(flatten)]
     global: GlobalArgs,
@@ -119,11 +119,14 @@ pub enum LogFormat {
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
     /// Address to listen on.
-    #[arg(long = "web.listen-address", default_value = ":9659")]
+    #[arg(long = "web.listen-address", default_value = ":9659", value_name = "[HOST]:PORT", value_parser = listen_address)]
     listen: String,
     /// Path under which to expose metrics (an absolute path other than the built-in pages).
     #[arg(long = "web.telemetry-path", default_value = "/metrics", value_parser = telemetry_path)]
     telemetry_path: String,
+    /// Prefix of every route (the page, the API, the telemetry path, /-/...), for a reverse proxy that does not strip it: `/perf` serves `/perf/`, `/perf/metrics`, ...
+    #[arg(long = "web.route-prefix", default_value = "/", value_name = "PATH", value_parser = route_prefix)]
+    route_prefix: String,
     /// exporter-toolkit web config file: TLS, basic auth, response headers, rate limit.
     #[arg(long = "web.config.file", value_name = "FILE")]
     web_config_file: Option<PathBuf>,
@@ -171,6 +174,45 @@ struct ServeArgs {
     simulate_read_delay: Option<Duration>,
     #[command(flatten)]
     otlp: otlp::OtlpArgs,
+}
+
+/// Refuses a listen address that could never be bound, before start-up:
+/// `HOST:PORT` or `:PORT`, a port from 0 to 65535, an IPv6 address in
+/// brackets. A host name is resolved when binding.
+fn listen_address(s: &str) -> Result<String, String> {
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("`{s}` is not HOST:PORT or :PORT (e.g. `:9659`)"));
+    };
+    if port.parse::<u16>().is_err() {
+        return Err(format!("the port `{port}` is not a number from 0 to 65535"));
+    }
+    if let Some(inner) = host.strip_prefix('[') {
+        let ok = inner
+            .strip_suffix(']')
+            .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+        if !ok {
+            return Err(format!(
+                "`{host}` is not an IPv6 address in brackets (e.g. `[::1]`)"
+            ));
+        }
+    } else if host.contains(':') {
+        return Err(format!("an IPv6 address needs brackets: `[{host}]:{port}`"));
+    } else if host.chars().any(|c| c.is_whitespace() || c == '/') {
+        return Err(format!("`{host}` is not a host name or address"));
+    }
+    Ok(s.to_string())
+}
+
+/// `--web.route-prefix`: an absolute path, kept without its trailing `/`
+/// (`/` itself is no prefix: the empty string).
+fn route_prefix(s: &str) -> Result<String, String> {
+    if !s.starts_with('/') {
+        return Err(format!("`{s}` must start with `/` (e.g. `/{s}`)"));
+    }
+    if s.contains(['?', '#']) || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("`{s}` is not a plain URL path"));
+    }
+    Ok(s.trim_end_matches('/').to_string())
 }
 
 /// Refuses a telemetry path that could never be reached (no leading `/`)
@@ -451,6 +493,7 @@ impl ServeArgs {
         let web = WebSettings {
             listen: self.listen,
             telemetry_path: self.telemetry_path,
+            route_prefix: self.route_prefix,
             web_config_file: self.web_config_file,
             allow_downgrade: self.allow_downgrade,
             read_timeout: self.read_timeout,
@@ -472,6 +515,35 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Args, clap::Error> {
         Args::try_parse_args(std::iter::once("perf-exporter").chain(args.iter().copied()))
+    }
+
+    /// Issue 24 item 15: `127.0.0.1:99999` was refused only after start-up.
+    #[test]
+    fn listen_addresses_are_checked_when_parsed() {
+        for ok in [
+            ":9659",
+            "0.0.0.0:9659",
+            "[::1]:9659",
+            "localhost:9659",
+            "127.0.0.1:0",
+        ] {
+            assert_eq!(listen_address(ok).as_deref(), Ok(ok));
+        }
+        for (bad, why) in [
+            (
+                "127.0.0.1:99999",
+                "the port `99999` is not a number from 0 to 65535",
+            ),
+            ("9659", "`9659` is not HOST:PORT or :PORT (e.g. `:9659`)"),
+            (":http", "the port `http` is not a number from 0 to 65535"),
+            ("::1:9659", "an IPv6 address needs brackets: `[::1]:9659`"),
+            (
+                "[::x]:9659",
+                "`[::x]` is not an IPv6 address in brackets (e.g. `[::1]`)",
+            ),
+        ] {
+            assert_eq!(listen_address(bad), Err(why.to_string()), "{bad}");
+        }
     }
 
     #[test]
@@ -533,6 +605,16 @@ mod tests {
         assert_eq!(a.settings().host.cgroupfs, Some(PathBuf::from("/c")));
         assert!(parse(&["check", "--web.config.file", "w.yml"]).is_ok());
         assert!(parse(&["serve", "--web.listen-address", ":1"]).is_ok());
+    }
+
+    #[test]
+    fn route_prefixes() {
+        assert_eq!(route_prefix("/").as_deref(), Ok(""));
+        assert_eq!(route_prefix("/perf/").as_deref(), Ok("/perf"));
+        assert_eq!(route_prefix("/a/b").as_deref(), Ok("/a/b"));
+        for bad in ["perf", "/p?x", "/p q"] {
+            assert!(route_prefix(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub const RESERVED: &[&str] = &[
     "perf_scrape_",
     // The per-cgroup families the exporter derives (DESIGN.md).
     "perf_cgroup_",
+    // Its own process metrics (node_exporter's names).
+    "process_",
 ];
 
 /// Whether `s` has Prometheus's metric-name syntax.
@@ -138,6 +140,7 @@ mod tests {
             "perf_exporter_build_info",
             "perf_group_enabled_seconds_total",
             "perf_read_errors_total",
+            "process_cpu_seconds_total",
         ] {
             let e = check(n, !n.ends_with("_total")).unwrap_err();
             assert!(e.contains("reserved") || e.contains("collides"), "{n}: {e}");

@@ -27,15 +27,33 @@ pub struct Tracefs {
     pub denied: Option<PathBuf>,
     /// The tracepoints under `path`, with their ids.
     pub tracepoints: Tracepoints,
+    /// A `--path.tracefs` that is not a tracefs (no `events/` in it).
+    pub given: Option<PathBuf>,
 }
 
 impl Tracefs {
     /// The tracefs at `path` (`--path.tracefs`), with its tracepoints.
+    /// A directory without `events/` is not a tracefs: tracepoints are
+    /// then `tracefs_missing` (naming it), not absent from the platform;
+    /// one this process may not read is `denied`.
     pub fn at(path: &Path) -> Tracefs {
+        if path.join("events").is_dir() {
+            return Tracefs {
+                path: Some(path.to_path_buf()),
+                denied: None,
+                tracepoints: Tracepoints::discover(path),
+                given: None,
+            };
+        }
+        let denied = matches!(
+            std::fs::read_dir(path),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied
+        );
         Tracefs {
-            path: Some(path.to_path_buf()),
-            denied: None,
-            tracepoints: Tracepoints::discover(path),
+            path: None,
+            denied: denied.then(|| path.to_path_buf()),
+            tracepoints: Tracepoints::default(),
+            given: (!denied).then(|| path.to_path_buf()),
         }
     }
 }
@@ -72,6 +90,7 @@ pub fn find_tracefs(sysfs: &Path, procfs: &Path) -> Tracefs {
         path,
         denied,
         tracepoints,
+        given: None,
     }
 }
 

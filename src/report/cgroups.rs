@@ -78,6 +78,47 @@ pub struct CheckCgroups {
     pub reason: Option<String>,
     /// What to do about it.
     pub what_to_do: Option<String>,
+    /// The per-cgroup backend that would count, and why (`null` where
+    /// `check` was not asked to say, e.g. no hierarchy).
+    pub backend: Option<CheckBackend>,
+}
+
+/// The `cgroups.backend` object of `check --json`: the backend and why,
+/// as the text's `Per-cgroup backend:` line says it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckBackend {
+    /// `perf` or `bpf`; `null` when a configured `bpf` cannot count.
+    pub name: Option<&'static str>,
+    /// Why, a fixed code: `configured`, `bpf_available`,
+    /// `bpf_no_capability`, `bpf_no_btf`, `simulated`, `bpf_load_failed`.
+    pub why: &'static str,
+    /// The reason in words.
+    pub reason: String,
+    /// What to do, `null` when nothing is wrong.
+    pub what_to_do: Option<String>,
+}
+
+impl CheckBackend {
+    /// From the backend choice (see [`crate::engine::cgroup::choose`]).
+    pub fn new(c: &Result<BackendChoice, BpfUnavailable>) -> Self {
+        match c {
+            Ok(c) => {
+                let todo = c.why.what_to_do();
+                CheckBackend {
+                    name: Some(c.kind.name()),
+                    why: c.why.code(),
+                    reason: c.why.to_string(),
+                    what_to_do: (!todo.is_empty()).then_some(todo),
+                }
+            }
+            Err(e) => CheckBackend {
+                name: None,
+                why: e.why.code(),
+                reason: format!("backend bpf cannot count: {}", e.reason()),
+                what_to_do: Some(e.what_to_do().to_string()),
+            },
+        }
+    }
 }
 
 impl CheckCgroups {
@@ -95,6 +136,7 @@ impl CheckCgroups {
                 problem: None,
                 reason: None,
                 what_to_do: None,
+                backend: None,
             },
             Err(e) => {
                 let p: Problem = e.problem();
@@ -109,6 +151,7 @@ impl CheckCgroups {
                     problem: Some(p.code()),
                     reason: Some(p.to_string()),
                     what_to_do: Some(p.what_to_do()),
+                    backend: None,
                 }
             }
         }
@@ -223,6 +266,31 @@ pub fn backend_line(c: &Result<BackendChoice, BpfUnavailable>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_json_names_the_backend_and_why() {
+        use crate::engine::cgroup::{BackendKind, Why};
+        let ok = CheckBackend::new(&Ok(BackendChoice {
+            kind: BackendKind::Perf,
+            why: Why::Configured(BackendKind::Perf),
+        }));
+        assert_eq!(
+            serde_json::to_value(&ok).expect("json"),
+            serde_json::json!({"name": "perf", "why": "configured", "reason": "backend perf, as configured", "what_to_do": null})
+        );
+        let no_btf = CheckBackend::new(&Err(BpfUnavailable::new(Why::NoBtf {
+            path: "/sys/kernel/btf/vmlinux".into(),
+        })));
+        assert_eq!(
+            serde_json::to_value(&no_btf).expect("json"),
+            serde_json::json!({
+                "name": null,
+                "why": "bpf_no_btf",
+                "reason": "backend bpf cannot count: the kernel has no BTF (/sys/kernel/btf/vmlinux is missing)",
+                "what_to_do": "use a kernel built with CONFIG_DEBUG_INFO_BTF (most distributions' kernels since 2020); or set `cgroups.backend: perf`",
+            })
+        );
+    }
     use crate::cgroup::{Cgroup, Hierarchy, Kind, LeftOut, LeftOutReason};
 
     #[test]

@@ -173,10 +173,11 @@ pub fn problem_of(e: ResolveError, event: &str) -> Problem {
     let event = event.to_string();
     match e {
         ResolveError::NoCorePmu => Problem::NeedsHardwarePmu { event },
-        ResolveError::TracefsMissing { .. } => Problem::TracefsMissing { event },
+        ResolveError::TracefsMissing { given, .. } => Problem::TracefsMissing { event, given },
         ResolveError::TracefsUnreadable { path, .. } => Problem::TracefsUnreadable { event, path },
         e @ (ResolveError::Syntax(_)
         | ResolveError::RequiredTerm { .. }
+        | ResolveError::GenericThroughPmu { .. }
         | ResolveError::TooWide { .. }) => Problem::Config {
             event,
             detail: e.to_string(),

@@ -27,7 +27,7 @@ pub use crate::spec;
 
 use crate::pmu::host::{Tracefs, Tracepoints};
 use crate::pmu::{normalize_unit, Pmu, PmuTable, Scope, SyntaxError, TermValue};
-use spec::{quote_list, suggest, EventSpec, HARDWARE, HARDWARE_SYSFS};
+use spec::{quote_list, suggest, EventSpec, HARDWARE, HARDWARE_SYSFS, SOFTWARE};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -63,6 +63,16 @@ pub enum ResolveError {
         event: String,
         /// Suggestions.
         hint: String,
+    },
+    /// A generic event named through a PMU that names no events and has
+    /// no format terms (`software/context-switches/`): a config mistake,
+    /// the generic name alone is what to write.
+    #[error("{pmu} has no sysfs events or format terms, so no event is named through it: write `{event}` instead")]
+    GenericThroughPmu {
+        /// The PMU.
+        pmu: String,
+        /// The generic event name.
+        event: String,
     },
     /// A term that is neither a format nor an event of the PMU.
     #[error("{pmu} has no format term `{term}`; its terms are: {known}")]
@@ -105,11 +115,17 @@ pub enum ResolveError {
         /// The sysfs event name.
         event: String,
     },
-    /// Tracepoints need tracefs, which is not mounted where looked for.
-    #[error("tracepoint `{spec}`: tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)")]
+    /// Tracepoints need tracefs, which is not mounted where looked for
+    /// (or `--path.tracefs` names a directory that is not one).
+    #[error("tracepoint `{spec}`: {}", match given {
+        Some(p) => format!("--path.tracefs {} is not a tracefs (it has no events/ directory)", p.display()),
+        None => "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing, or give --path.tracefs)".into(),
+    })]
     TracefsMissing {
         /// The tracepoint.
         spec: String,
+        /// The `--path.tracefs` given, when it is not a tracefs.
+        given: Option<PathBuf>,
     },
     /// tracefs exists but this process may not read it.
     #[error("tracepoint `{spec}`: tracefs at {} is not readable by this user (tracepoint ids are read from it; CAP_PERFMON does not open it)", path.display())]
@@ -173,6 +189,8 @@ pub struct Context {
     /// The tracepoints of `tracefs` and their ids, read by discovery:
     /// resolving a tracepoint reads no file.
     pub tracepoints: Tracepoints,
+    /// A `--path.tracefs` that is not a tracefs: named in the reason.
+    pub tracefs_given: Option<PathBuf>,
 }
 
 impl Context {
@@ -192,6 +210,7 @@ impl From<Tracefs> for Context {
             tracefs: t.path,
             tracefs_denied: t.denied,
             tracepoints: t.tracepoints,
+            tracefs_given: t.given,
         }
     }
 }
@@ -256,7 +275,10 @@ pub fn resolve(
                         spec: spec_s,
                         path: p.clone(),
                     },
-                    None => ResolveError::TracefsMissing { spec: spec_s },
+                    None => ResolveError::TracefsMissing {
+                        spec: spec_s,
+                        given: ctx.tracefs_given.clone(),
+                    },
                 });
             }
             let id = ctx
@@ -475,13 +497,27 @@ fn encode_on(
                         .map(|&(_, id)| id);
                     continue;
                 }
+                None if p.events.is_empty()
+                    && p.formats.is_empty()
+                    && SOFTWARE.iter().chain(HARDWARE).any(|(n, _)| *n == t.name) =>
+                {
+                    return Err(ResolveError::GenericThroughPmu {
+                        pmu: p.name.clone(),
+                        event: t.name.clone(),
+                    });
+                }
                 None => {
                     let close = suggest(&t.name, p.events.keys().map(String::as_str));
                     let mut hint = String::new();
                     if !close.is_empty() {
                         hint.push_str(&format!("; did you mean {}?", quote_list(&close)));
                     }
-                    if p.events.is_empty() {
+                    if p.events.is_empty() && p.formats.is_empty() {
+                        hint.push_str(&format!(
+                            " ({} names no events and has no format terms in sysfs)",
+                            p.name
+                        ));
+                    } else if p.events.is_empty() {
                         hint.push_str(&format!(
                             " ({} names no events; write its format terms: {})",
                             p.name,

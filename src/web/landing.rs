@@ -3,8 +3,10 @@
 //! status and reason. The assets are embedded; no CDN, no build step.
 
 use super::{lock, State};
+use crate::export::live::{Formula, DERIVED};
 use crate::problem::{Class, Problem};
 use crate::resolve::chain::{ResolvedMetric, Status};
+use std::collections::BTreeMap;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -51,6 +53,40 @@ pub fn reasons(e: &crate::engine::Engine) -> crate::export::live::Reasons {
         .collect()
 }
 
+/// The cause of each metric and derived value that [`reasons`] gives a
+/// reason for: the problem that explains it best (a derived value takes
+/// its first unavailable input's), so that a cause shared by many is said
+/// once ([`crate::problem::group`]) by `stat` and the page's cards.
+pub fn causes(e: &crate::engine::Engine) -> BTreeMap<String, Problem> {
+    let problems = e.problems();
+    let mut out = BTreeMap::new();
+    for (rt, m) in e.runtime().iter().zip(&e.resolution().metrics) {
+        let p = if m.status == Status::Unavailable {
+            m.problem()
+        } else if rt.open_fds == 0 {
+            problems
+                .iter()
+                .find(|(n, _)| n == &rt.metric)
+                .map(|(_, p)| p)
+        } else {
+            None
+        };
+        if let Some(p) = p {
+            out.insert(rt.metric.clone(), p.clone());
+        }
+    }
+    for (name, form, _) in DERIVED {
+        let inputs = match *form {
+            Formula::Ratio(n, d) => vec![n, d],
+            Formula::Rate(m) => vec![m],
+        };
+        if let Some(p) = inputs.iter().find_map(|i| out.get(*i)).cloned() {
+            out.insert(name.to_string(), p);
+        }
+    }
+    out
+}
+
 pub(super) fn landing(state: &State) -> String {
     let e = lock(&state.engine);
     let mut rows = String::new();
@@ -80,7 +116,42 @@ pub(super) fn landing(state: &State) -> String {
         ));
     }
     let cgroups = e.cgroups().map(cgroup_section).unwrap_or_default();
-    page(state, &rows, &cgroups)
+    let causes = causes(&e);
+    drop(e);
+    page(state, &rows, &cgroups, &causes)
+}
+
+/// The cards that are not available for one cause, said once: a note per
+/// cause shared by two cards or more, naming the cards, and for each such
+/// card the short reason it shows (the cause, without the alternatives
+/// and what to do, which the note has). A card with a cause of its own
+/// shows the frame's reason, as before.
+fn card_notes(causes: &BTreeMap<String, Problem>) -> (BTreeMap<&'static str, String>, String) {
+    let unavailable = CARDS
+        .iter()
+        .filter_map(|(key, title, ..)| Some((*title, causes.get(*key)?)));
+    let mut short = BTreeMap::new();
+    let mut notes = String::new();
+    for (i, g) in crate::problem::group(unavailable).iter().enumerate() {
+        if g.subjects.len() < 2 {
+            continue;
+        }
+        for (key, title, ..) in CARDS {
+            if g.subjects.iter().any(|s| s == title) {
+                short.insert(*key, format!("{} (see below the cards)", g.problem.cause()));
+            }
+        }
+        notes.push_str(&format!(
+            "<p class=\"note\" id=\"why-{i}\">{}</p>\n",
+            esc(&g.explain("cards"))
+        ));
+    }
+    if !notes.is_empty() {
+        notes = format!(
+            "<section class=\"card wide notes\" id=\"not-available\"><h2>Not available on this host</h2>\n{notes}</section>\n"
+        );
+    }
+    (short, notes)
 }
 
 /// The per-workload section: the backend, then every matched cgroup,
@@ -204,22 +275,27 @@ const CARDS: &[(&str, &str, &str, &str, &str)] = &[
     ),
 ];
 
-fn page(state: &State, rows: &str, cgroups: &str) -> String {
+fn page(state: &State, rows: &str, cgroups: &str, causes: &BTreeMap<String, Problem>) -> String {
+    let (short, notes) = card_notes(causes);
     let mut cards = String::new();
     for (key, title, hint, unit, kind) in CARDS {
+        let why = short
+            .get(key)
+            .map(|w| format!(" data-why=\"{}\"", esc(w)))
+            .unwrap_or_default();
         let sockets = if *kind == "dram" {
             "<ul class=\"sockets\"></ul>"
         } else {
             ""
         };
         cards.push_str(&format!(
-            "<section class=\"card {kind}\" data-derived=\"{key}\" data-unit=\"{unit}\"><h2>{title}</h2><p class=\"hint\">{hint}</p>\
+            "<section class=\"card {kind}\" data-derived=\"{key}\" data-unit=\"{unit}\"{why}><h2>{title}</h2><p class=\"hint\">{hint}</p>\
 <div class=\"value\">…</div><svg class=\"spark\" viewBox=\"0 0 180 40\" preserveAspectRatio=\"none\"><polyline/></svg>{sockets}<p class=\"reason\"></p></section>\n"
         ));
     }
     let version = format!(
         "{}{}",
-        env!("CARGO_PKG_VERSION"),
+        crate::LONG_VERSION,
         if state.simulated {
             " (simulated PMU)"
         } else {
@@ -228,7 +304,7 @@ fn page(state: &State, rows: &str, cgroups: &str) -> String {
     );
     // One pass over the template: a value never meets a later placeholder.
     let mut out = String::with_capacity(
-        PAGE.len() + CSS.len() + JS.len() + rows.len() + cards.len() + cgroups.len(),
+        PAGE.len() + CSS.len() + JS.len() + rows.len() + cards.len() + notes.len() + cgroups.len(),
     );
     let mut rest = PAGE;
     while let Some(i) = rest.find("{{") {
@@ -239,8 +315,10 @@ fn page(state: &State, rows: &str, cgroups: &str) -> String {
             "js" => out.push_str(JS),
             "version" => out.push_str(&esc(&version)),
             "config" => out.push_str(&esc(&state.config_name)),
-            "metrics" => out.push_str(&esc(&state.telemetry_path)),
+            // Relative links: the page works under a reverse proxy's prefix.
+            "metrics" => out.push_str(&esc(state.telemetry_path.trim_start_matches('/'))),
             "cards" => out.push_str(&cards),
+            "notes" => out.push_str(&notes),
             "rows" => out.push_str(rows),
             "cgroups" => out.push_str(cgroups),
             other => out.push_str(other),
@@ -254,3 +332,73 @@ fn page(state: &State, rows: &str, cgroups: &str) -> String {
 const PAGE: &str = include_str!("assets/live.html");
 const CSS: &str = include_str!("assets/live.css");
 const JS: &str = include_str!("assets/live.js");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 24 item 14: on a host without a PMU the same paragraph was on
+    /// 7 of 10 cards. A cause shared by cards is one note naming them;
+    /// each such card shows the cause only.
+    #[test]
+    fn cards_with_one_cause_share_one_note() {
+        let hw = Problem::NeedsHardwarePmu {
+            event: "cycles".into(),
+        };
+        let imc = Problem::NotOnPlatform {
+            event: "uncore_imc_*/cas_count_read/".into(),
+            detail: "no PMU matches `uncore_imc_*` on this host".into(),
+        };
+        let tracefs = Problem::TracefsMissing {
+            event: "irq:irq_handler_entry".into(),
+            given: None,
+        };
+        let mut causes = BTreeMap::new();
+        for k in [
+            "ipc",
+            "l1d_miss_ratio",
+            "l1i_miss_ratio",
+            "llc_miss_ratio",
+            "branch_miss_ratio",
+        ] {
+            causes.insert(k.to_string(), hw.clone());
+        }
+        for k in ["dram_read_bytes_per_second", "dram_write_bytes_per_second"] {
+            causes.insert(k.to_string(), imc.clone());
+        }
+        causes.insert("interrupts_per_second".into(), tracefs);
+        // Not a card: not on the page.
+        causes.insert("perf_cpu_cycles_total".into(), hw.clone());
+        let (short, notes) = card_notes(&causes);
+        let hw_short =
+            "needs a hardware PMU, which this host does not have (see below the cards)".to_string();
+        let imc_short = format!("{imc} (see below the cards)");
+        let want: BTreeMap<&str, String> = [
+            ("ipc", hw_short.clone()),
+            ("l1d_miss_ratio", hw_short.clone()),
+            ("l1i_miss_ratio", hw_short.clone()),
+            ("llc_miss_ratio", hw_short.clone()),
+            ("branch_miss_ratio", hw_short),
+            ("dram_read_bytes_per_second", imc_short.clone()),
+            ("dram_write_bytes_per_second", imc_short),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(short, want);
+        assert_eq!(
+            notes,
+            format!(
+                "<section class=\"card wide notes\" id=\"not-available\"><h2>Not available on this host</h2>\n\
+<p class=\"note\" id=\"why-0\">5 cards need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?): IPC, L1d miss ratio, L1i miss ratio, LLC miss ratio, Branch miss ratio; what to do: {}</p>\n\
+<p class=\"note\" id=\"why-1\">DRAM read, DRAM write: no PMU matches `uncore_imc_*` on this host; what to do: {}</p>\n\
+</section>\n",
+                esc(&hw.what_to_do()),
+                esc(&imc.what_to_do())
+            )
+        );
+        assert_eq!(
+            card_notes(&BTreeMap::new()),
+            (BTreeMap::new(), String::new())
+        );
+    }
+}

@@ -36,12 +36,13 @@ mod collect;
 mod gzip;
 mod h2;
 mod landing;
+mod process;
 mod routes;
 mod scrape;
 mod stream;
 mod stream_ws;
 
-pub use landing::reasons;
+pub use landing::{causes, reasons};
 
 use crate::engine::Engine;
 use crate::export::otlp::ExportStats;
@@ -98,6 +99,8 @@ pub struct Options {
     pub engine: Arc<Mutex<Engine>>,
     /// `--web.telemetry-path`.
     pub telemetry_path: String,
+    /// `--web.route-prefix` without its trailing `/` (empty: none).
+    pub route_prefix: String,
     /// Whether the PMU is simulated (build info, landing page).
     pub simulated: bool,
     /// The config's name for the landing page.
@@ -116,6 +119,8 @@ pub struct Options {
     pub read_header_timeout: Duration,
     /// `--web.request-timeout`.
     pub request_timeout: Duration,
+    /// `--path.procfs`: the process metrics read `self/` under it.
+    pub procfs: std::path::PathBuf,
 }
 
 /// The web config as served: the file plus its auth and rate limiter.
@@ -202,6 +207,10 @@ pub struct State {
     reload_ok: AtomicBool,
     /// Unix time of the last successful (re)load, as f64 bits.
     last_success: AtomicU64,
+    /// `--path.procfs`.
+    procfs: std::path::PathBuf,
+    /// `--web.route-prefix` (empty: none).
+    route_prefix: String,
 }
 
 impl State {
@@ -214,6 +223,8 @@ impl State {
             collector: OnceLock::new(),
             last_len: AtomicUsize::new(0),
             telemetry_path: o.telemetry_path,
+            procfs: o.procfs,
+            route_prefix: o.route_prefix,
             simulated: o.simulated,
             config_name: o.config_name,
             otlp: o.otlp,

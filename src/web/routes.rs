@@ -157,7 +157,19 @@ async fn route(
         return r;
     }
     let get = req.method() == Method::GET || req.method() == Method::HEAD;
-    let path = req.uri().path();
+    let full = req.uri().path();
+    // `--web.route-prefix`: every route is under it; the bare prefix goes
+    // to the page (whose relative links need the trailing `/`).
+    let path = if st.route_prefix.is_empty() {
+        full
+    } else if full == st.route_prefix {
+        return redirect(&format!("{}/", st.route_prefix));
+    } else {
+        match full.strip_prefix(st.route_prefix.as_str()) {
+            Some(rest) if rest.starts_with('/') => rest,
+            _ => return text(StatusCode::NOT_FOUND, "404 page not found\n"),
+        }
+    };
     if path == st.telemetry_path {
         if !get {
             return method_not_allowed("GET, HEAD");
@@ -221,6 +233,15 @@ async fn route(
         }
         _ => text(StatusCode::NOT_FOUND, "404 page not found\n"),
     }
+}
+
+/// A permanent redirect to `to` (the route prefix with its `/`).
+fn redirect(to: &str) -> Response<Body> {
+    let mut r = text(StatusCode::PERMANENT_REDIRECT, format!("see {to}\n"));
+    if let Ok(v) = HeaderValue::from_str(to) {
+        r.headers_mut().insert(hyper::header::LOCATION, v);
+    }
+    r
 }
 
 /// A slot under `--web.max-requests`, or the 503 that says there is none.

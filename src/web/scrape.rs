@@ -83,11 +83,12 @@ fn gauge(name: &str, help: &str, value: f64) -> Family {
 pub(super) fn own_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>) {
     let front = vec![Family {
             name: "perf_exporter_build_info".into(),
-            help: "A metric with a constant '1' value labelled by version and whether the PMU is simulated.".into(),
+            help: "A metric with a constant '1' value labelled by version, revision and whether the PMU is simulated.".into(),
             kind: Kind::Gauge,
             samples: vec![Sample {
                 labels: vec![
-                    ("version", env!("CARGO_PKG_VERSION").into()),
+                    ("version", crate::VERSION.into()),
+                    ("revision", crate::REVISION.into()),
                     ("simulated", state.simulated.to_string()),
                 ]
                 .into(),
@@ -128,5 +129,6 @@ pub(super) fn own_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>
     if let Some(st) = &state.otlp {
         back.push(st.family());
     }
+    back.extend(super::process::families(&state.procfs));
     (front, back)
 }

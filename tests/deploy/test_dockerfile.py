@@ -54,6 +54,8 @@ def test_every_cargo_target_is_in_the_build_context():
     targets += [f"examples/{e['name']}.rs" for e in cargo.get("example", [])]
     for t in targets:
         assert any(t == p or t.startswith(p.rstrip("/") + "/") for p in copied), f"{t} is not copied into the build"
+    if (REPO / "build.rs").exists():
+        targets.append("build.rs")
     assert "benches/hot_path.rs" in targets
 
 

@@ -151,6 +151,16 @@ impl BpfUnavailable {
             what_to_do,
         }
     }
+
+    /// Why it cannot count, in words.
+    pub fn reason(&self) -> &str {
+        &self.why_text
+    }
+
+    /// What to do about it.
+    pub fn what_to_do(&self) -> &str {
+        &self.what_to_do
+    }
 }
 
 /// Whether BPF can count here: `Ok(grant)` or why not. `privilege` is

@@ -49,8 +49,12 @@ impl PushLoop {
     }
 
     /// One engine collection, as a request.
+    /// The export results so far go with the metrics: with `--otlp.only`
+    /// nothing else shows them (the failures up to now arrive with the
+    /// next export that succeeds).
     fn gather(&mut self) -> ExportMetricsServiceRequest {
-        let snap = (self.collect)();
+        let mut snap = (self.collect)();
+        snap.families.push(self.stats.family());
         self.converter.request(&snap, SystemTime::now())
     }
 
@@ -86,7 +90,7 @@ impl PushLoop {
             }
             Err(error) => {
                 if let Some(suppressed) = self.log.failure(Instant::now()) {
-                    tracing::warn!(%endpoint, %error, suppressed, "OTLP export failed (logged at most once a minute; see perf_otlp_exports_total)");
+                    tracing::warn!(%endpoint, %error, suppressed, "OTLP export failed (logged at most once a minute; counted in perf_otlp_exports_total, which /metrics shows and each export pushes)");
                 } else {
                     tracing::debug!(%error, "OTLP export failed");
                 }
@@ -243,8 +247,16 @@ mod tests {
                 round,
                 "one collection per export"
             );
-            let snap = last.lock().unwrap().clone();
+            let mut snap = last.lock().unwrap().clone();
+            // The export results go with the metrics (issue 24 item 15:
+            // with --otlp.only nothing else showed them).
+            snap.families.push(p.stats.family());
             let metrics = &req.resource_metrics[0].scope_metrics[0].metrics;
+            assert!(
+                metrics.iter().any(|m| m.name == "perf.otlp.exports"),
+                "{:?}",
+                metrics.iter().map(|m| &m.name).collect::<Vec<_>>()
+            );
             let pushed: Vec<&Family> = snap
                 .families
                 .iter()

@@ -42,7 +42,9 @@ function showCard(card, frame) {
   if (why !== undefined) {
     value.textContent = "not available on this host";
     value.dataset.raw = "";
-    reason.textContent = why;
+    // A cause shared by several cards is said once, in the note below
+    // the cards (data-why: the cause only).
+    reason.textContent = card.dataset.why || why;
     return;
   }
   reason.textContent = "";
@@ -100,18 +102,37 @@ function showHeatmap(frame) {
   const col = cols[at];
   card.dataset.metric = key;
   card.querySelector("h2").textContent = "Per-CPU " + label;
-  const max = Math.max(...col.map((v) => v || 0), 1e-12);
+  // The colours span this frame's lowest to highest value (blue to red),
+  // as the legend says; values within 0.5% of each other are one
+  // neutral colour: equal is not "hot".
+  const nums = col.filter((v) => typeof v === "number");
+  const lo = Math.min(...nums);
+  const hi = Math.max(...nums);
+  const equal = hi - lo <= 0.005 * Math.max(Math.abs(hi), Math.abs(lo));
+  const colour = (v) =>
+    v == null ? "#eee" : equal ? NEUTRAL : `hsl(${210 - (210 * (v - lo)) / (hi - lo)}, 70%, 80%)`;
   card.querySelector(".cells").replaceChildren(...pc.cpus.map((cpu, i) => {
     const v = col[i];
     const d = document.createElement("div");
     d.className = "cell";
     d.dataset.cpu = String(cpu);
     d.dataset.raw = v == null ? "" : String(v);
-    d.style.background = `hsl(${210 - 210 * ((v || 0) / max)}, 70%, 80%)`;
+    d.style.background = colour(v);
     d.textContent = `${cpu}: ` + (v == null ? "–" : fmt(v));
     return d;
   }));
+  const legend = card.querySelector(".legend");
+  legend.dataset.lo = String(lo);
+  legend.dataset.hi = String(hi);
+  legend.classList.toggle("equal", equal);
+  legend.querySelector(".lo").textContent = equal ? "" : fmt(lo);
+  legend.querySelector(".hi").textContent = equal
+    ? `every CPU within 0.5%: ${fmt(lo)} to ${fmt(hi)}`
+    : fmt(hi);
 }
+
+// The heatmap's colour where every CPU has the same value.
+const NEUTRAL = "hsl(210, 15%, 85%)";
 
 // The per-workload top list (frame.per_cgroup): the busiest cgroups, with
 // the cgroups counted inside them (a pod's containers) on indented rows.
@@ -175,9 +196,33 @@ function show(frame) {
   st.textContent = `live: ${frames} frames, every ${frame.interval_seconds.toFixed(2)} s`;
 }
 
+// The API under the page's own path (a reverse proxy's prefix, or
+// --web.route-prefix), so "/api/v1/..." of the page's origin is not assumed.
+const BASE = location.pathname.replace(/[^/]*$/, "");
+
+// The page is painted at once from the last collection (/api/v1/snapshot),
+// then frame by frame from the stream; the snapshot does not count as a
+// stream frame.
+async function paintSnapshot() {
+  try {
+    const r = await fetch(`${BASE}api/v1/snapshot`, { cache: "no-store" });
+    if (!r.ok || frames > 0) return;
+    const frame = await r.json();
+    if (frames > 0) return;
+    for (const card of document.querySelectorAll(".card[data-derived]")) showCard(card, frame);
+    showHeatmap(frame);
+    if (frame.per_cgroup) window.showCgroups(frame.per_cgroup);
+    const st = document.getElementById("status");
+    st.dataset.snapshot = "1";
+    st.textContent = "last collection shown; connecting to the live stream…";
+  } catch (e) {
+    // The stream paints the page when it connects.
+  }
+}
+
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
-  const ws = new WebSocket(`${proto}//${location.host}/api/v1/stream?interval=1s`);
+  const ws = new WebSocket(`${proto}//${location.host}${BASE}api/v1/stream?interval=1s`);
   ws.onmessage = (e) => show(JSON.parse(e.data));
   ws.onclose = (e) => {
     document.getElementById("status").textContent =
@@ -185,4 +230,5 @@ function connect() {
     setTimeout(connect, 2000);
   };
 }
+paintSnapshot();
 connect();
