@@ -27,12 +27,12 @@ pub use crate::spec;
 
 use crate::pmu::host::{Tracefs, Tracepoints};
 use crate::pmu::{normalize_unit, Pmu, PmuTable, Scope, SyntaxError, TermValue};
-use spec::{quote_list, suggest, EventSpec, HARDWARE, HARDWARE_SYSFS};
+use spec::{quote_list, suggest, Event, EventSpec, HARDWARE, HARDWARE_SYSFS};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub use crate::perf::abi::{
-    PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
+    Exclude, PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
 };
 
 /// PMU families whose older drivers expose no `cpumask` although they are
@@ -159,6 +159,9 @@ pub struct Instance {
     pub unit: String,
     /// `.snapshot`: an absolute reading (a gauge), not a running count.
     pub snapshot: bool,
+    /// The exclude bits of the spec's modifiers (`cycles:u`), the same
+    /// on every instance of one spec.
+    pub exclude: Exclude,
 }
 
 /// Where tracepoint ids come from, and so on: the environment resolution
@@ -207,8 +210,47 @@ pub fn resolve_str(
     resolve(&spec, table, ctx)
 }
 
-/// Resolves a parsed spec to its instances.
+/// Resolves a parsed spec to its instances, to be counted. Modifiers the
+/// kernel would ignore when counting are refused
+/// ([`Event::check_modifiers`]); the rest become each instance's
+/// [`Instance::exclude`], for the PMU to accept or refuse at open.
 pub fn resolve(
+    spec: &Event,
+    table: &PmuTable,
+    ctx: &Context,
+) -> Result<Vec<Instance>, ResolveError> {
+    resolve_as(spec, table, ctx, false)
+}
+
+/// Resolves a spec string to be sampled (`top -e`, `sampling.event`):
+/// like [`resolve_str`], but the modifiers that filter only samples
+/// (`cpu-clock:u`) are taken.
+pub fn resolve_sampled(
+    s: &str,
+    table: &PmuTable,
+    ctx: &Context,
+) -> Result<Vec<Instance>, ResolveError> {
+    let spec = spec::parse(s)?;
+    resolve_as(&spec, table, ctx, true)
+}
+
+fn resolve_as(
+    spec: &Event,
+    table: &PmuTable,
+    ctx: &Context,
+    sampling: bool,
+) -> Result<Vec<Instance>, ResolveError> {
+    spec.check_modifiers(sampling)?;
+    let exclude = spec.modifiers.exclude();
+    let mut v = resolve_event(&spec.spec, table, ctx)?;
+    for i in &mut v {
+        i.exclude = exclude;
+    }
+    Ok(v)
+}
+
+/// Resolves an event without its modifiers.
+fn resolve_event(
     spec: &EventSpec,
     table: &PmuTable,
     ctx: &Context,
@@ -233,6 +275,7 @@ pub fn resolve(
                 scale,
                 unit: unit.into(),
                 snapshot: false,
+                exclude: Exclude::default(),
             }])
         }
         EventSpec::Raw(v) => {
@@ -272,6 +315,7 @@ pub fn resolve(
                 scale: 1.0,
                 unit: String::new(),
                 snapshot: false,
+                exclude: Exclude::default(),
             }])
         }
         EventSpec::Pmu { pmu, terms, bare } => resolve_pmu(table, pmu, terms, bare),
@@ -288,6 +332,7 @@ fn per_cpu_instance(table: &PmuTable, p: &Pmu, config: [u64; 4]) -> Instance {
         scale: 1.0,
         unit: String::new(),
         snapshot: false,
+        exclude: Exclude::default(),
     }
 }
 
@@ -585,6 +630,7 @@ fn encode_on(
         scale,
         unit,
         snapshot: alias.is_some_and(|a| a.snapshot),
+        exclude: Exclude::default(),
     })
 }
 

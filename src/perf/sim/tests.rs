@@ -24,6 +24,7 @@ fn attr(type_: u32, config: u64) -> EventAttr {
         config: [config, 0, 0, 0],
         event: format!("{type_}:{config:#x}"),
         pmu: "test".into(),
+        exclude: Default::default(),
     }
 }
 
