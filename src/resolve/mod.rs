@@ -658,4 +658,78 @@ mod tests {
         assert_eq!(v[0].unit, "bytes");
         assert!(v[0].uncore);
     }
+
+    fn excl(user: bool, kernel: bool, hv: bool, host: bool, guest: bool) -> Exclude {
+        Exclude {
+            user,
+            kernel,
+            hv,
+            host,
+            guest,
+        }
+    }
+
+    /// Every form carries its modifiers to each of its instances, with
+    /// the encoding of the same event without them.
+    #[test]
+    fn modifiers_become_each_instances_exclude_bits() {
+        let (f, t) = (false, true);
+        let user = excl(f, t, t, f, t);
+        let kernel = excl(t, f, t, f, f);
+        let ctx = Context::default();
+        let skx = fixture("intel-skx");
+        for (spec, plain, want) in [
+            ("cycles:u", "cycles", user),
+            ("instructions:k", "instructions", kernel),
+            ("cpu/cycles/u", "cpu/cycles/", user),
+            ("cpu/event=0xc0/uk", "cpu/event=0xc0/", excl(f, f, t, f, t)),
+            ("r3c:G", "r3c", excl(f, f, f, t, f)),
+            ("LLC-load-misses:H", "LLC-load-misses", excl(f, f, f, f, t)),
+            ("page-faults:u", "page-faults", user),
+            (
+                "uncore_imc_*/cas_count_read/k",
+                "uncore_imc_*/cas_count_read/",
+                kernel,
+            ),
+        ] {
+            let v = resolve_str(spec, &skx, &ctx).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let p = resolve_str(plain, &skx, &ctx).unwrap();
+            assert_eq!(v.len(), p.len(), "{spec}");
+            for (a, b) in v.iter().zip(&p) {
+                assert_eq!(a.exclude, want, "{spec}");
+                assert_eq!(b.exclude, Exclude::default(), "{plain}");
+                assert_eq!((a.type_, a.config, &a.cpus), (b.type_, b.config, &b.cpus));
+            }
+        }
+        let arm = fixture("arm-neoverse-n1");
+        for spec in [
+            "armv8_pmuv3_0/inst_retired/k",
+            "armv8_pmuv3_*/inst_retired/k",
+            "instructions:k",
+        ] {
+            let v = resolve_str(spec, &arm, &ctx).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            assert!(v.iter().all(|i| i.exclude == kernel), "{spec}: {v:?}");
+        }
+    }
+
+    /// What the kernel would ignore when counting is refused with the
+    /// reason; sampling takes `cpu-clock:u` (the bits filter samples).
+    #[test]
+    fn ignored_modifiers_are_refused_for_counting_only() {
+        let t = fixture("intel-skx");
+        let ctx = Context::default();
+        let e = resolve_str("cpu-clock:u", &t, &ctx).unwrap_err();
+        assert!(
+            matches!(&e, ResolveError::Syntax(m) if m.contains("elapsed time")),
+            "{e}"
+        );
+        let v = resolve_sampled("cpu-clock:u", &t, &ctx).unwrap();
+        assert_eq!(v[0].exclude, excl(false, true, true, false, true));
+        for bad in ["task-clock:k", "context-switches:H", "sched:sched_switch:k"] {
+            assert!(resolve_str(bad, &t, &ctx).is_err(), "{bad}");
+        }
+        // The tracepoint's check comes before tracefs is looked for.
+        let e = resolve_str("sched:sched_switch:uk", &t, &ctx).unwrap_err();
+        assert!(e.to_string().contains("only `u`"), "{e}");
+    }
 }

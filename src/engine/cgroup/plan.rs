@@ -79,6 +79,7 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
                             i.inst.type_,
                             i.inst.config,
                             i.inst.scale.to_bits(),
+                            i.inst.exclude,
                         )
                     })
                     .collect(),
