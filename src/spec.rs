@@ -592,8 +592,10 @@ pub fn parse(spec: &str) -> Result<Event, SyntaxError> {
     if s.is_empty() {
         return Err(SyntaxError("empty event spec".into()));
     }
-    // 1-based column, in `spec` as written, of byte `at` of `s`.
+    // 1-based column, in `spec` as written (and quoted in messages), of
+    // byte `at` of `s`.
     let column = |at: usize| lead + s[..at].chars().count() + 1;
+    let shown = spec.trim_end();
     let (body, mods_at) = if let (Some(first), Some(last)) = (s.find('/'), s.rfind('/')) {
         if first == last {
             return Err(SyntaxError(format!(
@@ -608,7 +610,7 @@ pub fn parse(spec: &str) -> Result<Event, SyntaxError> {
             [c] if generic_or_raw(&s[..*c]) => {
                 if *c + 1 == s.len() {
                     return Err(SyntaxError(format!(
-                        "`{s}`, column {}: no modifier after `:`; the supported modifiers are {SUPPORTED_MODIFIERS}",
+                        "`{shown}`, column {}: no modifier after `:`; the supported modifiers are {SUPPORTED_MODIFIERS}",
                         column(*c)
                     )));
                 }
@@ -618,7 +620,7 @@ pub fn parse(spec: &str) -> Result<Event, SyntaxError> {
             [a, c] if !generic_or_raw(&s[..*a]) => {
                 if *c + 1 == s.len() {
                     return Err(SyntaxError(format!(
-                        "`{s}`, column {}: no modifier after `:`; the supported modifiers are {SUPPORTED_MODIFIERS}",
+                        "`{shown}`, column {}: no modifier after `:`; the supported modifiers are {SUPPORTED_MODIFIERS}",
                         column(*c)
                     )));
                 }
@@ -626,14 +628,14 @@ pub fn parse(spec: &str) -> Result<Event, SyntaxError> {
             }
             [.., c] => {
                 return Err(SyntaxError(format!(
-                    "`{s}`, column {}: one `:` too many (an event is written `event:mods` or, a tracepoint, `subsys:name:mods`)",
+                    "`{shown}`, column {}: one `:` too many (an event is written `event:mods` or, a tracepoint, `subsys:name:mods`)",
                     column(*c)
                 )))
             }
         }
     };
     let modifiers = match mods_at {
-        Some(at) => Modifiers::parse(s, &s[at..], column(at))?,
+        Some(at) => Modifiers::parse(shown, &s[at..], column(at))?,
         None => Modifiers::default(),
     };
     Ok(Event {
@@ -975,9 +977,12 @@ mod tests {
                 "{s}: {e}"
             );
         }
-        // Leading blanks count in the column, as written.
-        let e = parse("  cycles:x").unwrap_err().0;
-        assert!(e.contains("column 10: `x` is not an event modifier"), "{e}");
+        // Leading blanks count in the column, as written and quoted.
+        let e = parse("  cycles:x ").unwrap_err().0;
+        assert!(
+            e.starts_with("`  cycles:x`, column 10: `x` is not an event modifier"),
+            "{e}"
+        );
         let e = parse("cycles:").unwrap_err().0;
         assert!(e.contains("column 7: no modifier after `:`"), "{e}");
         let e = parse("sched:sched_switch:").unwrap_err().0;
