@@ -92,17 +92,23 @@ enum Which {
 }
 
 fn engine(which: Which, d: &Listed) -> Engine {
-    engine_continuing(which, d, None)
+    engine_of(which, d, YAML, None)
 }
 
 /// Like [`engine`], continuing a previous engine's per-cgroup totals as a
 /// reload does.
 fn engine_continuing(which: Which, d: &Listed, old: Option<CgroupTotals>) -> Engine {
+    engine_of(which, d, YAML, old)
+}
+
+/// [`engine`] with the set `software` of `yaml`, continuing `old`'s
+/// per-cgroup totals where given.
+fn engine_of(which: Which, d: &Listed, yaml: &str, old: Option<CgroupTotals>) -> Engine {
     common::require_root();
     common::require_perf_privilege();
     let t = PmuTable::discover(Path::new("/sys")).unwrap();
     let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
-    let cfg = Config::parse(YAML, "t.yaml").unwrap();
+    let cfg = Config::parse(yaml, "t.yaml").unwrap();
     let res = {
         let p = prober(k.as_ref());
         resolve_config(&cfg, &t, &Context::default(), Some(&p))
@@ -696,4 +702,65 @@ fn bpf_group_times_and_counts_continue_over_a_reload() {
         let v1 = value(&after, family, &busy).unwrap_or_else(|| panic!("{family} after"));
         assert!(v1 >= v0, "{family} reset by the reload: {v0} -> {v1}");
     }
+}
+
+/// perf's modifiers per cgroup, on both backends: `page-faults:u` and
+/// `page-faults:k` of a cgroup whose python process zero-fills 64 MiB (in
+/// user mode: 16,384 fresh pages) count its user faults in `:u`, and the
+/// `bpf` backend (counters opened once per CPU with the exclude bits,
+/// read by the program) agrees with the `perf` backend (one counter per
+/// cgroup per CPU).
+#[test]
+fn modifiers_per_cgroup_on_both_backends() {
+    const FAULTS: &str = "sets:
+  - name: software
+    per_cpu: false
+    events:
+      - metric: perf_page_faults_user_total
+        event: \"page-faults:u\"
+      - metric: perf_page_faults_kernel_total
+        event: \"page-faults:k\"
+";
+    const PAGES: f64 = 16384.0;
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "modifiers");
+    let c = rel(&tree, "faults");
+    let d = Listed::new(&tree);
+    d.set(vec![c.clone()]);
+    let mut bpf = engine_of(Which::Bpf(64), &d, FAULTS, None);
+    let mut perf = engine_of(Which::Perf, &d, FAULTS, None);
+    let (b0, p0) = (bpf.collect(), perf.collect());
+    let out = Proc::python(
+        &d.root.join(&c),
+        "b=bytearray(64<<20)\nprint(len(b), flush=True)\n",
+    )
+    .output();
+    assert_eq!(
+        out.trim(),
+        (64 << 20).to_string(),
+        "the workload did not run"
+    );
+    let (p1, b1) = (perf.collect(), bpf.collect());
+    let f = |a: &Snapshot, b: &Snapshot, m: &str| delta(a, b, &format!("perf_cgroup_{m}"), &c);
+    let (bu, bk) = (
+        f(&b0, &b1, "page_faults_user_total"),
+        f(&b0, &b1, "page_faults_kernel_total"),
+    );
+    let (pu, pk) = (
+        f(&p0, &p1, "page_faults_user_total"),
+        f(&p0, &p1, "page_faults_kernel_total"),
+    );
+    eprintln!("page faults of the cgroup: bpf user {bu} kernel {bk}, perf user {pu} kernel {pk}");
+    for (name, user, kernel) in [("bpf", bu, bk), ("perf", pu, pk)] {
+        assert!(user >= PAGES, "{name}: page-faults:u {user} < {PAGES}");
+        assert!(kernel < user, "{name}: user {user}, kernel {kernel}");
+    }
+    assert!(
+        (bu - pu).abs() <= 0.02 * pu + 10.0,
+        "user: bpf {bu}, perf {pu}"
+    );
+    assert!(
+        (bk - pk).abs() <= 0.02 * pk + 10.0,
+        "kernel: bpf {bk}, perf {pk}"
+    );
 }

@@ -176,6 +176,7 @@ pub fn problem_of(e: ResolveError, event: &str) -> Problem {
         ResolveError::TracefsMissing { given, .. } => Problem::TracefsMissing { event, given },
         ResolveError::TracefsUnreadable { path, .. } => Problem::TracefsUnreadable { event, path },
         e @ (ResolveError::Syntax(_)
+        | ResolveError::IgnoredModifiers(_)
         | ResolveError::RequiredTerm { .. }
         | ResolveError::GenericThroughPmu { .. }
         | ResolveError::TooWide { .. }) => Problem::Config {
@@ -340,7 +341,7 @@ fn try_alternative(
         let (parsed, spec) = (&spec.parsed, spec.text.as_str());
         let mut insts =
             resolve(parsed, table, ctx).map_err(|e| in_sum(problem_of(e, spec), spec, sum))?;
-        core_pmus_without(parsed, table, spec, &insts, partial);
+        core_pmus_without(&parsed.spec, table, spec, &insts, partial);
         if let Some(req) = alt.requires_cpu() {
             cpu_guard(req, table, spec, &mut insts, partial)?;
         }
