@@ -347,23 +347,80 @@ fn per_cpu_carries_the_derived_inputs_and_all_on_request() {
 #[test]
 fn bad_intervals_get_400_naming_what_is_allowed() {
     let p = live(&[]);
-    for path in [
-        "/api/v1/snapshot?interval=100ms",
-        "/api/v1/stream?interval=5",
-        "/api/v1/stream?interval=2h",
+    for (path, max) in [
+        ("/api/v1/snapshot?interval=100ms", 10),
+        ("/api/v1/snapshot?interval=60s", 10),
+        ("/api/v1/stream?interval=5", 60),
+        ("/api/v1/stream?interval=2h", 60),
     ] {
         let r = p.get(path);
         assert_eq!(r.status, 400, "{path}: {}", r.body);
-        assert!(
-            r.body
-                .contains("interval must be a whole number of seconds from 1s to 60s"),
-            "{path}: {}",
-            r.body
-        );
+        let want = format!("interval must be a whole number of seconds from 1s to {max}s");
+        assert!(r.body.contains(&want), "{path}: {}", r.body);
     }
     let r = p.get("/api/v1/stream");
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("is a WebSocket"), "{}", r.body);
+}
+
+/// The upgrade with an `Origin` header: the status, or 101.
+async fn upgrade_from(addr: &str, origin: &str) -> Result<Ws, String> {
+    let mut req = request("ws", addr, "?interval=1s", None)?;
+    req.headers_mut()
+        .insert("origin", origin.parse().expect("header value"));
+    tokio_tungstenite::connect_async(req)
+        .await
+        .map(|(ws, _)| ws)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn pages_of_other_origins_cannot_open_the_stream() {
+    let p = live(&["--web.allowed-origins", "https://grafana.example:3000"]);
+    let port = p.addr.rsplit_once(':').expect("host:port").1.to_string();
+    rt().block_on(async {
+        // Cross-site WebSocket hijacking: another site's page, another
+        // port or scheme of this host, an opaque origin.
+        for evil in [
+            "http://evil.example".to_string(),
+            format!("http://127.0.0.1:{}", port.parse::<u16>().unwrap() ^ 1),
+            format!("https://127.0.0.1:{port}"),
+            "https://grafana.example".to_string(),
+            "null".to_string(),
+        ] {
+            let e = upgrade_from(&p.addr, &evil).await.unwrap_err();
+            assert!(e.contains("403"), "Origin {evil}: {e}");
+        }
+        // The exporter's own page, a listed dashboard, and clients that
+        // send no Origin (not a browser page) stream.
+        for ok in [
+            format!("http://127.0.0.1:{port}"),
+            "HTTPS://grafana.example:3000".to_string(),
+        ] {
+            let mut ws = upgrade_from(&p.addr, &ok)
+                .await
+                .unwrap_or_else(|e| panic!("Origin {ok}: {e}"));
+            next_frame(&mut ws, Duration::from_secs(10)).await;
+        }
+        let mut ws = connect(&p.addr, "?interval=1s", None).await.unwrap();
+        next_frame(&mut ws, Duration::from_secs(10)).await;
+    });
+    let r = common::try_request(
+        "GET",
+        &p.addr,
+        "/api/v1/stream",
+        &[
+            ("Origin", "http://evil.example"),
+            ("Connection", "Upgrade"),
+            ("Upgrade", "websocket"),
+            ("Sec-WebSocket-Version", "13"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ],
+        "",
+    )
+    .expect("request");
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(r.body.contains("--web.allowed-origins"), "{}", r.body);
 }
 
 /// read() calls of the exporter's collector thread (the only thread

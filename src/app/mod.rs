@@ -90,6 +90,8 @@ pub struct WebSettings {
     pub max_connections: usize,
     /// `--web.max-streams` (0: no limit).
     pub max_streams: usize,
+    /// `--web.allowed-origins`, normalized.
+    pub allowed_origins: Vec<String>,
     /// `--web.enable-lifecycle`.
     pub enable_lifecycle: bool,
     /// `--web.read-header-timeout`.

@@ -6,7 +6,7 @@
 //!   event: cycles      # default: cycles, or cpu-clock without a hardware PMU
 //!   by: process        # process | cgroup | pod
 //!   top: 10            # series per event: at most 2 × top, plus `other`
-//!   ring_pages: 8      # data pages per CPU ring (a power of two)
+//!   ring_pages: 8      # data pages per CPU ring (a power of two, at most 512)
 //! ```
 //!
 //! Plain data, no I/O.
@@ -25,6 +25,11 @@ pub const DEFAULT_TOP: usize = 10;
 pub const MAX_TOP: usize = 100;
 /// The default ring size in data pages (`perf::ring::DEFAULT_RING_PAGES`).
 pub const DEFAULT_RING_PAGES: usize = 8;
+/// The largest ring: 512 pages, 2 MiB per CPU with 4 KiB pages, pinned
+/// for as long as `serve` runs. The kernel's default `perf_event_mlock_kb`
+/// (516 KiB per CPU) already refuses more to an exporter without
+/// `CAP_IPC_LOCK`; as root nothing else would stop 256 MiB per CPU.
+pub const MAX_RING_PAGES: usize = 512;
 
 /// What samples are attributed to in `serve` (no `thread`: thread ids
 /// are unbounded label values).
@@ -47,7 +52,7 @@ pub struct RawSampling {
     #[serde(default)]
     frequency: Option<Spanned<u64>>,
     #[serde(default)]
-    event: Option<String>,
+    event: Option<Spanned<String>>,
     #[serde(default)]
     by: SampleBy,
     #[serde(default)]
@@ -99,12 +104,22 @@ pub(super) fn convert(
     )?;
     check(
         &raw.ring_pages,
-        &|p| p.is_power_of_two() && p <= 65536,
-        "is not a power of two `ring_pages:` (1, 2, 4, ... 65536)",
+        &|p| p.is_power_of_two() && p <= MAX_RING_PAGES,
+        &format!("is not a power of two `ring_pages:` from 1 to {MAX_RING_PAGES} (1, 2, 4, ... {MAX_RING_PAGES}: 2 MiB per CPU with 4 KiB pages, pinned while serving)"),
     )?;
+    // The event is checked here, where the file and line are known (the
+    // host's PMUs are `check`'s and `serve`'s to judge).
+    if let Some(e) = &raw.event {
+        if let Err(err) = crate::spec::parse(&e.value) {
+            return Err(invalid(
+                &e.referenced,
+                format!("`sampling.event: {:?}`: {}", e.value, err.0),
+            ));
+        }
+    }
     Ok(SamplingConfig {
         frequency: raw.frequency.map_or(DEFAULT_FREQUENCY, |f| f.value),
-        event: raw.event,
+        event: raw.event.map(|e| e.value.trim().to_string()),
         by: raw.by,
         top: raw.top.map_or(DEFAULT_TOP, |t| t.value),
         ring_pages: raw.ring_pages.map_or(DEFAULT_RING_PAGES, |p| p.value),
@@ -141,5 +156,35 @@ mod tests {
         assert!(Config::parse(SETS, "t.yaml").unwrap().sampling.is_none());
         let e = Config::parse(&format!("{SETS}sampling:\n  top: 0\n"), "t.yaml").unwrap_err();
         assert!(e.to_string().contains("t.yaml:7"), "{e}");
+    }
+
+    #[test]
+    fn bad_events_and_huge_rings_are_refused_with_the_line() {
+        for (event, want) in [
+            ("bogus", "unknown event `bogus`"),
+            ("\"\"", "empty event spec"),
+            ("\"cpu/cycles\"", "closing `/`"),
+        ] {
+            let y = format!("{SETS}sampling:\n  frequency: 99\n  event: {event}\n");
+            let e = Config::parse(&y, "t.yaml").unwrap_err().to_string();
+            assert!(e.contains("t.yaml:8:"), "{event}: {e}");
+            assert!(e.contains("sampling.event"), "{event}: {e}");
+            assert!(e.contains(want), "{event}: {e}");
+        }
+        let y = format!("{SETS}sampling:\n  ring_pages: 65536\n");
+        let e = Config::parse(&y, "t.yaml").unwrap_err().to_string();
+        assert!(
+            e.contains("t.yaml:7:") && e.contains("from 1 to 512"),
+            "{e}"
+        );
+        let y = format!("{SETS}sampling:\n  ring_pages: 512\n");
+        assert_eq!(
+            Config::parse(&y, "t.yaml")
+                .unwrap()
+                .sampling
+                .unwrap()
+                .ring_pages,
+            512
+        );
     }
 }

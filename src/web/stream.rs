@@ -41,8 +41,12 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// Frames a viewer may fall behind before it is dropped.
 pub(super) const QUEUE: usize = 4;
-/// The longest interval.
+/// The longest interval of a stream.
 const MAX_INTERVAL_SECS: u64 = 60;
+/// The longest interval of a snapshot: the request is held that long,
+/// under its own small bound ([`super::MAX_SNAPSHOTS`]); for longer
+/// windows, the stream.
+pub(super) const MAX_SNAPSHOT_SECS: u64 = 10;
 
 /// How long a viewer may show no sign of life (or a write may block):
 /// three intervals, and at least five seconds.
@@ -53,6 +57,11 @@ pub(super) fn liveness(interval: Duration) -> Duration {
 /// Parses `interval=` of the query (default 1s): whole seconds from 1s
 /// to 60s, in the duration syntax of the flags.
 pub(super) fn interval(query: Option<&str>) -> Result<Duration, String> {
+    interval_upto(query, MAX_INTERVAL_SECS)
+}
+
+/// [`interval`], up to `max_secs`.
+pub(super) fn interval_upto(query: Option<&str>, max_secs: u64) -> Result<Duration, String> {
     let given = query
         .unwrap_or("")
         .split('&')
@@ -61,10 +70,10 @@ pub(super) fn interval(query: Option<&str>) -> Result<Duration, String> {
         return Ok(Duration::from_secs(1));
     };
     let allowed = format!(
-        "interval must be a whole number of seconds from 1s to {MAX_INTERVAL_SECS}s, e.g. interval=1s, interval=5s, interval=1m"
+        "interval must be a whole number of seconds from 1s to {max_secs}s, e.g. interval=1s, interval=5s"
     );
     let d = crate::duration::parse(v).map_err(|e| format!("interval=`{v}`: {e}; {allowed}"))?;
-    if d.subsec_nanos() != 0 || d.as_secs() == 0 || d.as_secs() > MAX_INTERVAL_SECS {
+    if d.subsec_nanos() != 0 || d.as_secs() == 0 || d.as_secs() > max_secs {
         return Err(format!("interval=`{v}`: {allowed}"));
     }
     Ok(d)
@@ -269,6 +278,8 @@ mod tests {
             let e = interval(Some(bad)).unwrap_err();
             assert!(e.contains("whole number of seconds from 1s to 60s"), "{e}");
         }
+        let e = interval_upto(Some("interval=1m"), MAX_SNAPSHOT_SECS).unwrap_err();
+        assert!(e.contains("from 1s to 10s"), "{e}");
         let e = interval(Some("interval=fast")).unwrap_err();
         assert!(e.starts_with("interval=`fast`: "), "{e}");
     }

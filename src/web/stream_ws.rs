@@ -1,15 +1,18 @@
 //! The WebSocket of `/api/v1/stream`: the upgrade (after the routing's
-//! rate limit and auth), a `--web.max-streams` slot, then one viewer's
+//! rate limit and auth; same-origin or `--web.allowed-origins` only, see
+//! [`super::origin`]), a `--web.max-streams` slot, then one viewer's
 //! loop: frames out, pings out, and the viewer dropped when it falls
 //! behind or stops answering (see [`super::stream`]).
 
 use super::io::Body;
 use super::stream::{interval, liveness, per_cpu};
-use super::State;
+use super::{origin, State};
 use crate::export::live::PerCpuDetail;
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
+use hyper::header::{
+    HeaderValue, CONNECTION, HOST, ORIGIN, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE,
+};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::sync::Arc;
@@ -45,6 +48,22 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
         Ok(v) => v,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
     };
+    // Cross-site WebSocket hijacking: a browser page of another origin
+    // (`super::origin`).
+    if let Some(o) = req.headers().get(ORIGIN) {
+        let host = req.headers().get(HOST).and_then(|h| h.to_str().ok());
+        let https = st.web().config.tls.is_some();
+        let ok = o
+            .to_str()
+            .is_ok_and(|o| origin::allowed(o, https, host, &st.allowed_origins));
+        if !ok {
+            tracing::debug!(origin = ?o, "live view: upgrade from another origin refused");
+            return plain(
+                StatusCode::FORBIDDEN,
+                "Forbidden: /api/v1/stream is same-origin only; this page's Origin is neither the exporter's own (scheme, host and port of the request) nor one of --web.allowed-origins\n".into(),
+            );
+        }
+    }
     let key = req.headers().get(SEC_WEBSOCKET_KEY).cloned();
     let version_ok = req
         .headers()
