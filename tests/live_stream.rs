@@ -720,3 +720,104 @@ fn frames_list_the_busiest_pods_with_their_containers() {
         "{pc}"
     );
 }
+
+/// A raw upgrade request to `/api/v1/stream` (`version` `HTTP/1.1` or
+/// `HTTP/1.0`, the key as given): the connection and the response's
+/// headers.
+fn raw_upgrade(addr: &str, version: &str, key: &str, query: &str) -> (std::net::TcpStream, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /api/v1/stream{query} {version}\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n\r\n"
+    )
+    .expect("write");
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => break,
+        }
+    }
+    (s, String::from_utf8_lossy(&head).into_owned())
+}
+
+/// The server's frames until its close frame: the close code (`None`
+/// when the connection ends without one).
+fn close_code(s: &mut std::net::TcpStream) -> Option<u16> {
+    use std::io::Read;
+    let mut read = |n: usize| -> Option<Vec<u8>> {
+        let mut v = vec![0u8; n];
+        s.read_exact(&mut v).ok().map(|_| v)
+    };
+    loop {
+        let h = read(2)?;
+        let len = match h[1] & 0x7f {
+            126 => u64::from(u16::from_be_bytes(read(2)?.try_into().ok()?)),
+            127 => u64::from_be_bytes(read(8)?.try_into().ok()?),
+            n => u64::from(n),
+        };
+        let payload = read(usize::try_from(len).ok()?)?;
+        if h[0] & 0x0f == 8 {
+            return payload.get(..2).map(|c| u16::from_be_bytes([c[0], c[1]]));
+        }
+    }
+}
+
+/// A client frame (masked with a zero key unless `masked` is false).
+fn client_frame(opcode: u8, payload: &[u8], masked: bool) -> Vec<u8> {
+    let mut f = vec![0x80 | opcode];
+    let m = if masked { 0x80 } else { 0 };
+    f.push(m | u8::try_from(payload.len()).expect("a short payload"));
+    if masked {
+        f.extend_from_slice(&[0, 0, 0, 0]);
+    }
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn the_websocket_protocol_is_enforced() {
+    use std::io::Write;
+    let p = live(&[]);
+    let key = "dGhlIHNhbXBsZSBub25jZQ==";
+    // HTTP/1.0 and malformed keys get no 101.
+    for (version, k) in [
+        ("HTTP/1.0", key),
+        ("HTTP/1.1", "abc"),
+        ("HTTP/1.1", "dGhlIHNhbXBsZSBub25jZQ"),
+        ("HTTP/1.1", "dGhlIHNhbXBsZSBub25jZSBhbmQgbW9yZQ=="),
+    ] {
+        let (_s, head) = raw_upgrade(&p.addr, version, k, "");
+        assert!(head.contains(" 400 "), "{version} key {k}: {head}");
+    }
+    // Query values are percent-decoded: `5%73` is `5s`.
+    let (_s, head) = raw_upgrade(&p.addr, "HTTP/1.1", key, "?interval=5%73");
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    // Protocol errors are closed with the code that says which.
+    for (name, frame, want) in [
+        ("an unmasked frame", client_frame(0x1, b"hi", false), 1002),
+        (
+            "invalid UTF-8",
+            client_frame(0x1, &[0xff, 0xfe], true),
+            1007,
+        ),
+        (
+            "a frame over 64 KiB",
+            {
+                let mut f = vec![0x82, 0x80 | 127];
+                f.extend_from_slice(&(1u64 << 20).to_be_bytes());
+                f.extend_from_slice(&[0, 0, 0, 0]);
+                f
+            },
+            1009,
+        ),
+    ] {
+        let (mut s, head) = raw_upgrade(&p.addr, "HTTP/1.1", key, "");
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        s.write_all(&frame).expect("write the frame");
+        assert_eq!(close_code(&mut s), Some(want), "{name}");
+    }
+}

@@ -41,6 +41,14 @@ fn header_has(req: &Request<Incoming>, name: hyper::header::HeaderName, token: &
     })
 }
 
+/// Whether `Sec-WebSocket-Key` is 16 bytes in base64 (RFC 6455 4.2.1).
+fn key_valid(k: &[u8]) -> bool {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(k)
+        .is_ok_and(|v| v.len() == 16)
+}
+
 /// `GET /api/v1/stream`: 101 and a viewer task, or why not.
 pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<Body> {
     let q = req.uri().query();
@@ -64,7 +72,19 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
             );
         }
     }
-    let key = req.headers().get(SEC_WEBSOCKET_KEY).cloned();
+    // RFC 6455 4.1: an upgrade is an HTTP/1.1 (or later) GET.
+    if req.version() < hyper::Version::HTTP_11 {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "/api/v1/stream is a WebSocket: the upgrade needs HTTP/1.1\n".into(),
+        );
+    }
+    // RFC 6455 4.2.1: the key is 16 bytes, base64-encoded.
+    let key = req
+        .headers()
+        .get(SEC_WEBSOCKET_KEY)
+        .filter(|k| key_valid(k.as_bytes()))
+        .cloned();
     let version_ok = req
         .headers()
         .get("sec-websocket-version")
@@ -77,7 +97,7 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
     ) else {
         return plain(
             StatusCode::BAD_REQUEST,
-            "/api/v1/stream is a WebSocket (version 13): send `Connection: Upgrade`, `Upgrade: websocket` and `Sec-WebSocket-Key`; for one frame over HTTP, GET /api/v1/snapshot\n".into(),
+            "/api/v1/stream is a WebSocket (version 13): send `Connection: Upgrade`, `Upgrade: websocket` and `Sec-WebSocket-Key` (16 bytes in base64); for one frame over HTTP, GET /api/v1/snapshot\n".into(),
         );
     };
     let slot = match &st.streams {
@@ -127,6 +147,27 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
 enum End {
     Gone,
     TooSlow(String),
+    /// The viewer broke the protocol: closed with the code RFC 6455
+    /// gives (1002, 1007 invalid UTF-8, 1009 too big).
+    Broke(CloseCode, String),
+}
+
+/// The close code for a read error, `None` when the connection is gone
+/// (nothing to tell).
+fn broke(e: &tokio_tungstenite::tungstenite::Error) -> Option<End> {
+    use tokio_tungstenite::tungstenite::Error as E;
+    let code = match e {
+        E::Protocol(_) => CloseCode::Protocol,
+        E::Utf8(_) => CloseCode::Invalid,
+        E::Capacity(_) => CloseCode::Size,
+        _ => return None,
+    };
+    // A close reason is at most 123 bytes.
+    let mut why = e.to_string();
+    while why.len() > 120 {
+        why.pop();
+    }
+    Some(End::Broke(code, why))
 }
 
 /// One viewer: frames of its interval, a ping each interval, and out when
@@ -162,7 +203,8 @@ async fn viewer<S>(
                 Message::Ping(Default::default())
             }
             m = rx.next() => match m {
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break End::Gone,
+                Some(Ok(Message::Close(_))) | None => break End::Gone,
+                Some(Err(e)) => break broke(&e).unwrap_or(End::Gone),
                 Some(Ok(_)) => {
                     seen = Instant::now();
                     continue;
@@ -175,12 +217,15 @@ async fn viewer<S>(
             Err(_) => break End::TooSlow("a frame write blocked".into()),
         }
     };
-    if let End::TooSlow(why) = end {
-        tracing::debug!(reason = %why, "live view: viewer dropped");
-        let close = Message::Close(Some(CloseFrame {
-            code: CloseCode::Policy,
-            reason: Utf8Bytes::from(why),
-        }));
-        let _ = tokio::time::timeout(Duration::from_secs(1), tx.send(close)).await;
-    }
+    let (code, why) = match end {
+        End::Gone => return,
+        End::TooSlow(why) => (CloseCode::Policy, why),
+        End::Broke(code, why) => (code, why),
+    };
+    tracing::debug!(reason = %why, "live view: viewer dropped");
+    let close = Message::Close(Some(CloseFrame {
+        code,
+        reason: Utf8Bytes::from(why),
+    }));
+    let _ = tokio::time::timeout(Duration::from_secs(1), tx.send(close)).await;
 }
