@@ -688,6 +688,10 @@ fn hostile_names_and_sampling_sections_are_refused_at_load() {
         assert!(e.contains(&format!("{f}:7:")), "{event}: {e}");
         assert!(e.contains(want), "{event}: {e}");
     }
+    // Well-formed, but not on this host: `check` says where.
+    let (f, e) = refused_by_check(&format!("{SW_SET}sampling:\n  event: nosuchpmu/cycles/\n"));
+    assert!(e.contains(&format!("{f}:7:")), "{e}");
+    assert!(e.contains("cannot be sampled on this host"), "{e}");
     let (f, e) = refused_by_check(&format!("{SW_SET}sampling:\n  ring_pages: 65536\n"));
     assert!(e.contains(&format!("{f}:7:")), "{e}");
     assert!(e.contains("from 1 to 512"), "{e}");

@@ -239,6 +239,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             }
             let cfg = s.host.load_config()?;
             let h = Host::open(&s.host)?;
+            sampling::check_event(cfg.sampling.as_ref(), &h, &s.host)?;
             let probe = h.kernel.as_deref().map(prober);
             let mut res = resolve_config(&cfg, &h.table, &h.ctx, probe.as_ref().map(|p| p as _));
             if h.kernel.is_some() {

@@ -68,6 +68,9 @@ pub struct SamplingConfig {
     pub frequency: u64,
     /// The event (`None`: cycles, falling back to cpu-clock).
     pub event: Option<String>,
+    /// Where `event:` is written (line, column), for the errors of
+    /// `check` and `serve` when this host cannot sample it.
+    pub event_at: Option<(u64, u64)>,
     /// The attribution.
     pub by: SampleBy,
     /// Entries exported by name per window; the rest go to `other`.
@@ -119,6 +122,10 @@ pub(super) fn convert(
     }
     Ok(SamplingConfig {
         frequency: raw.frequency.map_or(DEFAULT_FREQUENCY, |f| f.value),
+        event_at: raw
+            .event
+            .as_ref()
+            .map(|e| (e.referenced.line(), e.referenced.column())),
         event: raw.event.map(|e| e.value.trim().to_string()),
         by: raw.by,
         top: raw.top.map_or(DEFAULT_TOP, |t| t.value),
@@ -141,6 +148,7 @@ mod tests {
             Some(SamplingConfig {
                 frequency: DEFAULT_FREQUENCY,
                 event: None,
+                event_at: None,
                 by: SampleBy::Process,
                 top: DEFAULT_TOP,
                 ring_pages: DEFAULT_RING_PAGES,
