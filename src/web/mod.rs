@@ -12,7 +12,10 @@
 //!   ([`State::set_web_config`]).
 //! * **Limits.** At most `--web.max-connections` open connections (more
 //!   wait in the kernel's accept queue) and `--web.max-requests` scrapes
-//!   in flight (more get 503); concurrent scrapes share one collection
+//!   in flight (more get 503); `/api/v1/snapshot` has a bound of its own
+//!   ([`MAX_SNAPSHOTS`], intervals up to 10s), so that scrapes never wait
+//!   behind the live API; a `/api/v1/stream` upgrade from a browser page
+//!   of another origin gets 403 ([`origin`]); concurrent scrapes share one collection
 //!   (one `read()` per group serves them all); request headers must
 //!   arrive within `--web.read-header-timeout` (slowloris), also between
 //!   keep-alive requests and for the TLS handshake; a scrape is bounded by
