@@ -634,4 +634,52 @@ mod tests {
             .unwrap()
             .contains("1 of 2 metrics unavailable: b_total"));
     }
+
+    #[test]
+    fn text_reports_escape_names_and_survive_any_width() {
+        // Wider than a format width may be (65,535): no panic.
+        let wide = "m".repeat(70_000);
+        let r = CheckReport {
+            cpu_identities: Vec::new(),
+            metrics: vec![CheckMetric {
+                metric: wide.clone(),
+                status: "resolved".into(),
+                class: None,
+                event: Some("evil\x1b]52;c;eA==\x07".into()),
+                instances: Vec::new(),
+                tried: Vec::new(),
+                partial: vec!["on \u{202e}cpu1".into()],
+            }],
+            refusal: None,
+            cgroups: None,
+        };
+        let t = r.text();
+        assert!(t.contains(&wide), "the name is shown whole");
+        assert!(!t.contains(['\x1b', '\x07', '\u{202e}']), "{t:?}");
+        assert!(t.contains("evil\\x1b]52;c;eA==\\x07"), "{t:?}");
+        assert!(t.contains("on \\u{202e}cpu1"), "{t:?}");
+        let l = ListReport {
+            events: vec![ListEvent {
+                name: format!("{}\x1b[2J", "e".repeat(70_000)),
+                source: "sysfs".into(),
+                pmu: "p".into(),
+                type_: 9,
+                config: "0x1".into(),
+                available: Some(false),
+                reason: Some("PMU `p\u{9b}2J` refused".into()),
+                problem: None,
+                what_to_do: None,
+            }],
+            tracepoints: 0,
+            available: 0,
+            total: 1,
+            probed: true,
+        };
+        let t = l.text();
+        assert!(
+            !t.contains(['\x1b', '\u{9b}']),
+            "control characters in {t:?}"
+        );
+        assert!(t.contains("\\x1b[2J") && t.contains("p\\u{9b}2J"), "{t:?}");
+    }
 }
