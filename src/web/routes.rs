@@ -288,8 +288,8 @@ async fn snapshot(st: &Arc<State>, query: Option<&str>) -> Response<Body> {
         Ok(v) => v,
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
     };
+    // (Not counted as `max_requests`: that reason means refused scrapes.)
     let Ok(permit) = st.snapshots.clone().try_acquire_owned() else {
-        st.reject(0);
         return text(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
