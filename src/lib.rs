@@ -11,8 +11,9 @@
 //!    [`perf::abi`] (the kernel's ABI numbers, from perf-event-open-sys),
 //!    [`pmu::format`] (the grammars of sysfs format terms and CPU lists)
 //!    [`problem`] (the typed reasons why a metric is not counted,
-//!    with what to do) and [`bounded`] (bounded reads of files the
-//!    exporter does not control: regular files only, capped);
+//!    with what to do), [`bounded`] (bounded reads of files the
+//!    exporter does not control: regular files only, capped) and
+//!    [`terminal`] (names escaped for the terminal views);
 //! 1. [`config`]: the YAML configuration as written, specs stored parsed
 //!    (no I/O but reading the file);
 //! 2. [`pmu`]: discovery from the sysfs and procfs roots: PMUs, topology,
@@ -57,6 +58,7 @@ pub mod report;
 pub mod resolve;
 pub mod snapshot;
 pub mod spec;
+pub mod terminal;
 pub mod web;
 
 /// The version (`Cargo.toml`).

@@ -8,8 +8,14 @@ use crate::problem::{Class, Problem};
 use crate::resolve::chain::{Probe, Resolution, ResolvedMetric, Status, SELECTED};
 use crate::resolve::spec::{cache_event_names, HARDWARE, SOFTWARE};
 use crate::resolve::{resolve_str, Context};
+use crate::terminal::escape;
 use serde::Serialize;
 use std::fmt::Write as _;
+
+/// The widest name column of the text reports: longer names overflow it
+/// (a format width must stay below 65,536, and a table that wide helps
+/// no one).
+const MAX_COLUMN: usize = 64;
 
 mod cgroups;
 mod identity;
@@ -284,20 +290,20 @@ impl CheckReport {
             .map(|m| m.metric.len())
             .max()
             .unwrap_or(6)
-            .max(6);
+            .clamp(6, MAX_COLUMN);
         s.push_str(&identity::identity_text(&self.cpu_identities));
         let _ = writeln!(s, "{:w$}  {:11}  EVENT", "METRIC", "STATUS");
         for m in &self.metrics {
             let _ = writeln!(
                 s,
                 "{:w$}  {:11}  {}",
-                m.metric,
+                escape(&m.metric),
                 m.status,
-                match m.class {
+                escape(match m.class {
                     Some("not_on_platform") => "- (not on this platform)",
                     Some(_) => "- (failed: should be countable here)",
                     None => m.event.as_deref().unwrap_or("-"),
-                }
+                })
             );
             for i in &m.instances {
                 let exclude = if i.exclude.is_empty() {
@@ -309,18 +315,24 @@ impl CheckReport {
                     s,
                     "{:w$}    {} type={} config={} config1={} config2={} cpus={} scale={} {}{exclude}",
                     "",
-                    i.pmu,
+                    escape(&i.pmu),
                     i.type_,
                     i.config,
                     i.config1,
                     i.config2,
                     crate::pmu::format_cpu_list(&i.cpus),
                     i.scale,
-                    i.unit
+                    escape(&i.unit)
                 );
             }
             for t in m.tried.iter().filter(|t| t.problem.is_some()) {
-                let _ = writeln!(s, "{:w$}    tried {}: {}", "", t.event, t.reason);
+                let _ = writeln!(
+                    s,
+                    "{:w$}    tried {}: {}",
+                    "",
+                    escape(&t.event),
+                    escape(&t.reason)
+                );
             }
             if m.class == Some(Class::Failed.as_str()) {
                 // The first failure is what to fix.
@@ -332,12 +344,12 @@ impl CheckReport {
                         s,
                         "{:w$}    what to do: {}",
                         "",
-                        t.what_to_do.as_deref().unwrap_or("")
+                        escape(t.what_to_do.as_deref().unwrap_or(""))
                     );
                 }
             }
             for p in &m.partial {
-                let _ = writeln!(s, "{:w$}    partly: {p}", "");
+                let _ = writeln!(s, "{:w$}    partly: {}", "", escape(p));
             }
         }
         let n = |st: &str| self.metrics.iter().filter(|m| m.status == st).count();
@@ -537,7 +549,7 @@ impl ListReport {
             .map(|e| e.name.len())
             .max()
             .unwrap_or(5)
-            .max(5);
+            .clamp(5, MAX_COLUMN);
         let _ = writeln!(
             s,
             "{:w$}  {:10}  {:>4}  {:>18}  AVAILABLE",
@@ -546,14 +558,17 @@ impl ListReport {
         for e in &self.events {
             let avail = match (e.available, &e.reason) {
                 (Some(true), _) => "yes".to_string(),
-                (Some(false), Some(r)) => format!("no: {r}"),
+                (Some(false), Some(r)) => format!("no: {}", escape(r)),
                 (Some(false), None) => "no".to_string(),
                 (None, _) => "not probed".to_string(),
             };
             let _ = writeln!(
                 s,
                 "{:w$}  {:10}  {:>4}  {:>18}  {avail}",
-                e.name, e.source, e.type_, e.config
+                escape(&e.name),
+                escape(&e.source),
+                e.type_,
+                e.config
             );
         }
         let _ = writeln!(
@@ -648,5 +663,53 @@ mod tests {
             .failure(true)
             .unwrap()
             .contains("1 of 2 metrics unavailable: b_total"));
+    }
+
+    #[test]
+    fn text_reports_escape_names_and_survive_any_width() {
+        // Wider than a format width may be (65,535): no panic.
+        let wide = "m".repeat(70_000);
+        let r = CheckReport {
+            cpu_identities: Vec::new(),
+            metrics: vec![CheckMetric {
+                metric: wide.clone(),
+                status: "resolved".into(),
+                class: None,
+                event: Some("evil\x1b]52;c;eA==\x07".into()),
+                instances: Vec::new(),
+                tried: Vec::new(),
+                partial: vec!["on \u{202e}cpu1".into()],
+            }],
+            refusal: None,
+            cgroups: None,
+        };
+        let t = r.text();
+        assert!(t.contains(&wide), "the name is shown whole");
+        assert!(!t.contains(['\x1b', '\x07', '\u{202e}']), "{t:?}");
+        assert!(t.contains("evil\\x1b]52;c;eA==\\x07"), "{t:?}");
+        assert!(t.contains("on \\u{202e}cpu1"), "{t:?}");
+        let l = ListReport {
+            events: vec![ListEvent {
+                name: format!("{}\x1b[2J", "e".repeat(70_000)),
+                source: "sysfs".into(),
+                pmu: "p".into(),
+                type_: 9,
+                config: "0x1".into(),
+                available: Some(false),
+                reason: Some("PMU `p\u{9b}2J` refused".into()),
+                problem: None,
+                what_to_do: None,
+            }],
+            tracepoints: 0,
+            available: 0,
+            total: 1,
+            probed: true,
+        };
+        let t = l.text();
+        assert!(
+            !t.contains(['\x1b', '\u{9b}']),
+            "control characters in {t:?}"
+        );
+        assert!(t.contains("\\x1b[2J") && t.contains("p\\u{9b}2J"), "{t:?}");
     }
 }

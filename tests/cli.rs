@@ -771,3 +771,57 @@ fn soft_fd_limit_is_raised_toward_the_hard_limit() {
     assert!(soft > 64 && soft <= 4096, "soft {soft}");
     assert_eq!(hard, Some(4096));
 }
+
+/// `check` on `yaml`: not a success, no panic (exit 1), and stderr.
+fn refused_by_check(yaml: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let f = config(dir.path(), yaml);
+    let o = run(&["check", "--config.file", &f]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    (f, e)
+}
+
+const SW_SET: &str = "sets:\n  - name: s\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n";
+
+#[test]
+fn hostile_names_and_sampling_sections_are_refused_at_load() {
+    // A name as wide as a format width (it used to panic `check`).
+    let long = format!("perf_{}_total", "x".repeat(65_536));
+    let (f, e) = refused_by_check(&format!(
+        "sets:\n  - name: s\n    events:\n      - metric: {long}\n        event: cpu-clock\n"
+    ));
+    assert!(e.contains(&format!("{f}:4:")), "{e}");
+    assert!(e.contains("longer than the 200 allowed"), "{e}");
+    assert!(e.len() < 2000, "the error does not echo the name: {e}");
+    // The sampling section's own families.
+    for own in [
+        "perf_sampled_events_total",
+        "perf_ring_lost_records_total",
+        "perf_ring_throttle_events_total",
+        "perf_event_unavailable_info_total",
+    ] {
+        let (f, e) = refused_by_check(&format!(
+            "sets:\n  - name: s\n    events:\n      - metric: {own}\n        event: cpu-clock\nsampling: {{}}\n"
+        ));
+        assert!(e.contains(&format!("{f}:4:")), "{own}: {e}");
+        assert!(e.contains("collides with the exporter's own"), "{own}: {e}");
+    }
+    // The sampled event, and the ring's size.
+    for (event, want) in [
+        ("bogus", "unknown event `bogus`"),
+        ("\"\"", "empty event spec"),
+    ] {
+        let (f, e) = refused_by_check(&format!("{SW_SET}sampling:\n  event: {event}\n"));
+        assert!(e.contains(&format!("{f}:7:")), "{event}: {e}");
+        assert!(e.contains(want), "{event}: {e}");
+    }
+    // Well-formed, but not on this host: `check` says where.
+    let (f, e) = refused_by_check(&format!("{SW_SET}sampling:\n  event: nosuchpmu/cycles/\n"));
+    assert!(e.contains(&format!("{f}:7:")), "{e}");
+    assert!(e.contains("cannot be sampled on this host"), "{e}");
+    let (f, e) = refused_by_check(&format!("{SW_SET}sampling:\n  ring_pages: 65536\n"));
+    assert!(e.contains(&format!("{f}:7:")), "{e}");
+    assert!(e.contains("from 1 to 512"), "{e}");
+}

@@ -2,7 +2,8 @@
 //! (use statements, grouped uses and inline paths) goes to a module of the
 //! same or an earlier stage, in the order `src/lib.rs` declares:
 //!
-//! 0. leaves: `duration`, `spec`, `perf::abi`, `problem` (typed reasons)
+//! 0. leaves: `duration`, `spec`, `perf::abi`, `problem` (typed reasons),
+//!    `terminal` (escaping for terminal views)
 //! 1. `config` · 2. `pmu` · 3. `resolve` · 4. `perf` ·
 //! 5. `engine`, `snapshot`, `privilege`, `probe` · 6. `export`, `report` ·
 //! 7. `web` · 8. the application (`app`, `cli`, `main.rs`) ·
@@ -25,7 +26,8 @@ fn stage_of_module(path: &[String]) -> Option<Result<usize, String>> {
         return None;
     }
     Some(Ok(match (first, second) {
-        ("duration" | "spec" | "problem" | "bounded", _) | ("perf", Some("abi" | "fs")) => 0,
+        ("duration" | "spec" | "problem" | "bounded" | "terminal", _)
+        | ("perf", Some("abi" | "fs")) => 0,
         ("config", _) => 1,
         ("pmu", Some("format")) => 0,
         ("pmu" | "cgroup", _) => 2,

@@ -347,23 +347,80 @@ fn per_cpu_carries_the_derived_inputs_and_all_on_request() {
 #[test]
 fn bad_intervals_get_400_naming_what_is_allowed() {
     let p = live(&[]);
-    for path in [
-        "/api/v1/snapshot?interval=100ms",
-        "/api/v1/stream?interval=5",
-        "/api/v1/stream?interval=2h",
+    for (path, max) in [
+        ("/api/v1/snapshot?interval=100ms", 10),
+        ("/api/v1/snapshot?interval=60s", 10),
+        ("/api/v1/stream?interval=5", 60),
+        ("/api/v1/stream?interval=2h", 60),
     ] {
         let r = p.get(path);
         assert_eq!(r.status, 400, "{path}: {}", r.body);
-        assert!(
-            r.body
-                .contains("interval must be a whole number of seconds from 1s to 60s"),
-            "{path}: {}",
-            r.body
-        );
+        let want = format!("interval must be a whole number of seconds from 1s to {max}s");
+        assert!(r.body.contains(&want), "{path}: {}", r.body);
     }
     let r = p.get("/api/v1/stream");
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("is a WebSocket"), "{}", r.body);
+}
+
+/// The upgrade with an `Origin` header: the status, or 101.
+async fn upgrade_from(addr: &str, origin: &str) -> Result<Ws, String> {
+    let mut req = request("ws", addr, "?interval=1s", None)?;
+    req.headers_mut()
+        .insert("origin", origin.parse().expect("header value"));
+    tokio_tungstenite::connect_async(req)
+        .await
+        .map(|(ws, _)| ws)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn pages_of_other_origins_cannot_open_the_stream() {
+    let p = live(&["--web.allowed-origins", "https://grafana.example:3000"]);
+    let port = p.addr.rsplit_once(':').expect("host:port").1.to_string();
+    rt().block_on(async {
+        // Cross-site WebSocket hijacking: another site's page, another
+        // port or scheme of this host, an opaque origin.
+        for evil in [
+            "http://evil.example".to_string(),
+            format!("http://127.0.0.1:{}", port.parse::<u16>().unwrap() ^ 1),
+            format!("https://127.0.0.1:{port}"),
+            "https://grafana.example".to_string(),
+            "null".to_string(),
+        ] {
+            let e = upgrade_from(&p.addr, &evil).await.unwrap_err();
+            assert!(e.contains("403"), "Origin {evil}: {e}");
+        }
+        // The exporter's own page, a listed dashboard, and clients that
+        // send no Origin (not a browser page) stream.
+        for ok in [
+            format!("http://127.0.0.1:{port}"),
+            "HTTPS://grafana.example:3000".to_string(),
+        ] {
+            let mut ws = upgrade_from(&p.addr, &ok)
+                .await
+                .unwrap_or_else(|e| panic!("Origin {ok}: {e}"));
+            next_frame(&mut ws, Duration::from_secs(10)).await;
+        }
+        let mut ws = connect(&p.addr, "?interval=1s", None).await.unwrap();
+        next_frame(&mut ws, Duration::from_secs(10)).await;
+    });
+    let r = common::try_request(
+        "GET",
+        &p.addr,
+        "/api/v1/stream",
+        &[
+            ("Origin", "http://evil.example"),
+            ("Connection", "Upgrade"),
+            ("Upgrade", "websocket"),
+            ("Sec-WebSocket-Version", "13"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ],
+        "",
+    )
+    .expect("request");
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(r.body.contains("--web.allowed-origins"), "{}", r.body);
 }
 
 /// read() calls of the exporter's collector thread (the only thread
@@ -662,4 +719,105 @@ fn frames_list_the_busiest_pods_with_their_containers() {
         rows[0]["derived"]["cpu_share"].as_f64().unwrap() > 0.0,
         "{pc}"
     );
+}
+
+/// A raw upgrade request to `/api/v1/stream` (`version` `HTTP/1.1` or
+/// `HTTP/1.0`, the key as given): the connection and the response's
+/// headers.
+fn raw_upgrade(addr: &str, version: &str, key: &str, query: &str) -> (std::net::TcpStream, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /api/v1/stream{query} {version}\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n\r\n"
+    )
+    .expect("write");
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => break,
+        }
+    }
+    (s, String::from_utf8_lossy(&head).into_owned())
+}
+
+/// The server's frames until its close frame: the close code (`None`
+/// when the connection ends without one).
+fn close_code(s: &mut std::net::TcpStream) -> Option<u16> {
+    use std::io::Read;
+    let mut read = |n: usize| -> Option<Vec<u8>> {
+        let mut v = vec![0u8; n];
+        s.read_exact(&mut v).ok().map(|_| v)
+    };
+    loop {
+        let h = read(2)?;
+        let len = match h[1] & 0x7f {
+            126 => u64::from(u16::from_be_bytes(read(2)?.try_into().ok()?)),
+            127 => u64::from_be_bytes(read(8)?.try_into().ok()?),
+            n => u64::from(n),
+        };
+        let payload = read(usize::try_from(len).ok()?)?;
+        if h[0] & 0x0f == 8 {
+            return payload.get(..2).map(|c| u16::from_be_bytes([c[0], c[1]]));
+        }
+    }
+}
+
+/// A client frame (masked with a zero key unless `masked` is false).
+fn client_frame(opcode: u8, payload: &[u8], masked: bool) -> Vec<u8> {
+    let mut f = vec![0x80 | opcode];
+    let m = if masked { 0x80 } else { 0 };
+    f.push(m | u8::try_from(payload.len()).expect("a short payload"));
+    if masked {
+        f.extend_from_slice(&[0, 0, 0, 0]);
+    }
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn the_websocket_protocol_is_enforced() {
+    use std::io::Write;
+    let p = live(&[]);
+    let key = "dGhlIHNhbXBsZSBub25jZQ==";
+    // HTTP/1.0 and malformed keys get no 101.
+    for (version, k) in [
+        ("HTTP/1.0", key),
+        ("HTTP/1.1", "abc"),
+        ("HTTP/1.1", "dGhlIHNhbXBsZSBub25jZQ"),
+        ("HTTP/1.1", "dGhlIHNhbXBsZSBub25jZSBhbmQgbW9yZQ=="),
+    ] {
+        let (_s, head) = raw_upgrade(&p.addr, version, k, "");
+        assert!(head.contains(" 400 "), "{version} key {k}: {head}");
+    }
+    // Query values are percent-decoded: `5%73` is `5s`.
+    let (_s, head) = raw_upgrade(&p.addr, "HTTP/1.1", key, "?interval=5%73");
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    // Protocol errors are closed with the code that says which.
+    for (name, frame, want) in [
+        ("an unmasked frame", client_frame(0x1, b"hi", false), 1002),
+        (
+            "invalid UTF-8",
+            client_frame(0x1, &[0xff, 0xfe], true),
+            1007,
+        ),
+        (
+            "a frame over 64 KiB",
+            {
+                let mut f = vec![0x82, 0x80 | 127];
+                f.extend_from_slice(&(1u64 << 20).to_be_bytes());
+                f.extend_from_slice(&[0, 0, 0, 0]);
+                f
+            },
+            1009,
+        ),
+    ] {
+        let (mut s, head) = raw_upgrade(&p.addr, "HTTP/1.1", key, "");
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        s.write_all(&frame).expect("write the frame");
+        assert_eq!(close_code(&mut s), Some(want), "{name}");
+    }
 }

@@ -515,3 +515,61 @@ fn cycles_are_sampled_with_an_instructions_group_read_for_ipc() {
     let ipc: f64 = row.split_whitespace().nth(3).unwrap().parse().unwrap();
     assert!(ipc > 0.0, "{row}");
 }
+
+/// Kills (and reaps) the child on drop.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn control_characters_in_process_names_are_escaped() {
+    let _s = serial();
+    common::require_root();
+    common::require_tool("taskset");
+    let _cpu1 = CPU1
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Any user may name its process so (PR_SET_NAME, or /proc/self/comm):
+    // OSC 52 would set the clipboard of whoever runs `top` in a terminal.
+    let child = Command::new("taskset")
+        .args([
+            "-c",
+            "1",
+            "sh",
+            "-c",
+            r"printf '\033]52;c;eA==\a' > /proc/$$/comm; while :; do :; done",
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn the busy loop");
+    let busy = Killed(child);
+    let pid = busy.0.id();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.starts_with('\x1b') {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the busy loop did not rename itself: {comm:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (ok, out, err) = top(&["-C", "1", "-d", "2s", "-I", "1s"]);
+    assert!(ok, "{err}");
+    assert!(
+        !out.contains(['\x1b', '\x07']),
+        "raw control characters reached the terminal: {out:?}"
+    );
+    let line = out
+        .lines()
+        .find(|l| l.contains(&format!(" {pid}  ")))
+        .unwrap_or_else(|| panic!("no row of the renamed process {pid}: {out}"));
+    assert!(line.ends_with(r"\x1b]52;c;eA==\x07"), "{line:?}");
+}

@@ -105,6 +105,56 @@ fn over_max_requests_get_503_and_the_exporter_stays_healthy() {
 }
 
 #[test]
+fn snapshots_never_take_the_scrapes_slots() {
+    let (p, _d) = slow_exporter("1ms", &[]);
+    // As many snapshots as --web.max-requests (40 by default), each held
+    // for its interval (10 s, the longest a snapshot may ask).
+    let _held: Vec<TcpStream> = (0..40)
+        .map(|_| {
+            let mut s = TcpStream::connect(&p.addr).expect("connect");
+            s.write_all(b"GET /api/v1/snapshot?interval=10s HTTP/1.1\r\nHost: x\r\n\r\n")
+                .expect("write");
+            s
+        })
+        .collect();
+    // Until one more snapshot is refused: the live API's bound is full
+    // (before, --web.max-requests was, and with it every scrape slot).
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let refused = loop {
+        let r = common::try_request("GET", &p.addr, "/api/v1/snapshot?interval=1s", &[], "")
+            .expect("snapshot request");
+        if r.status == 503 {
+            break r;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot was refused with 40 held; output:\n{}",
+            p.output()
+        );
+    };
+    assert!(
+        refused
+            .body
+            .contains("Limit of concurrent /api/v1/snapshot requests reached (4)"),
+        "{}",
+        refused.body
+    );
+    // Scrapes are served meanwhile.
+    let r = p.get("/metrics");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body.contains("perf_cpu_clock_seconds_total"),
+        "{}",
+        r.body
+    );
+    // A snapshot may not ask for more than 10 s.
+    let r = p.get("/api/v1/snapshot?interval=60s");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("from 1s to 10s"), "{}", r.body);
+}
+
+#[test]
 fn concurrent_scrapes_share_one_collection() {
     let (p, _d) = slow_exporter("500ms", &[]);
     let n = 6;

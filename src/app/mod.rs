@@ -93,6 +93,8 @@ pub struct WebSettings {
     pub max_connections: usize,
     /// `--web.max-streams` (0: no limit).
     pub max_streams: usize,
+    /// `--web.allowed-origins`, normalized.
+    pub allowed_origins: Vec<String>,
     /// `--web.enable-lifecycle`.
     pub enable_lifecycle: bool,
     /// `--web.read-header-timeout`.
@@ -240,6 +242,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             }
             let cfg = s.host.load_config()?;
             let h = Host::open(&s.host)?;
+            sampling::check_event(cfg.sampling.as_ref(), &h, &s.host)?;
             let probe = h.kernel.as_deref().map(prober);
             let mut res = resolve_config(&cfg, &h.table, &h.ctx, probe.as_ref().map(|p| p as _));
             if h.kernel.is_some() {

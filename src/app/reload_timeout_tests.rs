@@ -77,6 +77,7 @@ fn a_read_that_never_returns_fails_that_reload_only() {
         max_requests: 0,
         max_connections: 0,
         max_streams: 0,
+        allowed_origins: Vec::new(),
         read_header_timeout: Duration::from_secs(10),
         request_timeout: Duration::from_secs(10),
         procfs: src.host.procfs.clone(),

@@ -48,6 +48,31 @@ fn settings(c: &SamplingConfig) -> TopSettings {
     }
 }
 
+/// Whether this host can sample the configured `sampling.event` (the
+/// default, `cycles` falling back to `cpu-clock`, always can): `check`
+/// fails, and `serve`'s warning names the file and the line, when not.
+pub(super) fn check_event(
+    c: Option<&SamplingConfig>,
+    h: &Host,
+    host: &HostSettings,
+) -> Result<(), crate::config::ConfigError> {
+    let Some((c, ev)) = c.and_then(|c| Some((c, c.event.as_deref()?))) else {
+        return Ok(());
+    };
+    let (line, column) = c.event_at.unwrap_or((0, 0));
+    top::per_cpu(h, ev, &h.table.topology.online)
+        .map(|_| ())
+        .map_err(|why| crate::config::ConfigError::Invalid {
+            file: host
+                .config_file
+                .as_ref()
+                .map_or("<embedded default>".into(), |p| p.display().to_string()),
+            line,
+            column,
+            msg: format!("`sampling.event: {ev}` cannot be sampled on this host: {why}"),
+        })
+}
+
 /// Starts sampling when the config asks for it; a failure is logged and
 /// serving goes on without it. Must run on the runtime.
 pub(super) fn attach(
@@ -57,6 +82,10 @@ pub(super) fn attach(
     c: Option<&SamplingConfig>,
     host: &HostSettings,
 ) -> Option<SamplingTask> {
+    if let Err(e) = check_event(c, h, host) {
+        tracing::warn!(error = %e, "sampling: not started");
+        return None;
+    }
     let c = c?;
     let s = settings(c);
     let (mut smp, r) = match top::open(kernel, host, h, &s) {

@@ -20,6 +20,7 @@ use crate::probe::prober;
 use crate::problem::{group, Problem};
 use crate::resolve::chain::resolve_config;
 use crate::snapshot::Family;
+use crate::terminal::escape;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -244,28 +245,28 @@ fn block(
         for (i, cpu) in c.cpus.iter().enumerate() {
             for (k, col) in c.counts() {
                 if let Some(v) = col[i] {
-                    writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {k}", num(v)).map_err(io)?;
+                    writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {}", num(v), escape(k)).map_err(io)?;
                 }
             }
             for k in c.derived_names() {
                 let v = ratio(c.derived(k, *cpu));
-                writeln!(out, "{lead} CPU{cpu:<4}{v:>20}  {k}").map_err(io)?;
+                writeln!(out, "{lead} CPU{cpu:<4}{v:>20}  {}", escape(k)).map_err(io)?;
             }
         }
     } else {
         for (k, v) in &f.counts {
-            writeln!(out, "{lead}{:>22}  {k}", num(*v)).map_err(io)?;
+            writeln!(out, "{lead}{:>22}  {}", num(*v), escape(k)).map_err(io)?;
         }
     }
     let pad = if per_cpu { "      " } else { "" };
     for (k, v) in &f.derived {
-        writeln!(out, "{lead}{pad}{:>22}  {k}", ratio(*v)).map_err(io)?;
+        writeln!(out, "{lead}{pad}{:>22}  {}", ratio(*v), escape(k)).map_err(io)?;
     }
     // What is not available is the same in every interval: only the
     // summary names it, with each cause said once.
     if reasons {
         for k in f.unavailable.keys() {
-            writeln!(out, "{lead}{pad}{:>22}  {k}", "<not available>").map_err(io)?;
+            writeln!(out, "{lead}{pad}{:>22}  {}", "<not available>", escape(k)).map_err(io)?;
         }
     }
     Ok(())

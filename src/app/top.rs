@@ -61,7 +61,7 @@ pub(super) struct Resolved {
 }
 
 /// Each CPU's encoding of `name` (the instance whose CPUs hold it).
-fn per_cpu(h: &Host, name: &str, cpus: &[u32]) -> Result<Vec<(u32, EventAttr)>, String> {
+pub(super) fn per_cpu(h: &Host, name: &str, cpus: &[u32]) -> Result<Vec<(u32, EventAttr)>, String> {
     let inst = resolve_sampled(name, &h.table, &h.ctx).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for &cpu in cpus {

@@ -5,6 +5,7 @@
 use super::top::TopSettings;
 use super::AppError;
 use crate::engine::sample::{By, CpuHealth, Entry, Table};
+use crate::terminal::escape;
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -129,7 +130,8 @@ impl View {
             rows: s.rows,
             event: event.to_string(),
             title: format!(
-                "perf-exporter top: {event} at {rate} on {cpus} CPUs, by {}",
+                "perf-exporter top: {} at {rate} on {cpus} CPUs, by {}",
+                escape(event),
                 s.by.as_str()
             ),
             clear: !s.json && std::io::stdout().is_terminal(),
@@ -158,7 +160,7 @@ impl View {
         }
         writeln!(out, "{}  [{:.1}s]", self.title, at.as_secs_f64()).map_err(io)?;
         if let Some(n) = note {
-            writeln!(out, "note: {n}").map_err(io)?;
+            writeln!(out, "note: {}", escape(n)).map_err(io)?;
         }
         self.table(out, t)?;
         out.flush().map_err(io)
@@ -203,7 +205,7 @@ impl View {
             if let (true, Some(p)) = (pid, e.pid) {
                 l.push_str(&format!(" {p:>8}"));
             }
-            l.push_str(&format!("  {}", e.name));
+            l.push_str(&format!("  {}", escape(&e.name)));
             writeln!(out, "{l}").map_err(io)?;
         }
         if t.entries.len() > self.rows {

@@ -142,6 +142,14 @@ struct ServeArgs {
     /// Maximum number of open live-view streams (/api/v1/stream WebSockets); more get 503 (0: no limit).
     #[arg(long = "web.max-streams", default_value_t = 64)]
     max_streams: usize,
+    /// Origins (scheme://host[:port]) besides the exporter's own whose pages may open /api/v1/stream, e.g. a dashboard's; comma-separated or repeated. Other browser origins get 403.
+    #[arg(
+        long = "web.allowed-origins",
+        value_name = "ORIGIN",
+        value_delimiter = ',',
+        value_parser = crate::web::origin::parse_allowed
+    )]
+    allowed_origins: Vec<String>,
     /// Enable POST /-/reload (re-reads --config.file and --web.config.file, as SIGHUP does).
     #[arg(long = "web.enable-lifecycle")]
     enable_lifecycle: bool,
@@ -500,6 +508,7 @@ impl ServeArgs {
             max_requests: self.max_requests,
             max_connections: self.max_connections,
             max_streams: self.max_streams,
+            allowed_origins: self.allowed_origins,
             enable_lifecycle: self.enable_lifecycle,
             read_header_timeout: self.read_header_timeout,
             request_timeout: self.request_timeout,
@@ -605,6 +614,28 @@ mod tests {
         assert_eq!(a.settings().host.cgroupfs, Some(PathBuf::from("/c")));
         assert!(parse(&["check", "--web.config.file", "w.yml"]).is_ok());
         assert!(parse(&["serve", "--web.listen-address", ":1"]).is_ok());
+        assert!(parse(&["list", "--web.allowed-origins", "https://a.example"]).is_err());
+    }
+
+    #[test]
+    fn allowed_origins_are_origins() {
+        let s = parse(&[
+            "--web.allowed-origins",
+            "https://Dash.example:443,http://a.example:3000",
+        ])
+        .unwrap()
+        .settings();
+        match s.command {
+            Command::Serve(w) => assert_eq!(
+                w.allowed_origins,
+                ["https://dash.example", "http://a.example:3000"]
+            ),
+            _ => panic!("serve expected"),
+        }
+        let e = parse(&["serve", "--web.allowed-origins", "dash.example"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not an origin"), "{e}");
     }
 
     #[test]

@@ -24,11 +24,20 @@ pub const RESERVED: &[&str] = &[
     "perf_http_",
     "perf_otlp_",
     "perf_scrape_",
+    "perf_event_unavailable_info",
     // The per-cgroup families the exporter derives (DESIGN.md).
     "perf_cgroup_",
     // Its own process metrics (node_exporter's names).
     "process_",
+    // The `sampling:` section's families (`engine::sample::families`).
+    "perf_sampled_",
+    "perf_ring_",
 ];
+
+/// The longest metric name accepted, in bytes. Prometheus sets no limit,
+/// but a name is repeated in every sample of every scrape, and the text
+/// reports align on it.
+pub const MAX_NAME_LEN: usize = 200;
 
 /// Whether `s` has Prometheus's metric-name syntax.
 pub fn valid_syntax(s: &str) -> bool {
@@ -45,6 +54,14 @@ pub fn family(name: &str) -> &str {
 /// Checks one name; the error is the reason and, where there is one, the
 /// name to use instead.
 pub fn check(name: &str, gauge: bool) -> Result<(), String> {
+    if name.len() > MAX_NAME_LEN {
+        let head: String = name.chars().take(32).collect();
+        return Err(format!(
+            "a metric name of {} bytes (`{}...`) is longer than the {MAX_NAME_LEN} allowed; choose a shorter name",
+            name.len(),
+            head.escape_debug()
+        ));
+    }
     if !valid_syntax(name) {
         let fixed: String = name
             .chars()
@@ -132,6 +149,17 @@ mod tests {
     }
 
     #[test]
+    fn names_are_capped() {
+        let long = format!("perf_{}_total", "x".repeat(70_000));
+        let e = check(&long, false).unwrap_err();
+        assert!(e.contains("longer than the 200 allowed"), "{e}");
+        assert!(e.len() < 200, "the message does not repeat the name: {e}");
+        let ok = format!("perf_{}_total", "x".repeat(MAX_NAME_LEN - 11));
+        assert_eq!(ok.len(), MAX_NAME_LEN);
+        assert!(check(&ok, false).is_ok());
+    }
+
+    #[test]
     fn reserved_names() {
         for n in [
             "__name__",
@@ -141,6 +169,10 @@ mod tests {
             "perf_group_enabled_seconds_total",
             "perf_read_errors_total",
             "process_cpu_seconds_total",
+            "perf_event_unavailable_info",
+            "perf_sampled_events_total",
+            "perf_ring_lost_records_total",
+            "perf_ring_throttle_events_total",
         ] {
             let e = check(n, !n.ends_with("_total")).unwrap_err();
             assert!(e.contains("reserved") || e.contains("collides"), "{n}: {e}");

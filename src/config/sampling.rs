@@ -6,7 +6,7 @@
 //!   event: cycles      # default: cycles, or cpu-clock without a hardware PMU
 //!   by: process        # process | cgroup | pod
 //!   top: 10            # series per event: at most 2 × top, plus `other`
-//!   ring_pages: 8      # data pages per CPU ring (a power of two)
+//!   ring_pages: 8      # data pages per CPU ring (a power of two, at most 512)
 //! ```
 //!
 //! Plain data, no I/O.
@@ -25,6 +25,11 @@ pub const DEFAULT_TOP: usize = 10;
 pub const MAX_TOP: usize = 100;
 /// The default ring size in data pages (`perf::ring::DEFAULT_RING_PAGES`).
 pub const DEFAULT_RING_PAGES: usize = 8;
+/// The largest ring: 512 pages, 2 MiB per CPU with 4 KiB pages, pinned
+/// for as long as `serve` runs. The kernel's default `perf_event_mlock_kb`
+/// (516 KiB per CPU) already refuses more to an exporter without
+/// `CAP_IPC_LOCK`; as root nothing else would stop 256 MiB per CPU.
+pub const MAX_RING_PAGES: usize = 512;
 
 /// What samples are attributed to in `serve` (no `thread`: thread ids
 /// are unbounded label values).
@@ -63,6 +68,9 @@ pub struct SamplingConfig {
     pub frequency: u64,
     /// The event (`None`: cycles, falling back to cpu-clock).
     pub event: Option<String>,
+    /// Where `event:` is written (line, column), for the errors of
+    /// `check` and `serve` when this host cannot sample it.
+    pub event_at: Option<(u64, u64)>,
     /// The attribution.
     pub by: SampleBy,
     /// Entries exported by name per window; the rest go to `other`.
@@ -99,8 +107,8 @@ pub(super) fn convert(
     )?;
     check(
         &raw.ring_pages,
-        &|p| p.is_power_of_two() && p <= 65536,
-        "is not a power of two `ring_pages:` (1, 2, 4, ... 65536)",
+        &|p| p.is_power_of_two() && p <= MAX_RING_PAGES,
+        &format!("is not a power of two `ring_pages:` from 1 to {MAX_RING_PAGES} (1, 2, 4, ... {MAX_RING_PAGES}: 2 MiB per CPU with 4 KiB pages, pinned while serving)"),
     )?;
     if let Some(e) = &raw.event {
         // Parsed at load, so a bad spec or modifier is refused with its
@@ -113,7 +121,11 @@ pub(super) fn convert(
     }
     Ok(SamplingConfig {
         frequency: raw.frequency.map_or(DEFAULT_FREQUENCY, |f| f.value),
-        event: raw.event.map(|e| e.value),
+        event_at: raw
+            .event
+            .as_ref()
+            .map(|e| (e.referenced.line(), e.referenced.column())),
+        event: raw.event.map(|e| e.value.trim().to_string()),
         by: raw.by,
         top: raw.top.map_or(DEFAULT_TOP, |t| t.value),
         ring_pages: raw.ring_pages.map_or(DEFAULT_RING_PAGES, |p| p.value),
@@ -135,6 +147,7 @@ mod tests {
             Some(SamplingConfig {
                 frequency: DEFAULT_FREQUENCY,
                 event: None,
+                event_at: None,
                 by: SampleBy::Process,
                 top: DEFAULT_TOP,
                 ring_pages: DEFAULT_RING_PAGES,
@@ -150,5 +163,35 @@ mod tests {
         assert!(Config::parse(SETS, "t.yaml").unwrap().sampling.is_none());
         let e = Config::parse(&format!("{SETS}sampling:\n  top: 0\n"), "t.yaml").unwrap_err();
         assert!(e.to_string().contains("t.yaml:7"), "{e}");
+    }
+
+    #[test]
+    fn bad_events_and_huge_rings_are_refused_with_the_line() {
+        for (event, want) in [
+            ("bogus", "unknown event `bogus`"),
+            ("\"\"", "empty event spec"),
+            ("\"cpu/cycles\"", "closing `/`"),
+        ] {
+            let y = format!("{SETS}sampling:\n  frequency: 99\n  event: {event}\n");
+            let e = Config::parse(&y, "t.yaml").unwrap_err().to_string();
+            assert!(e.contains("t.yaml:8:"), "{event}: {e}");
+            assert!(e.contains("sampling.event"), "{event}: {e}");
+            assert!(e.contains(want), "{event}: {e}");
+        }
+        let y = format!("{SETS}sampling:\n  ring_pages: 65536\n");
+        let e = Config::parse(&y, "t.yaml").unwrap_err().to_string();
+        assert!(
+            e.contains("t.yaml:7:") && e.contains("from 1 to 512"),
+            "{e}"
+        );
+        let y = format!("{SETS}sampling:\n  ring_pages: 512\n");
+        assert_eq!(
+            Config::parse(&y, "t.yaml")
+                .unwrap()
+                .sampling
+                .unwrap()
+                .ring_pages,
+            512
+        );
     }
 }

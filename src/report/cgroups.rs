@@ -182,7 +182,7 @@ impl CheckCgroups {
             .map(|r| shown(&r.cgroup).len())
             .max()
             .unwrap_or(6)
-            .max(6);
+            .clamp(6, 64);
         let _ = writeln!(s, "{:w$}  {:9}  {:9}  LABELS", "CGROUP", "STATUS", "KIND");
         for r in &self.cgroups {
             let detail = match r.problem {
@@ -236,14 +236,11 @@ impl CheckCgroups {
     }
 }
 
-/// A path or label for a terminal: quoted and escaped when it holds a
-/// control character (a newline in a cgroup name must not forge a line).
+/// A path or label for a terminal: control characters and bidi overrides
+/// escaped ([`crate::terminal::escape`]; a newline in a cgroup name must
+/// not forge a line).
 fn shown(s: &str) -> String {
-    if s.chars().any(char::is_control) {
-        format!("{s:?}")
-    } else {
-        s.to_string()
-    }
+    crate::terminal::escape(s).into_owned()
 }
 
 /// `check`'s line on the per-cgroup backend: which counts and why, with
@@ -322,7 +319,7 @@ mod tests {
         assert_eq!((c.matched, c.counted, c.left_out), (3, 1, 2));
         assert_eq!(c.cgroups[1].problem, Some("cgroup_over_limit"));
         let t = c.text();
-        assert!(t.contains("\"app/a\\nb\"  counted"), "{t}");
+        assert!(t.contains("app/a\\x0ab  counted"), "{t}");
         assert_eq!(t.lines().count(), 8, "{t}");
         assert!(
             t.ends_with(

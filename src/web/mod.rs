@@ -12,7 +12,10 @@
 //!   ([`State::set_web_config`]).
 //! * **Limits.** At most `--web.max-connections` open connections (more
 //!   wait in the kernel's accept queue) and `--web.max-requests` scrapes
-//!   in flight (more get 503); concurrent scrapes share one collection
+//!   in flight (more get 503); `/api/v1/snapshot` has a bound of its own
+//!   ([`MAX_SNAPSHOTS`], intervals up to 10s), so that scrapes never wait
+//!   behind the live API; a `/api/v1/stream` upgrade from a browser page
+//!   of another origin gets 403 ([`origin`]); concurrent scrapes share one collection
 //!   (one `read()` per group serves them all); request headers must
 //!   arrive within `--web.read-header-timeout` (slowloris), also between
 //!   keep-alive requests and for the TLS handshake; a scrape is bounded by
@@ -36,6 +39,7 @@ mod collect;
 mod gzip;
 mod h2;
 mod landing;
+pub mod origin;
 mod process;
 mod routes;
 mod scrape;
@@ -115,6 +119,9 @@ pub struct Options {
     pub max_connections: usize,
     /// `--web.max-streams`: open `/api/v1/stream` WebSockets (0: no limit).
     pub max_streams: usize,
+    /// `--web.allowed-origins`: origins besides the exporter's own whose
+    /// pages may open `/api/v1/stream` ([`origin::normalize`]d).
+    pub allowed_origins: Vec<String>,
     /// `--web.read-header-timeout`.
     pub read_header_timeout: Duration,
     /// `--web.request-timeout`.
@@ -139,6 +146,12 @@ struct WebRuntime {
     bcrypt_waiting: AtomicUsize,
     limiter: Option<RateLimiter>,
 }
+
+/// `/api/v1/snapshot` requests in flight; more get 503 at once. Their
+/// own bound, apart from `--web.max-requests`: a snapshot holds its slot
+/// for its whole interval, and scrapes must never wait behind the live
+/// API.
+pub(crate) const MAX_SNAPSHOTS: usize = 4;
 
 /// Requests that may wait for a bcrypt verification at once; more are
 /// refused (401) at once.
@@ -193,6 +206,10 @@ pub struct State {
     /// Open live-view streams, under `--web.max-streams`.
     streams: Option<Arc<Semaphore>>,
     max_streams: usize,
+    /// `--web.allowed-origins`, normalized.
+    allowed_origins: Vec<String>,
+    /// Snapshots in flight, under [`MAX_SNAPSHOTS`].
+    snapshots: Arc<Semaphore>,
     /// The live view's shared collections.
     hub: stream::Hub,
     /// Set when the server stops: connections finish their request and
@@ -236,6 +253,8 @@ impl State {
                 .then(|| Arc::new(Semaphore::new(o.max_connections))),
             streams: (o.max_streams > 0).then(|| Arc::new(Semaphore::new(o.max_streams))),
             max_streams: o.max_streams,
+            allowed_origins: o.allowed_origins,
+            snapshots: Arc::new(Semaphore::new(MAX_SNAPSHOTS)),
             hub: stream::Hub::default(),
             stopping: tokio::sync::watch::Sender::new(false),
             read_header_timeout: o.read_header_timeout,

@@ -4,7 +4,9 @@
 use super::auth::parse_basic;
 use super::io::Body;
 use super::scrape::Want;
-use super::{landing, stream, stream_ws, State, WebRuntime, BCRYPT_QUEUE, MAX_BODY_BYTES};
+use super::{
+    landing, stream, stream_ws, State, WebRuntime, BCRYPT_QUEUE, MAX_BODY_BYTES, MAX_SNAPSHOTS,
+};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{
     HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, AUTHORIZATION, CONNECTION, CONTENT_ENCODING,
@@ -297,16 +299,24 @@ async fn metrics(st: &Arc<State>, want: Want) -> Response<Body> {
 }
 
 /// `/api/v1/snapshot[?interval=1s]`: one live-view frame, from two shared
-/// collections `interval` apart; a `--web.max-requests` slot meanwhile.
+/// collections `interval` apart (at most 10s); one of the live API's own
+/// [`MAX_SNAPSHOTS`] slots meanwhile, never a `--web.max-requests` one
+/// (scrapes do not wait behind the live API).
 async fn snapshot(st: &Arc<State>, query: Option<&str>) -> Response<Body> {
-    let (every, detail) =
-        match stream::interval(query).and_then(|d| Ok((d, stream::per_cpu(query)?))) {
-            Ok(v) => v,
-            Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
-        };
-    let permit = match request_slot(st) {
-        Ok(p) => p,
-        Err(r) => return *r,
+    let parsed = stream::interval_upto(query, stream::MAX_SNAPSHOT_SECS)
+        .and_then(|d| Ok((d, stream::per_cpu(query)?)));
+    let (every, detail) = match parsed {
+        Ok(v) => v,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    };
+    // (Not counted as `max_requests`: that reason means refused scrapes.)
+    let Ok(permit) = st.snapshots.clone().try_acquire_owned() else {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "Limit of concurrent /api/v1/snapshot requests reached ({MAX_SNAPSHOTS}), try again later; /metrics is not affected.\n"
+            ),
+        );
     };
     let limit = st.request_timeout + every;
     let r = match tokio::time::timeout(limit, st.one_frame(every, detail)).await {

@@ -41,8 +41,12 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// Frames a viewer may fall behind before it is dropped.
 pub(super) const QUEUE: usize = 4;
-/// The longest interval.
+/// The longest interval of a stream.
 const MAX_INTERVAL_SECS: u64 = 60;
+/// The longest interval of a snapshot: the request is held that long,
+/// under its own small bound ([`super::MAX_SNAPSHOTS`]); for longer
+/// windows, the stream.
+pub(super) const MAX_SNAPSHOT_SECS: u64 = 10;
 
 /// How long a viewer may show no sign of life (or a write may block):
 /// three intervals, and at least five seconds.
@@ -53,18 +57,20 @@ pub(super) fn liveness(interval: Duration) -> Duration {
 /// Parses `interval=` of the query (default 1s): whole seconds from 1s
 /// to 60s, in the duration syntax of the flags.
 pub(super) fn interval(query: Option<&str>) -> Result<Duration, String> {
-    let given = query
-        .unwrap_or("")
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("interval="));
-    let Some(v) = given else {
+    interval_upto(query, MAX_INTERVAL_SECS)
+}
+
+/// [`interval`], up to `max_secs`.
+pub(super) fn interval_upto(query: Option<&str>, max_secs: u64) -> Result<Duration, String> {
+    let Some(v) = param(query, "interval")? else {
         return Ok(Duration::from_secs(1));
     };
+    let v = v.as_str();
     let allowed = format!(
-        "interval must be a whole number of seconds from 1s to {MAX_INTERVAL_SECS}s, e.g. interval=1s, interval=5s, interval=1m"
+        "interval must be a whole number of seconds from 1s to {max_secs}s, e.g. interval=1s, interval=5s"
     );
     let d = crate::duration::parse(v).map_err(|e| format!("interval=`{v}`: {e}; {allowed}"))?;
-    if d.subsec_nanos() != 0 || d.as_secs() == 0 || d.as_secs() > MAX_INTERVAL_SECS {
+    if d.subsec_nanos() != 0 || d.as_secs() == 0 || d.as_secs() > max_secs {
         return Err(format!("interval=`{v}`: {allowed}"));
     }
     Ok(d)
@@ -73,11 +79,50 @@ pub(super) fn interval(query: Option<&str>) -> Result<Duration, String> {
 /// Parses `per_cpu=` of the query ([`PerCpuDetail`]; by default the
 /// inputs of the per-CPU derived values).
 pub(super) fn per_cpu(query: Option<&str>) -> Result<PerCpuDetail, String> {
-    query
-        .unwrap_or("")
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("per_cpu="))
+    param(query, "per_cpu")?
+        .as_deref()
         .map_or(Ok(PerCpuDetail::default()), PerCpuDetail::parse)
+}
+
+/// The value of `name=` in the query (the first), percent-decoded (and
+/// `+` a space, as browsers encode forms); pairs without `=` are ignored.
+pub(super) fn param(query: Option<&str>, name: &str) -> Result<Option<String>, String> {
+    for kv in query.unwrap_or("").split('&') {
+        if let Some((k, v)) = kv.split_once('=') {
+            if percent_decode(k)? == name {
+                return percent_decode(v).map(Some);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// `%XX` and `+` decoded; the result must be UTF-8.
+fn percent_decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = |j: usize| b.get(j).and_then(|c| (*c as char).to_digit(16));
+                let (Some(hi), Some(lo)) = (hex(i + 1), hex(i + 2)) else {
+                    return Err(format!("`{s}`: `%` must be followed by two hex digits"));
+                };
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("`{s}` is not UTF-8 once percent-decoded"))
 }
 
 /// What a viewer asked for: the interval in seconds, and the per-CPU
@@ -269,8 +314,33 @@ mod tests {
             let e = interval(Some(bad)).unwrap_err();
             assert!(e.contains("whole number of seconds from 1s to 60s"), "{e}");
         }
+        let e = interval_upto(Some("interval=1m"), MAX_SNAPSHOT_SECS).unwrap_err();
+        assert!(e.contains("from 1s to 10s"), "{e}");
         let e = interval(Some("interval=fast")).unwrap_err();
         assert!(e.starts_with("interval=`fast`: "), "{e}");
+    }
+
+    #[test]
+    fn query_values_are_percent_decoded() {
+        assert_eq!(interval(Some("interval=5%73")), Ok(Duration::from_secs(5)));
+        assert_eq!(
+            interval(Some("%69nterval=1%6D")),
+            Ok(Duration::from_secs(60))
+        );
+        assert_eq!(per_cpu(Some("per_cpu=%61ll")), Ok(PerCpuDetail::All));
+        assert_eq!(interval(Some("interval")), Ok(Duration::from_secs(1)));
+        for bad in [
+            "interval=5%7",
+            "interval=%zz",
+            "interval=%+1",
+            "interval=%ff",
+        ] {
+            let e = interval(Some(bad)).unwrap_err();
+            assert!(
+                e.contains("hex digits") || e.contains("not UTF-8"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! The WebSocket of `/api/v1/stream`: the upgrade (after the routing's
-//! rate limit and auth), a `--web.max-streams` slot, then one viewer's
+//! rate limit and auth; same-origin or `--web.allowed-origins` only, see
+//! [`super::origin`]), a `--web.max-streams` slot, then one viewer's
 //! loop: frames out, pings out, and the viewer dropped when it falls
 //! behind or stops answering (see [`super::stream`]).
 
 use super::io::Body;
 use super::stream::{interval, liveness, per_cpu};
-use super::State;
+use super::{origin, State};
 use crate::export::live::PerCpuDetail;
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
+use hyper::header::{
+    HeaderValue, CONNECTION, HOST, ORIGIN, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE,
+};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::sync::Arc;
@@ -38,6 +41,14 @@ fn header_has(req: &Request<Incoming>, name: hyper::header::HeaderName, token: &
     })
 }
 
+/// Whether `Sec-WebSocket-Key` is 16 bytes in base64 (RFC 6455 4.2.1).
+fn key_valid(k: &[u8]) -> bool {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(k)
+        .is_ok_and(|v| v.len() == 16)
+}
+
 /// `GET /api/v1/stream`: 101 and a viewer task, or why not.
 pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<Body> {
     let q = req.uri().query();
@@ -45,7 +56,35 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
         Ok(v) => v,
         Err(e) => return plain(StatusCode::BAD_REQUEST, format!("{e}\n")),
     };
-    let key = req.headers().get(SEC_WEBSOCKET_KEY).cloned();
+    // Cross-site WebSocket hijacking: a browser page of another origin
+    // (`super::origin`).
+    if let Some(o) = req.headers().get(ORIGIN) {
+        let host = req.headers().get(HOST).and_then(|h| h.to_str().ok());
+        let https = st.web().config.tls.is_some();
+        let ok = o
+            .to_str()
+            .is_ok_and(|o| origin::allowed(o, https, host, &st.allowed_origins));
+        if !ok {
+            tracing::debug!(origin = ?o, "live view: upgrade from another origin refused");
+            return plain(
+                StatusCode::FORBIDDEN,
+                "Forbidden: /api/v1/stream is same-origin only; this page's Origin is neither the exporter's own (scheme, host and port of the request) nor one of --web.allowed-origins\n".into(),
+            );
+        }
+    }
+    // RFC 6455 4.1: an upgrade is an HTTP/1.1 (or later) GET.
+    if req.version() < hyper::Version::HTTP_11 {
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "/api/v1/stream is a WebSocket: the upgrade needs HTTP/1.1\n".into(),
+        );
+    }
+    // RFC 6455 4.2.1: the key is 16 bytes, base64-encoded.
+    let key = req
+        .headers()
+        .get(SEC_WEBSOCKET_KEY)
+        .filter(|k| key_valid(k.as_bytes()))
+        .cloned();
     let version_ok = req
         .headers()
         .get("sec-websocket-version")
@@ -58,7 +97,7 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
     ) else {
         return plain(
             StatusCode::BAD_REQUEST,
-            "/api/v1/stream is a WebSocket (version 13): send `Connection: Upgrade`, `Upgrade: websocket` and `Sec-WebSocket-Key`; for one frame over HTTP, GET /api/v1/snapshot\n".into(),
+            "/api/v1/stream is a WebSocket (version 13): send `Connection: Upgrade`, `Upgrade: websocket` and `Sec-WebSocket-Key` (16 bytes in base64); for one frame over HTTP, GET /api/v1/snapshot\n".into(),
         );
     };
     let slot = match &st.streams {
@@ -108,6 +147,27 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
 enum End {
     Gone,
     TooSlow(String),
+    /// The viewer broke the protocol: closed with the code RFC 6455
+    /// gives (1002, 1007 invalid UTF-8, 1009 too big).
+    Broke(CloseCode, String),
+}
+
+/// The close code for a read error, `None` when the connection is gone
+/// (nothing to tell).
+fn broke(e: &tokio_tungstenite::tungstenite::Error) -> Option<End> {
+    use tokio_tungstenite::tungstenite::Error as E;
+    let code = match e {
+        E::Protocol(_) => CloseCode::Protocol,
+        E::Utf8(_) => CloseCode::Invalid,
+        E::Capacity(_) => CloseCode::Size,
+        _ => return None,
+    };
+    // A close reason is at most 123 bytes.
+    let mut why = e.to_string();
+    while why.len() > 120 {
+        why.pop();
+    }
+    Some(End::Broke(code, why))
 }
 
 /// One viewer: frames of its interval, a ping each interval, and out when
@@ -143,7 +203,8 @@ async fn viewer<S>(
                 Message::Ping(Default::default())
             }
             m = rx.next() => match m {
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break End::Gone,
+                Some(Ok(Message::Close(_))) | None => break End::Gone,
+                Some(Err(e)) => break broke(&e).unwrap_or(End::Gone),
                 Some(Ok(_)) => {
                     seen = Instant::now();
                     continue;
@@ -156,12 +217,15 @@ async fn viewer<S>(
             Err(_) => break End::TooSlow("a frame write blocked".into()),
         }
     };
-    if let End::TooSlow(why) = end {
-        tracing::debug!(reason = %why, "live view: viewer dropped");
-        let close = Message::Close(Some(CloseFrame {
-            code: CloseCode::Policy,
-            reason: Utf8Bytes::from(why),
-        }));
-        let _ = tokio::time::timeout(Duration::from_secs(1), tx.send(close)).await;
-    }
+    let (code, why) = match end {
+        End::Gone => return,
+        End::TooSlow(why) => (CloseCode::Policy, why),
+        End::Broke(code, why) => (code, why),
+    };
+    tracing::debug!(reason = %why, "live view: viewer dropped");
+    let close = Message::Close(Some(CloseFrame {
+        code,
+        reason: Utf8Bytes::from(why),
+    }));
+    let _ = tokio::time::timeout(Duration::from_secs(1), tx.send(close)).await;
 }
