@@ -22,6 +22,9 @@
 use std::fmt;
 use std::path::PathBuf;
 
+pub mod state;
+pub use state::CounterState;
+
 /// How to grant what system-wide counting needs.
 pub const HOW_TO_GRANT: &str = "grant CAP_PERFMON (a file capability: `setcap cap_perfmon=ep /path/to/perf-exporter`; systemd: `AmbientCapabilities=CAP_PERFMON`; Kubernetes: `securityContext.capabilities.add: [PERFMON]`), or set kernel.perf_event_paranoid=0 for the whole host";
 

@@ -252,7 +252,7 @@ fn block(
         }
     } else {
         for (k, v) in &f.counts {
-            writeln!(out, "{lead}{:>22}  {k}", num(*v)).map_err(io)?;
+            writeln!(out, "{lead}{:>22}  {k}{}", num(*v), share(f, k)).map_err(io)?;
         }
     }
     let pad = if per_cpu { "      " } else { "" };
@@ -260,13 +260,28 @@ fn block(
         writeln!(out, "{lead}{pad}{:>22}  {k}", ratio(*v)).map_err(io)?;
     }
     for (k, why) in &f.unavailable {
-        if reasons {
-            writeln!(out, "{lead}{pad}{:>22}  {k}  # {why}", "<not available>").map_err(io)?;
+        // perf's words: `<not counted>` for a counter that opened and
+        // never ran, `<not available>` for one that is not counted here.
+        let what = if f.not_counted.contains(k) {
+            "<not counted>"
         } else {
-            writeln!(out, "{lead}{pad}{:>22}  {k}", "<not available>").map_err(io)?;
+            "<not available>"
+        };
+        if reasons {
+            writeln!(out, "{lead}{pad}{what:>22}  {k}  # {why}").map_err(io)?;
+        } else {
+            writeln!(out, "{lead}{pad}{what:>22}  {k}").map_err(io)?;
         }
     }
     Ok(())
+}
+
+/// perf's `  (xx.xx%)` after a multiplexed counter: the share of the
+/// window it ran on the PMU; nothing for one that counted all the time.
+fn share(f: &Frame, metric: &str) -> String {
+    f.multiplexed
+        .get(metric)
+        .map_or_else(String::new, |r| format!("  ({:.2}%)", r * 100.0))
 }
 
 /// A derived value; `-` where its denominator did not move.

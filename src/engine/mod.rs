@@ -69,6 +69,7 @@ mod read;
 mod runtime;
 pub mod sample;
 mod totals;
+mod trust;
 
 pub use budget::{open_with_reserve, open_with_reserve_for};
 pub use hotplug::{follow_hotplug, HotplugFollower};
@@ -78,7 +79,7 @@ pub use totals::Totals;
 
 use crate::perf::{Counter, EventAttr, GroupReading, Kernel};
 use crate::pmu::PmuTable;
-use crate::problem::Problem;
+use crate::problem::{CounterState, Problem};
 use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -107,6 +108,16 @@ struct SeriesState {
     gauge_groups: u32,
     /// Gauges: the last group that contributed (to count groups once).
     gauge_last_group: usize,
+    /// Its counter state (`trust.rs`) and the running share of the last
+    /// collection that judged it (`None`: not judged yet).
+    trust: Option<(CounterState, f64)>,
+    /// Scratch of one collection: what its groups' windows say.
+    window: trust::Window,
+    /// `perf_counter_state`'s labels for the current state (rebuilt when
+    /// it changes, never per collection).
+    state_labels: Labels,
+    /// `perf_counter_running_ratio`'s labels.
+    ratio_labels: Labels,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -126,6 +137,12 @@ struct Member {
     counter: Counter,
     /// High-water mark of the scaled estimate (raw units).
     high: f64,
+    /// Whether its count must move whenever it runs (`trust.rs`).
+    must_move: bool,
+    /// Its raw count at the last read.
+    last_raw: u64,
+    /// Collections in a row it ran and its count stood still.
+    unmoved: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -8,6 +8,7 @@ use super::{
     TimeSeries, TimeSlot,
 };
 use crate::perf::{Counter, ErrorKind, PerfError};
+use crate::problem::CounterState;
 use crate::snapshot::Labels;
 use std::collections::HashSet;
 
@@ -18,7 +19,17 @@ impl Engine {
             return i;
         }
         let i = self.series.len();
+        let metric = self
+            .resolution
+            .metrics
+            .get(key.0)
+            .map_or_else(String::new, |m| m.metric.clone());
+        let ratio_labels = super::trust::ratio_labels(&metric, &key.1);
         self.series.push(SeriesState {
+            state_labels: super::trust::state_labels(&ratio_labels, CounterState::Counting),
+            ratio_labels,
+            trust: None,
+            window: super::trust::Window::default(),
             metric: key.0,
             labels: Labels::new(key.1.clone()),
             value: 0.0,
@@ -164,10 +175,13 @@ impl Engine {
                 st.start_ns = now;
             }
             members.push(Member {
+                must_move: super::trust::must_move(&self.table, &plan.attr),
                 plan,
                 series,
                 counter,
                 high: 0.0,
+                last_raw: 0,
+                unmoved: 0,
             });
         }
         let time_slot = self.time_slot_of(key.set, key.cpu);

@@ -45,6 +45,13 @@
 //!   [`DERIVED`] marked so, plus `busy_ratio` (MPERF/TSC, the share of
 //!   time the CPU was not halted, where the `msr` PMU has both). The
 //!   reader computes them ([`PerCpu`]; `per_cpu.rs`).
+//! * `multiplexed` (only when some metric was): metric → the mean share
+//!   of the window its counters were on the PMU (`perf_counter_running_ratio`,
+//!   perf's `(xx.xx%)`).
+//! * `not_counted` (only when some metric was not): the metrics none of
+//!   whose counters ran in the window (`perf_counter_state` `never_ran`,
+//!   perf's `<not counted>`). Their value is not a measurement, so they
+//!   are in `unavailable`, with why, and never in `counts`.
 //! * `per_cgroup` (where cgroups are counted): the busiest
 //!   [`TOP_CGROUPS`] cgroups with their counts and derived values, counted
 //!   cgroups inside them nested ([`CgroupTop`]; `cgroups.rs`).
@@ -59,12 +66,13 @@ mod per_cpu;
 pub use cgroups::{CgroupRow, CgroupTop, CGROUP_PREFIX, TOP_CGROUPS};
 pub use per_cpu::PerCpu;
 
+use crate::problem::CounterState;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use cgroups::CgroupRows;
 use deltas::{deltas_into, sum};
 use per_cpu::{CpuColumns, CpuIndex};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// How a derived value is computed from the frame's `counts`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +241,13 @@ pub struct Frame {
     pub unavailable: BTreeMap<String, String>,
     /// The per-workload top list, where cgroups are counted.
     pub per_cgroup: Option<CgroupTop>,
+    /// Metric → the share of the window it ran on the PMU, where it was
+    /// multiplexed (below 1; perf's `(xx.xx%)`). Not in the JSON when empty.
+    pub multiplexed: BTreeMap<String, f64>,
+    /// Metrics that were not counted in the window (every series
+    /// `never_ran`: perf's `<not counted>`); they are in `unavailable`
+    /// with why, never in `counts`. Not in the JSON when empty.
+    pub not_counted: BTreeSet<String>,
 }
 
 impl Frame {
@@ -269,6 +284,12 @@ impl Frame {
         entry(&mut out, "unavailable", &self.unavailable);
         if let Some(c) = &self.per_cgroup {
             entry(&mut out, "per_cgroup", c);
+        }
+        if !self.multiplexed.is_empty() {
+            entry(&mut out, "multiplexed", &self.multiplexed);
+        }
+        if !self.not_counted.is_empty() {
+            entry(&mut out, "not_counted", &self.not_counted);
         }
         out.push(b'}');
         String::from_utf8(out).unwrap_or_default()
@@ -342,6 +363,7 @@ impl Framer {
             }
         }
         unavailable(cur, reasons, &mut f.unavailable);
+        counter_states(cur, &mut f);
         for (name, form, _) in DERIVED {
             match eval(*form, &f.counts, secs) {
                 Ok(v) => {
@@ -427,6 +449,49 @@ fn unavailable(cur: &[Family], reasons: &Reasons, out: &mut BTreeMap<String, Str
                 None => "not counted on this host".into(),
             });
         out.insert(m.to_string(), why);
+    }
+}
+
+/// What the counter states of the current collection say about the
+/// frame (`perf_counter_state`, `perf_counter_running_ratio`): a metric
+/// none of whose series ran in the window is not a measurement, so it
+/// leaves `counts` for `unavailable` (with why) and `not_counted`; a
+/// multiplexed one gets its mean running share in `multiplexed`.
+fn counter_states(cur: &[Family], f: &mut Frame) {
+    let family = |name: &str| cur.iter().find(|x| x.name == name).map(|x| &x.samples);
+    if let Some(samples) = family("perf_counter_state") {
+        // Metric → whether every series of it never ran.
+        let mut never: BTreeMap<&str, bool> = BTreeMap::new();
+        for s in samples {
+            let (Some(m), Some(st)) = (label(&s.labels, "metric"), label(&s.labels, "state"))
+            else {
+                continue;
+            };
+            let nr = CounterState::parse(st).is_some_and(|x| !x.is_measurement());
+            *never.entry(m).or_insert(true) &= nr;
+        }
+        for (m, _) in never.into_iter().filter(|(_, n)| *n) {
+            f.counts.remove(m);
+            f.unavailable
+                .insert(m.to_string(), CounterState::NeverRan.explain().to_string());
+            f.not_counted.insert(m.to_string());
+        }
+    }
+    if let Some(samples) = family("perf_counter_running_ratio") {
+        let mut sums: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
+        for s in samples {
+            if let Some(m) = label(&s.labels, "metric") {
+                let e = sums.entry(m).or_default();
+                e.0 += s.value;
+                e.1 += 1;
+            }
+        }
+        for (m, (sum, n)) in sums {
+            let r = sum / f64::from(n.max(1));
+            if r < 1.0 && !f.not_counted.contains(m) {
+                f.multiplexed.insert(m.to_string(), r);
+            }
+        }
     }
 }
 
