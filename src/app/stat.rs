@@ -298,3 +298,37 @@ fn summary(out: &mut impl Write, s: &StatSettings, f: &Frame) -> Result<(), AppE
     block(out, "", f, s.per_cpu, true)?;
     out.flush().map_err(io)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::CounterState;
+
+    /// perf's conventions: a multiplexed count with its `(xx.xx%)`, a
+    /// counter that never ran as `<not counted>` (never a number), one not
+    /// counted on this host as `<not available>`.
+    #[test]
+    fn multiplexed_and_never_ran_counters_are_shown_as_perf_does() {
+        let mut f = Frame {
+            interval_seconds: 1.0,
+            ..Frame::default()
+        };
+        f.counts.insert("perf_cpu_cycles_total".into(), 2e9);
+        f.counts.insert("perf_instructions_total".into(), 3e9);
+        f.multiplexed.insert("perf_cpu_cycles_total".into(), 0.75);
+        let why = CounterState::NeverRan.explain().to_string();
+        f.unavailable.insert("perf_branches_total".into(), why.clone());
+        f.not_counted.insert("perf_branches_total".into());
+        f.unavailable
+            .insert("perf_l1i_loads_total".into(), "not supported".into());
+        let mut out = Vec::new();
+        block(&mut out, "", &f, false, true).unwrap();
+        let expected = format!(
+            "            2000000000  perf_cpu_cycles_total  (75.00%)\n\
+             \x20           3000000000  perf_instructions_total\n\
+             \x20        <not counted>  perf_branches_total  # {why}\n\
+             \x20      <not available>  perf_l1i_loads_total  # not supported\n"
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
+}
