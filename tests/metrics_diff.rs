@@ -26,6 +26,7 @@ use std::sync::Arc;
 const EXACT: &[&str] = &[
     "perf_counter_running_ratio",
     "perf_counter_state",
+    "perf_counter_states",
     "perf_event_available",
     "perf_event_unavailable_info",
     "perf_exporter_build_info",

@@ -317,7 +317,8 @@ mod tests {
         f.counts.insert("perf_instructions_total".into(), 3e9);
         f.multiplexed.insert("perf_cpu_cycles_total".into(), 0.75);
         let why = CounterState::NeverRan.explain().to_string();
-        f.unavailable.insert("perf_branches_total".into(), why.clone());
+        f.unavailable
+            .insert("perf_branches_total".into(), why.clone());
         f.not_counted.insert("perf_branches_total".into());
         f.unavailable
             .insert("perf_l1i_loads_total".into(), "not supported".into());

@@ -266,6 +266,8 @@ pub struct Engine {
     cgroups: Option<cgroup::CgroupCounting>,
     /// Sampled attribution's families (`sampling:`), added to snapshots.
     sampled: Option<Arc<sample::SampledFamilies>>,
+    /// Per metric, `perf_counter_states`' labels, one per state.
+    state_count_labels: Vec<[Labels; 4]>,
 }
 
 impl Engine {
@@ -346,7 +348,9 @@ impl Engine {
             parked: Totals::default(),
             cgroups: None,
             sampled: None,
+            state_count_labels: Vec::new(),
         };
+        e.state_count_labels = trust::count_labels(&e.resolution);
         // Start listening for hotplug before reading the online list, so a
         // change in between is not missed.
         e.hotplug_seen = e.kernel.hotplug_generation();

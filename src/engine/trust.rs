@@ -4,15 +4,17 @@
 //! `stalled` or `never_ran` ([`CounterState`], whose docs say what each
 //! means), exported as two gauge families:
 //!
-//! * `perf_counter_state{metric, <the series' labels>, state}` = 1, one
-//!   sample per counter series, for its **current** state only. A full
-//!   state set (a sample per state, 0 or 1) would multiply the series by
-//!   the number of states; this bounded form adds exactly one series per
-//!   counter series whatever states come later, and a change of state
-//!   swaps one series for another (Prometheus marks the old one stale);
-//! * `perf_counter_running_ratio{metric, <the series' labels>}`: the share
-//!   of the window the counter was on the PMU (`Δrunning / Δenabled`; 1
-//!   when counting, 0 when it never ran).
+//! * `perf_counter_states{metric, state}`: how many of the metric's
+//!   counter series (CPUs, uncore instances) are in each state, every
+//!   state always present (0 or more): bounded by the config (4 series
+//!   per metric), whatever the number of CPUs;
+//! * `perf_counter_state{metric, <the series' labels>, state}` = 1 and
+//!   `perf_counter_running_ratio{metric, <the series' labels>}` (the
+//!   share of the window the counter was on the PMU, `Δrunning /
+//!   Δenabled`: below 1 multiplexed, 0 never ran): the per-CPU detail,
+//!   **only for counter series that are not `counting`**, so a healthy
+//!   host pays nothing per CPU, and the one it pays for a troubled
+//!   counter is a single series (its current state), not one per state.
 //!
 //! A series summed over CPUs (`per_cpu: false`) takes its worst group's
 //! state and the ratio of its summed times. A series whose groups' enabled
@@ -33,6 +35,22 @@ pub(super) struct Window {
     running: u64,
     judged: u32,
     worst: CounterState,
+}
+
+/// Per metric, `perf_counter_states`' labels for each state, in
+/// [`CounterState::ALL`] order.
+pub(super) fn count_labels(res: &crate::resolve::chain::Resolution) -> Vec<[Labels; 4]> {
+    res.metrics
+        .iter()
+        .map(|m| {
+            CounterState::ALL.map(|s| {
+                Labels::new(vec![
+                    ("metric", m.metric.clone()),
+                    ("state", s.as_str().to_string()),
+                ])
+            })
+        })
+        .collect()
 }
 
 /// `perf_counter_running_ratio`'s labels: `metric` and the series'.
@@ -158,14 +176,45 @@ impl Engine {
             .filter_map(|st| st.trust.map(|(s, r)| (st, s, r)))
     }
 
-    /// `perf_counter_state` and `perf_counter_running_ratio`.
+    /// `perf_counter_states`, then `perf_counter_state` and
+    /// `perf_counter_running_ratio` for the series not counting.
     pub(super) fn state_families(&self, families: &mut Vec<Family>) {
+        let mut counts = Vec::new();
+        for (mi, order) in self.series_order.iter().enumerate() {
+            let mut n = [0u32; 4];
+            let mut any = false;
+            for &i in order {
+                let st = &self.series[i];
+                if let (true, Some((s, _))) = (st.live, st.trust) {
+                    n[s.index()] += 1;
+                    any = true;
+                }
+            }
+            if let (true, Some(labels)) = (any, self.state_count_labels.get(mi)) {
+                for (l, c) in labels.iter().zip(n) {
+                    counts.push(Sample {
+                        labels: l.clone(),
+                        value: f64::from(c),
+                        start_unix_nanos: 0,
+                    });
+                }
+            }
+        }
+        families.push(Family {
+            name: "perf_counter_states".into(),
+            help: "How many of a metric's counters (CPUs, uncore instances) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), stalled (cycles or instructions on the PMU but not moving), never_ran (enabled but never on the PMU: no value was measured).".into(),
+            kind: Kind::Gauge,
+            samples: counts,
+        });
+        let troubled = || {
+            self.judged_series()
+                .filter(|(_, s, _)| *s != CounterState::Counting)
+        };
         families.push(Family {
             name: "perf_counter_state".into(),
-            help: "The state of each counter over the last collection, 1 for its current state (one series per counter): counting, multiplexed (time-sliced: the value is scaled by enabled/running), stalled (cycles or instructions on the PMU but not moving), never_ran (enabled but never on the PMU: no value was measured).".into(),
+            help: "1 for the current state of each counter that is not counting (multiplexed, stalled, never_ran); counters that are counting have no series here (see perf_counter_states).".into(),
             kind: Kind::Gauge,
-            samples: self
-                .judged_series()
+            samples: troubled()
                 .map(|(st, _, _)| Sample {
                     labels: st.state_labels.clone(),
                     value: 1.0,
@@ -175,10 +224,9 @@ impl Engine {
         });
         families.push(Family {
             name: "perf_counter_running_ratio".into(),
-            help: "The share of the last collection's window each counter was on the PMU (time_running / time_enabled): 1 when counting all the time, below 1 when multiplexed, 0 when it never ran.".into(),
+            help: "The share of the last collection's window a counter that is not counting was on the PMU (time_running / time_enabled): below 1 when multiplexed, 0 when it never ran; counters that are counting (1) have no series here.".into(),
             kind: Kind::Gauge,
-            samples: self
-                .judged_series()
+            samples: troubled()
                 .map(|(st, _, ratio)| Sample {
                     labels: st.ratio_labels.clone(),
                     value: ratio,

@@ -453,42 +453,44 @@ fn unavailable(cur: &[Family], reasons: &Reasons, out: &mut BTreeMap<String, Str
 }
 
 /// What the counter states of the current collection say about the
-/// frame (`perf_counter_state`, `perf_counter_running_ratio`): a metric
-/// none of whose series ran in the window is not a measurement, so it
+/// frame: a metric none of whose counters ran in the window
+/// (`perf_counter_states`: all `never_ran`) is not a measurement, so it
 /// leaves `counts` for `unavailable` (with why) and `not_counted`; a
-/// multiplexed one gets its mean running share in `multiplexed`.
+/// multiplexed one gets its mean running share in `multiplexed` (the
+/// ratios of `perf_counter_running_ratio`, which lists only counters that
+/// are not counting; the others ran all the time).
 fn counter_states(cur: &[Family], f: &mut Frame) {
     let family = |name: &str| cur.iter().find(|x| x.name == name).map(|x| &x.samples);
-    if let Some(samples) = family("perf_counter_state") {
-        // Metric → whether every series of it never ran.
-        let mut never: BTreeMap<&str, bool> = BTreeMap::new();
-        for s in samples {
-            let (Some(m), Some(st)) = (label(&s.labels, "metric"), label(&s.labels, "state"))
-            else {
-                continue;
-            };
-            let nr = CounterState::parse(st).is_some_and(|x| !x.is_measurement());
-            *never.entry(m).or_insert(true) &= nr;
+    let Some(states) = family("perf_counter_states") else {
+        return;
+    };
+    // Metric → (counters, never ran, ratios listed, their sum).
+    let mut per: BTreeMap<&str, (f64, f64, f64, f64)> = BTreeMap::new();
+    for s in states {
+        let (Some(m), Some(st)) = (label(&s.labels, "metric"), label(&s.labels, "state")) else {
+            continue;
+        };
+        let e = per.entry(m).or_default();
+        e.0 += s.value;
+        if CounterState::parse(st).is_some_and(|x| !x.is_measurement()) {
+            e.1 += s.value;
         }
-        for (m, _) in never.into_iter().filter(|(_, n)| *n) {
+    }
+    for s in family("perf_counter_running_ratio").into_iter().flatten() {
+        if let Some(e) = label(&s.labels, "metric").and_then(|m| per.get_mut(m)) {
+            e.2 += 1.0;
+            e.3 += s.value;
+        }
+    }
+    for (m, (n, never, listed, sum)) in per {
+        if n > 0.0 && never >= n {
             f.counts.remove(m);
             f.unavailable
                 .insert(m.to_string(), CounterState::NeverRan.explain().to_string());
             f.not_counted.insert(m.to_string());
-        }
-    }
-    if let Some(samples) = family("perf_counter_running_ratio") {
-        let mut sums: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
-        for s in samples {
-            if let Some(m) = label(&s.labels, "metric") {
-                let e = sums.entry(m).or_default();
-                e.0 += s.value;
-                e.1 += 1;
-            }
-        }
-        for (m, (sum, n)) in sums {
-            let r = sum / f64::from(n.max(1));
-            if r < 1.0 && !f.not_counted.contains(m) {
+        } else if n > 0.0 && listed > 0.0 {
+            let r = (sum + (n - listed).max(0.0)) / n;
+            if r < 1.0 {
                 f.multiplexed.insert(m.to_string(), r);
             }
         }

@@ -65,6 +65,11 @@ impl CounterState {
         }
     }
 
+    /// Its position in [`ALL`](Self::ALL).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The state a label value names.
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|x| x.as_str() == s)
@@ -138,8 +143,9 @@ mod tests {
 
     #[test]
     fn labels_round_trip_and_severity_orders_states() {
-        for s in CounterState::ALL {
+        for (i, s) in CounterState::ALL.into_iter().enumerate() {
             assert_eq!(CounterState::parse(s.as_str()), Some(s));
+            assert_eq!(s.index(), i);
         }
         assert_eq!(CounterState::parse("implausible"), None);
         assert!(CounterState::NeverRan > CounterState::Stalled);
