@@ -130,13 +130,12 @@ fn groups_that_fit_but_exceed_the_budget_are_multiplexed() {
 
 #[test]
 fn a_group_larger_than_the_free_counters_never_runs() {
-    // Two counters, one held by the NMI watchdog: the 2-event group opens
+    // Two counters: the 2-event group fits when it is planned; then the
+    // NMI watchdog takes one, before the group ever ran. It stays opened
     // and never runs.
-    let (k, mut e) = engine(NAMED, |k| {
-        k.set_counters("cpu", 2);
-        k.set_watchdog("cpu", true);
-    });
+    let (k, mut e) = engine(NAMED, |k| k.set_counters("cpu", 2));
     e.collect();
+    k.set_watchdog("cpu", true);
     k.advance(SEC);
     let s = e.collect();
     all(&e, C, CounterState::NeverRan, 0.0);
@@ -216,4 +215,49 @@ fn cycles_and_instructions_that_stand_still_while_running_are_stalled() {
     k.advance(SEC);
     e.collect();
     all(&e, "c_total", CounterState::Counting, 1.0);
+}
+
+/// Seven events of one PMU in one set.
+const SEVEN: &str = "sets:\n  - name: big\n    events:\n      - metric: c_total\n        event: cycles\n      - metric: i_total\n        event: instructions\n      - metric: cr_total\n        event: cache-references\n      - metric: cm_total\n        event: cache-misses\n      - metric: br_total\n        event: branches\n      - metric: bm_total\n        event: branch-misses\n      - metric: bc_total\n        event: bus-cycles\n";
+
+#[test]
+fn a_group_that_can_never_schedule_is_split_before_it_is_opened() {
+    // A 6-counter core given a 7-event set: as one group it would never
+    // run. The plan knows the budget, so it opens 6 + 1 and says so.
+    let (k, mut e) = engine(SEVEN, |k| k.set_counters("cpu", 6));
+    let problems = e.problems();
+    for m in ["c_total", "bc_total"] {
+        let p = problems
+            .iter()
+            .find(|(x, _)| x == m)
+            .map(|(_, p)| p)
+            .unwrap_or_else(|| panic!("{m}: {problems:?}"));
+        assert_eq!(p.code(), "group_too_large");
+        assert!(
+            p.what_to_do()
+                .starts_with("split set `big` into sets of at most 6 events"),
+            "{}",
+            p.what_to_do()
+        );
+    }
+    e.collect();
+    k.advance(SEC);
+    let s = e.collect();
+    // Never a window that never ran: the two groups take turns from the
+    // start (6 of 7 counters' worth of time each).
+    for m in [
+        "c_total", "i_total", "cr_total", "cm_total", "br_total", "bm_total", "bc_total",
+    ] {
+        all(&e, m, CounterState::Multiplexed, 6.0 / 7.0);
+    }
+    let c = family(&s, "c_total");
+    assert_eq!(c.len(), 8);
+    assert!((c[0].1 - 2.0e9).abs() < 10.0, "{c:?}");
+    // Still one group per CPU when it fits.
+    let (_, e) = engine(SEVEN, |k| k.set_counters("cpu", 7));
+    assert!(e
+        .problems()
+        .iter()
+        .all(|(_, p)| p.code() != "group_too_large"));
+    assert_eq!(e.open_groups(), 8);
 }

@@ -8,7 +8,7 @@ use super::{
     TimeSeries, TimeSlot,
 };
 use crate::perf::{Counter, ErrorKind, PerfError};
-use crate::problem::CounterState;
+use crate::problem::{CounterState, Problem};
 use crate::snapshot::Labels;
 use std::collections::HashSet;
 
@@ -117,9 +117,76 @@ impl Engine {
         Ok(c)
     }
 
+    /// Opens `members` as one group, or, when they need more counters
+    /// than the PMU has free (where the kernel tells:
+    /// [`Kernel::free_counters`](crate::perf::Kernel::free_counters)), as
+    /// groups that fit, reporting [`Problem::GroupTooLarge`] first: a
+    /// group that can never be scheduled is split before it is opened,
+    /// not discovered as zeros later. Returns the groups opened.
+    fn open_group(&mut self, key: GroupKey, members: Vec<MemberPlan>) -> Vec<Group> {
+        let Some(chunks) = self.fit_to_counters(&key, &members) else {
+            return self.open_one_group(key, members);
+        };
+        let mut out = Vec::new();
+        let mut k = key.split;
+        for chunk in chunks {
+            let gs = self.open_one_group(
+                GroupKey {
+                    split: k,
+                    ..key.clone()
+                },
+                chunk,
+            );
+            k += gs.len().max(1);
+            out.extend(gs);
+        }
+        out
+    }
+
+    /// `members` cut into groups of at most the PMU's free counters (a
+    /// perf-metrics `slots` unit stays whole), with the problem noted for
+    /// each metric; `None` when they fit as one group, or nothing says how
+    /// many counters there are.
+    fn fit_to_counters(
+        &mut self,
+        key: &GroupKey,
+        members: &[MemberPlan],
+    ) -> Option<Vec<Vec<MemberPlan>>> {
+        let free = self.kernel.free_counters(&key.pmu)?;
+        if members.len() <= free.max(1) || key.split != 0 {
+            return None;
+        }
+        let units = super::plan::split_units(&self.table, members.to_vec());
+        if units.len() < 2 {
+            return None;
+        }
+        let set = self
+            .resolution
+            .sets
+            .get(key.set)
+            .map_or_else(String::new, |s| s.name.clone());
+        let problem = Problem::GroupTooLarge {
+            set,
+            pmu: key.pmu.clone(),
+            events: members.len(),
+            counters: free,
+        };
+        for m in members {
+            self.note(m.metric, problem.clone());
+        }
+        let mut chunks: Vec<Vec<MemberPlan>> = Vec::new();
+        for unit in units {
+            match chunks.last_mut() {
+                Some(c) if c.len() + unit.len() <= free => c.extend(unit),
+                _ => chunks.push(unit),
+            }
+        }
+        Some(chunks)
+    }
+
     /// Opens `members` as one group (leader first), splitting off members
     /// the PMU refuses to group. Returns the groups opened.
-    fn open_group(&mut self, key: GroupKey, members: Vec<MemberPlan>) -> Vec<Group> {
+    fn open_one_group(&mut self, key: GroupKey, members: Vec<MemberPlan>) -> Vec<Group> {
         let mut out = Vec::new();
         let mut pending = members;
         let mut split = key.split;
