@@ -171,8 +171,24 @@ impl Engine {
             events: members.len(),
             counters: free,
         };
+        let first_time = members.first().is_some_and(|m| {
+            self.runtime
+                .get(m.metric)
+                .is_some_and(|rt| !rt.reasons.contains(&problem))
+        });
+        if first_time {
+            // Once, not per CPU.
+            tracing::warn!(pmu = %key.pmu, %problem, what_to_do = %problem.what_to_do(),
+                "group larger than the PMU's free counters; opening it as groups that fit");
+        }
         for m in members {
-            self.note(m.metric, problem.clone());
+            // Counted (multiplexed), so not through `note`, which logs
+            // the metric as unavailable.
+            if let Some(rt) = self.runtime.get_mut(m.metric) {
+                if !rt.reasons.contains(&problem) {
+                    rt.reasons.push(problem.clone());
+                }
+            }
         }
         let mut chunks: Vec<Vec<MemberPlan>> = Vec::new();
         for unit in units {
