@@ -23,6 +23,14 @@
 //! * **Never scheduled.** A group whose `time_running` stays 0 while it is
 //!   enabled cannot fit on the PMU; it is split into single-event groups
 //!   (and a member that still never runs exports nothing, not zero).
+//!   Where the kernel seam tells a PMU's free counters
+//!   ([`Kernel::free_counters`]), a group larger than them is split before
+//!   it is opened (`open.rs`), with [`Problem::GroupTooLarge`].
+//! * **Counter states** (`trust.rs`). Each collection judges every
+//!   counter series from the same reads: `counting`, `multiplexed`,
+//!   `never_ran` or `stalled` ([`CounterState`]), exported as
+//!   `perf_counter_states` (bounded by the config) and, for counters not
+//!   counting only, `perf_counter_state` and `perf_counter_running_ratio`.
 //! * **Hotplug** (`hotplug.rs`). When a CPU goes offline the
 //!   kernel stops its events (their `time_enabled` stands still) and, on
 //!   current kernels, detaches the members of each group, but every event
