@@ -22,6 +22,9 @@
 use std::fmt;
 use std::path::PathBuf;
 
+pub mod state;
+pub use state::CounterState;
+
 /// How to grant what system-wide counting needs.
 pub const HOW_TO_GRANT: &str = "grant CAP_PERFMON (a file capability: `setcap cap_perfmon=ep /path/to/perf-exporter`; systemd: `AmbientCapabilities=CAP_PERFMON`; Kubernetes: `securityContext.capabilities.add: [PERFMON]`), or set kernel.perf_event_paranoid=0 for the whole host";
 
@@ -180,6 +183,20 @@ pub enum Problem {
     },
     /// Any other errno.
     Failed(OpenFailure),
+    /// A set's group needs more counters of a PMU than it has free (the
+    /// count the kernel seam tells, [`crate::perf::Kernel::free_counters`]):
+    /// it could never be scheduled, so it was opened as smaller groups
+    /// (which multiplex) instead of as one that never runs.
+    GroupTooLarge {
+        /// The set.
+        set: String,
+        /// The PMU.
+        pmu: String,
+        /// Its events in the set, per CPU.
+        events: usize,
+        /// The PMU's free counters.
+        counters: usize,
+    },
     /// A `cgroups:` section is configured, but no cgroup hierarchy perf
     /// can count on (cgroup2, or v1 with `perf_event`) is mounted.
     NoCgroupHierarchy {
@@ -234,6 +251,7 @@ impl Problem {
             Problem::Busy(_) => "busy",
             Problem::Unschedulable { .. } => "unschedulable",
             Problem::Failed(_) => "failed",
+            Problem::GroupTooLarge { .. } => "group_too_large",
             Problem::NoCgroupHierarchy { .. } => "no_cgroup_hierarchy",
             Problem::CgroupOverLimit { .. } => "cgroup_over_limit",
             Problem::CgroupGone { .. } => "cgroup_gone",
@@ -258,6 +276,7 @@ impl Problem {
         "busy",
         "unschedulable",
         "failed",
+        "group_too_large",
         "no_cgroup_hierarchy",
         "cgroup_over_limit",
         "cgroup_gone",
@@ -290,6 +309,7 @@ impl Problem {
             | Problem::Unschedulable { event, .. }
             | Problem::UncoreInCgroupSet { event, .. } => event,
             Problem::FdExhausted { .. }
+            | Problem::GroupTooLarge { .. }
             | Problem::NoCgroupHierarchy { .. }
             | Problem::CgroupOverLimit { .. }
             | Problem::CgroupGone { .. } => "",
@@ -309,6 +329,7 @@ impl Problem {
             Problem::NoOnlineCpu { pmu, .. }
             | Problem::NoCpuEncoding { pmu, .. }
             | Problem::Unschedulable { pmu, .. }
+            | Problem::GroupTooLarge { pmu, .. }
             | Problem::UncoreInCgroupSet { pmu, .. } => Some(pmu),
             _ => self.open().map(|o| o.pmu.as_str()),
         }
@@ -365,6 +386,7 @@ impl Problem {
             Problem::Busy(_) => "another user holds the counter (e.g. the NMI watchdog: `sysctl kernel.nmi_watchdog=0`), or the set has more events than the PMU has counters: split the set".into(),
             Problem::Unschedulable { .. } => "the PMU never had a free counter for it: split the set, or stop other users of the counters (the NMI watchdog: `sysctl kernel.nmi_watchdog=0`)".into(),
             Problem::Failed(_) => "see the errno; report it if it persists".into(),
+            Problem::GroupTooLarge { set, counters, .. } => format!("split set `{set}` into sets of at most {counters} events of this PMU, so each is counted as one group without multiplexing; or free counters (the NMI watchdog holds one: `sysctl kernel.nmi_watchdog=0`)"),
             Problem::NoCgroupHierarchy { .. } => "mount cgroup2 (`mount -t cgroup2 none /sys/fs/cgroup`) or the v1 perf_event controller, give the host's cgroup root with --path.cgroupfs (a DaemonSet mounts it read-only), or remove the `cgroups:` section".into(),
             Problem::CgroupOverLimit { .. } => "raise `cgroups.max_cgroups` (each counted cgroup costs one perf group per CPU), or narrow the preset or `paths:`; the busiest cgroups by `cpu.stat` usage are counted, re-ranked every `cgroups.rank_interval`".into(),
             Problem::CgroupGone { .. } => "nothing: the cgroup was removed (its workload ended); the next scan no longer matches it".into(),
@@ -508,6 +530,10 @@ impl fmt::Display for Problem {
                 "{event} on {pmu} CPU {cpu}: never scheduled on the PMU (time_running stays 0)"
             ),
             Problem::Failed(o) => write!(f, "failed (errno {}): {o}", o.errno),
+            Problem::GroupTooLarge { set, pmu, events, counters } => write!(
+                f,
+                "set `{set}` has {events} events of {pmu} but {pmu} has {counters} free counters: as one group it would never be scheduled, so its events are counted in smaller groups that take turns (multiplexed)"
+            ),
             Problem::NoCgroupHierarchy { mountinfo, detail } => write!(
                 f,
                 "no cgroup hierarchy to count per workload in {}: {detail}",
@@ -592,6 +618,12 @@ mod tests {
                 cpu: 0,
             },
             Problem::Failed(open(5)),
+            Problem::GroupTooLarge {
+                set: "core".into(),
+                pmu: "cpu".into(),
+                events: 7,
+                counters: 6,
+            },
             Problem::NoCgroupHierarchy {
                 mountinfo: "/proc/self/mountinfo".into(),
                 detail: "d".into(),

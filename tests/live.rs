@@ -251,6 +251,19 @@ fn software_msr_tracepoint_per_cpu() {
         o
     });
     let (a, b) = last.expect("measured");
+    // Software, tracepoint and msr events are never time-sliced: on the
+    // live kernel their running time equals their enabled time exactly,
+    // so every counter is `counting` (issue 27).
+    let states = engine.counter_states();
+    assert!(!states.is_empty());
+    for (metric, labels, state, ratio) in &states {
+        assert_eq!(
+            (*state, *ratio),
+            (perf_exporter::problem::CounterState::Counting, 1.0),
+            "{metric}{}",
+            labels.rendered()
+        );
+    }
     assert!(
         load.finish(),
         "could not pin the load threads to {cpus:?} \

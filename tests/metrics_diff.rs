@@ -24,6 +24,9 @@ use std::sync::Arc;
 /// Families whose values are exact, not time-dependent (a simulated PMU
 /// never fails a read, so `perf_read_errors_total` is exactly 0).
 const EXACT: &[&str] = &[
+    "perf_counter_running_ratio",
+    "perf_counter_state",
+    "perf_counter_states",
     "perf_event_available",
     "perf_event_unavailable_info",
     "perf_exporter_build_info",

@@ -255,7 +255,7 @@ fn block(
         }
     } else {
         for (k, v) in &f.counts {
-            writeln!(out, "{lead}{:>22}  {}", num(*v), escape(k)).map_err(io)?;
+            writeln!(out, "{lead}{:>22}  {}{}", num(*v), escape(k), share(f, k)).map_err(io)?;
         }
     }
     let pad = if per_cpu { "      " } else { "" };
@@ -263,10 +263,17 @@ fn block(
         writeln!(out, "{lead}{pad}{:>22}  {}", ratio(*v), escape(k)).map_err(io)?;
     }
     // What is not available is the same in every interval: only the
-    // summary names it, with each cause said once.
-    if reasons {
-        for k in f.unavailable.keys() {
-            writeln!(out, "{lead}{pad}{:>22}  {}", "<not available>", escape(k)).map_err(io)?;
+    // summary names it, with each cause said once. A counter that opened
+    // and never ran is perf's `<not counted>`, in every interval.
+    for k in f.unavailable.keys() {
+        let not_counted = f.not_counted.contains(k);
+        if reasons || not_counted {
+            let what = if not_counted {
+                "<not counted>"
+            } else {
+                "<not available>"
+            };
+            writeln!(out, "{lead}{pad}{what:>22}  {}", escape(k)).map_err(io)?;
         }
     }
     Ok(())
@@ -301,6 +308,14 @@ fn why_not_available(
     Ok(())
 }
 
+/// perf's `  (xx.xx%)` after a multiplexed counter: the share of the
+/// window it ran on the PMU; nothing for one that counted all the time.
+fn share(f: &Frame, metric: &str) -> String {
+    f.multiplexed
+        .get(metric)
+        .map_or_else(String::new, |r| format!("  ({:.2}%)", r * 100.0))
+}
+
 /// A derived value; `-` where its denominator did not move.
 fn ratio(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.3}"))
@@ -320,4 +335,45 @@ fn summary(
     block(out, "", f, s.per_cpu, true)?;
     why_not_available(out, f, causes)?;
     out.flush().map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::CounterState;
+
+    /// perf's conventions: a multiplexed count with its `(xx.xx%)`, a
+    /// counter that never ran as `<not counted>` (never a number), one not
+    /// counted on this host as `<not available>`.
+    #[test]
+    fn multiplexed_and_never_ran_counters_are_shown_as_perf_does() {
+        let mut f = Frame {
+            interval_seconds: 1.0,
+            ..Frame::default()
+        };
+        f.counts.insert("perf_cpu_cycles_total".into(), 2e9);
+        f.counts.insert("perf_instructions_total".into(), 3e9);
+        f.multiplexed.insert("perf_cpu_cycles_total".into(), 0.75);
+        let why = CounterState::NeverRan.explain().to_string();
+        f.unavailable.insert("perf_branches_total".into(), why);
+        f.not_counted.insert("perf_branches_total".into());
+        f.unavailable
+            .insert("perf_l1i_loads_total".into(), "not supported".into());
+        // The summary (reasons: the causes follow in `#` lines) has every
+        // row; an interval has the `<not counted>` one, not the one this
+        // host cannot count at all.
+        let mut out = Vec::new();
+        block(&mut out, "", &f, false, true).unwrap();
+        let expected = "            2000000000  perf_cpu_cycles_total  (75.00%)\n\
+             \x20           3000000000  perf_instructions_total\n\
+             \x20        <not counted>  perf_branches_total\n\
+             \x20      <not available>  perf_l1i_loads_total\n";
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+        let mut out = Vec::new();
+        block(&mut out, "", &f, false, false).unwrap();
+        let expected = "            2000000000  perf_cpu_cycles_total  (75.00%)\n\
+             \x20           3000000000  perf_instructions_total\n\
+             \x20        <not counted>  perf_branches_total\n";
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+    }
 }

@@ -23,6 +23,14 @@
 //! * **Never scheduled.** A group whose `time_running` stays 0 while it is
 //!   enabled cannot fit on the PMU; it is split into single-event groups
 //!   (and a member that still never runs exports nothing, not zero).
+//!   Where the kernel seam tells a PMU's free counters
+//!   ([`Kernel::free_counters`]), a group larger than them is split before
+//!   it is opened (`open.rs`), with [`Problem::GroupTooLarge`].
+//! * **Counter states** (`trust.rs`). Each collection judges every
+//!   counter series from the same reads: `counting`, `multiplexed`,
+//!   `never_ran` or `stalled` ([`CounterState`]), exported as
+//!   `perf_counter_states` (bounded by the config) and, for counters not
+//!   counting only, `perf_counter_state` and `perf_counter_running_ratio`.
 //! * **Hotplug** (`hotplug.rs`). When a CPU goes offline the
 //!   kernel stops its events (their `time_enabled` stands still) and, on
 //!   current kernels, detaches the members of each group, but every event
@@ -69,6 +77,7 @@ mod read;
 mod runtime;
 pub mod sample;
 mod totals;
+mod trust;
 
 pub use budget::{open_with_reserve, open_with_reserve_for};
 pub use hotplug::{follow_hotplug, HotplugFollower};
@@ -78,7 +87,7 @@ pub use totals::Totals;
 
 use crate::perf::{Counter, EventAttr, GroupReading, Kernel};
 use crate::pmu::PmuTable;
-use crate::problem::Problem;
+use crate::problem::{CounterState, Problem};
 use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -107,6 +116,16 @@ struct SeriesState {
     gauge_groups: u32,
     /// Gauges: the last group that contributed (to count groups once).
     gauge_last_group: usize,
+    /// Its counter state (`trust.rs`) and the running share of the last
+    /// collection that judged it (`None`: not judged yet).
+    trust: Option<(CounterState, f64)>,
+    /// Scratch of one collection: what its groups' windows say.
+    window: trust::Window,
+    /// `perf_counter_state`'s labels for the current state (rebuilt when
+    /// it changes, never per collection).
+    state_labels: Labels,
+    /// `perf_counter_running_ratio`'s labels.
+    ratio_labels: Labels,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -126,6 +145,12 @@ struct Member {
     counter: Counter,
     /// High-water mark of the scaled estimate (raw units).
     high: f64,
+    /// Whether its count must move whenever it runs (`trust.rs`).
+    must_move: bool,
+    /// Its raw count at the last read.
+    last_raw: u64,
+    /// Collections in a row it ran and its count stood still.
+    unmoved: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -249,6 +274,8 @@ pub struct Engine {
     cgroups: Option<cgroup::CgroupCounting>,
     /// Sampled attribution's families (`sampling:`), added to snapshots.
     sampled: Option<Arc<sample::SampledFamilies>>,
+    /// Per metric, `perf_counter_states`' labels, one per state.
+    state_count_labels: Vec<[Labels; 4]>,
 }
 
 impl Engine {
@@ -329,7 +356,9 @@ impl Engine {
             parked: Totals::default(),
             cgroups: None,
             sampled: None,
+            state_count_labels: Vec::new(),
         };
+        e.state_count_labels = trust::count_labels(&e.resolution);
         // Start listening for hotplug before reading the online list, so a
         // change in between is not missed.
         e.hotplug_seen = e.kernel.hotplug_generation();

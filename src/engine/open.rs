@@ -8,6 +8,7 @@ use super::{
     TimeSeries, TimeSlot,
 };
 use crate::perf::{Counter, ErrorKind, PerfError};
+use crate::problem::{CounterState, Problem};
 use crate::snapshot::Labels;
 use std::collections::HashSet;
 
@@ -18,7 +19,17 @@ impl Engine {
             return i;
         }
         let i = self.series.len();
+        let metric = self
+            .resolution
+            .metrics
+            .get(key.0)
+            .map_or_else(String::new, |m| m.metric.clone());
+        let ratio_labels = super::trust::ratio_labels(&metric, &key.1);
         self.series.push(SeriesState {
+            state_labels: super::trust::state_labels(&ratio_labels, CounterState::Counting),
+            ratio_labels,
+            trust: None,
+            window: super::trust::Window::default(),
             metric: key.0,
             labels: Labels::new(key.1.clone()),
             value: 0.0,
@@ -106,9 +117,92 @@ impl Engine {
         Ok(c)
     }
 
+    /// Opens `members` as one group, or, when they need more counters
+    /// than the PMU has free (where the kernel tells:
+    /// [`Kernel::free_counters`](crate::perf::Kernel::free_counters)), as
+    /// groups that fit, reporting [`Problem::GroupTooLarge`] first: a
+    /// group that can never be scheduled is split before it is opened,
+    /// not discovered as zeros later. Returns the groups opened.
+    fn open_group(&mut self, key: GroupKey, members: Vec<MemberPlan>) -> Vec<Group> {
+        let Some(chunks) = self.fit_to_counters(&key, &members) else {
+            return self.open_one_group(key, members);
+        };
+        let mut out = Vec::new();
+        let mut k = key.split;
+        for chunk in chunks {
+            let gs = self.open_one_group(
+                GroupKey {
+                    split: k,
+                    ..key.clone()
+                },
+                chunk,
+            );
+            k += gs.len().max(1);
+            out.extend(gs);
+        }
+        out
+    }
+
+    /// `members` cut into groups of at most the PMU's free counters (a
+    /// perf-metrics `slots` unit stays whole), with the problem noted for
+    /// each metric; `None` when they fit as one group, or nothing says how
+    /// many counters there are.
+    fn fit_to_counters(
+        &mut self,
+        key: &GroupKey,
+        members: &[MemberPlan],
+    ) -> Option<Vec<Vec<MemberPlan>>> {
+        let free = self.kernel.free_counters(&key.pmu)?;
+        if members.len() <= free.max(1) || key.split != 0 {
+            return None;
+        }
+        let units = super::plan::split_units(&self.table, members.to_vec());
+        if units.len() < 2 {
+            return None;
+        }
+        let set = self
+            .resolution
+            .sets
+            .get(key.set)
+            .map_or_else(String::new, |s| s.name.clone());
+        let problem = Problem::GroupTooLarge {
+            set,
+            pmu: key.pmu.clone(),
+            events: members.len(),
+            counters: free,
+        };
+        let first_time = members.first().is_some_and(|m| {
+            self.runtime
+                .get(m.metric)
+                .is_some_and(|rt| !rt.reasons.contains(&problem))
+        });
+        if first_time {
+            // Once, not per CPU.
+            tracing::warn!(pmu = %key.pmu, %problem, what_to_do = %problem.what_to_do(),
+                "group larger than the PMU's free counters; opening it as groups that fit");
+        }
+        for m in members {
+            // Counted (multiplexed), so not through `note`, which logs
+            // the metric as unavailable.
+            if let Some(rt) = self.runtime.get_mut(m.metric) {
+                if !rt.reasons.contains(&problem) {
+                    rt.reasons.push(problem.clone());
+                }
+            }
+        }
+        let mut chunks: Vec<Vec<MemberPlan>> = Vec::new();
+        for unit in units {
+            match chunks.last_mut() {
+                Some(c) if c.len() + unit.len() <= free => c.extend(unit),
+                _ => chunks.push(unit),
+            }
+        }
+        Some(chunks)
+    }
+
     /// Opens `members` as one group (leader first), splitting off members
     /// the PMU refuses to group. Returns the groups opened.
-    fn open_group(&mut self, key: GroupKey, members: Vec<MemberPlan>) -> Vec<Group> {
+    fn open_one_group(&mut self, key: GroupKey, members: Vec<MemberPlan>) -> Vec<Group> {
         let mut out = Vec::new();
         let mut pending = members;
         let mut split = key.split;
@@ -164,10 +258,13 @@ impl Engine {
                 st.start_ns = now;
             }
             members.push(Member {
+                must_move: super::trust::must_move(&self.table, &plan.attr),
                 plan,
                 series,
                 counter,
                 high: 0.0,
+                last_raw: 0,
+                unmoved: 0,
             });
         }
         let time_slot = self.time_slot_of(key.set, key.cpu);

@@ -115,6 +115,7 @@ impl Engine {
         }
         self.groups = groups;
         self.finish_gauges();
+        self.finish_states();
         self.flush_time_slots();
         self.after_reads(seen);
         if seen.split {
@@ -141,12 +142,25 @@ impl Engine {
             seen.failed_cpu |= kind == ErrorKind::CpuOffline;
             return;
         }
+        let last_running = g.last_running;
         let d_en = self.account_times(g, seen);
+        let d_run = self.buf.time_running.saturating_sub(last_running);
+        for (k, m) in g.members.iter_mut().enumerate() {
+            let raw = value_of(&self.buf.values, k, m.counter.id);
+            super::trust::judge(&mut self.series, m, d_en, d_run, raw);
+        }
         let Some(factor) = mux_factor(self.buf.time_enabled, self.buf.time_running) else {
             self.never_ran(g, d_en, seen);
             return;
         };
         g.never_ran = 0;
+        if d_en > 0 && d_run == 0 {
+            // Ran before but not in this window (another user took the
+            // counters): scaling would extrapolate the past over a window
+            // nothing was measured in. The totals hold; the state says
+            // `never_ran`.
+            return;
+        }
         for (k, m) in g.members.iter_mut().enumerate() {
             if let Some(raw) = value_of(&self.buf.values, k, m.counter.id) {
                 apply_member(&mut self.series, m, gi, raw, factor);

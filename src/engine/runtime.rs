@@ -199,7 +199,7 @@ impl Engine {
 
     /// The counters as of the last [`read_groups`](Self::read_groups).
     pub fn snapshot(&self) -> Snapshot {
-        let mut families = Vec::with_capacity(self.series_order.len() + 4);
+        let mut families = Vec::with_capacity(self.series_order.len() + 6);
         self.metric_families(&mut families);
         families.push(Family {
             name: "perf_event_available".into(),
@@ -220,6 +220,7 @@ impl Engine {
                 .collect(),
         });
         families.push(self.unavailable_info());
+        self.state_families(&mut families);
         self.time_families(&mut families);
         self.cgroup_families(&mut families);
         if let Some(s) = &self.sampled {

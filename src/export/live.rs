@@ -45,6 +45,13 @@
 //!   [`DERIVED`] marked so, plus `busy_ratio` (MPERF/TSC, the share of
 //!   time the CPU was not halted, where the `msr` PMU has both). The
 //!   reader computes them ([`PerCpu`]; `per_cpu.rs`).
+//! * `multiplexed` (only when some metric was): metric → the mean share
+//!   of the window its counters were on the PMU (`perf_counter_running_ratio`,
+//!   perf's `(xx.xx%)`).
+//! * `not_counted` (only when some metric was not): the metrics none of
+//!   whose counters ran in the window (`perf_counter_state` `never_ran`,
+//!   perf's `<not counted>`). Their value is not a measurement, so they
+//!   are in `unavailable`, with why, and never in `counts`.
 //! * `per_cgroup` (where cgroups are counted): the busiest
 //!   [`TOP_CGROUPS`] cgroups with their counts and derived values, counted
 //!   cgroups inside them nested ([`CgroupTop`]; `cgroups.rs`).
@@ -59,12 +66,13 @@ mod per_cpu;
 pub use cgroups::{CgroupRow, CgroupTop, CGROUP_PREFIX, TOP_CGROUPS};
 pub use per_cpu::PerCpu;
 
+use crate::problem::CounterState;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use cgroups::CgroupRows;
 use deltas::{deltas_into, sum};
 use per_cpu::{CpuColumns, CpuIndex};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// How a derived value is computed from the frame's `counts`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +241,13 @@ pub struct Frame {
     pub unavailable: BTreeMap<String, String>,
     /// The per-workload top list, where cgroups are counted.
     pub per_cgroup: Option<CgroupTop>,
+    /// Metric → the share of the window it ran on the PMU, where it was
+    /// multiplexed (below 1; perf's `(xx.xx%)`). Not in the JSON when empty.
+    pub multiplexed: BTreeMap<String, f64>,
+    /// Metrics that were not counted in the window (every series
+    /// `never_ran`: perf's `<not counted>`); they are in `unavailable`
+    /// with why, never in `counts`. Not in the JSON when empty.
+    pub not_counted: BTreeSet<String>,
 }
 
 impl Frame {
@@ -269,6 +284,12 @@ impl Frame {
         entry(&mut out, "unavailable", &self.unavailable);
         if let Some(c) = &self.per_cgroup {
             entry(&mut out, "per_cgroup", c);
+        }
+        if !self.multiplexed.is_empty() {
+            entry(&mut out, "multiplexed", &self.multiplexed);
+        }
+        if !self.not_counted.is_empty() {
+            entry(&mut out, "not_counted", &self.not_counted);
         }
         out.push(b'}');
         String::from_utf8(out).unwrap_or_default()
@@ -342,6 +363,7 @@ impl Framer {
             }
         }
         unavailable(cur, reasons, &mut f.unavailable);
+        counter_states(cur, &mut f);
         for (name, form, _) in DERIVED {
             match eval(*form, &f.counts, secs) {
                 Ok(v) => {
@@ -427,6 +449,51 @@ fn unavailable(cur: &[Family], reasons: &Reasons, out: &mut BTreeMap<String, Str
                 None => "not counted on this host".into(),
             });
         out.insert(m.to_string(), why);
+    }
+}
+
+/// What the counter states of the current collection say about the
+/// frame: a metric none of whose counters ran in the window
+/// (`perf_counter_states`: all `never_ran`) is not a measurement, so it
+/// leaves `counts` for `unavailable` (with why) and `not_counted`; a
+/// multiplexed one gets its mean running share in `multiplexed` (the
+/// ratios of `perf_counter_running_ratio`, which lists only counters that
+/// are not counting; the others ran all the time).
+fn counter_states(cur: &[Family], f: &mut Frame) {
+    let family = |name: &str| cur.iter().find(|x| x.name == name).map(|x| &x.samples);
+    let Some(states) = family("perf_counter_states") else {
+        return;
+    };
+    // Metric → (counters, never ran, ratios listed, their sum).
+    let mut per: BTreeMap<&str, (f64, f64, f64, f64)> = BTreeMap::new();
+    for s in states {
+        let (Some(m), Some(st)) = (label(&s.labels, "metric"), label(&s.labels, "state")) else {
+            continue;
+        };
+        let e = per.entry(m).or_default();
+        e.0 += s.value;
+        if CounterState::parse(st).is_some_and(|x| !x.is_measurement()) {
+            e.1 += s.value;
+        }
+    }
+    for s in family("perf_counter_running_ratio").into_iter().flatten() {
+        if let Some(e) = label(&s.labels, "metric").and_then(|m| per.get_mut(m)) {
+            e.2 += 1.0;
+            e.3 += s.value;
+        }
+    }
+    for (m, (n, never, listed, sum)) in per {
+        if n > 0.0 && never >= n {
+            f.counts.remove(m);
+            f.unavailable
+                .insert(m.to_string(), CounterState::NeverRan.explain().to_string());
+            f.not_counted.insert(m.to_string());
+        } else if n > 0.0 && listed > 0.0 {
+            let r = (sum + (n - listed).max(0.0)) / n;
+            if r < 1.0 {
+                f.multiplexed.insert(m.to_string(), r);
+            }
+        }
     }
 }
 

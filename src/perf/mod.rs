@@ -442,6 +442,15 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     fn simulated(&self) -> bool {
         false
     }
+
+    /// How many counters of `pmu` a group may use on one CPU, where the
+    /// kernel tells (`None`: unknown, as on the live kernel today: sysfs
+    /// does not say; issue 27 item 3 measures it). The engine plans
+    /// groups within it.
+    fn free_counters(&self, pmu: &str) -> Option<usize> {
+        let _ = pmu;
+        None
+    }
 }
 
 #[cfg(test)]

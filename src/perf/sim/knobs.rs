@@ -1,7 +1,9 @@
 //! The simulated kernel's knobs, for tests and demos: the clock, slow
 //! reads, multiplexing, activity, refusals and group limits. Every knob
 //! changes only what happens after the call: the counters are brought up
-//! to date with the old setting first.
+//! to date with the old setting first. Counter budgets, the NMI watchdog
+//! and stalled counters ([`SimKernel::set_counters`], ...) are the
+//! failures issue 27 makes visible as counter states.
 
 use super::SimKernel;
 use std::sync::atomic::Ordering;
@@ -87,6 +89,49 @@ impl SimKernel {
             st.never_runs.insert(pmu_name.to_string());
         } else {
             st.never_runs.remove(pmu_name);
+        }
+    }
+
+    /// Gives `pmu_name` a budget of `n` counters per CPU (default:
+    /// unlimited), as the kernel schedules flexible groups: a group that
+    /// needs more of them than are free opens and never runs
+    /// (`time_running` stays 0, as on a 6-counter Arm core given a
+    /// 7-event group); groups that fit share the free counters, each
+    /// running `free / Σ sizes` of the time when they do not all fit at
+    /// once (the kernel rotates them; this is its average). A group's
+    /// size is its events of that PMU; software events take no counter.
+    /// Simplified: no fixed counters, and a group that can never run does
+    /// not starve the others (the kernel may). Applies from now on.
+    pub fn set_counters(&self, pmu_name: &str, n: usize) {
+        let mut st = self.state();
+        st.sync_all();
+        st.counters.insert(pmu_name.to_string(), n);
+    }
+
+    /// Makes the NMI watchdog hold (`true`) or release one of
+    /// `pmu_name`'s counters (of its [`set_counters`](Self::set_counters)
+    /// budget), as `kernel.nmi_watchdog=1` does on x86. Applies from now
+    /// on.
+    pub fn set_watchdog(&self, pmu_name: &str, on: bool) {
+        let mut st = self.state();
+        st.sync_all();
+        if on {
+            st.watchdog.insert(pmu_name.to_string());
+        } else {
+            st.watchdog.remove(pmu_name);
+        }
+    }
+
+    /// Makes `pmu_name`'s counters stall (`true`): they stay scheduled
+    /// (`time_running` advances) but their counts stand still, as a broken
+    /// virtual PMU's do. Applies from now on.
+    pub fn set_stalled(&self, pmu_name: &str, stalled: bool) {
+        let mut st = self.state();
+        st.sync_all();
+        if stalled {
+            st.stalled.insert(pmu_name.to_string());
+        } else {
+            st.stalled.remove(pmu_name);
         }
     }
 }

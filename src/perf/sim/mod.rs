@@ -44,6 +44,11 @@
 //!   group led by `slots`, else EINVAL (see [`accept`]'s docs).
 //!   [`SimKernel::set_max_group`] limits how many events of a PMU a group
 //!   may hold; `arm_dmc620*` PMUs start with a limit of 1, like the driver.
+//! * Counter budgets ([`SimKernel::set_counters`], with
+//!   [`SimKernel::set_watchdog`] holding one): a group needing more of a
+//!   PMU's counters than are free opens and never runs; groups that fit
+//!   share them. [`SimKernel::set_stalled`]: counters that run without
+//!   counting.
 //!
 //! # Counting
 //!

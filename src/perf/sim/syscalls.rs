@@ -219,4 +219,11 @@ impl Kernel for SimKernel {
     fn simulated(&self) -> bool {
         true
     }
+
+    /// The budget of [`SimKernel::set_counters`] less the watchdog's.
+    fn free_counters(&self, pmu: &str) -> Option<usize> {
+        let st = self.state();
+        let n = *st.counters.get(pmu)?;
+        Some(n.saturating_sub(usize::from(st.watchdog.contains(pmu))))
+    }
 }

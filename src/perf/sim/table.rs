@@ -113,6 +113,12 @@ pub(super) struct State {
     pub(super) refused: HashMap<String, i32>,
     pub(super) max_group: HashMap<String, usize>,
     pub(super) never_runs: HashSet<String>,
+    /// Counters per CPU of a PMU (the counter budget; absent: unlimited).
+    pub(super) counters: HashMap<String, usize>,
+    /// PMUs on which the NMI watchdog holds one counter (pinned).
+    pub(super) watchdog: HashSet<String>,
+    /// PMUs whose counters run without counting.
+    pub(super) stalled: HashSet<String>,
     start: Instant,
     manual: bool,
     pub(super) offset_ns: u64,
@@ -140,6 +146,9 @@ impl State {
             refused: HashMap::new(),
             max_group,
             never_runs: HashSet::new(),
+            counters: HashMap::new(),
+            watchdog: HashSet::new(),
+            stalled: HashSet::new(),
             start: Instant::now(),
             manual,
             offset_ns: 0,
@@ -242,12 +251,59 @@ impl State {
     /// The hardware PMU that decides a group's schedulability: its one
     /// hardware PMU, else the leader's own.
     fn group_pmu(&self, l: &Slot) -> &str {
-        let p = if l.group_hw == NO_PMU {
+        self.pmu_name(self.group_pmu_index(l))
+    }
+
+    fn group_pmu_index(&self, l: &Slot) -> u16 {
+        if l.group_hw == NO_PMU {
             self.kinds[l.kind as usize].pmu
         } else {
             l.group_hw
-        };
-        self.pmu_name(p)
+        }
+    }
+
+    /// The share of the time a group runs under its PMU's counter budget
+    /// ([`super::SimKernel::set_counters`]): 0 when it needs more counters
+    /// than are free (the watchdog's taken), else the free counters over
+    /// what the enabled groups that fit on its CPU need, at most 1 (the
+    /// kernel's rotation, averaged). `None` without a budget.
+    fn budget_ratio(&self, leader: u32, l: &Slot) -> Option<f64> {
+        let p = self.group_pmu_index(l);
+        let name = self.pmu_name(p);
+        let total = *self.counters.get(name)?;
+        let free = total.saturating_sub(usize::from(self.watchdog.contains(name)));
+        let need = self.count_of_pmu(leader, p);
+        if need > free {
+            return Some(0.0);
+        }
+        let mut sum = 0;
+        for (i, s) in self.slots.iter().enumerate() {
+            let i = i as u32;
+            if s.flags & OPEN == 0 || s.leader != i || s.cpu != l.cpu || !s.enabled() {
+                continue;
+            }
+            if self.group_pmu_index(s) != p {
+                continue;
+            }
+            let n = self.count_of_pmu(i, p);
+            if n <= free {
+                sum += n;
+            }
+        }
+        Some(if sum <= free || sum == 0 {
+            1.0
+        } else {
+            free as f64 / sum as f64
+        })
+    }
+
+    /// Whether a change of the groups on a PMU changes other groups'
+    /// ratios (a counter budget is set): then every group is brought up
+    /// to date under the old schedule first.
+    pub(super) fn sync_for_schedule(&mut self) {
+        if !self.counters.is_empty() {
+            self.sync_all();
+        }
     }
 
     /// The multiplexing ratio a group runs at now.
@@ -255,25 +311,30 @@ impl State {
         let Some(l) = self.slot(leader) else {
             return 1.0;
         };
-        if self.never_runs.is_empty() && self.mux.is_empty() {
+        if self.never_runs.is_empty() && self.mux.is_empty() && self.counters.is_empty() {
             return 1.0;
         }
         let pmu = self.group_pmu(l);
         if l.next != NONE && self.never_runs.contains(pmu) {
             return 0.0;
         }
-        self.mux.get(pmu).copied().unwrap_or(1.0)
+        let budget = self.budget_ratio(leader, l).unwrap_or(1.0);
+        self.mux.get(pmu).copied().unwrap_or(1.0) * budget
     }
 
     /// The activity factor of a group's PMU.
     fn group_activity(&self, leader: u32) -> f64 {
-        if self.activity.is_empty() {
+        if self.activity.is_empty() && self.stalled.is_empty() {
             return 1.0;
         }
         let Some(l) = self.slot(leader) else {
             return 1.0;
         };
-        self.activity.get(self.group_pmu(l)).copied().unwrap_or(1.0)
+        let pmu = self.group_pmu(l);
+        if self.stalled.contains(pmu) {
+            return 0.0;
+        }
+        self.activity.get(pmu).copied().unwrap_or(1.0)
     }
 
     fn advance(&mut self, idx: u32, now: u64, ratio: f64, activity: f64) -> u32 {
@@ -319,6 +380,7 @@ impl State {
     /// `leader`'s group; its index, or `None` when the table is full
     /// (2^32 - 1 counters).
     pub(super) fn insert(&mut self, new: NewSlot, leader: Option<u32>) -> Option<u32> {
+        self.sync_for_schedule();
         let share = self.intern_share(new.share);
         let kind = self.kinds[new.kind as usize];
         let slot = Slot {
@@ -388,6 +450,7 @@ impl State {
 
     /// Enables a group (leader and members).
     pub(super) fn enable(&mut self, leader: u32) {
+        self.sync_for_schedule();
         let mut i = leader;
         while let Some(s) = self.slot_mut(i) {
             s.flags |= ENABLED;
@@ -420,6 +483,7 @@ impl State {
         };
         let now = self.now();
         self.sync_group(leader, now);
+        self.sync_for_schedule();
         let closed = self.slots[idx as usize];
         self.slots[idx as usize].flags = 0;
         self.free.push(idx);

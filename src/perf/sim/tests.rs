@@ -639,3 +639,64 @@ fn exclude_bits_accepted_or_refused_as_the_kernel_does() {
     k.advance(SEC);
     assert_eq!(read(&k, &c).values[0].1, 2_250_000_000);
 }
+
+/// A counter budget: groups that fit share the free counters (each runs
+/// `free / Σ sizes` of the time), a group larger than the free counters
+/// opens and never runs, the watchdog takes one counter, software events
+/// take none, and a closed group gives its counters back from then on.
+#[test]
+fn counter_budget_and_watchdog() {
+    let k = sim("intel-skx");
+    k.set_counters("cpu", 4);
+    let group = |cpu: u32, n: u64| {
+        let l = open(&k, TYPE_HARDWARE, 0, cpu, None).unwrap();
+        let ms: Vec<Counter> = (1..n)
+            .map(|i| open(&k, TYPE_HARDWARE, i, cpu, Some(&l)).unwrap())
+            .collect();
+        let _sw = open(&k, TYPE_SOFTWARE, 0, cpu, Some(&l)).unwrap();
+        k.enable_group(&l, &attr(0, 0), cpu).unwrap();
+        (l, ms, _sw)
+    };
+    let a = group(0, 3);
+    let b = group(0, 3);
+    let big = group(0, 5);
+    let alone = group(1, 3);
+    k.advance(SEC);
+    let times = |c: &Counter| {
+        let r = read(&k, c);
+        (r.time_enabled, r.time_running)
+    };
+    // 3 + 3 on 4 counters: 2/3 of the time each; 5 never fits.
+    assert_eq!(times(&a.0), (SEC, 2 * SEC / 3));
+    assert_eq!(times(&b.0), (SEC, 2 * SEC / 3));
+    assert_eq!(times(&big.0), (SEC, 0));
+    assert!(read(&k, &big.0).values.iter().all(|&(_, v)| v == 0));
+    assert_eq!(times(&alone.0), (SEC, SEC));
+    // The watchdog takes one: 3 free, 3 + 3 run half the time each.
+    k.set_watchdog("cpu", true);
+    k.advance(SEC);
+    assert_eq!(times(&a.0), (2 * SEC, 2 * SEC / 3 + SEC / 2));
+    assert_eq!(times(&alone.0), (2 * SEC, 2 * SEC));
+    // b closes (members first): a has the PMU to itself from then on.
+    let (bl, bm, bs) = b;
+    drop((bm, bs));
+    drop(bl);
+    k.advance(SEC);
+    assert_eq!(times(&a.0), (3 * SEC, 2 * SEC / 3 + SEC / 2 + SEC));
+}
+
+/// Stalled counters stay scheduled but do not count.
+#[test]
+fn stalled_counters_run_without_counting() {
+    let k = sim("intel-skx");
+    let l = open(&k, TYPE_HARDWARE, 0, 0, None).unwrap();
+    k.enable_group(&l, &attr(0, 0), 0).unwrap();
+    k.advance(SEC);
+    let before = read(&k, &l).values[0].1;
+    assert!(before > 0);
+    k.set_stalled("cpu", true);
+    k.advance(SEC);
+    let r = read(&k, &l);
+    assert_eq!((r.time_enabled, r.time_running), (2 * SEC, 2 * SEC));
+    assert_eq!(r.values[0].1, before);
+}

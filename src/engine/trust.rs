@@ -1,0 +1,238 @@
+//! Counter states (issue 27): at every collection, from what the group
+//! reads already return (`time_enabled`, `time_running`, the counts; no
+//! other syscall), each counter series is `counting`, `multiplexed`,
+//! `stalled` or `never_ran` ([`CounterState`], whose docs say what each
+//! means), exported as two gauge families:
+//!
+//! * `perf_counter_states{metric, state}`: how many of the metric's
+//!   counter series (CPUs, uncore instances) are in each state, every
+//!   state always present (0 or more): bounded by the config (4 series
+//!   per metric), whatever the number of CPUs;
+//! * `perf_counter_state{metric, <the series' labels>, state}` = 1 and
+//!   `perf_counter_running_ratio{metric, <the series' labels>}` (the
+//!   share of the window the counter was on the PMU, `Δrunning /
+//!   Δenabled`: below 1 multiplexed, 0 never ran): the per-CPU detail,
+//!   **only for counter series that are not `counting`**, so a healthy
+//!   host pays nothing per CPU, and the one it pays for a troubled
+//!   counter is a single series (its current state), not one per state.
+//!
+//! A series summed over CPUs (`per_cpu: false`) takes its worst group's
+//! state and the ratio of its summed times. A series whose groups' enabled
+//! time did not move in a window keeps its last state.
+
+use super::{Engine, Member, SeriesState};
+use crate::perf::EventAttr;
+use crate::pmu::PmuTable;
+use crate::problem::state::STALL_COLLECTIONS;
+use crate::problem::CounterState;
+use crate::snapshot::{Family, Kind, Labels, Sample};
+
+/// What one collection's windows say about a series, summed over its
+/// groups.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Window {
+    enabled: u64,
+    running: u64,
+    judged: u32,
+    worst: CounterState,
+}
+
+/// Per metric, `perf_counter_states`' labels for each state, in
+/// [`CounterState::ALL`] order.
+pub(super) fn count_labels(res: &crate::resolve::chain::Resolution) -> Vec<[Labels; 4]> {
+    res.metrics
+        .iter()
+        .map(|m| {
+            CounterState::ALL.map(|s| {
+                Labels::new(vec![
+                    ("metric", m.metric.clone()),
+                    ("state", s.as_str().to_string()),
+                ])
+            })
+        })
+        .collect()
+}
+
+/// `perf_counter_running_ratio`'s labels: `metric` and the series'.
+pub(super) fn ratio_labels(metric: &str, series: &[(&'static str, String)]) -> Labels {
+    let mut v = Vec::with_capacity(series.len() + 2);
+    v.push(("metric", metric.to_string()));
+    v.extend(series.iter().cloned());
+    Labels::new(v)
+}
+
+/// `perf_counter_state`'s labels: the ratio's plus `state`.
+pub(super) fn state_labels(ratio: &Labels, state: CounterState) -> Labels {
+    let mut v = ratio.to_vec();
+    v.push(("state", state.as_str().to_string()));
+    Labels::new(v)
+}
+
+/// The event term of a spec as written (`cpu/cpu-cycles/` → `cpu-cycles`,
+/// `cycles:u` → `cycles`).
+fn event_term(spec: &str) -> &str {
+    let inner = match spec.split_once('/') {
+        Some((_, rest)) => rest.trim_end_matches('/'),
+        None => spec,
+    };
+    inner.split([',', ':', '/']).next().unwrap_or(inner)
+}
+
+/// Whether a counter must move whenever its CPU runs, so standing still
+/// while on the PMU means `stalled`: cycles and instructions of a core
+/// PMU, generic (`PERF_TYPE_HARDWARE` ids 0 and 1, whatever the extended
+/// type in the high bits) or named (`cpu-cycles`, `cycles`, `cpu_cycles`,
+/// `instructions`, `inst_retired`). Nothing else is judged: software
+/// events, tracepoints, uncore and other hardware events may legitimately
+/// not move.
+pub(super) fn must_move(table: &PmuTable, attr: &EventAttr) -> bool {
+    if attr.type_ == crate::perf::abi::TYPE_HARDWARE {
+        return matches!(attr.config[0] & 0xffff_ffff, 0 | 1);
+    }
+    let core = table
+        .get(&attr.pmu)
+        .is_some_and(|p| p.is_core() && p.type_ == attr.type_);
+    core && matches!(
+        event_term(&attr.event),
+        "cpu-cycles" | "cycles" | "cpu_cycles" | "instructions" | "inst_retired"
+    )
+}
+
+/// Judges one member over its group's window and adds the verdict to its
+/// series' window. `raw` is its count (`None`: the read did not have it).
+pub(super) fn judge(
+    series: &mut [SeriesState],
+    m: &mut Member,
+    d_enabled: u64,
+    d_running: u64,
+    raw: Option<u64>,
+) {
+    let Some(mut state) = CounterState::of_window(d_enabled, d_running) else {
+        return;
+    };
+    if m.must_move && d_running > 0 {
+        if let Some(raw) = raw {
+            m.unmoved = if raw == m.last_raw {
+                m.unmoved.saturating_add(1)
+            } else {
+                0
+            };
+            m.last_raw = raw;
+        }
+        if m.unmoved >= STALL_COLLECTIONS {
+            state = state.max(CounterState::Stalled);
+        }
+    }
+    let Some(w) = series.get_mut(m.series).map(|s| &mut s.window) else {
+        return;
+    };
+    w.enabled += d_enabled;
+    w.running += d_running.min(d_enabled);
+    w.judged += 1;
+    w.worst = w.worst.max(state);
+}
+
+impl Engine {
+    /// Turns this collection's windows into each series' state and ratio,
+    /// and clears them. Allocates only when a state changes.
+    pub(super) fn finish_states(&mut self) {
+        for st in &mut self.series {
+            let w = std::mem::take(&mut st.window);
+            if w.judged == 0 {
+                continue;
+            }
+            let ratio = if w.enabled > 0 {
+                w.running as f64 / w.enabled as f64
+            } else {
+                0.0
+            };
+            // The labels were built for `counting` before any verdict.
+            let labelled = st.trust.map_or(CounterState::Counting, |t| t.0);
+            if labelled != w.worst {
+                st.state_labels = state_labels(&st.ratio_labels, w.worst);
+            }
+            st.trust = Some((w.worst, ratio));
+        }
+    }
+
+    /// Each counter series' state at the last collection, by metric name
+    /// and labels (for tests and the landing page).
+    pub fn counter_states(&self) -> Vec<(String, Labels, CounterState, f64)> {
+        self.judged_series()
+            .map(|(st, state, ratio)| {
+                let metric = self.resolution.metrics[st.metric].metric.clone();
+                (metric, st.labels.clone(), state, ratio)
+            })
+            .collect()
+    }
+
+    /// Live series that have been judged, in export order.
+    fn judged_series(&self) -> impl Iterator<Item = (&SeriesState, CounterState, f64)> + '_ {
+        self.series_order
+            .iter()
+            .flatten()
+            .map(|&i| &self.series[i])
+            .filter(|st| st.live)
+            .filter_map(|st| st.trust.map(|(s, r)| (st, s, r)))
+    }
+
+    /// `perf_counter_states`, then `perf_counter_state` and
+    /// `perf_counter_running_ratio` for the series not counting.
+    pub(super) fn state_families(&self, families: &mut Vec<Family>) {
+        let mut counts = Vec::new();
+        for (mi, order) in self.series_order.iter().enumerate() {
+            let mut n = [0u32; 4];
+            let mut any = false;
+            for &i in order {
+                let st = &self.series[i];
+                if let (true, Some((s, _))) = (st.live, st.trust) {
+                    n[s.index()] += 1;
+                    any = true;
+                }
+            }
+            if let (true, Some(labels)) = (any, self.state_count_labels.get(mi)) {
+                for (l, c) in labels.iter().zip(n) {
+                    counts.push(Sample {
+                        labels: l.clone(),
+                        value: f64::from(c),
+                        start_unix_nanos: 0,
+                    });
+                }
+            }
+        }
+        families.push(Family {
+            name: "perf_counter_states".into(),
+            help: "How many of a metric's counters (CPUs, uncore instances) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), stalled (cycles or instructions on the PMU but not moving), never_ran (enabled but never on the PMU: no value was measured).".into(),
+            kind: Kind::Gauge,
+            samples: counts,
+        });
+        let troubled = || {
+            self.judged_series()
+                .filter(|(_, s, _)| *s != CounterState::Counting)
+        };
+        families.push(Family {
+            name: "perf_counter_state".into(),
+            help: "1 for the current state of each counter that is not counting (multiplexed, stalled, never_ran); counters that are counting have no series here (see perf_counter_states).".into(),
+            kind: Kind::Gauge,
+            samples: troubled()
+                .map(|(st, _, _)| Sample {
+                    labels: st.state_labels.clone(),
+                    value: 1.0,
+                    start_unix_nanos: 0,
+                })
+                .collect(),
+        });
+        families.push(Family {
+            name: "perf_counter_running_ratio".into(),
+            help: "The share of the last collection's window a counter that is not counting was on the PMU (time_running / time_enabled): below 1 when multiplexed, 0 when it never ran; counters that are counting (1) have no series here.".into(),
+            kind: Kind::Gauge,
+            samples: troubled()
+                .map(|(st, _, ratio)| Sample {
+                    labels: st.ratio_labels.clone(),
+                    value: ratio,
+                    start_unix_nanos: 0,
+                })
+                .collect(),
+        });
+    }
+}
