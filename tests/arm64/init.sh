@@ -14,7 +14,17 @@ mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 ip link set lo up 2>/dev/null
 echo "ARM64-GUEST-UP kernel=$(uname -r) cpus=$(cat /sys/devices/system/cpu/online)"
+# section NAME CMD...: CMD's output between markers the host parses.
+section() {
+  name=$1
+  shift
+  echo "==== BEGIN $name"
+  "$@"
+  rc=$?
+  echo
+  echo "==== END $name rc=$rc"
+}
 cd /files
-sh /scenario.sh
+. /scenario.sh
 echo "ARM64-GUEST-DONE rc=$?"
 poweroff -f
