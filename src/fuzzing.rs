@@ -102,7 +102,7 @@ pub fn event_spec(data: &[u8]) -> Result<(), String> {
     let Ok(spec) = spec::parse(s) else {
         return Ok(());
     };
-    if let EventSpec::Pmu { terms, .. } = &spec {
+    if let EventSpec::Pmu { terms, .. } = &spec.spec {
         if let Some(t) = terms
             .iter()
             .enumerate()
@@ -114,17 +114,18 @@ pub fn event_spec(data: &[u8]) -> Result<(), String> {
     let printed = spec.to_string();
     let back = spec::parse(&printed)
         .map_err(|e| format!("{s:?} printed as {printed:?}, which does not parse: {e}"))?;
-    let same = match (&spec, &back) {
-        (
-            EventSpec::Pmu {
-                pmu: p1, terms: t1, ..
-            },
-            EventSpec::Pmu {
-                pmu: p2, terms: t2, ..
-            },
-        ) => p1 == p2 && t1 == t2,
-        (a, b) => a == b,
-    };
+    let same = spec.modifiers == back.modifiers
+        && match (&spec.spec, &back.spec) {
+            (
+                EventSpec::Pmu {
+                    pmu: p1, terms: t1, ..
+                },
+                EventSpec::Pmu {
+                    pmu: p2, terms: t2, ..
+                },
+            ) => p1 == p2 && t1 == t2,
+            (a, b) => a == b,
+        };
     if !same {
         return Err(format!(
             "{s:?} -> {spec:?} printed as {printed:?} -> {back:?}"

@@ -23,6 +23,7 @@ pub fn probe_instance(kernel: &dyn Kernel, spec: &str, inst: &Instance) -> Resul
         config: inst.config,
         event: spec.to_string(),
         pmu: inst.pmu.clone(),
+        exclude: inst.exclude,
     };
     match kernel.open(&attr, cpu, None) {
         Ok(_) => Ok(()),
@@ -65,6 +66,7 @@ mod tests {
             scale: 1.0,
             unit: String::new(),
             snapshot: false,
+            exclude: Default::default(),
         }
     }
 
@@ -82,6 +84,7 @@ mod tests {
             config: [0x8000, 0, 0, 0],
             event: "core/topdown-retiring/".into(),
             pmu: "cpu_core".into(),
+            exclude: Default::default(),
         };
         assert_eq!(
             k.open(&alone, 0, None).map(drop).map_err(|e| e.errno),

@@ -118,6 +118,25 @@ pub struct CheckInstance {
     pub scale: f64,
     /// Base unit.
     pub unit: String,
+    /// The `perf_event_attr` exclude bits the spec's modifiers set
+    /// (`instructions:u`: `exclude_kernel`, `exclude_hv`,
+    /// `exclude_guest`); absent without modifiers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<&'static str>,
+}
+
+/// The names of the exclude bits set, as `perf_event_attr` names them.
+fn exclude_names(x: crate::perf::abi::Exclude) -> Vec<&'static str> {
+    [
+        (x.user, "exclude_user"),
+        (x.kernel, "exclude_kernel"),
+        (x.hv, "exclude_hv"),
+        (x.host, "exclude_host"),
+        (x.guest, "exclude_guest"),
+    ]
+    .into_iter()
+    .filter_map(|(on, n)| on.then_some(n))
+    .collect()
 }
 
 /// One alternative tried.
@@ -187,6 +206,7 @@ fn check_metric(m: &ResolvedMetric) -> CheckMetric {
                 cpus: mi.inst.cpus.clone(),
                 scale: mi.inst.scale,
                 unit: mi.inst.unit.clone(),
+                exclude: exclude_names(mi.inst.exclude),
             })
             .collect(),
         tried: m
@@ -280,9 +300,14 @@ impl CheckReport {
                 }
             );
             for i in &m.instances {
+                let exclude = if i.exclude.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", i.exclude.join(" "))
+                };
                 let _ = writeln!(
                     s,
-                    "{:w$}    {} type={} config={} config1={} config2={} cpus={} scale={} {}",
+                    "{:w$}    {} type={} config={} config1={} config2={} cpus={} scale={} {}{exclude}",
                     "",
                     i.pmu,
                     i.type_,
@@ -535,6 +560,11 @@ impl ListReport {
             s,
             "tracepoints: {} (list them with --tracepoints)",
             self.tracepoints
+        );
+        let _ = writeln!(
+            s,
+            "modifiers: {} (`cycles:u`, `cpu/cycles/k`, `syscalls:sys_enter_read:u`); PMUs that count every privilege level at once (uncore, RAPL, msr) refuse them",
+            crate::spec::SUPPORTED_MODIFIERS
         );
         if self.probed {
             let _ = writeln!(s, "{} of {} available", self.available, self.total);

@@ -1,6 +1,7 @@
 //! The event spec grammar, as `perf` users write events.
 //!
 //! ```text
+//! (any form below, then :mods or, for pmu/…/, mods right after the `/`)
 //! cycles | instructions | cache-misses | ...        generic hardware (PERF_TYPE_HARDWARE)
 //! L1-dcache-load-misses | LLC-loads | dTLB-... ...    generic cache (PERF_TYPE_HW_CACHE)
 //! cpu-clock | context-switches | page-faults | ...   software (PERF_TYPE_SOFTWARE)
@@ -14,9 +15,15 @@
 //! ([`crate::perf::abi`]). The configuration stores specs parsed by it,
 //! and the resolver takes them as parsed; nothing parses a spec twice.
 //!
-//! perf's event modifiers (`cycles:u`, `cpu/event=0x3c/k`) are refused
-//! with a clear reason: the exporter counts user and kernel together,
-//! system-wide, and a modifier would silently change what a metric means.
+//! perf's event modifiers are part of the grammar: `cycles:u`,
+//! `cpu/event=0x3c/k`, `r412e:uk`, `syscalls:sys_enter_read:u`. The ones
+//! that choose what is counted are supported (`u` user, `k` kernel, `h`
+//! hypervisor, `G` guest, `H` host; see [`Modifiers`]), with perf's
+//! meaning of each combination. The others (`p`, `P`, `S`, `D`, `W`, `e`,
+//! `I`, `b`, `R`) are refused with the column and what is supported. A
+//! modifier is part of one event spec: `instructions:u` is another
+//! quantity than `instructions`, so it is another metric
+//! (`instructions_user_total`), never a label of the same one.
 //! A term given twice (`cpu/event=1,event=2/`) is refused too, as perf
 //! refuses it, rather than letting the last one win.
 
@@ -307,6 +314,183 @@ impl fmt::Display for EventSpec {
     }
 }
 
+/// perf's event modifiers that choose what is counted, as a set (their
+/// order means nothing to perf, nor here). perf's rules, which
+/// [`Modifiers::exclude`] follows (`tools/perf/util/parse-events.c`, and
+/// `perf stat -vv` shows them): the first of `u`, `k`, `h` excludes every
+/// privilege level, and each of them then includes its own; the first of
+/// `G`, `H` excludes both sides, and each includes its own; `u` without
+/// `G` or `H` also excludes the guest (perf on a host counts the host's
+/// user space, not a guest's). So `u` is `exclude_kernel, exclude_hv,
+/// exclude_guest`, `k` is `exclude_user, exclude_hv`, `uk` is
+/// `exclude_hv, exclude_guest`, `G` is `exclude_host`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Modifiers {
+    /// `u`: user-space counting.
+    pub user: bool,
+    /// `k`: kernel counting.
+    pub kernel: bool,
+    /// `h`: hypervisor counting.
+    pub hv: bool,
+    /// `G`: guest counting (in KVM guests).
+    pub guest: bool,
+    /// `H`: host counting (not in KVM guests).
+    pub host: bool,
+}
+
+/// The supported modifiers, for messages.
+pub const SUPPORTED_MODIFIERS: &str =
+    "`u` (user), `k` (kernel), `h` (hypervisor), `G` (guest), `H` (host), and combinations such as `uk`";
+
+/// perf's other modifiers: what each means, for a refusal that says so.
+const OTHER_MODIFIERS: &[(char, &str)] = &[
+    ('p', "precise skid level"),
+    ('P', "maximum precise level"),
+    ('I', "non-idle counting"),
+    ('S', "read the group on samples"),
+    ('D', "pinned to the PMU"),
+    ('W', "weak group"),
+    ('e', "exclusive use of the PMU"),
+    ('b', "BPF aggregation"),
+    ('R', "retire latency"),
+];
+
+impl Modifiers {
+    /// None: count every privilege level, host and guest.
+    pub fn is_empty(self) -> bool {
+        self == Modifiers::default()
+    }
+
+    /// The `perf_event_attr` exclude bits perf sets for these modifiers.
+    pub fn exclude(self) -> abi::Exclude {
+        let levels = self.user || self.kernel || self.hv;
+        let sides = self.guest || self.host;
+        abi::Exclude {
+            user: levels && !self.user,
+            kernel: levels && !self.kernel,
+            hv: levels && !self.hv,
+            host: sides && !self.host,
+            guest: if sides { !self.guest } else { self.user },
+        }
+    }
+
+    /// Parses the modifiers `text` of the event spec `spec` (for
+    /// messages); `column` is the 1-based column of `text`'s first
+    /// character in the spec as written.
+    pub fn parse(spec: &str, text: &str, column: usize) -> Result<Modifiers, SyntaxError> {
+        let mut m = Modifiers::default();
+        for (i, c) in text.char_indices() {
+            match c {
+                'u' => m.user = true,
+                'k' => m.kernel = true,
+                'h' => m.hv = true,
+                'G' => m.guest = true,
+                'H' => m.host = true,
+                _ => {
+                    let col = column + text[..i].chars().count();
+                    let what = match OTHER_MODIFIERS.iter().find(|(o, _)| *o == c) {
+                        Some((_, what)) => format!("perf's `{c}` ({what}) is not supported"),
+                        None => format!("`{c}` is not an event modifier"),
+                    };
+                    return Err(SyntaxError(format!(
+                        "`{spec}`, column {col}: {what}; the supported modifiers are {SUPPORTED_MODIFIERS}"
+                    )));
+                }
+            }
+        }
+        Ok(m)
+    }
+}
+
+impl fmt::Display for Modifiers {
+    /// perf's letters, in the order `ukhGH` (empty for none).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (on, c) in [
+            (self.user, 'u'),
+            (self.kernel, 'k'),
+            (self.hv, 'h'),
+            (self.guest, 'G'),
+            (self.host, 'H'),
+        ] {
+            if on {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A parsed event spec: the event and its modifiers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The event.
+    pub spec: EventSpec,
+    /// Its modifiers (none for most).
+    pub modifiers: Modifiers,
+}
+
+impl Event {
+    /// Refuses modifiers the kernel would ignore for this event, which
+    /// would give a series that does not mean what its spec says
+    /// (`kernel/events/core.c`):
+    ///
+    /// * software events apply only `exclude_user` and `exclude_kernel`,
+    ///   to the registers of the code that raised the event
+    ///   (`perf_exclude_event`): `h`, `G` and `H` mean nothing there;
+    /// * `cpu-clock` and `task-clock` count elapsed time whatever the
+    ///   bits (`cpu_clock_event_update`, `task_clock_event_update`); the
+    ///   bits only filter their samples (`perf_swevent_hrtimer`), so they
+    ///   take modifiers when `sampling`, never when counting;
+    /// * a tracepoint applies only `exclude_kernel`, keeping the hits
+    ///   taken with user-mode registers (syscall entry and exit, uprobes;
+    ///   `perf_tp_event_match`): only `u` means something there.
+    pub fn check_modifiers(&self, sampling: bool) -> Result<(), SyntaxError> {
+        let m = self.modifiers;
+        if m.is_empty() {
+            return Ok(());
+        }
+        let refuse = |why: String| Err(SyntaxError(format!("`{self}`: {why}")));
+        match &self.spec {
+            EventSpec::Software { id, name } => {
+                if (*id == abi::SW_CPU_CLOCK || *id == abi::SW_TASK_CLOCK) && !sampling {
+                    return refuse(format!(
+                        "the kernel counts `{name}` as elapsed time whatever the modifiers (they filter only its samples), so `{name}:{m}` would count the same as `{name}`; count `{name}`, or sample on `{name}:{m}`"
+                    ));
+                }
+                if m.hv || m.guest || m.host {
+                    return refuse(format!(
+                        "the kernel applies only `u` and `k` to a software event (not `h`, `G` or `H`); write `{name}:u` or `{name}:k`"
+                    ));
+                }
+                Ok(())
+            }
+            EventSpec::Tracepoint { subsys, name } => {
+                if m != (Modifiers {
+                    user: true,
+                    ..Modifiers::default()
+                }) {
+                    return refuse(format!(
+                        "on a tracepoint the kernel applies only `u` (it keeps the hits taken in user mode: syscall entry and exit, uprobes), so `:{m}` would be ignored; write `{subsys}:{name}:u` or `{subsys}:{name}`"
+                    ));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.spec)?;
+        match (&self.spec, self.modifiers.is_empty()) {
+            (_, true) => Ok(()),
+            (EventSpec::Pmu { .. }, false) => write!(f, "{}", self.modifiers),
+            (_, false) => write!(f, ":{}", self.modifiers),
+        }
+    }
+}
+
 fn lookup(table: &[(&str, u64)], s: &str) -> Option<u64> {
     table
         .iter()
@@ -364,18 +548,71 @@ pub fn generic_names() -> Vec<String> {
     v
 }
 
-/// Parses one event spec.
-pub fn parse(spec: &str) -> Result<EventSpec, SyntaxError> {
+/// Parses one event spec, with its modifiers.
+pub fn parse(spec: &str) -> Result<Event, SyntaxError> {
+    let lead = spec.len() - spec.trim_start().len();
     let s = spec.trim();
     if s.is_empty() {
         return Err(SyntaxError("empty event spec".into()));
     }
+    // 1-based column, in `spec` as written, of byte `at` of `s`.
+    let column = |at: usize| lead + s[..at].chars().count() + 1;
+    let (body, mods_at) = if let (Some(first), Some(last)) = (s.find('/'), s.rfind('/')) {
+        if first == last {
+            return Err(SyntaxError(format!(
+                "`{s}`: a PMU event is written `pmu/terms/`, with a closing `/` (and modifiers after it: `pmu/terms/u`)"
+            )));
+        }
+        (&s[..=last], (last + 1 < s.len()).then_some(last + 1))
+    } else {
+        let colons: Vec<usize> = s.match_indices(':').map(|(i, _)| i).collect();
+        match colons.as_slice() {
+            [] => (s, None),
+            [c] if generic_or_raw(&s[..*c]) => {
+                if *c + 1 == s.len() {
+                    return Err(SyntaxError(format!(
+                        "`{s}`, column {}: no modifier after `:`; the supported modifiers are {SUPPORTED_MODIFIERS}",
+                        column(*c)
+                    )));
+                }
+                (&s[..*c], Some(*c + 1))
+            }
+            [_] => (s, None),
+            [a, c] if !generic_or_raw(&s[..*a]) => {
+                if *c + 1 == s.len() {
+                    return Err(SyntaxError(format!(
+                        "`{s}`, column {}: no modifier after `:`; the supported modifiers are {SUPPORTED_MODIFIERS}",
+                        column(*c)
+                    )));
+                }
+                (&s[..*c], Some(*c + 1))
+            }
+            [.., c] => {
+                return Err(SyntaxError(format!(
+                    "`{s}`, column {}: one `:` too many (an event is written `event:mods` or, a tracepoint, `subsys:name:mods`)",
+                    column(*c)
+                )))
+            }
+        }
+    };
+    let modifiers = match mods_at {
+        Some(at) => Modifiers::parse(s, &s[at..], column(at))?,
+        None => Modifiers::default(),
+    };
+    Ok(Event {
+        spec: parse_event(body)?,
+        modifiers,
+    })
+}
+
+/// Parses an event spec without modifiers.
+fn parse_event(s: &str) -> Result<EventSpec, SyntaxError> {
     if let Some(slash) = s.find('/') {
         let pmu = &s[..slash];
         let rest = &s[slash + 1..];
         let Some(inner) = rest.strip_suffix('/') else {
             return Err(SyntaxError(format!(
-                "`{s}`: a PMU event is written `pmu/terms/`, with a closing `/` (modifiers such as `:u` are not supported)"
+                "`{s}`: a PMU event is written `pmu/terms/`, with a closing `/`"
             )));
         };
         if pmu.is_empty()
@@ -412,13 +649,6 @@ pub fn parse(spec: &str) -> Result<EventSpec, SyntaxError> {
             bare,
         });
     }
-    if let Some((event, modifiers)) = s.split_once(':') {
-        if !event.contains(':') && generic_or_raw(event) {
-            return Err(SyntaxError(format!(
-                "`{s}`: event modifiers (`:{modifiers}`) are not supported: the exporter counts user and kernel space together, system-wide; write `{event}`"
-            )));
-        }
-    }
     if let Some((subsys, name)) = s.split_once(':') {
         let ok = |x: &str| {
             !x.is_empty()
@@ -427,7 +657,7 @@ pub fn parse(spec: &str) -> Result<EventSpec, SyntaxError> {
         };
         if !ok(subsys) || !ok(name) {
             return Err(SyntaxError(format!(
-                "`{s}`: a tracepoint is written `subsys:name` (modifiers such as `:u` are not supported)"
+                "`{s}`: a tracepoint is written `subsys:name` (with modifiers: `subsys:name:u`)"
             )));
         }
         return Ok(EventSpec::Tracepoint {
@@ -508,33 +738,33 @@ mod tests {
     #[test]
     fn generic_names_parse() {
         assert_eq!(
-            parse("cycles").unwrap(),
+            parse("cycles").unwrap().spec,
             EventSpec::Hardware {
                 name: "cycles".into(),
                 id: 0
             }
         );
         assert!(matches!(
-            parse("ref-cycles").unwrap(),
+            parse("ref-cycles").unwrap().spec,
             EventSpec::Hardware { id: 9, .. }
         ));
         assert!(matches!(
-            parse("branches").unwrap(),
+            parse("branches").unwrap().spec,
             EventSpec::Hardware { id: 4, .. }
         ));
         assert!(matches!(
-            parse("context-switches").unwrap(),
+            parse("context-switches").unwrap().spec,
             EventSpec::Software { id: 3, .. }
         ));
         assert!(matches!(
-            parse("major-faults").unwrap(),
+            parse("major-faults").unwrap().spec,
             EventSpec::Software { id: 6, .. }
         ));
     }
 
     #[test]
     fn cache_names_encode() {
-        let c = |s: &str| match parse(s).unwrap() {
+        let c = |s: &str| match parse(s).unwrap().spec {
             EventSpec::HwCache { config, .. } => config,
             other => panic!("{other:?}"),
         };
@@ -554,7 +784,9 @@ mod tests {
     #[test]
     fn pmu_specs() {
         let EventSpec::Pmu { pmu, terms, bare } =
-            parse("cpu/event=0xd1,umask=0x20,cmask=2,inv,edge/").unwrap()
+            parse("cpu/event=0xd1,umask=0x20,cmask=2,inv,edge/")
+                .unwrap()
+                .spec
         else {
             panic!()
         };
@@ -562,10 +794,10 @@ mod tests {
         assert_eq!(terms.len(), 5);
         assert_eq!(bare, vec!["inv", "edge"]);
         assert!(matches!(
-            parse("uncore_imc_*/cas_count_read/").unwrap(),
+            parse("uncore_imc_*/cas_count_read/").unwrap().spec,
             EventSpec::Pmu { .. }
         ));
-        let EventSpec::Pmu { terms, .. } = parse("arm_cmn/type=5,nodeid=?/").unwrap() else {
+        let EventSpec::Pmu { terms, .. } = parse("arm_cmn/type=5,nodeid=?/").unwrap().spec else {
             panic!()
         };
         assert_eq!(terms[1].value, TermValue::Required);
@@ -576,9 +808,9 @@ mod tests {
 
     #[test]
     fn raw_and_tracepoints() {
-        assert_eq!(parse("r412e").unwrap(), EventSpec::Raw(0x412e));
+        assert_eq!(parse("r412e").unwrap().spec, EventSpec::Raw(0x412e));
         assert_eq!(
-            parse("syscalls:sys_enter_getppid").unwrap(),
+            parse("syscalls:sys_enter_getppid").unwrap().spec,
             EventSpec::Tracepoint {
                 subsys: "syscalls".into(),
                 name: "sys_enter_getppid".into()
@@ -595,27 +827,128 @@ mod tests {
         assert!(parse("cpu/event=1,umask=2/").is_ok());
     }
 
+    fn mods(s: &str) -> (EventSpec, abi::Exclude) {
+        let e = parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        (e.spec, e.modifiers.exclude())
+    }
+
+    fn ex(user: bool, kernel: bool, hv: bool, host: bool, guest: bool) -> abi::Exclude {
+        abi::Exclude {
+            user,
+            kernel,
+            hv,
+            host,
+            guest,
+        }
+    }
+
+    /// Each modifier alone sets what `perf stat -vv` shows perf 6.1 set.
     #[test]
-    fn modifiers_refused_not_taken_for_tracepoints() {
-        for s in [
-            "cycles:u",
-            "instructions:k",
-            "cpu-clock:ppp",
-            "r412e:u",
-            "LLC-load-misses:u",
+    fn each_modifier_sets_perfs_exclude_bits() {
+        let f = false;
+        let t = true;
+        assert_eq!(mods("cycles").1, abi::Exclude::default());
+        assert_eq!(mods("cycles:u").1, ex(f, t, t, f, t));
+        assert_eq!(mods("cycles:k").1, ex(t, f, t, f, f));
+        assert_eq!(mods("cycles:h").1, ex(t, t, f, f, f));
+        assert_eq!(mods("cycles:G").1, ex(f, f, f, t, f));
+        assert_eq!(mods("cycles:H").1, ex(f, f, f, f, t));
+        assert!(matches!(
+            mods("instructions:u").0,
+            EventSpec::Hardware { id: 1, .. }
+        ));
+    }
+
+    #[test]
+    fn combinations_and_order() {
+        let f = false;
+        let t = true;
+        assert_eq!(mods("cycles:uk").1, ex(f, f, t, f, t));
+        assert_eq!(mods("cycles:ku").1, mods("cycles:uk").1);
+        assert_eq!(mods("cycles:uG").1, ex(f, t, t, t, f));
+        assert_eq!(mods("cycles:Gu").1, ex(f, t, t, t, f));
+        assert_eq!(mods("cycles:kH").1, ex(t, f, t, f, t));
+        assert_eq!(mods("cycles:uH").1, mods("cycles:u").1);
+        assert_eq!(mods("cycles:GH").1, abi::Exclude::default());
+        assert_eq!(mods("cycles:ukh").1, ex(f, f, f, f, t));
+        // The set prints in perf's order, and prints back to itself.
+        let e = parse("cycles:Hku").unwrap();
+        assert_eq!(e.to_string(), "cycles:ukH");
+        assert_eq!(parse(&e.to_string()).unwrap(), e);
+    }
+
+    /// Every form takes modifiers: generic, cache, software, raw, sysfs
+    /// PMU (after the closing `/`), tracepoint (a third field).
+    #[test]
+    fn every_form_takes_modifiers() {
+        let u = mods("cycles:u").1;
+        assert!(matches!(mods("LLC-load-misses:u"), (EventSpec::HwCache { .. }, x) if x == u));
+        assert!(matches!(mods("page-faults:u"), (EventSpec::Software { .. }, x) if x == u));
+        assert_eq!(mods("r412e:u"), (EventSpec::Raw(0x412e), u));
+        let (p, x) = mods("cpu/cycles/u");
+        assert!(
+            matches!(p, EventSpec::Pmu { ref pmu, .. } if pmu == "cpu"),
+            "{p:?}"
+        );
+        assert_eq!(x, u);
+        let (p, x) = mods("armv8_pmuv3/inst_retired/k");
+        assert!(matches!(p, EventSpec::Pmu { ref bare, .. } if bare == &["inst_retired"]));
+        assert_eq!(x, mods("cycles:k").1);
+        assert_eq!(
+            parse("cpu/event=0x3c/uk").unwrap().to_string(),
+            "cpu/event=0x3c/uk"
+        );
+        let (p, x) = mods("syscalls:sys_enter_getppid:u");
+        assert_eq!(
+            p,
+            EventSpec::Tracepoint {
+                subsys: "syscalls".into(),
+                name: "sys_enter_getppid".into()
+            }
+        );
+        assert_eq!(x, u);
+        assert_eq!(
+            parse("sched:sched_switch:u").unwrap().to_string(),
+            "sched:sched_switch:u"
+        );
+        // A tracepoint without modifiers is not taken for `event:mods`.
+        assert_eq!(mods("sched:sched_switch").1, abi::Exclude::default());
+        assert!(parse("cpu/cycles/").unwrap().modifiers.is_empty());
+    }
+
+    /// A refused modifier names the spec, the modifier, its column and
+    /// what is supported.
+    #[test]
+    fn unsupported_modifiers_name_the_column() {
+        let e = parse("cycles:up").unwrap_err().0;
+        assert!(e.starts_with("`cycles:up`, column 9: perf's `p`"), "{e}");
+        assert!(e.contains("`u` (user), `k` (kernel)"), "{e}");
+        for (s, col) in [
+            ("cpu-clock:ppp", 11),
+            ("instructions:S", 14),
+            ("r412e:D", 7),
+            ("cpu/event=0x3c/uW", 17),
+            ("cpu/event=0x3c/e", 16),
+            ("sched:sched_switch:I", 20),
+            ("cycles:b", 8),
         ] {
             let e = parse(s).unwrap_err().0;
-            assert!(e.contains("modifiers"), "{s}: {e}");
-            assert!(!e.contains("tracepoint"), "{s}: {e}");
+            assert!(
+                e.contains(&format!("column {col}: perf's")) && e.contains("not supported"),
+                "{s}: {e}"
+            );
         }
-        assert!(parse("cpu/event=0x3c/u")
-            .unwrap_err()
-            .0
-            .contains("modifiers"));
-        assert!(matches!(
-            parse("sched:sched_switch").unwrap(),
-            EventSpec::Tracepoint { .. }
-        ));
+        // Leading blanks count in the column, as written.
+        let e = parse("  cycles:x").unwrap_err().0;
+        assert!(e.contains("column 10: `x` is not an event modifier"), "{e}");
+        let e = parse("cycles:").unwrap_err().0;
+        assert!(e.contains("column 7: no modifier after `:`"), "{e}");
+        let e = parse("sched:sched_switch:").unwrap_err().0;
+        assert!(e.contains("column 19: no modifier"), "{e}");
+        let e = parse("cycles:u:k").unwrap_err().0;
+        assert!(e.contains("column 9: one `:` too many"), "{e}");
+        assert!(parse("sched:sched_switch:u:k").is_err());
+        assert!(parse("cpu/event=1").unwrap_err().0.contains("closing `/`"));
     }
 
     #[test]

@@ -699,3 +699,34 @@ fn landing_page_lists_what_is_not_counted_per_cgroup() {
     assert!(row.contains("set `core` of `cgroups.sets`"), "{row}");
     assert!(row.contains("remove `core` from `cgroups.sets`"), "{row}");
 }
+
+/// The per-cgroup groups open the node metric's encoding with its
+/// modifiers: `page-faults:u` per cgroup counts the cgroup's share of the
+/// user faults (9/10 of the simulated faults), and every cgroup open
+/// carries the exclude bits of `:u`.
+#[test]
+fn per_cgroup_counters_carry_the_modifiers() {
+    const Y: &str = "sets:\n  - name: faults\n    events:\n      - metric: perf_page_faults_user_total\n        event: \"page-faults:u\"\n";
+    let mut r = rig("vm-no-pmu", Y, &["faults"], false, None, &["app/a"]);
+    r.e.collect();
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    // Two CPUs at 1000 faults/s, 9/10 in user mode; app/a has 45 %.
+    let node = sum(&s, "perf_page_faults_user_total");
+    let a = value(
+        &s,
+        "perf_cgroup_page_faults_user_total",
+        "{cgroup=\"app/a\"}",
+    )
+    .unwrap();
+    assert!(close(node, 1800.0), "{node}");
+    assert!(close(a, 810.0), "{a}");
+    // The probe, one node counter per CPU, one per cgroup per CPU: all
+    // with the bits of `:u`.
+    let ex = r.k.open_excludes();
+    assert!(ex.len() >= 1 + 2 + 2, "{ex:?}");
+    assert!(
+        ex.iter().all(|x| x.kernel && x.hv && x.guest && !x.user),
+        "{ex:?}"
+    );
+}

@@ -353,6 +353,154 @@ sets:
     );
 }
 
+/// The counts of two collections' difference, by family.
+fn deltas(a: &Snapshot, b: &Snapshot, names: &[&str]) -> Vec<f64> {
+    names.iter().map(|n| total(b, n) - total(a, n)).collect()
+}
+
+/// perf's modifiers on a software event, live: `page-faults:u` and
+/// `page-faults:k` (the kernel applies `exclude_user`/`exclude_kernel`
+/// to the registers of the faulting code) split `page-faults` exactly
+/// (the three are one group per CPU, read at once), and faults on fresh
+/// pages written in user space land in `:u`.
+#[test]
+fn page_faults_split_into_user_and_kernel() {
+    let _g = serial();
+    let mut engine = live_engine(
+        r#"
+sets:
+  - name: faults
+    per_cpu: false
+    events:
+      - metric: perf_page_faults_total
+        event: page-faults
+      - metric: perf_page_faults_user_total
+        event: "page-faults:u"
+      - metric: perf_page_faults_kernel_total
+        event: "page-faults:k"
+"#,
+    );
+    const PAGES: usize = 8192;
+    let a = engine.collect();
+    // 32 MiB from calloc (mmap: untouched zero pages), each page written
+    // once, in user mode.
+    let mut v = vec![0u8; PAGES * 4096];
+    for i in (0..v.len()).step_by(4096) {
+        v[i] = 1;
+    }
+    std::hint::black_box(&v);
+    let b = engine.collect();
+    drop(v);
+    let d = deltas(
+        &a,
+        &b,
+        &[
+            "perf_page_faults_total",
+            "perf_page_faults_user_total",
+            "perf_page_faults_kernel_total",
+        ],
+    );
+    let (all, user, kernel) = (d[0], d[1], d[2]);
+    eprintln!("page faults: all {all}, user {user}, kernel {kernel}");
+    // With transparent huge pages always on, a fault may map 512 pages.
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .unwrap_or_default()
+        .contains("[always]");
+    let least = if thp { PAGES / 512 } else { PAGES } as f64;
+    assert!(
+        user >= least,
+        "page-faults:u counted {user} for {PAGES} fresh pages written in user space"
+    );
+    assert!(user > kernel, "user {user}, kernel {kernel}");
+    assert!(
+        (user + kernel - all).abs() <= 0.001 * all + 1.0,
+        "page-faults:u + :k = {user} + {kernel}, page-faults = {all}"
+    );
+}
+
+/// perf's `u` on tracepoints, live: the kernel keeps the hits taken with
+/// user-mode registers (`perf_tp_event_match`); a syscall tracepoint gets
+/// the caller's, so `syscalls:sys_enter_getppid:u` counts every call,
+/// while `sched:sched_switch` fires in the kernel and `:u` counts none.
+#[test]
+fn tracepoint_u_keeps_syscalls_and_drops_kernel_hits() {
+    let _g = serial();
+    let mut engine = live_engine(
+        r#"
+sets:
+  - name: tp
+    per_cpu: false
+    events:
+      - metric: perf_getppid_user_total
+        event: "syscalls:sys_enter_getppid:u"
+      - metric: perf_switches_user_total
+        event: "sched:sched_switch:u"
+      - metric: perf_switches_total
+        event: "sched:sched_switch"
+"#,
+    );
+    let a = engine.collect();
+    child_getppid(GETPPID_CALLS);
+    let b = engine.collect();
+    let d = deltas(
+        &a,
+        &b,
+        &[
+            "perf_getppid_user_total",
+            "perf_switches_user_total",
+            "perf_switches_total",
+        ],
+    );
+    let n = GETPPID_CALLS as f64;
+    assert!(
+        d[0] >= n && d[0] <= n * 1.01,
+        "sys_enter_getppid:u counted {} for {GETPPID_CALLS} calls",
+        d[0]
+    );
+    assert!(d[2] > 0.0, "no context switch at all: {d:?}");
+    assert_eq!(d[1], 0.0, "sched_switch:u counted kernel hits: {d:?}");
+}
+
+/// A PMU registered with `PERF_PMU_CAP_NO_EXCLUDE` (`msr`, as RAPL and
+/// the uncore PMUs) refuses modifiers with EINVAL: `msr/tsc/u` is
+/// reported unavailable with the kernel's errno, never exported as 0,
+/// and `msr/tsc/` next to it counts.
+#[test]
+fn msr_refuses_modifiers_as_unavailable() {
+    let _g = serial();
+    require_root();
+    let ctx = require_tracefs();
+    let cfg = Config::parse(
+        r#"
+sets:
+  - name: tsc
+    events:
+      - metric: perf_tsc_user_total
+        event: "msr/tsc/u"
+      - metric: perf_tsc_total
+        event: "msr/tsc/"
+"#,
+        "live.yaml",
+    )
+    .unwrap();
+    let table = PmuTable::discover(Path::new(SYSFS)).expect("discover PMUs under /sys");
+    let kernel = LiveKernel::new();
+    let probe = prober(&kernel);
+    let res = resolve_config(&cfg, &table, &ctx, Some(&probe));
+    let by = |n: &str| res.metrics.iter().find(|m| m.metric == n).unwrap();
+    let u = by("perf_tsc_user_total");
+    assert_eq!(u.status, Status::Unavailable, "{u:?}");
+    let p = u.problem().expect("a reason");
+    assert_eq!(p.code(), "pmu_refused", "{p}");
+    assert!(p.to_string().contains("errno 22"), "{p}");
+    assert!(
+        p.what_to_do().contains("drop the modifiers"),
+        "{}",
+        p.what_to_do()
+    );
+    assert_eq!(by("perf_tsc_total").status, Status::Resolved);
+}
+
 /// Runs `perf stat -a -x, -e context-switches,cpu-clock -- <cmd>` and
 /// returns (context-switches, cpu-clock msec).
 fn perf_stat(cmd: &[&str]) -> (f64, f64) {

@@ -818,6 +818,7 @@ fn hardware_disagreements(table_under_test: &[(&str, u64)]) -> Vec<String> {
                         config: [id | ext, 0, 0, 0],
                         event: name.into(),
                         pmu: p.name.clone(),
+                        exclude: Default::default(),
                     };
                     let cpu = t.cpus_of(p)[0];
                     k.open(&attr, cpu, None).is_ok()

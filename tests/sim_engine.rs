@@ -5,6 +5,7 @@
 
 use perf_exporter::config::Config;
 use perf_exporter::engine::Engine;
+use perf_exporter::perf::abi::Exclude;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::perf::{Counter, EventAttr, GroupReading, Kernel, PerfError};
 use perf_exporter::pmu::PmuTable;
@@ -788,4 +789,90 @@ fn start_times_are_when_counting_began_and_survive_hotplug() {
     let after = starts(&e.collect());
     assert_eq!(before, after, "a CPU's return restarted a series");
     assert!(after.contains_key(&("clock_seconds_total".into(), "cpu=1".into())));
+}
+
+/// perf's modifiers reach `perf_event_open` as exclude bits, on every
+/// form (generic, sysfs, software), and the simulated kernel counts what
+/// they keep: its CPUs spend 3/4 of their events in user space, page
+/// faults are raised 9/10 in user mode. A PMU that counts every level at
+/// once (`PERF_PMU_CAP_NO_EXCLUDE`: the IMC) refuses them, and the metric
+/// is reported unavailable with the kernel's EINVAL, never exported as 0.
+#[test]
+fn modifiers_reach_the_open_as_exclude_bits() {
+    const Y: &str = r#"
+sets:
+  - name: modes
+    events:
+      - metric: instructions_total
+        event: instructions
+      - metric: instructions_user_total
+        event: ["instructions:u", "cpu/instructions/u"]
+      - metric: instructions_kernel_total
+        event: "cpu/instructions/k"
+      - metric: faults_user_total
+        event: "page-faults:u"
+      - metric: faults_kernel_total
+        event: "page-faults:k"
+      - metric: dram_read_user_bytes_total
+        event: "uncore_imc_*/cas_count_read/u"
+"#;
+    let (k, mut e, probes) = engine_probed("intel-skx", Some(Y), |_| {});
+    e.collect();
+    k.advance(SEC);
+    let v = values(&e.collect());
+    for cpu in 0..8 {
+        let l = format!("cpu={cpu}");
+        assert!(close(v["instructions_total"][&l], 3.0e9));
+        assert!(close(v["instructions_user_total"][&l], 2.25e9));
+        assert!(close(v["instructions_kernel_total"][&l], 0.75e9));
+        assert!(close(v["faults_user_total"][&l], 900.0));
+        assert!(close(v["faults_kernel_total"][&l], 100.0));
+    }
+    assert!(!v.contains_key("dram_read_user_bytes_total"));
+    let (m, p) = e
+        .problems()
+        .into_iter()
+        .find(|(m, _)| m == "dram_read_user_bytes_total")
+        .expect("the IMC metric is reported");
+    assert_eq!(p.code(), "pmu_refused", "{m}: {p}");
+    assert!(p.to_string().contains("errno 22"), "{p}");
+    // What the engine opened (after the resolver's probes): the bits
+    // perf sets for each modifier.
+    let opens = k.opens();
+    let ex = k.open_excludes();
+    assert_eq!(opens.len(), ex.len());
+    let user = Exclude {
+        kernel: true,
+        hv: true,
+        guest: true,
+        ..Exclude::default()
+    };
+    let kernel = Exclude {
+        user: true,
+        hv: true,
+        ..Exclude::default()
+    };
+    let bits = |type_: u32, config: u64| -> Vec<Exclude> {
+        let mut v: Vec<Exclude> = opens[probes..]
+            .iter()
+            .zip(&ex[probes..])
+            .filter(|(o, _)| o.1 == type_ && o.2[0] == config)
+            .map(|(_, x)| *x)
+            .collect();
+        v.sort_by_key(|x| format!("{x:?}"));
+        v.dedup();
+        v
+    };
+    // cycles-free config: instructions (generic, type 0) twice, all and
+    // user; `cpu/instructions/k` is the raw event 0xc0 on type 4.
+    assert_eq!(bits(0, 1), vec![Exclude::default(), user]);
+    assert_eq!(bits(4, 0xc0), vec![kernel]);
+    assert_eq!(bits(1, 2), {
+        let mut w = vec![user, kernel];
+        w.sort_by_key(|x| format!("{x:?}"));
+        w
+    });
+    assert!(opens[probes..]
+        .iter()
+        .all(|o| !o.0.starts_with("uncore_imc")));
 }

@@ -196,6 +196,40 @@ fn a_busy_loop_pinned_to_cpu1_gets_its_samples_and_the_count_is_hz_times_seconds
     assert!(share >= 0.95, "busy loop's share of cpu1: {share}: {s}");
 }
 
+/// perf's modifiers on the sampled event: `cpu-clock` takes samples
+/// only where the exclude bits let it (`perf_swevent_hrtimer` checks the
+/// interrupted registers), so a busy user loop pinned to cpu1 gets nearly
+/// every `cpu-clock:u` sample and next to none of `cpu-clock:k`'s.
+#[test]
+fn cpu_clock_u_samples_the_user_loop_and_k_does_not() {
+    let _s = serial();
+    common::require_root();
+    let busy = Busy::start();
+    let run = |event: &str| {
+        let (ok, out, err) = top(&["-C", "1", "-F", "99", "-d", "2s", "--json", "-e", event]);
+        assert!(ok, "-e {event}: {err}");
+        let s = summary(&out);
+        assert_eq!(s["event"], event, "{s}");
+        let mine = s["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["pid"] == busy.pid())
+            .map_or(0.0, |e| e["samples"].as_f64().unwrap());
+        (mine, s["samples"].as_f64().unwrap(), s)
+    };
+    let (user_mine, user_all, s) = run("cpu-clock:u");
+    assert!(
+        user_mine >= 0.9 * 99.0 * 2.0 && user_mine >= 0.95 * user_all,
+        "cpu-clock:u: the loop has {user_mine} of {user_all} samples: {s}"
+    );
+    let (kernel_mine, _, s) = run("cpu-clock:k");
+    assert!(
+        kernel_mine <= 0.05 * user_mine,
+        "cpu-clock:k: the user loop has {kernel_mine} samples (cpu-clock:u: {user_mine}): {s}"
+    );
+}
+
 /// `perf report --sort comm` as shares (0-1) by command.
 fn perf_shares(data: &std::path::Path) -> BTreeMap<String, f64> {
     let out = Command::new("perf")

@@ -18,7 +18,8 @@ use super::host::{Host, HostSettings};
 use super::AppError;
 use crate::engine::sample::{By, Sampling, SamplingSettings, Table};
 use crate::perf::{EventAttr, Kernel, SampleRate, SampleSpec};
-use crate::resolve::resolve_str;
+use crate::resolve::resolve_sampled;
+use crate::spec::{self, EventSpec};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
@@ -61,7 +62,7 @@ pub(super) struct Resolved {
 
 /// Each CPU's encoding of `name` (the instance whose CPUs hold it).
 fn per_cpu(h: &Host, name: &str, cpus: &[u32]) -> Result<Vec<(u32, EventAttr)>, String> {
-    let inst = resolve_str(name, &h.table, &h.ctx).map_err(|e| e.to_string())?;
+    let inst = resolve_sampled(name, &h.table, &h.ctx).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for &cpu in cpus {
         if let Some(i) = inst
@@ -75,6 +76,7 @@ fn per_cpu(h: &Host, name: &str, cpus: &[u32]) -> Result<Vec<(u32, EventAttr)>, 
                     config: i.config,
                     event: name.to_string(),
                     pmu: i.pmu.clone(),
+                    exclude: i.exclude,
                 },
             ));
         }
@@ -134,10 +136,9 @@ fn resolve(h: &Host, s: &TopSettings) -> Result<Resolved, AppError> {
     let name = s.event.clone().unwrap_or_else(|| "cycles".into());
     match per_cpu(h, &name, &cpus) {
         Ok(leader) => {
-            let members = if name == "cycles" {
-                per_cpu(h, "instructions", &cpus).unwrap_or_default()
-            } else {
-                Vec::new()
+            let members = match ipc_member(&name) {
+                Some(m) => per_cpu(h, &m, &cpus).unwrap_or_default(),
+                None => Vec::new(),
             };
             Ok(Resolved {
                 cpus: specs(s, leader, &members),
@@ -153,6 +154,23 @@ fn resolve(h: &Host, s: &TopSettings) -> Result<Resolved, AppError> {
             )),
         }),
         Err(why) => Err(AppError::Top(format!("-e {name}: {why}"))),
+    }
+}
+
+/// The member read with each sample of `cycles` (with its modifiers:
+/// `cycles:u` reads `instructions:u`), for each entry's IPC.
+fn ipc_member(leader: &str) -> Option<String> {
+    let e = spec::parse(leader).ok()?;
+    match e.spec {
+        EventSpec::Hardware { id, .. } if id == crate::perf::abi::HW_CPU_CYCLES => {
+            let m = e.modifiers;
+            Some(if m.is_empty() {
+                "instructions".into()
+            } else {
+                format!("instructions:{m}")
+            })
+        }
+        _ => None,
     }
 }
 

@@ -39,7 +39,9 @@ use std::path::Path;
 
 use crate::bounded::{read_string, CONFIG_BYTES};
 use crate::pmu::format::Format;
-use crate::spec::{self, EventSpec};
+#[cfg(test)]
+use crate::spec::EventSpec;
+use crate::spec::{self, Event};
 
 /// The default configuration, embedded in the binary.
 pub const DEFAULT_CONFIG: &str = include_str!("../../config/default.yaml");
@@ -120,8 +122,8 @@ pub struct MetricConfig {
 pub struct Spec {
     /// As written (for reports).
     pub text: String,
-    /// As parsed: what the resolver takes.
-    pub parsed: EventSpec,
+    /// As parsed: what the resolver takes (the event and its modifiers).
+    pub parsed: Event,
 }
 
 /// One alternative encoding of a metric's quantity: one spec, or several
@@ -449,6 +451,7 @@ fn convert_metric(
         };
         out.push(convert_alternative(a).map_err(|e| invalid(&event_at, format!("{where_}: {e}")))?);
     }
+    same_modifiers(name, &out).map_err(|e| invalid(&event_at, e))?;
     Ok(MetricConfig {
         help: m.help,
         gauge: m.gauge,
@@ -457,11 +460,50 @@ fn convert_metric(
     })
 }
 
+/// Parses a counted spec: modifiers the kernel would ignore when
+/// counting (`cpu-clock:u`, `sched:sched_switch:k`) are refused here, at
+/// load, with the line.
 fn parse_spec(text: String) -> Result<Spec, String> {
-    match spec::parse(&text) {
-        Ok(parsed) => Ok(Spec { text, parsed }),
-        Err(e) => Err(e.0),
+    let parsed = spec::parse(&text).map_err(|e| e.0)?;
+    parsed.check_modifiers(false).map_err(|e| e.0)?;
+    Ok(Spec { text, parsed })
+}
+
+/// The fallback rule: the alternatives of one metric (and the specs of
+/// one `sum_of`) are encodings of one quantity, so they carry the same
+/// modifiers; `cycles:u` falling back to `cpu/cycles/` would change what
+/// the series means with the host. Modifiers are compared by the exclude
+/// bits they set (`uH` is `u`).
+fn same_modifiers(name: &str, alts: &[Alternative]) -> Result<(), String> {
+    let mut specs = alts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, a)| a.specs.iter().map(move |s| (i + 1, s)));
+    let Some((_, first)) = specs.next() else {
+        return Ok(());
+    };
+    let want = first.parsed.modifiers.exclude();
+    let shown = |s: &Spec| match s.parsed.modifiers {
+        m if m.is_empty() => "no modifiers".to_string(),
+        m => format!("modifiers `{m}`"),
+    };
+    for (i, s) in specs {
+        if s.parsed.modifiers.exclude() != want {
+            let which = if alts.len() > 1 {
+                format!("alternative {i}, ")
+            } else {
+                String::new()
+            };
+            return Err(format!(
+                "metric `{name}`: {which}`{}` has {} but `{}` has {}: a fallback never changes what a metric means, so every alternative (and every `sum_of` spec) of one metric carries the same modifiers; give them all the same, or make separate metrics (e.g. `instructions_user_total` for `instructions:u`)",
+                s.text,
+                shown(s),
+                first.text,
+                shown(first),
+            ));
+        }
     }
+    Ok(())
 }
 
 fn convert_alternative(a: RawAlternative) -> Result<Alternative, String> {
@@ -747,13 +789,77 @@ mod input_tests {
         );
     }
 
+    /// A modifier is part of the spec: `instructions:u` is its own
+    /// metric, and every alternative of a metric carries the same
+    /// modifiers (compared by the bits they set).
+    #[test]
+    fn modifiers_are_stored_and_alternatives_agree() {
+        let one = |ev: &str| {
+            format!("sets:\n  - name: a\n    events:\n      - metric: instructions_user_total\n        event: {ev}\n")
+        };
+        let c = Config::parse(
+            &one("[\"instructions:u\", \"armv8_pmuv3/inst_retired/u\", \"cpu/instructions/uH\"]"),
+            "t.yaml",
+        )
+        .unwrap();
+        let alts = &c.sets[0].events[0].event.value;
+        assert_eq!(alts.len(), 3);
+        assert!(alts.iter().all(|a| a.specs[0].parsed.modifiers.exclude()
+            == alts[0].specs[0].parsed.modifiers.exclude()));
+        assert!(alts[0].specs[0].parsed.modifiers.user);
+        assert!(matches!(
+            alts[0].specs[0].parsed.spec,
+            EventSpec::Hardware { id: 1, .. }
+        ));
+        let e = Config::parse(&one("[\"instructions:u\", cpu/instructions/]"), "t.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t.yaml:5:"), "{e}");
+        assert!(
+            e.contains("alternative 2, `cpu/instructions/` has no modifiers but `instructions:u` has modifiers `u`")
+                && e.contains("a fallback never changes what a metric means"),
+            "{e}"
+        );
+        let e = Config::parse(
+            &one("[\"instructions:u\", \"cpu/instructions/k\"]"),
+            "t.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("has modifiers `k` but"), "{e}");
+        let e = Config::parse(
+            &one("{sum_of: [\"instructions:u\", instructions]}"),
+            "t.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`sum_of`"), "{e}");
+        // The sampling event takes the modifiers that filter samples.
+        let y = format!("{}sampling:\n  event: cpu-clock:u\n", one("instructions:u"));
+        assert_eq!(
+            Config::parse(&y, "t.yaml")
+                .unwrap()
+                .sampling
+                .unwrap()
+                .event
+                .as_deref(),
+            Some("cpu-clock:u")
+        );
+        let y = format!("{}sampling:\n  event: cycles:pp\n", one("instructions:u"));
+        let e = Config::parse(&y, "t.yaml").unwrap_err().to_string();
+        assert!(
+            e.contains("t.yaml:7:") && e.contains("`sampling.event`") && e.contains("perf's `p`"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn specs_are_stored_parsed_and_checked() {
         let y = "sets:\n  - name: a\n    events:\n      - metric: m_total\n        event: [cycles, {sum_of: [cpu/event=0x3c/, cpu/event=0xc0/], scale: 2}]\n";
         let c = Config::parse(y, "t.yaml").unwrap();
         let alts = &c.sets[0].events[0].event.value;
         assert!(matches!(
-            alts[0].specs[0].parsed,
+            alts[0].specs[0].parsed.spec,
             EventSpec::Hardware { id: 0, .. }
         ));
         assert_eq!(alts[1].display(), "cpu/event=0x3c/ + cpu/event=0xc0/");
@@ -763,7 +869,10 @@ mod input_tests {
             ))
         };
         assert!(bad("\"cpu/event=1,event=2/\"").contains("given twice"));
-        assert!(bad("cycles:u").contains("modifiers"));
+        assert!(bad("cycles:ux").contains("column 9: `x` is not an event modifier"));
+        assert!(bad("cpu-clock:u").contains("elapsed time"));
+        assert!(bad("sched:sched_switch:k").contains("only `u`"));
+        assert!(bad("page-faults:G").contains("only `u` and `k`"));
         for sc in ["0", "-64", "1e308", ".nan", ".inf"] {
             let e = bad(&format!("{{event: cycles, scale: {sc}}}"));
             assert!(

@@ -47,7 +47,7 @@ pub struct RawSampling {
     #[serde(default)]
     frequency: Option<Spanned<u64>>,
     #[serde(default)]
-    event: Option<String>,
+    event: Option<Spanned<String>>,
     #[serde(default)]
     by: SampleBy,
     #[serde(default)]
@@ -102,9 +102,17 @@ pub(super) fn convert(
         &|p| p.is_power_of_two() && p <= 65536,
         "is not a power of two `ring_pages:` (1, 2, 4, ... 65536)",
     )?;
+    if let Some(e) = &raw.event {
+        // Parsed at load, so a bad spec or modifier is refused with its
+        // line; sampling takes the modifiers that filter only samples
+        // (`cpu-clock:u`).
+        crate::spec::parse(&e.value)
+            .and_then(|p| p.check_modifiers(true))
+            .map_err(|why| invalid(&e.referenced, format!("`sampling.event`: {why}")))?;
+    }
     Ok(SamplingConfig {
         frequency: raw.frequency.map_or(DEFAULT_FREQUENCY, |f| f.value),
-        event: raw.event,
+        event: raw.event.map(|e| e.value),
         by: raw.by,
         top: raw.top.map_or(DEFAULT_TOP, |t| t.value),
         ring_pages: raw.ring_pages.map_or(DEFAULT_RING_PAGES, |p| p.value),

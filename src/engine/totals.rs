@@ -69,6 +69,7 @@ fn same_counting(a: &ResolvedMetric, b: &ResolvedMetric) -> bool {
                 && x.inst.pmu == y.inst.pmu
                 && x.inst.type_ == y.inst.type_
                 && x.inst.config == y.inst.config
+                && x.inst.exclude == y.inst.exclude
                 && x.inst.scale == y.inst.scale
                 && x.inst.uncore == y.inst.uncore
                 && x.inst.snapshot == y.inst.snapshot

@@ -158,6 +158,32 @@ pub const FLAG_FD_CLOEXEC: u64 = b::PERF_FLAG_FD_CLOEXEC as u64;
 /// `PERF_FLAG_PID_CGROUP`: `pid` is a cgroup directory's fd.
 pub const FLAG_PID_CGROUP: u64 = b::PERF_FLAG_PID_CGROUP as u64;
 
+/// The privilege-level filters of `perf_event_attr` (`exclude_user`,
+/// `exclude_kernel`, `exclude_hv`, `exclude_host`, `exclude_guest`), which
+/// perf's event modifiers (`cycles:u`) set. All clear: count everything,
+/// as an event without modifiers does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Exclude {
+    /// `exclude_user`: do not count user space.
+    pub user: bool,
+    /// `exclude_kernel`: do not count the kernel.
+    pub kernel: bool,
+    /// `exclude_hv`: do not count the hypervisor.
+    pub hv: bool,
+    /// `exclude_host`: do not count while the host runs (only KVM guests).
+    pub host: bool,
+    /// `exclude_guest`: do not count while a KVM guest runs.
+    pub guest: bool,
+}
+
+impl Exclude {
+    /// Whether any bit is set (the kernel's `event_has_any_exclude_flag`,
+    /// which also counts `exclude_idle`, never set here).
+    pub fn any(self) -> bool {
+        self.user || self.kernel || self.hv || self.host || self.guest
+    }
+}
+
 /// `INTEL_ARCH_EVENT_MASK`: an Intel core event's code and unit mask.
 const INTEL_ARCH_EVENT_MASK: u64 = 0xffff;
 /// `INTEL_TD_SLOTS`: the perf-metrics `slots` event (`event=0x00,umask=0x4`).

@@ -60,6 +60,7 @@ impl Kernel for LiveKernel {
         a.__bindgen_anon_3.config1 = attr.config[1];
         a.__bindgen_anon_4.config2 = attr.config[2];
         a.config3 = attr.config[3];
+        attr.set_exclude(&mut a);
         // Only the leader starts disabled: enabling it enables the group.
         a.set_disabled(u64::from(at.group.is_none()));
         let group_fd = match at.group {

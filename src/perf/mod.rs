@@ -50,6 +50,22 @@ pub struct EventAttr {
     pub event: String,
     /// The PMU (for errors).
     pub pmu: String,
+    /// `exclude_user`, `exclude_kernel`, `exclude_hv`, `exclude_host`,
+    /// `exclude_guest`: what perf's event modifiers (`cycles:u`) ask for.
+    pub exclude: abi::Exclude,
+}
+
+impl EventAttr {
+    /// The bits of `perf_event_attr`'s flag word for [`Self::exclude`],
+    /// as the bindings' setters take them.
+    pub(crate) fn set_exclude(&self, a: &mut perf_event_open_sys::bindings::perf_event_attr) {
+        let x = self.exclude;
+        a.set_exclude_user(u64::from(x.user));
+        a.set_exclude_kernel(u64::from(x.kernel));
+        a.set_exclude_hv(u64::from(x.hv));
+        a.set_exclude_host(u64::from(x.host));
+        a.set_exclude_guest(u64::from(x.guest));
+    }
 }
 
 /// An open counter. Dropping it closes the fd.
@@ -458,6 +474,7 @@ mod tests {
             config: [0; 4],
             event: "cycles".into(),
             pmu: "cpu".into(),
+            exclude: Default::default(),
         };
         let e = PerfError::new("open", &attr, 3, libc::EACCES);
         let s = e.to_string();
@@ -485,6 +502,7 @@ mod tests {
             config: [0; 4],
             event: "cpu-clock".into(),
             pmu: "software".into(),
+            exclude: Default::default(),
         };
         let e = Nothing.open(&attr, 3, None).unwrap_err();
         assert_eq!((e.op, e.errno, e.cpu), ("open", libc::EOPNOTSUPP, 3));

@@ -68,6 +68,7 @@ impl SampleSpec {
                 config: [abi::SW_CPU_CLOCK, 0, 0, 0],
                 event: "cpu-clock".into(),
                 pmu: "software".into(),
+                exclude: Default::default(),
             },
             members: Vec::new(),
             rate,
@@ -193,6 +194,7 @@ fn attr_of(spec: &SampleSpec, e: &EventAttr, leader: bool) -> sys::bindings::per
     a.__bindgen_anon_3.config1 = e.config[1];
     a.__bindgen_anon_4.config2 = e.config[2];
     a.config3 = e.config[3];
+    e.set_exclude(&mut a);
     if leader {
         a.sample_type = spec.sample_type();
         a.read_format = spec.read_format();

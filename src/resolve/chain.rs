@@ -339,7 +339,7 @@ fn try_alternative(
         let (parsed, spec) = (&spec.parsed, spec.text.as_str());
         let mut insts =
             resolve(parsed, table, ctx).map_err(|e| in_sum(problem_of(e, spec), spec, sum))?;
-        core_pmus_without(parsed, table, spec, &insts, partial);
+        core_pmus_without(&parsed.spec, table, spec, &insts, partial);
         if let Some(req) = alt.requires_cpu() {
             cpu_guard(req, table, spec, &mut insts, partial)?;
         }

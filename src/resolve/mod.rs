@@ -27,12 +27,12 @@ pub use crate::spec;
 
 use crate::pmu::host::{Tracefs, Tracepoints};
 use crate::pmu::{normalize_unit, Pmu, PmuTable, Scope, SyntaxError, TermValue};
-use spec::{quote_list, suggest, EventSpec, HARDWARE, HARDWARE_SYSFS};
+use spec::{quote_list, suggest, Event, EventSpec, HARDWARE, HARDWARE_SYSFS};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 pub use crate::perf::abi::{
-    PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
+    Exclude, PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
 };
 
 /// PMU families whose older drivers expose no `cpumask` although they are
@@ -159,6 +159,9 @@ pub struct Instance {
     pub unit: String,
     /// `.snapshot`: an absolute reading (a gauge), not a running count.
     pub snapshot: bool,
+    /// The exclude bits of the spec's modifiers (`cycles:u`), the same
+    /// on every instance of one spec.
+    pub exclude: Exclude,
 }
 
 /// Where tracepoint ids come from, and so on: the environment resolution
@@ -207,8 +210,47 @@ pub fn resolve_str(
     resolve(&spec, table, ctx)
 }
 
-/// Resolves a parsed spec to its instances.
+/// Resolves a parsed spec to its instances, to be counted. Modifiers the
+/// kernel would ignore when counting are refused
+/// ([`Event::check_modifiers`]); the rest become each instance's
+/// [`Instance::exclude`], for the PMU to accept or refuse at open.
 pub fn resolve(
+    spec: &Event,
+    table: &PmuTable,
+    ctx: &Context,
+) -> Result<Vec<Instance>, ResolveError> {
+    resolve_as(spec, table, ctx, false)
+}
+
+/// Resolves a spec string to be sampled (`top -e`, `sampling.event`):
+/// like [`resolve_str`], but the modifiers that filter only samples
+/// (`cpu-clock:u`) are taken.
+pub fn resolve_sampled(
+    s: &str,
+    table: &PmuTable,
+    ctx: &Context,
+) -> Result<Vec<Instance>, ResolveError> {
+    let spec = spec::parse(s)?;
+    resolve_as(&spec, table, ctx, true)
+}
+
+fn resolve_as(
+    spec: &Event,
+    table: &PmuTable,
+    ctx: &Context,
+    sampling: bool,
+) -> Result<Vec<Instance>, ResolveError> {
+    spec.check_modifiers(sampling)?;
+    let exclude = spec.modifiers.exclude();
+    let mut v = resolve_event(&spec.spec, table, ctx)?;
+    for i in &mut v {
+        i.exclude = exclude;
+    }
+    Ok(v)
+}
+
+/// Resolves an event without its modifiers.
+fn resolve_event(
     spec: &EventSpec,
     table: &PmuTable,
     ctx: &Context,
@@ -233,6 +275,7 @@ pub fn resolve(
                 scale,
                 unit: unit.into(),
                 snapshot: false,
+                exclude: Exclude::default(),
             }])
         }
         EventSpec::Raw(v) => {
@@ -272,6 +315,7 @@ pub fn resolve(
                 scale: 1.0,
                 unit: String::new(),
                 snapshot: false,
+                exclude: Exclude::default(),
             }])
         }
         EventSpec::Pmu { pmu, terms, bare } => resolve_pmu(table, pmu, terms, bare),
@@ -288,6 +332,7 @@ fn per_cpu_instance(table: &PmuTable, p: &Pmu, config: [u64; 4]) -> Instance {
         scale: 1.0,
         unit: String::new(),
         snapshot: false,
+        exclude: Exclude::default(),
     }
 }
 
@@ -585,6 +630,7 @@ fn encode_on(
         scale,
         unit,
         snapshot: alias.is_some_and(|a| a.snapshot),
+        exclude: Exclude::default(),
     })
 }
 
@@ -611,5 +657,79 @@ mod tests {
         assert_eq!(v[0].scale, 64.0);
         assert_eq!(v[0].unit, "bytes");
         assert!(v[0].uncore);
+    }
+
+    fn excl(user: bool, kernel: bool, hv: bool, host: bool, guest: bool) -> Exclude {
+        Exclude {
+            user,
+            kernel,
+            hv,
+            host,
+            guest,
+        }
+    }
+
+    /// Every form carries its modifiers to each of its instances, with
+    /// the encoding of the same event without them.
+    #[test]
+    fn modifiers_become_each_instances_exclude_bits() {
+        let (f, t) = (false, true);
+        let user = excl(f, t, t, f, t);
+        let kernel = excl(t, f, t, f, f);
+        let ctx = Context::default();
+        let skx = fixture("intel-skx");
+        for (spec, plain, want) in [
+            ("cycles:u", "cycles", user),
+            ("instructions:k", "instructions", kernel),
+            ("cpu/cycles/u", "cpu/cycles/", user),
+            ("cpu/event=0xc0/uk", "cpu/event=0xc0/", excl(f, f, t, f, t)),
+            ("r3c:G", "r3c", excl(f, f, f, t, f)),
+            ("LLC-load-misses:H", "LLC-load-misses", excl(f, f, f, f, t)),
+            ("page-faults:u", "page-faults", user),
+            (
+                "uncore_imc_*/cas_count_read/k",
+                "uncore_imc_*/cas_count_read/",
+                kernel,
+            ),
+        ] {
+            let v = resolve_str(spec, &skx, &ctx).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let p = resolve_str(plain, &skx, &ctx).unwrap();
+            assert_eq!(v.len(), p.len(), "{spec}");
+            for (a, b) in v.iter().zip(&p) {
+                assert_eq!(a.exclude, want, "{spec}");
+                assert_eq!(b.exclude, Exclude::default(), "{plain}");
+                assert_eq!((a.type_, a.config, &a.cpus), (b.type_, b.config, &b.cpus));
+            }
+        }
+        let arm = fixture("arm-neoverse-n1");
+        for spec in [
+            "armv8_pmuv3_0/inst_retired/k",
+            "armv8_pmuv3_*/inst_retired/k",
+            "instructions:k",
+        ] {
+            let v = resolve_str(spec, &arm, &ctx).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            assert!(v.iter().all(|i| i.exclude == kernel), "{spec}: {v:?}");
+        }
+    }
+
+    /// What the kernel would ignore when counting is refused with the
+    /// reason; sampling takes `cpu-clock:u` (the bits filter samples).
+    #[test]
+    fn ignored_modifiers_are_refused_for_counting_only() {
+        let t = fixture("intel-skx");
+        let ctx = Context::default();
+        let e = resolve_str("cpu-clock:u", &t, &ctx).unwrap_err();
+        assert!(
+            matches!(&e, ResolveError::Syntax(m) if m.contains("elapsed time")),
+            "{e}"
+        );
+        let v = resolve_sampled("cpu-clock:u", &t, &ctx).unwrap();
+        assert_eq!(v[0].exclude, excl(false, true, true, false, true));
+        for bad in ["task-clock:k", "context-switches:H", "sched:sched_switch:k"] {
+            assert!(resolve_str(bad, &t, &ctx).is_err(), "{bad}");
+        }
+        // The tracepoint's check comes before tracefs is looked for.
+        let e = resolve_str("sched:sched_switch:uk", &t, &ctx).unwrap_err();
+        assert!(e.to_string().contains("only `u`"), "{e}");
     }
 }

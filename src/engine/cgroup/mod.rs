@@ -248,8 +248,11 @@ pub struct CgroupTotals {
 }
 
 /// What a per-cgroup metric counts: its node name and every encoding
-/// (PMU, type, config, scale).
-pub(crate) type Signature = (String, Vec<(String, u32, [u64; 4], u64)>);
+/// (PMU, type, config words, scale bits, exclude bits).
+pub(crate) type Signature = (
+    String,
+    Vec<(String, u32, [u64; 4], u64, crate::perf::abi::Exclude)>,
+);
 
 /// The per-cgroup family of a node metric: `perf_` becomes
 /// `perf_cgroup_` (`perf_cpu_clock_seconds_total` →

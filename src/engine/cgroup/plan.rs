@@ -79,6 +79,7 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
                             i.inst.type_,
                             i.inst.config,
                             i.inst.scale.to_bits(),
+                            i.inst.exclude,
                         )
                     })
                     .collect(),
@@ -93,6 +94,7 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
                     config: i.config,
                     event: inst.spec.clone(),
                     pmu: i.pmu.clone(),
+                    exclude: i.exclude,
                 };
                 let group = plans.entry((set, i.pmu.clone(), cpu)).or_default();
                 group.push((inst.topdown_rank, (mi, attr, i.scale)));

@@ -233,6 +233,7 @@ impl SimKernel {
             config,
             event: String::new(),
             pmu: String::new(),
+            exclude: Default::default(),
         };
         let cpus = self.state().online.clone();
         cpus.iter().find_map(|&c| match self.accept(&attr, c) {
@@ -332,6 +333,9 @@ impl SimKernel {
                 if c.iter().zip(info.masks).any(|(&w, m)| w & !m != 0) {
                     return Err(libc::EINVAL);
                 }
+                if attr.exclude.any() && drivers::no_exclude(&p.name) {
+                    return Err(libc::EINVAL);
+                }
                 if let Scope::Cpus(cpus) = &p.scope {
                     if !cpus.contains(&cpu) {
                         return Err(libc::ENOENT);
@@ -387,6 +391,7 @@ mod tests {
             config: [config, 0, 0, 0],
             event: format!("{pmu}/{config:#x}/"),
             pmu: pmu.into(),
+            exclude: Default::default(),
         };
         let cpu = if pmu == "cpu_atom" { 16 } else { 0 };
         k.open(&attr, cpu, g).map_err(|e| e.errno)
@@ -429,6 +434,7 @@ mod tests {
             config: [0; 4],
             event: "slots".into(),
             pmu: "cpu_core".into(),
+            exclude: Default::default(),
         };
         k.enable_group(&slots, &attr, 0).unwrap();
         k.advance(3_000_000_000);

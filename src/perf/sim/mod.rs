@@ -177,6 +177,12 @@ impl SimKernel {
         self.state().opens()
     }
 
+    /// The `exclude_*` bits (perf's modifiers, `cycles:u`) of every
+    /// successful open, in the order of [`SimKernel::opens`].
+    pub fn open_excludes(&self) -> Vec<crate::perf::abi::Exclude> {
+        self.state().open_excludes()
+    }
+
     /// How many group reads ([`Kernel::read_group`], one `read()` each on
     /// the live kernel) were made so far.
     pub fn reads(&self) -> u64 {

@@ -2,6 +2,8 @@
 //! event (events per second of enabled time), or a constant reading for
 //! a `.snapshot` event.
 
+use crate::perf::abi::{self, TYPE_SOFTWARE, TYPE_TRACEPOINT};
+use crate::perf::EventAttr;
 use crate::pmu::Pmu;
 use crate::spec::HARDWARE_SYSFS;
 
@@ -12,6 +14,51 @@ pub(super) enum Rate {
     PerSec(f64),
     /// A snapshot reading: always this value.
     Constant(u64),
+}
+
+impl Rate {
+    /// This rate, counting only `share` of the events (a snapshot reading
+    /// is what it is).
+    pub(super) fn times(self, share: f64) -> Rate {
+        match self {
+            Rate::PerSec(r) => Rate::PerSec(r * share),
+            c @ Rate::Constant(_) => c,
+        }
+    }
+}
+
+/// The share of an event's count that its exclude bits keep, as the
+/// kernel applies them to each kind of event (`kernel/events/core.c`):
+///
+/// * hardware and PMU events: the simulated CPUs spend 3/4 of their
+///   events in user space and 1/4 in the kernel; no hypervisor level is
+///   ever counted and no KVM guest ever runs, so `G` alone counts nothing;
+/// * software events: the kernel applies `exclude_user` and
+///   `exclude_kernel` to the registers of the code that raised the event
+///   (`perf_exclude_event`), `cpu-clock` and `task-clock` count time
+///   whatever the bits; page faults are raised 9/10 in user mode,
+///   context switches, migrations and the rest in the kernel;
+/// * tracepoints: only `exclude_kernel` applies (`perf_tp_event_match`),
+///   and the simulated tracepoints fire in the kernel.
+pub(super) fn privilege_share(attr: &EventAttr) -> f64 {
+    let x = attr.exclude;
+    let keep = |user: f64, kernel: f64| {
+        f64::from(u8::from(!x.user)) * user + f64::from(u8::from(!x.kernel)) * kernel
+    };
+    match attr.type_ {
+        TYPE_SOFTWARE => match attr.config[0] {
+            abi::SW_CPU_CLOCK | abi::SW_TASK_CLOCK => 1.0,
+            abi::SW_PAGE_FAULTS
+            | abi::SW_PAGE_FAULTS_MIN
+            | abi::SW_PAGE_FAULTS_MAJ
+            | abi::SW_ALIGNMENT_FAULTS
+            | abi::SW_EMULATION_FAULTS => keep(0.9, 0.1),
+            _ => keep(0.0, 1.0),
+        },
+        TYPE_TRACEPOINT => f64::from(u8::from(!x.kernel)),
+        _ if x.host => 0.0,
+        _ => keep(0.75, 0.25),
+    }
 }
 
 /// Rate of a generic hardware event id.

@@ -163,6 +163,7 @@ mod tests {
             config: [config, 0, 0, 0],
             event: "e".into(),
             pmu: "p".into(),
+            exclude: Default::default(),
         };
         SampleSpec {
             attr: a.clone(),

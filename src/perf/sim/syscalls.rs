@@ -4,6 +4,7 @@
 //! a group read brings the group up to the clock and reports the leader's
 //! times with every member's value, leader first.
 
+use super::rates::privilege_share;
 use super::table::{NewSlot, State};
 use super::{cgroup, lock, SimHandle, SimKernel, NEXT_ID};
 use crate::perf::cgroup::{CgroupHandle, CgroupInner, CgroupOpenError};
@@ -62,7 +63,14 @@ impl SimKernel {
             return Err(libc::ENODEV);
         }
         let kind = st
-            .intern_kind(acc.pmu, acc.sw, acc.rate, attr.type_, attr.config)
+            .intern_kind(
+                acc.pmu,
+                acc.sw,
+                acc.rate.times(privilege_share(attr)),
+                attr.type_,
+                attr.config,
+                attr.exclude,
+            )
             .ok_or(libc::ENFILE)?;
         let pmu = st.kind_of(kind).pmu;
         let now = st.now();

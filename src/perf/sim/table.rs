@@ -9,6 +9,7 @@
 //! `sibling_list`), and the record of opens is 8 bytes each.
 
 use super::rates::Rate;
+use crate::perf::abi::Exclude;
 use crate::perf::sim::OpenRecord;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -32,6 +33,7 @@ pub(super) struct EventKind {
     pub(super) rate: Rate,
     type_: u32,
     config: [u64; 4],
+    exclude: Exclude,
 }
 
 /// One open counter.
@@ -99,7 +101,7 @@ pub(super) struct State {
     /// PMU names, interned.
     pmus: Vec<String>,
     kinds: Vec<EventKind>,
-    kind_index: HashMap<(u32, [u64; 4], u16), u32>,
+    kind_index: HashMap<(u32, [u64; 4], u16, Exclude), u32>,
     shares: Vec<f64>,
     share_index: HashMap<u64, u32>,
     /// Every successful open: `(kind, cpu)`.
@@ -200,6 +202,7 @@ impl State {
         rate: Rate,
         type_: u32,
         config: [u64; 4],
+        exclude: Exclude,
     ) -> Option<u32> {
         let p = match self.pmus.iter().position(|n| n == pmu) {
             Some(p) => u16::try_from(p).ok()?,
@@ -211,7 +214,7 @@ impl State {
                 p
             }
         };
-        if let Some(&k) = self.kind_index.get(&(type_, config, p)) {
+        if let Some(&k) = self.kind_index.get(&(type_, config, p, exclude)) {
             return Some(k);
         }
         let k = u32::try_from(self.kinds.len()).ok()?;
@@ -221,8 +224,9 @@ impl State {
             rate,
             type_,
             config,
+            exclude,
         });
-        self.kind_index.insert((type_, config, p), k);
+        self.kind_index.insert((type_, config, p, exclude), k);
         Some(k)
     }
 
@@ -480,6 +484,15 @@ impl State {
                 let k = self.kinds[k as usize];
                 (self.pmu_name(k.pmu).to_string(), k.type_, k.config, cpu)
             })
+            .collect()
+    }
+
+    /// The exclude bits of every successful open, in the order of
+    /// [`Self::opens`].
+    pub(super) fn open_excludes(&self) -> Vec<Exclude> {
+        self.opens
+            .iter()
+            .map(|&(k, _)| self.kinds[k as usize].exclude)
             .collect()
     }
 }

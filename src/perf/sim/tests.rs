@@ -24,6 +24,7 @@ fn attr(type_: u32, config: u64) -> EventAttr {
         config: [config, 0, 0, 0],
         event: format!("{type_}:{config:#x}"),
         pmu: "test".into(),
+        exclude: Default::default(),
     }
 }
 
@@ -483,4 +484,54 @@ fn a_counter_costs_a_64_byte_slot_and_a_24_byte_handle() {
     drop(members);
     drop(leader);
     assert_eq!(k.live_counters(), 0);
+}
+
+/// The kernel takes exclude bits on the core PMU, software events and
+/// tracepoints, and refuses them with EINVAL on a PMU registered with
+/// `PERF_PMU_CAP_NO_EXCLUDE` (uncore IMC, RAPL, C-states, msr), as
+/// `perf_try_init_event` does; the open records the bits.
+#[test]
+fn exclude_bits_accepted_or_refused_as_the_kernel_does() {
+    let k = sim("intel-skx");
+    let user = crate::perf::abi::Exclude {
+        kernel: true,
+        hv: true,
+        guest: true,
+        ..Default::default()
+    };
+    let with = |type_: u32, config: u64| EventAttr {
+        exclude: user,
+        ..attr(type_, config)
+    };
+    for (type_, config) in [
+        (TYPE_HARDWARE, 1),
+        (TYPE_SOFTWARE, 2),
+        (TYPE_TRACEPOINT, 316),
+        (type_of(&k, "cpu"), 0xc0),
+    ] {
+        k.open(&with(type_, config), 0, None)
+            .unwrap_or_else(|e| panic!("{type_}:{config:#x}: {e}"));
+    }
+    for (pmu, config) in [
+        ("uncore_imc_0", 0x304),
+        ("power", 0x2),
+        ("cstate_core", 0x1),
+        ("msr", 0x0),
+    ] {
+        let e = k
+            .open(&with(type_of(&k, pmu), config), 0, None)
+            .unwrap_err();
+        assert_eq!(e.errno, libc::EINVAL, "{pmu}");
+        // Without the bits, the same encoding opens.
+        k.open(&attr(type_of(&k, pmu), config), 0, None)
+            .unwrap_or_else(|e| panic!("{pmu}: {e}"));
+    }
+    let ex = k.open_excludes();
+    assert_eq!(&ex[..4], &[user; 4]);
+    assert!(ex[4..].iter().all(|x| !x.any()));
+    // User-only instructions count 3/4 of all of them.
+    let c = k.open(&with(TYPE_HARDWARE, 1), 1, None).unwrap();
+    k.enable_group(&c, &with(TYPE_HARDWARE, 1), 1).unwrap();
+    k.advance(SEC);
+    assert_eq!(read(&k, &c).values[0].1, 2_250_000_000);
 }
