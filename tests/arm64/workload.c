@@ -104,6 +104,8 @@ static long open_counter(u64 config, long group)
 	a.size = sizeof a;
 	a.config = config;
 	a.disabled = group < 0;
+	/* first on the PMU, so the exporter's groups never multiplex it */
+	a.pinned = group < 0;
 	a.exclude_kernel = 1;
 	a.exclude_hv = 1;
 	a.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
