@@ -280,14 +280,22 @@ fn a_cgroup_without_perf_event_state_is_named_with_the_fix() {
     r.k.advance(SEC);
     r.e.collect();
     let c = r.e.cgroups().unwrap();
-    assert!(c.backend().counted().is_empty(), "{:?}", c.backend().counted());
+    assert!(
+        c.backend().counted().is_empty(),
+        "{:?}",
+        c.backend().counted()
+    );
     let issues = c.issues();
     let i = issues
         .iter()
         .find(|i| matches!(i, CgroupIssue::NoPerfEventState { cgroup, .. } if cgroup == "app/a"))
         .unwrap_or_else(|| panic!("expected a NoPerfEventState issue for app/a, got {issues:?}"));
     assert_eq!(i.code(), "cgroup_no_perf_event");
-    assert!(i.what_to_do().contains("cgroup.subtree_control"), "{}", i.what_to_do());
+    assert!(
+        i.what_to_do().contains("cgroup.subtree_control"),
+        "{}",
+        i.what_to_do()
+    );
     assert!(!i.to_string().contains("no PMU claims"), "{i}");
     // A controller applied (systemd does it at boot): counted at the next sync.
     std::fs::write(root.join("cgroup.subtree_control"), "pids\n").unwrap();

@@ -1,5 +1,5 @@
 # Scenario 3 (tests/arm64_guest.rs): multiplexing on the real driver.
-N=5000000
+N=20000000
 URL=http://127.0.0.1:9659/metrics
 poll() {
   limit=$1

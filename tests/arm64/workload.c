@@ -3,11 +3,14 @@
  * a loop of a known instruction count that measures itself with
  * perf_event_open, for the arm64 guest under QEMU (-icount shift=0).
  *
- *   workload ITERATIONS [CGROUP_DIR]
+ *   workload ITERATIONS [CGROUP_DIR|-] [instructions-only]
  *
- * With CGROUP_DIR it first moves itself into that cgroup (writes "0" to its
+ * With `instructions-only` it leaves the cycle counter to others (the
+ * sampling scenario: QEMU delivers overflow interrupts promptly only for
+ * the cycle counter; cycles=0 is printed). With CGROUP_DIR it first moves itself into that cgroup (writes "0" to its
  * cgroup.procs), so a per-cgroup counter sees only this process from then
- * on. It then counts user-mode instructions and cycles (one group) around a
+ * on. It then counts user-mode instructions and cycles (one group, pinned:
+ * first on the PMU, never multiplexed by the exporter's groups) around a
  * loop of ITERATIONS x 8 instructions and prints one line:
  *
  *   workload iterations=N instructions=I cycles=C enabled=E running=R
@@ -96,22 +99,29 @@ static u64 parse(const char *s)
 	return v;
 }
 
-static long open_counter(u64 config, long group)
+/* Filled before the process moves into its cgroup: their memset is not
+ * part of what the cgroup counts. */
+static struct perf_event_attr attrs[2];
+
+static void prepare(struct perf_event_attr *a, u64 config, int leader)
 {
-	struct perf_event_attr a;
-	memset(&a, 0, sizeof a);
-	a.type = PERF_TYPE_HARDWARE;
-	a.size = sizeof a;
-	a.config = config;
-	a.disabled = group < 0;
+	memset(a, 0, sizeof *a);
+	a->type = PERF_TYPE_HARDWARE;
+	a->size = sizeof *a;
+	a->config = config;
+	a->disabled = leader;
 	/* first on the PMU, so the exporter's groups never multiplex it */
-	a.pinned = group < 0;
-	a.exclude_kernel = 1;
-	a.exclude_hv = 1;
-	a.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
-			PERF_FORMAT_TOTAL_TIME_RUNNING;
+	a->pinned = leader;
+	a->exclude_kernel = 1;
+	a->exclude_hv = 1;
+	a->read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
+			 PERF_FORMAT_TOTAL_TIME_RUNNING;
+}
+
+static long open_counter(struct perf_event_attr *a, long group)
+{
 	/* this process, any CPU */
-	return sys6(SYS_perf_event_open, (long)&a, 0, -1, group, 0);
+	return sys6(SYS_perf_event_open, (long)a, 0, -1, group, 0);
 }
 
 /* ITERATIONS x 8 instructions: six adds, subs, b.ne. */
@@ -134,20 +144,34 @@ static void loop(u64 n)
 static void run(long argc, char **argv)
 {
 	if (argc < 2)
-		die("usage: workload ITERATIONS [CGROUP_DIR]", 2);
+		die("usage: workload ITERATIONS [CGROUP_DIR|-] [instructions-only]", 2);
 	u64 n = parse(argv[1]);
 	if (n == 0)
 		die("ITERATIONS must be a positive number", 2);
-	if (argc > 2) {
-		char path[512];
+	prepare(&attrs[0], PERF_COUNT_HW_INSTRUCTIONS, 1);
+	prepare(&attrs[1], PERF_COUNT_HW_CPU_CYCLES, 0);
+	int cycles = !(argc > 3 && argv[3][0] == 'i');
+	long back = -1;
+	if (argc > 2 && !(argv[2][0] == '-' && argv[2][1] == 0)) {
+		/* Both paths are built and the parent's cgroup.procs opened
+		 * before the move, and the process moves back to the parent
+		 * right after reading its counters: the cgroup sees only the
+		 * counted loop and a few dozen instructions around it. */
+		char path[512], parent[512];
 		unsigned long l = len(argv[2]);
 		const char *tail = "/cgroup.procs";
-		if (l + len(tail) + 1 > sizeof path)
+		const char *up = "/../cgroup.procs";
+		if (l + len(up) + 1 > sizeof path)
 			die("cgroup path too long", 2);
 		for (unsigned long i = 0; i < l; i++)
-			path[i] = argv[2][i];
+			path[i] = parent[i] = argv[2][i];
 		for (unsigned long i = 0; i <= len(tail); i++)
 			path[l + i] = tail[i];
+		for (unsigned long i = 0; i <= len(up); i++)
+			parent[l + i] = up[i];
+		back = sys6(SYS_openat, AT_FDCWD, (long)parent, O_WRONLY, 0, 0);
+		if (back < 0)
+			die("open the parent's cgroup.procs", back);
 		long fd = sys6(SYS_openat, AT_FDCWD, (long)path, O_WRONLY, 0, 0);
 		if (fd < 0)
 			die("open cgroup.procs", fd);
@@ -156,19 +180,24 @@ static void run(long argc, char **argv)
 			die("write cgroup.procs", w);
 		sys6(SYS_close, fd, 0, 0, 0, 0);
 	}
-	long ins = open_counter(PERF_COUNT_HW_INSTRUCTIONS, -1);
+	long ins = open_counter(&attrs[0], -1);
 	if (ins < 0)
 		die("perf_event_open instructions", ins);
-	long cyc = open_counter(PERF_COUNT_HW_CPU_CYCLES, ins);
-	if (cyc < 0)
-		die("perf_event_open cycles", cyc);
+	if (cycles) {
+		long cyc = open_counter(&attrs[1], ins);
+		if (cyc < 0)
+			die("perf_event_open cycles", cyc);
+	}
 	sys6(SYS_ioctl, ins, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP, 0, 0);
 	loop(n);
 	sys6(SYS_ioctl, ins, PERF_EVENT_IOC_DISABLE, PERF_IOC_FLAG_GROUP, 0, 0);
-	/* nr, time_enabled, time_running, value[2] */
-	u64 r[5];
-	long got = sys6(SYS_read, ins, (long)r, sizeof r, 0, 0);
-	if (got != (long)sizeof r || r[0] != 2)
+	/* nr, time_enabled, time_running, value[nr] */
+	u64 r[5] = {0};
+	u64 nr = cycles ? 2 : 1;
+	long got = sys6(SYS_read, ins, (long)r, (3 + nr) * sizeof(u64), 0, 0);
+	if (back >= 0 && sys6(SYS_write, back, (long)"0", 1, 0, 0) != 1)
+		die("write the parent's cgroup.procs", -1);
+	if (got != (long)((3 + nr) * sizeof(u64)) || r[0] != nr)
 		die("read group", got);
 	out("workload iterations=");
 	num(n);
