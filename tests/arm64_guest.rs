@@ -556,6 +556,8 @@ const STARTUP_SLACK: f64 = 300.0;
 /// clock under -icount shift=0), and `stat`'s system-wide user-mode count
 /// covers the workload. Before any cgroup controller is applied, the perf
 /// backend names the cgroup's missing perf_event state (the errno 2).
+/// Scenario 5 too: the bpf backend on the hardware counters agrees with the
+/// perf backend.
 #[test]
 fn exact_counts_per_cgroup_both_backends_and_stat() {
     let _g = common::serial();
@@ -580,6 +582,7 @@ fn exact_counts_per_cgroup_both_backends_and_stat() {
     );
     c.ok("unapplied-wait");
 
+    let mut per_backend = Vec::new();
     for backend in ["perf", "bpf"] {
         c.ok(&format!("ready-{backend}"));
         let w = c.workloads(&format!("workload-{backend}"));
@@ -610,7 +613,16 @@ fn exact_counts_per_cgroup_both_backends_and_stat() {
             (cyc - ins).abs() <= STARTUP_SLACK,
             "{backend}: per-cgroup cycles:u {cyc}, expected instructions:u {ins} within {STARTUP_SLACK}"
         );
+        per_backend.push((backend, extra, cyc - own as f64));
     }
+    // Scenario 5: the bpf backend (bpf_perf_event_read_value on the
+    // hardware counters, charged at cgroup switch) agrees with the perf
+    // backend (PERF_FLAG_PID_CGROUP) on the same workload.
+    assert_eq!(
+        (per_backend[0].1, per_backend[0].2),
+        (per_backend[1].1, per_backend[1].2),
+        "the perf and bpf backends disagree on (instructions:u, cycles:u) beyond the workload's own count: {per_backend:?}"
+    );
 
     // stat counts every user-mode instruction of the CPU (the exporter's
     // own, busybox's): it must cover the workload, and cycles:u equal
