@@ -797,3 +797,74 @@ fn top_gives_the_pinned_workload_its_samples() {
         "the workload's samples {mine}, expected {expected:.0} = its {own} instructions / period {period} (within 2%)"
     );
 }
+
+/// Scenario 6: CPU hotplug with the real driver (-smp 2). CPU 1 goes
+/// offline and back between scrapes, with the workload running on each
+/// online CPU in between: every scrape succeeds, no read fails, every
+/// per-CPU counter only grows (CPU 1's series are absent while it is
+/// offline and continue from their total when it returns), and CPU 1
+/// counts again once back.
+#[test]
+fn hotplug_keeps_every_counter_monotonic() {
+    let _g = common::serial();
+    let c = boot("neoverse-n1", 2, "hotplug.sh", &[file("hotplug.yaml")]);
+    c.ok("ready");
+    c.ok("offline");
+    c.ok("online");
+    let mut last: BTreeMap<String, (usize, f64)> = BTreeMap::new();
+    let mut seen = Vec::new();
+    for step in 1..=5 {
+        let m = c.ok(&format!("scrape-{step}"));
+        let cpus: Vec<&str> = ["0", "1"]
+            .into_iter()
+            .filter(|cpu| {
+                sample(
+                    &m,
+                    "perf_user_instructions_total",
+                    &format!("cpu=\"{cpu}\""),
+                )
+                .is_some()
+            })
+            .collect();
+        seen.push(cpus.join(","));
+        for l in m.lines() {
+            if l.starts_with("perf_read_errors_total") {
+                assert!(l.ends_with(" 0"), "scrape {step}: a read failed: {l}");
+            }
+            for fam in ["perf_user_instructions_total", "perf_user_cycles_total"] {
+                if let Some(rest) = l.strip_prefix(fam) {
+                    let (labels, v) = rest.rsplit_once(' ').expect("a sample");
+                    let v: f64 = v.parse().expect("a value");
+                    let key = format!("{fam}{labels}");
+                    if let Some(&(at, before)) = last.get(&key) {
+                        assert!(
+                            v >= before,
+                            "{key} went back from {before} (scrape {at}) to {v} (scrape {step})"
+                        );
+                    }
+                    last.insert(key, (step, v));
+                }
+            }
+        }
+    }
+    assert_eq!(
+        seen,
+        ["0,1", "0", "0", "0,1", "0,1"],
+        "expected CPU 1's series absent only while it is offline (scrapes 2 and 3)"
+    );
+    let log = c.ok("log");
+    assert!(
+        log.contains("online CPUs changed from=0-1 to=0")
+            && log.contains("online CPUs changed from=0 to=0-1"),
+        "expected the exporter to notice CPU 1 leave and return, log:\n{log}"
+    );
+    // CPU 1 counts again after returning: the workload ran on it between
+    // scrapes 4 and 5.
+    let (s4, s5) = (c.ok("scrape-4"), c.ok("scrape-5"));
+    let cpu1 = |m: &str| sample(m, "perf_user_instructions_total", "cpu=\"1\"").unwrap_or(0.0);
+    assert!(
+        cpu1(&s5) - cpu1(&s4) >= 8e6,
+        "CPU 1 counted {} instructions:u between scrapes 4 and 5, expected at least the workload's 8e6",
+        cpu1(&s5) - cpu1(&s4)
+    );
+}
