@@ -429,6 +429,39 @@ pub struct Event {
     pub modifiers: Modifiers,
 }
 
+/// Modifiers the kernel would ignore for an event, so that a series
+/// counted with them would not mean what its spec says. Each names the
+/// event (as parsed) and its modifiers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IgnoredModifiers {
+    /// `cpu-clock` and `task-clock` count elapsed time whatever the bits.
+    #[error("`{name}:{modifiers}`: the kernel counts `{name}` as elapsed time whatever the modifiers (they filter only its samples), so it would count the same as `{name}`; count `{name}`, or sample on `{name}:{modifiers}`")]
+    Clock {
+        /// `cpu-clock` or `task-clock`, as written.
+        name: String,
+        /// The modifiers.
+        modifiers: Modifiers,
+    },
+    /// `h`, `G` or `H` on a software event.
+    #[error("`{name}:{modifiers}`: the kernel applies only `u` and `k` to a software event (not `h`, `G` or `H`); write `{name}:u` or `{name}:k`")]
+    Software {
+        /// The software event, as written.
+        name: String,
+        /// The modifiers.
+        modifiers: Modifiers,
+    },
+    /// Anything but `u` on a tracepoint.
+    #[error("`{subsys}:{name}:{modifiers}`: on a tracepoint the kernel applies only `u` (it keeps the hits taken in user mode: syscall entry and exit, uprobes), so `:{modifiers}` would be ignored; write `{subsys}:{name}:u` or `{subsys}:{name}`")]
+    Tracepoint {
+        /// The subsystem.
+        subsys: String,
+        /// The tracepoint.
+        name: String,
+        /// The modifiers.
+        modifiers: Modifiers,
+    },
+}
+
 impl Event {
     /// Refuses modifiers the kernel would ignore for this event, which
     /// would give a series that does not mean what its spec says
@@ -444,36 +477,40 @@ impl Event {
     /// * a tracepoint applies only `exclude_kernel`, keeping the hits
     ///   taken with user-mode registers (syscall entry and exit, uprobes;
     ///   `perf_tp_event_match`): only `u` means something there.
-    pub fn check_modifiers(&self, sampling: bool) -> Result<(), SyntaxError> {
-        let m = self.modifiers;
-        if m.is_empty() {
+    pub fn check_modifiers(&self, sampling: bool) -> Result<(), IgnoredModifiers> {
+        let modifiers = self.modifiers;
+        if modifiers.is_empty() {
             return Ok(());
         }
-        let refuse = |why: String| Err(SyntaxError(format!("`{self}`: {why}")));
         match &self.spec {
-            EventSpec::Software { id, name } => {
-                if (*id == abi::SW_CPU_CLOCK || *id == abi::SW_TASK_CLOCK) && !sampling {
-                    return refuse(format!(
-                        "the kernel counts `{name}` as elapsed time whatever the modifiers (they filter only its samples), so `{name}:{m}` would count the same as `{name}`; count `{name}`, or sample on `{name}:{m}`"
-                    ));
-                }
-                if m.hv || m.guest || m.host {
-                    return refuse(format!(
-                        "the kernel applies only `u` and `k` to a software event (not `h`, `G` or `H`); write `{name}:u` or `{name}:k`"
-                    ));
-                }
-                Ok(())
+            EventSpec::Software { id, name }
+                if (*id == abi::SW_CPU_CLOCK || *id == abi::SW_TASK_CLOCK) && !sampling =>
+            {
+                Err(IgnoredModifiers::Clock {
+                    name: name.clone(),
+                    modifiers,
+                })
             }
-            EventSpec::Tracepoint { subsys, name } => {
-                if m != (Modifiers {
-                    user: true,
-                    ..Modifiers::default()
-                }) {
-                    return refuse(format!(
-                        "on a tracepoint the kernel applies only `u` (it keeps the hits taken in user mode: syscall entry and exit, uprobes), so `:{m}` would be ignored; write `{subsys}:{name}:u` or `{subsys}:{name}`"
-                    ));
-                }
-                Ok(())
+            EventSpec::Software { name, .. }
+                if modifiers.hv || modifiers.guest || modifiers.host =>
+            {
+                Err(IgnoredModifiers::Software {
+                    name: name.clone(),
+                    modifiers,
+                })
+            }
+            EventSpec::Tracepoint { subsys, name }
+                if modifiers
+                    != (Modifiers {
+                        user: true,
+                        ..Modifiers::default()
+                    }) =>
+            {
+                Err(IgnoredModifiers::Tracepoint {
+                    subsys: subsys.clone(),
+                    name: name.clone(),
+                    modifiers,
+                })
             }
             _ => Ok(()),
         }
@@ -555,8 +592,10 @@ pub fn parse(spec: &str) -> Result<Event, SyntaxError> {
     if s.is_empty() {
         return Err(SyntaxError("empty event spec".into()));
     }
-    // 1-based column, in `spec` as written, of byte `at` of `s`.
+    // 1-based column, in `spec` as written (and quoted in messages), of
+    // byte `at` of `s`.
     let column = |at: usize| lead + s[..at].chars().count() + 1;
+    let shown = spec.trim_end();
     let (body, mods_at) = if let (Some(first), Some(last)) = (s.find('/'), s.rfind('/')) {
         if first == last {
             return Err(SyntaxError(format!(
@@ -571,7 +610,7 @@ pub fn parse(spec: &str) -> Result<Event, SyntaxError> {
             [c] if generic_or_raw(&s[..*c]) => {
                 if *c + 1 == s.len() {
                     return Err(SyntaxError(format!(
-                        "`{s}`, column {}: no modifier after `:`; the supported modifiers are {SUPPORTED_MODIFIERS}",
+                        "`{shown}`, column {}: no modifier after `:`; the supported modifiers are {SUPPORTED_MODIFIERS}",
                         column(*c)
                     )));
                 }
@@ -581,7 +620,7 @@ pub fn parse(spec: &str) -> Result<Event, SyntaxError> {
             [a, c] if !generic_or_raw(&s[..*a]) => {
                 if *c + 1 == s.len() {
                     return Err(SyntaxError(format!(
-                        "`{s}`, column {}: no modifier after `:`; the supported modifiers are {SUPPORTED_MODIFIERS}",
+                        "`{shown}`, column {}: no modifier after `:`; the supported modifiers are {SUPPORTED_MODIFIERS}",
                         column(*c)
                     )));
                 }
@@ -589,14 +628,14 @@ pub fn parse(spec: &str) -> Result<Event, SyntaxError> {
             }
             [.., c] => {
                 return Err(SyntaxError(format!(
-                    "`{s}`, column {}: one `:` too many (an event is written `event:mods` or, a tracepoint, `subsys:name:mods`)",
+                    "`{shown}`, column {}: one `:` too many (an event is written `event:mods` or, a tracepoint, `subsys:name:mods`)",
                     column(*c)
                 )))
             }
         }
     };
     let modifiers = match mods_at {
-        Some(at) => Modifiers::parse(s, &s[at..], column(at))?,
+        Some(at) => Modifiers::parse(shown, &s[at..], column(at))?,
         None => Modifiers::default(),
     };
     Ok(Event {
@@ -938,9 +977,12 @@ mod tests {
                 "{s}: {e}"
             );
         }
-        // Leading blanks count in the column, as written.
-        let e = parse("  cycles:x").unwrap_err().0;
-        assert!(e.contains("column 10: `x` is not an event modifier"), "{e}");
+        // Leading blanks count in the column, as written and quoted.
+        let e = parse("  cycles:x ").unwrap_err().0;
+        assert!(
+            e.starts_with("`  cycles:x`, column 10: `x` is not an event modifier"),
+            "{e}"
+        );
         let e = parse("cycles:").unwrap_err().0;
         assert!(e.contains("column 7: no modifier after `:`"), "{e}");
         let e = parse("sched:sched_switch:").unwrap_err().0;

@@ -82,11 +82,16 @@ enum Which {
 }
 
 fn engine(which: Which, d: &Listed) -> Engine {
+    engine_of(which, d, YAML)
+}
+
+/// [`engine`] with the set `software` of `yaml`.
+fn engine_of(which: Which, d: &Listed, yaml: &str) -> Engine {
     common::require_root();
     common::require_perf_privilege();
     let t = PmuTable::discover(Path::new("/sys")).unwrap();
     let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
-    let cfg = Config::parse(YAML, "t.yaml").unwrap();
+    let cfg = Config::parse(yaml, "t.yaml").unwrap();
     let res = {
         let p = prober(k.as_ref());
         resolve_config(&cfg, &t, &Context::default(), Some(&p))
@@ -600,4 +605,65 @@ fn bpf_per_cpu_series_sum_to_cpu_stat() {
     let sum: f64 = b.iter().map(|x| x.1).sum::<f64>() - a.iter().map(|x| x.1).sum::<f64>();
     eprintln!("per CPU {a:?} -> {b:?}: sum {sum:.4} s, cpu.stat {stat:.4} s");
     assert!((sum - stat).abs() <= 0.02 * stat + 0.003, "{sum} vs {stat}");
+}
+
+/// perf's modifiers per cgroup, on both backends: `page-faults:u` and
+/// `page-faults:k` of a cgroup whose python process zero-fills 64 MiB (in
+/// user mode: 16,384 fresh pages) count its user faults in `:u`, and the
+/// `bpf` backend (counters opened once per CPU with the exclude bits,
+/// read by the program) agrees with the `perf` backend (one counter per
+/// cgroup per CPU).
+#[test]
+fn modifiers_per_cgroup_on_both_backends() {
+    const FAULTS: &str = "sets:
+  - name: software
+    per_cpu: false
+    events:
+      - metric: perf_page_faults_user_total
+        event: \"page-faults:u\"
+      - metric: perf_page_faults_kernel_total
+        event: \"page-faults:k\"
+";
+    const PAGES: f64 = 16384.0;
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "modifiers");
+    let c = rel(&tree, "faults");
+    let d = Listed::new(&tree);
+    d.set(vec![c.clone()]);
+    let mut bpf = engine_of(Which::Bpf(64), &d, FAULTS);
+    let mut perf = engine_of(Which::Perf, &d, FAULTS);
+    let (b0, p0) = (bpf.collect(), perf.collect());
+    let out = Proc::python(
+        &d.root.join(&c),
+        "b=bytearray(64<<20)\nprint(len(b), flush=True)\n",
+    )
+    .output();
+    assert_eq!(
+        out.trim(),
+        (64 << 20).to_string(),
+        "the workload did not run"
+    );
+    let (p1, b1) = (perf.collect(), bpf.collect());
+    let f = |a: &Snapshot, b: &Snapshot, m: &str| delta(a, b, &format!("perf_cgroup_{m}"), &c);
+    let (bu, bk) = (
+        f(&b0, &b1, "page_faults_user_total"),
+        f(&b0, &b1, "page_faults_kernel_total"),
+    );
+    let (pu, pk) = (
+        f(&p0, &p1, "page_faults_user_total"),
+        f(&p0, &p1, "page_faults_kernel_total"),
+    );
+    eprintln!("page faults of the cgroup: bpf user {bu} kernel {bk}, perf user {pu} kernel {pk}");
+    for (name, user, kernel) in [("bpf", bu, bk), ("perf", pu, pk)] {
+        assert!(user >= PAGES, "{name}: page-faults:u {user} < {PAGES}");
+        assert!(kernel < user, "{name}: user {user}, kernel {kernel}");
+    }
+    assert!(
+        (bu - pu).abs() <= 0.02 * pu + 10.0,
+        "user: bpf {bu}, perf {pu}"
+    );
+    assert!(
+        (bk - pk).abs() <= 0.02 * pk + 10.0,
+        "kernel: bpf {bk}, perf {pk}"
+    );
 }

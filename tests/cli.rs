@@ -293,6 +293,84 @@ fn config(dir: &Path, yaml: &str) -> String {
     f.display().to_string()
 }
 
+/// `check` shows perf's modifiers: the winning spec as written
+/// (`instructions:u`), each instance's exclude bits (text and JSON, where
+/// the `exclude` key appears only with modifiers), and a PMU that refuses
+/// them (the IMC, simulated) as unavailable with what to do; a mixed
+/// chain is refused at load with the line. `list` names the modifiers.
+#[test]
+fn check_and_list_show_modifiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "sets:\n  - name: core\n    events:\n      - metric: instructions_user_total\n        event: [\"instructions:u\", \"cpu/instructions/u\"]\n      - metric: instructions_total\n        event: instructions\n  - name: dram\n    events:\n      - metric: dram_read_user_bytes_total\n        event: \"uncore_imc_*/cas_count_read/u\"\n",
+    );
+    let skx = fixture("intel-skx");
+    let sim = ["--simulate", "--path.sysfs", skx.to_str().unwrap()];
+    let o = run(&[&sim[..], &["check", "--config.file", &cfg]].concat());
+    let text = stdout(&o);
+    let line = |m: &str| {
+        text.lines()
+            .find(|l| l.starts_with(m))
+            .unwrap_or_else(|| panic!("no {m} in:\n{text}"))
+            .to_string()
+    };
+    assert!(
+        line("instructions_user_total ").ends_with("instructions:u"),
+        "{text}"
+    );
+    assert!(
+        text.contains("exclude_kernel exclude_hv exclude_guest"),
+        "{text}"
+    );
+    assert!(
+        line("dram_read_user_bytes_total").contains("unavailable"),
+        "{text}"
+    );
+    assert!(text.contains("drop the modifiers"), "{text}");
+    let o = run(&[&sim[..], &["check", "--json", "--config.file", &cfg]].concat());
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let get = |n: &str| {
+        v["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == n)
+            .unwrap()
+            .clone()
+    };
+    let u = get("instructions_user_total");
+    assert_eq!(u["event"], "instructions:u");
+    assert_eq!(
+        u["instances"][0]["exclude"],
+        serde_json::json!(["exclude_kernel", "exclude_hv", "exclude_guest"])
+    );
+    assert!(get("instructions_total")["instances"][0]
+        .get("exclude")
+        .is_none());
+    assert_eq!(
+        get("dram_read_user_bytes_total")["tried"][0]["problem"],
+        "pmu_refused"
+    );
+
+    let mixed = config(
+        dir.path(),
+        "sets:\n  - name: core\n    events:\n      - metric: instructions_user_total\n        event: [\"instructions:u\", instructions]\n",
+    );
+    let o = run(&[&sim[..], &["check", "--config.file", &mixed]].concat());
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains(":5:") && e.contains("a fallback never changes what a metric means"),
+        "{e}"
+    );
+    let text = stdout(&run(&["list", "--path.sysfs", skx.to_str().unwrap()]));
+    assert!(
+        text.contains("modifiers: `u` (user), `k` (kernel)"),
+        "{text}"
+    );
+}
+
 /// `check` fails whenever `serve` would refuse the config (so CI can rely
 /// on it), and with `--strict` whenever a metric is unavailable.
 #[test]

@@ -973,19 +973,24 @@ fn tracepoints_resolve_from_discovery_without_reading_tracefs() {
     assert!(e.contains("did you mean `sched_switch`"), "{e}");
 }
 
-/// Issue 11: `cycles:u` is a generic event with a modifier, refused as
-/// such, never looked up as a tracepoint (whose reason would be tracefs).
+/// Issue 11, then 25: `cycles:u` is a generic event with a modifier,
+/// never looked up as a tracepoint (whose reason would be tracefs): it
+/// resolves with its exclude bits, and an unsupported modifier is refused
+/// as a modifier.
 #[test]
 fn modifiers_are_not_tracepoints() {
     let t = table("intel-skx");
-    for s in ["cycles:u", "instructions:k", "r412e:ppp"] {
-        let e = err(&t, s);
-        assert!(matches!(e, ResolveError::Syntax(_)), "{s}: {e:?}");
-        assert!(
-            e.to_string().contains("modifiers") && !e.to_string().contains("tracefs"),
-            "{e}"
-        );
+    for s in ["cycles:u", "instructions:k"] {
+        let v = ok(&t, s);
+        assert!(v.iter().all(|i| i.exclude.any()), "{s}: {v:?}");
+        assert_eq!(v[0].pmu, "cpu", "{s}");
     }
+    let e = err(&t, "r412e:ppp");
+    assert!(matches!(e, ResolveError::Syntax(_)), "{e:?}");
+    assert!(
+        e.to_string().contains("perf's `p`") && !e.to_string().contains("tracefs"),
+        "{e}"
+    );
 }
 
 /// A counter never resolves to a `.snapshot` reading, nor a gauge to a

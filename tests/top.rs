@@ -205,6 +205,7 @@ fn cpu_clock_u_samples_the_user_loop_and_k_does_not() {
     let _s = serial();
     common::require_root();
     let busy = Busy::start();
+    let pid = busy.pid();
     let run = |event: &str| {
         let (ok, out, err) = top(&["-C", "1", "-F", "99", "-d", "2s", "--json", "-e", event]);
         assert!(ok, "-e {event}: {err}");
@@ -214,7 +215,7 @@ fn cpu_clock_u_samples_the_user_loop_and_k_does_not() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|e| e["pid"] == busy.pid())
+            .find(|e| e["pid"] == pid)
             .map_or(0.0, |e| e["samples"].as_f64().unwrap());
         (mine, s["samples"].as_f64().unwrap(), s)
     };
@@ -223,10 +224,27 @@ fn cpu_clock_u_samples_the_user_loop_and_k_does_not() {
         user_mine >= 0.9 * 99.0 * 2.0 && user_mine >= 0.95 * user_all,
         "cpu-clock:u: the loop has {user_mine} of {user_all} samples: {s}"
     );
-    let (kernel_mine, _, s) = run("cpu-clock:k");
+    let (kernel_mine, kernel_all, s) = run("cpu-clock:k");
+    eprintln!(
+        "busy loop on cpu1: cpu-clock:u {user_mine} of {user_all} samples, cpu-clock:k {kernel_mine} of {kernel_all}"
+    );
     assert!(
         kernel_mine <= 0.05 * user_mine,
         "cpu-clock:k: the user loop has {kernel_mine} samples (cpu-clock:u: {user_mine}): {s}"
+    );
+    // Without the loop, cpu1 runs the idle task and others' system calls:
+    // `cpu-clock:k` does sample there (it was not silent for nothing).
+    drop(busy);
+    let (_, idle_all, s) = run("cpu-clock:k");
+    eprintln!("cpu1 without the loop: cpu-clock:k {idle_all} samples");
+    assert!(idle_all >= 1.0, "cpu-clock:k on a quiet cpu1: {s}");
+    assert!(
+        !s["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["pid"] == pid),
+        "{s}"
     );
 }
 

@@ -350,7 +350,7 @@ struct TopArgs {
     /// Refresh every INTERVAL.
     #[arg(short = 'I', long = "interval", default_value = "1s", value_name = "INTERVAL", value_parser = stat_interval)]
     interval: Duration,
-    /// The event to sample (default: cycles, or cpu-clock without a hardware PMU).
+    /// The event to sample (default: cycles, or cpu-clock without a hardware PMU), with perf's modifiers if wanted (cycles:u, cpu-clock:k).
     #[arg(short = 'e', long = "event", value_name = "EVENT")]
     event: Option<String>,
     /// What samples are attributed to.

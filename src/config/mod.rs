@@ -465,7 +465,7 @@ fn convert_metric(
 /// load, with the line.
 fn parse_spec(text: String) -> Result<Spec, String> {
     let parsed = spec::parse(&text).map_err(|e| e.0)?;
-    parsed.check_modifiers(false).map_err(|e| e.0)?;
+    parsed.check_modifiers(false).map_err(|e| e.to_string())?;
     Ok(Spec { text, parsed })
 }
 

@@ -107,7 +107,8 @@ pub(super) fn convert(
         // line; sampling takes the modifiers that filter only samples
         // (`cpu-clock:u`).
         crate::spec::parse(&e.value)
-            .and_then(|p| p.check_modifiers(true))
+            .map_err(|why| why.to_string())
+            .and_then(|p| p.check_modifiers(true).map_err(|why| why.to_string()))
             .map_err(|why| invalid(&e.referenced, format!("`sampling.event`: {why}")))?;
     }
     Ok(SamplingConfig {

@@ -176,6 +176,7 @@ pub fn problem_of(e: ResolveError, event: &str) -> Problem {
         ResolveError::TracefsMissing { .. } => Problem::TracefsMissing { event },
         ResolveError::TracefsUnreadable { path, .. } => Problem::TracefsUnreadable { event, path },
         e @ (ResolveError::Syntax(_)
+        | ResolveError::IgnoredModifiers(_)
         | ResolveError::RequiredTerm { .. }
         | ResolveError::TooWide { .. }) => Problem::Config {
             event,

@@ -46,6 +46,10 @@ pub enum ResolveError {
     /// The spec does not parse.
     #[error("{0}")]
     Syntax(String),
+    /// Modifiers the kernel would ignore for this event when counting
+    /// (`cpu-clock:u`, `sched:sched_switch:k`).
+    #[error("{0}")]
+    IgnoredModifiers(spec::IgnoredModifiers),
     /// No PMU matches the spec's PMU name.
     #[error("no PMU matches `{pattern}` on this host{hint}")]
     NoPmu {
@@ -240,7 +244,8 @@ fn resolve_as(
     ctx: &Context,
     sampling: bool,
 ) -> Result<Vec<Instance>, ResolveError> {
-    spec.check_modifiers(sampling)?;
+    spec.check_modifiers(sampling)
+        .map_err(ResolveError::IgnoredModifiers)?;
     let exclude = spec.modifiers.exclude();
     let mut v = resolve_event(&spec.spec, table, ctx)?;
     for i in &mut v {
@@ -720,16 +725,30 @@ mod tests {
         let ctx = Context::default();
         let e = resolve_str("cpu-clock:u", &t, &ctx).unwrap_err();
         assert!(
-            matches!(&e, ResolveError::Syntax(m) if m.contains("elapsed time")),
+            matches!(
+                &e,
+                ResolveError::IgnoredModifiers(spec::IgnoredModifiers::Clock { name, .. })
+                    if name == "cpu-clock"
+            ),
             "{e}"
         );
         let v = resolve_sampled("cpu-clock:u", &t, &ctx).unwrap();
         assert_eq!(v[0].exclude, excl(false, true, true, false, true));
-        for bad in ["task-clock:k", "context-switches:H", "sched:sched_switch:k"] {
-            assert!(resolve_str(bad, &t, &ctx).is_err(), "{bad}");
-        }
+        use spec::IgnoredModifiers as I;
+        let kind = |s: &str| match resolve_str(s, &t, &ctx) {
+            Err(ResolveError::IgnoredModifiers(i)) => i,
+            other => panic!("{s}: {other:?}"),
+        };
+        assert!(matches!(kind("task-clock:k"), I::Clock { .. }));
+        assert!(matches!(kind("context-switches:H"), I::Software { .. }));
         // The tracepoint's check comes before tracefs is looked for.
-        let e = resolve_str("sched:sched_switch:uk", &t, &ctx).unwrap_err();
-        assert!(e.to_string().contains("only `u`"), "{e}");
+        for s in ["sched:sched_switch:k", "sched:sched_switch:uk"] {
+            let i = kind(s);
+            assert!(
+                matches!(&i, I::Tracepoint { name, .. } if name == "sched_switch"),
+                "{i:?}"
+            );
+            assert!(i.to_string().contains("only `u`"), "{i}");
+        }
     }
 }

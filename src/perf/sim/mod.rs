@@ -25,6 +25,14 @@
 //! * Quirk of the intel-client fixture: `uncore_cbox_N` with N > 0 refuses
 //!   `event=0xff` (the fixed `clockticks` counter exists on box 0 only, the
 //!   driver's `single_fixed`) with EINVAL.
+//! * Exclude bits (perf's modifiers, `cycles:u`): taken on the core PMUs,
+//!   software events and tracepoints, refused with EINVAL on the PMUs
+//!   whose drivers register `PERF_PMU_CAP_NO_EXCLUDE`
+//!   ([`drivers::no_exclude`]: uncore, RAPL, C-states, `msr`). What they
+//!   keep of a count is `rates::privilege_share`: 3/4 of a hardware
+//!   event in user space, page faults 9/10 in user mode, `cpu-clock` all
+//!   of it whatever the bits (as the kernel counts it), no guest ever.
+//!   [`SimKernel::open_excludes`] records them with every open.
 //! * A CPU that is not online fails with ENODEV.
 //! * Groups: a member must name a live leader of this kernel (else EBADF),
 //!   that is a leader (else EINVAL), on the same CPU (else EINVAL). As in
