@@ -6,6 +6,7 @@
 # needed, and hotplug cpu1.
 #
 #   scripts/test.sh            # fetch servers (.cache/servers) and tools (.cache/tools), cargo test,
+#                              # the arm64 guest (scripts/arm64-guest.sh prepare: .cache/arm64),
 #                              # pytest, then the benchmarks' smoke test (scripts/bench.sh --short)
 #   scripts/test.sh -- FILTER  # extra arguments go to cargo test
 #
@@ -72,6 +73,14 @@ cargo clippy --all-targets --locked -- -D warnings
 # the cross linker).
 rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu >&2
 cargo clippy --all-targets --locked --target aarch64-unknown-linux-gnu -- -D warnings
+# The emulated arm64 guest of tests/arm64_guest.rs (a real kernel PMU
+# driver, armv8_pmuv3, under QEMU): QEMU, Debian's arm64 kernel and
+# busybox into .cache/arm64, the exporter cross-built for aarch64 and the
+# workload. The tests fail (never skip) when this has not run.
+arm64=$(scripts/arm64-guest.sh prepare)
+while IFS='=' read -r k v; do
+  [[ -n $k ]] && export "PERF_EXPORTER_TEST_${k}=${v}"
+done <<<"$arm64"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 set +e

@@ -260,6 +260,57 @@ fn a_cgroup_gone_before_open_is_reported_not_fatal() {
     .is_some());
 }
 
+/// A cgroup v2 tree whose root has applied no controller yet (an empty
+/// `cgroup.subtree_control`, as under a minimal init): the kernel has no
+/// perf_event state in child cgroups and refuses their counters with
+/// ENOENT, which must not read "no PMU claims this encoding" (seen on the
+/// emulated arm64 guest, tests/arm64_guest.rs). Once a controller is
+/// applied, the next sync counts them.
+#[test]
+fn a_cgroup_without_perf_event_state_is_named_with_the_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    for d in ["app/a", "app/b"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+        std::fs::write(root.join(d).join("cpu.stat"), "usage_usec 250\n").unwrap();
+    }
+    std::fs::write(root.join("cgroup.controllers"), "cpu io memory pids\n").unwrap();
+    std::fs::write(root.join("cgroup.subtree_control"), "\n").unwrap();
+    std::fs::write(root.join("cpu.stat"), "usage_usec 1000\n").unwrap();
+    let mut r = rig("vm-no-pmu", YAML, &["software"], false, None, &[]);
+    r.d.set(root, &["app/a"]);
+    r.k.advance(SEC);
+    r.e.collect();
+    let c = r.e.cgroups().unwrap();
+    assert!(
+        c.backend().counted().is_empty(),
+        "{:?}",
+        c.backend().counted()
+    );
+    let issues = c.issues();
+    let i = issues
+        .iter()
+        .find(|i| matches!(i, CgroupIssue::NoPerfEventState { cgroup, .. } if cgroup == "app/a"))
+        .unwrap_or_else(|| panic!("expected a NoPerfEventState issue for app/a, got {issues:?}"));
+    assert_eq!(i.code(), "cgroup_no_perf_event");
+    assert!(
+        i.what_to_do().contains("cgroup.subtree_control"),
+        "{}",
+        i.what_to_do()
+    );
+    assert!(!i.to_string().contains("no PMU claims"), "{i}");
+    // A controller applied (systemd does it at boot): counted at the next sync.
+    std::fs::write(root.join("cgroup.subtree_control"), "pids\n").unwrap();
+    r.d.set(root, &["app/a", "app/b"]);
+    r.k.advance(SEC);
+    r.e.collect();
+    let c = r.e.cgroups().unwrap();
+    assert_eq!(
+        c.backend().counted(),
+        vec!["app/a".to_string(), "app/b".to_string()]
+    );
+}
+
 #[test]
 fn a_small_fd_budget_leaves_whole_cgroups_out_and_says_so() {
     // vm-no-pmu: 2 CPUs x 2 events + the directory = 5 fds per cgroup.

@@ -265,11 +265,16 @@ fn unknown_model_reports_l2_unavailable_and_the_rest_works() {
 }
 
 /// The simulated PMU accepts the raw encodings: `--simulate` on each
-/// fixture with a core PMU exports both L2 families on every CPU of its
-/// core PMUs, and marks them available.
+/// fixture with a core PMU that has L2 events exports both L2 families on
+/// every CPU of its core PMUs, and marks them available. (QEMU's emulated
+/// PMUv3, `qemu-neoverse-n1`, implements no L2 event: [`expected`] gives
+/// it none, so the other tests check its L2 metrics are unavailable.)
 #[test]
 fn simulated_scrapes_export_the_l2_families() {
-    for f in fixtures().iter().filter(|f| *f != "vm-no-pmu") {
+    for f in fixtures()
+        .iter()
+        .filter(|f| !matches!(f.as_str(), "vm-no-pmu" | "qemu-neoverse-n1"))
+    {
         let exp = common::simulated_exporter(f);
         let r = exp.get("/metrics");
         assert_eq!(r.status, 200, "{f}: {}", r.body);

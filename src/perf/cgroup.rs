@@ -14,6 +14,20 @@
 //! `perf_event` state is no longer online), and an fd that is not a cgroup
 //! directory with `EBADF`. Counters opened before the removal stay
 //! readable and stop counting.
+//!
+//! `ENOENT` also comes from a live cgroup that has no `perf_event`
+//! controller state. On cgroup v2 the controller is implicit (never listed
+//! in `cgroup.controllers`), but the kernel creates its state in child
+//! cgroups only once the hierarchy's controllers have been applied, i.e.
+//! after some controller was enabled in the root's `cgroup.subtree_control`
+//! (systemd does that at boot; a minimal init does not). Until then only
+//! the root cgroup can be counted: seen with Debian's 6.1 arm64 kernel in
+//! the emulated guest (tests/arm64_guest.rs), where the same encoding
+//! opens system-wide and in the root cgroup but not in a child; writing
+//! `+pids` to the root's `cgroup.subtree_control` makes it open. The
+//! engine tells the two `ENOENT`s apart by the directory still existing
+//! and the same event opening system-wide
+//! ([`CgroupIssue::NoPerfEventState`](crate::engine::cgroup::CgroupIssue)).
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -31,8 +45,10 @@ pub struct CgroupHandle {
 pub(crate) enum CgroupInner {
     /// The directory's fd.
     Live(std::fs::File),
-    /// The simulated kernel: this cgroup's share of each CPU's count.
-    Sim(f64),
+    /// The simulated kernel: this cgroup's share of each CPU's count;
+    /// `None` where it has no `perf_event` state (see the module's notes:
+    /// every open in it fails with ENOENT).
+    Sim(Option<f64>),
 }
 
 /// A cgroup directory that could not be opened.

@@ -531,7 +531,7 @@ mod tests {
         // The live kernel refuses a simulated cgroup's handle, naming it.
         let cg = CgroupHandle {
             dir: "/nowhere".into(),
-            inner: cgroup::CgroupInner::Sim(0.5),
+            inner: cgroup::CgroupInner::Sim(Some(0.5)),
         };
         let e = live::LiveKernel::new()
             .open_in_cgroup(&attr, &cg, 1, None)

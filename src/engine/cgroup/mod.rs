@@ -107,6 +107,17 @@ pub enum CgroupIssue {
         /// The errno.
         errno: i32,
     },
+    /// Not counted by the `perf` backend: the kernel has no `perf_event`
+    /// state in it (ENOENT opening `event` there, which opens system-wide
+    /// on `cpu`); see [`crate::perf::cgroup`]'s notes.
+    NoPerfEventState {
+        /// Its path relative to the root.
+        cgroup: String,
+        /// The event that was refused.
+        event: String,
+        /// The CPU.
+        cpu: u32,
+    },
     /// Left out: the file descriptor budget ran out before it.
     FdBudget {
         /// Its path relative to the root.
@@ -169,6 +180,7 @@ impl CgroupIssue {
             }),
             CgroupIssue::Open { problem, .. } => Some(problem.clone()),
             CgroupIssue::FdBudget { .. }
+            | CgroupIssue::NoPerfEventState { .. }
             | CgroupIssue::SlotsFull { .. }
             | CgroupIssue::Discovery(_)
             | CgroupIssue::SetUnavailable { .. } => None,
@@ -181,6 +193,7 @@ impl CgroupIssue {
             CgroupIssue::Uncore { .. } => "uncore_per_cgroup",
             CgroupIssue::Gone { .. } => "cgroup_gone",
             CgroupIssue::FdBudget { .. } => "fd_limit",
+            CgroupIssue::NoPerfEventState { .. } => "cgroup_no_perf_event",
             CgroupIssue::SlotsFull { .. } => "bpf_slots_full",
             CgroupIssue::Open { problem, .. } => problem.code(),
             CgroupIssue::Discovery(_) => "discovery",
@@ -193,6 +206,7 @@ impl CgroupIssue {
         match self {
             CgroupIssue::Uncore { set, .. } => format!("remove `{set}` from `cgroups.sets`: uncore counters (memory controllers, caches shared by every core, energy) count for the whole socket and cannot be attributed to a cgroup; the node-level series keep them"),
             CgroupIssue::Gone { .. } => "nothing: the cgroup was removed while it was being opened".into(),
+            CgroupIssue::NoPerfEventState { .. } => "enable any controller in the cgroup v2 root's `cgroup.subtree_control` (e.g. `echo +pids > /sys/fs/cgroup/cgroup.subtree_control`; systemd does it at boot): until some controller is applied the kernel creates no state of the implicit perf_event controller in child cgroups; or count with `cgroups.backend: bpf`".into(),
             CgroupIssue::FdBudget { .. } => "raise RLIMIT_NOFILE (`ulimit -n`, systemd `LimitNOFILE=`, container `--ulimit nofile=`), lower `cgroups.max_cgroups`, or name fewer `cgroups.sets`".into(),
             CgroupIssue::SlotsFull { .. } => "raise `cgroups.max_cgroups` (the BPF maps are sized for twice it) and reload".into(),
             CgroupIssue::Open { problem, .. } => problem.what_to_do(),
@@ -209,6 +223,7 @@ impl fmt::Display for CgroupIssue {
         match self {
             CgroupIssue::Uncore { set, metric, pmu } => write!(f, "set `{set}` of `cgroups.sets`: {metric} counts on the uncore PMU {pmu}, which cannot count per cgroup"),
             CgroupIssue::Gone { cgroup, errno } => write!(f, "cgroup {cgroup:?} vanished before its counters opened (errno {errno})"),
+            CgroupIssue::NoPerfEventState { cgroup, event, cpu } => write!(f, "cgroup {cgroup:?} not counted: the kernel has no perf_event controller state in it (opening {event} there on CPU {cpu} fails with ENOENT, system-wide it opens)"),
             CgroupIssue::FdBudget { cgroup, per_cgroup, budget } => write!(f, "cgroup {cgroup:?} not counted: it needs {per_cgroup} file descriptors and {budget} were left for cgroups"),
             CgroupIssue::SlotsFull { cgroup, slots } => write!(f, "cgroup {cgroup:?} not counted: the {slots} slots of the BPF maps are taken"),
             CgroupIssue::Open { metric, problem } => write!(f, "{metric} per cgroup: {problem}"),

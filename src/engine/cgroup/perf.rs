@@ -51,6 +51,18 @@ impl Drop for CgGroup {
     }
 }
 
+/// Why a cgroup's group did not open at all (a refused member is an
+/// issue of its metric instead).
+#[derive(Debug)]
+enum Unopenable {
+    /// ENOENT and the directory is gone: the cgroup was removed.
+    Gone(i32),
+    /// ENOENT on a live directory while the same event opens system-wide
+    /// on that CPU: the kernel has no `perf_event` state in the cgroup
+    /// ([`crate::perf::cgroup`]'s notes).
+    NoPerfEventState { event: String, cpu: u32 },
+}
+
 /// One counted cgroup.
 #[derive(Debug)]
 pub(super) struct Tracked {
@@ -153,15 +165,23 @@ impl PerfBackend {
             match self.open_group(&handle, pi, gp) {
                 Ok(Some(g)) => groups.push(g),
                 Ok(None) => {}
-                Err(errno) => {
-                    vanished = Some(errno);
+                Err(why) => {
+                    vanished = Some(why);
                     break;
                 }
             }
         }
         self.plan = plan;
-        if let Some(errno) = vanished {
-            return Err(gone(errno));
+        match vanished {
+            Some(Unopenable::Gone(errno)) => return Err(gone(errno)),
+            Some(Unopenable::NoPerfEventState { event, cpu }) => {
+                return Err(CgroupIssue::NoPerfEventState {
+                    cgroup: cg.rel.clone(),
+                    event,
+                    cpu,
+                })
+            }
+            None => {}
         }
         Ok(Tracked {
             handle,
@@ -171,8 +191,9 @@ impl PerfBackend {
         })
     }
 
-    /// Opens and enables one group; `Err(errno)` when the cgroup is gone
-    /// (ENOENT from the kernel), `Ok(None)` when nothing of it opened.
+    /// Opens and enables one group; `Err` when the cgroup cannot be
+    /// counted at all (gone, or no `perf_event` state in it: both ENOENT
+    /// from the kernel), `Ok(None)` when nothing of it opened.
     /// A member the kernel refuses is left out of the group (and named);
     /// the plan then no longer matches the group's members, so a group is
     /// kept only whole.
@@ -181,13 +202,27 @@ impl PerfBackend {
         cg: &CgroupHandle,
         pi: usize,
         gp: &GroupPlan,
-    ) -> Result<Option<CgGroup>, i32> {
+    ) -> Result<Option<CgGroup>, Unopenable> {
         let mut members: Vec<CgMember> = Vec::with_capacity(gp.members.len());
         for (metric, attr, _) in &gp.members {
             let leader = members.first().map(|m| &m.counter);
             match self.kernel.open_in_cgroup(attr, cg, gp.cpu, leader) {
                 Ok(counter) => members.push(CgMember { counter, high: 0.0 }),
-                Err(e) if e.errno == libc::ENOENT && !cg.dir.is_dir() => return Err(e.errno),
+                Err(e) if e.errno == libc::ENOENT && !cg.dir.is_dir() => {
+                    return Err(Unopenable::Gone(e.errno))
+                }
+                // A leader's ENOENT in a live cgroup: the encoding, or the
+                // cgroup? The same event system-wide on that CPU tells.
+                Err(e)
+                    if e.errno == libc::ENOENT
+                        && leader.is_none()
+                        && self.kernel.open(attr, gp.cpu, None).is_ok() =>
+                {
+                    return Err(Unopenable::NoPerfEventState {
+                        event: attr.event.clone(),
+                        cpu: gp.cpu,
+                    });
+                }
                 Err(e) => {
                     self.open_failed(*metric, &e);
                     return Ok(None);

@@ -10,6 +10,11 @@
 //! A directory that does not exist fails with ENOENT, as `open()` does;
 //! a cgroup removed after its directory was opened fails `open_in_cgroup`
 //! with ENOENT, as the live kernel's `perf_event_open` does.
+//!
+//! So does a child cgroup of a cgroup v2 tree whose root has an empty
+//! `cgroup.subtree_control` file: the kernel has created no `perf_event`
+//! state in it yet ([`crate::perf::cgroup`]'s notes). A tree without that
+//! file (most fixtures) is one whose controllers were applied.
 
 use std::path::Path;
 
@@ -49,6 +54,25 @@ pub(super) fn share_of(dir: &Path) -> Result<f64, i32> {
     })
 }
 
+/// Whether the kernel has `perf_event` state in `dir`: false only for a
+/// cgroup below the top of a v2 tree (the highest ancestor with a
+/// `cgroup.controllers`) whose `cgroup.subtree_control` exists and is
+/// empty.
+pub(super) fn has_perf_event_state(dir: &Path) -> bool {
+    let Some(top) = dir
+        .ancestors()
+        .skip(1)
+        .filter(|a| a.join("cgroup.controllers").is_file())
+        .last()
+    else {
+        return true;
+    };
+    match std::fs::read_to_string(top.join("cgroup.subtree_control")) {
+        Ok(s) => !s.trim().is_empty(),
+        Err(_) => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +98,26 @@ mod tests {
         assert_eq!(share_of(&a), Ok(0.45));
         assert_eq!(share_of(&root.join("app")), Ok(0.6));
         assert_eq!(share_of(&root.join("gone")), Err(libc::ENOENT));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn children_of_an_unapplied_v2_tree_have_no_perf_event_state() {
+        let root = std::env::temp_dir().join(format!("pe-simcg-pe-{}", std::process::id()));
+        let a = root.join("app/a");
+        std::fs::create_dir_all(&a).unwrap();
+        // Not a v2 tree (no cgroup.controllers): state everywhere.
+        assert!(has_perf_event_state(&a));
+        std::fs::write(root.join("cgroup.controllers"), "cpu io memory pids\n").unwrap();
+        std::fs::write(root.join("app/cgroup.controllers"), "").unwrap();
+        // No subtree_control file: taken as applied.
+        assert!(has_perf_event_state(&a));
+        std::fs::write(root.join("cgroup.subtree_control"), "\n").unwrap();
+        assert!(!has_perf_event_state(&a));
+        assert!(!has_perf_event_state(&root.join("app")));
+        assert!(has_perf_event_state(&root), "the root always has it");
+        std::fs::write(root.join("cgroup.subtree_control"), "pids\n").unwrap();
+        assert!(has_perf_event_state(&a));
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

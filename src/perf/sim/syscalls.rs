@@ -122,7 +122,7 @@ impl Kernel for SimKernel {
         let share = match at.cgroup {
             None => 1.0,
             Some(CgroupHandle {
-                inner: CgroupInner::Sim(share),
+                inner: CgroupInner::Sim(Some(share)),
                 dir,
             }) if dir.is_dir() => *share,
             Some(CgroupHandle {
@@ -168,6 +168,7 @@ impl Kernel for SimKernel {
             dir: dir.to_path_buf(),
             errno,
         })?;
+        let share = cgroup::has_perf_event_state(dir).then_some(share);
         Ok(CgroupHandle {
             dir: dir.to_path_buf(),
             inner: CgroupInner::Sim(share),

@@ -1,0 +1,25 @@
+# Scenario 3 (tests/arm64_guest.rs): multiplexing on the real driver.
+N=20000000
+URL=http://127.0.0.1:9659/metrics
+poll() {
+  limit=$1
+  shift
+  i=0
+  until "$@" >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ $i -gt "$limit" ] && { echo "poll: gave up on $*"; return 1; }
+    sleep 0.1
+  done
+}
+has_series() { wget -q -O - $URL | grep -q '^perf_cgroup_mux_a_instructions_total{.*cgroup="wl"'; }
+echo +pids >/sys/fs/cgroup/cgroup.subtree_control
+mkdir -p /sys/fs/cgroup/wl
+perf-exporter --config.file mux.yaml serve --web.listen-address 127.0.0.1:9659 >/tmp/exp.log 2>&1 &
+pid=$!
+section ready poll 300 has_series
+section metrics-before wget -q -O - $URL
+section workload workload $N /sys/fs/cgroup/wl
+section metrics-after wget -q -O - $URL
+kill $pid
+wait $pid
+section log cat /tmp/exp.log
