@@ -253,12 +253,19 @@ fn cpu_clock_u_samples_the_user_loop_and_k_does_not() {
         kernel_mine <= 0.05 * user_mine,
         "cpu-clock:k: the user loop has {kernel_mine} samples (cpu-clock:u: {user_mine}): {s}"
     );
-    // Without the loop, cpu1 runs the idle task and others' system calls:
-    // `cpu-clock:k` does sample there (it was not silent for nothing).
+    // Without the loop, and with a task on cpu1 that spends its time in
+    // the kernel (reading /dev/zero: clear_user), `cpu-clock:k` does
+    // sample there (it was not silent for nothing). An idle CPU is no
+    // proof: cpu-clock does not sample the idle task.
     drop(busy);
-    let (_, idle_all, s) = run("cpu-clock:k");
-    eprintln!("cpu1 without the loop: cpu-clock:k {idle_all} samples");
-    assert!(idle_all >= 1.0, "cpu-clock:k on a quiet cpu1: {s}");
+    let kernel_work = KernelWork::start();
+    let (_, kernel_all, s) = run("cpu-clock:k");
+    drop(kernel_work);
+    eprintln!("cpu1 with a task in the kernel: cpu-clock:k {kernel_all} samples");
+    assert!(
+        kernel_all >= 0.5 * 99.0 * 2.0,
+        "cpu-clock:k on cpu1 while a task reads /dev/zero there: {s}"
+    );
     assert!(
         !s["entries"]
             .as_array()
@@ -267,6 +274,38 @@ fn cpu_clock_u_samples_the_user_loop_and_k_does_not() {
             .any(|e| e["pid"] == pid),
         "{s}"
     );
+}
+
+/// A task pinned to cpu1 that spends nearly all its time in the kernel
+/// (`dd` from /dev/zero to /dev/null: the kernel clears the buffer); killed
+/// on drop. Takes cpu1's lock as [`Busy`] does.
+struct KernelWork(
+    Child,
+    #[allow(dead_code)] std::sync::MutexGuard<'static, ()>,
+);
+
+impl KernelWork {
+    fn start() -> KernelWork {
+        let lock = CPU1
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        common::require_tool("taskset");
+        let child = Command::new("taskset")
+            .args(["-c", "1", "dd", "if=/dev/zero", "of=/dev/null", "bs=4M"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn dd on cpu1");
+        KernelWork(child, lock)
+    }
+}
+
+impl Drop for KernelWork {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// `perf report --sort comm` as shares (0-1) by command.

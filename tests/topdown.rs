@@ -182,6 +182,14 @@ fn expected(fixture_name: &str) -> [&'static str; 10] {
             arm[9] = "armv8_pmuv3_0:10:0x24x1.0";
             arm
         }
+        // QEMU's emulated PMUv3 (a device-tree PMU: `armv8_pmuv3`, type 8)
+        // lists the stall events as Neoverse N1 does.
+        "qemu-neoverse-n1" => {
+            let mut arm = no_slots;
+            arm[8] = "armv8_pmuv3:8:0x23x1.0";
+            arm[9] = "armv8_pmuv3:8:0x24x1.0";
+            arm
+        }
         "amd-zen3" => no_slots,
         // No core PMU: every alternative needs one (a guard is not even
         // looked at without a CPU to match).

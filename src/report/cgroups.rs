@@ -182,7 +182,9 @@ impl CheckCgroups {
             .map(|r| shown(&r.cgroup).len())
             .max()
             .unwrap_or(6)
-            .clamp(6, 64);
+            // Bounded (a name from outside sets no width beyond this), but
+            // wide enough for a Kubernetes container's path (~200).
+            .clamp(6, 256);
         let _ = writeln!(s, "{:w$}  {:9}  {:9}  LABELS", "CGROUP", "STATUS", "KIND");
         for r in &self.cgroups {
             let detail = match r.problem {
