@@ -697,6 +697,56 @@ mod tests {
         assert!(s.starts_with("m0, m1, m2, m3, m4 and 3 more: "), "{s}");
     }
 
+    /// One rule, said one way, for `serve`, a reload, `stat` and `check`.
+    #[test]
+    fn nothing_to_count_is_one_rule_said_one_way() {
+        let empty = Resolution {
+            sets: Vec::new(),
+            metrics: Vec::new(),
+        };
+        let n = nothing_to_count(Counting::Resolved(&empty), None);
+        assert_eq!(n, Some(NothingToCount::NoMetrics));
+        assert_eq!(
+            NothingToCount::NoMetrics.to_string(),
+            "the config has no metrics: nothing to count"
+        );
+        let hw = Problem::NeedsHardwarePmu {
+            event: "cycles".into(),
+        };
+        let problems = vec![("c_total".to_string(), hw.clone())];
+        let n = NothingToCount::Unavailable {
+            problems: problems.clone(),
+            privilege: None,
+        };
+        assert_eq!(
+            n.to_string(),
+            format!(
+                "nothing can be counted on this host: c_total: {}",
+                hw.explain()
+            )
+        );
+        // What the process holds is said first when it allows nothing.
+        let none = Privilege {
+            euid: Some(65534),
+            cap_eff: 0,
+            paranoid: Some(2),
+            kernel: Some((6, 8)),
+            seccomp: Some(0),
+        };
+        let n = NothingToCount::Unavailable {
+            problems,
+            privilege: Some(none.summary()),
+        };
+        let s = n.to_string();
+        assert!(
+            s.starts_with(&format!(
+                "nothing can be counted on this host: {}; the first problems: c_total: ",
+                none.summary()
+            )),
+            "{s}"
+        );
+    }
+
     #[test]
     fn check_fails_when_serve_would_refuse_or_strictly_on_any_unavailable() {
         let empty = Resolution {
