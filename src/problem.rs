@@ -13,6 +13,12 @@
 //! seccomp profile, file descriptors, tracefs, the PMU refusing the
 //! encoding, ...).
 //!
+//! One vocabulary of reasons ([`Reason`]): besides [`Problem`], the
+//! per-cgroup issues ([`cgroup::CgroupIssue`]) and the per-cgroup
+//! backend's reasons ([`backend::Why`]) live here, each matched on its
+//! variants for its code, message and what to do; [`catalogue`] lists
+//! every code for the reference.
+//!
 //! A leaf: plain data, no I/O. The perf layer builds open failures
 //! ([`OpenFailure`]); the privilege report refines permission errors once
 //! it knows what the process holds ([`Problem::Privilege`] becomes

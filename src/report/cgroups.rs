@@ -104,7 +104,7 @@ pub struct CheckBackend {
 }
 
 impl CheckBackend {
-    /// From the backend choice (see [`crate::engine::cgroup::choose`]).
+    /// From the backend choice (see [`crate::engine::cgroup::choice::choose`]).
     pub fn new(c: &Result<BackendChoice, BpfUnavailable>) -> Self {
         match c {
             Ok(c) => {
