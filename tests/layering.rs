@@ -113,6 +113,8 @@ const BEHIND_SEAM: &[&[&str]] = &[&["perf", "live"], &["perf", "hotplug"]];
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Ident(String),
+    /// A string literal's text as written (for `#[path = ".."]`).
+    Str(String),
     /// `::`
     Path,
     Punct(char),
@@ -121,7 +123,8 @@ enum Tok {
 /// The tokens of a file that matter for paths, each with its line:
 /// identifiers, `::` and punctuation. Comments (nested block comments
 /// too), string, raw string, byte string and character literals,
-/// lifetimes and numbers are dropped.
+/// lifetimes and numbers are dropped (a plain string is one token, whose
+/// text only `#[path = ".."]` reads).
 fn tokens(src: &str) -> Vec<(Tok, usize)> {
     let c: Vec<char> = src.chars().collect();
     let mut out = Vec::new();
@@ -197,7 +200,10 @@ fn tokens(src: &str) -> Vec<(Tok, usize)> {
                 }
             }
         } else if ch == '"' {
-            i = skip_str(i, &mut line);
+            let end = skip_str(i, &mut line);
+            let text: String = c[i + 1..end.saturating_sub(1).max(i + 1)].iter().collect();
+            out.push((Tok::Str(text), line));
+            i = end;
         } else if ch == '\'' {
             // A character literal (`'a'`, `'\n'`, `'\u{1F600}'`) or a
             // lifetime / label (`'a`, `'static`).
@@ -375,11 +381,23 @@ fn use_tree(
     }
 }
 
-/// Every path a file names, and the child modules it declares
-/// (`mod x;` and inline `mod x { .. }`, as paths of inline scopes).
-fn named_paths(toks: &[(Tok, usize)]) -> (Vec<Named>, BTreeSet<Vec<String>>) {
+/// What a file says about paths and modules.
+struct Parsed {
+    /// Every path it names.
+    named: Vec<Named>,
+    /// The modules it declares (`mod x;` and inline `mod x { .. }`), as
+    /// paths of inline scopes.
+    mods: BTreeSet<Vec<String>>,
+    /// `#[path = "file.rs"] mod x;`: the module and the file.
+    path_mods: Vec<(Vec<String>, String)>,
+}
+
+/// Every path a file names, and the modules it declares.
+fn named_paths(toks: &[(Tok, usize)]) -> Parsed {
     let mut out = Vec::new();
     let mut mods = BTreeSet::new();
+    let mut path_mods = Vec::new();
+    let mut path_attr: Option<String> = None;
     let mut scope: Vec<(String, usize)> = Vec::new();
     let mut depth = 0usize;
     let mut pending_mod: Option<String> = None;
@@ -409,11 +427,43 @@ fn named_paths(toks: &[(Tok, usize)]) -> (Vec<Named>, BTreeSet<Vec<String>>) {
                         Some(Tok::Punct(';')) => {
                             let mut p = names(&scope);
                             p.push(m.clone());
+                            if let Some(file) = path_attr.take() {
+                                path_mods.push((p.clone(), file));
+                            }
                             mods.insert(p);
                         }
                         _ => {}
                     }
                 }
+            }
+            Tok::Punct('#') => {
+                let want = [Tok::Punct('['), Tok::Ident("path".into()), Tok::Punct('=')];
+                let at = |k: usize| toks.get(i + 1 + k).map(|t| &t.0);
+                if (0..3).all(|k| at(k) == Some(&want[k])) {
+                    if let (Some(Tok::Str(file)), Some(Tok::Punct(']'))) = (at(3), at(4)) {
+                        path_attr = Some(file.clone());
+                    }
+                }
+            }
+            Tok::Punct(';') => path_attr = None,
+            // `extern crate self as x;`
+            Tok::Ident(k)
+                if k == "extern"
+                    && toks.get(i + 1).map(|t| &t.0) == Some(&Tok::Ident("crate".into()))
+                    && toks.get(i + 2).map(|t| &t.0) == Some(&Tok::Ident("self".into()))
+                    && toks.get(i + 3).map(|t| &t.0) == Some(&Tok::Ident("as".into())) =>
+            {
+                if let Some((Tok::Ident(a), line)) = toks.get(i + 4) {
+                    out.push(Named {
+                        segs: vec!["crate".into()],
+                        alias: Some(a.clone()),
+                        scope: names(&scope),
+                        line: *line,
+                        from_use: true,
+                    });
+                }
+                i += 5;
+                continue;
             }
             Tok::Ident(k) if k == "use" && prev != Some(&Tok::Path) => {
                 i += 1;
@@ -449,7 +499,11 @@ fn named_paths(toks: &[(Tok, usize)]) -> (Vec<Named>, BTreeSet<Vec<String>>) {
         }
         i += 1;
     }
-    (out, mods)
+    Parsed {
+        named: out,
+        mods,
+        path_mods,
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -549,10 +603,27 @@ fn resolve(
 /// Reads a source tree and checks its graph.
 fn check(tree: &Tree) -> Findings {
     let mut f = Findings::default();
-    let files: Vec<(String, Vec<String>)> = tree
+    let all: Vec<Parsed> = tree.iter().map(|(_, t)| named_paths(&tokens(t))).collect();
+    let mut files: Vec<(String, Vec<String>)> = tree
         .iter()
         .map(|(rel, _)| (rel.clone(), module_of(rel)))
         .collect();
+    // `#[path = "x.rs"] mod m;` in `dir/f.rs`: `dir/x.rs` is module `f::m`.
+    for (n, p) in all.iter().enumerate() {
+        for (m, file) in &p.path_mods {
+            let dir = files[n].0.rsplit_once('/').map_or("", |d| d.0);
+            let target = if dir.is_empty() {
+                file.clone()
+            } else {
+                format!("{dir}/{file}")
+            };
+            if let Some(k) = files.iter().position(|x| x.0 == target) {
+                let mut module = files[n].1.clone();
+                module.extend(m.iter().cloned());
+                files[k].1 = module;
+            }
+        }
+    }
     let file_of_module: BTreeMap<Vec<String>, usize> = files
         .iter()
         .enumerate()
@@ -561,15 +632,13 @@ fn check(tree: &Tree) -> Findings {
         .collect();
     let mut parsed = Vec::new();
     let mut known: BTreeSet<Vec<String>> = file_of_module.keys().cloned().collect();
-    for (n, (_, text)) in tree.iter().enumerate() {
-        let (named, mods) = named_paths(&tokens(text));
-        let module = &files[n].1;
-        for m in mods {
-            let mut p = module.clone();
-            p.extend(m);
-            known.insert(p);
+    for (n, p) in all.into_iter().enumerate() {
+        for m in p.mods {
+            let mut path = files[n].1.clone();
+            path.extend(m);
+            known.insert(path);
         }
-        parsed.push(named);
+        parsed.push(p.named);
     }
     let stage_of_file = |n: usize| -> Result<Option<usize>, String> {
         let (rel, module) = &files[n];
@@ -1088,6 +1157,25 @@ fn catches_a_cycle_across_three_files() {
     caught(
         &t,
         "file cycle: src/perf/extra.rs:2 (`self::super::live::go`) -> src/perf/live.rs:1 (`super::sim::Sim`) -> src/perf/sim.rs:1 (`crate::perf::extra::X`) -> src/perf/extra.rs",
+    );
+}
+
+#[test]
+fn follows_a_path_attribute() {
+    // `config/parse_tests.rs` is `config::parse::tests`: its `super` is
+    // `config::parse`, and `super::super::super` the crate.
+    let mut t = with(
+        "config/parse.rs",
+        "pub fn go() {}\n#[cfg(test)]\n#[path = \"parse_tests.rs\"]\nmod tests;\n",
+    );
+    t.push((
+        "config/parse_tests.rs".into(),
+        "use super::go;\nuse super::super::super::web::Web;\n".into(),
+    ));
+    t.sort();
+    caught(
+        &t,
+        "src/config/parse_tests.rs:2: `super::super::super::web::Web` goes from stage 1 to stage 7",
     );
 }
 
