@@ -198,7 +198,7 @@ pub struct CheckInstance {
 }
 
 /// The names of the exclude bits set, as `perf_event_attr` names them.
-fn exclude_names(x: crate::perf::abi::Exclude) -> Vec<&'static str> {
+fn exclude_names(x: crate::sys::abi::Exclude) -> Vec<&'static str> {
     [
         (x.user, "exclude_user"),
         (x.kernel, "exclude_kernel"),

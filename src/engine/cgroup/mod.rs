@@ -114,7 +114,7 @@ pub(crate) struct TimesTotal {
 /// (PMU, type, config words, scale bits, exclude bits).
 pub(crate) type Signature = (
     String,
-    Vec<(String, u32, [u64; 4], u64, crate::perf::abi::Exclude)>,
+    Vec<(String, u32, [u64; 4], u64, crate::sys::abi::Exclude)>,
 );
 
 /// The per-cgroup family of a node metric: `perf_` becomes
