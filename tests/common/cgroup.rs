@@ -108,6 +108,20 @@ pub fn burner(duty: f64) -> String {
     )
 }
 
+/// Starts `python3 -c script` in the cgroup `dir` (its shell joins the
+/// cgroup, then execs python), with its standard output piped.
+pub fn python_in(dir: &Path, script: &str) -> std::process::Child {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg("echo $$ > \"$1\" && exec /usr/bin/python3 -c \"$2\"")
+        .arg("sh")
+        .arg(dir.join("cgroup.procs"))
+        .arg(script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn sh + python3")
+}
+
 /// `usage_usec` of a cgroup's `cpu.stat`.
 pub fn usage_usec(dir: &Path) -> u64 {
     let s = std::fs::read_to_string(dir.join("cpu.stat")).expect("cpu.stat");

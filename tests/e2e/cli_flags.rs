@@ -3,7 +3,7 @@
 //! flags only where they apply, each cause said once, and a closed pipe
 //! ending `list` quietly.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};

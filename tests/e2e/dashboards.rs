@@ -26,9 +26,9 @@
 //! say so (noValue). IPC, bandwidth and ratio panels must fall in plausible
 //! ranges.
 
-mod common;
+use crate::common;
 
-use common::{exporter, fixture, repo_root, server_binary, simulated_exporter, Server};
+use common::{exporter, fixture, repo_root, server_binary, simulated_exporter, Proc};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -56,7 +56,7 @@ const TOPDOWN_FIXTURES: [&str; 4] = ["intel-hybrid", "amd-zen4", "intel-skx", "a
 const TOPDOWN_SHARES: &str = "instance:perf_topdown_(retiring|bad_speculation|frontend_bound|backend_bound|smt_contention):ratio_rate5m";
 
 /// An instant query; panics on any error (with the query).
-fn query(prom: &Server, q: &str) -> Vec<Value> {
+fn query(prom: &Proc, q: &str) -> Vec<Value> {
     let path = format!("/api/v1/query?query={}", common::urlencode(q));
     let r = prom.get(&path);
     assert_eq!(r.status, 200, "query {q}: {}", r.body);
@@ -204,7 +204,7 @@ fn plausible(p: &Panel) -> Option<(f64, f64)> {
 
 /// A real Prometheus scraping `jobs` (name, targets) every second, with the
 /// rules loaded.
-fn prometheus(dir: &Path, jobs: &[(&str, Vec<String>)]) -> Server {
+fn prometheus(dir: &Path, jobs: &[(&str, Vec<String>)]) -> Proc {
     let rules = repo_root().join("grafana/rules/perf-exporter.rules.yml");
     let mut cfg = format!(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
@@ -224,7 +224,7 @@ fn prometheus(dir: &Path, jobs: &[(&str, Vec<String>)]) -> Server {
         format!("--config.file={}", file.display()).into(),
         format!("--storage.tsdb.path={}", dir.join("data").display()).into(),
     ];
-    Server::start(
+    Proc::start(
         "prometheus",
         &server_binary("PROMETHEUS"),
         &args,
@@ -234,7 +234,7 @@ fn prometheus(dir: &Path, jobs: &[(&str, Vec<String>)]) -> Server {
 
 /// Polls `ready` (every 500 ms) until it says nothing is missing, or fails
 /// after [`WARM_UP`] with what it said and Prometheus's output.
-fn warm_up(prom: &mut Server, mut missing: impl FnMut(&Server) -> Option<String>) {
+fn warm_up(prom: &mut Proc, mut missing: impl FnMut(&Proc) -> Option<String>) {
     let deadline = Instant::now() + WARM_UP;
     loop {
         prom.assert_running();
@@ -249,7 +249,7 @@ fn warm_up(prom: &mut Server, mut missing: impl FnMut(&Server) -> Option<String>
 }
 
 /// Enough scrapes of every exporter for rate() over RATE_INTERVAL.
-fn scraped(prom: &Server, n: usize) -> Option<String> {
+fn scraped(prom: &Proc, n: usize) -> Option<String> {
     let scrapes = query(
         prom,
         &format!("count_over_time(up{{job=\"{JOB}\"}}[1m]) >= 7"),
@@ -259,7 +259,7 @@ fn scraped(prom: &Server, n: usize) -> Option<String> {
 
 /// Which metrics each node (by fixture) cannot count, on any of its PMUs.
 fn unavailable<'a>(
-    prom: &Server,
+    prom: &Proc,
     fixture_of: &BTreeMap<String, &'a str>,
 ) -> BTreeMap<&'a str, BTreeSet<String>> {
     let out = unavailable_of(prom, fixture_of);
@@ -272,7 +272,7 @@ fn unavailable<'a>(
 
 /// [`unavailable`] without the check that the VM lacks cycles.
 fn unavailable_of<'a>(
-    prom: &Server,
+    prom: &Proc,
     fixture_of: &BTreeMap<String, &'a str>,
 ) -> BTreeMap<&'a str, BTreeSet<String>> {
     let mut out: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
@@ -298,7 +298,7 @@ struct Selection<'a> {
 /// Runs every query of `panels` under each selection; records problems in
 /// `failures`; returns how many queries ran.
 fn check_panels(
-    prom: &Server,
+    prom: &Proc,
     panels: &[Panel],
     selections: &[Selection],
     unavailable: &BTreeMap<&str, BTreeSet<String>>,
@@ -391,7 +391,7 @@ fn plausible_record(rec: &str, v: f64) -> bool {
 /// Each recording rule records a plausible value for the nodes that count
 /// its inputs.
 fn check_records(
-    prom: &Server,
+    prom: &Proc,
     records: &[String],
     fixture_of: &BTreeMap<String, &str>,
     failures: &mut Vec<String>,
@@ -416,7 +416,7 @@ fn check_records(
 
 /// The fixtures `query` has a series for (by its instance label).
 fn fixtures_in<'a>(
-    prom: &Server,
+    prom: &Proc,
     q: &str,
     fixture_of: &BTreeMap<String, &'a str>,
 ) -> BTreeSet<&'a str> {
@@ -516,8 +516,8 @@ fn scraping<'a>(
     dir: &Path,
     record: &str,
     nodes: usize,
-) -> (Vec<(&'a str, Server)>, BTreeMap<String, &'a str>, Server) {
-    let exporters: Vec<(&str, Server)> = fixtures
+) -> (Vec<(&'a str, Proc)>, BTreeMap<String, &'a str>, Proc) {
+    let exporters: Vec<(&str, Proc)> = fixtures
         .iter()
         .map(|f| (*f, simulated_exporter(f)))
         .collect();
@@ -537,7 +537,7 @@ fn scraping<'a>(
 }
 
 /// One selection per exporter (the node dashboard's single `$instance`).
-fn per_node<'a>(exporters: &[(&'a str, Server)]) -> Vec<Selection<'a>> {
+fn per_node<'a>(exporters: &[(&'a str, Proc)]) -> Vec<Selection<'a>> {
     exporters
         .iter()
         .map(|(f, s)| Selection {
@@ -715,7 +715,7 @@ fn topdown_row_and_rules_on_real_prometheus() {
 
 /// The pod uids an exporter counts at pod level (series of the software
 /// set, which every fixture counts, without `container_id`).
-fn pod_uids(exporter: &Server) -> BTreeSet<String> {
+fn pod_uids(exporter: &Proc) -> BTreeSet<String> {
     let r = exporter.get("/metrics");
     assert_eq!(r.status, 200, "{}", r.body);
     r.body
@@ -810,7 +810,7 @@ fn pods_dashboard_and_rules_on_real_prometheus() {
         format!("{default}\ncgroups:\n  preset: kubernetes\n  containers: true\n"),
     )
     .expect("write config");
-    let exporters: Vec<(&str, Server)> = POD_FIXTURES
+    let exporters: Vec<(&str, Proc)> = POD_FIXTURES
         .iter()
         .map(|f| {
             let sysfs = fixture(f);
@@ -866,7 +866,7 @@ fn pods_dashboard_and_rules_on_real_prometheus() {
          kube_pod_annotations{{namespace=\"kube-system\",pod=\"{MIRROR}\",uid=\"{MIRROR_UID}\",annotation_kubernetes_io_config_hash=\"{NAMED_STATIC}\"}} 1\n"
     ));
     std::fs::write(textfiles.join("kube.prom"), info).expect("write textfile");
-    let ksm = Server::spawn(
+    let ksm = Proc::spawn(
         &[],
         &server_binary("NODE_EXPORTER"),
         &[

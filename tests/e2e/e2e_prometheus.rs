@@ -2,17 +2,18 @@
 //! promtool (fetched by `scripts/fetch-servers.sh`; missing binaries fail
 //! the tests, they are never skipped).
 
-mod common;
+use crate::common;
 
-use common::{exporter, server_binary, simulated_exporter, Server};
+use common::{exporter, server_binary, simulated_exporter, Proc};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::time::Duration;
 
-/// How long Prometheus scrapes before the query.
-const SCRAPE_FOR: Duration = Duration::from_secs(15);
+/// How long Prometheus may take to fill the 10 s rate window the test
+/// queries (it scrapes every second).
+const SCRAPE_WITHIN: Duration = Duration::from_secs(60);
 
-fn prom_query(prom: &Server, query: &str) -> Vec<serde_json::Value> {
+fn prom_query(prom: &Proc, query: &str) -> Vec<serde_json::Value> {
     let path = format!("/api/v1/query?query={}", common::urlencode(query));
     let r = prom.get(&path);
     assert_eq!(r.status, 200, "{path}: {}", r.body);
@@ -52,9 +53,19 @@ fn prometheus_scrapes_live_exporter() {
         format!("--config.file={}", cfg.display()).into(),
         format!("--storage.tsdb.path={}", tsdb.display()).into(),
     ];
-    let mut prom = Server::start("prometheus", &prometheus, &args, "--web.listen-address");
+    let mut prom = Proc::start("prometheus", &prometheus, &args, "--web.listen-address");
 
-    std::thread::sleep(SCRAPE_FOR);
+    // The 10 s window of the rate below holds at least 9 scrapes.
+    common::wait_for(
+        "Prometheus to scrape the exporter 9 times in 10 s",
+        SCRAPE_WITHIN,
+        || {
+            prom.assert_running();
+            prom_query(&prom, "count_over_time(up{job=\"perf-exporter\"}[10s])")
+                .first()
+                .is_some_and(|r| sample_value(r) >= 9.0)
+        },
+    );
     prom.assert_running();
 
     let up = prom_query(&prom, "up{job=\"perf-exporter\"}");

@@ -3,7 +3,7 @@
 //! one collection shared by 50 viewers, slow viewers dropped,
 //! `--web.max-streams`, auth on the upgrade, bad intervals).
 
-mod common;
+use crate::common;
 
 use common::{basic, exporter, tls_request, Pki, Proc};
 use futures_util::StreamExt;

@@ -11,7 +11,7 @@
 //!   available on this host" with the reason, context switches/s is a
 //!   number in line with `/metrics`, the heatmap has a cell per CPU.
 
-mod common;
+use crate::common;
 
 use common::{exporter, parse_exposition, simulated_exporter, Proc};
 use futures_util::{SinkExt, StreamExt};

@@ -4,7 +4,7 @@
 //! source (the YAML comments of config/default.yaml name it); an unknown
 //! model; and the families exported on the simulated PMU.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

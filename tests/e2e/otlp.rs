@@ -9,7 +9,7 @@
 //! `PERF_EXPORTER_TEST_VICTORIA_METRICS`, as `scripts/test.sh` exports it).
 //! A test that cannot get it fails.
 
-mod common;
+use crate::common;
 
 use common::online_cpus;
 use common::otlp::{
@@ -175,9 +175,9 @@ fn otlp_http_push_to_victoriametrics() {
     let (ok, failed) = ex_plain.exports();
     assert!(ok >= 3.0 && failed == 0.0, "success {ok}, failure {failed}");
     assert!(
-        !ex.proc.log().contains("OTLP export failed"),
+        !ex.proc.output().contains("OTLP export failed"),
         "{}",
-        ex.proc.log()
+        ex.proc.output()
     );
 }
 
@@ -335,12 +335,12 @@ fn otlp_only_has_no_listener_flags_override_env_and_shutdown_flushes_once() {
         ],
     );
     // No listener: the address given is not bound.
-    let log = ex.proc.log();
+    let log = ex.proc.output();
     assert!(log.contains("--otlp.only: no HTTP listener"), "{log}");
     assert!(!log.contains("listening"), "{log}");
     assert!(rx.received().is_empty(), "pushed before the first interval");
     let (st, took) = ex.proc.terminate(Duration::from_secs(10));
-    assert!(st.success(), "{st}\n{}", ex.proc.log());
+    assert!(st.success(), "{st}\n{}", ex.proc.output());
     let got = rx.received();
     assert_eq!(
         got.len(),
@@ -356,7 +356,7 @@ fn otlp_only_has_no_listener_flags_override_env_and_shutdown_flushes_once() {
     assert!(took < Duration::from_secs(5), "{took:?}");
     assert!(ex
         .proc
-        .log()
+        .output()
         .contains("final OTLP export at shutdown succeeded"));
 }
 
@@ -495,9 +495,9 @@ fn final_push(env: &[(&str, String)]) -> Received {
         env,
     );
     let (st, _) = ex.proc.terminate(Duration::from_secs(10));
-    assert!(st.success(), "{st}\n{}", ex.proc.log());
+    assert!(st.success(), "{st}\n{}", ex.proc.output());
     let got = rx.received();
-    assert_eq!(got.len(), 1, "{}", ex.proc.log());
+    assert_eq!(got.len(), 1, "{}", ex.proc.output());
     got.into_iter().next().unwrap()
 }
 
@@ -798,7 +798,7 @@ fn otlp_per_cgroup_series_never_fall_under_one_start_across_a_reload() {
     );
     ex.proc.signal("HUP");
     wait_for("the reload", Duration::from_secs(30), || {
-        ex.proc.log().contains("configuration reloaded")
+        ex.proc.output().contains("configuration reloaded")
     });
     let before = rx.received().len();
     wait_for(

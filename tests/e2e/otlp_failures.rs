@@ -4,7 +4,7 @@
 //! the log), and TLS (custom CA, client certificates, and what an
 //! untrusted certificate says). The harness is `tests/common/otlp.rs`.
 
-mod common;
+use crate::common;
 
 use common::otlp::{
     exports_in, find_metric, live, simulated, wait_for, Exporter, Pki, Receiver, Vm,
@@ -93,8 +93,7 @@ fn otlp_collector_killed_mid_run_scrapes_stay_fast_and_failures_are_counted() {
     let (_, failed0) = ex.exports();
     assert_eq!(failed0, 0.0);
     // Kill the collector (SIGKILL, by pid).
-    vm.proc.child.kill().unwrap();
-    vm.proc.child.wait().unwrap();
+    vm.proc.kill();
     let (mut after, _) = scrape_until(
         &ex,
         "two counted failures",
@@ -104,7 +103,7 @@ fn otlp_collector_killed_mid_run_scrapes_stay_fast_and_failures_are_counted() {
     );
     assert_scrapes_unaffected(&mut before, &mut after);
     // The failure is logged, rate limited: once, not once per export.
-    let log = ex.proc.log();
+    let log = ex.proc.output();
     assert_eq!(log.matches("OTLP export failed").count(), 1, "{log}");
 }
 
@@ -144,7 +143,11 @@ fn otlp_hanging_collector_never_slows_scrapes_and_shutdown_is_bounded() {
         !held.lock().unwrap().is_empty(),
         "the exporter never connected"
     );
-    assert!(ex.proc.log().contains("timed out"), "{}", ex.proc.log());
+    assert!(
+        ex.proc.output().contains("timed out"),
+        "{}",
+        ex.proc.output()
+    );
     // SIGTERM while an export hangs: one final push bounded by the
     // timeout (2 s), then exit.
     let (st, took) = ex.proc.terminate(Duration::from_secs(8));
@@ -152,10 +155,10 @@ fn otlp_hanging_collector_never_slows_scrapes_and_shutdown_is_bounded() {
     assert!(took < Duration::from_secs(4), "shutdown took {took:?}");
     assert!(
         ex.proc
-            .log()
+            .output()
             .contains("final OTLP export at shutdown failed"),
         "{}",
-        ex.proc.log()
+        ex.proc.output()
     );
 }
 
@@ -257,7 +260,7 @@ fn otlp_follows_no_redirect_to_another_origin() {
         "followed: {:?}",
         elsewhere.heads()
     );
-    let log = ex.proc.log();
+    let log = ex.proc.output();
     assert!(
         log.contains(&format!(
             "refused a redirect to http://{}/v1/metrics: another origin",
@@ -299,11 +302,11 @@ fn otlp_endpoint_secrets_never_reach_the_log() {
         )],
     );
     wait_for("a logged export failure", Duration::from_secs(20), || {
-        ex.proc.log().contains("OTLP export failed")
+        ex.proc.output().contains("OTLP export failed")
     });
     let (st, _) = ex.proc.terminate(Duration::from_secs(10));
     assert!(st.success(), "{st}");
-    let log = ex.proc.log();
+    let log = ex.proc.output();
     assert!(
         log.contains("final OTLP export at shutdown failed"),
         "{log}"
@@ -371,12 +374,12 @@ fn otlp_grpc_over_tls_with_a_custom_ca_and_a_client_certificate() {
         wait_for("a failed TLS export", Duration::from_secs(20), || {
             bad.exports().1 >= 1.0
         });
-        assert_eq!(bad.exports().0, 0.0, "{}", bad.proc.log());
+        assert_eq!(bad.exports().0, 0.0, "{}", bad.proc.output());
         if !e
             .iter()
             .any(|(k, _)| *k == "OTEL_EXPORTER_OTLP_CERTIFICATE")
         {
-            let log = bad.proc.log();
+            let log = bad.proc.output();
             assert!(log.contains("certificate problem"), "{log}");
         }
     }
@@ -420,7 +423,7 @@ fn otlp_http_over_tls_with_a_custom_ca() {
     });
     assert_eq!(bad.exports().0, 0.0);
     // Issue 11: the failure says it is the certificate, and what to do.
-    let log = bad.proc.log();
+    let log = bad.proc.output();
     assert!(
         log.contains(
             "certificate problem: the collector's certificate is not signed by a CA it trusts"

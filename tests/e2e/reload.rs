@@ -5,9 +5,9 @@
 //! `POST /-/reload` behind `--web.enable-lifecycle`, the web config
 //! re-read on reload, and SIGTERM ending the process within a second.
 
-mod common;
+use crate::common;
 
-use common::{by_cpu, parse_exposition, scalar, Proc};
+use common::{by_cpu, scalar, Proc};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -24,11 +24,9 @@ const BEFORE: &str = "sets:
 
 const AFTER: &str = crate::software_set!();
 
-fn scrape(p: &Proc) -> BTreeMap<String, f64> {
-    let r = p.get("/metrics");
-    assert_eq!(r.status, 200, "{}", r.body);
-    parse_exposition(&r.body).unwrap_or_else(|e| panic!("invalid scrape: {e}\n{}", r.body))
-}
+/// How long a reload may take to show in a scrape (it runs in the
+/// background).
+const RELOAD_WITHIN: Duration = Duration::from_secs(10);
 
 fn live(config: &Path, extra: &[&str]) -> Proc {
     common::require_perf_privilege();
@@ -38,27 +36,6 @@ fn live(config: &Path, extra: &[&str]) -> Proc {
     let mut p = Proc::exporter(&args);
     p.wait_ready();
     p
-}
-
-/// Scrapes until `pred` holds (the reload runs in the background).
-fn scrape_until(
-    p: &Proc,
-    what: &str,
-    pred: impl Fn(&BTreeMap<String, f64>) -> bool,
-) -> BTreeMap<String, f64> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let s = scrape(p);
-        if pred(&s) {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen within 10 s; last scrape: {s:?}\noutput:\n{}",
-            p.output()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Every CPU's cpu-clock is above zero.
@@ -82,7 +59,7 @@ fn sighup_adds_the_new_metric_and_unchanged_counters_continue() {
     let cfg = dir.path().join("perf.yaml");
     std::fs::write(&cfg, BEFORE).expect("write");
     let p = live(&cfg, &[]);
-    let s0 = scrape_until(&p, "counting", counting);
+    let s0 = p.scrape_until(RELOAD_WITHIN, "counting", counting);
     let c0 = by_cpu(&s0, CLOCK);
     assert!(!c0.is_empty(), "{s0:?}");
     assert!(by_cpu(&s0, SWITCHES).is_empty());
@@ -91,13 +68,13 @@ fn sighup_adds_the_new_metric_and_unchanged_counters_continue() {
 
     std::fs::write(&cfg, AFTER).expect("write");
     p.signal("HUP");
-    let s1 = scrape_until(&p, "the new metric after SIGHUP", |s| {
+    let s1 = p.scrape_until(RELOAD_WITHIN, "the new metric after SIGHUP", |s| {
         !by_cpu(s, SWITCHES).is_empty()
     });
     // No reset: at least what it was, then still increasing.
     assert_not_below(&c0, &by_cpu(&s1, CLOCK), "cpu-clock across the reload");
     let c1 = by_cpu(&s1, CLOCK);
-    let s2 = scrape_until(&p, "cpu-clock advancing after the reload", |s| {
+    let s2 = p.scrape_until(RELOAD_WITHIN, "cpu-clock advancing after the reload", |s| {
         let c = by_cpu(s, CLOCK);
         c1.iter()
             .all(|(cpu, v1)| c.get(cpu).is_some_and(|v| v > v1))
@@ -139,7 +116,7 @@ fn a_metric_removed_then_restored_continues_its_count() {
     let p = live(&cfg, &[]);
     // cpu-clock counts nanoseconds: 1 s of counting on every CPU is far
     // more than a restart would reach in the time of two reloads.
-    let s0 = scrape_until(&p, "a second of cpu-clock", |s| {
+    let s0 = p.scrape_until(RELOAD_WITHIN, "a second of cpu-clock", |s| {
         let c = by_cpu(s, CLOCK);
         !c.is_empty() && c.values().all(|v| *v > 1.0)
     });
@@ -150,10 +127,14 @@ fn a_metric_removed_then_restored_continues_its_count() {
     );
     std::fs::write(&cfg, &only_switches).expect("write");
     p.signal("HUP");
-    scrape_until(&p, "cpu-clock removed", |s| by_cpu(s, CLOCK).is_empty());
+    p.scrape_until(RELOAD_WITHIN, "cpu-clock removed", |s| {
+        by_cpu(s, CLOCK).is_empty()
+    });
     std::fs::write(&cfg, BEFORE).expect("write");
     p.signal("HUP");
-    let s1 = scrape_until(&p, "cpu-clock restored", |s| !by_cpu(s, CLOCK).is_empty());
+    let s1 = p.scrape_until(RELOAD_WITHIN, "cpu-clock restored", |s| {
+        !by_cpu(s, CLOCK).is_empty()
+    });
     assert_not_below(&c0, &by_cpu(&s1, CLOCK), "cpu-clock removed and restored");
     let out = p.output();
     assert!(
@@ -169,7 +150,7 @@ fn a_broken_config_on_sighup_keeps_the_old_one_serving() {
     let cfg = dir.path().join("perf.yaml");
     std::fs::write(&cfg, AFTER).expect("write");
     let p = live(&cfg, &[]);
-    let s0 = scrape_until(&p, "counting", counting);
+    let s0 = p.scrape_until(RELOAD_WITHIN, "counting", counting);
     let c0 = by_cpu(&s0, CLOCK);
 
     for broken in [
@@ -179,7 +160,7 @@ fn a_broken_config_on_sighup_keeps_the_old_one_serving() {
     ] {
         std::fs::write(&cfg, broken).expect("write");
         p.signal("HUP");
-        let s = scrape_until(&p, "perf_config_last_reload_successful 0", |s| {
+        let s = p.scrape_until(RELOAD_WITHIN, "perf_config_last_reload_successful 0", |s| {
             scalar(s, "perf_config_last_reload_successful") == Some(0.0)
         });
         // The old config still serves, every metric of it, still counting.
@@ -189,12 +170,12 @@ fn a_broken_config_on_sighup_keeps_the_old_one_serving() {
         // Back to good for the next round.
         std::fs::write(&cfg, AFTER).expect("write");
         p.signal("HUP");
-        scrape_until(&p, "perf_config_last_reload_successful 1", |s| {
+        p.scrape_until(RELOAD_WITHIN, "perf_config_last_reload_successful 1", |s| {
             scalar(s, "perf_config_last_reload_successful") == Some(1.0)
         });
     }
     assert!(p.output().contains("perf.yaml:5:"), "{}", p.output());
-    let s = scrape(&p);
+    let s = p.scrape();
     assert_not_below(&c0, &by_cpu(&s, CLOCK), "cpu-clock after three reloads");
 }
 
@@ -209,7 +190,7 @@ fn reload_endpoint_behind_enable_lifecycle() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.contains("2 of 2 metrics counted"), "{}", r.body);
     // Synchronous: the metric is there at once.
-    assert!(!by_cpu(&scrape(&p), SWITCHES).is_empty());
+    assert!(!by_cpu(&p.scrape(), SWITCHES).is_empty());
     std::fs::write(&cfg, "sets: 7\n").expect("write");
     let r = p.request("PUT", "/-/reload", &[], "");
     assert_eq!(r.status, 500, "{}", r.body);
@@ -218,7 +199,7 @@ fn reload_endpoint_behind_enable_lifecycle() {
         "{}",
         r.body
     );
-    let s = scrape(&p);
+    let s = p.scrape();
     assert_eq!(scalar(&s, "perf_config_last_reload_successful"), Some(0.0));
     assert!(
         !by_cpu(&s, SWITCHES).is_empty(),
@@ -445,13 +426,13 @@ fn an_empty_config_is_refused_on_reload() {
         std::fs::write(&cfg, empty).expect("write");
         p.signal("HUP");
         p.wait_log("the configuration has no sets", Duration::from_secs(10));
-        let s = scrape_until(&p, "the refusal recorded", |s| {
+        let s = p.scrape_until(RELOAD_WITHIN, "the refusal recorded", |s| {
             scalar(s, "perf_config_last_reload_successful") == Some(0.0)
         });
         assert!(!by_cpu(&s, CLOCK).is_empty(), "{s:?}");
         std::fs::write(&cfg, ONE_SET).expect("write");
         p.signal("HUP");
-        scrape_until(&p, "the good config reloaded", |s| {
+        p.scrape_until(RELOAD_WITHIN, "the good config reloaded", |s| {
             scalar(s, "perf_config_last_reload_successful") == Some(1.0)
         });
     }
@@ -517,12 +498,12 @@ fn sighups_with_a_fifo_config_do_not_take_metrics_down() {
         p.signal("HUP");
     }
     for _ in 0..5 {
-        let s = scrape(&p);
+        let s = p.scrape();
         assert!(!by_cpu(&s, CLOCK).is_empty(), "{s:?}");
     }
     assert_eq!(p.get("/-/healthy").status, 200);
     p.wait_log("not a regular file", Duration::from_secs(10));
-    scrape_until(&p, "the refusal recorded", |s| {
+    p.scrape_until(RELOAD_WITHIN, "the refusal recorded", |s| {
         scalar(s, "perf_config_last_reload_successful") == Some(0.0)
     });
 }
@@ -605,14 +586,11 @@ fn a_reload_continues_the_per_cgroup_group_times() {
         s.iter()
             .any(|(k, v)| k.starts_with("perf_cgroup_group_enabled_seconds_total{") && *v > 0.5)
     };
-    let before = per_cgroup(&scrape_until(
-        &p,
-        "per-cgroup group times above 0.5 s",
-        enough,
-    ));
+    let before =
+        per_cgroup(&p.scrape_until(RELOAD_WITHIN, "per-cgroup group times above 0.5 s", enough));
     let r = p.request("POST", "/-/reload", &[], "");
     assert_eq!(r.status, 200, "{}", r.body);
-    let after = per_cgroup(&scrape(&p));
+    let after = per_cgroup(&p.scrape());
     for (series, v0) in &before {
         let v1 = after
             .get(series)

@@ -2,7 +2,7 @@
 //! attribution by process with a bounded top-N and `other`, ring health per
 //! CPU; the section's validation.
 
-mod common;
+use crate::common;
 
 use common::exposition::parse_exposition;
 use common::{exporter, fixture, EXPORTER};

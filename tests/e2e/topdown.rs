@@ -31,7 +31,7 @@
 //! * `serve --simulate` on intel-hybrid exports the five families for the
 //!   `cpu_core` CPUs, and says why `cpu_atom` has no slots.
 
-mod common;
+use crate::common;
 
 use common::{fixture, fixture_procfs_args, simulated_exporter, EXPORTER};
 use serde_json::Value;

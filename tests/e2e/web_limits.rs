@@ -7,7 +7,7 @@
 //! vm-no-pmu has two CPUs, so a one-set config reads two groups per
 //! collection.
 
-mod common;
+use crate::common;
 
 use common::Proc;
 use std::io::{Read, Write};

@@ -3,7 +3,7 @@
 //! mutual TLS, `client_allowed_sans`, response headers, the rate limit,
 //! and bad files refused at start with a clear message.
 
-mod common;
+use crate::common;
 
 use common::{basic, tls_request, Pki, Proc};
 use std::path::Path;

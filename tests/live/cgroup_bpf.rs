@@ -4,7 +4,7 @@
 //! known number of context switches, the `perf` backend side by side on
 //! the same workload, and churn (a removed cgroup's slot is reclaimed).
 
-mod common;
+use crate::common;
 
 /// The tests count CPU time: one at a time.
 use common::serial;
@@ -25,12 +25,13 @@ use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::Snapshot;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::cgroup::{burner, cgroup_value as value, usage_usec, CLOCKS_YAML as YAML};
+use common::cgroup::{burner, cgroup_value as value, python_in, usage_usec, CLOCKS_YAML as YAML};
 use common::clocks::{bracket, compare_clocks, Outcome};
+use common::Reaped;
 
 /// When a comparison with `cpu.stat` fails while its bracketing reads were
 /// further apart than this, it is measured again (common::clocks).
@@ -144,36 +145,20 @@ fn delta(a: &Snapshot, b: &Snapshot, family: &str, cgroup: &str) -> f64 {
         - value(a, family, cgroup).unwrap_or(0.0)
 }
 
-/// Starts `python3 -c script` in the cgroup `dir` (killed on drop).
-struct Proc(Child);
+/// `python3 -c script` in a cgroup (killed on drop).
+struct Python(Reaped);
 
-impl Proc {
-    fn python(dir: &Path, script: &str) -> Proc {
-        let c = Command::new("sh")
-            .arg("-c")
-            .arg("echo $$ > \"$1\" && exec /usr/bin/python3 -c \"$2\"")
-            .arg("sh")
-            .arg(dir.join("cgroup.procs"))
-            .arg(script)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn sh + python3");
-        Proc(c)
+impl Python {
+    fn start(dir: &Path, script: &str) -> Python {
+        Python(Reaped(python_in(dir, script)))
     }
 
     /// Waits for it and returns what it printed.
     fn output(mut self) -> String {
         let mut out = String::new();
-        std::io::Read::read_to_string(self.0.stdout.as_mut().unwrap(), &mut out).unwrap();
-        let _ = self.0.wait();
+        std::io::Read::read_to_string(self.0 .0.stdout.as_mut().unwrap(), &mut out).unwrap();
+        let _ = self.0 .0.wait();
         out
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -208,8 +193,8 @@ fn bpf_cpu_time_per_cgroup_agrees_with_cpu_stat() {
     let (hi, lo) = (rel(&tree, "duty80"), rel(&tree, "duty20"));
     let d = Listed::new(&tree);
     let (hi_dir, lo_dir) = (d.root.join(&hi), d.root.join(&lo));
-    let _b1 = Proc::python(&hi_dir, &burner(0.8));
-    let _b2 = Proc::python(&lo_dir, &burner(0.2));
+    let _b1 = Python::start(&hi_dir, &burner(0.8));
+    let _b2 = Python::start(&lo_dir, &burner(0.2));
     wait_usage(&hi_dir, 200_000);
     wait_usage(&lo_dir, 50_000);
     d.set(vec![hi.clone(), lo.clone()]);
@@ -257,7 +242,7 @@ fn bpf_context_switches_agree_with_a_ping_pong() {
     d.set(vec![c.clone()]);
     let mut e = engine(Which::Bpf(64), &d);
     let before = e.collect();
-    let reported: f64 = Proc::python(&d.root.join(&c), &ping_pong(5000))
+    let reported: f64 = Python::start(&d.root.join(&c), &ping_pong(5000))
         .output()
         .trim()
         .parse()
@@ -280,13 +265,13 @@ fn bpf_and_perf_backends_agree_within_two_percent() {
     let tree = CgroupTree::new("pe-bpf", "side");
     let (burn, pp) = (rel(&tree, "burn"), rel(&tree, "pp"));
     let d = Listed::new(&tree);
-    let _b = Proc::python(&d.root.join(&burn), &burner(0.5));
+    let _b = Python::start(&d.root.join(&burn), &burner(0.5));
     wait_usage(&d.root.join(&burn), 100_000);
     d.set(vec![burn.clone(), pp.clone()]);
     let mut bpf = engine(Which::Bpf(64), &d);
     let mut perf = engine(Which::Perf, &d);
     let (b0, p0) = (bpf.collect(), perf.collect());
-    let _ = Proc::python(&d.root.join(&pp), &ping_pong(20000)).output();
+    let _ = Python::start(&d.root.join(&pp), &ping_pong(20000)).output();
     wait_usage(&d.root.join(&burn), 1_000_000);
     let (p1, b1) = (perf.collect(), bpf.collect());
     for (fam, c) in [
@@ -313,7 +298,7 @@ fn bpf_fds_do_not_grow_with_cgroups_and_removed_cgroups_are_reclaimed() {
     let tree = CgroupTree::new("pe-bpf", "churn");
     let keep = rel(&tree, "keep");
     let d = Listed::new(&tree);
-    let _b = Proc::python(&d.root.join(&keep), &burner(0.1));
+    let _b = Python::start(&d.root.join(&keep), &burner(0.1));
     d.set(vec![keep.clone()]);
     // 42 slots: 41 cgroups, then 20 removed and 20 new ones fit only when
     // the removed ones' slots are reused.
@@ -381,7 +366,7 @@ fn bpf_an_ancestor_selected_later_is_charged_its_running_child() {
     let ctr = format!("{pod}/ctr");
     let d = Listed::new(&tree);
     let dir = d.root.join(&ctr);
-    let _b = Proc::python(&dir, &burner(0.5));
+    let _b = Python::start(&dir, &burner(0.5));
     wait_usage(&dir, 100_000);
     d.set(vec![ctr.clone()]);
     let mut e = engine(Which::Bpf(8), &d);
@@ -482,7 +467,7 @@ fn bpf_counts_are_kept_when_a_cpu_comes_back() {
     let c = rel(&tree, "burn");
     let d = Listed::new(&tree);
     let dir = d.root.join(&c);
-    let _b = Proc::python(&dir, &burner(0.6));
+    let _b = Python::start(&dir, &burner(0.6));
     wait_usage(&dir, 100_000);
     d.set(vec![c.clone()]);
     let e = engine(Which::Bpf(8), &d);
@@ -537,7 +522,7 @@ fn serve_with_auto_counts_with_bpf_and_says_why() {
     let tree = CgroupTree::new("pe-bpf", "serve");
     let c = rel(&tree, "a");
     let d = Listed::new(&tree);
-    let _b = Proc::python(&d.root.join(&c), &burner(0.1));
+    let _b = Python::start(&d.root.join(&c), &burner(0.1));
     let cfg = backend_config(&tree, "auto");
     let mut p = common::exporter(&["--config.file", cfg.to_str().unwrap()]);
     p.wait_log("cgroups counted", Duration::from_secs(10));
@@ -608,8 +593,8 @@ fn bpf_per_cpu_series_sum_to_cpu_stat() {
     let c = rel(&tree, "burn");
     let d = Listed::new(&tree);
     let dir = d.root.join(&c);
-    let _b1 = Proc::python(&dir, &burner(0.5));
-    let _b2 = Proc::python(&dir, &burner(0.5));
+    let _b1 = Python::start(&dir, &burner(0.5));
+    let _b2 = Python::start(&dir, &burner(0.5));
     wait_usage(&dir, 100_000);
     d.set(vec![c.clone()]);
     let e = engine(Which::Bpf(8), &d);
@@ -672,7 +657,7 @@ fn bpf_group_times_and_counts_continue_over_a_reload() {
     let tree = CgroupTree::new("pe-bpf", "reload");
     let busy = rel(&tree, "busy");
     let d = Listed::new(&tree);
-    let _b = Proc::python(&d.root.join(&busy), &burner(0.5));
+    let _b = Python::start(&d.root.join(&busy), &burner(0.5));
     d.set(vec![busy.clone()]);
     let mut e = engine(Which::Bpf(4), &d);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -730,7 +715,7 @@ fn modifiers_per_cgroup_on_both_backends() {
     let mut bpf = engine_of(Which::Bpf(64), &d, FAULTS, None);
     let mut perf = engine_of(Which::Perf, &d, FAULTS, None);
     let (b0, p0) = (bpf.collect(), perf.collect());
-    let out = Proc::python(
+    let out = Python::start(
         &d.root.join(&c),
         "b=bytearray(64<<20)\nprint(len(b), flush=True)\n",
     )

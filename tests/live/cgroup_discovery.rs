@@ -4,7 +4,7 @@
 //! (cgroups created under `/sys/fs/cgroup/unified/cgdisc-<pid>-*`,
 //! removed on drop), and `check` end to end.
 
-mod common;
+use crate::common;
 
 /// The tests run one at a time: one of them counts the process's file
 /// descriptors.
@@ -374,18 +374,6 @@ fn guard(tag: &str) -> CgroupTree {
     CgroupTree::new("cgdisc", tag)
 }
 
-/// Polls `f` until it holds or 5 s pass.
-fn eventually(mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    f()
-}
-
 #[test]
 fn this_machine_root_is_found_in_mountinfo() {
     let _serial = serial();
@@ -431,13 +419,19 @@ fn real_cgroups_are_found_and_their_churn_seen() {
     // A new pod is seen at once (inotify on the listed directories).
     let pod2 = "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod12345678_1234_1234_1234_123456789abc.slice";
     g.mkdir(pod2);
-    assert!(eventually(|| s.changed()), "a new cgroup is noticed");
+    assert!(
+        common::eventually(Duration::from_secs(5), || s.changed()),
+        "a new cgroup is noticed"
+    );
     let sel = s.scan_if_changed().unwrap().unwrap();
     assert!(rels(&sel.counted).contains(&pod2), "{sel:?}");
     // ... and so is a removed one.
     assert!(!s.changed());
     std::fs::remove_dir(g.top.join(pod2)).unwrap();
-    assert!(eventually(|| s.changed()), "a removed cgroup is noticed");
+    assert!(
+        common::eventually(Duration::from_secs(5), || s.changed()),
+        "a removed cgroup is noticed"
+    );
     let sel = s.scan().unwrap();
     assert!(!rels(&sel.counted).contains(&pod2));
 }
@@ -527,14 +521,14 @@ fn real_pods_coming_and_going_leak_no_descriptor() {
         for p in &pods {
             g.mkdir(&format!("{p}/cri-containerd-{}.scope", "cd".repeat(32)));
         }
-        assert!(eventually(|| s.changed()));
+        assert!(common::eventually(Duration::from_secs(5), || s.changed()));
         let sel = s.scan_if_changed().unwrap().unwrap();
         assert_eq!(sel.counted.len(), 500, "round {round}");
         assert!(s.watches() > 250);
         for p in &pods {
             remove_tree(&g.top.join(p));
         }
-        assert!(eventually(|| s.changed()));
+        assert!(common::eventually(Duration::from_secs(5), || s.changed()));
         let sel = s.scan_if_changed().unwrap().unwrap();
         assert!(sel.counted.is_empty(), "round {round}: {sel:?}");
         assert_eq!((open_fds(), s.watches()), (fds, watches), "round {round}");

@@ -13,9 +13,9 @@
 //!   until `/proc/cgroups` shows it back on cgroup2, also when the test
 //!   fails; the test crate's tests run one at a time ([`serial`]).
 
-mod common;
+use crate::common;
 
-use common::serial;
+use common::{eventually, serial};
 
 use perf_exporter::cgroup::{
     find_root, mount::perf_event_hierarchy, Cgroup, CgroupError, Hierarchy, Kind as CgKind, Lookup,
@@ -30,9 +30,9 @@ use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::cgroup::{burner, cgroup_value as value, CLOCKS_YAML as YAML};
 
@@ -55,20 +55,6 @@ fn perf_event_cgroups() -> u32 {
             (f.first() == Some(&"perf_event")).then(|| f.get(2)?.parse().ok())?
         })
         .unwrap_or_else(|| panic!("no perf_event line in /proc/cgroups:\n{t}"))
-}
-
-/// Polls `f` for up to `limit`.
-fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The `perf_event` controller bound to a v1 hierarchy mounted at `dir`;
@@ -119,15 +105,7 @@ impl PerfEventV1 {
         let cg = self.dir.join(name);
         std::fs::create_dir(&cg).unwrap_or_else(|e| panic!("mkdir {}: {e}", cg.display()));
         self.cgroups.push(cg.clone());
-        let c = Command::new("sh")
-            .arg("-c")
-            .arg("echo $$ > \"$1\" && exec /usr/bin/python3 -c \"$2\"")
-            .arg("sh")
-            .arg(cg.join("cgroup.procs"))
-            .arg(burner(1.0))
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn sh + python3");
+        let c = common::cgroup::python_in(&cg, &burner(1.0));
         let pid = c.id();
         self.children.push(c);
         let procs = cg.join("cgroup.procs");

@@ -7,7 +7,7 @@
 //! The tests drive the engine with the live kernel and a discovery that
 //! lists a test cgroup's children, so they do not depend on the presets.
 
-mod common;
+use crate::common;
 
 /// The live tests count fds and CPU time: one at a time.
 use common::serial;
@@ -54,17 +54,8 @@ impl CgDir {
 
     /// Starts `python3 -c script` inside the cgroup.
     fn spawn_python(&mut self, script: &str) -> &mut Child {
-        let procs = self.path.join("cgroup.procs");
-        let c = Command::new("sh")
-            .arg("-c")
-            .arg("echo $$ > \"$1\" && exec /usr/bin/python3 -c \"$2\"")
-            .arg("sh")
-            .arg(&procs)
-            .arg(script)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn sh + python3");
-        self.children.push(c);
+        self.children
+            .push(common::cgroup::python_in(&self.path, script));
         self.children.last_mut().unwrap()
     }
 
@@ -378,20 +369,28 @@ fn hostile_cgroup_names_are_escaped_exactly() {
     let d = Listed::default();
     d.set(dirs.iter().map(|c| c.rel.clone()).collect());
     let mut e = live_engine(YAML, &d);
-    std::thread::sleep(Duration::from_millis(20));
-    let s = e.collect();
+    let want: Vec<String> = names
+        .iter()
+        .map(|n| {
+            let esc = n
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\n', "\\n");
+            format!(
+                "perf_cgroup_group_enabled_seconds_total{{cgroup=\"{}/{esc}\",set=\"software\"}} ",
+                parent.rel
+            )
+        })
+        .collect();
+    // Collections until every cgroup's series is there (deadline 5 s).
     let mut text = String::new();
-    prometheus::encode_text(&s.families, &mut text);
-    for n in &names {
-        let esc = n
-            .replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n");
-        let want = format!(
-            "perf_cgroup_group_enabled_seconds_total{{cgroup=\"{}/{esc}\",set=\"software\"}} ",
-            parent.rel
-        );
-        assert!(text.contains(&want), "{want:?} missing in\n{text}");
+    common::eventually(Duration::from_secs(5), || {
+        text.clear();
+        prometheus::encode_text(&e.collect().families, &mut text);
+        want.iter().all(|w| text.contains(w.as_str()))
+    });
+    for w in &want {
+        assert!(text.contains(w.as_str()), "{w:?} missing in\n{text}");
     }
     assert_eq!(e.cgroups().unwrap().backend().counted().len(), names.len());
     let _ = dirs.iter().map(CgDir::cgroup).count();

@@ -11,7 +11,7 @@
 //! The tests run one at a time (`common::serial`): the hotplug test takes cpu1
 //! offline, and the others count per CPU.
 
-mod common;
+use crate::common;
 
 use common::serial;
 use common::{set_cpu1, Cpu1Guard, CPU1_ONLINE};
@@ -19,7 +19,7 @@ use common::{set_cpu1, Cpu1Guard, CPU1_ONLINE};
 use common::{by_cpu, parse_exposition, require_root, require_tool, Proc};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -40,12 +40,6 @@ const SW_AND_TRACEPOINT: &str = concat!(
         event: syscalls:sys_enter_getppid
 "
 );
-
-fn scrape(p: &Proc) -> BTreeMap<String, f64> {
-    let r = p.get("/metrics");
-    assert_eq!(r.status, 200, "{}\noutput:\n{}", r.body, p.output());
-    parse_exposition(&r.body).unwrap_or_else(|e| panic!("invalid scrape: {e}\n{}", r.body))
-}
 
 #[test]
 fn too_few_file_descriptors_serves_what_it_could_open() {
@@ -95,7 +89,7 @@ fn too_few_file_descriptors_serves_what_it_could_open() {
 
     // It serves what it could open, and says what it could not.
     for _ in 0..5 {
-        let s = scrape(&p);
+        let s = p.scrape();
         let counted = by_cpu(&s, "perf_fd_test_0_0_total");
         assert!(!counted.is_empty(), "the first set is not counted: {s:?}");
         let avail: Vec<(&String, &f64)> = s
@@ -164,7 +158,7 @@ fn ulimit_24_opens_what_fits_and_serves_it() {
         out.contains("RLIMIT_NOFILE is below what the plan needs"),
         "{out}"
     );
-    let s = scrape(&p);
+    let s = p.scrape();
     let avail: Vec<(&String, &f64)> = s
         .iter()
         .filter(|(k, _)| k.starts_with("perf_event_available{"))
@@ -256,7 +250,7 @@ fn assert_counts_system_wide(p: &Proc) {
     let mut last = BTreeMap::new();
     for _ in 0..3 {
         thread::sleep(Duration::from_millis(200));
-        let s = scrape(p);
+        let s = p.scrape();
         let clock = by_cpu(&s, "perf_cpu_clock_seconds_total");
         assert_eq!(
             clock.keys().copied().collect::<Vec<_>>(),
@@ -353,23 +347,48 @@ fn cpu_hotplug_during_a_stream_of_scrapes() {
     p.wait_ready();
 
     let stop = Arc::new(AtomicBool::new(false));
+    let made = Arc::new(AtomicUsize::new(0));
     let scraper = {
-        let (addr, stop) = (p.addr.clone(), stop.clone());
+        let (addr, stop, made) = (p.addr.clone(), stop.clone(), made.clone());
         thread::spawn(move || {
             let mut out = Vec::new();
             while !stop.load(Ordering::SeqCst) {
                 out.push(common::try_request("GET", &addr, "/metrics", &[], ""));
+                made.fetch_add(1, Ordering::SeqCst);
                 thread::sleep(Duration::from_millis(50));
             }
             out
         })
     };
-    thread::sleep(Duration::from_millis(500));
+    // Each phase lasts until the scraper has made `n` more scrapes in it.
+    let scrapes_in_phase = |n: usize, phase: &str| {
+        let until = made.load(Ordering::SeqCst) + n;
+        common::wait_for(phase, Duration::from_secs(30), || {
+            made.load(Ordering::SeqCst) >= until
+        });
+    };
+    scrapes_in_phase(5, "5 scrapes before the hotplug");
     set_cpu1(false).unwrap_or_else(|e| panic!("write 0 to {CPU1_ONLINE}: {e}"));
     let offline_seen = common::online_cpus();
-    thread::sleep(Duration::from_millis(1000));
+    scrapes_in_phase(10, "10 scrapes with cpu1 offline");
     set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
-    thread::sleep(Duration::from_millis(1500));
+    // Back: until a scrape shows cpu1 counting, then 5 more (the last of
+    // them is compared with the one 5 before it, below).
+    let mut first = None;
+    common::wait_for("cpu1 counting again", Duration::from_secs(30), || {
+        let clock = by_cpu(&p.scrape(), "perf_cpu_clock_seconds_total")
+            .get(&1)
+            .copied();
+        match (first, clock) {
+            (Some(a), Some(b)) => b > a,
+            (None, b) => {
+                first = b;
+                false
+            }
+            (Some(_), None) => false,
+        }
+    });
+    scrapes_in_phase(6, "6 scrapes with cpu1 back");
     stop.store(true, Ordering::SeqCst);
     let results = scraper.join().expect("scraper");
     assert!(

@@ -8,7 +8,7 @@
 //! * The exporter's cycle count agrees with `perf stat -a` over the same
 //!   busy interval (within 10%).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,7 +59,7 @@ impl Drop for Spin {
 }
 
 /// The sum of every series of `name` in a scrape.
-fn total(exp: &common::Server, name: &str) -> f64 {
+fn total(exp: &common::Proc, name: &str) -> f64 {
     let r = exp.get("/metrics");
     assert_eq!(r.status, 200, "{}", r.body);
     let s =
@@ -73,7 +73,7 @@ fn total(exp: &common::Server, name: &str) -> f64 {
     v.iter().sum()
 }
 
-fn exporter_counting_cycles() -> (common::Server, tempfile::TempDir) {
+fn exporter_counting_cycles() -> (common::Proc, tempfile::TempDir) {
     common::require_perf_privilege();
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("core.yaml");

@@ -9,7 +9,7 @@
 //! Every test takes `common::serial()`: the hotplug test takes cpu1 offline, and
 //! the others count per CPU, so they must never overlap.
 
-mod common;
+use crate::common;
 
 use common::serial;
 
@@ -154,14 +154,18 @@ struct Load {
 }
 
 impl Load {
+    /// Starts the threads; returns once every one of them runs its loop.
     fn on(cpus: &[u32]) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
+        let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let threads = cpus
             .iter()
             .map(|&cpu| {
                 let stop = stop.clone();
+                let running = running.clone();
                 thread::spawn(move || {
                     let pinned = pin(cpu);
+                    running.fetch_add(1, Ordering::SeqCst);
                     while !stop.load(Ordering::Relaxed) {
                         thread::sleep(Duration::from_micros(100));
                     }
@@ -169,6 +173,9 @@ impl Load {
                 })
             })
             .collect();
+        common::wait_for("the load threads to run", Duration::from_secs(10), || {
+            running.load(Ordering::SeqCst) == cpus.len()
+        });
         Load { stop, threads }
     }
 
@@ -222,7 +229,6 @@ fn software_msr_tracepoint_per_cpu() {
     let mut engine = live_engine(MIXED);
     let cpus = online_cpus();
     let load = Load::on(&cpus);
-    thread::sleep(Duration::from_millis(20));
 
     // cpu-clock per CPU against the wall clock, read on both sides of each
     // collection (common::clocks): a collection delayed on a busy machine
@@ -673,7 +679,6 @@ fn software_counts_match_perf_stat() {
     let mut engine = live_engine(MIXED);
     // Thousands of switches per second on every CPU.
     let load = Load::on(&online_cpus());
-    thread::sleep(Duration::from_millis(50));
 
     // A first run outside the window: perf's cold start (loading the
     // binary, scanning sysfs) must not widen the window it is compared on.

@@ -9,7 +9,7 @@
 //! and 2 OpenMetrics scrapers, below the default `--web.max-requests` of
 //! 40 so no scrape may be refused.
 
-mod common;
+use crate::common;
 
 use common::{by_cpu, parse_exposition, KeepAlive, Proc};
 use std::collections::BTreeMap;
@@ -64,6 +64,8 @@ fn check(body: &str, online: &[u32], last: &mut BTreeMap<u32, f64>) -> Result<()
 
 #[test]
 fn many_concurrent_scrapers_for_thirty_seconds() {
+    // Live counting: not beside the other live tests (tests/live/main.rs).
+    let _serial = common::serial();
     common::require_perf_privilege();
     let mut p = Proc::exporter(&[]);
     p.wait_ready();

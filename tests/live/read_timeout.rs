@@ -5,7 +5,7 @@
 //! nothing, and its `open` waits in the kernel for a daemon that does not
 //! answer, as on a hung NFS or FUSE mount (issue 11, item 5).
 
-mod common;
+use crate::common;
 
 use common::{parse_exposition, scalar, Proc};
 use std::path::PathBuf;
@@ -127,6 +127,8 @@ fn reload_ok(p: &Proc) -> Option<f64> {
 
 #[test]
 fn a_reload_whose_config_read_hangs_fails_in_time_and_the_next_goes_ahead() {
+    // Live counting: not beside the other live tests (tests/live/main.rs).
+    let _serial = common::serial();
     let m = HungMount::new(ONE_SET);
     let cfg = m.config();
     let c = cfg.display().to_string();
@@ -179,6 +181,8 @@ fn a_reload_whose_config_read_hangs_fails_in_time_and_the_next_goes_ahead() {
 
 #[test]
 fn a_start_up_whose_config_read_hangs_fails_naming_the_file() {
+    // Live counting: not beside the other live tests (tests/live/main.rs).
+    let _serial = common::serial();
     let m = HungMount::new(ONE_SET);
     let cfg = m.config().display().to_string();
     m.hang();
@@ -189,6 +193,8 @@ fn a_start_up_whose_config_read_hangs_fails_naming_the_file() {
 
 #[test]
 fn a_start_up_whose_otlp_certificate_read_hangs_fails_naming_the_flag() {
+    // Live counting: not beside the other live tests (tests/live/main.rs).
+    let _serial = common::serial();
     let m = HungMount::new("not a certificate");
     let ca = m.config().display().to_string();
     m.hang();

@@ -5,7 +5,7 @@
 //! by window: perf counts in 10 ms intervals, put onto our one-second
 //! windows.
 
-mod common;
+use crate::common;
 
 use common::clocks::{compare_clocks, Outcome};
 use common::tmux::{wait_pane, Session};
@@ -441,6 +441,8 @@ impl Drop for Sleepers {
 
 #[test]
 fn agrees_with_perf_stat_on_the_same_workload() {
+    // Live counting: not beside the other live tests (tests/live/main.rs).
+    let _serial = common::serial();
     common::require_root();
     common::require_tool("perf");
     let load = Sleepers::start(8);

@@ -8,7 +8,7 @@
 //! (`common::serial`): each one's busy loop and processes would be in the
 //! others' samples.
 
-mod common;
+use crate::common;
 
 use common::serial;
 use common::tmux::{wait_pane, Session};
@@ -555,16 +555,6 @@ fn cycles_are_sampled_with_an_instructions_group_read_for_ipc() {
     assert!(ipc > 0.0, "{row}");
 }
 
-/// Kills (and reaps) the child on drop.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn control_characters_in_process_names_are_escaped() {
     let _s = serial();
@@ -586,7 +576,7 @@ fn control_characters_in_process_names_are_escaped() {
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn the busy loop");
-    let busy = Killed(child);
+    let busy = common::Reaped(child);
     let pid = busy.0.id();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -4,9 +4,9 @@
 //! classified right. (Speed and memory are measured by the benchmarks,
 //! never asserted here.)
 
-#[path = "../benches/support/harness.rs"]
+#[path = "../../benches/support/harness.rs"]
 mod harness;
-#[path = "../benches/support/sysfs_gen.rs"]
+#[path = "../../benches/support/sysfs_gen.rs"]
 mod sysfs_gen;
 
 use harness::{parse_strace_line, SyscallClass};

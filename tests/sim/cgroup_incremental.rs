@@ -4,7 +4,7 @@
 //! walk's, and the tree was walked from scratch once, until the event
 //! queue overflows.
 
-mod common;
+use crate::common;
 
 use common::cgroup::section;
 use perf_exporter::cgroup::{Lookup, Selection, Selector};

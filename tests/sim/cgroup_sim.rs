@@ -4,7 +4,7 @@
 //! disjoint cgroups within the node count, churn, a cgroup gone before
 //! open, the fd budget, uncore sets refused, carry-over, label escaping.
 
-mod common;
+use crate::common;
 
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
 use perf_exporter::config::Config;

@@ -8,7 +8,7 @@
 //! Regenerate with `UPDATE_GOLDEN=1 cargo test --test metrics_diff` and
 //! review the diff.
 
-mod common;
+use crate::common;
 
 use perf_exporter::config::Config;
 use perf_exporter::engine::Engine;
