@@ -13,6 +13,7 @@
 //! * [`http`] / [`get`]: a tiny blocking HTTP/1.1 client.
 //! * [`server_binary`]: the path of a fetched server binary
 //!   (`scripts/fetch-servers.sh`); panics when it is missing, never skips.
+//! * [`config!`]: a whole config of `tests/configs/`.
 //! * [`serial`]: runs the tests that take it one at a time (those that
 //!   count CPU time, change CPU state or load the machine), within a test
 //!   binary and across binaries.
@@ -62,6 +63,21 @@ pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// A whole test config, `tests/configs/<name>.yaml`, as a `&'static str`
+/// (read at compile time: usable in a `const` and in `concat!`). Configs
+/// a test builds for a parameter stay `format!` strings in the test.
+#[macro_export]
+macro_rules! config {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/configs/",
+            $name,
+            ".yaml"
+        ))
+    };
+}
+
 /// The in-process half of [`serial`] (cargo runs a test binary's tests
 /// on parallel threads).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -76,6 +92,12 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// mutex's poison is ignored; the kernel drops the `flock` with the file).
 pub fn serial() -> Serial {
     let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if std::env::var_os(SERIAL_HELD_ENV).is_some() {
+        return Serial {
+            _file: None,
+            _guard: guard,
+        };
+    }
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serial.lock");
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -86,14 +108,19 @@ pub fn serial() -> Serial {
     file.lock()
         .unwrap_or_else(|e| panic!("flock {}: {e}", path.display()));
     Serial {
-        _file: file,
+        _file: Some(file),
         _guard: guard,
     }
 }
 
+/// Set for a test binary that a test holding [`serial`] runs as its child
+/// (the child's tests then take only their own mutex: the parent's `flock`
+/// would block them for ever).
+pub const SERIAL_HELD_ENV: &str = "PERF_EXPORTER_TEST_SERIAL_HELD";
+
 /// [`serial`]'s guard: both locks, released on drop (the file first).
 pub struct Serial {
-    _file: std::fs::File,
+    _file: Option<std::fs::File>,
     _guard: std::sync::MutexGuard<'static, ()>,
 }
 

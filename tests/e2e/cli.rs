@@ -783,7 +783,7 @@ fn refused_by_check(yaml: &str) -> (String, String) {
     (f, e)
 }
 
-const SW_SET: &str = "sets:\n  - name: s\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n";
+const SW_SET: &str = crate::config!("cli/sw_set");
 
 #[test]
 fn hostile_names_and_sampling_sections_are_refused_at_load() {

@@ -255,7 +255,7 @@ fn an_impossible_listen_address_is_refused_when_parsed() {
 }
 
 /// Issue 24 item 15: `--version` (and `perf_exporter_build_info`'s
-/// `revision` label, tests/metrics_diff.rs) name the source revision: the
+/// `revision` label, tests/sim/metrics_diff.rs) name the source revision: the
 /// checkout's `git rev-parse --short HEAD`, `unknown` outside git.
 #[test]
 fn version_names_the_revision() {

@@ -84,7 +84,7 @@ fn prometheus_scrapes_live_exporter() {
 
     let online = common::online_cpus();
     let res = prom_query(&prom, "rate(perf_cpu_clock_seconds_total[10s])");
-    // A CPU hotplugged meanwhile (tests/live.rs does that; cargo runs test
+    // A CPU hotplugged meanwhile (tests/live/live.rs does that; cargo runs test
     // binaries one after another, but not two cargo invocations) would
     // explain odd rates: say so.
     let online_after = common::online_cpus();

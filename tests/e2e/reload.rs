@@ -15,12 +15,7 @@ use std::time::{Duration, Instant};
 const CLOCK: &str = "perf_cpu_clock_seconds_total";
 const SWITCHES: &str = "perf_context_switches_total";
 
-const BEFORE: &str = "sets:
-  - name: software
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-";
+const BEFORE: &str = crate::config!("reload/before");
 
 const AFTER: &str = crate::software_set!();
 
@@ -311,7 +306,7 @@ fn sigterm_with_a_slow_scrape_in_flight_exits_within_a_second() {
     assert!(t.elapsed() <= Duration::from_secs(1));
 }
 
-const ONE_SET: &str = "sets:\n  - name: sw\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n";
+const ONE_SET: &str = crate::config!("cpu_clock");
 
 fn mkfifo(p: &Path) {
     let ok = std::process::Command::new("mkfifo")

@@ -16,7 +16,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const ONE_SET: &str = "sets:\n  - name: sw\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n";
+const ONE_SET: &str = crate::config!("cpu_clock");
 
 /// A simulated exporter whose collections take `2 * delay`.
 fn slow_exporter(delay: &str, extra: &[&str]) -> (Proc, tempfile::TempDir) {

@@ -697,15 +697,7 @@ fn bpf_group_times_and_counts_continue_over_a_reload() {
 /// cgroup per CPU).
 #[test]
 fn modifiers_per_cgroup_on_both_backends() {
-    const FAULTS: &str = "sets:
-  - name: software
-    per_cpu: false
-    events:
-      - metric: perf_page_faults_user_total
-        event: \"page-faults:u\"
-      - metric: perf_page_faults_kernel_total
-        event: \"page-faults:k\"
-";
+    const FAULTS: &str = crate::config!("cgroup_bpf/faults");
     const PAGES: f64 = 16384.0;
     let _s = serial();
     let tree = CgroupTree::new("pe-bpf", "modifiers");

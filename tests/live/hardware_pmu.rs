@@ -1,7 +1,7 @@
 //! Tests that truly need a hardware PMU (cycles and instructions from the
 //! core PMU), so they are `#[ignore = "needs a hardware PMU"]`: the
 //! development VMs have none. Run them on bare metal as root with
-//! `cargo test --test hardware_pmu -- --ignored`.
+//! `cargo test --test live hardware_pmu:: -- --ignored`.
 //!
 //! * IPC under a known load is plausible (instructions / cycles of a busy
 //!   loop between 0.05 and 8).
@@ -15,15 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const CORE: &str = "sets:
-  - name: core
-    per_cpu: false
-    events:
-      - metric: perf_cpu_cycles_total
-        event: cycles
-      - metric: perf_instructions_total
-        event: instructions
-";
+const CORE: &str = crate::config!("hardware_pmu/core");
 
 /// Keeps every CPU busy until dropped, so the cycle rate is steady.
 struct Spin(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);

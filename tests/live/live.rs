@@ -46,8 +46,8 @@ fn require_root() {
     assert_eq!(
         euid,
         Some(0),
-        "tests/live.rs needs root (system-wide perf_event_open, tracefs, CPU hotplug); \
-         run `sudo cargo test --test live` (effective uid: {euid:?})"
+        "tests/live/live.rs needs root (system-wide perf_event_open, tracefs, CPU hotplug); \
+         run `sudo cargo test --test live live::` (effective uid: {euid:?})"
     );
 }
 
@@ -784,8 +784,9 @@ fn cpu_hotplug_while_scraping() {
     let stop = Arc::new(AtomicBool::new(false));
     // Stops the scraper even when this thread panics.
     let _stop = StopOnDrop(stop.clone());
+    let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let scraper = {
-        let (phase, stop) = (phase.clone(), stop.clone());
+        let (phase, stop, made) = (phase.clone(), stop.clone(), made.clone());
         thread::spawn(move || {
             let mut out = Vec::new();
             while !stop.load(Ordering::SeqCst) {
@@ -793,23 +794,32 @@ fn cpu_hotplug_while_scraping() {
                 let snap = engine.collect();
                 let p1 = phase.load(Ordering::SeqCst);
                 out.push((p0, p1, snap));
+                made.fetch_add(1, Ordering::SeqCst);
                 thread::sleep(Duration::from_millis(50));
             }
             out
         })
     };
-    let step = |p: u8, wait_ms: u64, f: &dyn Fn()| {
+    // Until the scraper has made `n` more collections.
+    let collections = |n: usize| {
+        let until = made.load(Ordering::SeqCst) + n;
+        common::wait_for("collections", Duration::from_secs(30), || {
+            made.load(Ordering::SeqCst) >= until
+        });
+    };
+    // Each phase lasts 10 collections.
+    let step = |p: u8, f: &dyn Fn()| {
         phase.store(p, Ordering::SeqCst);
         f();
         phase.store(p + 1, Ordering::SeqCst);
-        thread::sleep(Duration::from_millis(wait_ms));
+        collections(10);
     };
-    thread::sleep(Duration::from_millis(300));
-    step(GOING_OFFLINE, 600, &|| {
+    collections(5);
+    step(GOING_OFFLINE, &|| {
         set_cpu1(false).unwrap_or_else(|e| panic!("write 0 to {CPU1_ONLINE}: {e}"))
     });
     let offline_seen = online_cpus();
-    step(GOING_ONLINE, 600, &|| {
+    step(GOING_ONLINE, &|| {
         set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"))
     });
     stop.store(true, Ordering::SeqCst);
@@ -1000,7 +1010,7 @@ fn uevent_watcher_sees_cpu_hotplug() {
 }
 
 /// The hotplug tests of this file, by name (`PERF_EXPORTER_TEST_NO_HOTPLUG`
-/// opts out of them; tests/faults.rs has one more).
+/// opts out of them; tests/live/faults.rs has one more).
 const HOTPLUG_TESTS: [&str; 4] = [
     "cpu_hotplug_while_scraping",
     "cpu_offline_and_back_between_collections",
@@ -1023,10 +1033,15 @@ fn hotplug_tests_opted_out_offline_nothing_and_say_so() {
     }
     let w = UeventWatcher::start().expect("NETLINK_KOBJECT_UEVENT socket");
     let g0 = w.generation().expect("watcher running");
+    // The tests' names in this binary: `<module>::<test>`.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let names = HOTPLUG_TESTS.map(|t| format!("{module}::{t}"));
     let out = Command::new(std::env::current_exe().expect("this test binary"))
-        .args(HOTPLUG_TESTS)
+        .args(names)
         .args(["--exact", "--test-threads=1"])
         .env(common::NO_HOTPLUG_ENV, "1")
+        // This test holds the serial lock for its child.
+        .env(common::SERIAL_HELD_ENV, "1")
         .output()
         .expect("run this test binary again");
     let (stdout, stderr) = (

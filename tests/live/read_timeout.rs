@@ -12,8 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const ONE_SET: &str =
-    "sets:\n  - name: sw\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n";
+const ONE_SET: &str = crate::config!("cpu_clock");
 
 /// A FUSE mount of a directory holding `perf.yaml`; reads of it hang
 /// while [`HungMount::hang`] is in force. On drop (also on a panic) the

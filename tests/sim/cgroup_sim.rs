@@ -827,7 +827,7 @@ fn landing_page_lists_what_is_not_counted_per_cgroup() {
 /// carries the exclude bits of `:u`.
 #[test]
 fn per_cgroup_counters_carry_the_modifiers() {
-    const Y: &str = "sets:\n  - name: faults\n    events:\n      - metric: perf_page_faults_user_total\n        event: \"page-faults:u\"\n";
+    const Y: &str = crate::config!("cgroup_sim/page_faults_user");
     let mut r = rig("vm-no-pmu", Y, &["faults"], false, None, &["app/a"]);
     r.e.collect();
     r.k.advance(SEC);

@@ -20,15 +20,15 @@ use std::sync::Arc;
 const SEC: u64 = 1_000_000_000;
 
 /// One group of two core events per CPU (intel-skx: 8 CPUs, PMU `cpu`).
-const CORE: &str = "sets:\n  - name: core\n    events:\n      - metric: c_total\n        event: cycles\n      - metric: i_total\n        event: instructions\n";
+const CORE: &str = crate::config!("cycles_instructions");
 
 /// CORE under the names the live view derives `ipc` from.
-const NAMED: &str = "sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        event: cycles\n      - metric: perf_instructions_total\n        event: instructions\n";
+const NAMED: &str = crate::config!("counter_state/named");
 const C: &str = "perf_cpu_cycles_total";
 const I: &str = "perf_instructions_total";
 
 /// Two groups of two core events per CPU, and software events.
-const TWO_SETS: &str = "sets:\n  - name: a\n    events:\n      - metric: c_total\n        event: cycles\n      - metric: i_total\n        event: instructions\n  - name: b\n    events:\n      - metric: br_total\n        event: branches\n      - metric: bm_total\n        event: branch-misses\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n";
+const TWO_SETS: &str = crate::config!("counter_state/two_sets");
 
 fn engine(yaml: &str, setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
@@ -218,7 +218,7 @@ fn cycles_and_instructions_that_stand_still_while_running_are_stalled() {
 }
 
 /// Seven events of one PMU in one set.
-const SEVEN: &str = "sets:\n  - name: big\n    events:\n      - metric: c_total\n        event: cycles\n      - metric: i_total\n        event: instructions\n      - metric: cr_total\n        event: cache-references\n      - metric: cm_total\n        event: cache-misses\n      - metric: br_total\n        event: branches\n      - metric: bm_total\n        event: branch-misses\n      - metric: bc_total\n        event: bus-cycles\n";
+const SEVEN: &str = crate::config!("counter_state/seven");
 
 #[test]
 fn a_group_that_can_never_schedule_is_split_before_it_is_opened() {

@@ -36,31 +36,11 @@ fn value(s: &Snapshot, name: &str, cpu: &str) -> Option<f64> {
     sample(s, name, cpu).map(|x| x.value)
 }
 
-const OLD: &str = "sets:
-  - name: sw
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-      - metric: perf_context_switches_total
-        event: context-switches
-      - metric: perf_page_faults_total
-        event: page-faults
-";
+const OLD: &str = crate::config!("engine_reload/old");
 
 /// cpu-clock unchanged (moved to another set), context-switches now
 /// counts a different event, page-faults gone, cpu-migrations new.
-const NEW: &str = "sets:
-  - name: other
-    events:
-      - metric: perf_cpu_migrations_total
-        event: cpu-migrations
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-  - name: sw
-    events:
-      - metric: perf_context_switches_total
-        event: task-clock
-";
+const NEW: &str = crate::config!("engine_reload/new");
 
 /// The intel-skx fixture on a manual clock, with an engine for `yaml`.
 fn skx(yaml: &str) -> (Arc<SimKernel>, PmuTable, Engine) {
@@ -238,24 +218,10 @@ fn group_times_of_an_offline_cpu_survive_a_reload() {
 }
 
 /// Two sets; `faults` is the one a bad reload loses.
-const WITH_X: &str = "sets:
-  - name: sw
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-  - name: faults
-    events:
-      - metric: perf_page_faults_total
-        event: page-faults
-";
+const WITH_X: &str = crate::config!("engine_reload/with_x");
 
 /// `WITH_X` with the set `faults` (and its metric) deleted by mistake.
-const WITHOUT_X: &str = "sets:
-  - name: sw
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-";
+const WITHOUT_X: &str = crate::config!("engine_reload/without_x");
 
 /// A reload from `old` to `yaml` as the app does it: the old engine's
 /// totals (with what it holds parked) continue in the new one.

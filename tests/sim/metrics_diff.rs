@@ -5,7 +5,7 @@
 //! clock, 10 s after its first collection, encoded as text, must equal
 //! `tests/golden/<fixture>.exact.metrics` to the last digit.
 //!
-//! Regenerate with `UPDATE_GOLDEN=1 cargo test --test metrics_diff` and
+//! Regenerate with `UPDATE_GOLDEN=1 cargo test --test sim metrics_diff::` and
 //! review the diff.
 
 use crate::common;
@@ -129,14 +129,14 @@ fn compare(name: &str, actual: &str, what: &str) {
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}; generate it with UPDATE_GOLDEN=1 cargo test --test metrics_diff",
+            "{}: {e}; generate it with UPDATE_GOLDEN=1 cargo test --test sim metrics_diff::",
             path.display()
         )
     });
     assert!(
         expected == actual,
         "{what} differs from {}\n{}\
-         (if the change is intended: UPDATE_GOLDEN=1 cargo test --test metrics_diff, and review the diff)\n\
+         (if the change is intended: UPDATE_GOLDEN=1 cargo test --test sim metrics_diff::, and review the diff)\n\
          full output:\n{actual}",
         path.display(),
         describe_diff(&expected, actual)

@@ -998,7 +998,7 @@ fn modifiers_are_not_tracepoints() {
 #[test]
 fn counters_and_gauges_keep_their_kind() {
     let t = table("intel-skx");
-    let y = "sets:\n  - name: a\n    events:\n      - metric: margin_total\n        event: msr/cpu_thermal_margin/\n      - metric: margin_celsius\n        gauge: true\n        event: [msr/tsc/, msr/cpu_thermal_margin/]\n";
+    let y = crate::config!("resolve_fixtures/msr_margin");
     let c = Config::parse(y, "t.yaml").unwrap();
     let r = resolve_config(&c, &t, &Context::default(), None);
     let counter = &r.metrics[0];
@@ -1036,7 +1036,7 @@ fn procfs(name: &str) -> PathBuf {
 /// fallback or unavailable, and the rest keeps working.
 #[test]
 fn requires_cpu_guards_alternatives_by_cpu_identity() {
-    let yaml = "sets:\n  - name: a\n    events:\n      - metric: guarded_total\n        event:\n          - event: cpu/event=0x3c/\n            requires_cpu: 'GenuineIntel-6-8F-.*'\n          - event: cpu/event=0xc0/\n            requires_cpu: 'GenuineIntel-6-55-[0-9A-F]+'\n      - metric: only_guarded_total\n        event:\n          - event: cpu/event=0xc0/\n            requires_cpu: 'GenuineIntel-6-55-4'\n      - metric: plain_total\n        event: cycles\n";
+    let yaml = crate::config!("resolve_fixtures/requires_cpu_intel");
     let c = Config::parse(yaml, "t.yaml").unwrap();
     let mut t = table("intel-skx");
     t.read_identities(&procfs("intel-skx"));
@@ -1129,7 +1129,7 @@ fn hybrid_core_pmus_have_their_own_identity() {
     );
     // A metric guarded to the P-core's model is counted on cpu_core only,
     // and the E-core's skip names the E-core's identity.
-    let yaml = "sets:\n  - name: a\n    events:\n      - metric: p_total\n        event:\n          - event: cycles\n            requires_cpu: 'GenuineIntel-6-B7-.*'\n";
+    let yaml = crate::config!("resolve_fixtures/requires_cpu_hybrid_p_core");
     let c = Config::parse(yaml, "t.yaml").unwrap();
     let r = resolve_config(&c, &t, &Context::default(), None);
     let m = &r.metrics[0];
@@ -1151,7 +1151,7 @@ fn hybrid_core_pmus_have_their_own_identity() {
 /// of the tree with an r3p0 MIDR keeps the first and loses the second.
 #[test]
 fn arm_requires_cpu_matches_part_and_revision_by_regex() {
-    let yaml = "sets:\n  - name: a\n    events:\n      - metric: any_n1_total\n        event:\n          - event: armv8_pmuv3_*/l2d_cache_refill/\n            requires_cpu: '0x0000000041[0-9a-f]fd0c[0-9a-f]'\n      - metric: n1_r3p1_or_later_total\n        event:\n          - event: armv8_pmuv3_*/l2d_cache/\n            requires_cpu: '0x0000000041([4-9a-f]fd0c[0-9a-f]|3fd0c[1-9a-f])'\n";
+    let yaml = crate::config!("resolve_fixtures/requires_cpu_neoverse");
     let c = Config::parse(yaml, "t.yaml").unwrap();
     let mut t = table("arm-neoverse-n1");
     t.read_identities(Path::new("/nonexistent-procfs"));

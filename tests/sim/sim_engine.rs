@@ -86,7 +86,7 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-6 * b.abs().max(1.0)
 }
 
-const CORE: &str = "sets:\n  - name: core\n    events:\n      - metric: c_total\n        event: cycles\n      - metric: i_total\n        event: instructions\n";
+const CORE: &str = crate::config!("cycles_instructions");
 
 #[test]
 fn multiplexing_is_scaled() {
@@ -520,7 +520,7 @@ fn offline_and_back_between_collections_reopens_and_keeps_series() {
     assert!(close(values(&e.collect())["c_total"]["cpu=0"], 4.0 * 2.0e9));
 }
 
-const CLOCK: &str = "sets:\n  - name: sw\n    events:\n      - metric: clock_seconds_total\n        event: cpu-clock\n      - metric: cs_total\n        event: context-switches\n  - name: msr\n    events:\n      - metric: margin_celsius\n        gauge: true\n        event: msr/cpu_thermal_margin/\n";
+const CLOCK: &str = crate::config!("sim_engine/clock");
 
 fn cpu_value(s: &Snapshot, name: &str, cpu: &str) -> Option<f64> {
     values(s).get(name)?.get(&format!("cpu={cpu}")).copied()
@@ -799,23 +799,7 @@ fn start_times_are_when_counting_began_and_survive_hotplug() {
 /// is reported unavailable with the kernel's EINVAL, never exported as 0.
 #[test]
 fn modifiers_reach_the_open_as_exclude_bits() {
-    const Y: &str = r#"
-sets:
-  - name: modes
-    events:
-      - metric: instructions_total
-        event: instructions
-      - metric: instructions_user_total
-        event: ["instructions:u", "cpu/instructions/u"]
-      - metric: instructions_kernel_total
-        event: "cpu/instructions/k"
-      - metric: faults_user_total
-        event: "page-faults:u"
-      - metric: faults_kernel_total
-        event: "page-faults:k"
-      - metric: dram_read_user_bytes_total
-        event: "uncore_imc_*/cas_count_read/u"
-"#;
+    const Y: &str = crate::config!("sim_engine/modifiers");
     let (k, mut e, probes) = engine_probed("intel-skx", Some(Y), |_| {});
     e.collect();
     k.advance(SEC);
