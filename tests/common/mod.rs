@@ -78,6 +78,16 @@ macro_rules! config {
     };
 }
 
+/// The path of `tests/configs/<name>.yaml` (for a process given a config
+/// file; [`config!`] gives the text).
+pub fn config_path(name: &str) -> PathBuf {
+    let p = repo_root()
+        .join("tests/configs")
+        .join(format!("{name}.yaml"));
+    assert!(p.is_file(), "{} does not exist", p.display());
+    p
+}
+
 /// The in-process half of [`serial`] (cargo runs a test binary's tests
 /// on parallel threads).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -174,36 +174,7 @@ fn a_closed_pipe_ends_list_quietly() {
 /// without a PMU, one line for every metric that needs one.
 #[test]
 fn start_up_log_is_logfmt_with_one_line_per_cause() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cfg = dir.path().join("c.yaml");
-    std::fs::write(
-        &cfg,
-        "sets:
-  - name: core
-    events:
-      - metric: perf_cpu_cycles_total
-        event: [cycles]
-      - metric: perf_instructions_total
-        event: [instructions]
-      - metric: perf_branch_misses_total
-        event: [branch-misses]
-  - name: l2
-    events:
-      - metric: perf_l2_misses_total
-        event: [\"cpu/event=0x24,umask=0x3f/\"]
-      - metric: perf_l2_references_total
-        event: [\"cpu/event=0x24,umask=0xff/\"]
-  - name: msr
-    events:
-      - metric: perf_msr_aperf_total
-        event: [\"msr/aperf/\"]
-  - name: sw
-    events:
-      - metric: perf_context_switches_total
-        event: [context-switches]
-",
-    )
-    .expect("config");
+    let cfg = common::config_path("cli_flags/one_line_per_cause");
     let f = common::fixture("vm-no-pmu");
     let cfg = cfg.to_str().expect("utf-8");
     let mut p = common::proc::Proc::exporter(&[
