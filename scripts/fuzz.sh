@@ -3,7 +3,7 @@
 # starting from its checked-in corpus (fuzz/corpus/<target>). A crash or a
 # broken invariant fails the run; libFuzzer leaves the input in
 # fuzz/artifacts/<target>/. Add it to fuzz/corpus/<target>/ as
-# crash-<what> with the fix: tests/fuzz_corpus.rs then runs it on stable in
+# crash-<what> with the fix: tests/sim/fuzz_corpus.rs then runs it on stable in
 # every `cargo test`.
 #
 #   scripts/fuzz.sh                  # every target, FUZZ_SECONDS (default 60) each
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-60}
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
-  echo "fuzz.sh: the nightly Rust toolchain is missing (rustup toolchain install nightly); without it only the stable corpus tests (tests/fuzz_corpus.rs) run" >&2
+  echo "fuzz.sh: the nightly Rust toolchain is missing (rustup toolchain install nightly); without it only the stable corpus tests (tests/sim/fuzz_corpus.rs) run" >&2
   exit 1
 fi
 if ! command -v cargo-fuzz >/dev/null 2>&1; then

@@ -18,7 +18,7 @@ The dashboards follow the conventions of the well-kept community dashboards
 (Node Exporter Full, the monitoring mixins): a data source variable, job and
 instance variables that every query is filtered by, $__rate_interval in every
 rate, a unit on every panel. tests/deploy/test_dashboards.py lints exactly that;
-tests/dashboards.rs runs every query against a real Prometheus.
+tests/e2e/dashboards.rs runs every query against a real Prometheus.
 
 Only the standard library: it runs before any test tool is installed.
 """

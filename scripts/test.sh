@@ -40,7 +40,7 @@ scripts/images.sh # container runtimes and stand-in base images (tests/deploy/te
 
 # Debian's tools the tests drive: chromium (the live page, headless), tmux
 # (stat's Ctrl-C), perf (agreement with `perf stat`), strace (bench smoke),
-# fuse-overlayfs (a hung mount: tests/read_timeout.rs), clang and llvm (the
+# fuse-overlayfs (a hung mount: tests/live/read_timeout.rs), clang and llvm (the
 # BPF object's rebuild check below), the aarch64 cross linker and C library
 # (the arm64 build: its clippy check below and the emulated-PMU tests).
 need=()

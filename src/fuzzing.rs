@@ -8,7 +8,7 @@
 //!
 //! * by cargo-fuzz (`fuzz/fuzz_targets/*.rs`, nightly, libFuzzer), which
 //!   panics on `Err`;
-//! * by `tests/fuzz_corpus.rs` over the checked-in corpora
+//! * by `tests/sim/fuzz_corpus.rs` over the checked-in corpora
 //!   (`fuzz/corpus/<target>/`), on stable, in every `cargo test`;
 //! * by the same test's bounded, deterministic mutation run over those
 //!   corpora, so stable CI also searches for crashes.

@@ -13,7 +13,7 @@
 //!   cpumask and `cstate_core` every CPU.
 //!
 //! Used by `benches/scale.rs`, `benches/hot_path.rs` and
-//! `tests/scale_sim.rs` through `#[path]`.
+//! `tests/sim/bench_support.rs` and `tests/allocations.rs` through `#[path]`.
 #![allow(dead_code)]
 
 use std::fs;

@@ -89,23 +89,29 @@ impl Drop for CgroupTree {
 
 /// A `software` set (summed over CPUs) of the three clocks and switches the
 /// live per-cgroup tests compare with `cpu.stat` and a known workload.
-pub const CLOCKS_YAML: &str = "sets:
-  - name: software
-    per_cpu: false
-    events:
-      - metric: perf_cpu_clock_seconds_total
-        event: cpu-clock
-      - metric: perf_task_clock_seconds_total
-        event: { event: task-clock, scale: 1e-9, unit: seconds }
-      - metric: perf_context_switches_total
-        event: context-switches
-";
+/// (`tests/configs/cgroup_clocks.yaml`; by a path relative to this file,
+/// which `benches/cgroup_scan.rs` includes too.)
+pub const CLOCKS_YAML: &str = include_str!("../configs/cgroup_clocks.yaml");
 
 /// A python loop busy `duty` of every 10 ms, sleeping the rest.
 pub fn burner(duty: f64) -> String {
     format!(
         "import time\nb={duty}*0.01\nwhile True:\n t=time.perf_counter()\n while time.perf_counter()-t<b: pass\n time.sleep(0.01-b)\n"
     )
+}
+
+/// Starts `python3 -c script` in the cgroup `dir` (its shell joins the
+/// cgroup, then execs python), with its standard output piped.
+pub fn python_in(dir: &Path, script: &str) -> std::process::Child {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg("echo $$ > \"$1\" && exec /usr/bin/python3 -c \"$2\"")
+        .arg("sh")
+        .arg(dir.join("cgroup.procs"))
+        .arg(script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn sh + python3")
 }
 
 /// `usage_usec` of a cgroup's `cpu.stat`.

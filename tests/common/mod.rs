@@ -13,10 +13,15 @@
 //! * [`http`] / [`get`]: a tiny blocking HTTP/1.1 client.
 //! * [`server_binary`]: the path of a fetched server binary
 //!   (`scripts/fetch-servers.sh`); panics when it is missing, never skips.
-//! * [`serial`]: runs the tests of a test crate that take it one at a time
-//!   (those that count CPU time, change CPU state or load the machine).
+//! * [`config!`]: a whole config of `tests/configs/`.
+//! * [`serial`]: runs the tests that take it one at a time (those that
+//!   count CPU time, change CPU state or load the machine), within a test
+//!   binary and across binaries.
 //!
-//! Each test crate uses a different subset of these.
+//! Each suite (`tests/sim`, `tests/live`, `tests/e2e`: one test binary
+//! each) includes this directory as its `common` module (`#[path =
+//! "../common/mod.rs"]`), as does `tests/arm64_guest.rs`; each uses a
+//! subset of it.
 #![allow(dead_code, unused_imports)]
 
 pub mod cgroup;
@@ -27,21 +32,106 @@ pub mod tls;
 pub mod tmux;
 
 pub use exposition::{by_cpu, parse_exposition, scalar};
-pub use proc::{world_executable_exporter, world_readable_file, KeepAlive, Proc};
+pub use proc::{world_executable_exporter, world_readable_file, Builder, KeepAlive, Proc, Reaped};
 pub use tls::{basic, tls_request, Pki};
 
-/// The process harness's old name, kept for the tests that use it.
-pub type Server = Proc;
+/// Polls `f` every 10 ms until it holds or `limit` passes: whether it
+/// held (the caller asserts, with its own message).
+pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
 
-/// One lock per test crate (cargo runs a crate's tests on parallel
-/// threads, and the crates one after the other).
+/// Polls `f` every 20 ms until it holds; panics after `limit`, naming
+/// `what`. (A test waits for an event this way, never with a fixed sleep.)
+pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A whole test config, `tests/configs/<name>.yaml`, as a `&'static str`
+/// (read at compile time: usable in a `const` and in `concat!`). Configs
+/// a test builds for a parameter stay `format!` strings in the test.
+#[macro_export]
+macro_rules! config {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/configs/",
+            $name,
+            ".yaml"
+        ))
+    };
+}
+
+/// The path of `tests/configs/<name>.yaml` (for a process given a config
+/// file; [`config!`] gives the text).
+pub fn config_path(name: &str) -> PathBuf {
+    let p = repo_root()
+        .join("tests/configs")
+        .join(format!("{name}.yaml"));
+    assert!(p.is_file(), "{} does not exist", p.display());
+    p
+}
+
+/// The in-process half of [`serial`] (cargo runs a test binary's tests
+/// on parallel threads).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Holds the test crate's [`SERIAL`] lock: the tests that take it run one
-/// at a time (a test that panicked while holding it does not stop the
-/// others).
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+/// Held by the tests that must not overlap with one another: those that
+/// count CPU time, change CPU state or load the machine. Two locks: the
+/// test binary's mutex (its tests run on parallel threads) and an
+/// exclusive `flock` on `serial.lock` in cargo's per-target temporary
+/// directory, so that tests of two test binaries run at once (two
+/// `cargo test --test ...` on one target directory) do not overlap either.
+/// A test that panicked while holding it does not stop the others (the
+/// mutex's poison is ignored; the kernel drops the `flock` with the file).
+pub fn serial() -> Serial {
+    let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if std::env::var_os(SERIAL_HELD_ENV).is_some() {
+        return Serial {
+            _file: None,
+            _guard: guard,
+        };
+    }
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serial.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    file.lock()
+        .unwrap_or_else(|e| panic!("flock {}: {e}", path.display()));
+    Serial {
+        _file: Some(file),
+        _guard: guard,
+    }
+}
+
+/// Set for a test binary that a test holding [`serial`] runs as its child
+/// (the child's tests then take only their own mutex: the parent's `flock`
+/// would block them for ever).
+pub const SERIAL_HELD_ENV: &str = "PERF_EXPORTER_TEST_SERIAL_HELD";
+
+/// [`serial`]'s guard: both locks, released on drop (the file first).
+pub struct Serial {
+    _file: Option<std::fs::File>,
+    _guard: std::sync::MutexGuard<'static, ()>,
 }
 
 pub mod otlp;

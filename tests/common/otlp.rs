@@ -1,16 +1,13 @@
-//! The OTLP side of the shared harness: processes started with a chosen
-//! environment (the `OTEL_*` variables), `perf-exporter` with OTLP push,
-//! VictoriaMetrics as an OTLP/HTTP receiver, a gRPC OTLP receiver of our
-//! own (opentelemetry-proto's tonic service) that keeps every decoded
-//! request, a throw-away PKI, and helpers to read the decoded requests.
-//!
-//! [`super::Server`] cannot set a child's environment, so [`Proc`] is the
-//! variant of it that can; it uses the same port allocator, HTTP client
-//! and binary lookup.
+//! The OTLP side of the shared harness: `perf-exporter` with OTLP push
+//! (the `OTEL_*` variables set per process: [`super::Proc`] clears the
+//! test's own), VictoriaMetrics as an OTLP/HTTP receiver, a gRPC OTLP
+//! receiver of our own (opentelemetry-proto's tonic service) that keeps
+//! every decoded request, and helpers to read the decoded requests. The
+//! PKI is [`super::Pki`].
 
-use super::{
-    fixture, free_port, require_perf_privilege, server_binary, try_request, urlencode, EXPORTER,
-};
+use super::EXPORTER;
+use super::{fixture, require_perf_privilege, server_binary, try_request, urlencode, Proc};
+pub use super::{wait_for, Pki};
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
     MetricsService, MetricsServiceServer,
 };
@@ -21,118 +18,9 @@ use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric, NumberDataPoint};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Polls `f` every 50 ms until it holds; panics after `limit`.
-pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !f() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A child process with its own environment, output in a log file,
-/// killed (by its pid) and reaped when dropped.
-pub struct Proc {
-    pub child: Child,
-    log: PathBuf,
-    /// Its working directory (the log lives there).
-    pub dir: tempfile::TempDir,
-}
-
-impl Proc {
-    /// Starts `bin args` in a fresh temporary directory, without the
-    /// test's own `OTEL_*`/`K8S_NODE_NAME` variables, with `env` added.
-    pub fn spawn(bin: &Path, args: &[String], env: &[(&str, String)]) -> Proc {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let log = dir.path().join("output.log");
-        let out = File::create(&log).expect("create log");
-        let err = out.try_clone().expect("clone log");
-        let mut c = Command::new(bin);
-        c.args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .current_dir(dir.path());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("OTEL_") || k == "K8S_NODE_NAME" {
-                c.env_remove(k);
-            }
-        }
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let child = c
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-        Proc { child, log, dir }
-    }
-
-    /// Everything it wrote so far.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Its exit status, if it has exited.
-    pub fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().expect("try_wait")
-    }
-
-    /// Sends a signal by pid (`TERM`, `HUP`).
-    pub fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &self.child.id().to_string()])
-            .status()
-            .expect("kill")
-            .success();
-        assert!(ok, "kill -{sig} failed");
-    }
-
-    /// Sends SIGTERM and waits up to `limit` for the exit.
-    pub fn terminate(&mut self, limit: Duration) -> (ExitStatus, Duration) {
-        let t0 = Instant::now();
-        self.signal("TERM");
-        loop {
-            if let Some(st) = self.exited() {
-                return (st, t0.elapsed());
-            }
-            assert!(
-                t0.elapsed() < limit,
-                "did not exit within {limit:?} of SIGTERM\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits up to `limit` for it to exit on its own; panics if it does not.
-    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(st) = self.exited() {
-                return st;
-            }
-            assert!(Instant::now() < deadline, "still running:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// GET `path` on `addr`: status and body (an error as status 0).
 pub fn get_text(addr: &str, path: &str) -> (u16, String) {
@@ -140,6 +28,19 @@ pub fn get_text(addr: &str, path: &str) -> (u16, String) {
         Ok(r) => (r.status, r.body),
         Err(e) => (0, e),
     }
+}
+
+/// `perf-exporter args` with `env`, in its own directory.
+fn exporter_proc(args: &[&str], env: &[(&str, String)]) -> Proc {
+    let mut b = Proc::builder(EXPORTER)
+        .name("perf-exporter")
+        .args(args)
+        .listen("--web.listen-address")
+        .in_own_dir();
+    for (k, v) in env {
+        b = b.env(k, v);
+    }
+    b.spawn()
 }
 
 /// `perf-exporter` with OTLP push.
@@ -154,16 +55,14 @@ impl Exporter {
     /// `--otlp.only`, until it logs its OTLP settings).
     pub fn start(args: &[&str], env: &[(&str, String)]) -> Exporter {
         let only = args.contains(&"--otlp.only");
-        let addr = format!("127.0.0.1:{}", free_port());
-        let mut a: Vec<String> = vec!["--web.listen-address".into(), addr.clone()];
-        a.extend(args.iter().map(|s| s.to_string()));
-        let mut proc = Proc::spawn(Path::new(EXPORTER), &a, env);
+        let mut proc = exporter_proc(args, env);
+        let addr = proc.addr.clone();
         wait_for("perf-exporter to start", Duration::from_secs(30), || {
             if let Some(st) = proc.exited() {
-                panic!("perf-exporter exited ({st}) at start:\n{}", proc.log());
+                panic!("perf-exporter exited ({st}) at start:\n{}", proc.output());
             }
             match only {
-                true => proc.log().contains("OTLP push"),
+                true => proc.output().contains("OTLP push"),
                 false => get_text(&addr, "/-/ready").0 == 200,
             }
         });
@@ -178,7 +77,7 @@ impl Exporter {
         let addr = self.addr.as_ref().expect("a listener");
         let t0 = Instant::now();
         let (status, body) = get_text(addr, "/metrics");
-        assert_eq!(status, 200, "{body}\n{}", self.proc.log());
+        assert_eq!(status, 200, "{body}\n{}", self.proc.output());
         (body, t0.elapsed())
     }
 
@@ -209,15 +108,12 @@ pub fn simulated(args: &[&str], env: &[(&str, String)]) -> Exporter {
 /// `perf-exporter` fails at start; returns its output.
 pub fn exporter_fails(args: &[&str], env: &[(&str, &str)]) -> String {
     let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.to_string())).collect();
-    let mut a: Vec<String> = vec![
-        "--web.listen-address".into(),
-        format!("127.0.0.1:{}", free_port()),
-    ];
-    a.extend(args.iter().map(|s| s.to_string()));
-    let mut p = Proc::spawn(Path::new(EXPORTER), &a, &env);
-    let st = p.wait_exit(Duration::from_secs(20));
-    assert!(!st.success(), "should fail:\n{}", p.log());
-    p.log()
+    let mut p = exporter_proc(args, &env);
+    let st = p
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("still running:\n{}", p.output()));
+    assert!(!st.success(), "should fail:\n{}", p.output());
+    p.output()
 }
 
 /// `perf_otlp_exports_total{result}` in an exposition.
@@ -244,22 +140,24 @@ impl Vm {
     /// Starts it with `extra` flags (`-tls` ones included) and waits until
     /// it is up.
     pub fn start(extra: &[&str]) -> Vm {
-        let bin = server_binary("VICTORIA_METRICS");
-        let addr = format!("127.0.0.1:{}", free_port());
         // The data directory is relative to the process' own temporary
         // working directory, which goes away with it.
-        let mut args = vec![
-            "-storageDataPath=vmdata".to_string(),
-            format!("-httpListenAddr={addr}"),
-            "-search.latencyOffset=0s".to_string(),
-            "-loggerLevel=WARN".to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
         let tls = extra.contains(&"-tls");
-        let mut proc = Proc::spawn(&bin, &args, &[]);
+        let mut proc = Proc::builder(server_binary("VICTORIA_METRICS"))
+            .name("victoria-metrics")
+            .args([
+                "-storageDataPath=vmdata",
+                "-search.latencyOffset=0s",
+                "-loggerLevel=WARN",
+            ])
+            .args(extra)
+            .listen("-httpListenAddr")
+            .in_own_dir()
+            .spawn();
+        let addr = proc.addr.clone();
         wait_for("victoria-metrics to start", Duration::from_secs(30), || {
             if let Some(st) = proc.exited() {
-                panic!("victoria-metrics exited ({st}):\n{}", proc.log());
+                panic!("victoria-metrics exited ({st}):\n{}", proc.output());
             }
             match tls {
                 true => TcpStream::connect(&addr).is_ok(),
@@ -463,61 +361,4 @@ pub fn sum_by_cpu(m: &Metric) -> BTreeMap<String, f64> {
             )
         })
         .collect()
-}
-
-/// A private CA with a server (`localhost`) and a client certificate, in
-/// a temporary directory: `ca.pem`, `server.pem`, `server.key`,
-/// `client.pem`, `client.key`.
-pub struct Pki {
-    dir: tempfile::TempDir,
-    pub ca_pem: String,
-    pub server_cert: String,
-    pub server_key: String,
-}
-
-impl Pki {
-    pub fn new() -> Pki {
-        use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair};
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(rcgen::DnType::CommonName, "perf-exporter test CA");
-        let ca_cert = ca.self_signed(&ca_key).unwrap();
-        let leaf = |names: Vec<String>, usage: ExtendedKeyUsagePurpose| {
-            let key = KeyPair::generate().unwrap();
-            let mut p = CertificateParams::new(names).unwrap();
-            p.extended_key_usages = vec![usage];
-            let c = p.signed_by(&key, &ca_cert, &ca_key).unwrap();
-            (c.pem(), key.serialize_pem())
-        };
-        let (server_cert, server_key) = leaf(
-            vec!["localhost".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
-        let (client_cert, client_key) =
-            leaf(vec!["client".into()], ExtendedKeyUsagePurpose::ClientAuth);
-        let dir = tempfile::tempdir().unwrap();
-        let ca_pem = ca_cert.pem();
-        for (n, c) in [
-            ("ca.pem", &ca_pem),
-            ("server.pem", &server_cert),
-            ("server.key", &server_key),
-            ("client.pem", &client_cert),
-            ("client.key", &client_key),
-        ] {
-            std::fs::write(dir.path().join(n), c).unwrap();
-        }
-        Pki {
-            dir,
-            ca_pem,
-            server_cert,
-            server_key,
-        }
-    }
-
-    /// The path of one of its files.
-    pub fn path(&self, n: &str) -> String {
-        self.dir.path().join(n).display().to_string()
-    }
 }

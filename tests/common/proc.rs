@@ -1,9 +1,13 @@
-//! A child process under test: its output in a log file, signals, plain
-//! HTTP requests, killed on drop; a keep-alive client; files other users
-//! may run or read.
+//! A child process under test, built by [`Proc::builder`]: its output in
+//! a log file, its own temporary directory, signals, plain HTTP requests
+//! and scrapes, killed and reaped on drop; a keep-alive client; files
+//! other users may run or read.
 
-use super::{free_port, parse_response, try_request, Response, EXPORTER, READY_TIMEOUT};
-use std::ffi::OsString;
+use super::{
+    free_port, parse_exposition, parse_response, try_request, Response, EXPORTER, READY_TIMEOUT,
+};
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -16,55 +20,209 @@ use std::time::{Duration, Instant};
 pub struct Proc {
     /// What it is, for messages.
     pub name: String,
-    /// `127.0.0.1:PORT` it was told to listen on.
+    /// `127.0.0.1:PORT` it was told to listen on (empty when it was given
+    /// no listen flag).
     pub addr: String,
     child: Child,
     log: PathBuf,
     exited: Option<ExitStatus>,
-    _dir: tempfile::TempDir,
+    /// Its temporary directory (the log lives there; with
+    /// [`Builder::in_own_dir`], its working directory).
+    pub dir: tempfile::TempDir,
 }
 
-impl Proc {
-    /// Runs `wrapper.. program args.. --web.listen-address=127.0.0.1:PORT`
-    /// (`wrapper` is e.g. `setpriv ... --` or `prlimit ... --`, or empty).
-    pub fn spawn(wrapper: &[&str], program: &Path, args: &[&str]) -> Proc {
-        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        Proc::launch(wrapper, program, &args, "--web.listen-address")
+/// How to start a [`Proc`]: `Proc::builder(program).args(..).spawn()`.
+/// Every child runs without the test's own `OTEL_*` and `K8S_NODE_NAME`
+/// variables (they would change what the exporter pushes), with `env`
+/// added.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    name: Option<String>,
+    program: PathBuf,
+    wrapper: Vec<OsString>,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    listen: Option<String>,
+    own_dir: bool,
+}
+
+impl Builder {
+    /// Its name in messages (default: the wrapper and the program).
+    pub fn name(mut self, name: &str) -> Builder {
+        self.name = Some(name.to_string());
+        self
     }
 
-    fn launch(wrapper: &[&str], program: &Path, args: &[OsString], listen_flag: &str) -> Proc {
+    /// Runs it under `wrapper` (e.g. `setpriv ... --`, `prlimit ... --`).
+    pub fn wrapper<S: AsRef<OsStr>>(mut self, wrapper: impl IntoIterator<Item = S>) -> Builder {
+        self.wrapper
+            .extend(wrapper.into_iter().map(|s| s.as_ref().to_owned()));
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Builder {
+        self.args
+            .extend(args.into_iter().map(|s| s.as_ref().to_owned()));
+        self
+    }
+
+    /// Adds an environment variable.
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Builder {
+        self.env
+            .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    /// Appends `<flag>=127.0.0.1:PORT` on a free port ([`Proc::addr`]).
+    pub fn listen(mut self, flag: &str) -> Builder {
+        self.listen = Some(flag.to_string());
+        self
+    }
+
+    /// Runs it in its temporary directory (relative paths it writes go
+    /// away with it).
+    pub fn in_own_dir(mut self) -> Builder {
+        self.own_dir = true;
+        self
+    }
+
+    /// Starts it; waits for nothing.
+    pub fn spawn(&self) -> Proc {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("output.log");
         let out = File::create(&log).expect("log file");
         let err = out.try_clone().expect("clone log");
-        let addr = format!("127.0.0.1:{}", free_port());
-        let mut cmd = match wrapper.split_first() {
+        let mut cmd = match self.wrapper.split_first() {
             Some((w, rest)) => {
                 let mut c = Command::new(w);
-                c.args(rest).arg(program);
+                c.args(rest).arg(&self.program);
                 c
             }
-            None => Command::new(program),
+            None => Command::new(&self.program),
         };
-        cmd.args(args)
-            .arg(format!("{listen_flag}={addr}"))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {wrapper:?} {}: {e}", program.display()));
+        cmd.args(&self.args);
+        let addr = match &self.listen {
+            Some(flag) => {
+                let addr = format!("127.0.0.1:{}", free_port());
+                cmd.arg(format!("{flag}={addr}"));
+                addr
+            }
+            None => String::new(),
+        };
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("OTEL_") || k == "K8S_NODE_NAME" {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if self.own_dir {
+            cmd.current_dir(dir.path());
+        }
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+        let child = cmd.spawn().unwrap_or_else(|e| {
+            panic!(
+                "cannot run {:?} {}: {e}",
+                self.wrapper,
+                self.program.display()
+            )
+        });
+        let name = self.name.clone().unwrap_or_else(|| {
+            let mut n: Vec<String> = self
+                .wrapper
+                .iter()
+                .map(|w| w.to_string_lossy().into_owned())
+                .collect();
+            n.push(self.program.display().to_string());
+            n.join(" ")
+        });
         Proc {
-            name: format!("{} {}", wrapper.join(" "), program.display()),
+            name,
             addr,
             child,
             log,
             exited: None,
-            _dir: dir,
+            dir,
         }
     }
 
-    /// `perf-exporter args..` directly.
+    /// Starts it on a free port ([`Builder::listen`], default
+    /// `--web.listen-address`) and waits until `GET /-/ready` answers 200.
+    /// Retries on another port when the chosen one was taken meanwhile;
+    /// panics with the process's output when it dies or is not ready
+    /// within [`READY_TIMEOUT`].
+    pub fn start(mut self) -> Proc {
+        if self.listen.is_none() {
+            self.listen = Some("--web.listen-address".into());
+        }
+        let mut last = String::new();
+        for _attempt in 0..5 {
+            let mut s = self.spawn();
+            let deadline = Instant::now() + READY_TIMEOUT;
+            loop {
+                if let Some(status) = s.exited() {
+                    last = s.output();
+                    if last.to_ascii_lowercase().contains("address already in use") {
+                        break; // another port
+                    }
+                    panic!(
+                        "{} ({} {:?}) exited with {status} before it was ready; its output:\n{last}",
+                        s.name,
+                        self.program.display(),
+                        self.args
+                    );
+                }
+                if let Ok(r) = try_request("GET", &s.addr, "/-/ready", &[], "") {
+                    if r.status == 200 {
+                        return s;
+                    }
+                }
+                if Instant::now() > deadline {
+                    panic!(
+                        "{} ({} {:?}) did not answer 200 on http://{}/-/ready within {READY_TIMEOUT:?}; its output:\n{}",
+                        s.name,
+                        self.program.display(),
+                        self.args,
+                        s.addr,
+                        s.output()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!(
+            "{}: no free port after 5 attempts; last output:\n{last}",
+            self.program.display()
+        );
+    }
+}
+
+impl Proc {
+    /// How to start `program`.
+    pub fn builder(program: impl AsRef<Path>) -> Builder {
+        Builder {
+            name: None,
+            program: program.as_ref().to_owned(),
+            wrapper: Vec::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            listen: None,
+            own_dir: false,
+        }
+    }
+
+    /// Runs `wrapper.. program args.. --web.listen-address=127.0.0.1:PORT`
+    /// (`wrapper` is e.g. `setpriv ... --` or `prlimit ... --`, or empty);
+    /// waits for nothing.
+    pub fn spawn(wrapper: &[&str], program: &Path, args: &[&str]) -> Proc {
+        Proc::builder(program)
+            .wrapper(wrapper)
+            .args(args)
+            .listen("--web.listen-address")
+            .spawn()
+    }
+
+    /// `perf-exporter args..` directly; waits for nothing.
     pub fn exporter(args: &[&str]) -> Proc {
         Proc::spawn(&[], Path::new(EXPORTER), args)
     }
@@ -149,6 +307,29 @@ impl Proc {
         }
     }
 
+    /// Sends SIGTERM and waits up to `limit` for the exit: the status and
+    /// how long it took; panics (with the output) when it is still running.
+    pub fn terminate(&mut self, limit: Duration) -> (ExitStatus, Duration) {
+        let t0 = Instant::now();
+        self.signal("TERM");
+        match self.wait_exit(limit) {
+            Some(st) => (st, t0.elapsed()),
+            None => panic!(
+                "{} did not exit within {limit:?} of SIGTERM; its output:\n{}",
+                self.name,
+                self.output()
+            ),
+        }
+    }
+
+    /// Kills it (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        if self.exited.is_none() {
+            let _ = self.child.kill();
+            self.exited = self.child.wait().ok();
+        }
+    }
+
     /// Sends a signal by name (`HUP`, `TERM`) with kill(1).
     pub fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
@@ -182,6 +363,45 @@ impl Proc {
         self.request("GET", path, &[], "")
     }
 
+    /// One scrape of `/metrics`, which must answer 200 with a valid
+    /// exposition: every series and its value.
+    pub fn scrape(&self) -> BTreeMap<String, f64> {
+        let r = self.get("/metrics");
+        assert_eq!(
+            r.status,
+            200,
+            "{}\n{}'s output:\n{}",
+            r.body,
+            self.name,
+            self.output()
+        );
+        parse_exposition(&r.body).unwrap_or_else(|e| panic!("invalid scrape: {e}\n{}", r.body))
+    }
+
+    /// Scrapes every 50 ms until `pred` holds: that scrape. Panics (with
+    /// the last scrape and the output) after `limit`.
+    pub fn scrape_until(
+        &self,
+        limit: Duration,
+        what: &str,
+        pred: impl Fn(&BTreeMap<String, f64>) -> bool,
+    ) -> BTreeMap<String, f64> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let s = self.scrape();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} did not happen within {limit:?}; last scrape: {s:?}\n{}'s output:\n{}",
+                self.name,
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// `http://127.0.0.1:PORT<path>`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
@@ -199,52 +419,31 @@ impl Proc {
     }
 
     /// Starts `program args.. <listen_flag>=127.0.0.1:PORT` on a free port
-    /// and waits until `GET /-/ready` answers 200. Retries on another port
-    /// when the chosen one was taken meanwhile; panics with the process's
-    /// output when it dies or is not ready within [`READY_TIMEOUT`].
+    /// and waits until `GET /-/ready` answers 200 ([`Builder::start`]).
     pub fn start(name: &str, program: &Path, args: &[OsString], listen_flag: &str) -> Proc {
-        let mut last = String::new();
-        for _attempt in 0..5 {
-            let mut s = Proc::launch(&[], program, args, listen_flag);
-            s.name = name.to_string();
-            let deadline = Instant::now() + READY_TIMEOUT;
-            loop {
-                if let Some(status) = s.exited() {
-                    last = s.output();
-                    if last.to_ascii_lowercase().contains("address already in use") {
-                        break; // another port
-                    }
-                    panic!(
-                        "{name} ({} {args:?}) exited with {status} before it was ready; its output:\n{last}",
-                        program.display()
-                    );
-                }
-                if let Ok(r) = try_request("GET", &s.addr, "/-/ready", &[], "") {
-                    if r.status == 200 {
-                        return s;
-                    }
-                }
-                if Instant::now() > deadline {
-                    panic!(
-                        "{name} ({} {args:?}) did not answer 200 on http://{}/-/ready within {READY_TIMEOUT:?}; its output:\n{}",
-                        program.display(),
-                        s.addr,
-                        s.output()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        panic!("{name}: no free port after 5 attempts; last output:\n{last}");
+        Proc::builder(program)
+            .name(name)
+            .args(args)
+            .listen(listen_flag)
+            .start()
     }
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        if self.exited.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        self.kill();
+    }
+}
+
+/// A child whose output the test reads itself (a workload, a browser):
+/// killed and reaped on drop.
+#[derive(Debug)]
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

@@ -8,32 +8,40 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// A test certificate authority, and the server and client certificates
-/// it signs (all in a temp dir).
+/// it signs, in a temporary directory: `ca.pem`, `server.pem` and
+/// `server.key` (for `localhost` and 127.0.0.1), `client.pem` and
+/// `client.key` (for `client`); more with [`Pki::leaf`] and
+/// [`Pki::write`].
 pub struct Pki {
     /// Where the PEM files are.
     pub dir: tempfile::TempDir,
     /// The CA certificate.
     pub ca_pem: String,
+    /// The server certificate (`server.pem`).
+    pub server_cert: String,
+    /// Its key (`server.key`).
+    pub server_key: String,
     ca_cert: rcgen::Certificate,
     ca_key: rcgen::KeyPair,
 }
 
 impl Pki {
-    /// A fresh CA, with `server.pem`/`server.key` for localhost and
-    /// 127.0.0.1 and `ca.pem` written.
+    /// A fresh CA and its files.
     pub fn new() -> Pki {
         use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
         let ca_key = KeyPair::generate().expect("CA key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name
-            .push(rcgen::DnType::CommonName, "perf-exporter hardening test CA");
+            .push(rcgen::DnType::CommonName, "perf-exporter test CA");
         let ca_cert = ca.self_signed(&ca_key).expect("CA cert");
         let dir = tempfile::tempdir().expect("tempdir");
         let ca_pem = ca_cert.pem();
-        let pki = Pki {
+        let mut pki = Pki {
             dir,
             ca_pem,
+            server_cert: String::new(),
+            server_key: String::new(),
             ca_cert,
             ca_key,
         };
@@ -43,6 +51,10 @@ impl Pki {
         );
         pki.write("server.pem", &c);
         pki.write("server.key", &k);
+        (pki.server_cert, pki.server_key) = (c, k);
+        let (c, k) = pki.client("client");
+        pki.write("client.pem", &c);
+        pki.write("client.key", &k);
         pki.write("ca.pem", &pki.ca_pem.clone());
         pki
     }

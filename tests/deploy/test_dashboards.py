@@ -1,6 +1,6 @@
 """The Grafana dashboards in grafana/dashboards/: type-checked against the npm
 package @grafana/schema, and linted for the conventions of the well-kept
-community dashboards. (tests/dashboards.rs runs every query against a real
+community dashboards. (tests/e2e/dashboards.rs runs every query against a real
 Prometheus scraping the exporter.)"""
 
 from __future__ import annotations

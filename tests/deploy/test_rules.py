@@ -1,5 +1,5 @@
 """grafana/rules/perf-exporter.rules.yml: checked and unit-tested by the real
-promtool (Prometheus 2.53), and its conventions enforced. (tests/dashboards.rs
+promtool (Prometheus 2.53), and its conventions enforced. (tests/e2e/dashboards.rs
 also loads it into a real Prometheus scraping the simulated exporter.)"""
 
 from __future__ import annotations

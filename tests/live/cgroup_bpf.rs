@@ -1,0 +1,743 @@
+//! The `bpf` per-cgroup backend on this machine's live kernel, as root:
+//! real cgroups under the cgroup2 root (`pe-bpf-<pid>-...`, removed by a
+//! guard on drop, also on panic) with CPU burners, a pipe ping-pong with a
+//! known number of context switches, the `perf` backend side by side on
+//! the same workload, and churn (a removed cgroup's slot is reclaimed).
+
+use crate::common;
+
+/// The tests count CPU time: one at a time.
+use common::serial;
+
+use common::cgroup::CgroupTree;
+use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
+use perf_exporter::config::Config;
+use perf_exporter::engine::cgroup::{
+    BpfBackend, CgroupBackend, CgroupCounting, CgroupIssue, CgroupTotals, Discovery, PerfBackend,
+};
+use perf_exporter::engine::Engine;
+use perf_exporter::perf::live::LiveKernel;
+use perf_exporter::perf::Kernel;
+use perf_exporter::pmu::PmuTable;
+use perf_exporter::probe::prober;
+use perf_exporter::resolve::chain::resolve_config;
+use perf_exporter::resolve::Context;
+use perf_exporter::snapshot::Snapshot;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::cgroup::{burner, cgroup_value as value, python_in, usage_usec, CLOCKS_YAML as YAML};
+use common::clocks::{bracket, compare_clocks, Outcome};
+use common::Reaped;
+
+/// When a comparison with `cpu.stat` fails while its bracketing reads were
+/// further apart than this, it is measured again (common::clocks).
+const LARGE_GAP: Duration = Duration::from_millis(50);
+
+/// `cpu.stat`'s `usage_usec` of each of `dirs`, in seconds.
+fn usages(dirs: &[&Path]) -> Vec<f64> {
+    dirs.iter().map(|d| usage_usec(d) as f64 * 1e-6).collect()
+}
+
+/// The cgroups a test counts (paths under the cgroup2 root).
+#[derive(Debug, Clone)]
+struct Listed {
+    root: PathBuf,
+    rels: Arc<Mutex<Vec<String>>>,
+}
+
+impl Listed {
+    fn new(tree: &CgroupTree) -> Listed {
+        Listed {
+            root: tree.top.parent().unwrap().to_path_buf(),
+            rels: Arc::default(),
+        }
+    }
+
+    fn set(&self, rels: Vec<String>) {
+        *self.rels.lock().unwrap() = rels;
+    }
+}
+
+impl Discovery for Listed {
+    fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
+        let counted = self
+            .rels
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| Cgroup {
+                rel: r.clone(),
+                dir: self.root.join(r),
+                // As the selector does: the directory's inode number.
+                id: std::fs::metadata(self.root.join(r)).map_or(0, |m| m.ino()),
+                kind: CgKind::Path,
+                labels: vec![("cgroup", r.clone())],
+            })
+            .collect();
+        Ok(Some(Selection {
+            counted,
+            left_out: Vec::new(),
+        }))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Which {
+    /// With room for this many cgroups (twice as many slots).
+    Bpf(usize),
+    Perf,
+}
+
+fn engine(which: Which, d: &Listed) -> Engine {
+    engine_of(which, d, YAML, None)
+}
+
+/// Like [`engine`], continuing a previous engine's per-cgroup totals as a
+/// reload does.
+fn engine_continuing(which: Which, d: &Listed, old: Option<CgroupTotals>) -> Engine {
+    engine_of(which, d, YAML, old)
+}
+
+/// [`engine`] with the set `software` of `yaml`, continuing `old`'s
+/// per-cgroup totals where given.
+fn engine_of(which: Which, d: &Listed, yaml: &str, old: Option<CgroupTotals>) -> Engine {
+    common::require_root();
+    common::require_perf_privilege();
+    let t = PmuTable::discover(Path::new("/sys")).unwrap();
+    let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
+    let cfg = Config::parse(yaml, "t.yaml").unwrap();
+    let res = {
+        let p = prober(k.as_ref());
+        resolve_config(&cfg, &t, &Context::default(), Some(&p))
+    };
+    let mut e = Engine::new(k.clone(), t, res);
+    let sets = vec!["software".to_string()];
+    let b: Box<dyn CgroupBackend> = match which {
+        Which::Bpf(max) => Box::new(
+            BpfBackend::new(k, e.resolution(), &sets, e.online_cpus(), false, max)
+                .unwrap_or_else(|err| panic!("the bpf backend must load here: {err}")),
+        ),
+        Which::Perf => Box::new(PerfBackend::new(
+            k,
+            e.resolution(),
+            &sets,
+            e.online_cpus(),
+            false,
+            None,
+        )),
+    };
+    let mut c = CgroupCounting::new(Box::new(d.clone()), b);
+    if let Some(t) = old {
+        c.carry_over(t);
+    }
+    e.attach_cgroups(c);
+    let issues = e.cgroups().unwrap().issues();
+    assert!(issues.is_empty(), "{issues:#?}");
+    e
+}
+
+fn delta(a: &Snapshot, b: &Snapshot, family: &str, cgroup: &str) -> f64 {
+    value(b, family, cgroup).unwrap_or_else(|| panic!("{family} of {cgroup} missing"))
+        - value(a, family, cgroup).unwrap_or(0.0)
+}
+
+/// `python3 -c script` in a cgroup (killed on drop).
+struct Python(Reaped);
+
+impl Python {
+    fn start(dir: &Path, script: &str) -> Python {
+        Python(Reaped(python_in(dir, script)))
+    }
+
+    /// Waits for it and returns what it printed.
+    fn output(mut self) -> String {
+        let mut out = String::new();
+        std::io::Read::read_to_string(self.0 .0.stdout.as_mut().unwrap(), &mut out).unwrap();
+        let _ = self.0 .0.wait();
+        out
+    }
+}
+
+/// Polls until the cgroup has used `usec` more CPU time (deadline 30 s).
+fn wait_usage(dir: &Path, usec: u64) {
+    let start = usage_usec(dir);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while usage_usec(dir) < start + usec {
+        assert!(Instant::now() < deadline, "{} never ran", dir.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A pipe ping-pong of `n` round trips between a parent and its child
+/// (both block on every read: about two context switches per round trip);
+/// prints the voluntary + involuntary switches of both.
+fn ping_pong(n: u32) -> String {
+    format!(
+        "import os,resource\nn={n}\na,b=os.pipe()\nc,d=os.pipe()\npid=os.fork()\nif pid==0:\n for i in range(n):\n  os.read(a,1); os.write(d,b'x')\n os._exit(0)\nfor i in range(n):\n os.write(b,b'x'); os.read(c,1)\nos.waitpid(pid,0)\nr=resource.getrusage(resource.RUSAGE_SELF)\nk=resource.getrusage(resource.RUSAGE_CHILDREN)\nprint(r.ru_nvcsw+r.ru_nivcsw+k.ru_nvcsw+k.ru_nivcsw, flush=True)\n"
+    )
+}
+
+fn rel(tree: &CgroupTree, tag: &str) -> String {
+    tree.mkdir(tag);
+    format!("{}/{tag}", tree.top.file_name().unwrap().to_string_lossy())
+}
+
+#[test]
+fn bpf_cpu_time_per_cgroup_agrees_with_cpu_stat() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "cputime");
+    let (hi, lo) = (rel(&tree, "duty80"), rel(&tree, "duty20"));
+    let d = Listed::new(&tree);
+    let (hi_dir, lo_dir) = (d.root.join(&hi), d.root.join(&lo));
+    let _b1 = Python::start(&hi_dir, &burner(0.8));
+    let _b2 = Python::start(&lo_dir, &burner(0.2));
+    wait_usage(&hi_dir, 200_000);
+    wait_usage(&lo_dir, 50_000);
+    d.set(vec![hi.clone(), lo.clone()]);
+    let mut e = engine(Which::Bpf(64), &d);
+    assert_eq!(e.cgroups().unwrap().backend().name(), "bpf");
+    let dirs = [hi_dir.as_path(), lo_dir.as_path()];
+    let mut last = None;
+    compare_clocks("per-cgroup cpu time vs cpu.stat (bpf)", LARGE_GAP, |_| {
+        let b0 = bracket(|| usages(&dirs), || e.collect());
+        wait_usage(&hi_dir, 2_000_000);
+        let b1 = bracket(|| usages(&dirs), || e.collect());
+        let mut o = Outcome::new(b0.max_gap(&b1));
+        for (i, c) in [&hi, &lo].into_iter().enumerate() {
+            let stat = b0.growth(&b1, i);
+            for fam in [
+                "perf_cgroup_cpu_clock_seconds_total",
+                "perf_cgroup_task_clock_seconds_total",
+            ] {
+                let ours = delta(&b0.value, &b1.value, fam, c);
+                eprintln!("{c}: {fam} {ours:.4} s, cpu.stat {stat} s");
+                o.check(stat.agrees(ours, 0.02 * stat.mid() + 0.003), || {
+                    format!("{c}: {fam} {ours:.4} s vs cpu.stat usage {stat} s")
+                });
+            }
+        }
+        last = Some((b0.value, b1.value));
+        o
+    });
+    let (s0, s1) = last.expect("measured");
+    // Software events are never multiplexed: enabled == running.
+    let en = delta(&s0, &s1, "perf_cgroup_group_enabled_seconds_total", &hi);
+    let run = delta(&s0, &s1, "perf_cgroup_group_running_seconds_total", &hi);
+    assert!(
+        en > 1.0 && (en - run).abs() < 1e-6,
+        "enabled {en}, running {run}"
+    );
+}
+
+#[test]
+fn bpf_context_switches_agree_with_a_ping_pong() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "ctxsw");
+    let c = rel(&tree, "pingpong");
+    let d = Listed::new(&tree);
+    d.set(vec![c.clone()]);
+    let mut e = engine(Which::Bpf(64), &d);
+    let before = e.collect();
+    let reported: f64 = Python::start(&d.root.join(&c), &ping_pong(5000))
+        .output()
+        .trim()
+        .parse()
+        .expect("python printed its switches");
+    let after = e.collect();
+    let ours = delta(&before, &after, "perf_cgroup_context_switches_total", &c);
+    eprintln!("context switches: ours {ours}, the workload's own {reported}");
+    assert!(reported >= 5000.0);
+    // The processes' own counts miss the shell's few switches before it
+    // joined the cgroup and python's exit.
+    assert!(
+        ours >= reported - 10.0 && ours <= reported * 1.02 + 30.0,
+        "ours {ours} vs the workload's {reported}"
+    );
+}
+
+#[test]
+fn bpf_and_perf_backends_agree_within_two_percent() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "side");
+    let (burn, pp) = (rel(&tree, "burn"), rel(&tree, "pp"));
+    let d = Listed::new(&tree);
+    let _b = Python::start(&d.root.join(&burn), &burner(0.5));
+    wait_usage(&d.root.join(&burn), 100_000);
+    d.set(vec![burn.clone(), pp.clone()]);
+    let mut bpf = engine(Which::Bpf(64), &d);
+    let mut perf = engine(Which::Perf, &d);
+    let (b0, p0) = (bpf.collect(), perf.collect());
+    let _ = Python::start(&d.root.join(&pp), &ping_pong(20000)).output();
+    wait_usage(&d.root.join(&burn), 1_000_000);
+    let (p1, b1) = (perf.collect(), bpf.collect());
+    for (fam, c) in [
+        ("perf_cgroup_cpu_clock_seconds_total", &burn),
+        ("perf_cgroup_task_clock_seconds_total", &burn),
+        ("perf_cgroup_context_switches_total", &burn),
+        ("perf_cgroup_cpu_clock_seconds_total", &pp),
+        ("perf_cgroup_context_switches_total", &pp),
+    ] {
+        let (ob, op) = (delta(&b0, &b1, fam, c), delta(&p0, &p1, fam, c));
+        eprintln!("{c}: {fam} bpf {ob:.4}, perf {op:.4}");
+        // The two collections are a few ms apart: allow that much.
+        let slack = if fam.contains("switches") { 20.0 } else { 0.01 };
+        assert!(
+            (ob - op).abs() <= 0.02 * op.max(ob) + slack,
+            "{c}: {fam} bpf {ob} vs perf {op}"
+        );
+    }
+}
+
+#[test]
+fn bpf_fds_do_not_grow_with_cgroups_and_removed_cgroups_are_reclaimed() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "churn");
+    let keep = rel(&tree, "keep");
+    let d = Listed::new(&tree);
+    let _b = Python::start(&d.root.join(&keep), &burner(0.1));
+    d.set(vec![keep.clone()]);
+    // 42 slots: 41 cgroups, then 20 removed and 20 new ones fit only when
+    // the removed ones' slots are reused.
+    let mut e = engine(Which::Bpf(21), &d);
+    e.collect();
+    let fds1 = e.cgroups().unwrap().backend().open_fds();
+    let many: Vec<String> = (0..40).map(|i| rel(&tree, &format!("c{i}"))).collect();
+    let mut all = vec![keep.clone()];
+    all.extend(many.iter().cloned());
+    d.set(all.clone());
+    let s = e.collect();
+    assert_eq!(e.cgroups().unwrap().backend().open_fds(), fds1);
+    assert_eq!(e.cgroups().unwrap().backend().counted().len(), 41);
+    assert!(value(&s, "perf_cgroup_group_enabled_seconds_total", &many[0]).is_some());
+    // Remove c0..c19 while counting: their series leave at the next sync.
+    let mut last = value(&s, "perf_cgroup_cpu_clock_seconds_total", &keep).unwrap();
+    for r in &many[..20] {
+        std::fs::remove_dir(d.root.join(r)).unwrap();
+    }
+    d.set(all[..1].iter().chain(&many[20..]).cloned().collect());
+    let s = e.collect();
+    assert!(value(&s, "perf_cgroup_group_enabled_seconds_total", &many[0]).is_none());
+    let v = value(&s, "perf_cgroup_cpu_clock_seconds_total", &keep).unwrap();
+    assert!(v >= last);
+    last = v;
+    // New cgroups reuse the released slots (after one sync of rest): the
+    // maps never hold more than the cgroups counted plus those resting.
+    let fresh: Vec<String> = (0..20).map(|i| rel(&tree, &format!("n{i}"))).collect();
+    let mut now = vec![keep.clone()];
+    now.extend(many[20..].iter().cloned());
+    now.extend(fresh.iter().cloned());
+    d.set(now);
+    let s = e.collect();
+    let v = value(&s, "perf_cgroup_cpu_clock_seconds_total", &keep).unwrap();
+    assert!(v >= last, "keep's counter went back: {last} -> {v}");
+    for r in &fresh {
+        let x = value(&s, "perf_cgroup_cpu_clock_seconds_total", r).unwrap_or(0.0);
+        assert!(
+            x < 0.01,
+            "{r} starts from its own zero, not a previous owner's: {x}"
+        );
+    }
+    assert_eq!(e.cgroups().unwrap().backend().counted().len(), 41);
+    assert_eq!(e.cgroups().unwrap().backend().open_fds(), fds1);
+    let issues = e.cgroups().unwrap().issues();
+    assert!(
+        issues
+            .iter()
+            .all(|i| !matches!(i, CgroupIssue::SlotsFull { .. })),
+        "{issues:#?}"
+    );
+}
+
+/// A config counting the cgroups below `top` with `backend`.
+/// The program caches per CPU which selected cgroups own a cgroup (itself
+/// and its ancestors); selecting an ancestor later must reach that cache
+/// (user space bumps `slots_version`): from the next sync on, the pod is
+/// charged its running container's time.
+#[test]
+fn bpf_an_ancestor_selected_later_is_charged_its_running_child() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "nested");
+    let pod = rel(&tree, "pod");
+    tree.mkdir("pod/ctr");
+    let ctr = format!("{pod}/ctr");
+    let d = Listed::new(&tree);
+    let dir = d.root.join(&ctr);
+    let _b = Python::start(&dir, &burner(0.5));
+    wait_usage(&dir, 100_000);
+    d.set(vec![ctr.clone()]);
+    let mut e = engine(Which::Bpf(8), &d);
+    e.collect();
+    // The container runs: its owners (itself only) are cached.
+    wait_usage(&dir, 200_000);
+    d.set(vec![ctr.clone(), pod.clone()]);
+    let dirs = [dir.as_path()];
+    compare_clocks(
+        "an ancestor's cpu time vs its child's cpu.stat (bpf)",
+        LARGE_GAP,
+        |_| {
+            let b0 = bracket(|| usages(&dirs), || e.collect());
+            wait_usage(&dir, 1_000_000);
+            let b1 = bracket(|| usages(&dirs), || e.collect());
+            let stat = b0.growth(&b1, 0);
+            let mut o = Outcome::new(b0.max_gap(&b1));
+            for c in [&ctr, &pod] {
+                let ours = delta(
+                    &b0.value,
+                    &b1.value,
+                    "perf_cgroup_cpu_clock_seconds_total",
+                    c,
+                );
+                eprintln!("{c}: {ours:.4} s, the container's cpu.stat {stat} s");
+                o.check(stat.agrees(ours, 0.02 * stat.mid() + 0.003), || {
+                    format!("{c}: {ours:.4} s vs the container's cpu.stat usage {stat} s")
+                });
+            }
+            o
+        },
+    );
+}
+
+fn backend_config(tree: &CgroupTree, backend: &str) -> PathBuf {
+    let top = tree.top.file_name().unwrap().to_string_lossy().to_string();
+    let p = std::env::temp_dir().join(format!("{top}-{backend}.yaml"));
+    std::fs::write(
+        &p,
+        format!("{YAML}cgroups:\n  backend: {backend}\n  preset: none\n  paths: [\"{top}/*\"]\n  sets: [software]\n"),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn check_says_auto_picks_bpf_here_and_why() {
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "check");
+    let cfg = backend_config(&tree, "auto");
+    let out = Command::new(common::EXPORTER)
+        .arg("check")
+        .arg("--config.file")
+        .arg(&cfg)
+        .output()
+        .expect("run perf-exporter check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let _ = std::fs::remove_file(&cfg);
+    assert!(
+        text.contains("Per-cgroup backend: bpf (backend auto: BPF can be loaded (CAP_SYS_ADMIN) and the kernel has BTF, so bpf (counters once per CPU, charged to cgroups in the kernel))\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_forced_bpf_backend_without_capabilities_fails_at_start_naming_what_is_missing() {
+    common::require_root();
+    common::require_tool("setpriv");
+    let tree = CgroupTree::new("pe-bpf", "forced");
+    let cfg = backend_config(&tree, "bpf");
+    // uid 0 without any capability: CapEff is empty.
+    let out = Command::new("setpriv")
+        .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+        .arg(common::EXPORTER)
+        .arg("--config.file")
+        .arg(&cfg)
+        .args(["--web.listen-address", "127.0.0.1:0"])
+        .output()
+        .expect("run perf-exporter under setpriv");
+    let _ = std::fs::remove_file(&cfg);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("cgroups: backend bpf cannot count: this process lacks CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN); grant CAP_BPF and CAP_PERFMON"),
+        "{err}"
+    );
+}
+
+/// A CPU "back online" (told to the backend, not done to the machine:
+/// nobody takes cpu1 offline here) gets new counters and a new generation
+/// of readings in the program; the counts charged so far are kept and the
+/// new counters' counts add on, still agreeing with `cpu.stat`.
+#[test]
+fn bpf_counts_are_kept_when_a_cpu_comes_back() {
+    let _s = serial();
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "hotplug");
+    let c = rel(&tree, "burn");
+    let d = Listed::new(&tree);
+    let dir = d.root.join(&c);
+    let _b = Python::start(&dir, &burner(0.6));
+    wait_usage(&dir, 100_000);
+    d.set(vec![c.clone()]);
+    let e = engine(Which::Bpf(8), &d);
+    let online = e.online_cpus().to_vec();
+    assert!(online.len() >= 2, "needs two online CPUs: {online:?}");
+    let (k, res) = (
+        Arc::new(LiveKernel::new()) as Arc<dyn Kernel>,
+        e.resolution(),
+    );
+    let sets = vec!["software".to_string()];
+    let b = BpfBackend::new(k, res, &sets, &online, false, 8).unwrap();
+    let mut cc = CgroupCounting::new(Box::new(d.clone()), Box::new(b));
+    let read = |cc: &mut CgroupCounting, cpus: &[u32]| {
+        cc.collect(cpus);
+        let mut f = Vec::new();
+        cc.families(&mut f);
+        let s = Snapshot { families: f };
+        value(&s, "perf_cgroup_cpu_clock_seconds_total", &c).unwrap()
+    };
+    let dirs = [dir.as_path()];
+    let without: Vec<u32> = online.iter().copied().filter(|&x| x != online[1]).collect();
+    compare_clocks(
+        "cpu-clock across a reopen vs cpu.stat (bpf)",
+        LARGE_GAP,
+        |_| {
+            let b0 = bracket(|| usages(&dirs), || read(&mut cc, &online));
+            wait_usage(&dir, 500_000);
+            let v1 = read(&mut cc, &without);
+            let v2 = read(&mut cc, &online); // back: new counters on that CPU
+            let v0 = b0.value;
+            assert!(v2 >= v1 && v1 >= v0, "{v0} {v1} {v2}");
+            wait_usage(&dir, 500_000);
+            let b3 = bracket(|| usages(&dirs), || read(&mut cc, &online));
+            let (ours, stat) = (b3.value - v0, b0.growth(&b3, 0));
+            eprintln!("cpu-clock {ours:.4} s across the reopen, cpu.stat {stat} s");
+            let mut o = Outcome::new(b0.max_gap(&b3));
+            o.check(stat.agrees(ours, 0.02 * stat.mid() + 0.003), || {
+                format!("cpu-clock {ours:.4} s vs cpu.stat {stat} s")
+            });
+            o
+        },
+    );
+}
+
+/// The real binary with `backend: auto` on this machine (root, BTF):
+/// counts with bpf, says so and why in the log and on the landing page,
+/// and serves the cgroup's series.
+#[test]
+fn serve_with_auto_counts_with_bpf_and_says_why() {
+    let _s = serial();
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "serve");
+    let c = rel(&tree, "a");
+    let d = Listed::new(&tree);
+    let _b = Python::start(&d.root.join(&c), &burner(0.1));
+    let cfg = backend_config(&tree, "auto");
+    let mut p = common::exporter(&["--config.file", cfg.to_str().unwrap()]);
+    p.wait_log("cgroups counted", Duration::from_secs(10));
+    let _ = std::fs::remove_file(&cfg);
+    assert!(
+        p.output().contains("backend auto: BPF can be loaded"),
+        "{}",
+        p.output()
+    );
+    let landing = p.get("/").body;
+    assert!(
+        landing.contains("<p>Backend: bpf. 1 counted, 0 left out.</p>")
+            && landing.contains("<p>Why bpf: backend auto: BPF can be loaded (CAP_SYS_ADMIN) and the kernel has BTF"),
+        "{landing}"
+    );
+    let want = format!("perf_cgroup_cpu_clock_seconds_total{{cgroup=\"{c}\"}} ");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.get("/metrics").body.contains(&want) {
+        assert!(Instant::now() < deadline, "{want} never served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `backend: auto` in a process holding CAP_PERFMON only (uid 0, every
+/// other capability dropped): perf counts, and the log says why not bpf.
+#[test]
+fn auto_without_cap_bpf_falls_back_to_perf_and_says_why() {
+    let _s = serial();
+    common::require_root();
+    common::require_tool("setpriv");
+    let tree = CgroupTree::new("pe-bpf", "nocap");
+    let c = rel(&tree, "a");
+    let cfg = backend_config(&tree, "auto");
+    let wrapper = [
+        "setpriv",
+        "--inh-caps=-all",
+        "--bounding-set=-all,+perfmon",
+        "--",
+    ];
+    let mut p = common::Proc::spawn(
+        &wrapper,
+        Path::new(common::EXPORTER),
+        &["--config.file", cfg.to_str().unwrap()],
+    );
+    p.wait_log("cgroups counted", Duration::from_secs(10));
+    let _ = std::fs::remove_file(&cfg);
+    let log = p.output();
+    assert!(
+        log.contains("backend auto: perf, as this process may not load BPF programs (it lacks CAP_BPF (or CAP_SYS_ADMIN))")
+            && log.contains("bpf_no_capability"),
+        "{log}"
+    );
+    let want =
+        format!("perf_cgroup_group_enabled_seconds_total{{cgroup=\"{c}\",set=\"software\"}} ");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.get("/metrics").body.contains(&want) {
+        assert!(Instant::now() < deadline, "{want} never served");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `per_cpu: true`: one series per CPU, summing to `cpu.stat`.
+#[test]
+fn bpf_per_cpu_series_sum_to_cpu_stat() {
+    let _s = serial();
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "percpu");
+    let c = rel(&tree, "burn");
+    let d = Listed::new(&tree);
+    let dir = d.root.join(&c);
+    let _b1 = Python::start(&dir, &burner(0.5));
+    let _b2 = Python::start(&dir, &burner(0.5));
+    wait_usage(&dir, 100_000);
+    d.set(vec![c.clone()]);
+    let e = engine(Which::Bpf(8), &d);
+    let online = e.online_cpus().to_vec();
+    let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
+    let sets = vec!["software".to_string()];
+    let b = BpfBackend::new(k, e.resolution(), &sets, &online, true, 8).unwrap();
+    let mut cc = CgroupCounting::new(Box::new(d.clone()), Box::new(b));
+    let per_cpu = |cc: &mut CgroupCounting| -> Vec<(String, f64)> {
+        cc.collect(&online);
+        let mut f = Vec::new();
+        cc.families(&mut f);
+        let fam = f
+            .iter()
+            .find(|f| f.name == "perf_cgroup_cpu_clock_seconds_total")
+            .expect("family");
+        fam.samples
+            .iter()
+            .map(|s| {
+                let cpu = s
+                    .labels
+                    .iter()
+                    .find(|(k, _)| *k == "cpu")
+                    .expect("cpu label");
+                (cpu.1.clone(), s.value)
+            })
+            .collect()
+    };
+    let dirs = [dir.as_path()];
+    compare_clocks(
+        "the per-CPU cpu-clock's sum vs cpu.stat (bpf)",
+        LARGE_GAP,
+        |_| {
+            let a = bracket(|| usages(&dirs), || per_cpu(&mut cc));
+            wait_usage(&dir, 1_000_000);
+            let b = bracket(|| usages(&dirs), || per_cpu(&mut cc));
+            let stat = a.growth(&b, 0);
+            assert_eq!(b.value.len(), online.len(), "{:?}", b.value);
+            let sum: f64 =
+                b.value.iter().map(|x| x.1).sum::<f64>() - a.value.iter().map(|x| x.1).sum::<f64>();
+            eprintln!(
+                "per CPU {:?} -> {:?}: sum {sum:.4} s, cpu.stat {stat} s",
+                a.value, b.value
+            );
+            let mut o = Outcome::new(a.max_gap(&b));
+            o.check(stat.agrees(sum, 0.02 * stat.mid() + 0.003), || {
+                format!("per-CPU sum {sum:.4} s vs cpu.stat {stat} s")
+            });
+            o
+        },
+    );
+}
+
+/// Issue 24 item 1, the `bpf` backend: a reload's new backend continues
+/// the per-cgroup group times (they restarted from zero, 0.373 -> 0.053)
+/// and counts, as the node's group times continue.
+#[test]
+fn bpf_group_times_and_counts_continue_over_a_reload() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "reload");
+    let busy = rel(&tree, "busy");
+    let d = Listed::new(&tree);
+    let _b = Python::start(&d.root.join(&busy), &burner(0.5));
+    d.set(vec![busy.clone()]);
+    let mut e = engine(Which::Bpf(4), &d);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = loop {
+        let s = e.collect();
+        // Long enough counted that a restart from zero shows at once.
+        if value(&s, "perf_cgroup_group_enabled_seconds_total", &busy).is_some_and(|v| v > 0.3) {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the busy cgroup's group time stayed under 0.3 s for 30 s (a loaded machine?)"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let totals = e.cgroups().unwrap().totals();
+    // The old counters close before the new ones open, as in a reload.
+    drop(e);
+    let mut e = engine_continuing(Which::Bpf(4), &d, Some(totals));
+    let after = e.collect();
+    for family in [
+        "perf_cgroup_group_enabled_seconds_total",
+        "perf_cgroup_group_running_seconds_total",
+        "perf_cgroup_cpu_clock_seconds_total",
+    ] {
+        let v0 = value(&before, family, &busy).unwrap_or_else(|| panic!("{family} before"));
+        let v1 = value(&after, family, &busy).unwrap_or_else(|| panic!("{family} after"));
+        assert!(v1 >= v0, "{family} reset by the reload: {v0} -> {v1}");
+    }
+}
+
+/// perf's modifiers per cgroup, on both backends: `page-faults:u` and
+/// `page-faults:k` of a cgroup whose python process zero-fills 64 MiB (in
+/// user mode: 16,384 fresh pages) count its user faults in `:u`, and the
+/// `bpf` backend (counters opened once per CPU with the exclude bits,
+/// read by the program) agrees with the `perf` backend (one counter per
+/// cgroup per CPU).
+#[test]
+fn modifiers_per_cgroup_on_both_backends() {
+    const FAULTS: &str = crate::config!("cgroup_bpf/faults");
+    const PAGES: f64 = 16384.0;
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "modifiers");
+    let c = rel(&tree, "faults");
+    let d = Listed::new(&tree);
+    d.set(vec![c.clone()]);
+    let mut bpf = engine_of(Which::Bpf(64), &d, FAULTS, None);
+    let mut perf = engine_of(Which::Perf, &d, FAULTS, None);
+    let (b0, p0) = (bpf.collect(), perf.collect());
+    let out = Python::start(
+        &d.root.join(&c),
+        "b=bytearray(64<<20)\nprint(len(b), flush=True)\n",
+    )
+    .output();
+    assert_eq!(
+        out.trim(),
+        (64 << 20).to_string(),
+        "the workload did not run"
+    );
+    let (p1, b1) = (perf.collect(), bpf.collect());
+    let f = |a: &Snapshot, b: &Snapshot, m: &str| delta(a, b, &format!("perf_cgroup_{m}"), &c);
+    let (bu, bk) = (
+        f(&b0, &b1, "page_faults_user_total"),
+        f(&b0, &b1, "page_faults_kernel_total"),
+    );
+    let (pu, pk) = (
+        f(&p0, &p1, "page_faults_user_total"),
+        f(&p0, &p1, "page_faults_kernel_total"),
+    );
+    eprintln!("page faults of the cgroup: bpf user {bu} kernel {bk}, perf user {pu} kernel {pk}");
+    for (name, user, kernel) in [("bpf", bu, bk), ("perf", pu, pk)] {
+        assert!(user >= PAGES, "{name}: page-faults:u {user} < {PAGES}");
+        assert!(kernel < user, "{name}: user {user}, kernel {kernel}");
+    }
+    assert!(
+        (bu - pu).abs() <= 0.02 * pu + 10.0,
+        "user: bpf {bu}, perf {pu}"
+    );
+    assert!(
+        (bk - pk).abs() <= 0.02 * pk + 10.0,
+        "kernel: bpf {bk}, perf {pk}"
+    );
+}
