@@ -97,7 +97,7 @@ fn open(host: &HostSettings, s: &StatSettings) -> Result<Engine, AppError> {
     if !kernel.simulated() {
         crate::report::diagnose(&mut res, &Privilege::detect(&host.procfs), true);
     }
-    let engine = super::serve::open_engine(kernel, h.table, res);
+    let engine = super::opening::open_engine(kernel, h.table, res, None);
     if !engine.counting() {
         let why = engine
             .problems()

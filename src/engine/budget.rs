@@ -7,12 +7,9 @@
 //! are reported as lacking file descriptors, with the limit to raise, and
 //! what fits is served.
 
-use super::Engine;
 use crate::perf::Kernel;
-use crate::pmu::PmuTable;
 use crate::problem::Problem;
 use crate::resolve::chain::Resolution;
-use std::sync::Arc;
 
 /// Descriptors asked for beyond the plan (sockets, files, the runtime).
 const HEADROOM: u64 = 128;
@@ -57,29 +54,39 @@ fn free_fds(max: usize) -> Option<usize> {
     Some(held.len())
 }
 
-/// Opens an engine within the fd budget: raises `RLIMIT_NOFILE` toward
-/// what the plan needs (through the [`Kernel`]), keeps up to `reserve`
-/// descriptors free for connections and opens what fits. A kernel without
-/// such a limit (the simulation) opens everything.
-pub fn open_with_reserve(
-    kernel: Arc<dyn Kernel>,
-    table: PmuTable,
-    res: Resolution,
-    reserve: usize,
-) -> Engine {
-    open_with_reserve_for(kernel, table, res, reserve, 0)
+/// How many file descriptors an engine may open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fds {
+    /// Every counter of the plan, `RLIMIT_NOFILE` left as it is (the
+    /// simulation, tests and benchmarks).
+    #[default]
+    Unbounded,
+    /// Within the fd budget: `RLIMIT_NOFILE` is raised toward what the
+    /// plan needs (through the [`Kernel`]), up to `reserve` descriptors
+    /// are kept free for connections and what fits is opened. `extra`
+    /// descriptors are asked for beyond the node-level plan (the
+    /// per-cgroup counters, opened after the node-level ones within what
+    /// is left: [`Engine::cgroup_fd_room`](super::Engine::cgroup_fd_room)).
+    /// A kernel without such a limit (the simulation) opens everything.
+    Budget {
+        /// Descriptors kept for connections.
+        reserve: usize,
+        /// Descriptors wanted beyond the node-level plan.
+        extra: usize,
+    },
 }
 
-/// [`open_with_reserve`], asking for `extra` descriptors more than the
-/// node-level plan (the per-cgroup counters, which are opened after the
-/// node-level ones within what is left: [`Engine::cgroup_fd_room`]).
-pub fn open_with_reserve_for(
-    kernel: Arc<dyn Kernel>,
-    table: PmuTable,
-    res: Resolution,
-    reserve: usize,
-    extra: usize,
-) -> Engine {
+/// The counters' share of the descriptors under `fds` (`None`: no cap)
+/// and, when not one is free for them, the problem to name before any
+/// other ([`Problem::FdExhausted`]).
+pub(super) fn counter_cap(
+    kernel: &dyn Kernel,
+    res: &Resolution,
+    fds: Fds,
+) -> (Option<usize>, Option<Problem>) {
+    let Fds::Budget { reserve, extra } = fds else {
+        return (None, None);
+    };
     let planned: usize = extra
         + res
             .metrics
@@ -90,10 +97,10 @@ pub fn open_with_reserve_for(
     // The hotplug watcher's descriptors are not the counters'.
     let _ = kernel.hotplug_generation();
     let Some((soft, hard)) = kernel.raise_nofile(planned as u64 + HEADROOM) else {
-        return Engine::new(kernel, table, res);
+        return (None, None);
     };
     let Some(free) = free_fds(planned + reserve) else {
-        return Engine::new(kernel, table, res);
+        return (None, None);
     };
     let b = FdBudget {
         needed: planned as u64,
@@ -114,18 +121,15 @@ pub fn open_with_reserve_for(
         tracing::warn!(needed = b.needed, counters = b.counters, soft = b.soft, hard = b.hard,
             "RLIMIT_NOFILE is below what the plan needs; opening what fits (raise the limit: `ulimit -n`, systemd LimitNOFILE=, or the container runtime's nofile limit)");
     }
-    let mut e = Engine::with_fd_cap(kernel, table, res, Some(b.counters as usize));
-    if b.counters == 0 {
-        // Even the resolver's probes may have failed for want of fds, so
-        // the metrics' own reasons can point elsewhere: say it first.
-        e.fd_exhausted = Some(Problem::FdExhausted {
-            soft: b.soft,
-            hard: b.hard,
-            used: b.soft.saturating_sub(b.free),
-            raise_to: b.soft.saturating_sub(b.free) + b.needed.max(1) + reserve as u64,
-        });
-    }
-    e
+    // Even the resolver's probes may have failed for want of fds, so the
+    // metrics' own reasons can point elsewhere: say it first.
+    let exhausted = (b.counters == 0).then(|| Problem::FdExhausted {
+        soft: b.soft,
+        hard: b.hard,
+        used: b.soft.saturating_sub(b.free),
+        raise_to: b.soft.saturating_sub(b.free) + b.needed.max(1) + reserve as u64,
+    });
+    (Some(b.counters as usize), exhausted)
 }
 
 #[cfg(test)]

@@ -69,6 +69,7 @@
 //!   so a collection allocates per family, never per series.
 
 mod budget;
+mod build;
 pub mod cgroup;
 mod hotplug;
 mod open;
@@ -79,7 +80,8 @@ pub mod sample;
 mod totals;
 mod trust;
 
-pub use budget::{open_with_reserve, open_with_reserve_for};
+pub use budget::Fds;
+pub use build::Counting;
 pub use hotplug::{follow_hotplug, HotplugFollower};
 pub use read::{monotonic_delta, mux_factor};
 pub use runtime::MetricRuntime;
@@ -309,14 +311,10 @@ fn now_unix_nanos() -> u64 {
 }
 
 impl Engine {
-    /// Plans and opens every group.
-    pub fn new(kernel: Arc<dyn Kernel>, table: PmuTable, resolution: Resolution) -> Self {
-        Self::with_fd_cap(kernel, table, resolution, None)
-    }
-
     /// Plans and opens groups, at most `fd_cap` fds (`None`: no cap);
-    /// counters beyond it are reported as lacking file descriptors.
-    fn with_fd_cap(
+    /// counters beyond it are reported as lacking file descriptors. The
+    /// public constructor is [`Engine::for_config`].
+    fn open(
         kernel: Arc<dyn Kernel>,
         table: PmuTable,
         resolution: Resolution,

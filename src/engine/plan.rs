@@ -254,7 +254,7 @@ sets:
     fn hybrid_topdown(setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
         let (table, k, res) = hybrid_topdown_resolution();
         setup(&k);
-        let e = Engine::new(k.clone(), table, res);
+        let e = Engine::for_config(k.clone(), table, res, crate::engine::Fds::Unbounded);
         (k, e)
     }
 
