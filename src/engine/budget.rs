@@ -10,6 +10,7 @@
 use crate::perf::Kernel;
 use crate::problem::Problem;
 use crate::resolve::chain::Resolution;
+use std::collections::BTreeSet;
 
 /// Descriptors asked for beyond the plan (sockets, files, the runtime).
 const HEADROOM: u64 = 128;
@@ -132,6 +133,83 @@ pub(super) fn counter_cap(
     (Some(b.counters as usize), exhausted)
 }
 
+/// The engine's descriptor budget while it runs: the cap on counter fds,
+/// what a round of opening may still open, the metrics left short, and
+/// the problem named first when nothing at all was free.
+///
+/// Invariants: without a cap the room is unbounded; with one, a round's
+/// room starts at the cap less the fds open and only shrinks by opens
+/// (and grows back by fds closed again in the round), so the open fds
+/// never exceed the cap.
+#[derive(Debug, Default)]
+pub(super) struct Descriptors {
+    /// At most this many fds are opened (`None`: no budget).
+    cap: Option<usize>,
+    /// Scratch while opening: fds that may still be opened.
+    room: usize,
+    /// Metrics with counters left unopened for want of file descriptors.
+    starved: BTreeSet<usize>,
+    /// Set when no descriptor at all was free for counters: the cause of
+    /// everything else, named first in
+    /// [`Engine::problems`](super::Engine::problems).
+    exhausted: Option<Problem>,
+}
+
+impl Descriptors {
+    /// At most `cap` counter fds (`None`: no budget).
+    pub(super) fn new(cap: Option<usize>) -> Descriptors {
+        Descriptors {
+            cap,
+            ..Descriptors::default()
+        }
+    }
+
+    /// Names the exhausted budget before any other problem.
+    pub(super) fn set_exhausted(&mut self, p: Option<Problem>) {
+        self.exhausted = p;
+    }
+
+    /// Starts a round of opening with `open` fds open.
+    pub(super) fn begin(&mut self, open: usize) {
+        self.room = self.left(open).unwrap_or(usize::MAX);
+    }
+
+    /// Whether one more fd may be opened in this round.
+    pub(super) fn has_room(&self) -> bool {
+        self.room > 0
+    }
+
+    /// One fd was opened.
+    pub(super) fn opened(&mut self) {
+        self.room = self.room.saturating_sub(1);
+    }
+
+    /// `n` fds opened in this round were closed again.
+    pub(super) fn closed(&mut self, n: usize) {
+        self.room = self.room.saturating_add(n);
+    }
+
+    /// What the cap leaves with `open` fds open (`None`: no cap).
+    pub(super) fn left(&self, open: usize) -> Option<usize> {
+        self.cap.map(|c| c.saturating_sub(open))
+    }
+
+    /// A counter of `metric` was left unopened for want of fds.
+    pub(super) fn starve(&mut self, metric: usize) {
+        self.starved.insert(metric);
+    }
+
+    /// The metrics left short, ascending.
+    pub(super) fn starved(&self) -> &BTreeSet<usize> {
+        &self.starved
+    }
+
+    /// The exhausted budget, when not one fd was free for counters.
+    pub(super) fn exhausted(&self) -> Option<&Problem> {
+        self.exhausted.as_ref()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +224,42 @@ mod tests {
         assert_eq!(counter_share(1, 16), 0);
         assert_eq!(counter_share(0, 16), 0);
         assert_eq!(counter_share(100, 0), 100);
+    }
+
+    #[test]
+    fn a_round_opens_no_more_than_the_cap_leaves() {
+        let mut d = Descriptors::new(Some(5));
+        d.begin(3);
+        assert!(d.has_room());
+        d.opened();
+        assert!(d.has_room());
+        d.opened();
+        assert!(!d.has_room(), "3 open + 2 = the cap");
+        d.closed(1);
+        assert!(d.has_room());
+        assert_eq!(d.left(5), Some(0));
+        assert_eq!(d.left(9), Some(0), "never below zero");
+        // A new round starts from what is open, not from the last room.
+        d.begin(0);
+        for _ in 0..5 {
+            assert!(d.has_room());
+            d.opened();
+        }
+        assert!(!d.has_room());
+    }
+
+    #[test]
+    fn without_a_cap_the_room_is_unbounded() {
+        let mut d = Descriptors::new(None);
+        d.begin(1_000_000);
+        d.opened();
+        assert!(d.has_room());
+        assert_eq!(d.left(7), None);
+        d.starve(3);
+        d.starve(1);
+        d.starve(3);
+        assert_eq!(d.starved().iter().copied().collect::<Vec<_>>(), [1, 3]);
+        assert!(d.exhausted().is_none());
     }
 
     #[test]

@@ -72,7 +72,7 @@ impl Engine {
         let resolution = counting.into().resolve(kernel.as_ref(), &table);
         let (cap, exhausted) = counter_cap(kernel.as_ref(), &resolution, fds);
         let mut e = Engine::open(kernel, table, resolution, cap);
-        e.fd_exhausted = exhausted;
+        e.fds.set_exhausted(exhausted);
         e
     }
 }

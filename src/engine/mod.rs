@@ -71,6 +71,7 @@
 mod budget;
 mod build;
 pub mod cgroup;
+mod cpus;
 mod hotplug;
 mod open;
 mod plan;
@@ -92,7 +93,7 @@ use crate::pmu::PmuTable;
 use crate::problem::{CounterState, Problem};
 use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// A series key: metric index plus labels.
@@ -242,33 +243,13 @@ pub struct Engine {
     time_order: Vec<usize>,
     avail: Vec<Avail>,
     runtime: Vec<MetricRuntime>,
-    online: Vec<u32>,
-    /// `online` as a mask indexed by CPU.
-    online_mask: Vec<bool>,
-    /// Every CPU ever seen online: while one of them is offline, the
-    /// online list is re-read at every collection.
-    known_cpus: BTreeSet<u32>,
+    /// The online CPUs and what is known of hotplug.
+    cpus: cpus::Cpus,
     buf: GroupReading,
     /// Members that can never be scheduled, by metric.
     unschedulable: BTreeMap<usize, Problem>,
-    /// Metrics with counters left unopened for want of file descriptors.
-    fd_starved: BTreeSet<usize>,
-    /// At most this many fds are opened (`None`: no budget).
-    fd_cap: Option<usize>,
-    /// Set when no descriptor at all was free for counters: the cause of
-    /// everything else, named first in [`Engine::problems`].
-    fd_exhausted: Option<Problem>,
-    /// Scratch while opening: fds that may still be opened.
-    fd_room: usize,
-    /// An open failed with ENODEV on a CPU the online list already shows
-    /// (the kernel brings perf up on a CPU slightly after it appears):
-    /// retry at the next collection.
-    retry_open: bool,
-    /// The kernel's hotplug generation when the online list was last read
-    /// (`None`: the kernel has no signal; read it at every collection).
-    hotplug_seen: Option<u64>,
-    /// How many times the online list was read after start-up.
-    online_reads: u64,
+    /// The file descriptor budget.
+    fds: budget::Descriptors,
     /// Totals of metrics the last reload removed, kept for the next one
     /// (the grace period, `totals.rs`).
     parked: Totals,
@@ -290,15 +271,6 @@ impl Engine {
     ) -> Option<Arc<sample::SampledFamilies>> {
         std::mem::replace(&mut self.sampled, s)
     }
-}
-
-fn mask_of(online: &[u32]) -> Vec<bool> {
-    let n = online.iter().max().map_or(0, |&m| m as usize + 1);
-    let mut mask = vec![false; n];
-    for &c in online {
-        mask[c as usize] = true;
-    }
-    mask
 }
 
 /// Wall-clock nanoseconds since the Unix epoch (1 if the clock is before it,
@@ -339,18 +311,10 @@ impl Engine {
             time_order: Vec::new(),
             avail: Vec::new(),
             runtime,
-            online_mask: mask_of(&online),
-            known_cpus: online.iter().copied().collect(),
-            online,
+            cpus: cpus::Cpus::new(online),
             buf: GroupReading::default(),
             unschedulable: BTreeMap::new(),
-            fd_starved: BTreeSet::new(),
-            fd_cap,
-            fd_exhausted: None,
-            fd_room: 0,
-            retry_open: false,
-            hotplug_seen: None,
-            online_reads: 0,
+            fds: budget::Descriptors::new(fd_cap),
             parked: Totals::default(),
             cgroups: None,
             sampled: None,
@@ -359,7 +323,7 @@ impl Engine {
         e.state_count_labels = trust::count_labels(&e.resolution);
         // Start listening for hotplug before reading the online list, so a
         // change in between is not missed.
-        e.hotplug_seen = e.kernel.hotplug_generation();
+        e.cpus.hotplug_seen = e.kernel.hotplug_generation();
         if let Some(online) = e.kernel.online_cpus(&e.table.sysfs) {
             e.set_online(online);
         }
@@ -387,7 +351,7 @@ impl Engine {
     /// it, while a CPU is known offline, or at every collection when the
     /// kernel has no hotplug signal).
     pub fn online_reads(&self) -> u64 {
-        self.online_reads
+        self.cpus.reads()
     }
 
     /// The resolution the engine runs.
@@ -401,7 +365,7 @@ impl Engine {
     }
 
     fn is_online(&self, cpu: u32) -> bool {
-        self.online_mask.get(cpu as usize).copied().unwrap_or(false)
+        self.cpus.is_online(cpu)
     }
 }
 

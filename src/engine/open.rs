@@ -95,10 +95,8 @@ impl Engine {
 
     /// Starts a round of opening: how many fds the budget still allows.
     pub(super) fn begin_opening(&mut self) {
-        self.fd_room = match self.fd_cap {
-            Some(cap) => cap.saturating_sub(self.open_fds()),
-            None => usize::MAX,
-        };
+        let open = self.open_fds();
+        self.fds.begin(open);
     }
 
     /// Opens one member through the kernel, within the fd budget.
@@ -108,12 +106,12 @@ impl Engine {
         cpu: u32,
         leader: Option<&Counter>,
     ) -> Result<Counter, PerfError> {
-        if self.fd_room == 0 {
+        if !self.fds.has_room() {
             // What the kernel would say past the limit, without asking it.
             return Err(PerfError::new("open", &mp.attr, cpu, libc::EMFILE));
         }
         let c = self.kernel.open(&mp.attr, cpu, leader)?;
-        self.fd_room -= 1;
+        self.fds.opened();
         Ok(c)
     }
 
@@ -229,7 +227,7 @@ impl Engine {
                     for m in &opened {
                         self.note(m.0.metric, e.problem());
                     }
-                    self.fd_room = self.fd_room.saturating_add(opened.len());
+                    self.fds.closed(opened.len());
                 } else {
                     out.push(self.enabled_group(&key, split, opened));
                     split += 1;
@@ -290,7 +288,7 @@ impl Engine {
 
     fn open_failed(&mut self, mp: &MemberPlan, e: PerfError) {
         match e.kind {
-            ErrorKind::CpuOffline => self.retry_open = true,
+            ErrorKind::CpuOffline => self.cpus.retry_open = true,
             ErrorKind::FdLimit => self.note_fd_limit(mp, &e),
             _ => self.note(mp.metric, e.problem()),
         }

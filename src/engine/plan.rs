@@ -141,9 +141,9 @@ impl Engine {
             }
             _ if inst.uncore => match inst.cpus.first() {
                 Some(&c) if self.is_online(c) => vec![c],
-                _ => self.online.iter().copied().take(1).collect(),
+                _ => self.cpus.online().iter().copied().take(1).collect(),
             },
-            _ => self.online.clone(),
+            _ => self.cpus.online().to_vec(),
         }
     }
 

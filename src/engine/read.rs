@@ -101,8 +101,7 @@ impl Engine {
     /// counters, without building a snapshot.
     pub fn read_groups(&mut self) {
         self.check_hotplug();
-        if self.retry_open {
-            self.retry_open = false;
+        if self.cpus.take_retry() {
             self.reconcile();
         }
         self.reset_gauges();

@@ -67,7 +67,7 @@ impl Engine {
 
     /// A counter left unopened for want of file descriptors.
     pub(super) fn note_fd_limit(&mut self, mp: &MemberPlan, e: &PerfError) {
-        self.fd_starved.insert(mp.metric);
+        self.fds.starve(mp.metric);
         self.note(mp.metric, e.problem());
     }
 
@@ -76,15 +76,17 @@ impl Engine {
     /// that is the cause to fix before any other.
     pub fn problems(&self) -> Vec<(String, Problem)> {
         let mut out: Vec<(String, Problem)> = self
-            .fd_exhausted
-            .iter()
+            .fds
+            .exhausted()
+            .into_iter()
             .map(|r| ("file descriptors".to_string(), r.clone()))
             .collect();
         let order = self
-            .fd_starved
+            .fds
+            .starved()
             .iter()
             .copied()
-            .chain((0..self.runtime.len()).filter(|m| !self.fd_starved.contains(m)));
+            .chain((0..self.runtime.len()).filter(|m| !self.fds.starved().contains(m)));
         for mi in order {
             let rt = &self.runtime[mi];
             for r in &rt.reasons {
@@ -185,7 +187,7 @@ impl Engine {
                     .iter()
                     .find(|r| r.pmu() == Some(p))
                     .or(reasons.first())
-                    .or(self.fd_exhausted.as_ref());
+                    .or(self.fds.exhausted());
                 avail.push(Avail {
                     metric: mi,
                     info: info_labels(&pairs, why),

@@ -124,7 +124,7 @@ impl Engine {
                     )
                 })
                 .collect(),
-            known_cpus: self.known_cpus.iter().copied().collect(),
+            known_cpus: self.cpus.known().collect(),
             parked_from: None,
         }
         .with_parked(&self.parked)
@@ -196,7 +196,7 @@ impl Engine {
             ts.errors += t.errors;
             ts.start_ns = earliest(ts.start_ns, t.start_ns);
         }
-        self.known_cpus.extend(old.known_cpus);
+        self.cpus.remember(old.known_cpus);
         self.parked = parked.without_unused_metrics();
         self.refresh();
         map.iter()
