@@ -182,7 +182,7 @@ impl Engine {
         for g in &mut groups {
             self.read_last(g);
         }
-        self.flush_time_slots();
+        self.times.flush();
         groups.into_iter().for_each(close_group);
     }
 

@@ -67,6 +67,18 @@
 //! * **Allocation.** Series are indexed, their label sets rendered once
 //!   ([`Labels`]) and their export order computed when the plan changes,
 //!   so a collection allocates per family, never per series.
+//!
+//! # State
+//!
+//! The [`Engine`] is built one way, [`Engine::for_config`] (`build.rs`),
+//! and owns its state as typed parts, each with its invariants and tests:
+//! the series and their totals (`series.rs`: [`Totals`] and the parked
+//! totals of a reload in `totals.rs`), the group times (`times.rs`), the
+//! CPUs and hotplug (`cpus.rs`), the fd budget (`budget.rs`), the
+//! per-cgroup counting ([`cgroup::CgroupCounting`]) and the samplers'
+//! families ([`sample::SampledFamilies`]). The open groups, the
+//! per-metric run-time state and the availability samples stay in the
+//! engine, which ties the parts together at each collection.
 
 mod budget;
 mod build;
@@ -78,6 +90,8 @@ mod plan;
 mod read;
 mod runtime;
 pub mod sample;
+mod series;
+mod times;
 mod totals;
 mod trust;
 
@@ -90,46 +104,12 @@ pub use totals::Totals;
 
 use crate::perf::{Counter, EventAttr, GroupReading, Kernel};
 use crate::pmu::PmuTable;
-use crate::problem::{CounterState, Problem};
+use crate::problem::Problem;
 use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
-use std::collections::{BTreeMap, HashMap};
+use series::{SeriesKey, SeriesState};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// A series key: metric index plus labels.
-type SeriesKey = (usize, Vec<(&'static str, String)>);
-
-#[derive(Debug, Clone)]
-struct SeriesState {
-    /// The metric it belongs to.
-    metric: usize,
-    /// Its labels, rendered.
-    labels: Labels,
-    /// Accumulated counter value (base units) or last gauge reading.
-    value: f64,
-    /// Has ever had data.
-    has_data: bool,
-    /// Is currently backed by an open group.
-    live: bool,
-    /// When its count began (ns since the Unix epoch; 0: never opened).
-    start_ns: u64,
-    /// Gauges: readings summed over the groups of this collection.
-    gauge_sum: f64,
-    /// Gauges: how many groups contributed in this collection.
-    gauge_groups: u32,
-    /// Gauges: the last group that contributed (to count groups once).
-    gauge_last_group: usize,
-    /// Its counter state (`trust.rs`) and the running share of the last
-    /// collection that judged it (`None`: not judged yet).
-    trust: Option<(CounterState, f64)>,
-    /// Scratch of one collection: what its groups' windows say.
-    window: trust::Window,
-    /// `perf_counter_state`'s labels for the current state (rebuilt when
-    /// it changes, never per collection).
-    state_labels: Labels,
-    /// `perf_counter_running_ratio`'s labels.
-    ratio_labels: Labels,
-}
 
 #[derive(Debug, Clone, PartialEq)]
 struct MemberPlan {
@@ -143,7 +123,7 @@ struct MemberPlan {
 #[derive(Debug)]
 struct Member {
     plan: MemberPlan,
-    /// Index into `Engine::series`.
+    /// Index into the series table.
     series: usize,
     counter: Counter,
     /// High-water mark of the scaled estimate (raw units).
@@ -169,7 +149,7 @@ struct GroupKey {
 struct Group {
     key: GroupKey,
     members: Vec<Member>,
-    /// Index into `Engine::time_slots` (its set and CPU).
+    /// Its (set, CPU) slot in the group times.
     time_slot: usize,
     last_enabled: u64,
     last_running: u64,
@@ -178,35 +158,6 @@ struct Group {
     stalled: bool,
     /// Scratch of one collection: never ran twice, split it.
     split: bool,
-}
-
-/// Per (set, CPU): this collection's enabled/running deltas summed over
-/// the CPU's groups of the set, and how many groups; they are exported as
-/// the mean over the groups, so six IMC groups on one CPU do not count six
-/// seconds per second.
-#[derive(Debug, Clone)]
-struct TimeSlot {
-    /// Index into `Engine::time_series`.
-    export: usize,
-    d_enabled: u64,
-    d_running: u64,
-    groups: u32,
-}
-
-/// An exported `{set, cpu}` (or `{set}` for a `per_cpu: false` set) series
-/// of the group-time and read-error families.
-#[derive(Debug, Clone)]
-struct TimeSeries {
-    set: usize,
-    /// `None`: summed over CPUs.
-    cpu: Option<u32>,
-    labels: Labels,
-    enabled: f64,
-    running: f64,
-    has_times: bool,
-    errors: u64,
-    /// When its counts began (ns since the Unix epoch; 0: never opened).
-    start_ns: u64,
 }
 
 /// A `perf_event_available` sample: which metric, and whether it has open
@@ -228,19 +179,10 @@ pub struct Engine {
     table: PmuTable,
     resolution: Resolution,
     groups: Vec<Group>,
-    /// Every series ever planned, by index.
-    series: Vec<SeriesState>,
-    series_index: HashMap<SeriesKey, usize>,
-    /// Per metric: its series in export order (numeric label order).
-    series_order: Vec<Vec<usize>>,
-    /// Series of snapshot (gauge) members.
-    gauge_series: Vec<usize>,
-    time_slots: Vec<TimeSlot>,
-    time_slot_index: HashMap<(usize, u32), usize>,
-    time_series: Vec<TimeSeries>,
-    time_series_index: HashMap<(usize, Option<u32>), usize>,
-    /// `time_series` in export order (set, cpu).
-    time_order: Vec<usize>,
+    /// Every series ever planned, with its total.
+    series: series::SeriesTable,
+    /// The group-time and read-error series.
+    times: times::GroupTimes,
     avail: Vec<Avail>,
     runtime: Vec<MetricRuntime>,
     /// The online CPUs and what is known of hotplug.
@@ -300,15 +242,8 @@ impl Engine {
             table,
             resolution,
             groups: Vec::new(),
-            series: Vec::new(),
-            series_index: HashMap::new(),
-            series_order: vec![Vec::new(); metrics],
-            gauge_series: Vec::new(),
-            time_slots: Vec::new(),
-            time_slot_index: HashMap::new(),
-            time_series: Vec::new(),
-            time_series_index: HashMap::new(),
-            time_order: Vec::new(),
+            series: series::SeriesTable::new(metrics),
+            times: times::GroupTimes::default(),
             avail: Vec::new(),
             runtime,
             cpus: cpus::Cpus::new(online),

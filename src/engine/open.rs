@@ -3,96 +3,12 @@
 //! reconciling the open groups with the plan, and splitting groups that
 //! are never scheduled.
 
-use super::{
-    now_unix_nanos, Engine, Group, GroupKey, Member, MemberPlan, SeriesKey, SeriesState,
-    TimeSeries, TimeSlot,
-};
+use super::{now_unix_nanos, Engine, Group, GroupKey, Member, MemberPlan};
 use crate::perf::{Counter, ErrorKind, PerfError};
-use crate::problem::{CounterState, Problem};
-use crate::snapshot::Labels;
+use crate::problem::Problem;
 use std::collections::HashSet;
 
 impl Engine {
-    /// The index of a series, created on first use.
-    pub(super) fn series_of(&mut self, key: &SeriesKey) -> usize {
-        if let Some(&i) = self.series_index.get(key) {
-            return i;
-        }
-        let i = self.series.len();
-        let metric = self
-            .resolution
-            .metrics
-            .get(key.0)
-            .map_or_else(String::new, |m| m.metric.clone());
-        let ratio_labels = super::trust::ratio_labels(&metric, &key.1);
-        self.series.push(SeriesState {
-            state_labels: super::trust::state_labels(&ratio_labels, CounterState::Counting),
-            ratio_labels,
-            trust: None,
-            window: super::trust::Window::default(),
-            metric: key.0,
-            labels: Labels::new(key.1.clone()),
-            value: 0.0,
-            has_data: false,
-            live: false,
-            start_ns: 0,
-            gauge_sum: 0.0,
-            gauge_groups: 0,
-            gauge_last_group: usize::MAX,
-        });
-        self.series_index.insert(key.clone(), i);
-        i
-    }
-
-    /// The exported group-time series of a set on a CPU (`None`: summed
-    /// over CPUs), created on first use.
-    pub(super) fn time_series_of(&mut self, set: usize, cpu: Option<u32>) -> usize {
-        if let Some(&x) = self.time_series_index.get(&(set, cpu)) {
-            return x;
-        }
-        let name = self
-            .resolution
-            .sets
-            .get(set)
-            .map_or(String::new(), |s| s.name.clone());
-        let mut pairs = vec![("set", name)];
-        if let Some(c) = cpu {
-            pairs.push(("cpu", c.to_string()));
-        }
-        let x = self.time_series.len();
-        self.time_series.push(TimeSeries {
-            set,
-            cpu,
-            labels: Labels::new(pairs),
-            enabled: 0.0,
-            running: 0.0,
-            has_times: false,
-            errors: 0,
-            start_ns: 0,
-        });
-        self.time_series_index.insert((set, cpu), x);
-        x
-    }
-
-    /// The time slot of a (set, CPU), created on first use with its
-    /// exported series.
-    fn time_slot_of(&mut self, set: usize, cpu: u32) -> usize {
-        if let Some(&i) = self.time_slot_index.get(&(set, cpu)) {
-            return i;
-        }
-        let export_cpu = self.per_cpu(set).then_some(cpu);
-        let export = self.time_series_of(set, export_cpu);
-        let i = self.time_slots.len();
-        self.time_slots.push(TimeSlot {
-            export,
-            d_enabled: 0,
-            d_running: 0,
-            groups: 0,
-        });
-        self.time_slot_index.insert((set, cpu), i);
-        i
-    }
-
     /// Starts a round of opening: how many fds the budget still allows.
     pub(super) fn begin_opening(&mut self) {
         let open = self.open_fds();
@@ -249,7 +165,7 @@ impl Engine {
         let now = now_unix_nanos();
         let mut members = Vec::with_capacity(opened.len());
         for (plan, counter) in opened {
-            let series = self.series_of(&plan.series);
+            let series = self.series.of(&self.resolution, &plan.series);
             let st = &mut self.series[series];
             st.live = true;
             if st.start_ns == 0 && !plan.snapshot {
@@ -265,12 +181,11 @@ impl Engine {
                 unmoved: 0,
             });
         }
-        let time_slot = self.time_slot_of(key.set, key.cpu);
-        let export = self.time_slots[time_slot].export;
-        let ts = &mut self.time_series[export];
-        if ts.start_ns == 0 {
-            ts.start_ns = now;
-        }
+        let per_cpu = self.per_cpu(key.set);
+        let time_slot = self
+            .times
+            .slot_of(&self.resolution, key.set, key.cpu, per_cpu);
+        self.times.opened(time_slot, now);
         Group {
             key: GroupKey {
                 split,
