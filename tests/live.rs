@@ -15,7 +15,7 @@ use common::serial;
 
 use common::{set_cpu1, Cpu1Guard, CPU1_ONLINE};
 use perf_exporter::config::Config;
-use perf_exporter::engine::{Counting, Engine, Fds};
+use perf_exporter::engine::{Engine, Fds, ToCount};
 use perf_exporter::perf::hotplug::UeventWatcher;
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::Kernel;
@@ -76,7 +76,7 @@ fn live_engine(yaml: &str) -> Engine {
     let engine = Engine::for_config(
         kernel,
         table,
-        Counting::Config(&cfg, Some(&ctx)),
+        ToCount::Config(&cfg, Some(&ctx)),
         Fds::Unbounded,
     );
     for m in &engine.resolution().metrics {

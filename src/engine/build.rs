@@ -1,5 +1,5 @@
 //! The one way an engine is built ([`Engine::for_config`]): what it counts
-//! ([`Counting`]: a config to resolve, or a resolution made already) and
+//! ([`ToCount`]: a config to resolve, or a resolution made already) and
 //! how many descriptors it may open ([`Fds`]). The application (start-up,
 //! reload, `stat`), the tests and the benchmarks all build it here.
 
@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 /// What an engine counts.
 #[derive(Debug)]
-pub enum Counting<'a> {
+pub enum ToCount<'a> {
     /// A config, resolved on the engine's PMU table with each event
     /// probed through its kernel, in a context (tracepoints; `None`: the
     /// default, no tracefs).
@@ -25,24 +25,24 @@ pub enum Counting<'a> {
     Resolved(Resolution),
 }
 
-impl<'a> From<&'a Config> for Counting<'a> {
+impl<'a> From<&'a Config> for ToCount<'a> {
     fn from(c: &'a Config) -> Self {
-        Counting::Config(c, None)
+        ToCount::Config(c, None)
     }
 }
 
-impl From<Resolution> for Counting<'_> {
+impl From<Resolution> for ToCount<'_> {
     fn from(r: Resolution) -> Self {
-        Counting::Resolved(r)
+        ToCount::Resolved(r)
     }
 }
 
-impl Counting<'_> {
+impl ToCount<'_> {
     /// The resolution to count.
     fn resolve(self, kernel: &dyn Kernel, table: &PmuTable) -> Resolution {
         match self {
-            Counting::Resolved(r) => r,
-            Counting::Config(cfg, ctx) => {
+            ToCount::Resolved(r) => r,
+            ToCount::Config(cfg, ctx) => {
                 let default;
                 let ctx = match ctx {
                     Some(c) => c,
@@ -66,7 +66,7 @@ impl Engine {
     pub fn for_config<'a>(
         kernel: Arc<dyn Kernel>,
         table: PmuTable,
-        counting: impl Into<Counting<'a>>,
+        counting: impl Into<ToCount<'a>>,
         fds: Fds,
     ) -> Engine {
         let resolution = counting.into().resolve(kernel.as_ref(), &table);

@@ -96,7 +96,7 @@ mod totals;
 mod trust;
 
 pub use budget::Fds;
-pub use build::Counting;
+pub use build::ToCount;
 pub use hotplug::{follow_hotplug, HotplugFollower};
 pub use read::{monotonic_delta, mux_factor};
 pub use runtime::MetricRuntime;
@@ -104,12 +104,46 @@ pub use totals::Totals;
 
 use crate::perf::{Counter, EventAttr, GroupReading, Kernel};
 use crate::pmu::PmuTable;
-use crate::problem::Problem;
+use crate::problem::{CounterState, Problem};
 use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
-use series::{SeriesKey, SeriesState};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// A series key: metric index plus labels.
+type SeriesKey = (usize, Vec<(&'static str, String)>);
+
+#[derive(Debug, Clone)]
+struct SeriesState {
+    /// The metric it belongs to.
+    metric: usize,
+    /// Its labels, rendered.
+    labels: Labels,
+    /// Accumulated counter value (base units) or last gauge reading.
+    value: f64,
+    /// Has ever had data.
+    has_data: bool,
+    /// Is currently backed by an open group.
+    live: bool,
+    /// When its count began (ns since the Unix epoch; 0: never opened).
+    start_ns: u64,
+    /// Gauges: readings summed over the groups of this collection.
+    gauge_sum: f64,
+    /// Gauges: how many groups contributed in this collection.
+    gauge_groups: u32,
+    /// Gauges: the last group that contributed (to count groups once).
+    gauge_last_group: usize,
+    /// Its counter state (`trust.rs`) and the running share of the last
+    /// collection that judged it (`None`: not judged yet).
+    trust: Option<(CounterState, f64)>,
+    /// Scratch of one collection: what its groups' windows say.
+    window: trust::Window,
+    /// `perf_counter_state`'s labels for the current state (rebuilt when
+    /// it changes, never per collection).
+    state_labels: Labels,
+    /// `perf_counter_running_ratio`'s labels.
+    ratio_labels: Labels,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 struct MemberPlan {

@@ -11,46 +11,11 @@
 //! gauge members, ascending, each once.
 
 use super::plan::label_order;
-use super::trust;
+use super::{trust, SeriesKey, SeriesState};
 use crate::problem::CounterState;
 use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
 use std::collections::HashMap;
-
-/// A series key: metric index plus labels.
-pub(super) type SeriesKey = (usize, Vec<(&'static str, String)>);
-
-#[derive(Debug, Clone)]
-pub(super) struct SeriesState {
-    /// The metric it belongs to.
-    pub(super) metric: usize,
-    /// Its labels, rendered.
-    pub(super) labels: Labels,
-    /// Accumulated counter value (base units) or last gauge reading.
-    pub(super) value: f64,
-    /// Has ever had data.
-    pub(super) has_data: bool,
-    /// Is currently backed by an open group.
-    pub(super) live: bool,
-    /// When its count began (ns since the Unix epoch; 0: never opened).
-    pub(super) start_ns: u64,
-    /// Gauges: readings summed over the groups of this collection.
-    pub(super) gauge_sum: f64,
-    /// Gauges: how many groups contributed in this collection.
-    pub(super) gauge_groups: u32,
-    /// Gauges: the last group that contributed (to count groups once).
-    pub(super) gauge_last_group: usize,
-    /// Its counter state (`trust.rs`) and the running share of the last
-    /// collection that judged it (`None`: not judged yet).
-    pub(super) trust: Option<(CounterState, f64)>,
-    /// Scratch of one collection: what its groups' windows say.
-    pub(super) window: trust::Window,
-    /// `perf_counter_state`'s labels for the current state (rebuilt when
-    /// it changes, never per collection).
-    pub(super) state_labels: Labels,
-    /// `perf_counter_running_ratio`'s labels.
-    pub(super) ratio_labels: Labels,
-}
 
 #[derive(Debug, Default)]
 pub(super) struct SeriesTable {
