@@ -34,15 +34,12 @@ use harness::{err, machine, quantile, status_kib, Error};
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind, Selection};
 use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{CgroupCounting, Discovery, PerfBackend};
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::export::prometheus::encode_text;
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::perf::Kernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
 use std::io::Write;
@@ -218,11 +215,7 @@ fn print(r: &Report) {
 
 fn engine_for(k: Arc<dyn Kernel>, t: PmuTable) -> Engine {
     let cfg = Config::default_config();
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&cfg, &t, &Context::default(), Some(&p))
-    };
-    Engine::new(k, t, res)
+    Engine::for_config(k, t, &cfg, Fds::Unbounded)
 }
 
 /// Attaches the `perf` backend for `rels`; returns its descriptors and

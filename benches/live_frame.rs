@@ -26,14 +26,11 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use perf_exporter::config::Config;
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::export::live::{Framer, PerCpuDetail, Reasons};
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::Kernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
@@ -101,11 +98,7 @@ fn bench_live_kernel(c: &mut Criterion) {
         Err(e) => return eprintln!("live_frame_live: no PMU table: {e}"),
     };
     let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&Config::default_config(), &t, &Context::default(), Some(&p))
-    };
-    let mut e = Engine::new(k, t, res);
+    let mut e = Engine::for_config(k, t, &Config::default_config(), Fds::Unbounded);
     let a = e.collect();
     std::thread::sleep(Duration::from_millis(200));
     let b = e.collect();

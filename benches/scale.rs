@@ -38,13 +38,10 @@ use harness::{
     Server,
 };
 use perf_exporter::config::Config;
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::export::prometheus::encode_text;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -139,11 +136,7 @@ fn in_process(root: &Path, aggregate: bool, iters: usize) -> Result<(usize, f64,
     if aggregate {
         cfg.aggregate_cpus();
     }
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&cfg, &table, &Context::default(), Some(&p))
-    };
-    let mut e = Engine::new(k, table, res);
+    let mut e = Engine::for_config(k, table, &cfg, Fds::Unbounded);
     let mut out = String::new();
     let (mut collect, mut encode) = (Vec::new(), Vec::new());
     for i in 0..iters + 3 {

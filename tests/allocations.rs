@@ -15,13 +15,10 @@ mod sysfs_gen;
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind, Selection};
 use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{CgroupCounting, Discovery, PerfBackend};
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::export::prometheus::{encode_openmetrics, encode_text};
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
 use std::sync::Arc;
@@ -43,16 +40,11 @@ fn engine(tree: &std::path::Path, cpus: u32) -> (Arc<SimKernel>, Engine) {
     .unwrap();
     let table = PmuTable::discover(tree).unwrap();
     let k = Arc::new(SimKernel::with_manual_clock(table.clone()));
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(
-            &Config::default_config(),
-            &table,
-            &Context::default(),
-            Some(&p),
-        )
-    };
-    (k.clone(), Engine::new(k, table, res))
+    let cfg = Config::default_config();
+    (
+        k.clone(),
+        Engine::for_config(k, table, &cfg, Fds::Unbounded),
+    )
 }
 
 /// Allocations of one steady-state collection, of its text encoding and of

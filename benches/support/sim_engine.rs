@@ -3,12 +3,9 @@
 #![allow(dead_code)]
 
 use perf_exporter::config::Config;
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -17,10 +14,6 @@ pub fn sim_engine(root: &Path) -> (Arc<SimKernel>, Engine) {
     let table = PmuTable::discover(root).expect("sysfs tree");
     let k = Arc::new(SimKernel::with_manual_clock(table.clone()));
     let cfg = Config::default_config();
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&cfg, &table, &Context::default(), Some(&p))
-    };
-    let e = Engine::new(k.clone(), table, res);
+    let e = Engine::for_config(k.clone(), table, &cfg, Fds::Unbounded);
     (k, e)
 }

@@ -9,6 +9,7 @@ mod cgroups;
 mod deadline;
 mod host;
 pub mod logfmt;
+mod opening;
 mod reload;
 mod sampling;
 

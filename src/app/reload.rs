@@ -11,11 +11,12 @@
 //! `perf_config_last_reload_successful` to 0.
 
 use super::deadline::Deadline;
-use super::host::HostSettings;
-use super::serve::open_engine_for;
+use super::host::{Host, HostSettings};
+use super::opening::{log_problems, open_engine};
+use super::AppError;
 use crate::bounded::watch::step;
 use crate::config::cgroups::CgroupsConfig;
-use crate::engine::Engine;
+use crate::engine::{Engine, Fds};
 use crate::perf::Kernel;
 use crate::pmu::host::Tracepoints;
 use crate::pmu::PmuTable;
@@ -127,6 +128,28 @@ pub(super) fn load(
     })
 }
 
+/// What the start-up thread reads.
+pub(super) struct Prepared {
+    pub host: Host,
+    pub kernel: Arc<dyn Kernel>,
+    pub loaded: Loaded,
+}
+
+/// The start-up reads: the host (PMU discovery) and the first load.
+pub(super) fn prepare(src: &Sources) -> Result<Prepared, AppError> {
+    step(format!("PMU discovery under {}", src.host.sysfs.display()));
+    let host = Host::open(&src.host)?;
+    let Some(kernel) = host.kernel.clone() else {
+        return Err(AppError::NotLive(src.host.sysfs.display().to_string()));
+    };
+    let loaded = load(src, &host.table, &host.ctx, kernel.as_ref())?;
+    Ok(Prepared {
+        host,
+        kernel,
+        loaded,
+    })
+}
+
 /// The security a web config gives the listener, which a reload may not
 /// take away unless allowed.
 #[derive(Debug, Clone, Copy)]
@@ -220,16 +243,12 @@ impl Job {
         let cg_totals = e.cgroups().map(|c| c.totals());
         let old_problems = e.problems();
         let sampled = e.set_sampled(None);
-        *e = Engine::new(
-            self.kernel.clone(),
-            table.clone(),
-            Resolution {
-                sets: Vec::new(),
-                metrics: Vec::new(),
-            },
-        );
-        let extra = super::cgroups::wanted_fds(cgroups, &res);
-        let mut ne = open_engine_for(self.kernel.clone(), table, res, extra);
+        let nothing = Resolution {
+            sets: Vec::new(),
+            metrics: Vec::new(),
+        };
+        *e = Engine::for_config(self.kernel.clone(), table.clone(), nothing, Fds::Unbounded);
+        let mut ne = open_engine(self.kernel.clone(), table, res, cgroups);
         let continued = ne.carry_over(totals);
         let host = &self.sources.host;
         if let Err(e) =
@@ -240,7 +259,7 @@ impl Job {
         ne.set_sampled(sampled);
         // Only what changed: the rest was logged at start or last reload.
         let problems = ne.problems();
-        super::serve::log_problems(
+        log_problems(
             problems
                 .iter()
                 .filter(|mp| !old_problems.contains(mp))

@@ -5,7 +5,7 @@
 //! start. The blocking read is the test hook of `bounded::watch::hang`,
 //! which blocks inside the bounded read of exactly that file.
 
-use super::super::serve::{open_engine_for, prepare};
+use super::super::opening::open_engine;
 use super::*;
 use crate::bounded::watch::hang;
 use crate::web;
@@ -64,7 +64,7 @@ fn a_read_that_never_returns_fails_that_reload_only() {
     let src = sources(dir.path(), limit);
     let cfg = src.host.config_file.clone().expect("config");
     let p = prepare(&src).expect("start-up");
-    let engine = open_engine_for(p.kernel.clone(), p.loaded.table.clone(), p.loaded.res, 0);
+    let engine = open_engine(p.kernel.clone(), p.loaded.table.clone(), p.loaded.res, None);
     let engine = Arc::new(Mutex::new(engine));
     let state = State::new(web::Options {
         engine: engine.clone(),

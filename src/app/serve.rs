@@ -13,26 +13,19 @@
 //!    push start, and the server runs.
 
 use super::deadline::Deadline;
-use super::host::{Host, HostSettings};
-use super::reload::{load, Guard, Job, Loaded, Reloader, Sources};
+use super::host::HostSettings;
+use super::opening::{log_problems, open_engine};
+use super::reload::{prepare, Guard, Job, Prepared, Reloader, Sources};
 use super::{AppError, WebSettings};
 use crate::bounded::watch::step;
 use crate::engine::Engine;
 use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
-use crate::perf::Kernel;
-use crate::pmu::PmuTable;
 use crate::privilege::Privilege;
-use crate::problem::{Class, Problem};
-use crate::resolve::chain::Resolution;
 use crate::web::config::WebConfig;
 use crate::web::{self, State};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::signal::unix::{signal, Signal, SignalKind};
-
-/// File descriptors kept free for connections while the engine opens its
-/// counters, so an fd-starved engine never starves the listener.
-const FD_RESERVE: usize = 16;
 
 /// Starts the exporter and serves until SIGINT/SIGTERM.
 pub(super) fn serve(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
@@ -112,27 +105,6 @@ impl Signals {
     }
 }
 
-/// What the start-up thread reads.
-pub(super) struct Prepared {
-    pub host: Host,
-    pub kernel: Arc<dyn Kernel>,
-    pub loaded: Loaded,
-}
-
-pub(super) fn prepare(src: &Sources) -> Result<Prepared, AppError> {
-    step(format!("PMU discovery under {}", src.host.sysfs.display()));
-    let host = Host::open(&src.host)?;
-    let Some(kernel) = host.kernel.clone() else {
-        return Err(AppError::NotLive(src.host.sysfs.display().to_string()));
-    };
-    let loaded = load(src, &host.table, &host.ctx, kernel.as_ref())?;
-    Ok(Prepared {
-        host,
-        kernel,
-        loaded,
-    })
-}
-
 async fn run(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
     let mut signals = Signals::new().map_err(AppError::Runtime)?;
     let otlp = OtlpSettings::resolve(&web.otlp, &otlp::process_env, &host.procfs)?;
@@ -197,12 +169,11 @@ async fn start(
         let path = format!("{}{}", web.route_prefix, web.telemetry_path);
         Some(web::bind(&web.listen, &path).await?)
     };
-    let extra = super::cgroups::wanted_fds(p.loaded.cgroups.as_ref(), &p.loaded.res);
-    let mut engine = open_engine_for(
+    let mut engine = open_engine(
         p.kernel.clone(),
         p.loaded.table.clone(),
         p.loaded.res,
-        extra,
+        p.loaded.cgroups.as_ref(),
     );
     log_engine(&engine, privilege.as_ref());
     let cgroups = p.loaded.cgroups.as_ref();
@@ -313,51 +284,4 @@ fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
             }
         }
     }
-}
-
-/// Logs why metrics are not (fully) counted: one line per cause, naming
-/// every metric it applies to (27 metrics that need a hardware PMU are
-/// one line, not 27). An expected absence (`not_on_platform`) is logged
-/// at INFO, a failure (something to fix) at WARN.
-pub(super) fn log_problems<'a>(problems: impl IntoIterator<Item = (&'a str, &'a Problem)>) {
-    for g in crate::problem::group(problems) {
-        let (count, metrics) = (g.subjects.len(), g.list());
-        let (code, reason) = (g.problem.code(), g.headline("metrics"));
-        let what_to_do = g.problem.what_to_do();
-        match g.problem.class() {
-            Class::NotOnPlatform => tracing::info!(
-                count,
-                code,
-                %reason,
-                %what_to_do,
-                %metrics,
-                "not on this platform"
-            ),
-            Class::Failed => tracing::warn!(
-                count,
-                code,
-                %reason,
-                %what_to_do,
-                %metrics,
-                "not (fully) available"
-            ),
-        }
-    }
-}
-
-/// Opens an engine for a resolution within the fd budget, keeping up to
-/// [`FD_RESERVE`] descriptors free for connections.
-pub(super) fn open_engine(kernel: Arc<dyn Kernel>, table: PmuTable, res: Resolution) -> Engine {
-    open_engine_for(kernel, table, res, 0)
-}
-
-/// [`open_engine`], asking for `extra` more descriptors for per-cgroup
-/// counters.
-pub(super) fn open_engine_for(
-    kernel: Arc<dyn Kernel>,
-    table: PmuTable,
-    res: Resolution,
-    extra: usize,
-) -> Engine {
-    crate::engine::open_with_reserve_for(kernel, table, res, FD_RESERVE, extra)
 }

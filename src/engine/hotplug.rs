@@ -31,7 +31,7 @@
 
 use super::open::close_group;
 use super::read::{apply_member, mux_factor, value_of, Seen};
-use super::{mask_of, Engine, Group};
+use super::{Engine, Group};
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,13 +54,10 @@ impl Engine {
     /// reopened (their counters continue from their totals). Returns
     /// whether the list changed.
     pub(super) fn set_online(&mut self, online: Vec<u32>) -> bool {
-        if online == self.online {
+        let Some(before) = self.cpus.set(online) else {
             return false;
-        }
-        tracing::info!(from = %crate::pmu::format_cpu_list(&self.online), to = %crate::pmu::format_cpu_list(&online), "online CPUs changed");
-        self.online_mask = mask_of(&online);
-        self.known_cpus.extend(online.iter().copied());
-        self.online = online;
+        };
+        tracing::info!(from = %crate::pmu::format_cpu_list(&before), to = %crate::pmu::format_cpu_list(self.cpus.online()), "online CPUs changed");
         // At once for core and software PMUs, which follow the online list.
         self.reconcile();
         // The cpumask of uncore PMUs moves when its CPU goes offline (and a
@@ -102,35 +99,30 @@ impl Engine {
     /// Reads the online CPU list from the kernel and applies it. Returns
     /// whether it changed.
     fn read_online(&mut self) -> bool {
-        self.online_reads += 1;
+        self.cpus.count_read();
         match self.kernel.online_cpus(&self.table.sysfs) {
             Some(online) => self.set_online(online),
             None => false,
         }
     }
 
-    /// Whether a CPU seen online before is offline now.
-    fn cpu_known_offline(&self) -> bool {
-        self.online.len() < self.known_cpus.len()
-    }
-
     /// Re-reads the online list when the kernel's hotplug signal moved, at
     /// every collection when it has none, and while a CPU is known offline.
     pub(super) fn check_hotplug(&mut self) {
-        match (self.kernel.hotplug_generation(), self.hotplug_seen) {
+        match (self.kernel.hotplug_generation(), self.cpus.hotplug_seen) {
             (Some(now), Some(seen)) if now == seen => {
-                if self.cpu_known_offline() {
+                if self.cpus.known_offline() {
                     self.read_online();
                 }
             }
             (None, _) => {
-                self.hotplug_seen = None;
+                self.cpus.hotplug_seen = None;
                 self.read_online();
             }
             (now, _) => {
                 // Note the generation first: a change after this read
                 // moves it again and is seen at the next check.
-                self.hotplug_seen = now;
+                self.cpus.hotplug_seen = now;
                 if !self.read_online() {
                     tracing::info!("CPU hotplug signalled but the online CPUs look unchanged (a CPU went and came back?); reopening every group after a last read");
                     self.reopen_all();
@@ -146,11 +138,10 @@ impl Engine {
     /// a CPU that just came online (call again shortly).
     pub fn on_hotplug(&mut self) -> bool {
         self.check_hotplug();
-        if self.retry_open {
-            self.retry_open = false;
+        if self.cpus.take_retry() {
             self.reconcile();
         }
-        self.retry_open
+        self.cpus.retry_open
     }
 
     /// After the reads of a collection: a read that saw an offline CPU, or
@@ -191,7 +182,7 @@ impl Engine {
         for g in &mut groups {
             self.read_last(g);
         }
-        self.flush_time_slots();
+        self.times.flush();
         groups.into_iter().for_each(close_group);
     }
 

@@ -67,19 +67,36 @@
 //! * **Allocation.** Series are indexed, their label sets rendered once
 //!   ([`Labels`]) and their export order computed when the plan changes,
 //!   so a collection allocates per family, never per series.
+//!
+//! # State
+//!
+//! The [`Engine`] is built one way, [`Engine::for_config`] (`build.rs`),
+//! and owns its state as typed parts, each with its invariants and tests:
+//! the series and their totals (`series.rs`: [`Totals`] and the parked
+//! totals of a reload in `totals.rs`), the group times (`times.rs`), the
+//! CPUs and hotplug (`cpus.rs`), the fd budget (`budget.rs`), the
+//! per-cgroup counting ([`cgroup::CgroupCounting`]) and the samplers'
+//! families ([`sample::SampledFamilies`]). The open groups, the
+//! per-metric run-time state and the availability samples stay in the
+//! engine, which ties the parts together at each collection.
 
 mod budget;
+mod build;
 pub mod cgroup;
+mod cpus;
 mod hotplug;
 mod open;
 mod plan;
 mod read;
 mod runtime;
 pub mod sample;
+mod series;
+mod times;
 mod totals;
 mod trust;
 
-pub use budget::{open_with_reserve, open_with_reserve_for};
+pub use budget::Fds;
+pub use build::ToCount;
 pub use hotplug::{follow_hotplug, HotplugFollower};
 pub use read::{monotonic_delta, mux_factor};
 pub use runtime::MetricRuntime;
@@ -90,7 +107,7 @@ use crate::pmu::PmuTable;
 use crate::problem::{CounterState, Problem};
 use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A series key: metric index plus labels.
@@ -140,7 +157,7 @@ struct MemberPlan {
 #[derive(Debug)]
 struct Member {
     plan: MemberPlan,
-    /// Index into `Engine::series`.
+    /// Index into the series table.
     series: usize,
     counter: Counter,
     /// High-water mark of the scaled estimate (raw units).
@@ -166,7 +183,7 @@ struct GroupKey {
 struct Group {
     key: GroupKey,
     members: Vec<Member>,
-    /// Index into `Engine::time_slots` (its set and CPU).
+    /// Its (set, CPU) slot in the group times.
     time_slot: usize,
     last_enabled: u64,
     last_running: u64,
@@ -175,35 +192,6 @@ struct Group {
     stalled: bool,
     /// Scratch of one collection: never ran twice, split it.
     split: bool,
-}
-
-/// Per (set, CPU): this collection's enabled/running deltas summed over
-/// the CPU's groups of the set, and how many groups; they are exported as
-/// the mean over the groups, so six IMC groups on one CPU do not count six
-/// seconds per second.
-#[derive(Debug, Clone)]
-struct TimeSlot {
-    /// Index into `Engine::time_series`.
-    export: usize,
-    d_enabled: u64,
-    d_running: u64,
-    groups: u32,
-}
-
-/// An exported `{set, cpu}` (or `{set}` for a `per_cpu: false` set) series
-/// of the group-time and read-error families.
-#[derive(Debug, Clone)]
-struct TimeSeries {
-    set: usize,
-    /// `None`: summed over CPUs.
-    cpu: Option<u32>,
-    labels: Labels,
-    enabled: f64,
-    running: f64,
-    has_times: bool,
-    errors: u64,
-    /// When its counts began (ns since the Unix epoch; 0: never opened).
-    start_ns: u64,
 }
 
 /// A `perf_event_available` sample: which metric, and whether it has open
@@ -225,48 +213,19 @@ pub struct Engine {
     table: PmuTable,
     resolution: Resolution,
     groups: Vec<Group>,
-    /// Every series ever planned, by index.
-    series: Vec<SeriesState>,
-    series_index: HashMap<SeriesKey, usize>,
-    /// Per metric: its series in export order (numeric label order).
-    series_order: Vec<Vec<usize>>,
-    /// Series of snapshot (gauge) members.
-    gauge_series: Vec<usize>,
-    time_slots: Vec<TimeSlot>,
-    time_slot_index: HashMap<(usize, u32), usize>,
-    time_series: Vec<TimeSeries>,
-    time_series_index: HashMap<(usize, Option<u32>), usize>,
-    /// `time_series` in export order (set, cpu).
-    time_order: Vec<usize>,
+    /// Every series ever planned, with its total.
+    series: series::SeriesTable,
+    /// The group-time and read-error series.
+    times: times::GroupTimes,
     avail: Vec<Avail>,
     runtime: Vec<MetricRuntime>,
-    online: Vec<u32>,
-    /// `online` as a mask indexed by CPU.
-    online_mask: Vec<bool>,
-    /// Every CPU ever seen online: while one of them is offline, the
-    /// online list is re-read at every collection.
-    known_cpus: BTreeSet<u32>,
+    /// The online CPUs and what is known of hotplug.
+    cpus: cpus::Cpus,
     buf: GroupReading,
     /// Members that can never be scheduled, by metric.
     unschedulable: BTreeMap<usize, Problem>,
-    /// Metrics with counters left unopened for want of file descriptors.
-    fd_starved: BTreeSet<usize>,
-    /// At most this many fds are opened (`None`: no budget).
-    fd_cap: Option<usize>,
-    /// Set when no descriptor at all was free for counters: the cause of
-    /// everything else, named first in [`Engine::problems`].
-    fd_exhausted: Option<Problem>,
-    /// Scratch while opening: fds that may still be opened.
-    fd_room: usize,
-    /// An open failed with ENODEV on a CPU the online list already shows
-    /// (the kernel brings perf up on a CPU slightly after it appears):
-    /// retry at the next collection.
-    retry_open: bool,
-    /// The kernel's hotplug generation when the online list was last read
-    /// (`None`: the kernel has no signal; read it at every collection).
-    hotplug_seen: Option<u64>,
-    /// How many times the online list was read after start-up.
-    online_reads: u64,
+    /// The file descriptor budget.
+    fds: budget::Descriptors,
     /// Totals of metrics the last reload removed, kept for the next one
     /// (the grace period, `totals.rs`).
     parked: Totals,
@@ -290,15 +249,6 @@ impl Engine {
     }
 }
 
-fn mask_of(online: &[u32]) -> Vec<bool> {
-    let n = online.iter().max().map_or(0, |&m| m as usize + 1);
-    let mut mask = vec![false; n];
-    for &c in online {
-        mask[c as usize] = true;
-    }
-    mask
-}
-
 /// Wall-clock nanoseconds since the Unix epoch (1 if the clock is before it,
 /// so a start time is never mistaken for "unknown").
 fn now_unix_nanos() -> u64 {
@@ -309,14 +259,10 @@ fn now_unix_nanos() -> u64 {
 }
 
 impl Engine {
-    /// Plans and opens every group.
-    pub fn new(kernel: Arc<dyn Kernel>, table: PmuTable, resolution: Resolution) -> Self {
-        Self::with_fd_cap(kernel, table, resolution, None)
-    }
-
     /// Plans and opens groups, at most `fd_cap` fds (`None`: no cap);
-    /// counters beyond it are reported as lacking file descriptors.
-    fn with_fd_cap(
+    /// counters beyond it are reported as lacking file descriptors. The
+    /// public constructor is [`Engine::for_config`].
+    fn open(
         kernel: Arc<dyn Kernel>,
         table: PmuTable,
         resolution: Resolution,
@@ -330,29 +276,14 @@ impl Engine {
             table,
             resolution,
             groups: Vec::new(),
-            series: Vec::new(),
-            series_index: HashMap::new(),
-            series_order: vec![Vec::new(); metrics],
-            gauge_series: Vec::new(),
-            time_slots: Vec::new(),
-            time_slot_index: HashMap::new(),
-            time_series: Vec::new(),
-            time_series_index: HashMap::new(),
-            time_order: Vec::new(),
+            series: series::SeriesTable::new(metrics),
+            times: times::GroupTimes::default(),
             avail: Vec::new(),
             runtime,
-            online_mask: mask_of(&online),
-            known_cpus: online.iter().copied().collect(),
-            online,
+            cpus: cpus::Cpus::new(online),
             buf: GroupReading::default(),
             unschedulable: BTreeMap::new(),
-            fd_starved: BTreeSet::new(),
-            fd_cap,
-            fd_exhausted: None,
-            fd_room: 0,
-            retry_open: false,
-            hotplug_seen: None,
-            online_reads: 0,
+            fds: budget::Descriptors::new(fd_cap),
             parked: Totals::default(),
             cgroups: None,
             sampled: None,
@@ -361,7 +292,7 @@ impl Engine {
         e.state_count_labels = trust::count_labels(&e.resolution);
         // Start listening for hotplug before reading the online list, so a
         // change in between is not missed.
-        e.hotplug_seen = e.kernel.hotplug_generation();
+        e.cpus.hotplug_seen = e.kernel.hotplug_generation();
         if let Some(online) = e.kernel.online_cpus(&e.table.sysfs) {
             e.set_online(online);
         }
@@ -389,7 +320,7 @@ impl Engine {
     /// it, while a CPU is known offline, or at every collection when the
     /// kernel has no hotplug signal).
     pub fn online_reads(&self) -> u64 {
-        self.online_reads
+        self.cpus.reads()
     }
 
     /// The resolution the engine runs.
@@ -403,7 +334,7 @@ impl Engine {
     }
 
     fn is_online(&self, cpu: u32) -> bool {
-        self.online_mask.get(cpu as usize).copied().unwrap_or(false)
+        self.cpus.is_online(cpu)
     }
 }
 

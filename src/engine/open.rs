@@ -3,102 +3,16 @@
 //! reconciling the open groups with the plan, and splitting groups that
 //! are never scheduled.
 
-use super::{
-    now_unix_nanos, Engine, Group, GroupKey, Member, MemberPlan, SeriesKey, SeriesState,
-    TimeSeries, TimeSlot,
-};
+use super::{now_unix_nanos, Engine, Group, GroupKey, Member, MemberPlan};
 use crate::perf::{Counter, ErrorKind, PerfError};
-use crate::problem::{CounterState, Problem};
-use crate::snapshot::Labels;
+use crate::problem::Problem;
 use std::collections::HashSet;
 
 impl Engine {
-    /// The index of a series, created on first use.
-    pub(super) fn series_of(&mut self, key: &SeriesKey) -> usize {
-        if let Some(&i) = self.series_index.get(key) {
-            return i;
-        }
-        let i = self.series.len();
-        let metric = self
-            .resolution
-            .metrics
-            .get(key.0)
-            .map_or_else(String::new, |m| m.metric.clone());
-        let ratio_labels = super::trust::ratio_labels(&metric, &key.1);
-        self.series.push(SeriesState {
-            state_labels: super::trust::state_labels(&ratio_labels, CounterState::Counting),
-            ratio_labels,
-            trust: None,
-            window: super::trust::Window::default(),
-            metric: key.0,
-            labels: Labels::new(key.1.clone()),
-            value: 0.0,
-            has_data: false,
-            live: false,
-            start_ns: 0,
-            gauge_sum: 0.0,
-            gauge_groups: 0,
-            gauge_last_group: usize::MAX,
-        });
-        self.series_index.insert(key.clone(), i);
-        i
-    }
-
-    /// The exported group-time series of a set on a CPU (`None`: summed
-    /// over CPUs), created on first use.
-    pub(super) fn time_series_of(&mut self, set: usize, cpu: Option<u32>) -> usize {
-        if let Some(&x) = self.time_series_index.get(&(set, cpu)) {
-            return x;
-        }
-        let name = self
-            .resolution
-            .sets
-            .get(set)
-            .map_or(String::new(), |s| s.name.clone());
-        let mut pairs = vec![("set", name)];
-        if let Some(c) = cpu {
-            pairs.push(("cpu", c.to_string()));
-        }
-        let x = self.time_series.len();
-        self.time_series.push(TimeSeries {
-            set,
-            cpu,
-            labels: Labels::new(pairs),
-            enabled: 0.0,
-            running: 0.0,
-            has_times: false,
-            errors: 0,
-            start_ns: 0,
-        });
-        self.time_series_index.insert((set, cpu), x);
-        x
-    }
-
-    /// The time slot of a (set, CPU), created on first use with its
-    /// exported series.
-    fn time_slot_of(&mut self, set: usize, cpu: u32) -> usize {
-        if let Some(&i) = self.time_slot_index.get(&(set, cpu)) {
-            return i;
-        }
-        let export_cpu = self.per_cpu(set).then_some(cpu);
-        let export = self.time_series_of(set, export_cpu);
-        let i = self.time_slots.len();
-        self.time_slots.push(TimeSlot {
-            export,
-            d_enabled: 0,
-            d_running: 0,
-            groups: 0,
-        });
-        self.time_slot_index.insert((set, cpu), i);
-        i
-    }
-
     /// Starts a round of opening: how many fds the budget still allows.
     pub(super) fn begin_opening(&mut self) {
-        self.fd_room = match self.fd_cap {
-            Some(cap) => cap.saturating_sub(self.open_fds()),
-            None => usize::MAX,
-        };
+        let open = self.open_fds();
+        self.fds.begin(open);
     }
 
     /// Opens one member through the kernel, within the fd budget.
@@ -108,12 +22,12 @@ impl Engine {
         cpu: u32,
         leader: Option<&Counter>,
     ) -> Result<Counter, PerfError> {
-        if self.fd_room == 0 {
+        if !self.fds.has_room() {
             // What the kernel would say past the limit, without asking it.
             return Err(PerfError::new("open", &mp.attr, cpu, libc::EMFILE));
         }
         let c = self.kernel.open(&mp.attr, cpu, leader)?;
-        self.fd_room -= 1;
+        self.fds.opened();
         Ok(c)
     }
 
@@ -229,7 +143,7 @@ impl Engine {
                     for m in &opened {
                         self.note(m.0.metric, e.problem());
                     }
-                    self.fd_room = self.fd_room.saturating_add(opened.len());
+                    self.fds.closed(opened.len());
                 } else {
                     out.push(self.enabled_group(&key, split, opened));
                     split += 1;
@@ -251,7 +165,7 @@ impl Engine {
         let now = now_unix_nanos();
         let mut members = Vec::with_capacity(opened.len());
         for (plan, counter) in opened {
-            let series = self.series_of(&plan.series);
+            let series = self.series.of(&self.resolution, &plan.series);
             let st = &mut self.series[series];
             st.live = true;
             if st.start_ns == 0 && !plan.snapshot {
@@ -267,12 +181,11 @@ impl Engine {
                 unmoved: 0,
             });
         }
-        let time_slot = self.time_slot_of(key.set, key.cpu);
-        let export = self.time_slots[time_slot].export;
-        let ts = &mut self.time_series[export];
-        if ts.start_ns == 0 {
-            ts.start_ns = now;
-        }
+        let per_cpu = self.per_cpu(key.set);
+        let time_slot = self
+            .times
+            .slot_of(&self.resolution, key.set, key.cpu, per_cpu);
+        self.times.opened(time_slot, now);
         Group {
             key: GroupKey {
                 split,
@@ -290,7 +203,7 @@ impl Engine {
 
     fn open_failed(&mut self, mp: &MemberPlan, e: PerfError) {
         match e.kind {
-            ErrorKind::CpuOffline => self.retry_open = true,
+            ErrorKind::CpuOffline => self.cpus.retry_open = true,
             ErrorKind::FdLimit => self.note_fd_limit(mp, &e),
             _ => self.note(mp.metric, e.problem()),
         }

@@ -141,9 +141,9 @@ impl Engine {
             }
             _ if inst.uncore => match inst.cpus.first() {
                 Some(&c) if self.is_online(c) => vec![c],
-                _ => self.online.iter().copied().take(1).collect(),
+                _ => self.cpus.online().iter().copied().take(1).collect(),
             },
-            _ => self.online.clone(),
+            _ => self.cpus.online().to_vec(),
         }
     }
 
@@ -254,7 +254,7 @@ sets:
     fn hybrid_topdown(setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
         let (table, k, res) = hybrid_topdown_resolution();
         setup(&k);
-        let e = Engine::new(k.clone(), table, res);
+        let e = Engine::for_config(k.clone(), table, res, crate::engine::Fds::Unbounded);
         (k, e)
     }
 

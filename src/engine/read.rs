@@ -101,11 +101,10 @@ impl Engine {
     /// counters, without building a snapshot.
     pub fn read_groups(&mut self) {
         self.check_hotplug();
-        if self.retry_open {
-            self.retry_open = false;
+        if self.cpus.take_retry() {
             self.reconcile();
         }
-        self.reset_gauges();
+        self.series.reset_gauges();
         let mut seen = Seen::default();
         // Moved out and back (no allocation) so each read can borrow the
         // rest of the engine.
@@ -114,24 +113,14 @@ impl Engine {
             self.read_group(g, gi, &mut seen);
         }
         self.groups = groups;
-        self.finish_gauges();
+        self.series.finish_gauges();
         self.finish_states();
-        self.flush_time_slots();
+        self.times.flush();
         self.after_reads(seen);
         if seen.split {
             self.split_never_ran();
         }
         self.read_cgroups();
-    }
-
-    fn reset_gauges(&mut self) {
-        for &s in &self.gauge_series {
-            if let Some(st) = self.series.get_mut(s) {
-                st.gauge_sum = 0.0;
-                st.gauge_groups = 0;
-                st.gauge_last_group = usize::MAX;
-            }
-        }
     }
 
     /// One group: its `read()`, its times, its members.
@@ -178,13 +167,7 @@ impl Engine {
         let Err(e) = r else {
             return Ok(());
         };
-        if let Some(ts) = self
-            .time_slots
-            .get(g.time_slot)
-            .and_then(|s| self.time_series.get_mut(s.export))
-        {
-            ts.errors += 1;
-        }
+        self.times.read_failed(g.time_slot);
         tracing::debug!(error = %e, "group read failed");
         Err(e.kind)
     }
@@ -204,11 +187,7 @@ impl Engine {
         }
         g.last_enabled = g.last_enabled.max(en);
         g.last_running = g.last_running.max(run);
-        if let Some(t) = self.time_slots.get_mut(g.time_slot) {
-            t.d_enabled += d_en;
-            t.d_running += d_run;
-            t.groups += 1;
-        }
+        self.times.add(g.time_slot, d_en, d_run);
         d_en
     }
 
@@ -238,35 +217,6 @@ impl Engine {
                         cpu: g.key.cpu,
                     },
                 );
-            }
-        }
-    }
-
-    /// Gauges: the mean over the groups that read them this collection.
-    fn finish_gauges(&mut self) {
-        for &s in &self.gauge_series {
-            if let Some(st) = self.series.get_mut(s) {
-                if st.gauge_groups > 0 {
-                    st.value = st.gauge_sum / f64::from(st.gauge_groups);
-                    st.has_data = true;
-                }
-            }
-        }
-    }
-
-    /// Adds each slot's deltas, averaged over its groups, to its exported
-    /// group-time series, and clears the slot.
-    pub(super) fn flush_time_slots(&mut self) {
-        for t in &mut self.time_slots {
-            if t.groups > 0 {
-                if let Some(ts) = self.time_series.get_mut(t.export) {
-                    ts.enabled += t.d_enabled as f64 * 1e-9 / f64::from(t.groups);
-                    ts.running += t.d_running as f64 * 1e-9 / f64::from(t.groups);
-                    ts.has_times = true;
-                }
-                t.d_enabled = 0;
-                t.d_running = 0;
-                t.groups = 0;
             }
         }
     }

@@ -2,8 +2,8 @@
 //! landing page, `check` and the log), which series are live and in what
 //! order they are exported, and the snapshot of one collection.
 
-use super::plan::{label_order, natural};
-use super::{Avail, Engine, MemberPlan, TimeSeries};
+use super::plan::natural;
+use super::{Avail, Engine, MemberPlan};
 use crate::perf::PerfError;
 use crate::problem::{Class, Problem};
 use crate::resolve::chain::{Resolution, Status};
@@ -67,7 +67,7 @@ impl Engine {
 
     /// A counter left unopened for want of file descriptors.
     pub(super) fn note_fd_limit(&mut self, mp: &MemberPlan, e: &PerfError) {
-        self.fd_starved.insert(mp.metric);
+        self.fds.starve(mp.metric);
         self.note(mp.metric, e.problem());
     }
 
@@ -76,15 +76,17 @@ impl Engine {
     /// that is the cause to fix before any other.
     pub fn problems(&self) -> Vec<(String, Problem)> {
         let mut out: Vec<(String, Problem)> = self
-            .fd_exhausted
-            .iter()
+            .fds
+            .exhausted()
+            .into_iter()
             .map(|r| ("file descriptors".to_string(), r.clone()))
             .collect();
         let order = self
-            .fd_starved
+            .fds
+            .starved()
             .iter()
             .copied()
-            .chain((0..self.runtime.len()).filter(|m| !self.fd_starved.contains(m)));
+            .chain((0..self.runtime.len()).filter(|m| !self.fds.starved().contains(m)));
         for mi in order {
             let rt = &self.runtime[mi];
             for r in &rt.reasons {
@@ -102,41 +104,12 @@ impl Engine {
     /// counts. Runs when groups open or close, never per collection.
     pub(super) fn refresh(&mut self) {
         // Series that lost every group stay out of the output.
-        let mut live = vec![false; self.series.len()];
-        for g in &self.groups {
-            for m in &g.members {
-                live[m.series] = true;
-            }
-        }
-        for (st, l) in self.series.iter_mut().zip(live) {
-            st.live = l;
-        }
-        // Export order: per metric, numeric label order (cpu 2 < 10).
-        for o in &mut self.series_order {
-            o.clear();
-        }
-        for (i, st) in self.series.iter().enumerate() {
-            if let Some(o) = self.series_order.get_mut(st.metric) {
-                o.push(i);
-            }
-        }
-        for o in &mut self.series_order {
-            o.sort_by_cached_key(|&i| label_order(&self.series[i].labels));
-        }
-        let mut gauges: Vec<usize> = self
-            .groups
-            .iter()
-            .flat_map(|g| &g.members)
-            .filter(|m| m.plan.snapshot)
-            .map(|m| m.series)
-            .collect();
-        gauges.sort_unstable();
-        gauges.dedup();
-        self.gauge_series = gauges;
-        // Group-time series in (set, cpu) order.
-        let mut order: Vec<usize> = (0..self.time_series.len()).collect();
-        order.sort_by_key(|&i| (self.time_series[i].set, self.time_series[i].cpu));
-        self.time_order = order;
+        let members = || self.groups.iter().flat_map(|g| &g.members);
+        self.series.refresh(
+            members().map(|m| m.series),
+            members().filter(|m| m.plan.snapshot).map(|m| m.series),
+        );
+        self.times.refresh_order();
         self.refresh_availability();
     }
 
@@ -185,7 +158,7 @@ impl Engine {
                     .iter()
                     .find(|r| r.pmu() == Some(p))
                     .or(reasons.first())
-                    .or(self.fd_exhausted.as_ref());
+                    .or(self.fds.exhausted());
                 avail.push(Avail {
                     metric: mi,
                     info: info_labels(&pairs, why),
@@ -199,7 +172,7 @@ impl Engine {
 
     /// The counters as of the last [`read_groups`](Self::read_groups).
     pub fn snapshot(&self) -> Snapshot {
-        let mut families = Vec::with_capacity(self.series_order.len() + 6);
+        let mut families = Vec::with_capacity(self.series.order().len() + 6);
         self.metric_families(&mut families);
         families.push(Family {
             name: "perf_event_available".into(),
@@ -221,7 +194,7 @@ impl Engine {
         });
         families.push(self.unavailable_info());
         self.state_families(&mut families);
-        self.time_families(&mut families);
+        self.times.families(|c| self.is_online(c), &mut families);
         self.cgroup_families(&mut families);
         if let Some(s) = &self.sampled {
             families.extend(s.families());
@@ -258,7 +231,7 @@ impl Engine {
 
     /// The configured metrics' families, in config order.
     fn metric_families(&self, families: &mut Vec<Family>) {
-        for (mi, order) in self.series_order.iter().enumerate() {
+        for (mi, order) in self.series.order().iter().enumerate() {
             let m = &self.resolution.metrics[mi];
             let mut samples = Vec::new();
             for &i in order {
@@ -284,41 +257,6 @@ impl Engine {
                 samples,
             });
         }
-    }
-
-    /// The engine's own families: group times and failed reads.
-    fn time_families(&self, families: &mut Vec<Family>) {
-        let visible = |t: &TimeSeries| t.cpu.is_none_or(|c| self.is_online(c));
-        let time_samples = |pick: fn(&TimeSeries) -> f64, need_times: bool| -> Vec<Sample> {
-            self.time_order
-                .iter()
-                .map(|&i| &self.time_series[i])
-                .filter(|t| (t.has_times || !need_times) && t.start_ns != 0 && visible(t))
-                .map(|t| Sample {
-                    labels: t.labels.clone(),
-                    value: pick(t),
-                    start_unix_nanos: t.start_ns,
-                })
-                .collect()
-        };
-        families.push(Family {
-            name: "perf_group_enabled_seconds_total".into(),
-            help: "Time the set's perf groups were enabled; compare with running time to see multiplexing.".into(),
-            kind: Kind::Counter,
-            samples: time_samples(|t| t.enabled, true),
-        });
-        families.push(Family {
-            name: "perf_group_running_seconds_total".into(),
-            help: "Time the set's perf groups were actually counting on the PMU (less than enabled when multiplexed).".into(),
-            kind: Kind::Counter,
-            samples: time_samples(|t| t.running, true),
-        });
-        families.push(Family {
-            name: "perf_read_errors_total".into(),
-            help: "Failed group reads.".into(),
-            kind: Kind::Counter,
-            samples: time_samples(|t| t.errors as f64, false),
-        });
     }
 }
 

@@ -97,19 +97,18 @@ impl Engine {
         Totals {
             metrics: self.resolution.metrics.clone(),
             series: self
-                .series_index
-                .iter()
-                .filter_map(|(key, &i)| {
-                    self.series.get(i).map(|st| SeriesTotal {
-                        key: key.clone(),
-                        value: st.value,
-                        has_data: st.has_data,
-                        start_ns: st.start_ns,
-                    })
+                .series
+                .keyed()
+                .map(|(key, st)| SeriesTotal {
+                    key: key.clone(),
+                    value: st.value,
+                    has_data: st.has_data,
+                    start_ns: st.start_ns,
                 })
                 .collect(),
             times: self
-                .time_series
+                .times
+                .series()
                 .iter()
                 .map(|t| {
                     (
@@ -124,7 +123,7 @@ impl Engine {
                     )
                 })
                 .collect(),
-            known_cpus: self.known_cpus.iter().copied().collect(),
+            known_cpus: self.cpus.known().collect(),
             parked_from: None,
         }
         .with_parked(&self.parked)
@@ -165,7 +164,7 @@ impl Engine {
             };
             let labels = s.key.1;
             let gauge = self.resolution.metrics[ni].gauge;
-            let idx = self.series_of(&(ni, labels));
+            let idx = self.series.of(&self.resolution, &(ni, labels));
             let st = &mut self.series[idx];
             if gauge {
                 if !st.has_data {
@@ -188,15 +187,17 @@ impl Engine {
                 // The set changed between per-CPU and summed series.
                 continue;
             }
-            let x = self.time_series_of(si, cpu);
-            let ts = &mut self.time_series[x];
+            let x = self.times.series_of(&self.resolution, si, cpu);
+            let Some(ts) = self.times.series_mut(x) else {
+                continue;
+            };
             ts.enabled += t.enabled;
             ts.running += t.running;
             ts.has_times |= t.has_times;
             ts.errors += t.errors;
             ts.start_ns = earliest(ts.start_ns, t.start_ns);
         }
-        self.known_cpus.extend(old.known_cpus);
+        self.cpus.remember(old.known_cpus);
         self.parked = parked.without_unused_metrics();
         self.refresh();
         map.iter()

@@ -168,7 +168,8 @@ impl Engine {
 
     /// Live series that have been judged, in export order.
     fn judged_series(&self) -> impl Iterator<Item = (&SeriesState, CounterState, f64)> + '_ {
-        self.series_order
+        self.series
+            .order()
             .iter()
             .flatten()
             .map(|&i| &self.series[i])
@@ -180,7 +181,7 @@ impl Engine {
     /// `perf_counter_running_ratio` for the series not counting.
     pub(super) fn state_families(&self, families: &mut Vec<Family>) {
         let mut counts = Vec::new();
-        for (mi, order) in self.series_order.iter().enumerate() {
+        for (mi, order) in self.series.order().iter().enumerate() {
             let mut n = [0u32; 4];
             let mut any = false;
             for &i in order {

@@ -15,13 +15,10 @@ use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{
     BpfBackend, CgroupBackend, CgroupCounting, CgroupIssue, CgroupTotals, Discovery, PerfBackend,
 };
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::Kernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::Snapshot;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -110,11 +107,7 @@ fn engine_of(which: Which, d: &Listed, yaml: &str, old: Option<CgroupTotals>) ->
     let t = PmuTable::discover(Path::new("/sys")).unwrap();
     let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
     let cfg = Config::parse(yaml, "t.yaml").unwrap();
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&cfg, &t, &Context::default(), Some(&p))
-    };
-    let mut e = Engine::new(k.clone(), t, res);
+    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
     let sets = vec!["software".to_string()];
     let b: Box<dyn CgroupBackend> = match which {
         Which::Bpf(max) => Box::new(

@@ -26,9 +26,6 @@ use perf_exporter::engine::cgroup::{CgroupCounting, Discovery, PerfBackend};
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::Kernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Arc;
@@ -458,11 +455,12 @@ fn perf_event_bound_to_v1_is_where_perf_counts_and_bpf_keeps_cgroup2() {
     let t = PmuTable::discover(Path::new("/sys")).unwrap();
     let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
     let cfg = Config::parse(YAML, "t.yaml").unwrap();
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&cfg, &t, &Context::default(), Some(&p))
-    };
-    let mut e = perf_exporter::engine::Engine::new(k.clone(), t, res);
+    let mut e = perf_exporter::engine::Engine::for_config(
+        k.clone(),
+        t,
+        &cfg,
+        perf_exporter::engine::Fds::Unbounded,
+    );
     let sets = vec!["software".to_string()];
     let b = PerfBackend::new(k, e.resolution(), &sets, e.online_cpus(), false, None);
     let c = Cgroup {

@@ -15,14 +15,11 @@ use common::serial;
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
 use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{CgroupCounting, CgroupIssue, Discovery, PerfBackend};
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::export::prometheus;
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::Kernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -119,11 +116,7 @@ fn live_engine(yaml: &str, d: &Listed) -> Engine {
     let t = PmuTable::discover(Path::new("/sys")).unwrap();
     let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
     let cfg = Config::parse(yaml, "t.yaml").unwrap();
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&cfg, &t, &Context::default(), Some(&p))
-    };
-    let mut e = Engine::new(k.clone(), t, res);
+    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
     let sets = vec!["software".to_string()];
     let b = PerfBackend::new(k, e.resolution(), &sets, e.online_cpus(), false, None);
     e.attach_cgroups(CgroupCounting::new(Box::new(d.clone()), Box::new(b)));

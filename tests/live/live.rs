@@ -15,7 +15,7 @@ use common::serial;
 
 use common::{set_cpu1, Cpu1Guard, CPU1_ONLINE};
 use perf_exporter::config::Config;
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds, ToCount};
 use perf_exporter::perf::hotplug::UeventWatcher;
 use perf_exporter::perf::live::LiveKernel;
 use perf_exporter::perf::Kernel;
@@ -73,11 +73,13 @@ fn live_engine(yaml: &str) -> Engine {
     let cfg = Config::parse(yaml, "live.yaml").unwrap_or_else(|e| panic!("test config: {e}"));
     let table = PmuTable::discover(Path::new(SYSFS)).expect("discover PMUs under /sys");
     let kernel: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
-    let res = {
-        let probe = prober(kernel.as_ref());
-        resolve_config(&cfg, &table, &ctx, Some(&probe))
-    };
-    for m in &res.metrics {
+    let engine = Engine::for_config(
+        kernel,
+        table,
+        ToCount::Config(&cfg, Some(&ctx)),
+        Fds::Unbounded,
+    );
+    for m in &engine.resolution().metrics {
         assert_ne!(
             m.status,
             Status::Unavailable,
@@ -86,7 +88,6 @@ fn live_engine(yaml: &str) -> Engine {
             m.reason()
         );
     }
-    let engine = Engine::new(kernel, table, res);
     assert!(
         engine.problems().is_empty(),
         "open failures: {:?}",

@@ -11,12 +11,9 @@ mod sysfs_gen;
 
 use harness::{parse_strace_line, SyscallClass};
 use perf_exporter::config::Config;
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::Snapshot;
 use std::sync::Arc;
 
@@ -33,11 +30,7 @@ fn engine(shape: sysfs_gen::Shape, aggregate: bool) -> (Arc<SimKernel>, Engine, 
     if aggregate {
         cfg.aggregate_cpus();
     }
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&cfg, &table, &Context::default(), Some(&p))
-    };
-    let e = Engine::new(k.clone(), table, res);
+    let e = Engine::for_config(k.clone(), table, &cfg, Fds::Unbounded);
     (k, e, tmp)
 }
 

@@ -11,13 +11,10 @@ use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{
     CgroupCounting, CgroupIssue, CgroupTotals, Discovery, PerfBackend, SetGap,
 };
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::export::prometheus;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::{Sample, Snapshot};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -76,11 +73,7 @@ fn rig(
     let t = PmuTable::discover(&root).unwrap();
     let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
     let cfg = Config::parse(yaml, "t.yaml").unwrap();
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&cfg, &t, &Context::default(), Some(&p))
-    };
-    let mut e = Engine::new(k.clone(), t, res);
+    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
     let d = Steered::default();
     d.set(&tree(), rels);
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();

@@ -4,14 +4,11 @@
 //! clock makes every ratio exact.
 
 use perf_exporter::config::Config;
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::export::live;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
 use perf_exporter::problem::CounterState;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::Snapshot;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -36,11 +33,7 @@ fn engine(yaml: &str, setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine
     let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
     setup(&k);
     let cfg = Config::parse(yaml, "test.yaml").unwrap();
-    let res = {
-        let p = prober(k.as_ref());
-        resolve_config(&cfg, &t, &Context::default(), Some(&p))
-    };
-    let e = Engine::new(k.clone(), t, res);
+    let e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
     (k, e)
 }
 

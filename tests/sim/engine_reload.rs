@@ -4,22 +4,19 @@
 //! and new metrics start from zero.
 
 use perf_exporter::config::Config;
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::{resolve_config, Resolution};
-use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::{Sample, Snapshot};
 use std::path::Path;
 use std::sync::Arc;
 
 const SEC: u64 = 1_000_000_000;
 
-fn resolve(k: &SimKernel, t: &PmuTable, yaml: &str) -> Resolution {
+/// An engine counting `yaml` on `t`.
+fn open(k: &Arc<SimKernel>, t: &PmuTable, yaml: &str) -> Engine {
     let cfg = Config::parse(yaml, "test.yaml").unwrap();
-    let p = prober(k);
-    resolve_config(&cfg, t, &Context::default(), Some(&p))
+    Engine::for_config(k.clone(), t.clone(), &cfg, Fds::Unbounded)
 }
 
 /// The sample of family `name` on CPU `cpu`.
@@ -47,7 +44,7 @@ fn skx(yaml: &str) -> (Arc<SimKernel>, PmuTable, Engine) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
     let t = PmuTable::discover(&root).unwrap();
     let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let e = Engine::new(k.clone(), t.clone(), resolve(&k, &t, yaml));
+    let e = open(&k, &t, yaml);
     (k, t, e)
 }
 
@@ -75,7 +72,7 @@ fn unchanged_metrics_continue_changed_ones_restart() {
 
     let totals = old.totals();
     drop(old);
-    let mut new = Engine::new(k.clone(), t.clone(), resolve(&k, &t, NEW));
+    let mut new = open(&k, &t, NEW);
     let mut continued = new.carry_over(totals);
     continued.sort();
     assert_eq!(continued, vec!["perf_cpu_clock_seconds_total".to_string()]);
@@ -160,7 +157,7 @@ fn carried_counters_keep_their_start_changed_ones_get_a_new_one() {
     {
         std::hint::spin_loop();
     }
-    let mut new = Engine::new(k.clone(), t.clone(), resolve(&k, &t, NEW));
+    let mut new = open(&k, &t, NEW);
     new.carry_over(totals);
     k.advance(SEC);
     let after = new.collect();
@@ -199,7 +196,7 @@ fn group_times_of_an_offline_cpu_survive_a_reload() {
     old.on_hotplug();
     let totals = old.totals();
     drop(old);
-    let mut new = Engine::new(k.clone(), t.clone(), resolve(&k, &t, OLD));
+    let mut new = open(&k, &t, OLD);
     new.carry_over(totals);
     k.advance(SEC);
     let s = new.collect();
@@ -229,7 +226,7 @@ fn reload(k: &Arc<SimKernel>, t: &PmuTable, mut old: Engine, yaml: &str) -> Engi
     old.collect();
     let totals = old.totals();
     drop(old);
-    let mut new = Engine::new(k.clone(), t.clone(), resolve(k, t, yaml));
+    let mut new = open(k, t, yaml);
     new.carry_over(totals);
     new
 }

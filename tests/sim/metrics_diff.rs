@@ -11,13 +11,10 @@
 use crate::common;
 
 use perf_exporter::config::Config;
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::export::prometheus::encode_text;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
-use perf_exporter::probe::prober;
-use perf_exporter::resolve::chain::resolve_config;
-use perf_exporter::resolve::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -149,14 +146,8 @@ fn exact(fixture: &str) {
     let mut table = PmuTable::discover(&common::fixture(fixture)).expect("fixture");
     table.read_identities(&common::fixture_procfs(fixture));
     let kernel = Arc::new(SimKernel::with_manual_clock(table.clone()));
-    let probe = prober(kernel.as_ref());
-    let res = resolve_config(
-        &Config::default_config(),
-        &table,
-        &Context::default(),
-        Some(&probe),
-    );
-    let mut engine = Engine::new(kernel.clone(), table, res);
+    let cfg = Config::default_config();
+    let mut engine = Engine::for_config(kernel.clone(), table, &cfg, Fds::Unbounded);
     engine.collect();
     kernel.advance(10_000_000_000);
     let snap = engine.collect();
@@ -292,9 +283,8 @@ fn run(
     let mut table = PmuTable::discover(sysfs).expect("tree");
     table.read_identities(procfs);
     let kernel = Arc::new(SimKernel::with_manual_clock(table.clone()));
-    let probe = prober(kernel.as_ref());
-    let res = resolve_config(config, &table, &Context::default(), Some(&probe));
-    let mut engine = Engine::new(kernel.clone(), table, res.clone());
+    let mut engine = Engine::for_config(kernel.clone(), table, config, Fds::Unbounded);
+    let res = engine.resolution().clone();
     engine.collect();
     kernel.advance(10_000_000_000);
     let snap = engine.collect();

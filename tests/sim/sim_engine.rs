@@ -4,7 +4,7 @@
 //! hotplug signal), start times, refusals, groups that never run.
 
 use perf_exporter::config::Config;
-use perf_exporter::engine::Engine;
+use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::perf::{Counter, EventAttr, GroupReading, Kernel, PerfError};
 use perf_exporter::pmu::PmuTable;
@@ -54,7 +54,7 @@ fn engine_probed(
         resolve_config(&cfg, &t, &Context::default(), Some(&p))
     };
     let probes = k.opens().len();
-    let e = Engine::new(k.clone(), t, res);
+    let e = Engine::for_config(k.clone(), t, res, Fds::Unbounded);
     (k, e, probes)
 }
 
@@ -634,10 +634,10 @@ fn quirky_engine(no_uevents: bool, detach_offline: bool) -> (Arc<SimKernel>, Eng
             // A reload discovers the host again: its CPUs online now.
             let mut t = t.clone();
             t.topology.online = sim.online_cpus();
-            Engine::new(k.clone(), t, res.clone())
+            Engine::for_config(k.clone(), t, res.clone(), Fds::Unbounded)
         })
     };
-    (sim, Engine::new(k, t, res), reopen)
+    (sim, Engine::for_config(k, t, res, Fds::Unbounded), reopen)
 }
 
 /// The kernel detaches an offline CPU's group members: the last read

@@ -254,18 +254,18 @@ impl crate::engine::Engine {
     /// File descriptors left for per-cgroup counters under the engine's
     /// budget (`None`: no budget).
     pub fn cgroup_fd_room(&self) -> Option<usize> {
-        self.fd_cap.map(|c| c.saturating_sub(self.open_fds()))
+        self.fds.left(self.open_fds())
     }
 
     /// The CPUs online now (the columns of per-CPU cgroup series).
     pub fn online_cpus(&self) -> &[u32] {
-        &self.online
+        self.cpus.online()
     }
 
     /// Rediscovers and reads the per-cgroup counters.
     pub(super) fn read_cgroups(&mut self) {
         if let Some(c) = &mut self.cgroups {
-            c.collect(&self.online);
+            c.collect(self.cpus.online());
         }
     }
 

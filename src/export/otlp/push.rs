@@ -204,12 +204,9 @@ mod tests {
 
     #[tokio::test]
     async fn one_engine_collection_per_export_carries_every_sample() {
-        use crate::engine::Engine;
+        use crate::engine::{Engine, Fds};
         use crate::perf::sim::SimKernel;
         use crate::pmu::PmuTable;
-        use crate::probe::prober;
-        use crate::resolve::chain::resolve_config;
-        use crate::resolve::Context;
 
         // Before the engine opens its groups: every start is at or after it.
         let t0 = SystemTime::now();
@@ -217,11 +214,7 @@ mod tests {
         let table = PmuTable::discover(&root).unwrap();
         let k = Arc::new(SimKernel::with_manual_clock(table.clone()));
         let cfg = crate::config::Config::default_config();
-        let res = {
-            let p = prober(k.as_ref());
-            resolve_config(&cfg, &table, &Context::default(), Some(&p))
-        };
-        let engine = Mutex::new(Engine::new(k.clone(), table, res));
+        let engine = Mutex::new(Engine::for_config(k.clone(), table, &cfg, Fds::Unbounded));
         let calls = Arc::new(AtomicUsize::new(0));
         let last = Arc::new(Mutex::new(Snapshot::default()));
         let (c2, l2) = (calls.clone(), last.clone());

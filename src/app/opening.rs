@@ -1,0 +1,63 @@
+//! What start-up, reload and `stat` share once the config is resolved:
+//! opening the engine within the fd budget (descriptors kept free for
+//! connections, room asked for the per-cgroup counters), and the log
+//! lines saying why metrics are not (fully) counted.
+
+use crate::config::cgroups::CgroupsConfig;
+use crate::engine::{Engine, Fds};
+use crate::perf::Kernel;
+use crate::pmu::PmuTable;
+use crate::problem::{Class, Problem};
+use crate::resolve::chain::Resolution;
+use std::sync::Arc;
+
+/// File descriptors kept free for connections while the engine opens its
+/// counters, so an fd-starved engine never starves the listener.
+const FD_RESERVE: usize = 16;
+
+/// Opens an engine for a resolution within the fd budget, keeping up to
+/// [`FD_RESERVE`] descriptors free for connections and asking for the
+/// descriptors the `cgroups:` section's counters need.
+pub(super) fn open_engine(
+    kernel: Arc<dyn Kernel>,
+    table: PmuTable,
+    res: Resolution,
+    cgroups: Option<&CgroupsConfig>,
+) -> Engine {
+    let extra = super::cgroups::wanted_fds(cgroups, &res);
+    let fds = Fds::Budget {
+        reserve: FD_RESERVE,
+        extra,
+    };
+    Engine::for_config(kernel, table, res, fds)
+}
+
+/// Logs why metrics are not (fully) counted: one line per cause, naming
+/// every metric it applies to (27 metrics that need a hardware PMU are
+/// one line, not 27). An expected absence (`not_on_platform`) is logged
+/// at INFO, a failure (something to fix) at WARN.
+pub(super) fn log_problems<'a>(problems: impl IntoIterator<Item = (&'a str, &'a Problem)>) {
+    for g in crate::problem::group(problems) {
+        let (count, metrics) = (g.subjects.len(), g.list());
+        let (code, reason) = (g.problem.code(), g.headline("metrics"));
+        let what_to_do = g.problem.what_to_do();
+        match g.problem.class() {
+            Class::NotOnPlatform => tracing::info!(
+                count,
+                code,
+                %reason,
+                %what_to_do,
+                %metrics,
+                "not on this platform"
+            ),
+            Class::Failed => tracing::warn!(
+                count,
+                code,
+                %reason,
+                %what_to_do,
+                %metrics,
+                "not (fully) available"
+            ),
+        }
+    }
+}
