@@ -30,7 +30,8 @@
 //!    [`privilege`] (what the process may open and what missing privilege
 //!    costs) and the availability [`probe`] sit beside it;
 //! 6. [`export`] (Prometheus text and OpenMetrics encoding, OTLP push),
-//!    with [`report`] (the `list` and `check` reports);
+//!    with [`report`] (the `list` and `check` reports) and [`view`] (how
+//!    `stat` and `top` print in the terminal);
 //! 7. [`web`]: the HTTP endpoint (routes, shared collection, TLS, auth,
 //!    limits, landing page);
 //! 8. the application: [`app`], the composition root (start-up, the one
@@ -59,6 +60,7 @@ pub mod resolve;
 pub mod snapshot;
 pub mod spec;
 pub mod terminal;
+pub mod view;
 pub mod web;
 
 /// The version (`Cargo.toml`).

@@ -5,7 +5,8 @@
 //! 0. leaves: `duration`, `spec`, `perf::abi`, `problem` (typed reasons),
 //!    `terminal` (escaping for terminal views)
 //! 1. `config` · 2. `pmu` · 3. `resolve` · 4. `perf` ·
-//! 5. `engine`, `snapshot`, `privilege`, `probe` · 6. `export`, `report` ·
+//! 5. `engine`, `snapshot`, `privilege`, `probe` · 6. `export`, `report`,
+//!    `view` ·
 //! 7. `web` · 8. the application (`app`, `cli`, `main.rs`) ·
 //! 9. `fuzzing` (the fuzz targets reach every stage)
 //!
@@ -35,7 +36,7 @@ fn stage_of_module(path: &[String]) -> Option<Result<usize, String>> {
         ("resolve", _) => 3,
         ("perf", _) => 4,
         ("engine" | "snapshot" | "privilege" | "probe", _) => 5,
-        ("export" | "report", _) => 6,
+        ("export" | "report" | "view", _) => 6,
         ("web", _) => 7,
         ("app" | "cli", _) => 8,
         ("fuzzing", _) => 9,

@@ -13,6 +13,7 @@
 use super::deadline::{Deadline, ReadTimeout};
 use super::host::HostSettings;
 use super::serve::open_engine_for;
+use crate::bounded::lock;
 use crate::bounded::watch::step;
 use crate::config::cgroups::CgroupsConfig;
 use crate::config::ConfigError;
@@ -29,7 +30,7 @@ use crate::web::{Lifecycle, State};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use tokio::sync::watch;
 
 /// Why a load was refused (at start-up it ends the start; on reload the
@@ -187,10 +188,6 @@ pub(super) struct Job {
     pub engine: Arc<Mutex<Engine>>,
     pub state: Arc<State>,
     pub guard: Guard,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Job {

@@ -57,7 +57,7 @@ pub use parse::{Compression, Protocol};
 use parse::redact_url;
 pub use pusher::Pusher;
 pub use settings::{process_env, Env, OtlpFlags, OtlpSettings, TlsFiles};
-pub use stats::ExportStats;
+pub use stats::{ExportStats, EXPORTS_HELP, EXPORTS_NAME};
 
 use crate::snapshot::Snapshot;
 use std::collections::BTreeMap;

@@ -70,10 +70,16 @@ impl Pusher {
             Err(_) => Err(OtlpError::Start("the push thread exited".into())),
         }
     }
+}
+
+impl crate::export::Push for Pusher {
+    fn name(&self) -> &'static str {
+        "otlp"
+    }
 
     /// Stops the push: cancels an export in flight, pushes once more
     /// (bounded by [`OtlpSettings::shutdown_timeout`]) and waits for that.
-    pub fn shutdown(self) {
+    fn shutdown(self: Box<Self>) {
         let _ = self.stop.send(true);
         let wait = self.bound + Duration::from_secs(1);
         if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = self.done.recv_timeout(wait) {
