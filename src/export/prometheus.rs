@@ -32,9 +32,6 @@ pub enum Format {
 }
 
 impl Format {
-    /// Both formats.
-    pub const ALL: [Format; 2] = [Format::Text, Format::OpenMetrics];
-
     /// The format an `Accept` header asks for: OpenMetrics when it asks
     /// for it and prefers it to the classic format (by q-value), else the
     /// classic format.
