@@ -60,7 +60,7 @@ pub mod resolve;
 pub mod snapshot;
 pub mod spec;
 pub mod terminal;
-pub mod view;
+pub(crate) mod view;
 pub mod web;
 
 /// The version (`Cargo.toml`).

@@ -6,7 +6,7 @@
 //! the application with a way to collect and stopped at shutdown.
 
 pub mod live;
-pub mod otlp;
+pub(crate) mod otlp;
 pub mod prometheus;
 
 /// An exporter that pushes collections on its own schedule, on a thread

@@ -3,8 +3,8 @@
 //! JSON line each. The application ([`crate::app`]) opens the counters and
 //! samplers, runs the loop and hands each frame or table to a view here.
 
-pub mod stat;
-pub mod top;
+pub(crate) mod stat;
+pub(crate) mod top;
 
 /// Why a view could not print.
 #[derive(Debug, thiserror::Error)]

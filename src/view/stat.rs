@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// The printer.
 #[derive(Debug, Clone, Copy)]
-pub struct StatView {
+pub(crate) struct StatView {
     /// `--json`: a frame per line.
     pub json: bool,
     /// `--per-cpu`: a line per CPU.
@@ -24,7 +24,7 @@ pub struct StatView {
 
 impl StatView {
     /// The column header (none in JSON).
-    pub fn header(&self, out: &mut impl Write) -> Result<(), ViewError> {
+    pub(crate) fn header(&self, out: &mut impl Write) -> Result<(), ViewError> {
         if self.json {
             return Ok(());
         }
@@ -34,7 +34,12 @@ impl StatView {
     }
 
     /// One interval's frame, `t` after the start.
-    pub fn interval(&self, out: &mut impl Write, t: Duration, f: &Frame) -> Result<(), ViewError> {
+    pub(crate) fn interval(
+        &self,
+        out: &mut impl Write,
+        t: Duration,
+        f: &Frame,
+    ) -> Result<(), ViewError> {
         if self.json {
             writeln!(out, "{}", f.to_json())?;
         } else {
@@ -47,7 +52,7 @@ impl StatView {
 
     /// The summary over the whole run, with why what is not available is
     /// not (`causes`, by metric).
-    pub fn summary(
+    pub(crate) fn summary(
         &self,
         out: &mut impl Write,
         f: &Frame,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// One entry of the JSON contract.
 #[derive(Debug, Serialize)]
-pub struct JsonEntry<'a> {
+pub(crate) struct JsonEntry<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<u32>,
@@ -22,7 +22,7 @@ pub struct JsonEntry<'a> {
 
 /// One refresh (or the summary) in the JSON contract.
 #[derive(Debug, Serialize)]
-pub struct JsonTable<'a> {
+pub(crate) struct JsonTable<'a> {
     event: &'a str,
     samples: u64,
     lost: u64,
@@ -31,7 +31,7 @@ pub struct JsonTable<'a> {
 }
 
 /// The table as the contract's object (every entry).
-pub fn json<'a>(event: &'a str, t: &'a Table, by: By) -> JsonTable<'a> {
+pub(crate) fn json<'a>(event: &'a str, t: &'a Table, by: By) -> JsonTable<'a> {
     let pid = matches!(by, By::Process | By::Thread);
     JsonTable {
         event,
@@ -55,7 +55,7 @@ pub fn json<'a>(event: &'a str, t: &'a Table, by: By) -> JsonTable<'a> {
 /// One CPU's ring health in the JSON summary (the text summary's
 /// `CPUn: lost ...` lines, for every CPU).
 #[derive(Debug, Serialize, PartialEq, Eq)]
-pub struct JsonCpu {
+pub(crate) struct JsonCpu {
     cpu: u32,
     lost: u64,
     lost_records: u64,
@@ -66,14 +66,14 @@ pub struct JsonCpu {
 /// The JSON summary: the table over the whole run and each CPU's ring
 /// health.
 #[derive(Debug, Serialize)]
-pub struct JsonSummary<'a> {
+pub(crate) struct JsonSummary<'a> {
     #[serde(flatten)]
     table: JsonTable<'a>,
     per_cpu: Vec<JsonCpu>,
 }
 
 /// The summary as the contract's object.
-pub fn json_summary<'a>(
+pub(crate) fn json_summary<'a>(
     event: &'a str,
     t: &'a Table,
     by: By,
@@ -104,7 +104,7 @@ fn share(e: &Entry, t: &Table) -> f64 {
 
 /// What the table shows, and how.
 #[derive(Debug, Clone, Copy)]
-pub struct Layout {
+pub(crate) struct Layout {
     /// `--json`: an object per refresh.
     pub json: bool,
     /// `--by`: what an entry is.
@@ -115,7 +115,7 @@ pub struct Layout {
 
 /// How often the event is sampled.
 #[derive(Debug, Clone, Copy)]
-pub enum Rate {
+pub(crate) enum Rate {
     /// `-F`: samples per second per CPU.
     Freq(u64),
     /// `-c`: a sample every this many events.
@@ -124,7 +124,7 @@ pub enum Rate {
 
 /// The printer.
 #[derive(Debug)]
-pub struct View {
+pub(crate) struct View {
     json: bool,
     by: By,
     rows: usize,
@@ -135,7 +135,7 @@ pub struct View {
 
 impl View {
     /// A view of `event` sampled at `rate` on `cpus` CPUs.
-    pub fn new(layout: Layout, event: &str, rate: Rate, cpus: usize) -> View {
+    pub(crate) fn new(layout: Layout, event: &str, rate: Rate, cpus: usize) -> View {
         let rate = match rate {
             Rate::Freq(hz) => format!("{hz} Hz"),
             Rate::Period(p) => format!("every {p} events"),
@@ -161,7 +161,7 @@ impl View {
     }
 
     /// One refresh: the interval's table.
-    pub fn refresh(
+    pub(crate) fn refresh(
         &self,
         out: &mut impl Write,
         t: &Table,
@@ -231,7 +231,7 @@ impl View {
     }
 
     /// The summary over the whole run, with ring health per CPU.
-    pub fn summary(
+    pub(crate) fn summary(
         &self,
         out: &mut impl Write,
         t: &Table,

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 /// The running push: a thread with its own runtime.
 #[derive(Debug)]
-pub struct Pusher {
+pub(crate) struct Pusher {
     stop: tokio::sync::watch::Sender<bool>,
     done: std::sync::mpsc::Receiver<()>,
     bound: Duration,
@@ -23,7 +23,7 @@ impl Pusher {
     /// endpoint). `collect` is called once per export. Series whose start
     /// the engine does not know are reported as counting since now (call
     /// this at start-up, with the engine).
-    pub fn start(
+    pub(crate) fn start(
         settings: OtlpSettings,
         collect: Collect,
         stats: Arc<ExportStats>,

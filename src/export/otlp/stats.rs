@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The name of the export results' family, on `/metrics` and pushed.
-pub const EXPORTS_NAME: &str = "perf_otlp_exports_total";
+pub(crate) const EXPORTS_NAME: &str = "perf_otlp_exports_total";
 
 /// Its help.
-pub const EXPORTS_HELP: &str =
+pub(crate) const EXPORTS_HELP: &str =
     "OTLP metric exports by result (a failure is an export that got an error or timed out).";
 
 /// Export results, for `perf_otlp_exports_total{result}` on `/metrics`.
