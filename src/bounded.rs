@@ -27,6 +27,15 @@ pub mod watch;
 
 use std::io::{Error, ErrorKind, Read};
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Locks `m`, taking the data over from a thread that panicked holding
+/// it (every value guarded here stays consistent between statements, so a
+/// poisoned lock is no reason to stop serving): the one lock helper of
+/// the crate.
+pub fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// The most read from one sysfs or procfs attribute. The kernel formats
 /// an attribute into one page (`sysfs_emit`), which is at most 64 KiB

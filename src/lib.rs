@@ -32,7 +32,8 @@
 //!    [`privilege`] (what the process may open and what missing privilege
 //!    costs) and the availability [`probe`] sit beside it;
 //! 6. [`export`] (Prometheus text and OpenMetrics encoding, OTLP push),
-//!    with [`report`] (the `list` and `check` reports);
+//!    with [`report`] (the `list` and `check` reports) and [`view`] (how
+//!    `stat` and `top` print in the terminal);
 //! 7. [`web`]: the HTTP endpoint (routes, shared collection, TLS, auth,
 //!    limits, landing page);
 //! 8. the application: [`app`], the composition root (start-up, the one
@@ -62,6 +63,7 @@ pub mod snapshot;
 pub mod spec;
 pub mod sys;
 pub mod terminal;
+pub(crate) mod view;
 pub mod web;
 
 /// The version (`Cargo.toml`).

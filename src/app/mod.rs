@@ -18,7 +18,6 @@ mod serve;
 mod stat;
 pub use stat::StatSettings;
 mod top;
-mod top_view;
 pub use top::TopSettings;
 
 use host::Host;
@@ -162,6 +161,15 @@ pub enum AppError {
     /// A report could not be written as JSON.
     #[error("cannot encode the report as JSON: {0}")]
     Json(serde_json::Error),
+}
+
+impl From<crate::view::ViewError> for AppError {
+    fn from(e: crate::view::ViewError) -> Self {
+        match e {
+            crate::view::ViewError::Io(e) => AppError::Runtime(e),
+            crate::view::ViewError::Json(e) => AppError::Json(e),
+        }
+    }
 }
 
 impl From<deadline::ReadTimeout> for AppError {

@@ -14,6 +14,7 @@ use super::deadline::Deadline;
 use super::host::{Host, HostSettings};
 use super::opening::{log_problems, open_engine};
 use super::AppError;
+use crate::bounded::lock;
 use crate::bounded::watch::step;
 use crate::config::cgroups::CgroupsConfig;
 use crate::engine::{Engine, Fds};
@@ -31,7 +32,7 @@ use crate::web::{Lifecycle, Reloaded, State};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use tokio::sync::watch;
 
 /// What start-up and every reload read.
@@ -186,10 +187,6 @@ pub(super) struct Job {
     pub engine: Arc<Mutex<Engine>>,
     pub state: Arc<State>,
     pub guard: Guard,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Job {

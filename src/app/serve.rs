@@ -20,6 +20,7 @@ use super::{AppError, WebSettings};
 use crate::bounded::watch::step;
 use crate::engine::Engine;
 use crate::export::otlp::{self, ExportStats, OtlpSettings, Pusher};
+use crate::export::Push;
 use crate::privilege::Privilege;
 use crate::web::config::WebConfig;
 use crate::web::{self, State};
@@ -225,19 +226,7 @@ async fn start(
     }
     let pusher = match (otlp, stats) {
         (Some(settings), Some(stats)) => {
-            tracing::info!(settings = %otlp::describe(&settings), "OTLP push");
-            let e = engine.clone();
-            let collect: otlp::Collect =
-                Arc::new(move || e.lock().unwrap_or_else(PoisonError::into_inner).collect());
-            // Reads its TLS files: off the runtime thread, SIGTERM still
-            // heard, and bounded by --config.read-timeout.
-            let start = move || {
-                deadline.run("otlp-files", move || {
-                    step("reading the OTLP TLS files (--otlp.certificate, --otlp.client-certificate, --otlp.client-key)");
-                    Pusher::start(settings, collect, stats).map_err(AppError::from)
-                })
-            };
-            match signals.unless_terminated("otlp-start", start).await? {
+            match start_push(settings, stats, &engine, deadline, &mut signals).await? {
                 Some(p) => Some(p),
                 None => return Ok(()),
             }
@@ -250,9 +239,35 @@ async fn start(
         None => shutdown.await,
     }
     if let Some(p) = pusher {
+        tracing::debug!(exporter = p.name(), "stopping the push");
         p.shutdown();
     }
     Ok(())
+}
+
+/// Starts the OTLP push, collecting through `engine`. It reads its TLS
+/// files: off the runtime thread, SIGTERM still heard, and bounded by
+/// --config.read-timeout. `None`: terminated meanwhile.
+async fn start_push(
+    settings: OtlpSettings,
+    stats: Arc<ExportStats>,
+    engine: &Arc<Mutex<Engine>>,
+    deadline: Deadline,
+    signals: &mut Signals,
+) -> Result<Option<Box<dyn Push>>, AppError> {
+    tracing::info!(settings = %otlp::describe(&settings), "OTLP push");
+    let e = engine.clone();
+    let collect: otlp::Collect =
+        Arc::new(move || e.lock().unwrap_or_else(PoisonError::into_inner).collect());
+    let start = move || {
+        deadline.run("otlp-files", move || {
+            step("reading the OTLP TLS files (--otlp.certificate, --otlp.client-certificate, --otlp.client-key)");
+            Pusher::start(settings, collect, stats)
+                .map(|p| Box::new(p) as Box<dyn Push>)
+                .map_err(AppError::from)
+        })
+    };
+    signals.unless_terminated("otlp-start", start).await
 }
 
 fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {

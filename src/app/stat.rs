@@ -1,6 +1,7 @@
 //! `perf-exporter stat`: the counters in the terminal, like
-//! `perf stat -a -I`: a block per interval (each counter's increase, the
-//! derived ratios and rates, what is not available) and a summary over
+//! `perf stat -a -I`, printed by [`crate::view::stat`]: a block per
+//! interval (each counter's increase, the derived ratios and rates, what
+//! is not available) and a summary over
 //! the whole run at the end, also on Ctrl-C (SIGINT) or SIGTERM, after one
 //! last collection, so no count is lost. `--json`: each interval's frame
 //! (the live view's, [`crate::export::live`]) on a line of its own, then
@@ -17,12 +18,10 @@ use crate::engine::Engine;
 use crate::export::live::{self, Formula, Frame, PerCpuDetail, DERIVED};
 use crate::privilege::Privilege;
 use crate::probe::prober;
-use crate::problem::{group, Problem};
 use crate::resolve::chain::resolve_config;
 use crate::snapshot::Family;
-use crate::terminal::escape;
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
+use crate::view::stat::StatView;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -134,9 +133,11 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         PerCpuDetail::Off
     };
     let mut framer = live::Framer::default();
-    if !s.json {
-        header(out, &s)?;
-    }
+    let view = StatView {
+        json: s.json,
+        per_cpu: s.per_cpu,
+    };
+    view.header(out)?;
     let end = s.duration.map(|d| start + d);
     let mut next = start + s.interval;
     loop {
@@ -156,7 +157,7 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
                 frame(&mut framer, &prev, &(now, cur.clone()), &reasons, detail),
                 &select,
             );
-            emit(out, &s, now.duration_since(start), &f)?;
+            view.interval(out, now.duration_since(start), &f)?;
         }
         prev = (now, cur);
         if done {
@@ -168,7 +169,7 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         frame(&mut framer, &(start, first), &prev, &reasons, detail),
         &select,
     );
-    summary(out, &s, &total, &causes)
+    Ok(view.summary(out, &total, &causes)?)
 }
 
 fn frame(
@@ -201,177 +202,4 @@ fn narrow(mut f: Frame, select: &BTreeSet<String>) -> Frame {
         c.retain_derived(shown);
     }
     f
-}
-
-fn io(e: std::io::Error) -> AppError {
-    AppError::Runtime(e)
-}
-
-fn header(out: &mut impl Write, s: &StatSettings) -> Result<(), AppError> {
-    let cpu = if s.per_cpu { " cpu  " } else { "" };
-    writeln!(out, "#          time{cpu}                counts  name").map_err(io)
-}
-
-/// A count: whole numbers as such, others with six decimals.
-fn num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.6}")
-    }
-}
-
-fn emit(out: &mut impl Write, s: &StatSettings, t: Duration, f: &Frame) -> Result<(), AppError> {
-    if s.json {
-        writeln!(out, "{}", f.to_json()).map_err(io)?;
-        return out.flush().map_err(io);
-    }
-    let t = t.as_secs_f64();
-    block(out, &format!("{t:>15.6}"), f, s.per_cpu, false)?;
-    out.flush().map_err(io)
-}
-
-/// One interval's (or the summary's) lines, each starting with `lead`.
-fn block(
-    out: &mut impl Write,
-    lead: &str,
-    f: &Frame,
-    per_cpu: bool,
-    reasons: bool,
-) -> Result<(), AppError> {
-    if let (true, Some(c)) = (per_cpu, &f.per_cpu) {
-        for (i, cpu) in c.cpus.iter().enumerate() {
-            for (k, col) in c.counts() {
-                if let Some(v) = col[i] {
-                    writeln!(out, "{lead} CPU{cpu:<4}{:>20}  {}", num(v), escape(k)).map_err(io)?;
-                }
-            }
-            for k in c.derived_names() {
-                let v = ratio(c.derived(k, *cpu));
-                writeln!(out, "{lead} CPU{cpu:<4}{v:>20}  {}", escape(k)).map_err(io)?;
-            }
-        }
-    } else {
-        for (k, v) in &f.counts {
-            writeln!(out, "{lead}{:>22}  {}{}", num(*v), escape(k), share(f, k)).map_err(io)?;
-        }
-    }
-    let pad = if per_cpu { "      " } else { "" };
-    for (k, v) in &f.derived {
-        writeln!(out, "{lead}{pad}{:>22}  {}", ratio(*v), escape(k)).map_err(io)?;
-    }
-    // What is not available is the same in every interval: only the
-    // summary names it, with each cause said once. A counter that opened
-    // and never ran is perf's `<not counted>`, in every interval.
-    for k in f.unavailable.keys() {
-        let not_counted = f.not_counted.contains(k);
-        if reasons || not_counted {
-            let what = if not_counted {
-                "<not counted>"
-            } else {
-                "<not available>"
-            };
-            writeln!(out, "{lead}{pad}{what:>22}  {}", escape(k)).map_err(io)?;
-        }
-    }
-    Ok(())
-}
-
-/// Why the summary's `<not available>` rows are not available: a `#` line
-/// per cause, naming the rows it applies to; a row without a known cause
-/// (not in the config, ...) gets its own line.
-fn why_not_available(
-    out: &mut impl Write,
-    f: &Frame,
-    causes: &BTreeMap<String, Problem>,
-) -> Result<(), AppError> {
-    if f.unavailable.is_empty() {
-        return Ok(());
-    }
-    writeln!(out).map_err(io)?;
-    let known = f
-        .unavailable
-        .keys()
-        .filter_map(|k| Some((k.as_str(), causes.get(k)?)));
-    for g in group(known) {
-        writeln!(out, "# {}", g.explain("of these")).map_err(io)?;
-    }
-    for (k, why) in f
-        .unavailable
-        .iter()
-        .filter(|(k, _)| !causes.contains_key(*k))
-    {
-        writeln!(out, "# {k}: {why}").map_err(io)?;
-    }
-    Ok(())
-}
-
-/// perf's `  (xx.xx%)` after a multiplexed counter: the share of the
-/// window it ran on the PMU; nothing for one that counted all the time.
-fn share(f: &Frame, metric: &str) -> String {
-    f.multiplexed
-        .get(metric)
-        .map_or_else(String::new, |r| format!("  ({:.2}%)", r * 100.0))
-}
-
-/// A derived value; `-` where its denominator did not move.
-fn ratio(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.3}"))
-}
-
-fn summary(
-    out: &mut impl Write,
-    s: &StatSettings,
-    f: &Frame,
-    causes: &BTreeMap<String, Problem>,
-) -> Result<(), AppError> {
-    if s.json {
-        writeln!(out, "{{\"summary\":{}}}", f.to_json()).map_err(io)?;
-        return out.flush().map_err(io);
-    }
-    writeln!(out, "\n Summary over {:.6} s:\n", f.interval_seconds).map_err(io)?;
-    block(out, "", f, s.per_cpu, true)?;
-    why_not_available(out, f, causes)?;
-    out.flush().map_err(io)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::problem::CounterState;
-
-    /// perf's conventions: a multiplexed count with its `(xx.xx%)`, a
-    /// counter that never ran as `<not counted>` (never a number), one not
-    /// counted on this host as `<not available>`.
-    #[test]
-    fn multiplexed_and_never_ran_counters_are_shown_as_perf_does() {
-        let mut f = Frame {
-            interval_seconds: 1.0,
-            ..Frame::default()
-        };
-        f.counts.insert("perf_cpu_cycles_total".into(), 2e9);
-        f.counts.insert("perf_instructions_total".into(), 3e9);
-        f.multiplexed.insert("perf_cpu_cycles_total".into(), 0.75);
-        let why = CounterState::NeverRan.explain().to_string();
-        f.unavailable.insert("perf_branches_total".into(), why);
-        f.not_counted.insert("perf_branches_total".into());
-        f.unavailable
-            .insert("perf_l1i_loads_total".into(), "not supported".into());
-        // The summary (reasons: the causes follow in `#` lines) has every
-        // row; an interval has the `<not counted>` one, not the one this
-        // host cannot count at all.
-        let mut out = Vec::new();
-        block(&mut out, "", &f, false, true).unwrap();
-        let expected = "            2000000000  perf_cpu_cycles_total  (75.00%)\n\
-             \x20           3000000000  perf_instructions_total\n\
-             \x20        <not counted>  perf_branches_total\n\
-             \x20      <not available>  perf_l1i_loads_total\n";
-        assert_eq!(String::from_utf8(out).unwrap(), expected);
-        let mut out = Vec::new();
-        block(&mut out, "", &f, false, false).unwrap();
-        let expected = "            2000000000  perf_cpu_cycles_total  (75.00%)\n\
-             \x20           3000000000  perf_instructions_total\n\
-             \x20        <not counted>  perf_branches_total\n";
-        assert_eq!(String::from_utf8(out).unwrap(), expected);
-    }
 }

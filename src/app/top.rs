@@ -1,5 +1,5 @@
-//! `perf-exporter top`: who the CPU time (or cycles, cache misses...)
-//! goes to, from the kernel's samples: system-wide sampling on every
+//! `perf-exporter top`, printed by [`crate::view::top`]: who the CPU time
+//! (or cycles, cache misses...) goes to, from the kernel's samples: system-wide sampling on every
 //! online CPU (or `-C`), a refreshing table of the top entries by process,
 //! thread, cgroup or pod, and a summary at the end (after `-d`, or on
 //! Ctrl-C/SIGTERM, after one last drain, exit 0).
@@ -20,6 +20,7 @@ use crate::engine::sample::{By, Sampling, SamplingSettings, Table};
 use crate::perf::{EventAttr, Kernel, SampleRate, SampleSpec};
 use crate::resolve::resolve_sampled;
 use crate::spec::{self, EventSpec};
+use crate::view::top::{Layout, Rate, View};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
@@ -254,7 +255,13 @@ async fn run(host: HostSettings, s: TopSettings) -> Result<(), AppError> {
     };
     let (mut smp, r) = open(&kernel, &host, &h, &s)?;
     let out = &mut std::io::stdout().lock();
-    let view = super::top_view::View::new(&s, &r.event, smp.cpus().len());
+    let layout = Layout {
+        json: s.json,
+        by: s.by,
+        rows: s.rows,
+    };
+    let rate = s.period.map_or(Rate::Freq(s.freq), Rate::Period);
+    let view = View::new(layout, &r.event, rate, smp.cpus().len());
     if let Some(n) = &r.note {
         eprintln!("perf-exporter top: {n}");
     }
@@ -287,5 +294,5 @@ async fn run(host: HostSettings, s: TopSettings) -> Result<(), AppError> {
         next += s.interval;
     }
     let total = smp.table();
-    view.summary(out, &total, start.elapsed(), &smp.health())
+    Ok(view.summary(out, &total, start.elapsed(), &smp.health())?)
 }

@@ -13,9 +13,10 @@
 //! timeout. The helper thread is then left behind (it ends if the read
 //! ever returns); its result is dropped.
 
+use super::lock;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Where a watched thread is: the step it is in, the file it is reading
@@ -48,10 +49,6 @@ impl std::fmt::Display for Stall {
             None => write!(f, "{}", self.step),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Watch {

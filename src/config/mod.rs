@@ -356,15 +356,6 @@ impl Config {
             s.per_cpu = false;
         }
     }
-
-    /// Where a metric's `event:` is written, for resolution errors.
-    pub fn location_of(&self, metric: &str) -> Option<(u64, u64)> {
-        self.sets
-            .iter()
-            .flat_map(|s| &s.events)
-            .find(|m| m.metric.value == metric)
-            .map(|m| (m.event.referenced.line(), m.event.referenced.column()))
-    }
 }
 
 const EMPTY: &str = "the configuration has no sets: it needs `sets:` with at least one set of metrics (an empty configuration would count nothing)";

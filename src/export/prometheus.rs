@@ -1,11 +1,12 @@
-//! Prometheus exposition of a [`Snapshot`]: the classic text format
-//! (0.0.4, the default) and OpenMetrics (negotiated by `Accept`), the
-//! latter through prometheus-client's encoder.
+//! Prometheus exposition of a [`Snapshot`](crate::snapshot::Snapshot):
+//! the classic text format (0.0.4, the default) and OpenMetrics
+//! (negotiated by `Accept`), the latter through prometheus-client's
+//! encoder ([`Format`]).
 //!
 //! prometheus-client only writes OpenMetrics, so the classic format is
 //! written here; both come from the same snapshot.
 
-use crate::snapshot::{Family, Kind, Snapshot};
+use crate::snapshot::{Family, Kind};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -21,9 +22,39 @@ pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// An exposition format of `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The classic text format (0.0.4), the default.
+    Text,
+    /// OpenMetrics text (1.0.0), when `Accept` prefers it.
+    OpenMetrics,
+}
+
+impl Format {
+    /// The format an `Accept` header asks for: OpenMetrics when it asks
+    /// for it and prefers it to the classic format (by q-value), else the
+    /// classic format.
+    pub fn negotiate(accept: &str) -> Self {
+        if wants_openmetrics(accept) {
+            Format::OpenMetrics
+        } else {
+            Format::Text
+        }
+    }
+
+    /// The `Content-Type` of a body in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Text => TEXT_CONTENT_TYPE,
+            Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
+        }
+    }
+}
+
 /// Whether an `Accept` header asks for OpenMetrics (and prefers it to
 /// the classic format, by q-value).
-pub fn wants_openmetrics(accept: &str) -> bool {
+fn wants_openmetrics(accept: &str) -> bool {
     let mut om = None::<f32>;
     let mut text = None::<f32>;
     for part in accept.split(',') {
@@ -171,42 +202,27 @@ pub fn encode_openmetrics_parts(
     prometheus_client::encoding::text::encode(out, &reg)
 }
 
-/// Encodes a snapshot in the format the `Accept` header asks for into a
-/// body of `capacity` bytes to start with (the size of the previous
-/// scrape, so the buffer is allocated once, not grown). Returns the body
-/// and its content type.
-pub fn encode(snapshot: Snapshot, accept: &str, capacity: usize) -> (String, &'static str) {
-    encode_parts(&[Arc::new(snapshot.families)], accept, capacity)
-}
-
-/// Like [`encode`], for families in several shared parts, encoded in
-/// order without copying them.
+/// Encodes families in several shared parts, in order and without
+/// copying them, in `format` into a body of `capacity` bytes to start with
+/// (the size of the previous scrape, so the buffer is allocated once, not
+/// grown). OpenMetrics falls back to the classic format if its encoder
+/// fails. Returns the body and the format it is in.
 pub fn encode_parts(
     parts: &[Arc<Vec<Family>>],
-    accept: &str,
+    format: Format,
     capacity: usize,
-) -> (String, &'static str) {
-    encode_parts_as(parts, wants_openmetrics(accept), capacity)
-}
-
-/// Like [`encode_parts`], in OpenMetrics when `openmetrics` (falling back
-/// to the classic format if that encoder fails), else the classic format.
-pub fn encode_parts_as(
-    parts: &[Arc<Vec<Family>>],
-    openmetrics: bool,
-    capacity: usize,
-) -> (String, &'static str) {
+) -> (String, Format) {
     let mut out = String::with_capacity(capacity.max(4096));
-    if openmetrics {
+    if format == Format::OpenMetrics {
         if encode_openmetrics_parts(parts.to_vec(), &mut out).is_ok() {
-            return (out, OPENMETRICS_CONTENT_TYPE);
+            return (out, Format::OpenMetrics);
         }
         out.clear();
     }
     for p in parts {
         encode_text(p, &mut out);
     }
-    (out, TEXT_CONTENT_TYPE)
+    (out, Format::Text)
 }
 
 #[cfg(test)]
@@ -354,5 +370,11 @@ mod tests {
         assert!(!wants_openmetrics(
             "application/openmetrics-text;q=0.2,text/plain;q=0.9"
         ));
+        assert_eq!(
+            Format::negotiate("application/openmetrics-text"),
+            Format::OpenMetrics
+        );
+        assert_eq!(Format::negotiate(""), Format::Text);
+        assert_eq!(Format::Text.content_type(), TEXT_CONTENT_TYPE);
     }
 }

@@ -374,15 +374,36 @@ fn read_trimmed(p: &Path) -> std::io::Result<String> {
 }
 
 fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, PmuError> {
+    let type_ = read_type(dir)?;
+    let scope = read_scope(dir)?;
+    // Warnings in this order: formats, then events.
+    let formats = read_formats(dir, warnings);
+    let events = read_events(&dir.join("events"), warnings);
+    Ok(Pmu {
+        name: name.to_string(),
+        type_,
+        scope,
+        events,
+        formats,
+        caps: read_caps(dir),
+    })
+}
+
+/// `type`: the PMU's `perf_event_attr.type`.
+fn read_type(dir: &Path) -> Result<u32, PmuError> {
     let tp = dir.join("type");
     let t = read_trimmed(&tp).map_err(|source| PmuError::Io {
         path: tp.clone(),
         source,
     })?;
-    let type_: u32 = t.trim().parse().map_err(|_| PmuError::Parse {
+    t.trim().parse().map_err(|_| PmuError::Parse {
         path: tp.clone(),
         msg: format!("`{t}` is not a PMU type"),
-    })?;
+    })
+}
+
+/// Where the PMU counts: `cpumask`, else `cpus`, else every CPU.
+fn read_scope(dir: &Path) -> Result<Scope, PmuError> {
     let list = |file: &str| -> Result<Option<Vec<u32>>, PmuError> {
         let p = dir.join(file);
         match read_trimmed(&p) {
@@ -392,14 +413,18 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
             Err(_) => Ok(None),
         }
     };
-    let scope = if let Some(c) = list("cpumask")? {
+    Ok(if let Some(c) = list("cpumask")? {
         Scope::Cpumask(c)
     } else if let Some(c) = list("cpus")? {
         Scope::Cpus(c)
     } else {
         Scope::AllCpus
-    };
+    })
+}
 
+/// `format/`: the terms and their bits; one that cannot be read or parsed
+/// is left out with a warning.
+fn read_formats(dir: &Path, warnings: &mut Vec<String>) -> BTreeMap<String, Format> {
     let mut formats = BTreeMap::new();
     if let Ok(rd) = fs::read_dir(dir.join("format")) {
         for e in rd.filter_map(|e| e.ok()) {
@@ -416,10 +441,14 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
             }
         }
     }
+    formats
+}
 
+/// `events/` (`edir`): the named events with their companions, in name
+/// order; one that cannot be read is left out with a warning.
+fn read_events(edir: &Path, warnings: &mut Vec<String>) -> BTreeMap<String, PmuEvent> {
     let mut events = BTreeMap::new();
-    let edir = dir.join("events");
-    if let Ok(rd) = fs::read_dir(&edir) {
+    if let Ok(rd) = fs::read_dir(edir) {
         let mut files: Vec<String> = rd
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -429,78 +458,73 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
             if f.contains('.') {
                 continue; // companions: .scale .unit .snapshot .per-pkg
             }
-            let p = edir.join(f);
-            let terms = match read_trimmed(&p) {
-                Ok(s) => match parse_terms(&s) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        warnings.push(format!("{}: {}", p.display(), e.0));
-                        continue;
-                    }
-                },
-                Err(e) => {
-                    warnings.push(format!("{}: {e}", p.display()));
-                    continue;
+            match read_event(edir, f) {
+                Ok(ev) => {
+                    events.insert(f.clone(), ev);
                 }
-            };
-            // A companion that exists but cannot be read (a FIFO, a device,
-            // a huge file) skips the event with the reason: counting it
-            // without its scale or unit would export wrong numbers.
-            let companions = ["scale", "unit", "snapshot", "per-pkg"].map(|ext| {
-                let cp = edir.join(format!("{f}.{ext}"));
-                match read_trimmed(&cp) {
-                    Ok(s) => Ok(Some(s)),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                    Err(e) => Err(format!("{}: {e}; event `{f}` skipped", cp.display())),
-                }
-            });
-            if let Some(Err(w)) = companions.iter().find(|c| c.is_err()) {
-                warnings.push(w.clone());
-                continue;
+                Err(w) => warnings.push(w),
             }
-            let [scale_s, unit_s, snapshot_s, per_pkg_s] = companions.map(|c| c.ok().flatten());
-            // A bad `.scale` would make every count wrong (negative:
-            // decreasing counters; 0: zeros; 1e308: +Inf), so the event
-            // is skipped, with the reason, rather than counted unscaled.
-            let scale = match scale_s {
-                Some(s) => match s.trim().parse::<f64>() {
-                    Ok(v) => match crate::spec::check_scale(v) {
-                        Ok(()) => Some(v),
-                        Err(why) => {
-                            warnings.push(format!(
-                                "{}.scale: `{s}` refused: {why}; event `{f}` skipped",
-                                p.display()
-                            ));
-                            continue;
-                        }
-                    },
-                    Err(_) => {
-                        warnings.push(format!(
-                            "{}.scale: `{s}` is not a number; event `{f}` skipped",
-                            p.display()
-                        ));
-                        continue;
-                    }
-                },
-                None => None,
-            };
-            let flag = |c: Option<String>| c.is_some_and(|s| s.trim() == "1");
-            events.insert(
-                f.clone(),
-                PmuEvent {
-                    name: f.clone(),
-                    terms,
-                    scale,
-                    unit: unit_s
-                        .map(|s| s.trim().to_string())
-                        .filter(|s| !s.is_empty()),
-                    snapshot: flag(snapshot_s),
-                    per_pkg: flag(per_pkg_s),
-                },
-            );
         }
     }
+    events
+}
 
+/// The event `f` of `edir`, or the warning saying why it is skipped.
+fn read_event(edir: &Path, f: &str) -> Result<PmuEvent, String> {
+    let p = edir.join(f);
+    let terms = match read_trimmed(&p) {
+        Ok(s) => parse_terms(&s).map_err(|e| format!("{}: {}", p.display(), e.0))?,
+        Err(e) => return Err(format!("{}: {e}", p.display())),
+    };
+    // A companion that exists but cannot be read (a FIFO, a device,
+    // a huge file) skips the event with the reason: counting it
+    // without its scale or unit would export wrong numbers.
+    let companions = ["scale", "unit", "snapshot", "per-pkg"].map(|ext| {
+        let cp = edir.join(format!("{f}.{ext}"));
+        match read_trimmed(&cp) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}; event `{f}` skipped", cp.display())),
+        }
+    });
+    if let Some(Err(w)) = companions.iter().find(|c| c.is_err()) {
+        return Err(w.clone());
+    }
+    let [scale_s, unit_s, snapshot_s, per_pkg_s] = companions.map(|c| c.ok().flatten());
+    let scale =
+        match scale_s {
+            Some(s) => Some(parse_scale(&s).map_err(|why| {
+                format!("{}.scale: `{s}` {why}; event `{f}` skipped", p.display())
+            })?),
+            None => None,
+        };
+    let flag = |c: Option<String>| c.is_some_and(|s| s.trim() == "1");
+    Ok(PmuEvent {
+        name: f.to_string(),
+        terms,
+        scale,
+        unit: unit_s
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+        snapshot: flag(snapshot_s),
+        per_pkg: flag(per_pkg_s),
+    })
+}
+
+/// An event's `.scale`. A bad one would make every count wrong (negative:
+/// decreasing counters; 0: zeros; 1e308: +Inf), so the event is skipped,
+/// with the reason, rather than counted unscaled.
+fn parse_scale(s: &str) -> Result<f64, String> {
+    let v = s
+        .trim()
+        .parse::<f64>()
+        .map_err(|_| "is not a number".to_string())?;
+    crate::spec::check_scale(v).map_err(|why| format!("refused: {why}"))?;
+    Ok(v)
+}
+
+/// `caps/`: the PMU's capabilities, as written.
+fn read_caps(dir: &Path) -> BTreeMap<String, String> {
     let mut caps = BTreeMap::new();
     if let Ok(rd) = fs::read_dir(dir.join("caps")) {
         for e in rd.filter_map(|e| e.ok()) {
@@ -509,15 +533,7 @@ fn read_pmu(dir: &Path, name: &str, warnings: &mut Vec<String>) -> Result<Pmu, P
             }
         }
     }
-
-    Ok(Pmu {
-        name: name.to_string(),
-        type_,
-        scope,
-        events,
-        formats,
-        caps,
-    })
+    caps
 }
 
 /// Normalises a sysfs `.scale`/`.unit` pair to base units.

@@ -26,7 +26,7 @@ pub mod chain;
 pub use crate::spec;
 
 use crate::pmu::host::{Tracefs, Tracepoints};
-use crate::pmu::{normalize_unit, Pmu, PmuTable, Scope, SyntaxError, TermValue};
+use crate::pmu::{normalize_unit, Pmu, PmuEvent, PmuTable, Scope, SyntaxError, TermValue};
 use spec::{quote_list, suggest, Event, EventSpec, HARDWARE, HARDWARE_SYSFS, SOFTWARE};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -493,6 +493,29 @@ fn resolve_pmu(
     }
 }
 
+/// Ordered term values: alias terms first, then the user's, which
+/// override. `config`/`config1`.. are direct word assignments.
+#[derive(Default)]
+struct Terms<'p> {
+    values: Vec<(String, TermValue)>,
+    /// The named event of the spec (`cpu/mem-loads/`), whose terms come
+    /// first.
+    alias: Option<&'p PmuEvent>,
+    /// A generic hardware event on a core PMU without sysfs events
+    /// (`cpu/cycles/` on a PMU that names none).
+    legacy_hw: Option<u64>,
+}
+
+impl Terms<'_> {
+    fn set(&mut self, n: &str, v: TermValue) {
+        if let Some(slot) = self.values.iter_mut().find(|(k, _)| k == n) {
+            slot.1 = v;
+        } else {
+            self.values.push((n.to_string(), v));
+        }
+    }
+}
+
 /// Encodes `terms` on one PMU.
 fn encode_on(
     table: &PmuTable,
@@ -500,18 +523,38 @@ fn encode_on(
     terms: &[crate::pmu::Term],
     bare: &[String],
 ) -> Result<Instance, ResolveError> {
-    // Ordered term values: alias terms first, then the user's, which
-    // override. `config`/`config1`.. are direct word assignments.
-    let mut values: Vec<(String, TermValue)> = Vec::new();
-    let set = |values: &mut Vec<(String, TermValue)>, n: &str, v: TermValue| {
-        if let Some(slot) = values.iter_mut().find(|(k, _)| k == n) {
-            slot.1 = v;
-        } else {
-            values.push((n.to_string(), v));
-        }
+    let t = collect_terms(p, terms, bare)?;
+    if let Some(id) = t.legacy_hw {
+        return legacy_hardware(table, p, id, &t.values);
+    }
+    let words = encode_words(p, &t.values)?;
+    let alias = t.alias;
+    let (scale, unit) = match alias {
+        Some(a) => normalize_unit(a.scale.unwrap_or(1.0), a.unit.as_deref().unwrap_or("")),
+        None => (1.0, String::new()),
     };
-    let mut alias = None;
-    let mut legacy_hw = None;
+    let (cpus, uncore) = placement(table, p, alias);
+    Ok(Instance {
+        pmu: p.name.clone(),
+        type_: p.type_,
+        config: words,
+        cpus,
+        uncore,
+        scale,
+        unit,
+        snapshot: alias.is_some_and(|a| a.snapshot),
+        exclude: Exclude::default(),
+    })
+}
+
+/// The spec's terms on `p`, a bare name standing for the PMU's event of
+/// that name (its terms) or a generic hardware event.
+fn collect_terms<'p>(
+    p: &'p Pmu,
+    terms: &[crate::pmu::Term],
+    bare: &[String],
+) -> Result<Terms<'p>, ResolveError> {
+    let mut out = Terms::default();
     for (i, t) in terms.iter().enumerate() {
         let is_bare = bare.iter().any(|b| b == &t.name) && t.value == TermValue::Num(1);
         if is_bare && !p.formats.contains_key(&t.name) && !t.name.starts_with("config") {
@@ -523,11 +566,11 @@ fn encode_on(
                     .and_then(|&(_, id)| p.events.get(HARDWARE_SYSFS[id as usize]))
             });
             match ev {
-                Some(ev) if alias.is_none() => {
+                Some(ev) if out.alias.is_none() => {
                     for at in &ev.terms {
-                        set(&mut values, &at.name, at.value);
+                        out.set(&at.name, at.value);
                     }
-                    alias = Some(ev);
+                    out.alias = Some(ev);
                     continue;
                 }
                 Some(_) => {
@@ -541,7 +584,7 @@ fn encode_on(
                     && !HARDWARE_SYSFS.iter().any(|n| p.events.contains_key(*n))
                     && HARDWARE.iter().any(|(n, _)| *n == t.name) =>
                 {
-                    legacy_hw = HARDWARE
+                    out.legacy_hw = HARDWARE
                         .iter()
                         .find(|(n, _)| *n == t.name)
                         .map(|&(_, id)| id);
@@ -556,59 +599,74 @@ fn encode_on(
                         event: t.name.clone(),
                     });
                 }
-                None => {
-                    let close = suggest(&t.name, p.events.keys().map(String::as_str));
-                    let mut hint = String::new();
-                    if !close.is_empty() {
-                        hint.push_str(&format!("; did you mean {}?", quote_list(&close)));
-                    }
-                    if p.events.is_empty() && p.formats.is_empty() {
-                        hint.push_str(&format!(
-                            " ({} names no events and has no format terms in sysfs)",
-                            p.name
-                        ));
-                    } else if p.events.is_empty() {
-                        hint.push_str(&format!(
-                            " ({} names no events; write its format terms: {})",
-                            p.name,
-                            p.formats.keys().cloned().collect::<Vec<_>>().join(", ")
-                        ));
-                    } else {
-                        let names: Vec<&str> = p.events.keys().map(String::as_str).collect();
-                        let more = if names.len() > 20 { ", ..." } else { "" };
-                        hint.push_str(&format!(
-                            " ({} offers: {}{more})",
-                            p.name,
-                            names[..names.len().min(20)].join(", ")
-                        ));
-                    }
-                    return Err(ResolveError::UnknownEvent {
-                        pmu: p.name.clone(),
-                        event: t.name.clone(),
-                        hint,
-                    });
-                }
+                None => return Err(unknown_event(p, &t.name)),
             }
         }
-        set(&mut values, &t.name, t.value);
+        out.set(&t.name, t.value);
     }
-    if let Some(id) = legacy_hw {
-        if !values.is_empty() {
-            return Err(ResolveError::Syntax(format!(
-                "{}: a generic hardware event takes no terms",
-                p.name
-            )));
-        }
-        let mut inst = per_cpu_instance(table, p, [id, 0, 0, 0]);
-        inst.type_ = TYPE_HARDWARE;
-        if table.core_pmus().len() > 1 {
-            inst.config[0] |= u64::from(p.type_) << PMU_TYPE_SHIFT;
-        }
-        return Ok(inst);
-    }
+    Ok(out)
+}
 
+/// `event` is not one of `p`'s: the closest names, and what `p` offers.
+fn unknown_event(p: &Pmu, event: &str) -> ResolveError {
+    let close = suggest(event, p.events.keys().map(String::as_str));
+    let mut hint = String::new();
+    if !close.is_empty() {
+        hint.push_str(&format!("; did you mean {}?", quote_list(&close)));
+    }
+    if p.events.is_empty() && p.formats.is_empty() {
+        hint.push_str(&format!(
+            " ({} names no events and has no format terms in sysfs)",
+            p.name
+        ));
+    } else if p.events.is_empty() {
+        hint.push_str(&format!(
+            " ({} names no events; write its format terms: {})",
+            p.name,
+            p.formats.keys().cloned().collect::<Vec<_>>().join(", ")
+        ));
+    } else {
+        let names: Vec<&str> = p.events.keys().map(String::as_str).collect();
+        let more = if names.len() > 20 { ", ..." } else { "" };
+        hint.push_str(&format!(
+            " ({} offers: {}{more})",
+            p.name,
+            names[..names.len().min(20)].join(", ")
+        ));
+    }
+    ResolveError::UnknownEvent {
+        pmu: p.name.clone(),
+        event: event.to_string(),
+        hint,
+    }
+}
+
+/// A generic hardware event (`id`) opened through the legacy hardware
+/// type, on `p` of a hybrid system.
+fn legacy_hardware(
+    table: &PmuTable,
+    p: &Pmu,
+    id: u64,
+    values: &[(String, TermValue)],
+) -> Result<Instance, ResolveError> {
+    if !values.is_empty() {
+        return Err(ResolveError::Syntax(format!(
+            "{}: a generic hardware event takes no terms",
+            p.name
+        )));
+    }
+    let mut inst = per_cpu_instance(table, p, [id, 0, 0, 0]);
+    inst.type_ = TYPE_HARDWARE;
+    if table.core_pmus().len() > 1 {
+        inst.config[0] |= u64::from(p.type_) << PMU_TYPE_SHIFT;
+    }
+    Ok(inst)
+}
+
+/// The `config` words of the term values, through `p`'s formats.
+fn encode_words(p: &Pmu, values: &[(String, TermValue)]) -> Result<[u64; 4], ResolveError> {
     let mut words = [0u64; 4];
-    for (name, v) in &values {
+    for (name, v) in values {
         let TermValue::Num(v) = *v else {
             return Err(ResolveError::RequiredTerm {
                 pmu: p.name.clone(),
@@ -639,15 +697,16 @@ fn encode_on(
             msg: e.0,
         })?;
     }
+    Ok(words)
+}
 
-    let (scale, unit) = match alias {
-        Some(a) => normalize_unit(a.scale.unwrap_or(1.0), a.unit.as_deref().unwrap_or("")),
-        None => (1.0, String::new()),
-    };
+/// The CPUs to open on, and whether the PMU is an uncore one (counted
+/// once per instance, not per CPU).
+fn placement(table: &PmuTable, p: &Pmu, alias: Option<&PmuEvent>) -> (Vec<u32>, bool) {
     let uncore_family = UNCORE_WITHOUT_CPUMASK
         .iter()
         .any(|f| crate::pmu::pmu_name_matches(f, &p.name));
-    let (cpus, uncore) = match &p.scope {
+    match &p.scope {
         Scope::Cpumask(_) => (table.cpus_of(p), true),
         Scope::AllCpus if uncore_family => (
             table.topology.online.iter().copied().take(1).collect(),
@@ -661,18 +720,7 @@ fn encode_on(
             }
             (cpus, false)
         }
-    };
-    Ok(Instance {
-        pmu: p.name.clone(),
-        type_: p.type_,
-        config: words,
-        cpus,
-        uncore,
-        scale,
-        unit,
-        snapshot: alias.is_some_and(|a| a.snapshot),
-        exclude: Exclude::default(),
-    })
+    }
 }
 
 #[cfg(test)]

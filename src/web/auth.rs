@@ -19,10 +19,11 @@
 //! doubles from one second up to [`MAX_DELAY`]; a success forgets the
 //! client. The table of clients is bounded (the least recently seen goes).
 
+use crate::bounded::lock;
 use base64::Engine as _;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Successful verifications kept at most (the least recently used goes).
@@ -63,10 +64,6 @@ pub fn parse_basic(header: &str) -> Option<Credentials> {
         user: user.to_string(),
         password: password.to_string(),
     })
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The users of a web config and the verification cache.

@@ -19,7 +19,8 @@
 //! asking for another body encodes it from the same samples, once too.
 
 use super::scrape::{self, Encoded, Want};
-use super::{lock, State};
+use super::State;
+use crate::bounded::lock;
 use crate::engine::Engine;
 use crate::snapshot::{Family, Snapshot};
 use std::panic::AssertUnwindSafe;
@@ -39,14 +40,14 @@ pub(super) struct Collected {
     /// (`.0`) and after (`.1`) the engine's families in a scrape.
     pub(super) own: (Arc<Vec<Family>>, Arc<Vec<Family>>),
     /// The `/metrics` bodies made from it, one slot per [`Want`].
-    bodies: [OnceLock<Encoded>; Want::COUNT],
+    bodies: [OnceLock<Encoded>; Want::ALL.len()],
 }
 
 impl Collected {
     /// The `/metrics` body `want` asks for: encoded by the first scrape
     /// that needs it, shared by the others.
     pub(super) fn body(&self, state: &State, want: Want) -> &Encoded {
-        self.bodies[want.index()].get_or_init(|| scrape::encode(state, self, want))
+        self.bodies[want.slot()].get_or_init(|| scrape::encode(state, self, want))
     }
 }
 

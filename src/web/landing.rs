@@ -2,7 +2,8 @@
 //! from `/api/v1/stream`), then the resolution table with each metric's
 //! status and reason. The assets are embedded; no CDN, no build step.
 
-use super::{lock, State};
+use super::State;
+use crate::bounded::lock;
 use crate::export::live::{Formula, DERIVED};
 use crate::problem::{Class, Problem};
 use crate::resolve::chain::{ResolvedMetric, Status};

@@ -44,6 +44,7 @@ mod process;
 mod reload;
 mod routes;
 mod scrape;
+pub use scrape::{self_metrics, SelfMetric};
 mod stream;
 mod stream_ws;
 
@@ -62,7 +63,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Semaphore;
@@ -226,8 +227,8 @@ pub struct State {
     reload_ok: AtomicBool,
     /// Unix time of the last successful (re)load, as f64 bits.
     last_success: AtomicU64,
-    /// `--path.procfs`.
-    procfs: std::path::PathBuf,
+    /// The process metrics' sources (under `--path.procfs`).
+    process: process::Process,
     /// `--web.route-prefix` (empty: none).
     route_prefix: String,
 }
@@ -242,7 +243,7 @@ impl State {
             collector: OnceLock::new(),
             last_len: AtomicUsize::new(0),
             telemetry_path: o.telemetry_path,
-            procfs: o.procfs,
+            process: process::Process::new(&o.procfs),
             route_prefix: o.route_prefix,
             simulated: o.simulated,
             config_name: o.config_name,
@@ -285,14 +286,11 @@ impl State {
     pub fn record_reload(&self, ok: bool) {
         self.reload_ok.store(ok, Ordering::Relaxed);
         if ok {
+            self.process.reread_limits();
             self.last_success
                 .store(unix_now().to_bits(), Ordering::Relaxed);
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn unix_now() -> f64 {

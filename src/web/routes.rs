@@ -114,49 +114,8 @@ async fn route(
     req: Request<Incoming>,
     peer: IpAddr,
 ) -> Response<Body> {
-    let too_big = req
-        .headers()
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .is_some_and(|n| n > MAX_BODY_BYTES);
-    if too_big {
-        let mut r = text(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("request body too large (limit {MAX_BODY_BYTES} bytes)\n"),
-        );
-        r.headers_mut()
-            .insert(CONNECTION, HeaderValue::from_static("close"));
-        return r;
-    }
-    if let Some(l) = &web.limiter {
-        if !l.allow() {
-            st.reject(1);
-            return too_many(None);
-        }
-    }
-    // A client backed off after failed logins gets no verification at
-    // all (not even a cached one: that would be a free oracle).
-    if web.auth.is_some() {
-        if let Some(wait) = st.backoff.retry_after(peer) {
-            st.reject(1);
-            return too_many(Some(wait));
-        }
-    }
-    let login = authorized(st, web, &req).await;
-    match login {
-        Login::Ok if web.auth.is_some() => st.backoff.succeeded(peer),
-        Login::Wrong => st.backoff.failed(peer),
-        _ => {}
-    }
-    if login != Login::Ok {
-        st.reject(2);
-        let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
-        r.headers_mut().insert(
-            hyper::header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Basic"),
-        );
-        return r;
+    if let Some(refused) = admit(st, web, &req, peer).await {
+        return refused;
     }
     let get = req.method() == Method::GET || req.method() == Method::HEAD;
     let full = req.uri().path();
@@ -208,32 +167,91 @@ async fn route(
         ),
         "/-/healthy" => text(StatusCode::OK, "Healthy\n"),
         "/-/ready" => text(StatusCode::OK, "Ready\n"),
-        "/-/reload" => {
-            let Some(l) = st.lifecycle.get() else {
-                return text(
-                    StatusCode::FORBIDDEN,
-                    "Lifecycle API is not enabled (start with --web.enable-lifecycle).\n",
-                );
-            };
-            if req.method() != Method::POST && req.method() != Method::PUT {
-                return method_not_allowed("POST, PUT");
-            }
-            match tokio::time::timeout(st.request_timeout, l.reload()).await {
-                Ok(Ok(summary)) => text(StatusCode::OK, format!("{summary}\n")),
-                Ok(Err(e)) => text(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("failed to reload config: {e}\n"),
-                ),
-                Err(_) => text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "the reload is still running after --web.request-timeout ({}); its outcome will be logged\n",
-                        crate::duration::render(st.request_timeout)
-                    ),
-                ),
-            }
-        }
+        "/-/reload" => reload(st, &req).await,
         _ => text(StatusCode::NOT_FOUND, "404 page not found\n"),
+    }
+}
+
+/// What turns a request away before its route: a body over the limit,
+/// the rate limit, a client backed off after failed logins, missing or
+/// wrong credentials. `None`: the request goes on.
+async fn admit(
+    st: &Arc<State>,
+    web: &Arc<WebRuntime>,
+    req: &Request<Incoming>,
+    peer: IpAddr,
+) -> Option<Response<Body>> {
+    let too_big = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > MAX_BODY_BYTES);
+    if too_big {
+        let mut r = text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body too large (limit {MAX_BODY_BYTES} bytes)\n"),
+        );
+        r.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+        return Some(r);
+    }
+    if let Some(l) = &web.limiter {
+        if !l.allow() {
+            st.reject(1);
+            return Some(too_many(None));
+        }
+    }
+    // A client backed off after failed logins gets no verification at
+    // all (not even a cached one: that would be a free oracle).
+    if web.auth.is_some() {
+        if let Some(wait) = st.backoff.retry_after(peer) {
+            st.reject(1);
+            return Some(too_many(Some(wait)));
+        }
+    }
+    let login = authorized(st, web, req).await;
+    match login {
+        Login::Ok if web.auth.is_some() => st.backoff.succeeded(peer),
+        Login::Wrong => st.backoff.failed(peer),
+        _ => {}
+    }
+    if login != Login::Ok {
+        st.reject(2);
+        let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
+        r.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic"),
+        );
+        return Some(r);
+    }
+    None
+}
+
+/// `/-/reload` (`--web.enable-lifecycle`): POST or PUT.
+async fn reload(st: &Arc<State>, req: &Request<Incoming>) -> Response<Body> {
+    let Some(l) = st.lifecycle.get() else {
+        return text(
+            StatusCode::FORBIDDEN,
+            "Lifecycle API is not enabled (start with --web.enable-lifecycle).\n",
+        );
+    };
+    if req.method() != Method::POST && req.method() != Method::PUT {
+        return method_not_allowed("POST, PUT");
+    }
+    match tokio::time::timeout(st.request_timeout, l.reload()).await {
+        Ok(Ok(summary)) => text(StatusCode::OK, format!("{summary}\n")),
+        Ok(Err(e)) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("failed to reload config: {e}\n"),
+        ),
+        Err(_) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the reload is still running after --web.request-timeout ({}); its outcome will be logged\n",
+                crate::duration::render(st.request_timeout)
+            ),
+        ),
     }
 }
 

@@ -1,37 +1,72 @@
 //! `/metrics`: the shared collection plus the exporter's own metrics,
 //! encoded as asked (`Accept`, `Accept-Encoding`), once per collection.
+//!
+//! The exporter's own metrics are one table ([`self_metrics`]): each
+//! family's name, type, help, unit and where its value comes from.
 
 use super::collect::Collected;
+use super::process::Reading;
 use super::{gzip, State, REJECT_REASONS};
-use crate::export::prometheus;
+use crate::export::otlp;
+use crate::export::prometheus::{self, Format};
 use crate::snapshot::{Family, Kind, Sample};
 use hyper::body::Bytes;
 use std::sync::atomic::Ordering;
 
-/// Which `/metrics` body a scrape wants.
+/// A `/metrics` body as sent: an exposition format, gzip-compressed or
+/// not. A collection keeps one body of each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Want {
-    /// OpenMetrics (else the classic text format).
-    pub(super) openmetrics: bool,
-    /// gzip-compressed.
-    pub(super) gzip: bool,
+pub(super) enum Want {
+    /// The classic text format.
+    Text,
+    /// The classic text format, gzip-compressed.
+    TextGzip,
+    /// OpenMetrics.
+    OpenMetrics,
+    /// OpenMetrics, gzip-compressed.
+    OpenMetricsGzip,
 }
 
 impl Want {
-    /// How many different bodies there are.
-    pub(super) const COUNT: usize = 4;
+    /// Every body, in the order of their slots.
+    pub(super) const ALL: [Want; 4] = [
+        Want::Text,
+        Want::TextGzip,
+        Want::OpenMetrics,
+        Want::OpenMetricsGzip,
+    ];
 
-    /// The body's slot, `0..COUNT`.
-    pub(super) fn index(self) -> usize {
-        usize::from(self.openmetrics) * 2 + usize::from(self.gzip)
+    /// The body in `format`, compressed if `gzip`.
+    pub(super) fn new(format: Format, gzip: bool) -> Self {
+        match (format, gzip) {
+            (Format::Text, false) => Want::Text,
+            (Format::Text, true) => Want::TextGzip,
+            (Format::OpenMetrics, false) => Want::OpenMetrics,
+            (Format::OpenMetrics, true) => Want::OpenMetricsGzip,
+        }
     }
 
     /// What the request's `Accept` and `Accept-Encoding` headers ask for.
     pub(super) fn of(accept: &str, accept_encoding: &str) -> Self {
-        Want {
-            openmetrics: prometheus::wants_openmetrics(accept),
-            gzip: gzip::accepted(accept_encoding),
+        Want::new(Format::negotiate(accept), gzip::accepted(accept_encoding))
+    }
+
+    /// Its exposition format.
+    pub(super) fn format(self) -> Format {
+        match self {
+            Want::Text | Want::TextGzip => Format::Text,
+            Want::OpenMetrics | Want::OpenMetricsGzip => Format::OpenMetrics,
         }
+    }
+
+    /// Whether it is gzip-compressed.
+    pub(super) fn gzip(self) -> bool {
+        matches!(self, Want::TextGzip | Want::OpenMetricsGzip)
+    }
+
+    /// Its slot in a collection's bodies, `0..ALL.len()`.
+    pub(super) fn slot(self) -> usize {
+        self as usize
     }
 }
 
@@ -50,85 +85,250 @@ pub(super) fn encode(state: &State, c: &Collected, want: Want) -> Encoded {
     // Room for the last response plus some growth.
     let hint = state.last_len.load(Ordering::Relaxed);
     let parts = [c.own.0.clone(), c.families.clone(), c.own.1.clone()];
-    let (text, ctype) = prometheus::encode_parts_as(&parts, want.openmetrics, hint + hint / 8);
+    let (text, format) = prometheus::encode_parts(&parts, want.format(), hint + hint / 8);
     state.last_len.store(text.len(), Ordering::Relaxed);
-    let body = if want.gzip {
+    let body = if want.gzip() {
         Bytes::from(gzip::compress(text.as_bytes()))
     } else {
         Bytes::from(text)
     };
     Encoded {
         body,
-        ctype,
-        gzip: want.gzip,
+        ctype: format.content_type(),
+        gzip: want.gzip(),
     }
 }
 
-fn gauge(name: &str, help: &str, value: f64) -> Family {
-    Family {
-        name: name.into(),
-        help: help.into(),
+/// What the self-metrics are read from at the end of a collection.
+struct Ctx<'a> {
+    state: &'a State,
+    /// How long the collection took.
+    secs: f64,
+    process: Reading,
+}
+
+/// Where a self-metric's samples come from.
+#[derive(Debug)]
+enum Get {
+    /// One unlabelled sample, left out when `None`.
+    One(fn(&Ctx<'_>) -> Option<f64>),
+    /// Labelled samples (none: the family is left out).
+    Many(fn(&Ctx<'_>) -> Vec<Sample>),
+}
+
+/// One of the exporter's own metric families.
+#[derive(Debug)]
+pub struct SelfMetric {
+    /// The family's name.
+    pub name: &'static str,
+    /// Its type.
+    pub kind: Kind,
+    /// Its help.
+    pub help: &'static str,
+    /// The base unit the name ends in (`seconds`, `bytes`), empty for a
+    /// count or a flag.
+    pub unit: &'static str,
+    get: Get,
+}
+
+/// Every family of the exporter's own metrics, in the order of a scrape
+/// (for the reference of metrics).
+pub fn self_metrics() -> impl Iterator<Item = &'static SelfMetric> {
+    FRONT.iter().chain(BACK)
+}
+
+/// The families before the engine's in a scrape.
+const FRONT: &[SelfMetric] = &[SelfMetric {
+    name: "perf_exporter_build_info",
+    kind: Kind::Gauge,
+    help: "A metric with a constant '1' value labelled by version, revision and whether the PMU is simulated.",
+    unit: "",
+    get: Get::Many(build_info),
+}];
+
+/// The families after the engine's, in order (the process families in
+/// node_exporter's).
+const BACK: &[SelfMetric] = &[
+    SelfMetric {
+        name: "perf_scrape_duration_seconds",
         kind: Kind::Gauge,
-        samples: vec![Sample {
-            labels: Vec::new().into(),
-            value,
-            start_unix_nanos: 0,
-        }],
+        help: "Time the collection serving this scrape took to read every perf group (concurrent scrapes share one).",
+        unit: "seconds",
+        get: Get::One(|c| Some(c.secs)),
+    },
+    SelfMetric {
+        name: "perf_config_last_reload_successful",
+        kind: Kind::Gauge,
+        help: "Whether the last configuration reload (SIGHUP or POST /-/reload) succeeded (1) or was refused and the previous configuration kept (0).",
+        unit: "",
+        get: Get::One(|c| Some(if c.state.reload_ok.load(Ordering::Relaxed) { 1.0 } else { 0.0 })),
+    },
+    SelfMetric {
+        name: "perf_config_last_reload_success_timestamp_seconds",
+        kind: Kind::Gauge,
+        help: "When the configuration was last loaded successfully, in Unix seconds.",
+        unit: "seconds",
+        get: Get::One(|c| Some(f64::from_bits(c.state.last_success.load(Ordering::Relaxed)))),
+    },
+    SelfMetric {
+        name: "perf_http_rejected_requests_total",
+        kind: Kind::Counter,
+        help: "HTTP requests turned away: over --web.max-requests, over the web config's rate limit, without valid credentials, or collection over --web.request-timeout.",
+        unit: "",
+        get: Get::Many(rejected),
+    },
+    SelfMetric {
+        name: otlp::EXPORTS_NAME,
+        kind: Kind::Counter,
+        help: otlp::EXPORTS_HELP,
+        unit: "",
+        get: Get::Many(otlp_exports),
+    },
+    SelfMetric {
+        name: "process_cpu_seconds_total",
+        kind: Kind::Counter,
+        help: "Total user and system CPU time spent in seconds.",
+        unit: "seconds",
+        get: Get::One(|c| c.process.cpu_seconds),
+    },
+    SelfMetric {
+        name: "process_open_fds",
+        kind: Kind::Gauge,
+        help: "Number of open file descriptors.",
+        unit: "",
+        get: Get::One(|c| c.process.open_fds),
+    },
+    SelfMetric {
+        name: "process_max_fds",
+        kind: Kind::Gauge,
+        help: "Maximum number of open file descriptors.",
+        unit: "",
+        get: Get::One(|c| c.process.max_fds),
+    },
+    SelfMetric {
+        name: "process_virtual_memory_bytes",
+        kind: Kind::Gauge,
+        help: "Virtual memory size in bytes.",
+        unit: "bytes",
+        get: Get::One(|c| c.process.virtual_bytes),
+    },
+    SelfMetric {
+        name: "process_resident_memory_bytes",
+        kind: Kind::Gauge,
+        help: "Resident memory size in bytes.",
+        unit: "bytes",
+        get: Get::One(|c| c.process.resident_bytes),
+    },
+    SelfMetric {
+        name: "process_start_time_seconds",
+        kind: Kind::Gauge,
+        help: "Start time of the process since unix epoch in seconds.",
+        unit: "seconds",
+        get: Get::One(|c| c.process.start_time),
+    },
+];
+
+fn sample(labels: Vec<(&'static str, String)>, value: f64) -> Sample {
+    Sample {
+        labels: labels.into(),
+        value,
+        start_unix_nanos: 0,
     }
+}
+
+fn build_info(c: &Ctx<'_>) -> Vec<Sample> {
+    let labels = vec![
+        ("version", crate::VERSION.into()),
+        ("revision", crate::REVISION.into()),
+        ("simulated", c.state.simulated.to_string()),
+    ];
+    vec![sample(labels, 1.0)]
+}
+
+fn rejected(c: &Ctx<'_>) -> Vec<Sample> {
+    REJECT_REASONS
+        .iter()
+        .zip(&c.state.rejected)
+        .map(|(reason, n)| {
+            let labels = vec![("reason", (*reason).to_string())];
+            sample(labels, n.load(Ordering::Relaxed) as f64)
+        })
+        .collect()
+}
+
+/// Only when OTLP pushes.
+fn otlp_exports(c: &Ctx<'_>) -> Vec<Sample> {
+    c.state
+        .otlp
+        .as_ref()
+        .map_or_else(Vec::new, |st| st.samples())
+}
+
+/// The table's families with their samples, those without any left out.
+fn families(table: &[SelfMetric], c: &Ctx<'_>) -> Vec<Family> {
+    table
+        .iter()
+        .filter_map(|m| {
+            let samples = match m.get {
+                Get::One(f) => vec![sample(Vec::new(), f(c)?)],
+                Get::Many(f) => f(c),
+            };
+            (!samples.is_empty()).then(|| Family {
+                name: m.name.into(),
+                help: m.help.into(),
+                kind: m.kind,
+                samples,
+            })
+        })
+        .collect()
 }
 
 /// The exporter's own metrics at the end of a collection that took `secs`:
 /// build info (first in the output) and the rest (last), OTLP's export
 /// statistics among them when OTLP pushes.
 pub(super) fn own_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>) {
-    let front = vec![Family {
-            name: "perf_exporter_build_info".into(),
-            help: "A metric with a constant '1' value labelled by version, revision and whether the PMU is simulated.".into(),
-            kind: Kind::Gauge,
-            samples: vec![Sample {
-                labels: vec![
-                    ("version", crate::VERSION.into()),
-                    ("revision", crate::REVISION.into()),
-                    ("simulated", state.simulated.to_string()),
-                ]
-                .into(),
-                value: 1.0,
-                start_unix_nanos: 0,
-            }],
-    }];
-    let mut back = Vec::with_capacity(5);
-    back.push(gauge(
-        "perf_scrape_duration_seconds",
-        "Time the collection serving this scrape took to read every perf group (concurrent scrapes share one).",
+    let c = Ctx {
+        state,
         secs,
-    ));
-    back.push(gauge(
-        "perf_config_last_reload_successful",
-        "Whether the last configuration reload (SIGHUP or POST /-/reload) succeeded (1) or was refused and the previous configuration kept (0).",
-        if state.reload_ok.load(Ordering::Relaxed) { 1.0 } else { 0.0 },
-    ));
-    back.push(gauge(
-        "perf_config_last_reload_success_timestamp_seconds",
-        "When the configuration was last loaded successfully, in Unix seconds.",
-        f64::from_bits(state.last_success.load(Ordering::Relaxed)),
-    ));
-    back.push(Family {
-        name: "perf_http_rejected_requests_total".into(),
-        help: "HTTP requests turned away: over --web.max-requests, over the web config's rate limit, without valid credentials, or collection over --web.request-timeout.".into(),
-        kind: Kind::Counter,
-        samples: REJECT_REASONS
-            .iter()
-            .zip(&state.rejected)
-            .map(|(reason, n)| Sample {
-                labels: vec![("reason", (*reason).to_string())].into(),
-                value: n.load(Ordering::Relaxed) as f64,
-                start_unix_nanos: 0,
-            })
-            .collect(),
-    });
-    if let Some(st) = &state.otlp {
-        back.push(st.family());
+        process: state.process.read(),
+    };
+    (families(FRONT, &c), families(BACK, &c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_body_has_its_own_slot() {
+        for (i, w) in Want::ALL.into_iter().enumerate() {
+            assert_eq!(w.slot(), i);
+            assert_eq!(Want::new(w.format(), w.gzip()), w);
+        }
+        assert_eq!(
+            Want::of("application/openmetrics-text", "gzip"),
+            Want::OpenMetricsGzip
+        );
+        assert_eq!(Want::of("", ""), Want::Text);
     }
-    back.extend(super::process::families(&state.procfs));
-    (front, back)
+
+    /// Each name says its unit (Prometheus naming), a counter's ends in
+    /// `_total`, and no name is given twice.
+    #[test]
+    fn self_metric_names_follow_the_conventions() {
+        let mut seen = std::collections::BTreeSet::new();
+        for m in self_metrics() {
+            assert!(seen.insert(m.name), "{} twice", m.name);
+            let base = m.name.strip_suffix("_total").unwrap_or(m.name);
+            assert_eq!(m.kind == Kind::Counter, base != m.name, "{}", m.name);
+            if !m.unit.is_empty() {
+                assert!(
+                    base.ends_with(&format!("_{}", m.unit)),
+                    "{} in {}",
+                    m.name,
+                    m.unit
+                );
+            }
+        }
+    }
 }

@@ -30,7 +30,8 @@
 //! the routing in front of it (rate limit, basic auth, TLS) is the one
 //! every other page goes through.
 
-use super::{lock, State};
+use super::State;
+use crate::bounded::lock;
 use crate::export::live::{self, PerCpuDetail, Reasons};
 use crate::snapshot::Family;
 use std::collections::BTreeMap;

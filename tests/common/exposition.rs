@@ -3,16 +3,17 @@
 
 use std::collections::BTreeMap;
 
+fn name_ok(n: &str) -> bool {
+    let mut c = n.chars();
+    matches!(c.next(), Some(x) if x.is_ascii_alphabetic() || x == '_' || x == ':')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_' || x == ':')
+}
+
 /// Checks a Prometheus text-format (0.0.4) scrape strictly: HELP and TYPE
 /// lines well formed and before their samples, sample names and labels
 /// valid, values numbers, no series twice, a final newline. Returns every
 /// series (`name{labels}`) with its value.
 pub fn parse_exposition(body: &str) -> Result<BTreeMap<String, f64>, String> {
-    fn name_ok(n: &str) -> bool {
-        let mut c = n.chars();
-        matches!(c.next(), Some(x) if x.is_ascii_alphabetic() || x == '_' || x == ':')
-            && c.all(|x| x.is_ascii_alphanumeric() || x == '_' || x == ':')
-    }
     if !body.ends_with('\n') {
         return Err("no final newline".into());
     }
@@ -62,47 +63,7 @@ pub fn parse_exposition(body: &str) -> Result<BTreeMap<String, f64>, String> {
             return Err(format!("line {n}: bad sample name in {line:?}"));
         }
         if let Some(labels) = series.strip_prefix(name).filter(|l| !l.is_empty()) {
-            let inner = labels
-                .strip_prefix('{')
-                .and_then(|l| l.strip_suffix('}'))
-                .ok_or_else(|| format!("line {n}: bad labels in {line:?}"))?;
-            // name="value" pairs, values with \\ \" \n escapes only.
-            let b = inner.as_bytes();
-            let mut i = 0;
-            while i < b.len() {
-                let eq = inner[i..]
-                    .find('=')
-                    .ok_or_else(|| format!("line {n}: label without = in {line:?}"))?;
-                if !name_ok(&inner[i..i + eq]) {
-                    return Err(format!("line {n}: bad label name in {line:?}"));
-                }
-                i += eq + 1;
-                if b.get(i) != Some(&b'"') {
-                    return Err(format!("line {n}: unquoted label value in {line:?}"));
-                }
-                i += 1;
-                loop {
-                    match b.get(i) {
-                        None => return Err(format!("line {n}: unterminated label value")),
-                        Some(b'\\') => {
-                            if !matches!(b.get(i + 1), Some(b'\\' | b'"' | b'n')) {
-                                return Err(format!("line {n}: bad escape in {line:?}"));
-                            }
-                            i += 2;
-                        }
-                        Some(b'"') => {
-                            i += 1;
-                            break;
-                        }
-                        Some(_) => i += 1,
-                    }
-                }
-                match b.get(i) {
-                    None => {}
-                    Some(b',') => i += 1,
-                    Some(_) => return Err(format!("line {n}: junk after a label in {line:?}")),
-                }
-            }
+            check_labels(labels, n, line)?;
         }
         let family = ["_total", "_created", "_bucket", "_sum", "_count"]
             .iter()
@@ -116,6 +77,53 @@ pub fn parse_exposition(body: &str) -> Result<BTreeMap<String, f64>, String> {
         }
     }
     Ok(out)
+}
+
+/// Checks a sample's `{name="value",...}`: values with `\\ \" \n`
+/// escapes only.
+fn check_labels(labels: &str, n: usize, line: &str) -> Result<(), String> {
+    let inner = labels
+        .strip_prefix('{')
+        .and_then(|l| l.strip_suffix('}'))
+        .ok_or_else(|| format!("line {n}: bad labels in {line:?}"))?;
+    // name="value" pairs, values with \\ \" \n escapes only.
+    let b = inner.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let eq = inner[i..]
+            .find('=')
+            .ok_or_else(|| format!("line {n}: label without = in {line:?}"))?;
+        if !name_ok(&inner[i..i + eq]) {
+            return Err(format!("line {n}: bad label name in {line:?}"));
+        }
+        i += eq + 1;
+        if b.get(i) != Some(&b'"') {
+            return Err(format!("line {n}: unquoted label value in {line:?}"));
+        }
+        i += 1;
+        loop {
+            match b.get(i) {
+                None => return Err(format!("line {n}: unterminated label value")),
+                Some(b'\\') => {
+                    if !matches!(b.get(i + 1), Some(b'\\' | b'"' | b'n')) {
+                        return Err(format!("line {n}: bad escape in {line:?}"));
+                    }
+                    i += 2;
+                }
+                Some(b'"') => {
+                    i += 1;
+                    break;
+                }
+                Some(_) => i += 1,
+            }
+        }
+        match b.get(i) {
+            None => {}
+            Some(b',') => i += 1,
+            Some(_) => return Err(format!("line {n}: junk after a label in {line:?}")),
+        }
+    }
+    Ok(())
 }
 
 /// The value of the only sample of `name` in a scrape (no labels).

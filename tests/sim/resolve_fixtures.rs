@@ -245,6 +245,7 @@ fn intel_client() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario; to be split into steps (issue 26)
 fn intel_hybrid() {
     let t = table("intel-hybrid");
     assert!(t.get("cpu").is_none());

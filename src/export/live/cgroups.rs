@@ -55,7 +55,7 @@ const GROUP_TIMES: &str = "perf_cgroup_group_";
 
 /// How a row's derived value is computed.
 #[derive(Debug, Clone, Copy)]
-pub enum CgroupFormula {
+pub(super) enum CgroupFormula {
     /// A ratio or rate of the row's own counts.
     Own(Formula),
     /// The row's count over the node-level count of the same quantity.
@@ -63,7 +63,7 @@ pub enum CgroupFormula {
 }
 
 /// The derived values of a row.
-pub const CGROUP_DERIVED: &[(&str, CgroupFormula)] = &[
+pub(super) const CGROUP_DERIVED: &[(&str, CgroupFormula)] = &[
     (
         "cpu_share",
         CgroupFormula::Share(

@@ -52,12 +52,10 @@ mod stats;
 mod table;
 mod transport;
 
-pub use parse::{Compression, Protocol};
-
 use parse::redact_url;
-pub use pusher::Pusher;
-pub use settings::{process_env, Env, OtlpFlags, OtlpSettings, TlsFiles};
-pub use stats::ExportStats;
+pub(crate) use pusher::Pusher;
+pub(crate) use settings::{process_env, OtlpFlags, OtlpSettings};
+pub(crate) use stats::{ExportStats, EXPORTS_HELP, EXPORTS_NAME};
 
 use crate::snapshot::Snapshot;
 use std::collections::BTreeMap;
@@ -98,11 +96,11 @@ pub enum OtlpError {
 }
 
 /// Collects one engine snapshot (the same collection a scrape makes).
-pub type Collect = Arc<dyn Fn() -> Snapshot + Send + Sync>;
+pub(crate) type Collect = Arc<dyn Fn() -> Snapshot + Send + Sync>;
 
 /// A one-line description of the settings for the start-up log (the
 /// endpoint redacted, header names only: values may be secrets).
-pub fn describe(s: &OtlpSettings) -> String {
+pub(crate) fn describe(s: &OtlpSettings) -> String {
     let names: Vec<&str> = s.headers.iter().map(|(k, _)| k.as_str()).collect();
     let res: BTreeMap<&str, &str> = s
         .resource

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// The transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
+pub(crate) enum Protocol {
     /// OTLP/HTTP with protobuf bodies (the spec's default).
     HttpProtobuf,
     /// OTLP/gRPC.
@@ -15,7 +15,7 @@ pub enum Protocol {
 
 impl Protocol {
     /// The spec's name of the protocol.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Protocol::HttpProtobuf => "http/protobuf",
             Protocol::Grpc => "grpc",
@@ -37,7 +37,7 @@ pub(super) fn parse_protocol(s: &str) -> Result<Protocol, String> {
 
 /// Body compression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
+pub(crate) enum Compression {
     /// None.
     None,
     /// gzip (HTTP `Content-Encoding`, gRPC `grpc-encoding`).
@@ -46,7 +46,7 @@ pub enum Compression {
 
 impl Compression {
     /// The spec's name of the compression.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Compression::Gzip => "gzip",
             Compression::None => "none",

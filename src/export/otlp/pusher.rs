@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 /// The running push: a thread with its own runtime.
 #[derive(Debug)]
-pub struct Pusher {
+pub(crate) struct Pusher {
     stop: tokio::sync::watch::Sender<bool>,
     done: std::sync::mpsc::Receiver<()>,
     bound: Duration,
@@ -23,7 +23,7 @@ impl Pusher {
     /// endpoint). `collect` is called once per export. Series whose start
     /// the engine does not know are reported as counting since now (call
     /// this at start-up, with the engine).
-    pub fn start(
+    pub(crate) fn start(
         settings: OtlpSettings,
         collect: Collect,
         stats: Arc<ExportStats>,
@@ -70,10 +70,16 @@ impl Pusher {
             Err(_) => Err(OtlpError::Start("the push thread exited".into())),
         }
     }
+}
+
+impl crate::export::Push for Pusher {
+    fn name(&self) -> &'static str {
+        "otlp"
+    }
 
     /// Stops the push: cancels an export in flight, pushes once more
     /// (bounded by [`OtlpSettings::shutdown_timeout`]) and waits for that.
-    pub fn shutdown(self) {
+    fn shutdown(self: Box<Self>) {
         let _ = self.stop.send(true);
         let wait = self.bound + Duration::from_secs(1);
         if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = self.done.recv_timeout(wait) {

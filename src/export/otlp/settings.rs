@@ -53,7 +53,7 @@ pub struct OtlpFlags {
 
 /// TLS material (files, read when the exporter is built).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsFiles {
+pub(crate) struct TlsFiles {
     /// CA bundle that replaces the system roots, and where it was set.
     pub ca: Option<(PathBuf, String)>,
     /// Client certificate and key (mutual TLS), and where they were set.
@@ -63,7 +63,7 @@ pub struct TlsFiles {
 /// Everything the push needs, resolved from flags and environment. Its
 /// `Debug` redacts the endpoint's secrets and the header values.
 #[derive(Clone, PartialEq)]
-pub struct OtlpSettings {
+pub(crate) struct OtlpSettings {
     /// The URL requests go to. It may hold secrets (userinfo, query
     /// values): log [`super::describe`], which redacts them, never this.
     pub endpoint: String,
@@ -86,10 +86,10 @@ pub struct OtlpSettings {
 }
 
 /// An environment to read variables from (tests pass a map).
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// The process environment; empty values count as unset, as the spec says.
-pub fn process_env(name: &str) -> Option<String> {
+pub(crate) fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
@@ -209,7 +209,7 @@ impl OtlpSettings {
     /// `--otlp.only`, or `OTEL_SDK_DISABLED=true`). `procfs` is where host
     /// attributes are read (`cpuinfo`, the hostname; the machine id next
     /// to it).
-    pub fn resolve(
+    pub(crate) fn resolve(
         flags: &OtlpFlags,
         env: Env<'_>,
         procfs: &Path,
@@ -240,7 +240,7 @@ impl OtlpSettings {
     }
 
     /// The final flush at shutdown is bounded by the timeout, at most 5 s.
-    pub fn shutdown_timeout(&self) -> Duration {
+    pub(crate) fn shutdown_timeout(&self) -> Duration {
         self.timeout.min(Duration::from_secs(5))
     }
 }

@@ -5,6 +5,13 @@ use crate::snapshot::{Family, Kind, Sample};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// The name of the export results' family, on `/metrics` and pushed.
+pub(crate) const EXPORTS_NAME: &str = "perf_otlp_exports_total";
+
+/// Its help.
+pub(crate) const EXPORTS_HELP: &str =
+    "OTLP metric exports by result (a failure is an export that got an error or timed out).";
+
 /// Export results, for `perf_otlp_exports_total{result}` on `/metrics`.
 #[derive(Debug, Default)]
 pub struct ExportStats {
@@ -27,25 +34,24 @@ impl ExportStats {
         )
     }
 
+    /// The samples of [`EXPORTS_NAME`], by result.
+    pub fn samples(&self) -> Vec<Sample> {
+        let (ok, failed) = self.counts();
+        let sample = |result: &str, n: u64| Sample {
+            labels: vec![("result", result.into())].into(),
+            value: n as f64,
+            start_unix_nanos: 0,
+        };
+        vec![sample("success", ok), sample("failure", failed)]
+    }
+
     /// The `perf_otlp_exports_total` family.
     pub fn family(&self) -> Family {
-        let (ok, failed) = self.counts();
         Family {
-            name: "perf_otlp_exports_total".into(),
-            help: "OTLP metric exports by result (a failure is an export that got an error or timed out).".into(),
+            name: EXPORTS_NAME.into(),
+            help: EXPORTS_HELP.into(),
             kind: Kind::Counter,
-            samples: vec![
-                Sample {
-                    labels: vec![("result", "success".into())].into(),
-                    value: ok as f64,
-                    start_unix_nanos: 0,
-                },
-                Sample {
-                    labels: vec![("result", "failure".into())].into(),
-                    value: failed as f64,
-                    start_unix_nanos: 0,
-                },
-            ],
+            samples: self.samples(),
         }
     }
 }

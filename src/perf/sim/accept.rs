@@ -256,45 +256,7 @@ impl SimKernel {
     pub(super) fn accept(&self, attr: &EventAttr, cpu: u32) -> Result<Accepted<'_>, i32> {
         let c = attr.config;
         match attr.type_ {
-            TYPE_HARDWARE | TYPE_HW_CACHE => {
-                let cores = self.table.core_pmus();
-                let ext = c[0] >> PMU_TYPE_SHIFT;
-                let core = match cores.as_slice() {
-                    [] => return Err(libc::ENOENT),
-                    [one] if ext == 0 || ext == u64::from(one.type_) => *one,
-                    [_] => return Err(libc::ENOENT),
-                    many => *many
-                        .iter()
-                        .find(|p| u64::from(p.type_) == ext)
-                        .ok_or(libc::ENOENT)?,
-                };
-                if let Scope::Cpus(cpus) = &core.scope {
-                    if !cpus.contains(&cpu) {
-                        return Err(libc::ENOENT);
-                    }
-                }
-                if c[1..].iter().any(|&w| w != 0) {
-                    return Err(libc::EINVAL);
-                }
-                let low = c[0] & 0xffff_ffff;
-                let driver = drivers::driver_of(&self.table, core);
-                let rate = if attr.type_ == TYPE_HARDWARE {
-                    drivers::hardware(driver, low)?;
-                    hardware_rate(low)
-                } else {
-                    let (cache, op, result) = (low & 0xff, (low >> 8) & 0xff, (low >> 16) & 0xff);
-                    if low >> 24 != 0 {
-                        return Err(libc::EINVAL);
-                    }
-                    drivers::cache(driver, cache, op, result)?;
-                    cache_rate(low)
-                };
-                Ok(Accepted {
-                    pmu: &core.name,
-                    sw: false,
-                    rate: Rate::PerSec(rate),
-                })
-            }
+            TYPE_HARDWARE | TYPE_HW_CACHE => self.accept_generic(attr, cpu),
             TYPE_SOFTWARE => {
                 if c[0] > 11 {
                     return Err(libc::ENOENT);
@@ -327,55 +289,103 @@ impl SimKernel {
                     rate: Rate::PerSec(500.0),
                 })
             }
-            t => {
-                let (i, p) = self
-                    .table
-                    .pmus
-                    .iter()
-                    .enumerate()
-                    .find(|(_, p)| p.type_ == t)
-                    .ok_or(libc::ENOENT)?;
-                let info = &self.info[i];
-                if c.iter().zip(info.masks).any(|(&w, m)| w & !m != 0) {
-                    return Err(libc::EINVAL);
-                }
-                if attr.exclude.any() && drivers::no_exclude(&p.name) {
-                    return Err(libc::EINVAL);
-                }
-                if let Scope::Cpus(cpus) = &p.scope {
-                    if !cpus.contains(&cpu) {
-                        return Err(libc::ENOENT);
-                    }
-                }
-                // intel-client: only cbox 0 has the fixed clockticks counter.
-                if let Some(n) = p.name.strip_prefix("uncore_cbox_") {
-                    let fixed_on_0 = self
-                        .table
-                        .get("uncore_cbox_0")
-                        .is_some_and(|b| b.events.contains_key("clockticks"));
-                    if n != "0" && fixed_on_0 && c[0] & 0xff == 0xff {
-                        return Err(libc::EINVAL);
-                    }
-                }
-                let alias = info.aliases.iter().find(|(_, w, _)| *w == c);
-                let rate = match (pipeline_rate(&self.table, p, c[0]), alias) {
-                    (Some(r), _) => Rate::PerSec(r),
-                    (None, Some((name, _, _))) if name.starts_with("stall_") => {
-                        Rate::PerSec(arm_stall_rate(name))
-                    }
-                    (None, Some((name, _, _))) if name.starts_with("topdown-") => {
-                        atom_topdown_rate(name).map_or_else(|| unnamed_rate(p), Rate::PerSec)
-                    }
-                    (None, Some((name, _, scale))) => named_rate(p, name, *scale),
-                    (None, None) => unnamed_rate(p),
-                };
-                Ok(Accepted {
-                    pmu: &p.name,
-                    sw: is_software_pmu(t, &p.name),
-                    rate,
-                })
+            t => self.accept_dynamic(attr, t, cpu),
+        }
+    }
+
+    /// A generic hardware or cache event, on the core PMU its extended
+    /// type names (or the only one).
+    fn accept_generic(&self, attr: &EventAttr, cpu: u32) -> Result<Accepted<'_>, i32> {
+        let c = attr.config;
+        let cores = self.table.core_pmus();
+        let ext = c[0] >> PMU_TYPE_SHIFT;
+        let core = match cores.as_slice() {
+            [] => return Err(libc::ENOENT),
+            [one] if ext == 0 || ext == u64::from(one.type_) => *one,
+            [_] => return Err(libc::ENOENT),
+            many => *many
+                .iter()
+                .find(|p| u64::from(p.type_) == ext)
+                .ok_or(libc::ENOENT)?,
+        };
+        if let Scope::Cpus(cpus) = &core.scope {
+            if !cpus.contains(&cpu) {
+                return Err(libc::ENOENT);
             }
         }
+        if c[1..].iter().any(|&w| w != 0) {
+            return Err(libc::EINVAL);
+        }
+        let low = c[0] & 0xffff_ffff;
+        let driver = drivers::driver_of(&self.table, core);
+        let rate = if attr.type_ == TYPE_HARDWARE {
+            drivers::hardware(driver, low)?;
+            hardware_rate(low)
+        } else {
+            let (cache, op, result) = (low & 0xff, (low >> 8) & 0xff, (low >> 16) & 0xff);
+            if low >> 24 != 0 {
+                return Err(libc::EINVAL);
+            }
+            drivers::cache(driver, cache, op, result)?;
+            cache_rate(low)
+        };
+        Ok(Accepted {
+            pmu: &core.name,
+            sw: false,
+            rate: Rate::PerSec(rate),
+        })
+    }
+
+    /// An event of a PMU with a dynamic type `t` (core, uncore, ...): its
+    /// format masks, exclusion support and CPUs checked.
+    fn accept_dynamic(&self, attr: &EventAttr, t: u32, cpu: u32) -> Result<Accepted<'_>, i32> {
+        let c = attr.config;
+        let (i, p) = self
+            .table
+            .pmus
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.type_ == t)
+            .ok_or(libc::ENOENT)?;
+        let info = &self.info[i];
+        if c.iter().zip(info.masks).any(|(&w, m)| w & !m != 0) {
+            return Err(libc::EINVAL);
+        }
+        if attr.exclude.any() && drivers::no_exclude(&p.name) {
+            return Err(libc::EINVAL);
+        }
+        if let Scope::Cpus(cpus) = &p.scope {
+            if !cpus.contains(&cpu) {
+                return Err(libc::ENOENT);
+            }
+        }
+        // intel-client: only cbox 0 has the fixed clockticks counter.
+        if let Some(n) = p.name.strip_prefix("uncore_cbox_") {
+            let fixed_on_0 = self
+                .table
+                .get("uncore_cbox_0")
+                .is_some_and(|b| b.events.contains_key("clockticks"));
+            if n != "0" && fixed_on_0 && c[0] & 0xff == 0xff {
+                return Err(libc::EINVAL);
+            }
+        }
+        let alias = info.aliases.iter().find(|(_, w, _)| *w == c);
+        let rate = match (pipeline_rate(&self.table, p, c[0]), alias) {
+            (Some(r), _) => Rate::PerSec(r),
+            (None, Some((name, _, _))) if name.starts_with("stall_") => {
+                Rate::PerSec(arm_stall_rate(name))
+            }
+            (None, Some((name, _, _))) if name.starts_with("topdown-") => {
+                atom_topdown_rate(name).map_or_else(|| unnamed_rate(p), Rate::PerSec)
+            }
+            (None, Some((name, _, scale))) => named_rate(p, name, *scale),
+            (None, None) => unnamed_rate(p),
+        };
+        Ok(Accepted {
+            pmu: &p.name,
+            sw: is_software_pmu(t, &p.name),
+            rate,
+        })
     }
 }
 

@@ -88,11 +88,12 @@ mod table;
 
 #[cfg(doc)]
 use super::Kernel;
+use crate::bounded::lock;
 use crate::pmu::PmuTable;
 use accept::{pmu_info, PmuInfo};
 use std::fmt;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use table::State;
 
 /// Counter ids, unique across every simulated kernel of the process and
@@ -140,10 +141,6 @@ impl Drop for SimHandle {
             lock(&state).close(self.idx);
         }
     }
-}
-
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl SimKernel {

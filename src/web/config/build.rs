@@ -7,6 +7,7 @@ use super::super::x509::subject_alt_names;
 use super::{provider, suite_name, ClientAuth, Pem, Tls, TlsSpec};
 use crate::bounded::{read_bytes, PEM_BYTES};
 use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::CryptoProvider;
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
@@ -58,30 +59,7 @@ pub(super) fn build_tls(t: &TlsSpec) -> Result<Tls, BuildError> {
     let key = PrivateKeyDer::from_pem_slice(&key_bytes)
         .map_err(|e| inv(format!("{key_from}: no usable PEM private key: {e}")))?;
 
-    let mut p = provider();
-    if !t.cipher_suites.is_empty() {
-        let mut suites: Vec<SupportedCipherSuite> = p
-            .cipher_suites
-            .iter()
-            .filter(|s| matches!(s, SupportedCipherSuite::Tls13(_)))
-            .copied()
-            .collect();
-        for name in &t.cipher_suites {
-            if let Some(s) = p.cipher_suites.iter().find(|s| suite_name(s) == name) {
-                suites.push(*s);
-            }
-        }
-        p.cipher_suites = suites;
-    }
-    if !t.curves.is_empty() {
-        let all = p.kx_groups.clone();
-        p.kx_groups = t
-            .curves
-            .iter()
-            .filter_map(|c| all.iter().find(|g| g.name() == *c).copied())
-            .collect();
-    }
-    let p = Arc::new(p);
+    let p = Arc::new(tls_provider(t));
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     if t.tls13 {
         versions.push(&rustls::version::TLS13);
@@ -92,39 +70,7 @@ pub(super) fn build_tls(t: &TlsSpec) -> Result<Tls, BuildError> {
     let builder = ServerConfig::builder_with_provider(p.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| inv(format!("tls_server_config: {e}")))?;
-    let algs = p.signature_verification_algorithms;
-    let base = match t.client_auth {
-        ClientAuth::NoClientCert => None,
-        ClientAuth::RequestClientCert => Some(Base::Any {
-            mandatory: false,
-            algs,
-        }),
-        ClientAuth::RequireAnyClientCert => Some(Base::Any {
-            mandatory: true,
-            algs,
-        }),
-        ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
-            let ca = t.client_ca.as_ref().ok_or_else(|| {
-                inv("tls_server_config: this client_auth_type needs client_ca_file".into())
-            })?;
-            let mut roots = RootCertStore::empty();
-            let (_, from) = read_pem(ca, "client_ca")?;
-            for c in certs(ca, "client_ca")? {
-                roots
-                    .add(c)
-                    .map_err(|e| inv(format!("{from}: not a usable CA certificate: {e}")))?;
-            }
-            let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), p.clone());
-            let b = if t.client_auth == ClientAuth::VerifyClientCertIfGiven {
-                b.allow_unauthenticated()
-            } else {
-                b
-            };
-            Some(Base::Ca(b.build().map_err(|e| {
-                inv(format!("tls_server_config: client CA: {e}"))
-            })?))
-        }
-    };
+    let base = client_base(t, &p)?;
     let verifier = base.map(|base| {
         Arc::new(ClientCerts {
             base,
@@ -156,6 +102,74 @@ pub(super) fn build_tls(t: &TlsSpec) -> Result<Tls, BuildError> {
                 ""
             }
         ),
+    })
+}
+
+/// The crypto provider narrowed to the configured cipher suites (TLS 1.3's
+/// all kept) and curves.
+fn tls_provider(t: &TlsSpec) -> CryptoProvider {
+    let mut p = provider();
+    if !t.cipher_suites.is_empty() {
+        let mut suites: Vec<SupportedCipherSuite> = p
+            .cipher_suites
+            .iter()
+            .filter(|s| matches!(s, SupportedCipherSuite::Tls13(_)))
+            .copied()
+            .collect();
+        for name in &t.cipher_suites {
+            if let Some(s) = p.cipher_suites.iter().find(|s| suite_name(s) == name) {
+                suites.push(*s);
+            }
+        }
+        p.cipher_suites = suites;
+    }
+    if !t.curves.is_empty() {
+        let all = p.kx_groups.clone();
+        p.kx_groups = t
+            .curves
+            .iter()
+            .filter_map(|c| all.iter().find(|g| g.name() == *c).copied())
+            .collect();
+    }
+    p
+}
+
+/// The base client-certificate verifier of `client_auth_type` (none for
+/// `NoClientCert`).
+fn client_base(t: &TlsSpec, p: &Arc<CryptoProvider>) -> Result<Option<Base>, BuildError> {
+    let inv = BuildError::Invalid;
+    let algs = p.signature_verification_algorithms;
+    Ok(match t.client_auth {
+        ClientAuth::NoClientCert => None,
+        ClientAuth::RequestClientCert => Some(Base::Any {
+            mandatory: false,
+            algs,
+        }),
+        ClientAuth::RequireAnyClientCert => Some(Base::Any {
+            mandatory: true,
+            algs,
+        }),
+        ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
+            let ca = t.client_ca.as_ref().ok_or_else(|| {
+                inv("tls_server_config: this client_auth_type needs client_ca_file".into())
+            })?;
+            let mut roots = RootCertStore::empty();
+            let (_, from) = read_pem(ca, "client_ca")?;
+            for c in certs(ca, "client_ca")? {
+                roots
+                    .add(c)
+                    .map_err(|e| inv(format!("{from}: not a usable CA certificate: {e}")))?;
+            }
+            let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), p.clone());
+            let b = if t.client_auth == ClientAuth::VerifyClientCertIfGiven {
+                b.allow_unauthenticated()
+            } else {
+                b
+            };
+            Some(Base::Ca(b.build().map_err(|e| {
+                inv(format!("tls_server_config: client CA: {e}"))
+            })?))
+        }
     })
 }
 

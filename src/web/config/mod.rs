@@ -494,37 +494,67 @@ fn parse_tls(t: RawTls, dir: &Path, warnings: &mut Vec<String>) -> Result<Option
         // means plain HTTP, whatever else the section says.
         return Ok(None);
     }
-    let pem = |inline: &Option<String>, file: &Option<String>, what: &str, file_key: &str| match (
-        nonempty(inline),
-        nonempty(file),
-    ) {
+    let cert = pem(dir, &t.cert, &t.cert_file, "cert", "cert_file")?
+        .ok_or("tls_server_config: missing one of cert or cert_file")?;
+    let key = pem(dir, &t.key, &t.key_file, "key", "key_file")?
+        .ok_or("tls_server_config: missing one of key or key_file")?;
+    let client_ca = pem(
+        dir,
+        &t.client_ca,
+        &t.client_ca_file,
+        "client_ca",
+        "client_ca_file",
+    )?;
+    let client_auth = parse_client_auth(&t, client_ca.is_some())?;
+    let (tls12, tls13) = parse_versions(&t, warnings)?;
+    let cipher_suites =
+        parse_cipher_suites(t.cipher_suites.unwrap_or_default(), tls12, tls13, warnings)?;
+    let curves = parse_curves(t.curve_preferences.unwrap_or_default(), warnings)?;
+    Ok(Some(TlsSpec {
+        cert,
+        key,
+        client_ca,
+        client_auth,
+        allowed_sans: t.client_allowed_sans,
+        tls12,
+        tls13,
+        cipher_suites,
+        curves,
+        prefer_server_order: t.prefer_server_cipher_suites.unwrap_or(true),
+    }))
+}
+
+/// A PEM given inline (`what`) or as a file (`file_key`, relative to the
+/// web config's directory), not both.
+fn pem(
+    dir: &Path,
+    inline: &Option<String>,
+    file: &Option<String>,
+    what: &str,
+    file_key: &str,
+) -> Result<Option<Pem>, String> {
+    match (nonempty(inline), nonempty(file)) {
         (Some(_), Some(_)) => Err(format!(
             "tls_server_config: give `{what}` or `{file_key}`, not both"
         )),
         (Some(p), None) => Ok(Some(Pem::Inline(p.to_string()))),
         (None, Some(f)) => Ok(Some(Pem::File(dir.join(f)))),
         (None, None) => Ok(None),
-    };
-    let cert = pem(&t.cert, &t.cert_file, "cert", "cert_file")?
-        .ok_or("tls_server_config: missing one of cert or cert_file")?;
-    let key = pem(&t.key, &t.key_file, "key", "key_file")?
-        .ok_or("tls_server_config: missing one of key or key_file")?;
-    let client_ca = pem(
-        &t.client_ca,
-        &t.client_ca_file,
-        "client_ca",
-        "client_ca_file",
-    )?;
+    }
+}
+
+/// `client_auth_type`, consistent with the client CA and the allowed SANs.
+fn parse_client_auth(t: &RawTls, has_client_ca: bool) -> Result<ClientAuth, String> {
     let auth_s = t.client_auth_type.as_deref().unwrap_or("");
     let client_auth = ClientAuth::parse(auth_s).ok_or_else(|| {
         format!("tls_server_config.client_auth_type: invalid ClientAuth `{auth_s}` (NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert)")
     })?;
-    if client_ca.is_some() && client_auth == ClientAuth::NoClientCert {
+    if has_client_ca && client_auth == ClientAuth::NoClientCert {
         return Err(
             "tls_server_config: client CA's have been configured without a Client Auth Policy (set client_auth_type, e.g. RequireAndVerifyClientCert)".into(),
         );
     }
-    if client_ca.is_none() && client_auth.verifies() {
+    if !has_client_ca && client_auth.verifies() {
         return Err(format!(
             "tls_server_config: client_auth_type {} needs client_ca_file (or client_ca) to verify client certificates against",
             client_auth.as_str()
@@ -538,6 +568,11 @@ fn parse_tls(t: RawTls, dir: &Path, warnings: &mut Vec<String>) -> Result<Option
     {
         return Err("tls_server_config: client_allowed_sans requires client_auth_type to be one of RequireAnyClientCert or RequireAndVerifyClientCert".into());
     }
+    Ok(client_auth)
+}
+
+/// `min_version` and `max_version`: whether TLS 1.2 and 1.3 are offered.
+fn parse_versions(t: &RawTls, warnings: &mut Vec<String>) -> Result<(bool, bool), String> {
     let version = |v: &Option<String>, key: &str, default: u8| match nonempty(v) {
         None => Ok(default),
         Some(s) => tls_version(s).ok_or_else(|| {
@@ -557,12 +592,18 @@ fn parse_tls(t: RawTls, dir: &Path, warnings: &mut Vec<String>) -> Result<Option
     if min < 2 {
         warnings.push("tls_server_config.min_version: TLS 1.0 and 1.1 are not offered (rustls); clients need TLS 1.2 at least".into());
     }
-    let tls12 = min <= 2;
-    let tls13 = max >= 3;
+    Ok((min <= 2, max >= 3))
+}
 
+/// `cipher_suites`: the TLS 1.2 suites rustls offers, in order, once each.
+fn parse_cipher_suites(
+    names: Vec<String>,
+    tls12: bool,
+    tls13: bool,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<String>, String> {
     let p = provider();
     let mut cipher_suites = Vec::new();
-    let names = t.cipher_suites.unwrap_or_default();
     let listed_suites = !names.is_empty();
     for name in names {
         match p.cipher_suites.iter().find(|s| suite_name(s) == name) {
@@ -592,10 +633,14 @@ fn parse_tls(t: RawTls, dir: &Path, warnings: &mut Vec<String>) -> Result<Option
     if tls12 && !tls13 && listed_suites && cipher_suites.is_empty() {
         return Err("tls_server_config.cipher_suites: none of the listed suites is offered by rustls, and TLS 1.3 is off (max_version TLS12)".into());
     }
+    Ok(cipher_suites)
+}
+
+/// `curve_preferences`: the groups rustls offers, in order, once each.
+fn parse_curves(names: Vec<String>, warnings: &mut Vec<String>) -> Result<Vec<NamedGroup>, String> {
     let mut curves = Vec::new();
-    let mut curve_names = t.curve_preferences.unwrap_or_default();
-    let listed_curves = !curve_names.is_empty();
-    for name in curve_names.drain(..) {
+    let listed_curves = !names.is_empty();
+    for name in names {
         let group = match name.as_str() {
             "X25519" => NamedGroup::X25519,
             "CurveP256" => NamedGroup::secp256r1,
@@ -622,18 +667,7 @@ fn parse_tls(t: RawTls, dir: &Path, warnings: &mut Vec<String>) -> Result<Option
                 .into(),
         );
     }
-    Ok(Some(TlsSpec {
-        cert,
-        key,
-        client_ca,
-        client_auth,
-        allowed_sans: t.client_allowed_sans,
-        tls12,
-        tls13,
-        cipher_suites,
-        curves,
-        prefer_server_order: t.prefer_server_cipher_suites.unwrap_or(true),
-    }))
+    Ok(curves)
 }
 
 /// The served TLS configuration.

@@ -2,8 +2,7 @@
 //! each refresh when standard output is a terminal), or a JSON object per
 //! refresh; and the summary.
 
-use super::top::TopSettings;
-use super::AppError;
+use super::ViewError;
 use crate::engine::sample::{By, CpuHealth, Entry, Table};
 use crate::terminal::escape;
 use serde::Serialize;
@@ -12,7 +11,7 @@ use std::time::Duration;
 
 /// One entry of the JSON contract.
 #[derive(Debug, Serialize)]
-pub struct JsonEntry<'a> {
+pub(crate) struct JsonEntry<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<u32>,
@@ -23,7 +22,7 @@ pub struct JsonEntry<'a> {
 
 /// One refresh (or the summary) in the JSON contract.
 #[derive(Debug, Serialize)]
-pub struct JsonTable<'a> {
+pub(crate) struct JsonTable<'a> {
     event: &'a str,
     samples: u64,
     lost: u64,
@@ -32,7 +31,7 @@ pub struct JsonTable<'a> {
 }
 
 /// The table as the contract's object (every entry).
-pub fn json<'a>(event: &'a str, t: &'a Table, by: By) -> JsonTable<'a> {
+pub(crate) fn json<'a>(event: &'a str, t: &'a Table, by: By) -> JsonTable<'a> {
     let pid = matches!(by, By::Process | By::Thread);
     JsonTable {
         event,
@@ -56,7 +55,7 @@ pub fn json<'a>(event: &'a str, t: &'a Table, by: By) -> JsonTable<'a> {
 /// One CPU's ring health in the JSON summary (the text summary's
 /// `CPUn: lost ...` lines, for every CPU).
 #[derive(Debug, Serialize, PartialEq, Eq)]
-pub struct JsonCpu {
+pub(crate) struct JsonCpu {
     cpu: u32,
     lost: u64,
     lost_records: u64,
@@ -67,14 +66,14 @@ pub struct JsonCpu {
 /// The JSON summary: the table over the whole run and each CPU's ring
 /// health.
 #[derive(Debug, Serialize)]
-pub struct JsonSummary<'a> {
+pub(crate) struct JsonSummary<'a> {
     #[serde(flatten)]
     table: JsonTable<'a>,
     per_cpu: Vec<JsonCpu>,
 }
 
 /// The summary as the contract's object.
-pub fn json_summary<'a>(
+pub(crate) fn json_summary<'a>(
     event: &'a str,
     t: &'a Table,
     by: By,
@@ -103,13 +102,29 @@ fn share(e: &Entry, t: &Table) -> f64 {
     }
 }
 
-fn io(e: std::io::Error) -> AppError {
-    AppError::Runtime(e)
+/// What the table shows, and how.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout {
+    /// `--json`: an object per refresh.
+    pub json: bool,
+    /// `--by`: what an entry is.
+    pub by: By,
+    /// `-n`: rows of the table.
+    pub rows: usize,
+}
+
+/// How often the event is sampled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Rate {
+    /// `-F`: samples per second per CPU.
+    Freq(u64),
+    /// `-c`: a sample every this many events.
+    Period(u64),
 }
 
 /// The printer.
 #[derive(Debug)]
-pub struct View {
+pub(crate) struct View {
     json: bool,
     by: By,
     rows: usize,
@@ -119,60 +134,61 @@ pub struct View {
 }
 
 impl View {
-    /// A view of `event` sampled on `cpus` CPUs.
-    pub fn new(s: &TopSettings, event: &str, cpus: usize) -> View {
-        let rate = s
-            .period
-            .map_or(format!("{} Hz", s.freq), |p| format!("every {p} events"));
+    /// A view of `event` sampled at `rate` on `cpus` CPUs.
+    pub(crate) fn new(layout: Layout, event: &str, rate: Rate, cpus: usize) -> View {
+        let rate = match rate {
+            Rate::Freq(hz) => format!("{hz} Hz"),
+            Rate::Period(p) => format!("every {p} events"),
+        };
         View {
-            json: s.json,
-            by: s.by,
-            rows: s.rows,
+            json: layout.json,
+            by: layout.by,
+            rows: layout.rows,
             event: event.to_string(),
             title: format!(
                 "perf-exporter top: {} at {rate} on {cpus} CPUs, by {}",
                 escape(event),
-                s.by.as_str()
+                layout.by.as_str()
             ),
-            clear: !s.json && std::io::stdout().is_terminal(),
+            clear: !layout.json && std::io::stdout().is_terminal(),
         }
     }
 
-    fn line(&self, out: &mut impl Write, t: &Table) -> Result<(), AppError> {
-        let line = serde_json::to_string(&json(&self.event, t, self.by)).map_err(AppError::Json)?;
-        writeln!(out, "{line}").map_err(io)
+    fn line(&self, out: &mut impl Write, t: &Table) -> Result<(), ViewError> {
+        let line = serde_json::to_string(&json(&self.event, t, self.by))?;
+        writeln!(out, "{line}")?;
+        Ok(())
     }
 
     /// One refresh: the interval's table.
-    pub fn refresh(
+    pub(crate) fn refresh(
         &self,
         out: &mut impl Write,
         t: &Table,
         note: &Option<String>,
         at: Duration,
-    ) -> Result<(), AppError> {
+    ) -> Result<(), ViewError> {
         if self.json {
             self.line(out, t)?;
-            return out.flush().map_err(io);
+            return Ok(out.flush()?);
         }
         if self.clear {
-            write!(out, "\x1b[H\x1b[2J").map_err(io)?;
+            write!(out, "\x1b[H\x1b[2J")?;
         }
-        writeln!(out, "{}  [{:.1}s]", self.title, at.as_secs_f64()).map_err(io)?;
+        writeln!(out, "{}  [{:.1}s]", self.title, at.as_secs_f64())?;
         if let Some(n) = note {
-            writeln!(out, "note: {}", escape(n)).map_err(io)?;
+            writeln!(out, "note: {}", escape(n))?;
         }
         self.table(out, t)?;
-        out.flush().map_err(io)
+        Ok(out.flush()?)
     }
 
-    fn table(&self, out: &mut impl Write, t: &Table) -> Result<(), AppError> {
+    fn table(&self, out: &mut impl Write, t: &Table) -> Result<(), ViewError> {
         writeln!(
             out,
             "samples {}  lost {}  throttled {}",
             t.samples, t.lost, t.throttled
-        )
-        .map_err(io)?;
+        )?;
         let pid = matches!(self.by, By::Process | By::Thread);
         let ipc = t.entries.iter().any(|e| e.sums.members.len() >= 2);
         let mut head = format!("{:>7} {:>9} {:>14}", "SHARE", "SAMPLES", "EVENTS");
@@ -186,7 +202,7 @@ impl View {
             ));
         }
         head.push_str(&format!("  {}", name_header(self.by)));
-        writeln!(out, "{head}").map_err(io)?;
+        writeln!(out, "{head}")?;
         for e in t.entries.iter().take(self.rows) {
             let mut l = format!(
                 "{:>6.1}% {:>9} {:>14}",
@@ -206,22 +222,22 @@ impl View {
                 l.push_str(&format!(" {p:>8}"));
             }
             l.push_str(&format!("  {}", escape(&e.name)));
-            writeln!(out, "{l}").map_err(io)?;
+            writeln!(out, "{l}")?;
         }
         if t.entries.len() > self.rows {
-            writeln!(out, "  ... {} more", t.entries.len() - self.rows).map_err(io)?;
+            writeln!(out, "  ... {} more", t.entries.len() - self.rows)?;
         }
         Ok(())
     }
 
     /// The summary over the whole run, with ring health per CPU.
-    pub fn summary(
+    pub(crate) fn summary(
         &self,
         out: &mut impl Write,
         t: &Table,
         over: Duration,
         health: &[(u32, CpuHealth)],
-    ) -> Result<(), AppError> {
+    ) -> Result<(), ViewError> {
         if self.json {
             #[derive(Serialize)]
             struct Summary<'a> {
@@ -230,17 +246,16 @@ impl View {
             let v = Summary {
                 summary: json_summary(&self.event, t, self.by, health),
             };
-            let line = serde_json::to_string(&v).map_err(AppError::Json)?;
-            writeln!(out, "{line}").map_err(io)?;
-            return out.flush().map_err(io);
+            let line = serde_json::to_string(&v)?;
+            writeln!(out, "{line}")?;
+            return Ok(out.flush()?);
         }
         writeln!(
             out,
             "\nSummary over {:.1} s: {}",
             over.as_secs_f64(),
             self.title
-        )
-        .map_err(io)?;
+        )?;
         self.table(out, t)?;
         let bad: Vec<String> = health
             .iter()
@@ -253,9 +268,9 @@ impl View {
             })
             .collect();
         for b in bad {
-            writeln!(out, "{b}").map_err(io)?;
+            writeln!(out, "{b}")?;
         }
-        out.flush().map_err(io)
+        Ok(out.flush()?)
     }
 }
 
