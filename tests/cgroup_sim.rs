@@ -730,6 +730,20 @@ fn serve_counts_the_kubernetes_fixture_per_pod() {
     let node = sum("perf_cpu_clock_seconds_total", false);
     assert!(pods > 0.0 && pods <= node, "pods {pods} node {node}");
     assert!(p.output().contains("backend auto"), "{}", p.output());
+    // The pod's CPU time from its cpu.stat (read every rank interval, here
+    // at start-up), with the pod's labels (issue 24 item 8).
+    let usage_usec = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup/kubernetes-systemd/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podd77d5e50_3ad1_439f_885a_c494268b351b.slice/cpu.stat")).unwrap();
+    let usage_usec: f64 = perf_exporter::cgroup::rank::usage_usec(&usage_usec).unwrap() as f64;
+    let usage = body
+        .lines()
+        .find(|l| {
+            l.starts_with("perf_cgroup_cpu_usage_seconds_total{")
+                && l.contains(pod)
+                && !l.contains("container_id")
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no pod CPU time:\n{body}"));
+    assert_eq!(usage, usage_usec * 1e-6);
     // A reload continues the per-cgroup totals (same cgroup, same metric).
     let value = |b: &str| -> f64 {
         b.lines()

@@ -41,7 +41,7 @@ pub(super) struct Series {
 }
 
 /// The labels of a cgroup's series: `cgroup`, or its Kubernetes labels.
-fn labels_of(cg: &Cgroup) -> Vec<(&'static str, String)> {
+pub(super) fn labels_of(cg: &Cgroup) -> Vec<(&'static str, String)> {
     if cg.labels.is_empty() {
         vec![("cgroup", cg.rel.clone())]
     } else {

@@ -57,6 +57,11 @@ pub const TOP_CGROUPS: usize = 10;
 /// (per set, for the multiplexing), not summed into a row.
 const GROUP_TIMES: &str = "perf_cgroup_group_";
 
+/// The per-cgroup CPU time from `cpu.stat`, read every rank interval (not
+/// at each collection): a frame's increase of it would be 0 or a jump, so
+/// it is not in a row's counts (`cpu_share` is from `cpu-clock`).
+const CPU_STAT_USAGE: &str = "perf_cgroup_cpu_usage_seconds_total";
+
 /// How a row's derived value is computed.
 #[derive(Debug, Clone, Copy)]
 pub enum CgroupFormula {
@@ -153,7 +158,7 @@ impl<'a> CgroupRows<'a> {
     /// Adds one `perf_cgroup_*` family's increases (summed over CPUs when
     /// the family is per CPU).
     pub(super) fn add(&mut self, fam: &'a Family, deltas: impl Iterator<Item = (&'a Sample, f64)>) {
-        if fam.name.starts_with(GROUP_TIMES) {
+        if fam.name.starts_with(GROUP_TIMES) || fam.name == CPU_STAT_USAGE {
             return;
         }
         for (s, d) in deltas {
