@@ -12,9 +12,8 @@ mod common;
 /// The test counts CPU time: one at a time.
 use common::serial;
 
-use common::cgroup::{burner, usage_usec, CgroupTree, CLOCKS_YAML as YAML};
+use common::cgroup::{burner, usage_usec, CgroupTree, PythonIn, CLOCKS_YAML as YAML};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The rank interval of the test's config, in seconds.
@@ -37,29 +36,6 @@ fn value(body: &str, rel: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
 }
 
-/// `python3 -c script` started inside the cgroup `dir`.
-fn spawn_in(dir: &Path, script: &str) -> Child {
-    Command::new("sh")
-        .arg("-c")
-        .arg("echo $$ > \"$1\" && exec /usr/bin/python3 -c \"$2\"")
-        .arg("sh")
-        .arg(dir.join("cgroup.procs"))
-        .arg(script)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn sh + python3")
-}
-
-/// Kills the burner on drop (before the tree is removed).
-struct Burner(Child);
-
-impl Drop for Burner {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn cpu_usage_per_cgroup_is_cpu_stat_at_most_one_rank_interval_old() {
     let _s = serial();
@@ -70,7 +46,7 @@ fn cpu_usage_per_cgroup_is_cpu_stat_at_most_one_rank_interval_old() {
     let dir = tree.top.join("w");
     let top = tree.top.file_name().unwrap().to_str().unwrap().to_string();
     let rel = format!("{top}/w");
-    let burning = Burner(spawn_in(&dir, &burner(0.5)));
+    let burning = PythonIn::start(&dir, &burner(0.5));
     let tmp = tempfile::tempdir().unwrap();
     let cfg = tmp.path().join("c.yaml");
     let yaml = format!(
