@@ -255,8 +255,8 @@ pub fn x509_sans(data: &[u8]) -> Result<(), String> {
 /// long as its header says) and accounts for every byte it accepts; a
 /// decoded group read lies inside its record.
 pub fn perf_record(data: &[u8]) -> Result<(), String> {
-    use crate::perf::abi;
     use crate::perf::record::{decode, Format, Record};
+    use crate::sys::abi;
     let [sel, rf, cut, rest @ ..] = data else {
         return Ok(());
     };

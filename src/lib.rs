@@ -3,13 +3,15 @@
 //! # Stage order
 //!
 //! The crate is a pipeline of stages. A module may use modules of its own
-//! stage or of earlier stages, never of a later one (`tests/layering.rs`
-//! reads every `crate::` path and fails on a back-edge):
+//! stage or of earlier stages, never of a later one, and no file imports
+//! itself in a circle (`tests/layering.rs` resolves every `use`, `super::`
+//! and inline path to a file and fails on a back-edge or a file cycle). A
+//! stage is a top-level module:
 //!
 //! 0. leaves, usable by every stage: [`duration`] (the one duration
-//!    grammar of every flag), [`spec`] (the event-spec grammar),
-//!    [`perf::abi`] (the kernel's ABI numbers, from perf-event-open-sys),
-//!    [`pmu::format`] (the grammars of sysfs format terms and CPU lists)
+//!    grammar of every flag), [`spec`] (the event-spec grammar and the
+//!    grammars of sysfs terms, formats and CPU lists), [`sys`] (the
+//!    kernel's ABI numbers, from perf-event-open-sys, and `statfs`),
 //!    [`problem`] (the typed reasons why a metric is not counted,
 //!    with what to do), [`bounded`] (bounded reads of files the
 //!    exporter does not control: regular files only, capped) and
@@ -21,7 +23,7 @@
 //!    and the workloads a `cgroups:` section selects;
 //! 3. [`resolve`]: event specs and fallback chains to concrete encodings
 //!    or a reasoned "unavailable" (no syscalls);
-//! 4. [`perf`]: the syscall layer, the one place with raw OS calls:
+//! 4. [`perf`]: the syscall layer, with [`sys`] the one place with raw OS calls:
 //!    `perf_event_open`, ioctls, `read`, behind the [`perf::Kernel`] seam
 //!    (live kernel or simulated PMU with its own acceptance tables);
 //! 5. [`engine`]: groups per CPU / uncore instance, scaled monotonic
@@ -58,6 +60,7 @@ pub mod report;
 pub mod resolve;
 pub mod snapshot;
 pub mod spec;
+pub mod sys;
 pub mod terminal;
 pub mod web;
 

@@ -232,17 +232,16 @@ impl Privilege {
                 message: "CAP_SYS_ADMIN is held, which is more than needed: on Linux >= 5.8 CAP_PERFMON alone allows everything this exporter does; run it as a non-root user with only CAP_PERFMON (README, Security)".into(),
             });
         }
-        // (problem code, metrics, the first problem of that code)
-        let mut lost: Vec<(&str, Vec<&str>, &Problem)> = Vec::new();
+        // (cause, metrics, the first problem of that cause)
+        let mut lost: Vec<(Lost, Vec<&str>, &Problem)> = Vec::new();
         for (metric, p) in problems {
-            let code = p.code();
-            if !(p.is_permission() || code == "tracefs_unreadable") {
+            let Some(cause) = Lost::of(p) else {
                 continue;
-            }
-            match lost.iter_mut().find(|(c, _, _)| *c == code) {
+            };
+            match lost.iter_mut().find(|(c, _, _)| *c == cause) {
                 Some((_, ms, _)) if !ms.contains(&metric) => ms.push(metric),
                 Some(_) => {}
-                None => lost.push((code, vec![metric], p)),
+                None => lost.push((cause, vec![metric], p)),
             }
         }
         if lost.is_empty() {
@@ -251,24 +250,54 @@ impl Privilege {
                 message: "no metric is lost to missing privilege".into(),
             });
         }
-        for (code, metrics, p) in lost {
-            let cause = match code {
-                "privilege" => "missing privilege",
-                "seccomp" => "a seccomp profile or LSM that refuses perf_event_open",
-                "refused" => "the kernel restricting these events despite privilege",
-                _ => "a tracefs this user may not read",
-            };
+        for (cause, metrics, p) in lost {
             out.push(Finding {
                 warn: true,
                 message: format!(
-                    "these metrics are lost to {cause}: {}: {}; what to do: {}",
+                    "these metrics are lost to {}: {}: {}",
+                    cause.said(),
                     metrics.join(", "),
-                    p,
-                    p.what_to_do()
+                    p.explain()
                 ),
             });
         }
         out
+    }
+}
+
+/// What privilege-like problems cost metrics to, in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lost {
+    /// [`Problem::Privilege`].
+    Privilege,
+    /// [`Problem::Seccomp`].
+    Seccomp,
+    /// [`Problem::Refused`].
+    Refused,
+    /// [`Problem::TracefsUnreadable`].
+    Tracefs,
+}
+
+impl Lost {
+    /// The cause of `p`, when it is privilege-like.
+    fn of(p: &Problem) -> Option<Lost> {
+        match p {
+            Problem::Privilege(_) => Some(Lost::Privilege),
+            Problem::Seccomp { .. } => Some(Lost::Seccomp),
+            Problem::Refused { .. } => Some(Lost::Refused),
+            Problem::TracefsUnreadable { .. } => Some(Lost::Tracefs),
+            _ => None,
+        }
+    }
+
+    /// `these metrics are lost to ...`.
+    fn said(self) -> &'static str {
+        match self {
+            Lost::Privilege => "missing privilege",
+            Lost::Seccomp => "a seccomp profile or LSM that refuses perf_event_open",
+            Lost::Refused => "the kernel restricting these events despite privilege",
+            Lost::Tracefs => "a tracefs this user may not read",
+        }
     }
 }
 

@@ -5,10 +5,10 @@
 //! event (`topdown-*`), which the kernel refuses outside a group led by
 //! `slots`, is probed in such a group.
 
-use crate::perf::abi::{intel_topdown, INTEL_TD_SLOTS};
 use crate::perf::{EventAttr, Kernel};
 use crate::problem::Problem;
 use crate::resolve::Instance;
+use crate::sys::abi::{intel_topdown, INTEL_TD_SLOTS};
 
 /// Opens an instance on its first CPU and closes it again.
 pub fn probe_instance(kernel: &dyn Kernel, spec: &str, inst: &Instance) -> Result<(), Problem> {

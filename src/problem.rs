@@ -13,6 +13,12 @@
 //! seccomp profile, file descriptors, tracefs, the PMU refusing the
 //! encoding, ...).
 //!
+//! One vocabulary of reasons ([`Reason`]): besides [`Problem`], the
+//! per-cgroup issues ([`cgroup::CgroupIssue`]) and the per-cgroup
+//! backend's reasons ([`backend::Why`]) live here, each matched on its
+//! variants for its code, message and what to do; [`catalogue`] lists
+//! every code for the reference.
+//!
 //! A leaf: plain data, no I/O. The perf layer builds open failures
 //! ([`OpenFailure`]); the privilege report refines permission errors once
 //! it knows what the process holds ([`Problem::Privilege`] becomes
@@ -22,8 +28,44 @@
 use std::fmt;
 use std::path::PathBuf;
 
+pub mod backend;
+mod catalogue;
+pub mod cgroup;
 pub mod state;
+pub use catalogue::{catalogue, Entry, Vocabulary};
 pub use state::CounterState;
+
+/// A reason: why something is not (fully) counted, or counted as it is.
+/// The one vocabulary of reasons: [`Problem`] (a metric, PMU or CPU),
+/// [`cgroup::CgroupIssue`] (per-cgroup counting) and [`backend::Why`]
+/// (the per-cgroup backend). Each says its fixed code, its message
+/// ([`Display`](fmt::Display)) and what to do, matched on its variants;
+/// the renderings built from them ([`explain`](Reason::explain), the
+/// reference's [`catalogue`]) are the ones the log, `check`, the pages,
+/// the metrics and the live view show.
+pub trait Reason: fmt::Display {
+    /// A short fixed code (`perf_event_unavailable_info`'s `reason`, the
+    /// JSON of `check`, the pages).
+    fn code(&self) -> &'static str;
+    /// What the user can do about it (empty: nothing is wrong).
+    fn what_to_do(&self) -> String;
+    /// Expected absence (nothing to fix) or failure.
+    fn class(&self) -> Class;
+    /// What the code means, in a few words, whatever the details (the
+    /// reference).
+    fn summary(&self) -> &'static str;
+    /// The message and what to do, on one line (for logs and pages):
+    /// `message; what to do: ...`, or the message alone when nothing is
+    /// to be done.
+    fn explain(&self) -> String {
+        let todo = self.what_to_do();
+        if todo.is_empty() {
+            self.to_string()
+        } else {
+            format!("{self}; what to do: {todo}")
+        }
+    }
+}
 
 /// How to grant what system-wide counting needs.
 pub const HOW_TO_GRANT: &str = "grant CAP_PERFMON (a file capability: `setcap cap_perfmon=ep /path/to/perf-exporter`; systemd: `AmbientCapabilities=CAP_PERFMON`; Kubernetes: `securityContext.capabilities.add: [PERFMON]`), or set kernel.perf_event_paranoid=0 for the whole host";
@@ -405,9 +447,28 @@ impl Problem {
         }
     }
 
-    /// The message and what to do, on one line (for logs and pages).
+    /// The message and what to do, on one line (for logs and pages):
+    /// [`Reason::explain`].
     pub fn explain(&self) -> String {
-        format!("{self}; what to do: {}", self.what_to_do())
+        Reason::explain(self)
+    }
+}
+
+impl Reason for Problem {
+    fn code(&self) -> &'static str {
+        Problem::code(self)
+    }
+
+    fn what_to_do(&self) -> String {
+        Problem::what_to_do(self)
+    }
+
+    fn class(&self) -> Class {
+        Problem::class(self)
+    }
+
+    fn summary(&self) -> &'static str {
+        Problem::summary(self)
     }
 }
 
@@ -570,92 +631,19 @@ mod tests {
 
     #[test]
     fn codes_are_a_small_fixed_set() {
-        let all = [
-            Problem::NotOnPlatform {
-                event: "e".into(),
-                detail: "d".into(),
-            },
-            Problem::NeedsHardwarePmu { event: "e".into() },
-            Problem::Config {
-                event: "e".into(),
-                detail: "d".into(),
-            },
-            Problem::TracefsMissing {
-                event: "e".into(),
-                given: None,
-            },
-            Problem::TracefsUnreadable {
-                event: "e".into(),
-                path: "/t".into(),
-            },
-            Problem::NoOnlineCpu {
-                event: "e".into(),
-                pmu: "p".into(),
-            },
-            Problem::Privilege(open(13)),
-            Problem::Seccomp {
-                open: open(1),
-                mode: Some(2),
-                allowed_by: "CAP_PERFMON",
-            },
-            Problem::Refused {
-                open: open(1),
-                allowed_by: "CAP_PERFMON",
-            },
-            Problem::FdLimit(open(24)),
-            Problem::FdExhausted {
-                soft: 24,
-                hard: 24,
-                used: 20,
-                raise_to: 60,
-            },
-            Problem::PmuRefused(open(22)),
-            Problem::CpuOffline(open(19)),
-            Problem::Busy(open(16)),
-            Problem::Unschedulable {
-                event: "e".into(),
-                pmu: "p".into(),
-                cpu: 0,
-            },
-            Problem::Failed(open(5)),
-            Problem::GroupTooLarge {
-                set: "core".into(),
-                pmu: "cpu".into(),
-                events: 7,
-                counters: 6,
-            },
-            Problem::NoCgroupHierarchy {
-                mountinfo: "/proc/self/mountinfo".into(),
-                detail: "d".into(),
-            },
-            Problem::CgroupOverLimit {
-                cgroup: "a".into(),
-                max_cgroups: 1,
-            },
-            Problem::CgroupGone { cgroup: "a".into() },
-            Problem::UncoreInCgroupSet {
-                set: "dram".into(),
-                event: "uncore_imc/cas_count_read/".into(),
-                pmu: "uncore_imc_0".into(),
-            },
-            Problem::NoCpuEncoding {
-                event: "e".into(),
-                pmu: "cpu".into(),
-                identity: "GenuineIntel-6-55-4".into(),
-                known: true,
-            },
-        ];
+        let all = Problem::examples();
         let mut codes: Vec<&str> = all.iter().map(Problem::code).collect();
         codes.dedup();
         assert_eq!(codes, Problem::CODES);
         for p in &all {
             assert!(!p.to_string().is_empty() && !p.what_to_do().is_empty());
         }
-        let absent: Vec<&str> = all
+        let mut absent: Vec<&str> = all
             .iter()
             .filter(|p| p.class() == Class::NotOnPlatform)
             .map(Problem::code)
             .collect();
+        absent.dedup();
         assert_eq!(
             absent,
             [

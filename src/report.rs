@@ -1,6 +1,6 @@
 //! The `list` and `check` reports, as data (serialisable to JSON) and as
 //! text for terminals, and when `check` fails ([`CheckReport::failure`],
-//! the same rule `serve` refuses by: [`serve_would_refuse`]).
+//! the same rule `serve` refuses by: [`nothing_to_count`]).
 
 use crate::pmu::PmuTable;
 use crate::privilege::Privilege;
@@ -85,23 +85,89 @@ pub fn explain_first<'a>(
         .join("; ")
 }
 
-/// Why `serve` would refuse to start on this resolution (and a reload
-/// refuse this config), or `None`: no metric is configured, or not one
-/// can be counted. `check` fails by the same rule.
-pub fn serve_would_refuse(res: &Resolution) -> Option<String> {
-    if res.metrics.is_empty() {
-        return Some("the config has no metrics: nothing to count".into());
+/// What the "nothing to count" rule judges: a resolution before its
+/// counters open (a reload, `check`) or an engine that opened them
+/// (`serve`, `stat`).
+#[derive(Debug, Clone, Copy)]
+pub enum Counting<'a> {
+    /// Resolved, not opened: counts nothing when no metric resolves.
+    Resolved(&'a Resolution),
+    /// Opened: counts nothing when not one counter opened.
+    Opened(&'a crate::engine::Engine),
+}
+
+/// Why nothing would be counted: `serve` refuses to start, a reload
+/// refuses the new config, `stat` refuses to run and `check` fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NothingToCount {
+    /// The config has no metrics.
+    NoMetrics,
+    /// Not one metric can be counted on this host.
+    Unavailable {
+        /// Why, per metric.
+        problems: Vec<(String, Problem)>,
+        /// What this process holds ([`Privilege::summary`]), when nothing
+        /// allows system-wide counting.
+        privilege: Option<String>,
+    },
+}
+
+impl std::fmt::Display for NothingToCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NothingToCount::NoMetrics => f.write_str("the config has no metrics: nothing to count"),
+            NothingToCount::Unavailable {
+                problems,
+                privilege,
+            } => {
+                // What a user can fix first (permission errors), expected
+                // absences last.
+                let first = explain_first(problems.iter().map(|(m, p)| (m.as_str(), p)), 5);
+                match privilege {
+                    Some(held) => write!(
+                        f,
+                        "nothing can be counted on this host: {held}; the first problems: {first}"
+                    ),
+                    None => write!(f, "nothing can be counted on this host: {first}"),
+                }
+            }
+        }
     }
-    if !res.counts_nothing() {
+}
+
+impl std::error::Error for NothingToCount {}
+
+/// The one "nothing to count" rule: `Some` when no metric is configured
+/// or not one can be counted (see [`Counting`]), with why. `privilege`,
+/// when known, is said when it allows no system-wide counting.
+pub fn nothing_to_count(
+    what: Counting<'_>,
+    privilege: Option<&Privilege>,
+) -> Option<NothingToCount> {
+    let (res, counting) = match what {
+        Counting::Resolved(r) => (r, !r.counts_nothing()),
+        Counting::Opened(e) => (e.resolution(), e.counting()),
+    };
+    if res.metrics.is_empty() {
+        return Some(NothingToCount::NoMetrics);
+    }
+    if counting {
         return None;
     }
-    let why = explain_first(
-        res.metrics
+    let problems = match what {
+        Counting::Resolved(r) => r
+            .metrics
             .iter()
-            .filter_map(|m| m.problem().map(|p| (m.metric.as_str(), p))),
-        5,
-    );
-    Some(format!("nothing can be counted on this host: {why}"))
+            .filter_map(|m| m.problem().map(|p| (m.metric.clone(), p.clone())))
+            .collect(),
+        Counting::Opened(e) => e.problems(),
+    };
+    Some(NothingToCount::Unavailable {
+        problems,
+        privilege: privilege
+            .filter(|p| p.grant().is_none())
+            .map(Privilege::summary),
+    })
 }
 
 /// One PMU instance in the `check` report.
@@ -132,7 +198,7 @@ pub struct CheckInstance {
 }
 
 /// The names of the exclude bits set, as `perf_event_attr` names them.
-fn exclude_names(x: crate::perf::abi::Exclude) -> Vec<&'static str> {
+fn exclude_names(x: crate::sys::abi::Exclude) -> Vec<&'static str> {
     [
         (x.user, "exclude_user"),
         (x.kernel, "exclude_kernel"),
@@ -188,7 +254,7 @@ pub struct CheckReport {
     pub metrics: Vec<CheckMetric>,
     /// Why `serve` would refuse this config on this host.
     #[serde(skip)]
-    pub refusal: Option<String>,
+    pub refusal: Option<NothingToCount>,
     /// The cgroups a `cgroups:` section selects (absent without one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroups: Option<CheckCgroups>,
@@ -238,7 +304,7 @@ impl CheckReport {
         CheckReport {
             cpu_identities: Vec::new(),
             metrics: r.metrics.iter().map(check_metric).collect(),
-            refusal: serve_would_refuse(r),
+            refusal: nothing_to_count(Counting::Resolved(r), None),
             cgroups: None,
         }
     }
@@ -629,6 +695,56 @@ mod tests {
         let many: Vec<String> = (0..8).map(|i| format!("m{i}")).collect();
         let s = explain_first(many.iter().map(|m| (m.as_str(), &b)), 5);
         assert!(s.starts_with("m0, m1, m2, m3, m4 and 3 more: "), "{s}");
+    }
+
+    /// One rule, said one way, for `serve`, a reload, `stat` and `check`.
+    #[test]
+    fn nothing_to_count_is_one_rule_said_one_way() {
+        let empty = Resolution {
+            sets: Vec::new(),
+            metrics: Vec::new(),
+        };
+        let n = nothing_to_count(Counting::Resolved(&empty), None);
+        assert_eq!(n, Some(NothingToCount::NoMetrics));
+        assert_eq!(
+            NothingToCount::NoMetrics.to_string(),
+            "the config has no metrics: nothing to count"
+        );
+        let hw = Problem::NeedsHardwarePmu {
+            event: "cycles".into(),
+        };
+        let problems = vec![("c_total".to_string(), hw.clone())];
+        let n = NothingToCount::Unavailable {
+            problems: problems.clone(),
+            privilege: None,
+        };
+        assert_eq!(
+            n.to_string(),
+            format!(
+                "nothing can be counted on this host: c_total: {}",
+                hw.explain()
+            )
+        );
+        // What the process holds is said first when it allows nothing.
+        let none = Privilege {
+            euid: Some(65534),
+            cap_eff: 0,
+            paranoid: Some(2),
+            kernel: Some((6, 8)),
+            seccomp: Some(0),
+        };
+        let n = NothingToCount::Unavailable {
+            problems,
+            privilege: Some(none.summary()),
+        };
+        let s = n.to_string();
+        assert!(
+            s.starts_with(&format!(
+                "nothing can be counted on this host: {}; the first problems: c_total: ",
+                none.summary()
+            )),
+            "{s}"
+        );
     }
 
     #[test]

@@ -5,7 +5,6 @@
 
 use perf_exporter::config::Config;
 use perf_exporter::engine::Engine;
-use perf_exporter::perf::abi::Exclude;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::perf::{Counter, EventAttr, GroupReading, Kernel, PerfError};
 use perf_exporter::pmu::PmuTable;
@@ -13,6 +12,7 @@ use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
 use perf_exporter::snapshot::{Kind, Snapshot};
+use perf_exporter::sys::abi::Exclude;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;

@@ -9,7 +9,8 @@
 //! hung cannot pile up threads, at most [`MAX_BLOCKED`] may be left behind
 //! at once; while that many are, a reload is refused at once.
 
-use crate::bounded::watch::{self, Stall, Watch};
+pub use crate::bounded::watch::ReadTimeout;
+use crate::bounded::watch::{self, Watch};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -17,35 +18,6 @@ use std::time::Duration;
 /// Helper threads left blocked in a read at most; then loads are refused
 /// until one returns.
 pub const MAX_BLOCKED: usize = 4;
-
-/// Why a load's reads were given up on.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ReadTimeout {
-    /// A read (or a step between reads) made no progress in time.
-    #[error("{stall} did not return within {limit:?} (--config.read-timeout); a hung NFS or FUSE mount? Gave up waiting for it")]
-    Stalled {
-        /// Where.
-        stall: Stall,
-        /// `--config.read-timeout`.
-        limit: Duration,
-    },
-    /// Too many earlier reads are still blocked.
-    #[error("{count} earlier reads are still blocked (the last: {last}); no new read starts until one returns")]
-    StillBlocked {
-        /// How many.
-        count: usize,
-        /// The last one given up on.
-        last: String,
-    },
-    /// The helper thread could not start or died.
-    #[error("the {what} thread: {why}")]
-    Thread {
-        /// Which load.
-        what: String,
-        /// What happened.
-        why: String,
-    },
-}
 
 /// Runs loads on helper threads, waiting for each at most its timeout
 /// without progress.

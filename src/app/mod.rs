@@ -139,9 +139,10 @@ pub enum AppError {
     /// `cgroups: backend: bpf` and BPF cannot count here.
     #[error(transparent)]
     Bpf(#[from] crate::engine::cgroup::BpfUnavailable),
-    /// Not one counter could be opened.
-    #[error("nothing can be counted on this host: {0}")]
-    NothingToCount(String),
+    /// Nothing to count: no metric configured, or not one counter could
+    /// be opened.
+    #[error(transparent)]
+    NothingToCount(#[from] crate::report::NothingToCount),
     /// The OTLP settings or push.
     #[error(transparent)]
     Otlp(#[from] OtlpError),

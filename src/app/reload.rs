@@ -10,56 +10,28 @@
 //! keeps the previous configuration serving and sets
 //! `perf_config_last_reload_successful` to 0.
 
-use super::deadline::{Deadline, ReadTimeout};
+use super::deadline::Deadline;
 use super::host::HostSettings;
 use super::serve::open_engine_for;
 use crate::bounded::watch::step;
 use crate::config::cgroups::CgroupsConfig;
-use crate::config::ConfigError;
 use crate::engine::Engine;
 use crate::perf::Kernel;
 use crate::pmu::host::Tracepoints;
-use crate::pmu::{PmuError, PmuTable};
+use crate::pmu::PmuTable;
 use crate::privilege::Privilege;
 use crate::probe::prober;
+use crate::report::{nothing_to_count, Counting};
 use crate::resolve::chain::{resolve_config, Resolution, Status};
 use crate::resolve::Context;
-use crate::web::config::{WebConfig, WebConfigError};
-use crate::web::{Lifecycle, State};
+use crate::web::config::WebConfig;
+pub use crate::web::ReloadError;
+use crate::web::{Lifecycle, Reloaded, State};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use tokio::sync::watch;
-
-/// Why a load was refused (at start-up it ends the start; on reload the
-/// previous configuration keeps serving).
-#[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
-    /// The config file is invalid or unreadable.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The web config file is invalid or unreadable.
-    #[error("--web.config.file={file}: {err}")]
-    WebConfig {
-        /// The file.
-        file: String,
-        /// Why (in the message, printed once).
-        err: WebConfigError,
-    },
-    /// PMU discovery failed.
-    #[error("PMU discovery: {0}")]
-    Pmu(PmuError),
-    /// Not one metric of the new config resolves here.
-    #[error("nothing in the new config can be counted on this host: {0}")]
-    NothingToCount(String),
-    /// The new web config would weaken the running listener.
-    #[error("the new web config {0}; the running listener keeps its web config (to allow this, start with --web.config.allow-downgrade)")]
-    Downgrade(&'static str),
-    /// A read did not return within `--config.read-timeout`.
-    #[error(transparent)]
-    ReadTimeout(#[from] ReadTimeout),
-}
 
 /// What start-up and every reload read.
 #[derive(Debug, Clone)]
@@ -81,6 +53,8 @@ pub(super) struct Loaded {
     pub cgroups: Option<CgroupsConfig>,
     /// The `sampling:` section (applied at start-up only).
     pub sampling: Option<crate::config::sampling::SamplingConfig>,
+    /// What this process holds (`None` on the simulated PMU).
+    pub privilege: Option<Privilege>,
 }
 
 /// Reads and resolves everything a (re)load needs. `table` is the PMU
@@ -138,9 +112,10 @@ pub(super) fn load(
     step("probing the config's events");
     let probe = prober(kernel);
     let mut res = resolve_config(&cfg, &table, ctx, Some(&probe));
-    if !kernel.simulated() {
+    let privilege = (!kernel.simulated()).then(|| Privilege::detect(&src.host.procfs));
+    if let Some(p) = &privilege {
         // Permission errors explained with what this process holds.
-        crate::report::diagnose(&mut res, &Privilege::detect(&src.host.procfs), true);
+        crate::report::diagnose(&mut res, p, true);
     }
     Ok(Loaded {
         web,
@@ -148,6 +123,7 @@ pub(super) fn load(
         res,
         cgroups: cfg.cgroups.clone(),
         sampling: cfg.sampling.clone(),
+        privilege,
     })
 }
 
@@ -195,7 +171,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Job {
     /// One reload: logs the outcome and records it for the self-metrics.
-    pub fn run(&mut self) -> Result<String, String> {
+    pub fn run(&mut self) -> Reloaded {
         let out = self.try_reload();
         self.state.record_reload(out.is_ok());
         match &out {
@@ -204,7 +180,7 @@ impl Job {
                 tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps serving")
             }
         }
-        out.map_err(|e| e.to_string())
+        out.map_err(Arc::new)
     }
 
     fn try_reload(&mut self) -> Result<String, ReloadError> {
@@ -218,7 +194,7 @@ impl Job {
                 self.guard.check(w)?;
             }
         }
-        if let Some(why) = crate::report::serve_would_refuse(&l.res) {
+        if let Some(why) = nothing_to_count(Counting::Resolved(&l.res), l.privilege.as_ref()) {
             return Err(ReloadError::NothingToCount(why));
         }
         let summary = self.swap(l.table, l.res, l.cgroups.as_ref());
@@ -302,7 +278,7 @@ impl Job {
 #[derive(Debug, Clone)]
 struct Outcome {
     generation: u64,
-    result: Result<String, String>,
+    result: Reloaded,
 }
 
 #[derive(Debug)]
@@ -323,9 +299,7 @@ pub(super) struct Reloader {
 impl Reloader {
     /// Starts the reload thread, which runs `work` for each (coalesced)
     /// request.
-    pub fn start(
-        mut work: impl FnMut() -> Result<String, String> + Send + 'static,
-    ) -> std::io::Result<Reloader> {
+    pub fn start(mut work: impl FnMut() -> Reloaded + Send + 'static) -> std::io::Result<Reloader> {
         let (done, _) = watch::channel(Outcome {
             generation: 0,
             result: Ok(String::new()),
@@ -376,12 +350,12 @@ impl Reloader {
 }
 
 impl Lifecycle for Reloader {
-    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>> {
+    fn reload(&self) -> Pin<Box<dyn Future<Output = Reloaded> + Send>> {
         let (generation, mut rx) = self.request();
         Box::pin(async move {
             let out = match rx.wait_for(|o| o.generation >= generation).await {
                 Ok(o) => o.result.clone(),
-                Err(_) => Err("the reload thread has stopped".to_string()),
+                Err(_) => Err(Arc::new(ReloadError::Stopped)),
             };
             out
         })
@@ -438,7 +412,7 @@ mod tests {
             .result
             .clone()
         });
-        assert_eq!(out, Ok("reload 2".to_string()));
+        assert_eq!(out.ok(), Some("reload 2".to_string()));
         assert!(started.recv_timeout(Duration::from_millis(200)).is_err());
         assert_eq!(runs.load(Ordering::SeqCst), 2);
     }

@@ -109,6 +109,8 @@ fn a_read_that_never_returns_fails_that_reload_only() {
         let t0 = Instant::now();
         let e = reloader.reload().await.expect_err("the reload gives up");
         let waited = t0.elapsed();
+        assert!(matches!(*e, ReloadError::ReadTimeout(_)), "{e}");
+        let e = e.to_string();
         let named = format!(
             "reading {0} (the config file {0}) did not return within 300ms (--config.read-timeout)",
             cfg.display()

@@ -209,11 +209,9 @@ async fn start(
     super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None)?;
     let sampling = p.loaded.sampling.as_ref();
     let _sampling = super::sampling::attach(&mut engine, &p.kernel, &p.host, sampling, &src.host);
-    if !engine.counting() {
-        return Err(AppError::NothingToCount(nothing_to_count(
-            &engine,
-            privilege.as_ref(),
-        )));
+    let counting = crate::report::Counting::Opened(&engine);
+    if let Some(why) = crate::report::nothing_to_count(counting, privilege.as_ref()) {
+        return Err(AppError::NothingToCount(why));
     }
     let engine = Arc::new(Mutex::new(engine));
     // Applies CPU hotplug between scrapes (until serving ends).
@@ -362,18 +360,4 @@ pub(super) fn open_engine_for(
     extra: usize,
 ) -> Engine {
     crate::engine::open_with_reserve_for(kernel, table, res, FD_RESERVE, extra)
-}
-
-/// Why nothing can be counted, for the start-up error.
-fn nothing_to_count(engine: &Engine, privilege: Option<&Privilege>) -> String {
-    if engine.resolution().metrics.is_empty() {
-        return "the config has no metrics".into();
-    }
-    // What a user can fix first (permission errors), expected absences last.
-    let problems = engine.problems();
-    let first = crate::report::explain_first(problems.iter().map(|(m, p)| (m.as_str(), p)), 5);
-    match privilege.filter(|p| p.grant().is_none()) {
-        Some(p) => format!("{}; the first problems: {first}", p.summary()),
-        None => first,
-    }
 }

@@ -94,15 +94,13 @@ fn open(host: &HostSettings, s: &StatSettings) -> Result<Engine, AppError> {
         cfg.sets.retain(|set| !set.events.is_empty());
     }
     let mut res = resolve_config(&cfg, &h.table, &h.ctx, Some(&prober(kernel.as_ref())));
-    if !kernel.simulated() {
-        crate::report::diagnose(&mut res, &Privilege::detect(&host.procfs), true);
+    let privilege = (!kernel.simulated()).then(|| Privilege::detect(&host.procfs));
+    if let Some(p) = &privilege {
+        crate::report::diagnose(&mut res, p, true);
     }
     let engine = super::serve::open_engine(kernel, h.table, res);
-    if !engine.counting() {
-        let why = engine
-            .problems()
-            .first()
-            .map_or("no metric".into(), |(m, p)| format!("{m}: {}", p.explain()));
+    let counting = crate::report::Counting::Opened(&engine);
+    if let Some(why) = crate::report::nothing_to_count(counting, privilege.as_ref()) {
         return Err(AppError::NothingToCount(why));
     }
     Ok(engine)

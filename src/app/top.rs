@@ -162,7 +162,7 @@ fn resolve(h: &Host, s: &TopSettings) -> Result<Resolved, AppError> {
 fn ipc_member(leader: &str) -> Option<String> {
     let e = spec::parse(leader).ok()?;
     match e.spec {
-        EventSpec::Hardware { id, .. } if id == crate::perf::abi::HW_CPU_CYCLES => {
+        EventSpec::Hardware { id, .. } if id == crate::sys::abi::HW_CPU_CYCLES => {
             let m = e.modifiers;
             Some(if m.is_empty() {
                 "instructions".into()

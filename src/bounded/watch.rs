@@ -131,6 +131,36 @@ impl Drop for Reading {
     }
 }
 
+/// Why a load's reads were given up on (`--config.read-timeout`:
+/// `app::deadline` runs the loads).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReadTimeout {
+    /// A read (or a step between reads) made no progress in time.
+    #[error("{stall} did not return within {limit:?} (--config.read-timeout); a hung NFS or FUSE mount? Gave up waiting for it")]
+    Stalled {
+        /// Where.
+        stall: Stall,
+        /// `--config.read-timeout`.
+        limit: Duration,
+    },
+    /// Too many earlier reads are still blocked.
+    #[error("{count} earlier reads are still blocked (the last: {last}); no new read starts until one returns")]
+    StillBlocked {
+        /// How many.
+        count: usize,
+        /// The last one given up on.
+        last: String,
+    },
+    /// The helper thread could not start or died.
+    #[error("the {what} thread: {why}")]
+    Thread {
+        /// Which load.
+        what: String,
+        /// What happened.
+        why: String,
+    },
+}
+
 /// A test hook: a read that blocks, as one on a hung mount does.
 #[cfg(test)]
 pub mod hang {

@@ -35,7 +35,7 @@
 //! Anything else is refused, saying what it is and what to give instead.
 
 use super::{CgroupError, Hierarchy, Root};
-use crate::perf::fs::{fs_kind, FsKind};
+use crate::sys::fs::{fs_kind, FsKind};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -460,7 +460,7 @@ struct CpuList(Vec<u32>);
 
 /// `-C`: a CPU list (`0,2-3`).
 fn cpu_list(s: &str) -> Result<CpuList, String> {
-    crate::pmu::format::parse_cpu_list(s)
+    crate::spec::format::parse_cpu_list(s)
         .map(CpuList)
         .map_err(|e| format!("`{s}`: {e}"))
 }

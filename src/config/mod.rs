@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::bounded::{read_string, CONFIG_BYTES};
-use crate::pmu::format::Format;
+use crate::spec::format::Format;
 #[cfg(test)]
 use crate::spec::EventSpec;
 use crate::spec::{self, Event};

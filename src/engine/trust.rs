@@ -124,7 +124,7 @@ fn event_term(spec: &str) -> &str {
 /// events, tracepoints, uncore and other hardware events may legitimately
 /// not move.
 pub(super) fn must_move(table: &PmuTable, attr: &EventAttr) -> bool {
-    if attr.type_ == crate::perf::abi::TYPE_HARDWARE {
+    if attr.type_ == crate::sys::abi::TYPE_HARDWARE {
         return matches!(attr.config[0] & 0xffff_ffff, 0 | 1);
     }
     let core = table

@@ -13,12 +13,9 @@
 //! is scheduled only part of the time, `time_running < time_enabled`, and
 //! the true count is estimated as `value * time_enabled / time_running`.
 
-pub mod abi;
 #[allow(unsafe_code)]
 pub mod bpf;
 pub mod cgroup;
-#[allow(unsafe_code)]
-pub mod fs;
 #[allow(unsafe_code)]
 pub mod hotplug;
 #[allow(unsafe_code)]
@@ -28,9 +25,11 @@ pub mod record;
 pub mod ring;
 #[allow(unsafe_code)]
 pub mod ring_open;
+mod sample_spec;
 pub mod sim;
 
 use crate::problem::{OpenFailure, Problem};
+use crate::sys::abi;
 pub use cgroup::{CgroupHandle, CgroupOpenError};
 pub use ring_open::{SampleRate, SampleSpec, Sampler};
 use std::fmt;

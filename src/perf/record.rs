@@ -29,7 +29,7 @@
 //! size. Input that is shorter than its fields, or a size that does not
 //! match, is a [`RecordError`], never a panic.
 
-use super::abi;
+use crate::sys::abi;
 
 /// A record that cannot be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -341,7 +341,7 @@ fn read<'a>(c: &mut Cursor<'a>, rf: u64) -> Result<GroupValues<'a>, RecordError>
 
 /// Encoding, for tests, the fuzz corpus, benchmarks and the simulated PMU.
 pub mod encode {
-    use super::abi;
+    use crate::sys::abi;
 
     /// A record of type `ty` with `body` (padded to 8 bytes).
     pub fn record(ty: u32, body: &[u8]) -> Vec<u8> {

@@ -1,5 +1,5 @@
-//! Sampling events: what to open ([`SampleSpec`]) and the open sampler
-//! ([`Sampler`]: the event's fd, its members' fds and its [`Ring`]).
+//! Sampling events: the open sampler ([`Sampler`]: the event's fd, its
+//! members' fds and its [`Ring`]) of a [`SampleSpec`].
 //!
 //! A sampler is opened system-wide on one CPU (`pid = -1`), disabled; its
 //! ring is mapped; then it is enabled (`PERF_EVENT_IOC_ENABLE` with
@@ -25,89 +25,12 @@
 //! sample carries every member's running count, and the difference from
 //! the previous sample on the CPU is what the member counted in between.
 
-use super::abi;
 use super::ring::{Drained, Ring, RingError};
+pub use super::sample_spec::{SampleRate, SampleSpec};
 use super::EventAttr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-
-/// How often to sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SampleRate {
-    /// `freq = 1`: this many samples per second per CPU.
-    Frequency(u64),
-    /// A sample every this many events.
-    Period(u64),
-}
-
-/// What a sampler opens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SampleSpec {
-    /// The sampled event (the group's leader).
-    pub attr: EventAttr,
-    /// Counting members read with each sample (`PERF_SAMPLE_READ`).
-    pub members: Vec<EventAttr>,
-    /// The frequency or period.
-    pub rate: SampleRate,
-    /// `PERF_SAMPLE_CGROUP` and `PERF_RECORD_CGROUP` (Linux ≥ 5.7).
-    pub cgroup: bool,
-    /// Data pages of the ring (a power of two).
-    pub ring_pages: usize,
-    /// Bytes in the ring before the fd polls readable (0: half the ring).
-    pub watermark: u32,
-}
-
-impl SampleSpec {
-    /// `cpu-clock` (the software PMU's, type 1) at `rate`, no group, the
-    /// default ring: what sampling uses without a hardware PMU.
-    pub fn cpu_clock(rate: SampleRate) -> SampleSpec {
-        SampleSpec {
-            attr: EventAttr {
-                type_: abi::TYPE_SOFTWARE,
-                config: [abi::SW_CPU_CLOCK, 0, 0, 0],
-                event: "cpu-clock".into(),
-                pmu: "software".into(),
-                exclude: Default::default(),
-            },
-            members: Vec::new(),
-            rate,
-            cgroup: false,
-            ring_pages: super::ring::DEFAULT_RING_PAGES,
-            watermark: 0,
-        }
-    }
-
-    /// The `sample_type` the records are decoded with.
-    pub fn sample_type(&self) -> u64 {
-        let mut t = abi::SAMPLE_TID | abi::SAMPLE_TIME | abi::SAMPLE_CPU | abi::SAMPLE_PERIOD;
-        if self.cgroup {
-            t |= abi::SAMPLE_CGROUP;
-        }
-        if !self.members.is_empty() {
-            t |= abi::SAMPLE_READ;
-        }
-        t
-    }
-
-    /// The leader's `read_format` (`GROUP | ID` with members).
-    pub fn read_format(&self) -> u64 {
-        if self.members.is_empty() {
-            0
-        } else {
-            abi::FORMAT_GROUP | abi::FORMAT_ID
-        }
-    }
-
-    /// The wakeup watermark in bytes for a data area of `data_size`.
-    pub fn watermark_for(&self, data_size: usize) -> u32 {
-        if self.watermark == 0 {
-            u32::try_from(data_size / 2).unwrap_or(u32::MAX)
-        } else {
-            self.watermark
-        }
-    }
-}
 
 /// An open sampler on one CPU. Dropping it unmaps the ring and closes the
 /// fds.

@@ -25,12 +25,11 @@
 //! instead of failing the whole table.
 
 pub mod cpuid;
-pub mod format;
 pub mod host;
 
 use crate::bounded::read_attribute;
+pub use crate::spec::format::{format_cpu_list, parse_cpu_list, ConfigWord, Format};
 pub use crate::spec::{parse_number, parse_terms, SyntaxError, Term, TermValue};
-pub use format::{format_cpu_list, parse_cpu_list, ConfigWord, Format};
 pub use host::is_sysfs_mount;
 use std::collections::BTreeMap;
 use std::fs;
@@ -186,7 +185,7 @@ impl PmuTable {
         if !perf_metrics {
             return 2;
         }
-        match crate::perf::abi::intel_topdown(config) {
+        match crate::sys::abi::intel_topdown(config) {
             Some(true) => 0,
             Some(false) => 1,
             None => 2,

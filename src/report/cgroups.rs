@@ -1,7 +1,7 @@
 //! The cgroups part of `check` (and of the landing page): the root, the
 //! cgroups matched, counted and left out, and why.
 
-use crate::cgroup::{CgroupError, Root, Selection};
+use crate::cgroup::{CgroupError, LeftOutReason, Root, Selection};
 use crate::engine::cgroup::{BackendChoice, BpfUnavailable};
 use crate::problem::Problem;
 use serde::Serialize;
@@ -26,6 +26,9 @@ pub struct CgroupRow {
     pub reason: Option<String>,
     /// What to do about it.
     pub what_to_do: Option<String>,
+    /// Why it is left out (`None`: counted).
+    #[serde(skip)]
+    pub left_out: Option<LeftOutReason>,
 }
 
 /// The rows of a selection: counted ones, then left-out ones, each by
@@ -39,6 +42,7 @@ pub fn cgroup_rows(sel: &Selection) -> Vec<CgroupRow> {
         problem: None,
         reason: None,
         what_to_do: None,
+        left_out: None,
     });
     let left = sel.left_out.iter().map(|l| {
         let p = l.problem();
@@ -50,6 +54,7 @@ pub fn cgroup_rows(sel: &Selection) -> Vec<CgroupRow> {
             problem: Some(p.code()),
             reason: Some(p.to_string()),
             what_to_do: Some(p.what_to_do()),
+            left_out: Some(l.reason.clone()),
         }
     });
     counted.chain(left).collect()
@@ -99,7 +104,7 @@ pub struct CheckBackend {
 }
 
 impl CheckBackend {
-    /// From the backend choice (see [`crate::engine::cgroup::choose`]).
+    /// From the backend choice (see [`crate::engine::cgroup::choice::choose`]).
     pub fn new(c: &Result<BackendChoice, BpfUnavailable>) -> Self {
         match c {
             Ok(c) => {
@@ -115,7 +120,7 @@ impl CheckBackend {
                 name: None,
                 why: e.why.code(),
                 reason: format!("backend bpf cannot count: {}", e.reason()),
-                what_to_do: Some(e.what_to_do().to_string()),
+                what_to_do: Some(e.what_to_do()),
             },
         }
     }
@@ -187,12 +192,14 @@ impl CheckCgroups {
             .clamp(6, 256);
         let _ = writeln!(s, "{:w$}  {:9}  {:9}  LABELS", "CGROUP", "STATUS", "KIND");
         for r in &self.cgroups {
-            let detail = match r.problem {
-                Some("cgroup_over_limit") => format!(
+            let detail = match r.left_out {
+                Some(LeftOutReason::OverLimit { .. }) => format!(
                     "not counted: over max_cgroups ({}), busier ones won",
                     self.max_cgroups
                 ),
-                Some(_) => "not counted: gone between discovery and use".to_string(),
+                Some(LeftOutReason::Gone) => {
+                    "not counted: gone between discovery and use".to_string()
+                }
                 None => r
                     .labels
                     .iter()
@@ -218,21 +225,17 @@ impl CheckCgroups {
                 }
             }
         }
-        let by = |code: &str| {
-            self.cgroups
-                .iter()
-                .filter(|r| r.problem == Some(code))
-                .count()
-        };
+        let over = |r: &&CgroupRow| matches!(r.left_out, Some(LeftOutReason::OverLimit { .. }));
+        let gone = |r: &&CgroupRow| matches!(r.left_out, Some(LeftOutReason::Gone));
         let _ = writeln!(
             s,
             "{} cgroups matched: {} counted, {} left out ({} over max_cgroups {}, {} gone)",
             self.matched,
             self.counted,
             self.left_out,
-            by("cgroup_over_limit"),
+            self.cgroups.iter().filter(over).count(),
             self.max_cgroups,
-            by("cgroup_gone"),
+            self.cgroups.iter().filter(gone).count(),
         );
         s
     }

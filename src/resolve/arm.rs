@@ -10,13 +10,13 @@
 //! `events/` directory (`armv8pmu_event_attr_is_visible`), so a generic
 //! event is available exactly when the sysfs event it maps to exists.
 
-use crate::perf::abi::{
+use crate::pmu::Pmu;
+use crate::sys::abi::{
     CACHE_BPU, CACHE_DTLB, CACHE_ITLB, CACHE_L1D, CACHE_L1I, CACHE_LL, CACHE_OP_READ,
     CACHE_RESULT_ACCESS, CACHE_RESULT_MISS, HW_BRANCH_INSTRUCTIONS, HW_BRANCH_MISSES,
     HW_BUS_CYCLES, HW_CACHE_MISSES, HW_CACHE_REFERENCES, HW_CPU_CYCLES, HW_INSTRUCTIONS,
     HW_STALLED_CYCLES_BACKEND, HW_STALLED_CYCLES_FRONTEND, TYPE_HARDWARE, TYPE_HW_CACHE,
 };
-use crate::pmu::Pmu;
 
 /// A core PMU of the Arm PMUv3 driver: its names start `armv8_` or
 /// `armv9_` (`armv8_pmu_init` and the ACPI `armv8_pmuv3_<n>`).

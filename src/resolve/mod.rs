@@ -31,7 +31,7 @@ use spec::{quote_list, suggest, Event, EventSpec, HARDWARE, HARDWARE_SYSFS, SOFT
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-pub use crate::perf::abi::{
+pub use crate::sys::abi::{
     Exclude, PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
 };
 

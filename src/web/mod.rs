@@ -41,12 +41,14 @@ mod h2;
 mod landing;
 pub mod origin;
 mod process;
+mod reload;
 mod routes;
 mod scrape;
 mod stream;
 mod stream_ws;
 
 pub use landing::{causes, reasons};
+pub use reload::{ReloadError, Reloaded};
 
 use crate::engine::Engine;
 use crate::export::otlp::ExportStats;
@@ -93,7 +95,7 @@ pub enum WebError {
 pub trait Lifecycle: Send + Sync + std::fmt::Debug {
     /// Asks for a reload; resolves to the outcome of a reload that began
     /// after the request (a summary, or why it was refused).
-    fn reload(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+    fn reload(&self) -> Pin<Box<dyn Future<Output = Reloaded> + Send>>;
 }
 
 /// What the server needs.

@@ -11,100 +11,12 @@
 
 use crate::config::cgroups::Backend;
 use crate::privilege::Privilege;
+pub use crate::problem::backend::{BackendKind, Why};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// `CAP_BPF`'s bit (Linux >= 5.8).
 pub const CAP_BPF: u32 = 39;
-
-/// The backend chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendKind {
-    /// One `PERF_FLAG_PID_CGROUP` group per cgroup, set and CPU.
-    Perf,
-    /// Counters once per CPU, charged to cgroups by a BPF program.
-    Bpf,
-}
-
-impl BackendKind {
-    /// `perf` or `bpf`.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Perf => "perf",
-            BackendKind::Bpf => "bpf",
-        }
-    }
-}
-
-/// Why a backend was chosen (or why `bpf` cannot count).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Why {
-    /// `backend: perf` or `backend: bpf`, as configured.
-    Configured(BackendKind),
-    /// `auto`: the process may load BPF and the kernel has BTF.
-    BpfAvailable {
-        /// What allows it (`CAP_BPF + CAP_PERFMON`, `CAP_SYS_ADMIN`).
-        grant: &'static str,
-    },
-    /// The process may not load BPF programs.
-    NoCapability {
-        /// The capabilities it lacks.
-        missing: &'static str,
-    },
-    /// The kernel has no BTF.
-    NoBtf {
-        /// Where it was looked for.
-        path: PathBuf,
-    },
-    /// The simulated PMU (`--simulate`) has no BPF.
-    Simulated,
-    /// Loading or attaching the program failed.
-    LoadFailed(String),
-    /// No cgroup2 hierarchy to take the cgroups from: the program reads
-    /// the unified hierarchy's cgroup ids (what is found instead).
-    NoUnifiedHierarchy(String),
-}
-
-impl Why {
-    /// A short fixed code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Why::Configured(_) => "configured",
-            Why::BpfAvailable { .. } => "bpf_available",
-            Why::NoCapability { .. } => "bpf_no_capability",
-            Why::NoBtf { .. } => "bpf_no_btf",
-            Why::Simulated => "simulated",
-            Why::LoadFailed(_) => "bpf_load_failed",
-            Why::NoUnifiedHierarchy(_) => "bpf_no_cgroup2",
-        }
-    }
-
-    /// What to do to get the `bpf` backend (empty when nothing is wrong).
-    pub fn what_to_do(&self) -> String {
-        match self {
-            Why::Configured(_) | Why::BpfAvailable { .. } => String::new(),
-            Why::NoCapability { .. } => "grant CAP_BPF and CAP_PERFMON (the Helm chart does with `cgroups.backend: bpf`), or set `cgroups.backend: perf`".into(),
-            Why::NoBtf { .. } => "use a kernel built with CONFIG_DEBUG_INFO_BTF (most distributions' kernels since 2020), or set `cgroups.backend: perf`".into(),
-            Why::Simulated => "nothing: the simulated PMU counts per cgroup with perf".into(),
-            Why::LoadFailed(_) => "see the error (the verifier's or the kernel's); set `cgroups.backend: perf` to count without BPF".into(),
-            Why::NoUnifiedHierarchy(_) => "mount cgroup2 (a hybrid host's `/sys/fs/cgroup/unified`) and give it, or the directory the hierarchies are mounted in, with --path.cgroupfs; or set `cgroups.backend: perf`".into(),
-        }
-    }
-}
-
-impl fmt::Display for Why {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Why::Configured(k) => write!(f, "backend {}, as configured", k.name()),
-            Why::BpfAvailable { grant } => write!(f, "backend auto: BPF can be loaded ({grant}) and the kernel has BTF, so bpf (counters once per CPU, charged to cgroups in the kernel)"),
-            Why::NoCapability { missing } => write!(f, "backend auto: perf, as this process may not load BPF programs (it lacks {missing})"),
-            Why::NoBtf { path } => write!(f, "backend auto: perf, as the kernel has no BTF ({} is missing)", path.display()),
-            Why::Simulated => write!(f, "backend auto: perf, as the simulated PMU has no BPF"),
-            Why::LoadFailed(e) => write!(f, "backend auto: perf, as the BPF program did not load: {e}"),
-            Why::NoUnifiedHierarchy(e) => write!(f, "backend auto: perf, as the BPF program reads cgroup2's cgroup ids and there is no cgroup2 hierarchy: {e}"),
-        }
-    }
-}
 
 /// The backend that counts, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,43 +35,26 @@ impl fmt::Display for BackendChoice {
 
 /// A `backend: bpf` that cannot count.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cgroups: backend bpf cannot count: {why_text}; {what_to_do}")]
+#[error("cgroups: backend bpf cannot count: {}; {}", .why.refusal(), .why.what_to_do_when_configured())]
 pub struct BpfUnavailable {
     /// Why.
     pub why: Why,
-    why_text: String,
-    what_to_do: String,
 }
 
 impl BpfUnavailable {
     /// The error for `why`.
     pub fn new(why: Why) -> Self {
-        let why_text = match &why {
-            Why::NoCapability { missing } => format!("this process lacks {missing}"),
-            Why::NoBtf { path } => format!("the kernel has no BTF ({} is missing)", path.display()),
-            Why::Simulated => "the simulated PMU has no BPF".into(),
-            Why::LoadFailed(e) => e.clone(),
-            Why::NoUnifiedHierarchy(e) => {
-                format!("it reads cgroup2's cgroup ids and there is no cgroup2 hierarchy: {e}")
-            }
-            w => w.to_string(),
-        };
-        let what_to_do = why.what_to_do().replace(", or set", "; or set");
-        BpfUnavailable {
-            why,
-            why_text,
-            what_to_do,
-        }
+        BpfUnavailable { why }
     }
 
     /// Why it cannot count, in words.
-    pub fn reason(&self) -> &str {
-        &self.why_text
+    pub fn reason(&self) -> String {
+        self.why.refusal()
     }
 
     /// What to do about it.
-    pub fn what_to_do(&self) -> &str {
-        &self.what_to_do
+    pub fn what_to_do(&self) -> String {
+        self.why.what_to_do_when_configured()
     }
 }
 

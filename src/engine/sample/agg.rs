@@ -187,8 +187,8 @@ impl Aggregate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::abi;
     use crate::perf::record::{decode, encode, Format};
+    use crate::sys::abi;
 
     #[test]
     fn samples_names_and_health_per_cpu() {

@@ -36,11 +36,11 @@
 use super::drivers;
 use super::rates::{cache_rate, hardware_rate, named_rate, software_rate, unnamed_rate, Rate};
 use super::SimKernel;
-use crate::perf::abi::{
-    PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
-};
 use crate::perf::EventAttr;
 use crate::pmu::{Pmu, PmuEvent, Scope, TermValue};
+use crate::sys::abi::{
+    PMU_TYPE_SHIFT, TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT,
+};
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct PmuInfo {

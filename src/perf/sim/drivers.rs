@@ -55,8 +55,8 @@
 //! PMU's `events/` directory (which is what the resolver reads). A core
 //! PMU of another CPU accepts no generic event.
 
-use crate::perf::abi::*;
 use crate::pmu::{Pmu, PmuTable};
+use crate::sys::abi::*;
 
 /// The CPU (driver) whose tables a core PMU follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -192,7 +192,7 @@ impl SimKernel {
 
     /// The `exclude_*` bits (perf's modifiers, `cycles:u`) of every
     /// successful open, in the order of [`SimKernel::opens`].
-    pub fn open_excludes(&self) -> Vec<crate::perf::abi::Exclude> {
+    pub fn open_excludes(&self) -> Vec<crate::sys::abi::Exclude> {
         self.state().open_excludes()
     }
 

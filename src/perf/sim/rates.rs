@@ -2,10 +2,9 @@
 //! event (events per second of enabled time), or a constant reading for
 //! a `.snapshot` event.
 
-use crate::perf::abi::{self, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use crate::perf::EventAttr;
 use crate::pmu::Pmu;
-use crate::spec::HARDWARE_SYSFS;
+use crate::sys::abi::{self, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 
 /// A counter's rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -61,17 +60,38 @@ pub(super) fn privilege_share(attr: &EventAttr) -> f64 {
     }
 }
 
+/// The simulated core's rates of the generic hardware events, by id and
+/// by the name its sysfs `events/` directory gives each: the simulator's
+/// own table, written from the kernel's side (x86's `events_sysfs_show`
+/// names), not taken from the resolver's, so a wrong name there shows as
+/// a wrong count here.
+const HARDWARE_RATES: &[(u64, &str, f64)] = &[
+    (abi::HW_CPU_CYCLES, "cpu-cycles", 2.0e9),
+    (abi::HW_INSTRUCTIONS, "instructions", 3.0e9),
+    (abi::HW_CACHE_REFERENCES, "cache-references", 5e7),
+    (abi::HW_CACHE_MISSES, "cache-misses", 1e7),
+    (abi::HW_BRANCH_INSTRUCTIONS, "branch-instructions", 5e8),
+    (abi::HW_BRANCH_MISSES, "branch-misses", 5e6),
+    (abi::HW_BUS_CYCLES, "bus-cycles", 2.0e9),
+    (
+        abi::HW_STALLED_CYCLES_FRONTEND,
+        "stalled-cycles-frontend",
+        2e8,
+    ),
+    (
+        abi::HW_STALLED_CYCLES_BACKEND,
+        "stalled-cycles-backend",
+        2e8,
+    ),
+    (abi::HW_REF_CPU_CYCLES, "ref-cycles", 2.0e9),
+];
+
 /// Rate of a generic hardware event id.
 pub(super) fn hardware_rate(id: u64) -> f64 {
-    match id {
-        0 | 6 | 9 => 2.0e9,
-        1 => 3.0e9,
-        2 => 5e7,
-        3 => 1e7,
-        4 => 5e8,
-        5 => 5e6,
-        _ => 2e8, // stalled-cycles-frontend/backend
-    }
+    HARDWARE_RATES
+        .iter()
+        .find(|r| r.0 == id)
+        .map_or(2e8, |r| r.2)
 }
 
 pub(super) fn cache_rate(config: u64) -> f64 {
@@ -98,8 +118,8 @@ pub(super) fn software_rate(id: u64) -> f64 {
 /// Rate of a sysfs PMU's event, by the name of the named event it encodes.
 pub(super) fn named_rate(p: &Pmu, name: &str, scale: Option<f64>) -> Rate {
     if p.is_core() {
-        if let Some(i) = HARDWARE_SYSFS.iter().position(|n| *n == name) {
-            return Rate::PerSec(hardware_rate(i as u64));
+        if let Some(r) = HARDWARE_RATES.iter().find(|r| r.1 == name) {
+            return Rate::PerSec(r.2);
         }
     }
     let has = |xs: &[&str]| xs.iter().any(|x| name.contains(x));
@@ -131,4 +151,19 @@ pub(super) fn unnamed_rate(p: &Pmu) -> Rate {
         .iter()
         .any(|x| p.name.contains(x));
     Rate::PerSec(if memory { 1.0e7 } else { 1.0e6 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table covers every generic hardware id once, in the kernel's
+    /// order, and a name finds the same rate as its id.
+    #[test]
+    fn hardware_rates_cover_every_id_once() {
+        let ids: Vec<u64> = HARDWARE_RATES.iter().map(|r| r.0).collect();
+        assert_eq!(ids, (0..abi::HW_MAX).collect::<Vec<_>>());
+        assert_eq!(hardware_rate(abi::HW_INSTRUCTIONS), 3.0e9);
+        assert_eq!(hardware_rate(abi::HW_STALLED_CYCLES_BACKEND), 2e8);
+    }
 }

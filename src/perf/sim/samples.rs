@@ -13,8 +13,9 @@
 
 use crate::perf::record::encode;
 use crate::perf::ring::Drained;
-use crate::perf::ring_open::{SampleRate, SampleSpec};
-use crate::perf::{abi, EventAttr};
+use crate::perf::sample_spec::{SampleRate, SampleSpec};
+use crate::perf::EventAttr;
+use crate::sys::abi;
 use std::time::Instant;
 
 /// A simulated task: pid, name, weight, cgroup id and path.
@@ -154,8 +155,9 @@ impl SimSampler {
 mod tests {
     use crate::perf::record::{decode, Format, Record};
     use crate::perf::sim::SimKernel;
-    use crate::perf::{abi, EventAttr, Kernel, SampleRate, SampleSpec};
+    use crate::perf::{EventAttr, Kernel, SampleRate, SampleSpec};
     use crate::pmu::PmuTable;
+    use crate::sys::abi;
 
     fn spec(type_: u32, config: u64, members: usize) -> SampleSpec {
         let a = EventAttr {

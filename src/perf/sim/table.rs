@@ -9,8 +9,8 @@
 //! `sibling_list`), and the record of opens is 8 bytes each.
 
 use super::rates::Rate;
-use crate::perf::abi::Exclude;
 use crate::perf::sim::OpenRecord;
+use crate::sys::abi::Exclude;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 

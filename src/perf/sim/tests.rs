@@ -1,8 +1,8 @@
 //! The simulated kernel's own tests: acceptance, groups, counting.
 
 use super::*;
-use crate::perf::abi::{TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use crate::perf::{Counter, ErrorKind, EventAttr, GroupReading, Kernel};
+use crate::sys::abi::{TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use std::path::Path;
 
 const SEC: u64 = 1_000_000_000;
@@ -597,7 +597,7 @@ fn amd_families_count_their_maps() {
 #[test]
 fn exclude_bits_accepted_or_refused_as_the_kernel_does() {
     let k = sim("intel-skx");
-    let user = crate::perf::abi::Exclude {
+    let user = crate::sys::abi::Exclude {
         kernel: true,
         hv: true,
         guest: true,

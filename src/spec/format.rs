@@ -1,10 +1,10 @@
 //! The small grammars of sysfs PMU files: `format/<term>` bit ranges
 //! (`config:0-7,32-35`) and the kernel's CPU lists (`0-3,8`).
 //!
-//! A leaf (stage 0): pure parsing over text, used by discovery and by the
+//! Part of the spec leaf (stage 0): pure parsing over text, used by discovery and by the
 //! config (a `requires_format` guard is stored parsed).
 
-use crate::spec::SyntaxError;
+use super::SyntaxError;
 use std::fmt;
 
 /// Which 64-bit word of `perf_event_attr` a format term writes.
