@@ -27,6 +27,17 @@ READ = ("perf_cpu_cycles_total", "perf_instructions_total", "perf_cache_misses_t
         "perf_cpu_clock_seconds_total")
 
 
+# The pods' CPU time from the kernel's cpu.stat (read by the exporter every
+# cgroups.rank_interval, 30 s by default): robust where perf's cgroup clock
+# counts a pod that switches context often low (README "Accuracy of
+# per-cgroup CPU time").
+USAGE = "perf_cgroup_cpu_usage_seconds_total"
+USAGE_NOTE = ("From the kernel's own accounting (cpu.stat usage_usec, as cAdvisor's "
+              "container_cpu_usage_seconds_total), which the exporter reads every cgroups.rank_interval "
+              "(30 s by default), not at each scrape: over a range shorter than about two of those the "
+              "line steps.")
+
+
 # The static pods' config hash, as kube-state-metrics exports the mirror
 # pod's annotation (only when allowed: --metric-annotations-allowlist).
 HASH = "annotation_kubernetes_io_config_hash"
@@ -122,7 +133,7 @@ def availability(k, lay) -> dict:
 
 def unnamed_static(k, lay) -> dict:
     """The static pods no annotation names, by uid, with their CPU."""
-    cpu = per_pod(k, "perf_cgroup_cpu_clock_seconds_total", 'static_pod="true"')
+    cpu = per_pod(k, USAGE, 'static_pod="true"')
     expr = f"{cpu}\nunless on (pod_uid)\n{static_info('')}"
     return k.table(lay, "Static pods without a name",
                    "Static pods (etcd, kube-apiserver, ... from the kubelet's manifest directory, "
@@ -145,7 +156,8 @@ def pods_dashboard(k) -> dict:
     # README "Accuracy of per-cgroup CPU time".
     switchy = ("A pod switching context tens of thousands of times per second is counted low by the "
                "kernel's perf accounting (measured: cpu-clock 12-18% below cpu.stat at 50k-150k "
-               "switches/s, both backends and perf stat alike); read it with the pod's context switches.")
+               "switches/s, both backends and perf stat alike); read it with the pod's CPU time (from "
+               "cpu.stat, which does not lose it) and context switches.")
 
     p.append(lay.row("Noisy neighbours"))
     p.append(ranked(k, lay, "Top pods by cycles share",
@@ -164,6 +176,9 @@ def pods_dashboard(k) -> dict:
     p.append(ranked(k, lay, "Context switches",
                     f"The {TOP} pods switching context most often, per second (all their tasks, all CPUs). {need}",
                     "short", per_pod(k, "perf_cgroup_context_switches_total"), "topk"))
+    p.append(ranked(k, lay, "Top pods by CPU time",
+                    f"The {TOP} pods using the most CPU, in CPU seconds per second (cores). {USAGE_NOTE} {need}",
+                    "short", per_pod(k, USAGE), "topk", decimals=2))
 
     p.append(lay.row("Over time"))
     p.append(over_time(k, lay, "Cycles share per pod", f"Each pod's share of its node's CPU cycles, the top {TOP}. {switchy}",
@@ -190,9 +205,11 @@ def pods_dashboard(k) -> dict:
                    "short", (per_pod(k, "perf_cgroup_context_switches_total"), "context switches/s"),
                    (per_pod(k, "perf_cgroup_cpu_migrations_total"), "CPU migrations/s"),
                    (per_pod(k, "perf_cgroup_page_faults_total"), "page faults/s")))
-    p.append(drill(k, lay, "CPU time of the pod", f"cpu-clock seconds per second the selected pod's tasks ran: the CPUs it used. {switchy} "
-                   "The kernel's own CPU time of the pod (cpu.stat) is cAdvisor's container_cpu_usage_seconds_total.",
-                   "s", (per_pod(k, "perf_cgroup_cpu_clock_seconds_total"), "{{pod}} on {{instance}}")))
+    p.append(drill(k, lay, "CPU time of the pod", "CPU seconds per second the selected pod's tasks ran: the CPUs it "
+                   f"used. {USAGE_NOTE} perf's cpu-clock of the pod, for comparison, counts a pod that switches "
+                   "context tens of thousands of times per second low.",
+                   "s", (per_pod(k, USAGE), "cpu.stat, {{pod}} on {{instance}}"),
+                   (per_pod(k, "perf_cgroup_cpu_clock_seconds_total"), "perf cpu-clock, {{pod}} on {{instance}}")))
     # A set whose groups could not open (no PMU for it) has no enabled time: no ratio.
     running = (f"{per_pod(k, 'perf_cgroup_group_running_seconds_total', by='instance, pod_uid, set')}\n/\n"
                f"({per_pod(k, 'perf_cgroup_group_enabled_seconds_total', by='instance, pod_uid, set')} > 0)")

@@ -672,7 +672,8 @@ const MUX_LIMIT: f64 = 0.02;
 /// per-cgroup count is within [`MUX_LIMIT`] of the workload's exact count, and each
 /// set's exported running/enabled ratio shows it multiplexed. A set of 7
 /// can never be scheduled: node-wide it is split and counts; per cgroup its
-/// group times say it never ran.
+/// group times say it never ran, its members have no value and their
+/// state is `never_ran`.
 #[test]
 fn multiplexed_counts_are_scaled_to_the_exact_count() {
     let _g = common::serial();
@@ -738,9 +739,8 @@ fn multiplexed_counts_are_scaled_to_the_exact_count() {
         "the split group of 7 must count (its members rotate on the counters), got {split:?}"
     );
     // Per cgroup, the group's times say it never ran (enabled advances,
-    // running does not). Its members' series are still exported as 0:
-    // recorded here, not asserted, as it is the counter-trust issue's
-    // (a never-scheduled group must read "never counted", not 0).
+    // running does not), its members have no value (never 0: issue 27),
+    // and their state says `never_ran`.
     let lbl = "cgroup=\"wl\",set=\"huge\"";
     let en = sample(&after, "perf_cgroup_group_enabled_seconds_total", lbl).expect("huge enabled");
     let run = sample(&after, "perf_cgroup_group_running_seconds_total", lbl).expect("huge running");
@@ -748,15 +748,20 @@ fn multiplexed_counts_are_scaled_to_the_exact_count() {
         en > 0.0 && run == 0.0,
         "the per-cgroup group of 7: expected enabled > 0 and running 0, got {en} and {run}"
     );
-    eprintln!(
-        "per-cgroup group of 7: enabled {en} s, running {run} s; its members exported as {:?} \
-         (known gap: should be `never counted`, left to the counter-trust issue)",
-        sample(
-            &after,
-            "perf_cgroup_huge_0_instructions_total",
-            "cgroup=\"wl\""
-        )
-    );
+    for i in 0..7 {
+        let fam = format!("perf_cgroup_huge_{i}_instructions_total");
+        assert_eq!(
+            sample(&after, &fam, "cgroup=\"wl\""),
+            None,
+            "{fam}: a group that never ran has no value, not 0:\n{after}"
+        );
+        let state = format!("metric=\"{fam}\",cgroup=\"wl\",state=\"never_ran\"");
+        assert_eq!(
+            sample(&after, "perf_cgroup_counter_state", &state),
+            Some(1.0),
+            "{fam}: expected its state never_ran:\n{after}"
+        );
+    }
 }
 
 /// Scenario 4: sampling (-smp 2). `top -e cycles:u -C 1` while the workload

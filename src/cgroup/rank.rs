@@ -31,6 +31,44 @@ pub fn read_usage(dir: &Path) -> Option<u64> {
     read_capped_opt(&dir.join("cpu.stat"), CPU_STAT_CAP).and_then(|t| usage_usec(&t))
 }
 
+/// The CPU time of the counted cgroups at the latest read of their
+/// `cpu.stat` (`perf_cgroup_cpu_usage_seconds_total`): read every
+/// `rank_interval` (with the ranking's reads over the bound, else on their
+/// own, only the counted cgroups), never at a scrape. So the value is at
+/// most `rank_interval` (plus one collection) old.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// (path relative to the root, `usage_usec`) of the counted cgroups
+    /// with a readable `cpu.stat`, in the selection's order.
+    pub usec: Vec<(String, u64)>,
+}
+
+/// When the counted cgroups' `cpu.stat` is next read, and the reading not
+/// yet taken.
+#[derive(Debug, Default)]
+pub(crate) struct UsageReads {
+    next: Option<std::time::Instant>,
+    fresh: Option<Usage>,
+}
+
+impl UsageReads {
+    /// Whether a read is due at `now`.
+    pub(crate) fn due(&self, now: std::time::Instant) -> bool {
+        self.next.is_none_or(|t| now >= t)
+    }
+
+    /// Keeps a reading; the next is due at `next`.
+    pub(crate) fn record(&mut self, usage: Usage, next: std::time::Instant) {
+        self.fresh = Some(usage);
+        self.next = Some(next);
+    }
+
+    /// The reading made since the last call, if any.
+    pub(crate) fn take(&mut self) -> Option<Usage> {
+        self.fresh.take()
+    }
+}
+
 /// A counted cgroup keeps its place against a left-out one unless that
 /// one used more than this fraction (1/4) more CPU since the previous
 /// ranking ...

@@ -40,6 +40,10 @@ pub struct Selector {
     /// so it is remembered until the next scan).
     dirty: bool,
     watch: bool,
+    /// The counted cgroups of the last selection (path, directory), and
+    /// the periodic read of their `cpu.stat` ([`rank::Usage`]).
+    counted_dirs: Vec<(String, std::path::PathBuf)>,
+    usage_reads_due: rank::UsageReads,
 }
 
 impl Selector {
@@ -66,6 +70,8 @@ impl Selector {
             dirty: false,
             last: Vec::new(),
             watch: true,
+            counted_dirs: Vec::new(),
+            usage_reads_due: rank::UsageReads::default(),
         }
     }
 
@@ -143,14 +149,38 @@ impl Selector {
         &mut self,
         now: Instant,
     ) -> Result<Option<Selection>, CgroupError> {
-        if self.tree_changed() {
+        let sel = if self.tree_changed() {
             self.scan_at(now).map(Some)
         } else if self.rank_due(now) {
             let last = self.last.clone();
             Ok(Some(self.settle(last, now)))
         } else {
             Ok(None)
+        };
+        self.read_usage_if_due(now);
+        sel
+    }
+
+    /// Every `rank_interval`, reads the counted cgroups' `cpu.stat` (a
+    /// ranking that just read them stands for it): [`take_usage`](Self::take_usage).
+    fn read_usage_if_due(&mut self, now: Instant) {
+        if !self.scanned || !self.usage_reads_due.due(now) {
+            return;
         }
+        let usec: Vec<(String, u64)> = self
+            .counted_dirs
+            .iter()
+            .filter_map(|(rel, dir)| Some((rel.clone(), rank::read_usage(dir)?)))
+            .collect();
+        self.usage_reads += self.counted_dirs.len() as u64;
+        let next = now + self.config.rank_interval;
+        self.usage_reads_due.record(rank::Usage { usec }, next);
+    }
+
+    /// The counted cgroups' CPU time read since the last call (every
+    /// `rank_interval`), if any.
+    pub fn take_usage(&mut self) -> Option<rank::Usage> {
+        self.usage_reads_due.take()
     }
 
     /// Walks the tree and selects: presets and globs, labels, then at
@@ -238,8 +268,10 @@ impl Selector {
             .filter(|(_, k)| **k)
             .map(|((_, id), _)| *id)
             .collect();
+        self.counted_dirs.clear();
         for ((c, id), keep) in found.into_iter().zip(keep) {
             if keep {
+                self.counted_dirs.push((c.rel.clone(), c.dir.clone()));
                 let mut labels = vec![("cgroup", c.rel.clone())];
                 labels.extend(c.labels);
                 sel.counted.push(Cgroup {
@@ -293,6 +325,14 @@ impl Selector {
             .filter_map(|e| e.usage.map(|u| (e.id, u)))
             .collect();
         self.next_rank = Some(now + self.config.rank_interval);
+        // The winners' CPU time, as read for the ranking.
+        let usec = won
+            .iter()
+            .filter_map(|&i| entries.get(i))
+            .filter_map(|e| Some((e.rel.to_string(), e.usage?)))
+            .collect();
+        let next = now + self.config.rank_interval;
+        self.usage_reads_due.record(rank::Usage { usec }, next);
         won
     }
 }
@@ -433,6 +473,46 @@ mod tests {
         let sel = s.scan_if_changed_at(t0 + 60 * sec).unwrap().unwrap();
         assert_eq!(counted(&sel), ["app/a", "app/c"]);
         assert_eq!(sel.left_out.len(), 1, "left out, and reported");
+    }
+
+    /// The counted cgroups' CPU time (`perf_cgroup_cpu_usage_seconds_total`)
+    /// is read every `rank_interval`, under the bound too, and never in
+    /// between; over it, the ranking's reads stand for it (no second read).
+    #[test]
+    fn counted_cpu_time_is_read_every_rank_interval() {
+        let t = tempfile::tempdir().unwrap();
+        usage(t.path(), "app/a", 1_000);
+        usage(t.path(), "app/b", 2_000);
+        let mut s = selector(t.path(), &["app/*"], 5);
+        let t0 = Instant::now();
+        let sec = std::time::Duration::from_secs(1);
+        s.scan_if_changed_at(t0).unwrap().unwrap();
+        let u = |v: &[(&str, u64)]| rank::Usage {
+            usec: v.iter().map(|(r, x)| (r.to_string(), *x)).collect(),
+        };
+        assert_eq!(
+            s.take_usage(),
+            Some(u(&[("app/a", 1_000), ("app/b", 2_000)]))
+        );
+        assert_eq!(s.take_usage(), None, "taken");
+        assert_eq!(s.usage_reads(), 2);
+        usage(t.path(), "app/a", 5_000);
+        for k in [1, 29] {
+            assert_eq!(s.scan_if_changed_at(t0 + k * sec).unwrap(), None);
+            assert_eq!(s.take_usage(), None, "{k}s: not due");
+        }
+        assert_eq!(s.usage_reads(), 2, "no read between intervals");
+        s.scan_if_changed_at(t0 + 30 * sec).unwrap();
+        assert_eq!(
+            s.take_usage(),
+            Some(u(&[("app/a", 5_000), ("app/b", 2_000)]))
+        );
+        assert_eq!(s.usage_reads(), 4);
+        // Over the bound: the ranking's reads, of the winners only.
+        let mut s = selector(t.path(), &["app/*"], 1);
+        s.scan_if_changed_at(t0).unwrap().unwrap();
+        assert_eq!(s.take_usage(), Some(u(&[("app/a", 5_000)])));
+        assert_eq!(s.usage_reads(), 2, "one read per cgroup, for both");
     }
 
     /// kubepods created after the first scan (the kubelet started later)

@@ -28,13 +28,51 @@ use crate::problem::CounterState;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 
 /// What one collection's windows say about a series, summed over its
-/// groups.
+/// groups (node-level series, and per-cgroup ones: `engine::cgroup`).
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Window {
+pub(crate) struct Window {
     enabled: u64,
     running: u64,
     judged: u32,
     worst: CounterState,
+}
+
+impl Window {
+    /// Adds one group's window (`time_enabled` and `time_running`
+    /// increases) in state `state`.
+    pub(crate) fn add(&mut self, d_enabled: u64, d_running: u64, state: CounterState) {
+        self.enabled += d_enabled;
+        self.running += d_running.min(d_enabled);
+        self.judged += 1;
+        self.worst = self.worst.max(state);
+    }
+
+    /// Adds one group's window judged by its times alone (no count looked
+    /// at); a window whose enabled time did not move is not judged.
+    pub(crate) fn add_times(&mut self, d_enabled: u64, d_running: u64) {
+        if let Some(s) = CounterState::of_window(d_enabled, d_running) {
+            self.add(d_enabled, d_running, s);
+        }
+    }
+
+    /// The worst state of the windows added so far (`None`: none judged).
+    pub(crate) fn worst(&self) -> Option<CounterState> {
+        (self.judged > 0).then_some(self.worst)
+    }
+
+    /// The verdict of the windows added since the last call: the worst
+    /// state and the running share (`Δrunning / Δenabled`), `None` when
+    /// none was judged; the window is cleared.
+    pub(crate) fn take_verdict(&mut self) -> Option<(CounterState, f64)> {
+        let w = std::mem::take(self);
+        let worst = w.worst()?;
+        let ratio = if w.enabled > 0 {
+            w.running as f64 / w.enabled as f64
+        } else {
+            0.0
+        };
+        Some((worst, ratio))
+    }
 }
 
 /// Per metric, `perf_counter_states`' labels for each state, in
@@ -123,13 +161,9 @@ pub(super) fn judge(
             state = state.max(CounterState::Stalled);
         }
     }
-    let Some(w) = series.get_mut(m.series).map(|s| &mut s.window) else {
-        return;
-    };
-    w.enabled += d_enabled;
-    w.running += d_running.min(d_enabled);
-    w.judged += 1;
-    w.worst = w.worst.max(state);
+    if let Some(w) = series.get_mut(m.series).map(|s| &mut s.window) {
+        w.add(d_enabled, d_running, state);
+    }
 }
 
 impl Engine {
@@ -137,21 +171,15 @@ impl Engine {
     /// and clears them. Allocates only when a state changes.
     pub(super) fn finish_states(&mut self) {
         for st in &mut self.series {
-            let w = std::mem::take(&mut st.window);
-            if w.judged == 0 {
+            let Some((worst, ratio)) = st.window.take_verdict() else {
                 continue;
-            }
-            let ratio = if w.enabled > 0 {
-                w.running as f64 / w.enabled as f64
-            } else {
-                0.0
             };
             // The labels were built for `counting` before any verdict.
             let labelled = st.trust.map_or(CounterState::Counting, |t| t.0);
-            if labelled != w.worst {
-                st.state_labels = state_labels(&st.ratio_labels, w.worst);
+            if labelled != worst {
+                st.state_labels = state_labels(&st.ratio_labels, worst);
             }
-            st.trust = Some((w.worst, ratio));
+            st.trust = Some((worst, ratio));
         }
     }
 

@@ -64,6 +64,9 @@ mod numbers;
 mod per_cpu;
 
 pub use cgroups::{CgroupRow, CgroupTop, CGROUP_PREFIX, TOP_CGROUPS};
+
+/// The per-cgroup counter states of the series not counting.
+const CGROUP_STATE: &str = "perf_cgroup_counter_state";
 pub use per_cpu::PerCpu;
 
 use crate::problem::CounterState;
@@ -339,6 +342,9 @@ impl Framer {
         let mut cpus = (detail != PerCpuDetail::Off).then(|| CpuColumns::new(&mut self.cpus));
         let mut cgroups = CgroupRows::default();
         for (i, fam) in cur.iter().enumerate() {
+            if fam.name == CGROUP_STATE {
+                cgroups.states(fam);
+            }
             if fam.kind != Kind::Counter || is_own(&fam.name) {
                 continue;
             }

@@ -811,7 +811,9 @@ fn otlp_per_cgroup_series_never_fall_under_one_start_across_a_reload() {
     let mut series: BTreeMap<(String, String), Vec<(u64, f64)>> = BTreeMap::new();
     for r in rx.received() {
         for m in &r.req.resource_metrics[0].scope_metrics[0].metrics {
-            if !m.name.starts_with("perf.cgroup.") {
+            // The counters (the per-cgroup counter states are gauges).
+            let sum = matches!(m.data, Some(metric::Data::Sum(_)));
+            if !m.name.starts_with("perf.cgroup.") || !sum {
                 continue;
             }
             for p in sum_points(m) {

@@ -175,6 +175,18 @@ fn multiplexed_cgroup_groups_are_scaled_like_node_groups() {
     )
     .unwrap();
     assert!(close(run, 0.5), "{run}");
+    // Its state says so, with the running share, as the node's do.
+    let m = "metric=\"perf_cgroup_cpu_clock_seconds_total\",cgroup=\"app/a\",cpu=\"1\"";
+    assert_eq!(
+        value(
+            &s,
+            "perf_cgroup_counter_state",
+            &format!("{{{m},state=\"multiplexed\"}}")
+        ),
+        Some(1.0)
+    );
+    let ratio = value(&s, "perf_cgroup_counter_running_ratio", &format!("{{{m}}}")).unwrap();
+    assert!(close(ratio, 0.5), "{ratio}");
 }
 
 #[test]
@@ -711,6 +723,20 @@ fn serve_counts_the_kubernetes_fixture_per_pod() {
     let node = sum("perf_cpu_clock_seconds_total", false);
     assert!(pods > 0.0 && pods <= node, "pods {pods} node {node}");
     assert!(p.output().contains("backend auto"), "{}", p.output());
+    // The pod's CPU time from its cpu.stat (read every rank interval, here
+    // at start-up), with the pod's labels (issue 24 item 8).
+    let usage_usec = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup/kubernetes-systemd/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podd77d5e50_3ad1_439f_885a_c494268b351b.slice/cpu.stat")).unwrap();
+    let usage_usec: f64 = perf_exporter::cgroup::rank::usage_usec(&usage_usec).unwrap() as f64;
+    let usage = body
+        .lines()
+        .find(|l| {
+            l.starts_with("perf_cgroup_cpu_usage_seconds_total{")
+                && l.contains(pod)
+                && !l.contains("container_id")
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no pod CPU time:\n{body}"));
+    assert_eq!(usage, usage_usec * 1e-6);
     // A reload continues the per-cgroup totals (same cgroup, same metric).
     let value = |b: &str| -> f64 {
         b.lines()
@@ -843,4 +869,121 @@ fn per_cgroup_counters_carry_the_modifiers() {
         ex.iter().all(|x| x.kernel && x.hv && x.guest && !x.user),
         "{ex:?}"
     );
+}
+
+/// Three core events in one set, counted per cgroup.
+const CORE3: &str = "sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        event: cycles\n      - metric: perf_instructions_total\n        event: instructions\n      - metric: perf_branch_instructions_total\n        event: branches\n";
+
+/// The per-cgroup state labels of `family` in `app/a` (summed over CPUs).
+fn state_of(s: &Snapshot, family: &str) -> Option<String> {
+    let f = s
+        .families
+        .iter()
+        .find(|f| f.name == "perf_cgroup_counter_state")?;
+    let prefix = format!("{{metric=\"{family}\",cgroup=\"app/a\",state=\"");
+    f.samples.iter().find_map(|x| {
+        let rest = x.labels.rendered().strip_prefix(&prefix)?;
+        assert_eq!(x.value, 1.0);
+        Some(rest.trim_end_matches("\"}").to_string())
+    })
+}
+
+/// A per-cgroup group too large for the free counters opens and never
+/// runs (issue 25, scenario 3; issue 27): its series are absent, never
+/// zeros, its state is `never_ran` with a running share of 0, the group
+/// times show it (enabled, never running), and the live view says why
+/// instead of a count. It stays so while the node's groups split.
+#[test]
+fn a_cgroup_group_that_never_runs_has_no_values_and_says_why() {
+    let mut r = rig("intel-skx", CORE3, &["core"], false, None, &["app/a"]);
+    // Two counters for a group of three: it never runs.
+    r.k.set_counters("cpu", 2);
+    let first = r.e.collect();
+    for _ in 0..3 {
+        r.k.advance(SEC);
+        let s = r.e.collect();
+        for fam in [
+            "perf_cgroup_cpu_cycles_total",
+            "perf_cgroup_instructions_total",
+            "perf_cgroup_branch_instructions_total",
+        ] {
+            assert_eq!(
+                value(&s, fam, "{cgroup=\"app/a\"}"),
+                None,
+                "{fam}: no value, not 0"
+            );
+            assert_eq!(state_of(&s, fam).as_deref(), Some("never_ran"), "{fam}");
+            let m = format!("{{metric=\"{fam}\",cgroup=\"app/a\"}}");
+            assert_eq!(
+                value(&s, "perf_cgroup_counter_running_ratio", &m),
+                Some(0.0)
+            );
+            let n = format!("{{metric=\"{fam}\",state=\"never_ran\"}}");
+            assert_eq!(value(&s, "perf_cgroup_counter_states", &n), Some(1.0));
+            let c = format!("{{metric=\"{fam}\",state=\"counting\"}}");
+            assert_eq!(value(&s, "perf_cgroup_counter_states", &c), Some(0.0));
+        }
+        let t = "{cgroup=\"app/a\",set=\"core\"}";
+        let en = value(&s, "perf_cgroup_group_enabled_seconds_total", t).unwrap();
+        let run = value(&s, "perf_cgroup_group_running_seconds_total", t).unwrap();
+        assert!(en > 0.0 && run == 0.0, "{en} {run}");
+        // The live view: no count, the reason instead.
+        let f = perf_exporter::export::live::frame(
+            &first.families,
+            &s.families,
+            1.0,
+            &Default::default(),
+        );
+        let top = f.per_cgroup.as_ref().expect("per_cgroup");
+        let row = top.top.iter().find(|r| r.cgroup == "app/a").unwrap();
+        assert!(
+            !row.counts.contains_key("perf_cgroup_cpu_cycles_total"),
+            "{row:?}"
+        );
+        assert_eq!(
+            row.not_counted
+                .get("perf_cgroup_cpu_cycles_total")
+                .map(String::as_str),
+            Some(perf_exporter::problem::CounterState::NeverRan.explain())
+        );
+        assert!(!row.derived.contains_key("ipc"), "{row:?}");
+        assert!(f
+            .to_json()
+            .contains("\"not_counted\":{\"perf_cgroup_branch_instructions_total\":"));
+    }
+    // The exposition has no per-cgroup count, and says why.
+    let mut text = String::new();
+    prometheus::encode_text(&r.e.collect().families, &mut text);
+    assert!(!text.contains("perf_cgroup_cpu_cycles_total{"), "{text}");
+    assert!(text.contains("perf_cgroup_counter_state{metric=\"perf_cgroup_cpu_cycles_total\",cgroup=\"app/a\",state=\"never_ran\"} 1"), "{text}");
+}
+
+/// A per-cgroup group that counted, then lost its counters (another
+/// user takes all but one), keeps its total, flagged `never_ran`, and
+/// counts again when they come back.
+#[test]
+fn a_cgroup_group_that_stops_running_keeps_its_total_flagged() {
+    const CORE2: &str = "sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        event: cycles\n      - metric: perf_instructions_total\n        event: instructions\n";
+    const F: &str = "perf_cgroup_cpu_cycles_total";
+    let mut r = rig("intel-skx", CORE2, &["core"], false, None, &["app/a"]);
+    // Room for the node's group and the cgroup's on every CPU.
+    r.k.set_counters("cpu", 4);
+    r.e.collect();
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    let before = value(&s, F, "{cgroup=\"app/a\"}").unwrap();
+    assert!(before > 0.0);
+    assert_eq!(state_of(&s, F), None, "counting: no per-series state");
+    let c = format!("{{metric=\"{F}\",state=\"counting\"}}");
+    assert_eq!(value(&s, "perf_cgroup_counter_states", &c), Some(1.0));
+    r.k.set_counters("cpu", 1);
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    assert_eq!(value(&s, F, "{cgroup=\"app/a\"}"), Some(before));
+    assert_eq!(state_of(&s, F).as_deref(), Some("never_ran"));
+    r.k.set_counters("cpu", 4);
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    assert_eq!(state_of(&s, F), None);
+    assert!(value(&s, F, "{cgroup=\"app/a\"}").unwrap() > before);
 }

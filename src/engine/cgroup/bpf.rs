@@ -15,7 +15,8 @@
 //! * **Scaling.** Each (cgroup, CPU, counter) has the count and the
 //!   enabled and running times charged to it; the estimate is
 //!   `count * enabled / running` folded into monotonic totals
-//!   ([`mux_factor`], [`monotonic_delta`]), exactly as for a `perf` group.
+//!   ([`mux_factor`], [`monotonic_delta`]), and judged into counter states
+//!   (`perf_cgroup_counter_state`), exactly as for a `perf` group.
 //! * **Hotplug.** A CPU back online gets new counters; the program starts
 //!   a new generation of readings there. The charged counts live in the
 //!   maps, so nothing counted is lost.
@@ -27,7 +28,6 @@ use super::plan::{CgMetric, GroupPlan};
 use super::series::Series;
 use super::{CgroupBackend, CgroupIssue, CgroupTotals};
 use crate::cgroup::Selection;
-use crate::engine::{monotonic_delta, mux_factor};
 use crate::perf::bpf::{BpfCounter, BpfError, Charged, MAX_EVENTS};
 use crate::perf::{Counter, Kernel};
 use crate::resolve::chain::Resolution;
@@ -264,27 +264,25 @@ impl BpfBackend {
                     enabled: lead.enabled,
                     running: lead.running,
                 };
+                // Each counter keeps the last times it was charged (its
+                // leader's), so its window is its own.
+                let (le, lr) = t.last[i];
+                let d = (v.enabled.saturating_sub(le), v.running.saturating_sub(lr));
+                t.last[i] = (le.max(v.enabled), lr.max(v.running));
                 if let Some(set) = sl.leads {
-                    let (le, lr) = t.last[i];
                     if let Some(tm) = t.s.times.get_mut(set * ncols + sl.col) {
-                        tm.0 += v.enabled.saturating_sub(le) as f64 * 1e-9;
-                        tm.1 += v.running.saturating_sub(lr) as f64 * 1e-9;
+                        tm.0 += d.0 as f64 * 1e-9;
+                        tm.1 += d.1 as f64 * 1e-9;
                     }
                     if let Some(o) = t.s.time_open.get_mut(set * ncols + sl.col) {
                         *o = true;
                     }
-                    t.last[i] = (le.max(v.enabled), lr.max(v.running));
                 }
-                let factor = match mux_factor(v.enabled, v.running) {
-                    Some(f) => f,
-                    None if v.enabled == 0 => 1.0,
-                    None => continue,
-                };
                 let k = sl.metric * ncols + sl.col;
-                t.s.values[k] +=
-                    monotonic_delta(&mut t.high[i], v.counter as f64 * factor) * sl.scale;
-                t.s.has_data[k] = true;
+                let cum = (v.enabled, v.running);
+                t.s.add(k, d, cum, Some(v.counter), &mut t.high[i], sl.scale);
             }
+            t.s.finish_states();
         }
     }
 }

@@ -37,9 +37,10 @@ pub use bpf::BpfBackend;
 pub use choice::{BackendChoice, BackendKind, BpfUnavailable, Why};
 pub use perf::PerfBackend;
 
+use crate::cgroup::rank::Usage;
 use crate::cgroup::{CgroupError, Selection, Selector};
 pub use crate::problem::cgroup::{CgroupIssue, SetGap};
-use crate::snapshot::Family;
+use crate::snapshot::{Family, Kind, Sample};
 use std::fmt;
 
 /// Where the selection of cgroups comes from.
@@ -47,6 +48,12 @@ pub trait Discovery: Send + fmt::Debug {
     /// The cgroups to count now, or `None` when the last selection
     /// stands (asked at every collection: must be cheap then).
     fn poll(&mut self) -> Result<Option<Selection>, CgroupError>;
+    /// The counted cgroups' CPU time (`cpu.stat`) read since the last
+    /// call, if any (read every `rank_interval`, never at a scrape). The
+    /// default reads none.
+    fn usage(&mut self) -> Option<Usage> {
+        None
+    }
 }
 
 /// Rescans only when inotify saw the tree change (or the ranking over
@@ -54,6 +61,10 @@ pub trait Discovery: Send + fmt::Debug {
 impl Discovery for Selector {
     fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
         self.scan_if_changed()
+    }
+
+    fn usage(&mut self) -> Option<Usage> {
+        self.take_usage()
     }
 }
 
@@ -139,7 +150,13 @@ pub struct CgroupCounting {
     online: Option<Vec<u32>>,
     /// Which backend counts and why, when the caller chose.
     choice: Option<BackendChoice>,
+    /// `perf_cgroup_cpu_usage_seconds_total` as of the latest `cpu.stat`
+    /// read, by counted cgroup path ([`USAGE_FAMILY`]).
+    usage: Vec<(String, Sample)>,
 }
+
+/// The family of the counted cgroups' CPU time from `cpu.stat`.
+pub const USAGE_FAMILY: &str = "perf_cgroup_cpu_usage_seconds_total";
 
 impl CgroupCounting {
     /// Counts what `discovery` selects with `backend`; discovers and opens
@@ -153,6 +170,7 @@ impl CgroupCounting {
             failure: None,
             online: None,
             choice: None,
+            usage: Vec::new(),
         };
         c.refresh();
         c
@@ -168,6 +186,8 @@ impl CgroupCounting {
                 let rels: Vec<String> = sel.counted.iter().map(|c| c.rel.clone()).collect();
                 if self.synced.as_ref() != Some(&rels) {
                     self.backend.sync(&sel);
+                    // A cgroup no longer counted leaves at once.
+                    self.usage.retain(|(rel, _)| rels.contains(rel));
                     self.synced = Some(rels);
                 }
                 self.selection = sel;
@@ -179,6 +199,30 @@ impl CgroupCounting {
                 self.failure = Some(e.to_string());
             }
         }
+        if let Some(u) = self.discovery.usage() {
+            self.set_usage(u);
+        }
+    }
+
+    /// Takes a `cpu.stat` reading of the counted cgroups: their samples,
+    /// labelled as their other series (built here, every `rank_interval`,
+    /// so a scrape only clones them).
+    fn set_usage(&mut self, u: Usage) {
+        self.usage = u
+            .usec
+            .into_iter()
+            .filter_map(|(rel, usec)| {
+                let cg = self.selection.counted.iter().find(|c| c.rel == rel)?;
+                let labels = series::labels_of(cg).into();
+                let value = usec as f64 * 1e-6;
+                let s = Sample {
+                    labels,
+                    value,
+                    start_unix_nanos: 0,
+                };
+                Some((rel, s))
+            })
+            .collect();
     }
 
     /// One collection on the CPUs `online`: rediscover, follow hotplug,
@@ -197,6 +241,14 @@ impl CgroupCounting {
     /// Appends the per-cgroup families.
     pub fn families(&self, out: &mut Vec<Family>) {
         self.backend.families(out);
+        if !self.usage.is_empty() {
+            out.push(Family {
+                name: USAGE_FAMILY.into(),
+                help: "CPU time of the cgroup (its tasks and its descendants'), from the kernel's cpu.stat usage_usec: the CPU share to use where a cgroup switches context often, which perf's cgroup clock (perf_cgroup_cpu_clock_seconds_total) counts low. Read every cgroups.rank_interval (30 s by default), not at each scrape: the value is up to that (plus one collection) old, so take rates over windows of several rank intervals. A cgroup counted since the last read has none yet.".into(),
+                kind: Kind::Counter,
+                samples: self.usage.iter().map(|(_, s)| s.clone()).collect(),
+            });
+        }
     }
 
     /// Records which backend counts and why (for the landing page).

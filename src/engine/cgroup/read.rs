@@ -6,7 +6,6 @@ use super::perf::{PerfBackend, Tracked};
 #[cfg(doc)]
 use super::CgroupIssue;
 use crate::engine::read::value_of;
-use crate::engine::{monotonic_delta, mux_factor};
 use crate::snapshot::Family;
 
 impl PerfBackend {
@@ -45,21 +44,15 @@ impl PerfBackend {
                 // cgroup runs on the CPU: both 0 means it has not run there
                 // and its count is exactly 0; enabled without running is a
                 // group the PMU never scheduled (no estimate: nothing).
-                let factor = match mux_factor(en, run) {
-                    Some(f) => f,
-                    None if en == 0 => 1.0,
-                    None => continue,
-                };
                 for (k, (m, (metric, _, scale))) in
                     g.members.iter_mut().zip(&plan.members).enumerate()
                 {
-                    if let Some(raw) = value_of(&self.buf.values, k, m.counter.id) {
-                        let i = metric * ncols + g.col;
-                        t.s.values[i] += monotonic_delta(&mut m.high, raw as f64 * factor) * scale;
-                        t.s.has_data[i] = true;
-                    }
+                    let raw = value_of(&self.buf.values, k, m.counter.id);
+                    let i = metric * ncols + g.col;
+                    t.s.add(i, (d_en, d_run), (en, run), raw, &mut m.high, *scale);
                 }
             }
+            t.s.finish_states();
             debug_assert_eq!(t.s.times.len(), nsets * ncols);
         }
     }

@@ -5,6 +5,8 @@
 use super::plan::CgMetric;
 use super::{CgroupTotals, TimesTotal};
 use crate::cgroup::Cgroup;
+use crate::engine::trust::{ratio_labels, state_labels, Window};
+use crate::problem::CounterState;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use std::collections::BTreeMap;
 
@@ -28,10 +30,18 @@ pub(super) struct Series {
     /// in a cgroup whose other series continue.
     pub(super) starts: Vec<u64>,
     pub(super) time_starts: Vec<u64>,
+    /// Per (metric, column): this collection's group windows (scratch),
+    /// the state and running share of the last collection that judged it
+    /// (`None`: not yet), and whether any window of it was ever on the
+    /// PMU (a measurement, not only the exact 0 of a cgroup that did not
+    /// run).
+    pub(super) windows: Vec<Window>,
+    pub(super) trust: Vec<Option<(CounterState, f64)>>,
+    pub(super) measured: Vec<bool>,
 }
 
 /// The labels of a cgroup's series: `cgroup`, or its Kubernetes labels.
-fn labels_of(cg: &Cgroup) -> Vec<(&'static str, String)> {
+pub(super) fn labels_of(cg: &Cgroup) -> Vec<(&'static str, String)> {
     if cg.labels.is_empty() {
         vec![("cgroup", cg.rel.clone())]
     } else {
@@ -74,6 +84,72 @@ impl Series {
             time_open: vec![false; sets.len() * ncols],
             starts: vec![now; nmetrics * ncols],
             time_starts: vec![now; sets.len() * ncols],
+            windows: vec![Window::default(); nmetrics * ncols],
+            trust: vec![None; nmetrics * ncols],
+            measured: vec![false; nmetrics * ncols],
+        }
+    }
+
+    /// Adds one group member's contribution to (metric, column) slot `k`:
+    /// its window (the group's `time_enabled` and `time_running`
+    /// increases `d_en`, `d_run`) and, where it is a measurement, its
+    /// count. `cum` are the group's cumulative times, `raw` the member's
+    /// count, `high` its high-water mark, `scale` its unit scale.
+    ///
+    /// A group that has not run yet (`time_enabled` 0: the cgroup had no
+    /// task on the CPU) counted exactly 0; one enabled but never on the
+    /// PMU has no value (no estimate is possible), nor does a window it
+    /// was not on the PMU in (scaling would extrapolate the past over it;
+    /// the total holds, and the state says `never_ran`).
+    pub(super) fn add(
+        &mut self,
+        k: usize,
+        (d_en, d_run): (u64, u64),
+        (en, run): (u64, u64),
+        raw: Option<u64>,
+        high: &mut f64,
+        scale: f64,
+    ) {
+        if let Some(w) = self.windows.get_mut(k) {
+            w.add_times(d_en, d_run);
+        }
+        let factor = match crate::engine::mux_factor(en, run) {
+            Some(f) => f,
+            None if en == 0 => 1.0,
+            None => return,
+        };
+        if d_en > 0 && d_run == 0 {
+            return;
+        }
+        let Some(raw) = raw else {
+            return;
+        };
+        if let (Some(v), Some(h), Some(m)) = (
+            self.values.get_mut(k),
+            self.has_data.get_mut(k),
+            self.measured.get_mut(k),
+        ) {
+            *v += crate::engine::monotonic_delta(high, raw as f64 * factor) * scale;
+            *h = true;
+            *m |= run > 0;
+        }
+    }
+
+    /// Turns this collection's windows into each slot's state and clears
+    /// them. A slot whose state is not a measurement (`never_ran`) and
+    /// that was never measured has no value: it leaves the output (its
+    /// only data were the exact 0s of CPUs the cgroup did not run on,
+    /// which would read as "counted 0"); one measured before keeps its
+    /// total, flagged by its state, as node-level series do.
+    pub(super) fn finish_states(&mut self) {
+        for (k, w) in self.windows.iter_mut().enumerate() {
+            if let Some(v) = w.take_verdict() {
+                self.trust[k] = Some(v);
+            }
+            let unmeasured = self.trust[k].is_some_and(|(s, _)| !s.is_measurement());
+            if unmeasured && !self.measured[k] {
+                self.has_data[k] = false;
+            }
         }
     }
 }
@@ -131,9 +207,14 @@ pub(super) fn push_families<'a>(
             .collect()
     };
     let enabled = times(|t| t.0);
-    if enabled.is_empty() {
-        return;
+    if !enabled.is_empty() {
+        push_times(enabled, times(|t| t.1), out);
     }
+    push_states(metrics, ncols, series, out);
+}
+
+/// The group-time families.
+fn push_times(enabled: Vec<Sample>, running: Vec<Sample>, out: &mut Vec<Family>) {
     out.push(Family {
         name: "perf_cgroup_group_enabled_seconds_total".into(),
         help: "Time the set's per-cgroup perf groups were enabled, summed over CPUs; compare with running time to see multiplexing.".into(),
@@ -144,8 +225,84 @@ pub(super) fn push_families<'a>(
         name: "perf_cgroup_group_running_seconds_total".into(),
         help: "Time the set's per-cgroup perf groups were counting on the PMU (less than enabled when multiplexed).".into(),
         kind: Kind::Counter,
-        samples: times(|t| t.1),
+        samples: running,
     });
+}
+
+/// The per-cgroup counter states, as the node's (`engine::trust`):
+/// `perf_cgroup_counter_states{metric, state}` (how many of a metric's
+/// per-cgroup series are in each state; every state present for a metric
+/// with a judged series: bounded by the config), then, only for series
+/// that are not `counting`, `perf_cgroup_counter_state{metric, <the
+/// series' labels>, state}` = 1 and `perf_cgroup_counter_running_ratio`.
+/// `metric` is the per-cgroup family's name. A cgroup that has not run
+/// since its counters opened has no state yet.
+fn push_states<'a>(
+    metrics: &[CgMetric],
+    ncols: usize,
+    series: impl Iterator<Item = &'a Series> + Clone,
+    out: &mut Vec<Family>,
+) {
+    let mut counts = Vec::new();
+    let mut troubled = Vec::new();
+    let mut ratios = Vec::new();
+    for (mi, m) in metrics.iter().enumerate() {
+        let mut n = [0u32; 4];
+        let mut any = false;
+        for t in series.clone() {
+            for ci in 0..ncols {
+                let Some((state, ratio)) = t.trust.get(mi * ncols + ci).copied().flatten() else {
+                    continue;
+                };
+                n[state.index()] += 1;
+                any = true;
+                if state != CounterState::Counting {
+                    let series_labels = t.labels.get(ci).map(|l| l.to_vec()).unwrap_or_default();
+                    let rl = ratio_labels(&m.family, &series_labels);
+                    troubled.push(sample(state_labels(&rl, state), 1.0));
+                    ratios.push(sample(rl, ratio));
+                }
+            }
+        }
+        if any {
+            for (s, c) in CounterState::ALL.into_iter().zip(n) {
+                let l = Labels::new(vec![
+                    ("metric", m.family.clone()),
+                    ("state", s.as_str().to_string()),
+                ]);
+                counts.push(sample(l, f64::from(c)));
+            }
+        }
+    }
+    if counts.is_empty() {
+        return;
+    }
+    out.push(Family {
+        name: "perf_cgroup_counter_states".into(),
+        help: "How many of a per-cgroup metric's series (cgroups, and CPUs where per_cpu) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), never_ran (the cgroup ran but its group was never on the PMU: no value was measured; a series never measured has no value at all); stalled is not judged per cgroup (always 0). A series whose cgroup has not run since its counters opened has no state yet.".into(),
+        kind: Kind::Gauge,
+        samples: counts,
+    });
+    out.push(Family {
+        name: "perf_cgroup_counter_state".into(),
+        help: "1 for the current state of each per-cgroup series that is not counting (multiplexed, never_ran); metric is the per-cgroup family; series that are counting have no series here (see perf_cgroup_counter_states).".into(),
+        kind: Kind::Gauge,
+        samples: troubled,
+    });
+    out.push(Family {
+        name: "perf_cgroup_counter_running_ratio".into(),
+        help: "The share of the last collection's window a per-cgroup series that is not counting was on the PMU while its cgroup ran (time_running / time_enabled): below 1 when multiplexed, 0 when it never ran; series that are counting (1) have no series here.".into(),
+        kind: Kind::Gauge,
+        samples: ratios,
+    });
+}
+
+fn sample(labels: Labels, value: f64) -> Sample {
+    Sample {
+        labels,
+        value,
+        start_unix_nanos: 0,
+    }
 }
 
 /// The accumulated counts and group times of `series` (by cgroup
@@ -244,6 +401,7 @@ pub(super) fn carry_over<T>(
         let k = mi * ncols + ci;
         t.values[k] += value;
         t.has_data[k] = true;
+        t.measured[k] |= value > 0.0;
         t.starts[k] = earliest(t.starts[k], start);
         n += 1;
     }
@@ -267,4 +425,110 @@ pub(super) fn carry_over<T>(
         n += 1;
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(per_cpu: bool, cols: &[u32]) -> Series {
+        let cg = Cgroup {
+            rel: "app/a".into(),
+            dir: "/nonexistent/app/a".into(),
+            id: 1,
+            kind: crate::cgroup::Kind::Path,
+            labels: vec![("cgroup", "app/a".into())],
+        };
+        Series::new(&cg, 1, &["core".to_string()], cols, per_cpu)
+    }
+
+    /// What both backends feed [`Series::add`] with, summed over two
+    /// CPUs: the cgroup has not run on CPU 0 (times 0: an exact 0), and
+    /// on CPU 1 its group is enabled and never on the PMU. The sum is not
+    /// a measurement: no value, state `never_ran`; once CPU 1 counts, a
+    /// value, then a window off the PMU keeps it flagged, never scaled
+    /// over the window.
+    #[test]
+    fn a_slot_never_measured_has_no_value_only_a_state() {
+        let mut s = series(false, &[0]);
+        let (mut h0, mut h1) = (0.0, 0.0);
+        s.add(0, (0, 0), (0, 0), Some(0), &mut h0, 1.0);
+        s.add(0, (0, 0), (0, 0), Some(0), &mut h1, 1.0);
+        s.finish_states();
+        assert!(s.has_data[0] && s.trust[0].is_none(), "idle: exactly 0");
+        s.add(0, (0, 0), (0, 0), Some(0), &mut h0, 1.0);
+        s.add(0, (100, 0), (100, 0), Some(0), &mut h1, 1.0);
+        s.finish_states();
+        assert!(!s.has_data[0], "never measured: no value");
+        assert_eq!(s.trust[0], Some((CounterState::NeverRan, 0.0)));
+        // It runs half the window: a scaled measurement.
+        s.add(0, (100, 50), (200, 50), Some(10), &mut h1, 1.0);
+        s.finish_states();
+        assert!(s.has_data[0] && s.measured[0]);
+        assert_eq!(s.values[0], 40.0);
+        assert_eq!(s.trust[0], Some((CounterState::Multiplexed, 0.5)));
+        // Off the PMU for a window: the total holds (no extrapolation).
+        s.add(0, (100, 0), (300, 50), Some(10), &mut h1, 1.0);
+        s.finish_states();
+        assert!(s.has_data[0]);
+        assert_eq!(s.values[0], 40.0);
+        assert_eq!(s.trust[0], Some((CounterState::NeverRan, 0.0)));
+        // A collection that judges nothing keeps the last state.
+        s.finish_states();
+        assert_eq!(s.trust[0], Some((CounterState::NeverRan, 0.0)));
+    }
+
+    /// The state families list only what is not counting, with the
+    /// per-cgroup family as `metric`; the counts per state are all there.
+    #[test]
+    fn state_families_list_only_series_not_counting() {
+        let metrics = vec![CgMetric {
+            family: "perf_cgroup_cpu_cycles_total".into(),
+            help: String::new(),
+            signature: ("perf_cpu_cycles_total".into(), Vec::new()),
+        }];
+        let mut s = series(true, &[0, 1]);
+        let (mut h0, mut h1) = (0.0, 0.0);
+        s.add(0, (100, 100), (100, 100), Some(5), &mut h0, 1.0);
+        s.add(1, (100, 0), (100, 0), Some(0), &mut h1, 1.0);
+        s.finish_states();
+        let mut out = Vec::new();
+        push_states(&metrics, 2, [&s].into_iter(), &mut out);
+        let names: Vec<&str> = out.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "perf_cgroup_counter_states",
+                "perf_cgroup_counter_state",
+                "perf_cgroup_counter_running_ratio"
+            ]
+        );
+        let rendered = |f: &Family| -> Vec<(String, f64)> {
+            f.samples
+                .iter()
+                .map(|x| (x.labels.rendered().to_string(), x.value))
+                .collect()
+        };
+        let m = "metric=\"perf_cgroup_cpu_cycles_total\"";
+        assert_eq!(
+            rendered(&out[0]),
+            [
+                (format!("{{{m},state=\"counting\"}}"), 1.0),
+                (format!("{{{m},state=\"multiplexed\"}}"), 0.0),
+                (format!("{{{m},state=\"stalled\"}}"), 0.0),
+                (format!("{{{m},state=\"never_ran\"}}"), 1.0),
+            ]
+        );
+        assert_eq!(
+            rendered(&out[1]),
+            [(
+                format!("{{{m},cgroup=\"app/a\",cpu=\"1\",state=\"never_ran\"}}"),
+                1.0
+            )]
+        );
+        assert_eq!(
+            rendered(&out[2]),
+            [(format!("{{{m},cgroup=\"app/a\",cpu=\"1\"}}"), 0.0)]
+        );
+    }
 }

@@ -34,11 +34,15 @@
 //!   at most [`TOP_CGROUPS`] rows in `nested` (recursively).
 //! * Each row: `cgroup` (the path under the cgroup root), its other labels
 //!   (`pod_uid`, `qos_class`, `container_id`), `counts` (each
-//!   `perf_cgroup_*` family's increase, summed over CPUs) and `derived`
+//!   `perf_cgroup_*` family's increase, summed over CPUs), `derived`
 //!   ([`CGROUP_DERIVED`], present where the inputs are counted per cgroup;
-//!   `null` where the denominator did not move).
+//!   `null` where the denominator did not move) and, where a family's
+//!   counters never ran in the cgroup (`perf_cgroup_counter_state`
+//!   `never_ran`), `not_counted` (family → why; perf's `<not counted>`):
+//!   such a family has no count unless another CPU of it counted.
 
 use super::{label, Formula};
+use crate::problem::CounterState;
 use crate::snapshot::{Family, Labels, Sample};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -52,6 +56,11 @@ pub const TOP_CGROUPS: usize = 10;
 /// Per-cgroup families that are not counts of events: the group times
 /// (per set, for the multiplexing), not summed into a row.
 const GROUP_TIMES: &str = "perf_cgroup_group_";
+
+/// The per-cgroup CPU time from `cpu.stat`, read every rank interval (not
+/// at each collection): a frame's increase of it would be 0 or a jump, so
+/// it is not in a row's counts (`cpu_share` is from `cpu-clock`).
+const CPU_STAT_USAGE: &str = "perf_cgroup_cpu_usage_seconds_total";
 
 /// How a row's derived value is computed.
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +126,12 @@ pub struct CgroupRow {
     pub counts: BTreeMap<String, f64>,
     /// [`CGROUP_DERIVED`] whose inputs are counted.
     pub derived: BTreeMap<String, Option<f64>>,
+    /// `perf_cgroup_*` family → why it was not counted in this cgroup in
+    /// the window (a series of it `never_ran`: `perf_cgroup_counter_state`);
+    /// such a family is in `counts` only where another series of it (a CPU)
+    /// counted something. Not in the JSON when empty.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_counted: BTreeMap<String, String>,
     /// The busiest counted cgroups inside this one (already in its
     /// counts).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -128,6 +143,8 @@ struct Acc<'a> {
     path: &'a str,
     labels: &'a Labels,
     counts: Vec<(&'a str, f64)>,
+    /// Families with a series that never ran in the window.
+    not_counted: Vec<&'a str>,
 }
 
 /// Accumulates the per-cgroup families while a frame is built.
@@ -141,26 +158,54 @@ impl<'a> CgroupRows<'a> {
     /// Adds one `perf_cgroup_*` family's increases (summed over CPUs when
     /// the family is per CPU).
     pub(super) fn add(&mut self, fam: &'a Family, deltas: impl Iterator<Item = (&'a Sample, f64)>) {
-        if fam.name.starts_with(GROUP_TIMES) {
+        if fam.name.starts_with(GROUP_TIMES) || fam.name == CPU_STAT_USAGE {
             return;
         }
         for (s, d) in deltas {
             let Some(path) = label(&s.labels, "cgroup") else {
                 continue;
             };
-            let rows = &mut self.rows;
-            let i = *self.index.entry(path).or_insert_with(|| {
-                rows.push(Acc {
-                    path,
-                    labels: &s.labels,
-                    counts: Vec::new(),
-                });
-                rows.len() - 1
-            });
+            let i = self.row_of(path, &s.labels);
             let counts = &mut self.rows[i].counts;
             match counts.last_mut() {
                 Some((name, v)) if *name == fam.name => *v += d,
                 _ => counts.push((&fam.name, d)),
+            }
+        }
+    }
+
+    /// The row of `path`, added with `labels` when new.
+    fn row_of(&mut self, path: &'a str, labels: &'a Labels) -> usize {
+        let rows = &mut self.rows;
+        *self.index.entry(path).or_insert_with(|| {
+            rows.push(Acc {
+                path,
+                labels,
+                counts: Vec::new(),
+                not_counted: Vec::new(),
+            });
+            rows.len() - 1
+        })
+    }
+
+    /// Notes the per-cgroup series that never ran in the window
+    /// (`perf_cgroup_counter_state`, state `never_ran`): their families
+    /// are not counted in their cgroups' rows.
+    pub(super) fn states(&mut self, fam: &'a Family) {
+        for s in &fam.samples {
+            let (Some(path), Some(metric), Some(state)) = (
+                label(&s.labels, "cgroup"),
+                label(&s.labels, "metric"),
+                label(&s.labels, "state"),
+            ) else {
+                continue;
+            };
+            if CounterState::parse(state).is_some_and(|x| !x.is_measurement()) {
+                let i = self.row_of(path, &s.labels);
+                let nc = &mut self.rows[i].not_counted;
+                if !nc.contains(&metric) {
+                    nc.push(metric);
+                }
             }
         }
     }
@@ -245,8 +290,20 @@ impl Build<'_, '_> {
 
     fn row(&self, i: usize) -> CgroupRow {
         let a = &self.rows[i];
-        let counts: BTreeMap<String, f64> =
-            a.counts.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        // A family that never ran here and counted nothing in the window
+        // has no count: 0 would read as a measurement.
+        let counts: BTreeMap<String, f64> = a
+            .counts
+            .iter()
+            .filter(|(n, v)| *v > 0.0 || !a.not_counted.contains(n))
+            .map(|(n, v)| (n.to_string(), *v))
+            .collect();
+        let why = CounterState::NeverRan.explain();
+        let not_counted = a
+            .not_counted
+            .iter()
+            .map(|n| (n.to_string(), why.to_string()))
+            .collect();
         let mut derived = BTreeMap::new();
         for (name, form) in CGROUP_DERIVED {
             if let Some(v) = value(*form, &counts, self.node, self.secs) {
@@ -258,11 +315,12 @@ impl Build<'_, '_> {
             labels: a
                 .labels
                 .iter()
-                .filter(|(k, _)| *k != "cgroup" && *k != "cpu")
+                .filter(|(k, _)| !matches!(*k, "cgroup" | "cpu" | "metric" | "state"))
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
             counts,
             derived,
+            not_counted,
             nested: self.level(self.children[i].clone()),
         }
     }
