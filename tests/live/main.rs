@@ -19,6 +19,7 @@ mod cgroup_bpf;
 mod cgroup_discovery;
 mod cgroup_hybrid;
 mod cgroup_live;
+mod cgroup_usage;
 mod faults;
 mod hardware_pmu;
 mod live;

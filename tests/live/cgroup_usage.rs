@@ -7,7 +7,7 @@
 //! between `cpu.stat` now and `cpu.stat` one interval (plus slack) ago;
 //! once the cgroup is idle it equals `cpu.stat` exactly.
 
-mod common;
+use crate::common;
 
 /// The test counts CPU time: one at a time.
 use common::serial;
