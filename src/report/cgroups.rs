@@ -192,6 +192,16 @@ impl CheckCgroups {
                     "not counted: over max_cgroups ({}), busier ones won",
                     self.max_cgroups
                 ),
+                Some("cgroup_beyond_reach") => format!(
+                    "not counted: {}",
+                    r.reason
+                        .as_deref()
+                        .and_then(|t| t.split_once(" is not counted: "))
+                        .map_or("beyond the backend's reach", |(_, why)| why)
+                ),
+                Some("cgroup_walk_too_deep") => {
+                    "not walked below: a `**` stops at this depth".to_string()
+                }
                 Some(_) => "not counted: gone between discovery and use".to_string(),
                 None => r
                     .labels
@@ -224,9 +234,16 @@ impl CheckCgroups {
                 .filter(|r| r.problem == Some(code))
                 .count()
         };
+        let mut beyond = match by("cgroup_beyond_reach") {
+            0 => String::new(),
+            n => format!(", {n} beyond the backend's reach"),
+        };
+        if let n @ 1.. = by("cgroup_walk_too_deep") {
+            beyond.push_str(&format!(", {n} not walked below"));
+        }
         let _ = writeln!(
             s,
-            "{} cgroups matched: {} counted, {} left out ({} over max_cgroups {}, {} gone)",
+            "{} cgroups matched: {} counted, {} left out ({} over max_cgroups {}, {} gone{beyond})",
             self.matched,
             self.counted,
             self.left_out,
