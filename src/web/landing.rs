@@ -8,8 +8,12 @@ use crate::problem::{Class, Problem};
 use crate::resolve::chain::{ResolvedMetric, Status};
 use std::collections::BTreeMap;
 
+/// HTML-escaped, after controls and bidi overrides (a cgroup named with
+/// U+202E shows reversed) are written as visible escapes
+/// ([`crate::terminal::escape`]).
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
+    crate::terminal::escape(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")

@@ -26,7 +26,7 @@ mod agg;
 mod families;
 mod table;
 
-pub use agg::{Aggregate, By, CpuHealth, Sums};
+pub use agg::{Aggregate, By, CpuHealth, Forgotten, Sums, MAX_TASKS, OVER_BOUND};
 pub use families::{SampledFamilies, OTHER};
 pub use table::{pod_of, Entry, Namer, Table, NO_POD};
 
@@ -273,6 +273,23 @@ impl Sampling {
     /// The table so far (cumulative), entries named.
     pub fn table(&mut self) -> Table {
         self.namer.table(&self.agg)
+    }
+
+    /// The table of what was sampled since the last window (entries
+    /// named), then a new window: what `serve` publishes. Exited tasks
+    /// are forgotten once in a window taken, and the tables stay within
+    /// [`MAX_TASKS`] (see [`Aggregate::end_window`]).
+    pub fn take_window(&mut self) -> Table {
+        let t = self.namer.table(&self.agg);
+        let gone = self.agg.end_window();
+        self.namer.end_window(&gone);
+        t
+    }
+
+    /// Task entries held (names, parents, keys, and names read from
+    /// procfs), and the tasks forgotten so far.
+    pub fn tasks(&self) -> (usize, Forgotten) {
+        (self.agg.tasks() + self.namer.names(), self.agg.forgotten)
     }
 
     /// Ring health by CPU.
