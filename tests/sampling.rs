@@ -178,7 +178,9 @@ fn a_fork_storm_leaves_the_sampling_table_bounded() {
         let s = series(&p);
         let held = metric(&s, "perf_sampled_tasks").unwrap_or(f64::MAX);
         let gone = metric(&s, forgotten).unwrap_or(0.0) - before.1;
-        if gone >= f64::from(STORM) * 0.9 && held <= before.0 + 200.0 {
+        // The tasks alive now (other users of a busy machine included)
+        // stay; the storm's do not.
+        if gone >= f64::from(STORM) * 0.9 && held <= before.0 + f64::from(STORM) / 4.0 {
             assert_eq!(
                 metric(
                     &s,

@@ -667,3 +667,21 @@ fn stat_and_top_exit_quietly_when_the_reader_leaves() {
         assert!(!err.contains("Broken pipe"), "{args:?}: {err}");
     }
 }
+
+/// Issue 28 item 17: `top -e msr/tsc/` said the PMU rejected an invalid
+/// encoding; the msr PMU counts (`stat` reads it) but cannot sample, and
+/// `top` says so and what to sample instead.
+#[test]
+fn top_of_a_pmu_that_only_counts_says_it_cannot_sample() {
+    common::require_perf_privilege();
+    if !std::path::Path::new("/sys/bus/event_source/devices/msr/events/tsc").exists() {
+        panic!("this test needs the msr PMU (x86): /sys/bus/event_source/devices/msr/events/tsc");
+    }
+    let (ok, _, err) = top(&["-e", "msr/tsc/", "-d", "1s"]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("PMU msr refuses to sample msr/tsc/ (errno 22): it counts but cannot sample; sample an event of the core PMU (cycles), a software event (cpu-clock) or a tracepoint"),
+        "{err}"
+    );
+    assert!(!err.contains("invalid encoding"), "{err}");
+}

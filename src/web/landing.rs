@@ -405,4 +405,15 @@ mod tests {
             (BTreeMap::new(), String::new())
         );
     }
+
+    /// Issue 28 item 18: a cgroup named with U+202E (or a control) was on
+    /// the page as is, showing text reversed; it is a visible escape.
+    #[test]
+    fn bidi_overrides_and_controls_are_escaped_on_the_page() {
+        assert_eq!(
+            esc("pod\u{202E}gpj.exe\x1b<b>"),
+            "pod\\u{202e}gpj.exe\\x1b&lt;b&gt;"
+        );
+        assert_eq!(esc("a&b"), "a&amp;b");
+    }
 }
