@@ -60,11 +60,28 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
             }
         }
+        // `stat | head -1`, `top | head`: the reader left while the
+        // command was writing; exit quietly, as Unix tools do.
+        Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("perf-exporter: {}", render(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether an error (or a cause of it) is a write to a closed pipe.
+fn broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(e);
+    while let Some(c) = at {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        at = c.source();
+    }
+    false
 }
 
 #[cfg(test)]

@@ -261,6 +261,30 @@ pub enum Problem {
         /// The cgroup, relative to the root.
         cgroup: String,
     },
+    /// A matched cgroup is not counted: the `bpf` backend's program does
+    /// not reach it (it walks `max_level` levels below the cgroup2 root
+    /// and charges a task to at most `max_above` selected cgroups, the
+    /// shallowest first), so it would only ever read zero.
+    CgroupBeyondReach {
+        /// The cgroup, relative to the root.
+        cgroup: String,
+        /// Its level below the root.
+        level: usize,
+        /// Its selected ancestors.
+        above: usize,
+        /// The first level the program does not reach.
+        max_level: usize,
+        /// Selected cgroups one task is charged to at most.
+        max_above: usize,
+    },
+    /// A `**` of `cgroups.paths` stops at this directory, `max_depth`
+    /// levels below the root: the cgroups below it are not matched.
+    CgroupWalkTooDeep {
+        /// The directory, relative to the root.
+        cgroup: String,
+        /// The bound.
+        max_depth: usize,
+    },
     /// A set named in `cgroups.sets` has uncore events: the uncore PMU
     /// counts for the whole socket and cannot be attributed to a cgroup.
     UncoreInCgroupSet {
@@ -297,6 +321,8 @@ impl Problem {
             Problem::NoCgroupHierarchy { .. } => "no_cgroup_hierarchy",
             Problem::CgroupOverLimit { .. } => "cgroup_over_limit",
             Problem::CgroupGone { .. } => "cgroup_gone",
+            Problem::CgroupBeyondReach { .. } => "cgroup_beyond_reach",
+            Problem::CgroupWalkTooDeep { .. } => "cgroup_walk_too_deep",
             Problem::UncoreInCgroupSet { .. } => "uncore_per_cgroup",
         }
     }
@@ -324,6 +350,8 @@ impl Problem {
         "cgroup_gone",
         "uncore_per_cgroup",
         "no_cpu_encoding",
+        "cgroup_beyond_reach",
+        "cgroup_walk_too_deep",
     ];
 
     /// Expected absence or failure.
@@ -354,7 +382,9 @@ impl Problem {
             | Problem::GroupTooLarge { .. }
             | Problem::NoCgroupHierarchy { .. }
             | Problem::CgroupOverLimit { .. }
-            | Problem::CgroupGone { .. } => "",
+            | Problem::CgroupGone { .. }
+            | Problem::CgroupBeyondReach { .. }
+            | Problem::CgroupWalkTooDeep { .. } => "",
             Problem::Seccomp { open, .. } | Problem::Refused { open, .. } => &open.event,
             Problem::Privilege(o)
             | Problem::FdLimit(o)
@@ -433,6 +463,8 @@ impl Problem {
             Problem::CgroupOverLimit { .. } => "raise `cgroups.max_cgroups` (each counted cgroup costs one perf group per CPU), or narrow the preset or `paths:`; the busiest cgroups by `cpu.stat` usage are counted, re-ranked every `cgroups.rank_interval`".into(),
             Problem::CgroupGone { .. } => "nothing: the cgroup was removed (its workload ended); the next scan no longer matches it".into(),
             Problem::UncoreInCgroupSet { set, .. } => format!("remove `{set}` from `cgroups.sets`: it stays counted per socket; count per cgroup only core, cache and software sets"),
+            Problem::CgroupWalkTooDeep { max_depth, .. } => format!("spell out the levels below it in a glob of `cgroups.paths` (`a/*/*/b`, or `a/deep/**` from a literal prefix closer to them): a `**` is followed {max_depth} levels below the root, which bounds a hostile tree"),
+            Problem::CgroupBeyondReach { .. } => "count it with `cgroups.backend: perf`, or select a shallower ancestor instead (a cgroup's counts include its descendants'), or fewer nested cgroups above it".into(),
         }
     }
 
@@ -606,6 +638,18 @@ impl fmt::Display for Problem {
             ),
             Problem::CgroupGone { cgroup } => {
                 write!(f, "cgroup {cgroup:?} is gone: it vanished between discovery and use")
+            }
+            Problem::CgroupWalkTooDeep { cgroup, max_depth } => write!(
+                f,
+                "cgroups below {cgroup:?} are not matched: a `**` of cgroups.paths is followed {max_depth} levels below the root and stops there"
+            ),
+            Problem::CgroupBeyondReach { cgroup, level, above, max_level, max_above } => {
+                write!(f, "cgroup {cgroup:?} is not counted: the bpf backend's program ")?;
+                if level >= max_level {
+                    write!(f, "reaches cgroups down to level {} below the cgroup2 root and it is at level {level}", max_level.saturating_sub(1))
+                } else {
+                    write!(f, "charges a task to at most {max_above} selected cgroups, the shallowest first, and it has {above} selected ancestors")
+                }
             }
             Problem::UncoreInCgroupSet { set, event, pmu } => write!(
                 f,

@@ -61,15 +61,22 @@ fn purpose(kind: BackendKind) -> Purpose {
     }
 }
 
-/// Where `check` looks for the root it lists the cgroups of: the chosen
-/// backend's hierarchy.
-pub(super) fn check_lookup<'a>(
+/// What `check` lists: the root of the chosen backend's hierarchy and one
+/// scan of it, with the cgroups the `bpf` backend cannot reach left out
+/// as it leaves them out.
+pub(super) fn check_discover(
     cfg: &CgroupsConfig,
     kernel: Option<&dyn Kernel>,
-    host: &'a HostSettings,
-) -> Lookup<'a> {
+    host: &HostSettings,
+) -> Result<(Root, crate::cgroup::Selection), crate::cgroup::CgroupError> {
     let kind = choice(cfg, kernel, host).map_or(BackendKind::Perf, |c| c.kind);
-    lookup(host, kernel).purpose(purpose(kind))
+    let found = crate::cgroup::discover(&lookup(host, kernel).purpose(purpose(kind)), cfg);
+    found.map(|(root, mut sel)| {
+        if kind == BackendKind::Bpf {
+            crate::engine::cgroup::leave_out_unreachable(&mut sel);
+        }
+        (root, sel)
+    })
 }
 
 /// The root of `kind`'s hierarchy, or `None` (logged: per-workload

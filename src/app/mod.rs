@@ -151,7 +151,7 @@ pub enum AppError {
     Web(#[from] WebError),
     /// The async runtime, a signal handler or the start-up thread.
     #[error("cannot start: {0}")]
-    Runtime(std::io::Error),
+    Runtime(#[source] std::io::Error),
     /// `stat`'s `-e` names nothing known.
     #[error("{0}")]
     Stat(String),
@@ -260,8 +260,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             }
             let mut r = CheckReport::new(&res).with_identities(&h.table);
             if let Some(c) = &cfg.cgroups {
-                let lookup = cgroups::check_lookup(c, h.kernel.as_deref(), &s.host);
-                let found = crate::cgroup::discover(&lookup, c);
+                let found = cgroups::check_discover(c, h.kernel.as_deref(), &s.host);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));
             }
             let choice = cgroups::check_choice(cfg.cgroups.as_ref(), h.kernel.as_deref(), &s.host);

@@ -112,7 +112,9 @@ pub(super) fn attach(
             while tokio::time::Instant::now() < until {
                 smp.wait(until).await;
             }
-            fam.publish(smp.table(), smp.health());
+            fam.publish(smp.take_window(), smp.health());
+            let (held, forgotten) = smp.tasks();
+            fam.set_tasks(held, forgotten);
         }
     });
     Some(SamplingTask(task))

@@ -172,6 +172,26 @@ pub enum LeftOutReason {
     },
     /// It vanished between discovery and use, or could not be read.
     Gone,
+    /// A `**` glob stops at this directory ([`walk::MAX_DEPTH`] levels
+    /// below the root): the cgroups below it are not matched. (It is not
+    /// a matched cgroup itself, but where the walk stopped.)
+    TooDeep {
+        /// The bound.
+        max_depth: usize,
+    },
+    /// Beyond what the counting backend can reach: at `level` (components
+    /// below the root) `max_level` or deeper, or below `max_above`
+    /// selected ancestors (see [`Selection::limit_nesting`]).
+    BeyondReach {
+        /// Its level below the root.
+        level: usize,
+        /// Its selected (and counted) ancestors.
+        above: usize,
+        /// The first level the backend cannot reach.
+        max_level: usize,
+        /// How many selected cgroups one task can be charged to.
+        max_above: usize,
+    },
 }
 
 /// A matched cgroup that is not counted, with the reason.
@@ -207,7 +227,70 @@ impl LeftOut {
             LeftOutReason::Gone => Problem::CgroupGone {
                 cgroup: self.rel.clone(),
             },
+            LeftOutReason::TooDeep { max_depth } => Problem::CgroupWalkTooDeep {
+                cgroup: self.rel.clone(),
+                max_depth,
+            },
+            LeftOutReason::BeyondReach {
+                level,
+                above,
+                max_level,
+                max_above,
+            } => Problem::CgroupBeyondReach {
+                cgroup: self.rel.clone(),
+                level,
+                above,
+                max_level,
+                max_above,
+            },
         }
+    }
+}
+
+impl Selection {
+    /// Leaves out the counted cgroups a backend cannot reach: at level
+    /// `max_level` or deeper (`a/b` is at level 2), or with `max_above`
+    /// counted ancestors or more (a task is charged to its cgroup and at
+    /// most `max_above` selected cgroups above it, the shallowest first).
+    /// Ancestors left out do not count against a descendant. Returns the
+    /// cgroups left out now.
+    pub fn limit_nesting(&mut self, max_level: usize, max_above: usize) -> Vec<String> {
+        let mut counted = std::mem::take(&mut self.counted);
+        // Ancestors before descendants ("a" < "a/b"; '/' sorts before
+        // every other byte of a name but a few controls and punctuation:
+        // by level first to be sure).
+        counted.sort_by_key(|c| (c.rel.split('/').count(), c.rel.clone()));
+        let mut kept: Vec<Cgroup> = Vec::with_capacity(counted.len());
+        let mut out = Vec::new();
+        for c in counted {
+            let level = c.rel.split('/').count();
+            let above = kept
+                .iter()
+                .filter(|k| {
+                    c.rel
+                        .strip_prefix(k.rel.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+                })
+                .count();
+            if level >= max_level || above >= max_above {
+                out.push(c.rel.clone());
+                self.left_out.push(LeftOut {
+                    rel: c.rel,
+                    reason: LeftOutReason::BeyondReach {
+                        level,
+                        above,
+                        max_level,
+                        max_above,
+                    },
+                });
+            } else {
+                kept.push(c);
+            }
+        }
+        kept.sort_by(|a, b| a.rel.cmp(&b.rel));
+        self.counted = kept;
+        self.left_out.sort_by(|a, b| a.rel.cmp(&b.rel));
+        out
     }
 }
 
@@ -241,4 +324,82 @@ pub fn discover(
         .without_watches()
         .scan()?;
     Ok((root, sel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cg(rel: &str) -> Cgroup {
+        Cgroup {
+            rel: rel.into(),
+            dir: PathBuf::from("/x").join(rel),
+            id: 1,
+            kind: Kind::Path,
+            labels: vec![("cgroup", rel.into())],
+        }
+    }
+
+    fn reason(sel: &Selection, rel: &str) -> Option<LeftOutReason> {
+        sel.left_out
+            .iter()
+            .find(|l| l.rel == rel)
+            .map(|l| l.reason.clone())
+    }
+
+    /// Too deep, or below too many counted ancestors: left out with the
+    /// typed reason; an ancestor left out does not count against its
+    /// descendants.
+    #[test]
+    fn nesting_beyond_a_backends_reach_is_left_out_with_the_reason() {
+        let deep: Vec<String> = (1..=5).map(|l| format!("l{l}")).collect();
+        let chain: Vec<String> = (1..=5).map(|n| deep[..n].join("/")).collect();
+        let mut sel = Selection {
+            counted: chain.iter().map(|r| cg(r)).chain([cg("x")]).collect(),
+            left_out: Vec::new(),
+        };
+        // Reach: levels below 4, at most 2 counted ancestors.
+        let out = sel.limit_nesting(4, 2);
+        let counted: Vec<&str> = sel.counted.iter().map(|c| c.rel.as_str()).collect();
+        assert_eq!(counted, ["l1", "l1/l2", "x"]);
+        assert_eq!(out, ["l1/l2/l3", "l1/l2/l3/l4", "l1/l2/l3/l4/l5"]);
+        assert_eq!(
+            reason(&sel, "l1/l2/l3"),
+            Some(LeftOutReason::BeyondReach {
+                level: 3,
+                above: 2,
+                max_level: 4,
+                max_above: 2
+            })
+        );
+        let p = sel.left_out[0].problem();
+        assert_eq!(p.code(), "cgroup_beyond_reach");
+        assert_eq!(p.to_string(), "cgroup \"l1/l2/l3\" is not counted: the bpf backend's program charges a task to at most 2 selected cgroups, the shallowest first, and it has 2 selected ancestors");
+        let p = LeftOut {
+            rel: "a".into(),
+            reason: LeftOutReason::BeyondReach {
+                level: 20,
+                above: 0,
+                max_level: 16,
+                max_above: 8,
+            },
+        }
+        .problem();
+        assert_eq!(p.to_string(), "cgroup \"a\" is not counted: the bpf backend's program reaches cgroups down to level 15 below the cgroup2 root and it is at level 20");
+        // The deepest alone, its ancestors not selected: only the level.
+        let mut sel = Selection {
+            counted: vec![cg("l1/l2/l3"), cg("l1/l2/l3/l4")],
+            left_out: Vec::new(),
+        };
+        assert_eq!(sel.limit_nesting(4, 2), ["l1/l2/l3/l4"]);
+        assert_eq!(sel.counted.len(), 1);
+        // Within reach: nothing moves.
+        let mut sel = Selection {
+            counted: vec![cg("a"), cg("a/b")],
+            left_out: Vec::new(),
+        };
+        let before = sel.clone();
+        assert!(sel.limit_nesting(16, 8).is_empty());
+        assert_eq!(sel, before);
+    }
 }

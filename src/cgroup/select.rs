@@ -36,6 +36,9 @@ pub struct Selector {
     over_limit: bool,
     /// The last walk's candidates (re-ranked without a walk).
     last: Vec<walk::Candidate>,
+    /// The last walk's directories a `**` did not follow below (at
+    /// [`walk::MAX_DEPTH`]).
+    too_deep: Vec<String>,
     /// A change was seen since the last scan (the events are drained,
     /// so it is remembered until the next scan).
     dirty: bool,
@@ -69,6 +72,7 @@ impl Selector {
             over_limit: false,
             dirty: false,
             last: Vec::new(),
+            too_deep: Vec::new(),
             watch: true,
             counted_dirs: Vec::new(),
             usage_reads_due: rank::UsageReads::default(),
@@ -212,11 +216,24 @@ impl Selector {
             self.tree = if self.watch { Tree::new() } else { None };
             self.rewalks += 1;
         }
-        let candidates = walk::Visitor {
+        let mut v = walk::Visitor {
             root: &root,
             tree: self.tree.as_mut(),
+            too_deep: Vec::new(),
+        };
+        let candidates = v.select(&self.config, &self.globs);
+        let too_deep = v.too_deep;
+        for rel in too_deep.iter().filter(|r| !self.too_deep.contains(r)) {
+            let p = LeftOut {
+                rel: rel.clone(),
+                reason: LeftOutReason::TooDeep {
+                    max_depth: walk::MAX_DEPTH,
+                },
+            }
+            .problem();
+            tracing::warn!(cgroup = %rel, code = p.code(), reason = %p, what_to_do = %p.what_to_do(), "cgroups not matched below the depth bound");
         }
-        .select(&self.config, &self.globs);
+        self.too_deep = too_deep;
         self.last = candidates.clone();
         let sel = self.settle(candidates, now);
         self.scanned = true;
@@ -288,6 +305,12 @@ impl Selector {
                 });
             }
         }
+        sel.left_out.extend(self.too_deep.iter().map(|rel| LeftOut {
+            rel: rel.clone(),
+            reason: LeftOutReason::TooDeep {
+                max_depth: walk::MAX_DEPTH,
+            },
+        }));
         sel.left_out.sort_by(|a, b| a.rel.cmp(&b.rel));
         sel
     }
@@ -384,6 +407,7 @@ mod tests {
         let cands = walk::Visitor {
             root: t.path(),
             tree: None,
+            too_deep: Vec::new(),
         }
         .select(&s.config, &s.globs);
         assert_eq!(cands.len(), 2);

@@ -72,6 +72,9 @@ pub struct Visitor<'a> {
     pub root: &'a Path,
     /// The listed tree (None: list every directory afresh, no watches).
     pub tree: Option<&'a mut Tree>,
+    /// Directories at [`MAX_DEPTH`] with subdirectories a `**` glob did
+    /// not follow (sorted, each once).
+    pub too_deep: Vec<String>,
 }
 
 impl Visitor<'_> {
@@ -219,6 +222,12 @@ impl Visitor<'_> {
         let mut stack = vec![(base, g.base.len())];
         while let Some((rel, depth)) = stack.pop() {
             if depth >= max {
+                // A `**` stops here: said when there is more below.
+                if g.depth.is_none() && has_subdir(&self.root.join(&rel)) {
+                    if let Err(at) = self.too_deep.binary_search(&rel) {
+                        self.too_deep.insert(at, rel);
+                    }
+                }
                 continue;
             }
             for n in self.list(&rel) {
@@ -230,6 +239,15 @@ impl Visitor<'_> {
             }
         }
     }
+}
+
+/// Whether `dir` has a subdirectory (read without a watch: only at the
+/// depth bound).
+fn has_subdir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.filter_map(Result::ok)
+            .any(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+    })
 }
 
 #[cfg(test)]

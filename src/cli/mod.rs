@@ -391,8 +391,9 @@ struct TopArgs {
     /// Samples per second on each CPU.
     #[arg(short = 'F', long = "freq", default_value = "99", value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     freq: u64,
-    /// A sample every PERIOD events instead of -F.
-    #[arg(short = 'c', long = "period", value_name = "PERIOD", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "freq")]
+    /// A sample every PERIOD events instead of -F (at most 2^63-1: the
+    /// kernel refuses a period with the top bit set).
+    #[arg(short = 'c', long = "period", value_name = "PERIOD", value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64), conflicts_with = "freq")]
     period: Option<u64>,
     /// Stop after DURATION, e.g. 10s (default: at Ctrl-C).
     #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = crate::duration::parse)]
@@ -409,7 +410,8 @@ struct TopArgs {
     /// One JSON object per refresh, then `{"summary": ...}`.
     #[arg(long)]
     json: bool,
-    /// Data pages of each CPU's ring (a power of two).
+    /// Data pages of each CPU's ring (a power of two, at most 512, as
+    /// `sampling.ring_pages`).
     #[arg(long = "ring-pages", default_value_t = crate::perf::ring::DEFAULT_RING_PAGES, value_name = "N", value_parser = ring_pages)]
     ring_pages: usize,
     /// Only these CPUs, e.g. 0,2-3.
@@ -443,12 +445,14 @@ impl TopArgs {
     }
 }
 
-/// `--ring-pages`: a power of two from 1 to 65536.
+/// `--ring-pages`: a power of two from 1 to 512 (the bound of
+/// `sampling.ring_pages`: 2 MiB per CPU with 4 KiB pages, pinned).
 fn ring_pages(s: &str) -> Result<usize, String> {
+    use crate::config::sampling::MAX_RING_PAGES as MAX;
     let n: usize = s.parse().map_err(|e| format!("`{s}`: {e}"))?;
-    if n == 0 || !n.is_power_of_two() || n > 65536 {
+    if n == 0 || !n.is_power_of_two() || n > MAX {
         return Err(format!(
-            "`{s}` is not a power of two from 1 to 65536 (1, 2, 4, 8, ...)"
+            "`{s}` is not a power of two from 1 to {MAX} (1, 2, 4, ... {MAX}: 2 MiB per CPU with 4 KiB pages, pinned)"
         ));
     }
     Ok(n)

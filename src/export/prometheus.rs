@@ -86,6 +86,13 @@ fn escape_help(s: &str, quote: bool, out: &mut String) {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '"' if quote => out.push_str("\\\""),
+            // Other controls (CR, NUL, ESC, ...) and bidi overrides as
+            // `\\xNN` / `\\u{NNNN}`: a reader sees the escape as text (the
+            // formats define no other escape), never the raw byte.
+            c if crate::terminal::unsafe_char(c) => {
+                out.push('\\');
+                out.push_str(&crate::terminal::escape(c.encode_utf8(&mut [0; 4])));
+            }
             c => out.push(c),
         }
     }
@@ -376,5 +383,16 @@ mod tests {
         );
         assert_eq!(Format::negotiate(""), Format::Text);
         assert_eq!(Format::Text.content_type(), TEXT_CONTENT_TYPE);
+    }
+
+    /// Issue 28 item 18: HELP kept raw CR, NUL and ESC (and bidi
+    /// overrides); they are written as visible escapes a reader takes as
+    /// text.
+    #[test]
+    fn help_controls_are_escaped_as_text() {
+        let mut out = String::new();
+        escape_help("a\rb\0c\x1b[2Jd\u{202E}e\nf\\g", false, &mut out);
+        assert_eq!(out, "a\\\\x0db\\\\x00c\\\\x1b[2Jd\\\\u{202e}e\\nf\\\\g");
+        assert!(!out.chars().any(crate::terminal::unsafe_char));
     }
 }

@@ -49,6 +49,16 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 /// Counters per CPU the program reads (the `MAX_EVENTS` of the C source).
 pub const MAX_EVENTS: u32 = 16;
 
+/// Cgroup levels the program walks from the root (levels 0 to 15; the
+/// `MAX_LEVELS` of the C source): a cgroup at level 16 or deeper is never
+/// charged.
+pub const MAX_LEVELS: usize = 16;
+
+/// Selected cgroups one task is charged to, the shallowest first (the
+/// `MAX_OWNERS` of the C source): a selected cgroup below 8 selected
+/// ancestors is never charged.
+pub const MAX_OWNERS: usize = 8;
+
 /// The compiled program (`scripts/build-bpf.sh`), 8-byte aligned for the
 /// ELF parser.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/cgroup_counter.bpf.o");

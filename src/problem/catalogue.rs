@@ -191,6 +191,17 @@ impl Problem {
                 identity: "<why unknown>".into(),
                 known: false,
             },
+            Problem::CgroupBeyondReach {
+                cgroup: "<cgroup>".into(),
+                level: 16,
+                above: 0,
+                max_level: 16,
+                max_above: 8,
+            },
+            Problem::CgroupWalkTooDeep {
+                cgroup: "<cgroup>".into(),
+                max_depth: 32,
+            },
         ]
     }
 
@@ -217,6 +228,8 @@ impl Problem {
             Problem::NoCgroupHierarchy { .. } => "no cgroup hierarchy perf can count on is mounted",
             Problem::CgroupOverLimit { .. } => "more than `max_cgroups` cgroups matched and busier ones won",
             Problem::CgroupGone { .. } => "the cgroup vanished between discovery and use",
+            Problem::CgroupBeyondReach { .. } => "the cgroup is nested deeper than the counting backend reaches",
+            Problem::CgroupWalkTooDeep { .. } => "a `**` glob stops at its depth bound; deeper cgroups are not matched",
             Problem::UncoreInCgroupSet { .. } => "a set of `cgroups.sets` has uncore events, which cannot be attributed to a cgroup",
         }
     }

@@ -197,6 +197,16 @@ impl CheckCgroups {
                     "not counted: over max_cgroups ({}), busier ones won",
                     self.max_cgroups
                 ),
+                Some(LeftOutReason::BeyondReach { .. }) => format!(
+                    "not counted: {}",
+                    r.reason
+                        .as_deref()
+                        .and_then(|t| t.split_once(" is not counted: "))
+                        .map_or("beyond the backend's reach", |(_, why)| why)
+                ),
+                Some(LeftOutReason::TooDeep { .. }) => {
+                    "not walked below: a `**` stops at this depth".to_string()
+                }
                 Some(LeftOutReason::Gone) => {
                     "not counted: gone between discovery and use".to_string()
                 }
@@ -227,9 +237,22 @@ impl CheckCgroups {
         }
         let over = |r: &&CgroupRow| matches!(r.left_out, Some(LeftOutReason::OverLimit { .. }));
         let gone = |r: &&CgroupRow| matches!(r.left_out, Some(LeftOutReason::Gone));
+        let by = |f: fn(&LeftOutReason) -> bool| {
+            self.cgroups
+                .iter()
+                .filter(|r| r.left_out.as_ref().is_some_and(f))
+                .count()
+        };
+        let mut beyond = match by(|l| matches!(l, LeftOutReason::BeyondReach { .. })) {
+            0 => String::new(),
+            n => format!(", {n} beyond the backend's reach"),
+        };
+        if let n @ 1.. = by(|l| matches!(l, LeftOutReason::TooDeep { .. })) {
+            beyond.push_str(&format!(", {n} not walked below"));
+        }
         let _ = writeln!(
             s,
-            "{} cgroups matched: {} counted, {} left out ({} over max_cgroups {}, {} gone)",
+            "{} cgroups matched: {} counted, {} left out ({} over max_cgroups {}, {} gone{beyond})",
             self.matched,
             self.counted,
             self.left_out,

@@ -9,8 +9,12 @@ use crate::problem::{Class, Problem};
 use crate::resolve::chain::{ResolvedMetric, Status};
 use std::collections::BTreeMap;
 
+/// HTML-escaped, after controls and bidi overrides (a cgroup named with
+/// U+202E shows reversed) are written as visible escapes
+/// ([`crate::terminal::escape`]).
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
+    crate::terminal::escape(s)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
@@ -401,5 +405,16 @@ mod tests {
             card_notes(&BTreeMap::new()),
             (BTreeMap::new(), String::new())
         );
+    }
+
+    /// Issue 28 item 18: a cgroup named with U+202E (or a control) was on
+    /// the page as is, showing text reversed; it is a visible escape.
+    #[test]
+    fn bidi_overrides_and_controls_are_escaped_on_the_page() {
+        assert_eq!(
+            esc("pod\u{202E}gpj.exe\x1b<b>"),
+            "pod\\u{202e}gpj.exe\\x1b&lt;b&gt;"
+        );
+        assert_eq!(esc("a&b"), "a&amp;b");
     }
 }

@@ -135,30 +135,3 @@ pub fn cgroup_value(
         .find(|x| x.labels.iter().any(|(k, v)| *k == "cgroup" && v == cgroup))
         .map(|x| x.value)
 }
-
-/// `python3 -c script` started inside the cgroup `dir`, killed (and
-/// reaped) on drop.
-pub struct PythonIn(pub std::process::Child);
-
-impl PythonIn {
-    /// Starts it (its output discarded).
-    pub fn start(dir: &Path, script: &str) -> PythonIn {
-        let c = std::process::Command::new("sh")
-            .arg("-c")
-            .arg("echo $$ > \"$1\" && exec /usr/bin/python3 -c \"$2\"")
-            .arg("sh")
-            .arg(dir.join("cgroup.procs"))
-            .arg(script)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn sh + python3");
-        PythonIn(c)
-    }
-}
-
-impl Drop for PythonIn {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}

@@ -405,18 +405,23 @@ fn backend_config(tree: &CgroupTree, backend: &str) -> PathBuf {
     p
 }
 
+/// What `check --config.file cfg` writes to stdout.
+fn check_text(cfg: &Path) -> String {
+    let out = Command::new(common::EXPORTER)
+        .arg("check")
+        .arg("--config.file")
+        .arg(cfg)
+        .output()
+        .expect("run perf-exporter check");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn check_says_auto_picks_bpf_here_and_why() {
     common::require_root();
     let tree = CgroupTree::new("pe-bpf", "check");
     let cfg = backend_config(&tree, "auto");
-    let out = Command::new(common::EXPORTER)
-        .arg("check")
-        .arg("--config.file")
-        .arg(&cfg)
-        .output()
-        .expect("run perf-exporter check");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = check_text(&cfg);
     let _ = std::fs::remove_file(&cfg);
     assert!(
         text.contains("Per-cgroup backend: bpf (backend auto: BPF can be loaded (CAP_SYS_ADMIN) and the kernel has BTF, so bpf (counters once per CPU, charged to cgroups in the kernel))\n"),
@@ -732,5 +737,81 @@ fn modifiers_per_cgroup_on_both_backends() {
     assert!(
         (bk - pk).abs() <= 0.02 * pk + 10.0,
         "kernel: bpf {bk}, perf {pk}"
+    );
+}
+
+/// A cgroup the BPF program never charges (at level 20: it walks levels 0
+/// to 15 of the hierarchy) is left out with a typed reason in `check`, on
+/// the landing page and in the log, and no series of it is exported: a
+/// zero for what is not counted is never served (issue 28, item 4).
+#[test]
+fn bpf_leaves_out_a_cgroup_beyond_its_reach_instead_of_exporting_zero() {
+    let _s = serial();
+    common::require_root();
+    let tree = CgroupTree::new("pe-bpf", "deep");
+    let top = tree.top.file_name().unwrap().to_string_lossy().to_string();
+    // The top is at level 1: 19 levels below it put the leaf at level 20.
+    let chain: Vec<String> = (2..=20).map(|l| format!("l{l}")).collect();
+    let deep_tail = chain.join("/");
+    tree.mkdir(&deep_tail);
+    tree.mkdir("shallow");
+    let (deep, shallow) = (format!("{top}/{deep_tail}"), format!("{top}/shallow"));
+    let root = tree.top.parent().unwrap().to_path_buf();
+    let _b = Python::start(&root.join(&deep), &burner(0.2));
+    let _s2 = Python::start(&root.join(&shallow), &burner(0.05));
+    let cfg = std::env::temp_dir().join(format!("{top}.yaml"));
+    std::fs::write(
+        &cfg,
+        format!("{YAML}cgroups:\n  backend: bpf\n  preset: none\n  paths: [\"{shallow}\", \"{deep}\"]\n  sets: [software]\n"),
+    )
+    .unwrap();
+    let text = check_text(&cfg);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&deep))
+        .unwrap_or_else(|| panic!("no row for {deep}: {text}"));
+    assert!(
+        row.contains("left_out") && row.ends_with("not counted: the bpf backend's program reaches cgroups down to level 15 below the cgroup2 root and it is at level 20"),
+        "{row}"
+    );
+    assert!(
+        text.contains("cgroup_beyond_reach: what to do: count it with `cgroups.backend: perf`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 cgroups matched: 1 counted, 1 left out (0 over max_cgroups 256, 0 gone, 1 beyond the backend's reach)"),
+        "{text}"
+    );
+    let mut p = common::exporter(&["--config.file", cfg.to_str().unwrap()]);
+    p.wait_log("cgroups counted", Duration::from_secs(10));
+    let _ = std::fs::remove_file(&cfg);
+    let log = p.output();
+    let warned = log.lines().find(|l| {
+        l.contains("level=warn")
+            && l.contains("msg=\"cgroup not counted\"")
+            && l.contains("code=cgroup_beyond_reach")
+    });
+    assert!(
+        warned.is_some_and(|l| l.contains(&deep) && l.contains("backend=bpf")),
+        "{log}"
+    );
+    let landing = p.get("/").body;
+    assert!(
+        landing.contains("<p>Backend: bpf. 1 counted, 1 left out.</p>")
+            && landing.contains(&format!("<tr><td>{deep}</td><td>left_out</td>"))
+            && landing.contains("and it is at level 20"),
+        "{landing}"
+    );
+    let want = format!("perf_cgroup_cpu_clock_seconds_total{{cgroup=\"{shallow}\"}} ");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut body = p.get("/metrics").body;
+    while !body.contains(&want) {
+        assert!(Instant::now() < deadline, "{want} never served");
+        std::thread::sleep(Duration::from_millis(50));
+        body = p.get("/metrics").body;
+    }
+    assert!(
+        !body.contains(&format!("cgroup=\"{deep}\"")),
+        "a cgroup the program never charges is exported: {body}"
     );
 }

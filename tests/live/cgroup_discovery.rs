@@ -724,3 +724,49 @@ fn static_pods_are_labelled_static() {
         labels(&other)
     );
 }
+
+/// Issue 28 item 10: a `**` glob stopped 32 levels below the root without
+/// saying so. Where it stops with more below, `check` lists the directory
+/// with a typed reason and what to do, and the log says it.
+#[test]
+fn a_glob_that_stops_at_the_depth_bound_says_so() {
+    let _serial = serial();
+    let t = tempfile::tempdir().unwrap();
+    // d/l1/.../l33: d is at level 1, l31 at level 32, l32 below the bound.
+    let chain: Vec<String> = std::iter::once("d".to_string())
+        .chain((1..=33).map(|l| format!("l{l}")))
+        .collect();
+    std::fs::create_dir_all(t.path().join(chain.join("/"))).unwrap();
+    let stop = chain[..32].join("/");
+    let args = [("--path.cgroupfs", t.path())];
+    let o = check("  preset: none\n  paths: [\"d/**\"]\n", &args, &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(&format!("{stop} ")) && l.contains("left_out"))
+        .unwrap_or_else(|| panic!("no row for {stop}: {out}"));
+    assert!(
+        row.contains("left_out") && row.ends_with("not walked below: a `**` stops at this depth"),
+        "{row}"
+    );
+    assert!(
+        out.contains("cgroup_walk_too_deep: what to do: spell out the levels below it"),
+        "{out}"
+    );
+    assert!(out.contains(", 1 not walked below)\n"), "{out}");
+    assert!(
+        err.contains("msg=\"cgroups not matched below the depth bound\"")
+            && err.contains("code=cgroup_walk_too_deep")
+            && err.contains(&stop),
+        "{err}"
+    );
+    // Nothing below the bound: nothing said.
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("d/a/b")).unwrap();
+    let args = [("--path.cgroupfs", t.path())];
+    let o = check("  preset: none\n  paths: [\"d/**\"]\n", &args, &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("cgroup_walk_too_deep"), "{out}");
+}

@@ -12,7 +12,8 @@ use crate::common;
 /// The test counts CPU time: one at a time.
 use common::serial;
 
-use common::cgroup::{burner, usage_usec, CgroupTree, PythonIn, CLOCKS_YAML as YAML};
+use common::cgroup::{burner, python_in, usage_usec, CgroupTree, CLOCKS_YAML as YAML};
+use common::Reaped;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -46,7 +47,7 @@ fn cpu_usage_per_cgroup_is_cpu_stat_at_most_one_rank_interval_old() {
     let dir = tree.top.join("w");
     let top = tree.top.file_name().unwrap().to_str().unwrap().to_string();
     let rel = format!("{top}/w");
-    let burning = PythonIn::start(&dir, &burner(0.5));
+    let burning = Reaped(python_in(&dir, &burner(0.5)));
     let tmp = tempfile::tempdir().unwrap();
     let cfg = tmp.path().join("c.yaml");
     let yaml = format!(

@@ -602,3 +602,76 @@ fn control_characters_in_process_names_are_escaped() {
         .unwrap_or_else(|| panic!("no row of the renamed process {pid}: {out}"));
     assert!(line.ends_with(r"\x1b]52;c;eA==\x07"), "{line:?}");
 }
+
+/// Issue 28 item 17: `top --ring-pages` took up to 65536 pages (256 MiB
+/// pinned per CPU) where `sampling.ring_pages` stops at 512, and `-c`
+/// took periods the kernel refuses (the top bit set), which then read as
+/// "rejected by the PMU". Both are refused as flags, saying the bound.
+#[test]
+fn top_bounds_ring_pages_and_the_period_as_flags() {
+    let (ok, _, err) = top(&["--ring-pages", "65536", "-d", "1s"]);
+    assert!(!ok);
+    assert!(
+        err.contains("`65536` is not a power of two from 1 to 512"),
+        "{err}"
+    );
+    let (ok, _, err) = top(&["-c", "18446744073709551615", "-d", "1s"]);
+    assert!(!ok);
+    assert!(err.contains("9223372036854775807"), "{err}");
+    assert!(!err.contains("rejected by the PMU"), "{err}");
+}
+
+/// Issue 28 item 17: `stat | head -1` and `top | head -1` ended with
+/// "cannot start: Broken pipe" and status 1; a reader that leaves ends
+/// them quietly, with success.
+#[test]
+fn stat_and_top_exit_quietly_when_the_reader_leaves() {
+    let _s = serial();
+    common::require_perf_privilege();
+    for args in [
+        &["top", "-I", "100ms", "-d", "20s"][..],
+        &[
+            "stat",
+            "-e",
+            "perf_cpu_clock_seconds_total",
+            "-I",
+            "100ms",
+            "-d",
+            "20s",
+        ][..],
+    ] {
+        let mut c = Command::new(EXPORTER)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert!(!line.is_empty(), "{args:?}: no output");
+        drop(out);
+        let o = c.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{args:?}: {:?} {err}", o.status);
+        assert!(!err.contains("Broken pipe"), "{args:?}: {err}");
+    }
+}
+
+/// Issue 28 item 17: `top -e msr/tsc/` said the PMU rejected an invalid
+/// encoding; the msr PMU counts (`stat` reads it) but cannot sample, and
+/// `top` says so and what to sample instead.
+#[test]
+fn top_of_a_pmu_that_only_counts_says_it_cannot_sample() {
+    common::require_perf_privilege();
+    if !std::path::Path::new("/sys/bus/event_source/devices/msr/events/tsc").exists() {
+        panic!("this test needs the msr PMU (x86): /sys/bus/event_source/devices/msr/events/tsc");
+    }
+    let (ok, _, err) = top(&["-e", "msr/tsc/", "-d", "1s"]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("PMU msr refuses to sample msr/tsc/ (errno 22): it counts but cannot sample; sample an event of the core PMU (cycles), a software event (cpu-clock) or a tracepoint"),
+        "{err}"
+    );
+    assert!(!err.contains("invalid encoding"), "{err}");
+}

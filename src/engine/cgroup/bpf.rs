@@ -28,7 +28,7 @@ use super::plan::{CgMetric, GroupPlan};
 use super::series::Series;
 use super::{CgroupBackend, CgroupIssue, CgroupTotals};
 use crate::cgroup::Selection;
-use crate::perf::bpf::{BpfCounter, BpfError, Charged, MAX_EVENTS};
+use crate::perf::bpf::{BpfCounter, BpfError, Charged, MAX_EVENTS, MAX_LEVELS, MAX_OWNERS};
 use crate::perf::{Counter, Kernel};
 use crate::resolve::chain::Resolution;
 use std::collections::BTreeMap;
@@ -287,6 +287,13 @@ impl BpfBackend {
     }
 }
 
+/// Leaves out of `sel` the cgroups the BPF program never charges (see
+/// [`BpfBackend`]'s `leave_out`); what `check` lists for `bpf`. Returns
+/// them.
+pub fn leave_out_unreachable(sel: &mut Selection) -> Vec<String> {
+    sel.limit_nesting(MAX_LEVELS, MAX_OWNERS)
+}
+
 impl CgroupBackend for BpfBackend {
     fn name(&self) -> &'static str {
         "bpf"
@@ -352,6 +359,13 @@ impl CgroupBackend for BpfBackend {
 
     fn read(&mut self) {
         self.read_all();
+    }
+
+    /// The program walks [`MAX_LEVELS`] levels and charges a task to at
+    /// most [`MAX_OWNERS`] selected cgroups: cgroups beyond are left out
+    /// (never a zero for what is not counted).
+    fn leave_out(&self, sel: &mut Selection) {
+        leave_out_unreachable(sel);
     }
 
     fn families(&self, out: &mut Vec<crate::snapshot::Family>) {

@@ -33,7 +33,7 @@ mod plan;
 mod read;
 mod series;
 
-pub use bpf::BpfBackend;
+pub use bpf::{leave_out_unreachable, BpfBackend};
 pub use choice::{BackendChoice, BackendKind, BpfUnavailable, Why};
 pub use perf::PerfBackend;
 
@@ -88,6 +88,12 @@ pub trait CgroupBackend: Send + fmt::Debug {
     fn open_fds(&self) -> usize;
     /// Reads one collection makes (`read()` calls).
     fn reads(&self) -> usize;
+    /// Leaves out of `sel` the cgroups this backend cannot count (they
+    /// would only ever read zero): [`Selection::limit_nesting`] by the BPF
+    /// program's limits. The default leaves none out.
+    fn leave_out(&self, sel: &mut Selection) {
+        let _ = sel;
+    }
     /// The online CPUs changed (hotplug). The default does nothing.
     fn cpus_changed(&mut self, online: &[u32]) {
         let _ = online;
@@ -181,8 +187,10 @@ impl CgroupCounting {
     pub fn refresh(&mut self) {
         match self.discovery.poll() {
             Ok(None) => self.failure = None,
-            Ok(Some(sel)) => {
+            Ok(Some(mut sel)) => {
                 self.failure = None;
+                self.backend.leave_out(&mut sel);
+                self.log_unreachable(&sel);
                 let rels: Vec<String> = sel.counted.iter().map(|c| c.rel.clone()).collect();
                 if self.synced.as_ref() != Some(&rels) {
                     self.backend.sync(&sel);
@@ -223,6 +231,24 @@ impl CgroupCounting {
                 Some((rel, s))
             })
             .collect();
+    }
+
+    /// Logs each cgroup the backend cannot reach once, when it is first
+    /// left out for it.
+    fn log_unreachable(&self, sel: &Selection) {
+        use crate::cgroup::LeftOutReason;
+        let before = |rel: &str| {
+            self.selection
+                .left_out
+                .iter()
+                .any(|l| l.rel == rel && matches!(l.reason, LeftOutReason::BeyondReach { .. }))
+        };
+        for l in &sel.left_out {
+            if matches!(l.reason, LeftOutReason::BeyondReach { .. }) && !before(&l.rel) {
+                let p = l.problem();
+                tracing::warn!(cgroup = %l.rel, backend = self.backend.name(), code = p.code(), reason = %p, what_to_do = %p.what_to_do(), "cgroup not counted");
+            }
+        }
     }
 
     /// One collection on the CPUs `online`: rediscover, follow hotplug,

@@ -208,7 +208,18 @@ impl PerfBackend {
             let leader = members.first().map(|m| &m.counter);
             match self.kernel.open_in_cgroup(attr, cg, gp.cpu, leader) {
                 Ok(counter) => members.push(CgMember { counter, high: 0.0 }),
-                Err(e) if e.errno == libc::ENOENT && !cg.dir.is_dir() => {
+                Err(e) if vanishing(e.errno) && !cg.dir.is_dir() => {
+                    return Err(Unopenable::Gone(e.errno))
+                }
+                // ESRCH, or a member's ENOENT after its leader opened in the
+                // same cgroup, while the event opens system-wide: the cgroup
+                // is being removed (its directory not yet gone), not an
+                // event this host lacks.
+                Err(e)
+                    if (e.errno == libc::ESRCH
+                        || (e.errno == libc::ENOENT && leader.is_some()))
+                        && self.kernel.open(attr, gp.cpu, None).is_ok() =>
+                {
                     return Err(Unopenable::Gone(e.errno))
                 }
                 // A leader's ENOENT in a live cgroup: the encoding, or the
@@ -250,6 +261,12 @@ impl PerfBackend {
     fn open_failed(&mut self, metric: usize, e: &PerfError) {
         super::plan::open_failed(&mut self.issues, &self.metrics, metric, e);
     }
+}
+
+/// The errnos of a cgroup removed while its counters open: ENOENT (its
+/// directory, or its `perf_event` state, went) and ESRCH.
+fn vanishing(errno: i32) -> bool {
+    matches!(errno, libc::ENOENT | libc::ESRCH)
 }
 
 impl CgroupBackend for PerfBackend {

@@ -1,6 +1,15 @@
 //! Aggregation of decoded records: samples, estimated events and group
 //! read deltas per key (process, thread or cgroup id), the names the
 //! side-band records give, and lost/throttle counts per CPU.
+//!
+//! **Bounds.** Every map keyed by a task or cgroup grows with outside
+//! input (a fork storm makes a `FORK` and an `EXIT` record per task, and a
+//! `COMM` per exec). A long-running consumer (`serve`) ends a window after
+//! each export ([`Aggregate::end_window`]): the sums start over (they were
+//! exported), the tasks that exited (`PERF_RECORD_EXIT`) are forgotten,
+//! and beyond [`MAX_TASKS`] entries the tasks not seen in the window go
+//! too (counted: [`Forgotten`]). Within a window, samples of more than
+//! [`MAX_TASKS`] keys are summed under [`OVER_BOUND`], never dropped.
 
 use crate::perf::record::{Record, Sample};
 use std::collections::HashMap;
@@ -45,6 +54,27 @@ impl By {
     pub fn needs_cgroup(self) -> bool {
         matches!(self, By::Cgroup | By::Pod)
     }
+}
+
+/// Tasks (or cgroups) an aggregate keeps sums, names or parents for at
+/// most ([`Aggregate::end_window`]).
+pub const MAX_TASKS: usize = 16384;
+
+/// The key of the samples of keys beyond [`MAX_TASKS`] in one window
+/// (named [`OVER_BOUND`]): no pid, tid or cgroup id is `u64::MAX`.
+pub const OVER_BOUND_KEY: u64 = u64::MAX;
+
+/// The name of the samples of keys beyond the bound: longer than a task
+/// name can be (15 bytes), and no cgroup path or pod uid.
+pub const OVER_BOUND: &str = "(more tasks than the table holds)";
+
+/// Tasks forgotten at the ends of windows, by why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Forgotten {
+    /// They exited (`PERF_RECORD_EXIT`) and their samples were exported.
+    pub exited: u64,
+    /// More than [`MAX_TASKS`] were held: the ones not seen in the window.
+    pub table_full: u64,
 }
 
 /// One key's sums.
@@ -94,6 +124,15 @@ pub struct Aggregate {
     pub samples: u64,
     /// The previous group read per CPU (values by member position).
     last_read: HashMap<u32, Vec<u64>>,
+    /// Tasks that exited in the window whose sums name them (at most one
+    /// per key of the window).
+    exited: Vec<u32>,
+    /// Tasks with a record in this window (at most the bound).
+    touched: std::collections::HashSet<u32>,
+    /// The bound of every map (tests lower it).
+    max_tasks: usize,
+    /// Tasks forgotten so far.
+    pub forgotten: Forgotten,
 }
 
 impl Aggregate {
@@ -101,7 +140,81 @@ impl Aggregate {
     pub fn new(by: By) -> Self {
         Aggregate {
             by,
+            max_tasks: MAX_TASKS,
             ..Default::default()
+        }
+    }
+
+    /// Notes a task with a record in this window (kept at an end of window
+    /// over the bound).
+    fn touch(&mut self, tid: u32) {
+        if self.touched.len() < self.max_tasks {
+            self.touched.insert(tid);
+        }
+    }
+
+    /// Task entries held now: names, parents and keys (the
+    /// `perf_sampled_tasks` gauge).
+    pub fn tasks(&self) -> usize {
+        self.comms.len() + self.parents.len() + self.pids.len()
+    }
+
+    /// Ends a window whose sums were exported: the sums start over, the
+    /// tasks that exited are forgotten, and over the bound those not seen
+    /// in the window (then, if still over, all). Returns the ids forgotten
+    /// (for the namer's cache).
+    pub fn end_window(&mut self) -> Vec<u32> {
+        self.sums.clear();
+        self.pids.clear();
+        let mut gone = std::mem::take(&mut self.exited);
+        for id in &gone {
+            let known = self.comms.remove(id).is_some() | self.parents.remove(id).is_some();
+            if known {
+                self.forgotten.exited += 1;
+            }
+        }
+        let max = self.max_tasks;
+        if self.comms.len() + self.parents.len() > max {
+            let touched = std::mem::take(&mut self.touched);
+            let before = self.comms.len() + self.parents.len();
+            fn evict<V>(
+                m: &mut HashMap<u32, V>,
+                keep: &std::collections::HashSet<u32>,
+                gone: &mut Vec<u32>,
+            ) {
+                m.retain(|id, _| {
+                    let k = keep.contains(id);
+                    if !k {
+                        gone.push(*id);
+                    }
+                    k
+                });
+            }
+            evict(&mut self.comms, &touched, &mut gone);
+            evict(&mut self.parents, &touched, &mut gone);
+            if self.comms.len() + self.parents.len() > max {
+                let none = std::collections::HashSet::new();
+                evict(&mut self.comms, &none, &mut gone);
+                evict(&mut self.parents, &none, &mut gone);
+            }
+            let after = self.comms.len() + self.parents.len();
+            self.forgotten.table_full += (before - after) as u64;
+        }
+        // Cgroup paths: re-read from the cgroupfs when needed again.
+        if self.cgroups.len() > max {
+            self.forgotten.table_full += self.cgroups.len() as u64;
+            self.cgroups.clear();
+        }
+        self.touched.clear();
+        gone
+    }
+
+    /// [`new`](Self::new) with a lower bound than [`MAX_TASKS`].
+    #[cfg(test)]
+    pub(crate) fn bounded(by: By, max_tasks: usize) -> Self {
+        Aggregate {
+            max_tasks,
+            ..Aggregate::new(by)
         }
     }
 
@@ -112,16 +225,21 @@ impl Aggregate {
             Record::Comm { pid, tid, comm } => {
                 let name = String::from_utf8_lossy(comm).into_owned();
                 self.comms.insert(*tid, name);
+                self.touch(*tid);
                 let _ = pid;
             }
-            Record::Fork { tid, ptid, .. } => match self.comms.get(ptid).cloned() {
-                Some(c) => {
-                    self.comms.insert(*tid, c);
+            Record::Fork { tid, ptid, .. } => {
+                match self.comms.get(ptid).cloned() {
+                    Some(c) => {
+                        self.comms.insert(*tid, c);
+                    }
+                    None => {
+                        self.parents.insert(*tid, *ptid);
+                    }
                 }
-                None => {
-                    self.parents.insert(*tid, *ptid);
-                }
-            },
+                self.touch(*tid);
+            }
+            Record::Exit { pid, tid } => self.exit(*pid, *tid),
             Record::Lost { lost, .. } => {
                 let h = self.health.entry(cpu).or_default();
                 h.lost += lost;
@@ -138,6 +256,24 @@ impl Aggregate {
         }
     }
 
+    /// A task exited: forgotten now when its name names no sums of this
+    /// window, else at the window's end (after they were exported).
+    fn exit(&mut self, pid: u32, tid: u32) {
+        let key = match self.by {
+            By::Process if pid == tid => Some(u64::from(pid)),
+            By::Thread => Some(u64::from(tid)),
+            _ => None,
+        };
+        if key.is_some_and(|k| self.sums.contains_key(&k)) {
+            // About one per key of the window: bounded with the sums.
+            if self.exited.len() <= self.max_tasks {
+                self.exited.push(tid);
+            }
+        } else if self.comms.remove(&tid).is_some() | self.parents.remove(&tid).is_some() {
+            self.forgotten.exited += 1;
+        }
+    }
+
     /// Counts a record or drain that could not be decoded.
     pub fn error(&mut self, cpu: u32) {
         self.health.entry(cpu).or_default().errors += 1;
@@ -149,8 +285,16 @@ impl Aggregate {
             By::Thread => u64::from(s.tid),
             By::Cgroup | By::Pod => s.cgroup.unwrap_or(0),
         };
-        if matches!(self.by, By::Process | By::Thread) {
+        // Beyond the bound in this window: summed under one key.
+        let over = self.max_tasks.max(1);
+        let key = if !self.sums.contains_key(&key) && self.sums.len() >= over {
+            OVER_BOUND_KEY
+        } else {
+            key
+        };
+        if key != OVER_BOUND_KEY && matches!(self.by, By::Process | By::Thread) {
             self.pids.entry(key).or_insert(s.pid);
+            self.touch(s.tid);
         }
         self.samples += 1;
         let e = self.sums.entry(key).or_default();
@@ -231,5 +375,71 @@ mod tests {
                 errors: 0
             }
         );
+    }
+
+    /// Issue 28 item 6: a fork storm grew the maps without bound. Exited
+    /// tasks are forgotten at the end of a window, tasks beyond the bound
+    /// not seen in the window too (counted), and samples of keys beyond
+    /// the bound within a window are summed under one key.
+    #[test]
+    fn a_fork_storm_is_forgotten_and_the_maps_stay_bounded() {
+        let fmt = Format {
+            sample_type: abi::SAMPLE_TID | abi::SAMPLE_TIME | abi::SAMPLE_CPU | abi::SAMPLE_PERIOD,
+            read_format: 0,
+        };
+        // A FORK or EXIT record: pid, ppid, tid, ptid, time.
+        let task = |ty: u32, t: u32| {
+            let b: Vec<u8> = [t, 1, t, 1]
+                .iter()
+                .flat_map(|w| w.to_ne_bytes())
+                .chain(0u64.to_ne_bytes())
+                .collect();
+            encode::record(ty, &b)
+        };
+        let mut a = Aggregate::bounded(By::Process, 100);
+        let add = |a: &mut Aggregate, r: Vec<u8>| a.add(0, &decode(&r, &fmt).unwrap());
+        add(
+            &mut a,
+            encode::record(abi::RECORD_COMM, &encode::comm_body(1, 1, "init")),
+        );
+        for w in 0..50u32 {
+            for i in 0..1000u32 {
+                let t = 10 + w * 1000 + i;
+                add(&mut a, task(abi::RECORD_FORK, t));
+                add(
+                    &mut a,
+                    encode::record(abi::RECORD_COMM, &encode::comm_body(t, t, "true")),
+                );
+                add(
+                    &mut a,
+                    encode::record(
+                        abi::RECORD_SAMPLE,
+                        &encode::sample_body(t, t, 1, 0, 5, None),
+                    ),
+                );
+                add(&mut a, task(abi::RECORD_EXIT, t));
+            }
+            assert!(a.sums.len() <= 101, "{}", a.sums.len());
+            assert_eq!(a.sums.values().map(|s| s.samples).sum::<u64>(), 1000);
+            assert_eq!(a.sums[&OVER_BOUND_KEY].samples, 900);
+            let gone = a.end_window();
+            assert!(gone.len() >= 100);
+            assert!(a.tasks() <= 1, "window {w}: {} task entries", a.tasks());
+        }
+        assert_eq!(a.forgotten.table_full, 0);
+        // 50 x the bound: the exits past the bound in a window are not
+        // noted, but never make the maps grow past the bound.
+        assert!(a.forgotten.exited >= 50 * 100, "{:?}", a.forgotten);
+        // Live tasks (no exit) beyond the bound: those not seen in the
+        // window go, counted.
+        for t in 100_000..100_300u32 {
+            add(
+                &mut a,
+                encode::record(abi::RECORD_COMM, &encode::comm_body(t, t, "live")),
+            );
+        }
+        a.end_window();
+        assert!(a.tasks() <= 100, "{}", a.tasks());
+        assert!(a.forgotten.table_full >= 200, "{:?}", a.forgotten);
     }
 }

@@ -17,11 +17,22 @@
 //! * `perf_ring_lost_records_total{cpu}` and
 //!   `perf_ring_throttle_events_total{cpu}`: the ring's health.
 //!
-//! The sampling task [publishes](SampledFamilies::publish) its cumulative
-//! table after each drain; a collection reads the latest one.
+//! * `perf_sampled_tasks` and `perf_sampled_tasks_forgotten_total{reason}`:
+//!   the task entries the sampler holds (names, parents), bounded by
+//!   [`MAX_TASKS`](super::MAX_TASKS) per table, and the tasks it forgot:
+//!   `exited` once their samples were published, `table_full` beyond the
+//!   bound (see [`Aggregate::end_window`](super::Aggregate::end_window)).
+//!
+//! The sampling task [publishes](SampledFamilies::publish) the table of
+//! each window it drained; a collection takes what was published since the
+//! previous one (at most [`MAX_TASKS`](super::MAX_TASKS) names, the rest
+//! in `other`).
+//!
+//! A name equal to the bucket's (a process named `other`) is exported as
+//! [`OTHER_NAMED`], so the bucket is never mistaken for a process.
 
 use super::super::now_unix_nanos;
-use super::{CpuHealth, Table};
+use super::{CpuHealth, Forgotten, Table, MAX_TASKS, OVER_BOUND};
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -29,11 +40,17 @@ use std::sync::{Mutex, PoisonError};
 /// The name of the bucket of everything outside the top entries.
 pub const OTHER: &str = "other";
 
+/// The label value of an entry whose own name is [`OTHER`].
+pub const OTHER_NAMED: &str = "other (its own name)";
+
 #[derive(Debug, Default)]
 struct Inner {
-    latest: Table,
+    /// Events by name published since the last collection.
+    pending: HashMap<String, u64>,
+    /// Events published since the last collection beyond the bound.
+    pending_other: u64,
     health: Vec<(u32, CpuHealth)>,
-    prev: Table,
+    tasks: (usize, Forgotten),
     /// Named series: total events, the collection that last fed it and
     /// when its count began (Unix ns).
     series: HashMap<String, Named>,
@@ -78,11 +95,31 @@ impl SampledFamilies {
         }
     }
 
-    /// Publishes the sampling's cumulative table and ring health.
+    /// Publishes the table of one window (what was sampled since the
+    /// previous publication) and the ring health.
     pub fn publish(&self, t: Table, health: Vec<(u32, CpuHealth)>) {
         let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        g.latest = t;
+        for e in t.entries {
+            let name = if e.name == OTHER {
+                OTHER_NAMED.to_string()
+            } else {
+                e.name
+            };
+            let bounded = g.pending.len() < MAX_TASKS || g.pending.contains_key(&name);
+            if name == OVER_BOUND || !bounded {
+                g.pending_other += e.sums.events;
+            } else {
+                *g.pending.entry(name).or_default() += e.sums.events;
+            }
+        }
         g.health = health;
+    }
+
+    /// Publishes the task entries the sampler holds and how many it
+    /// forgot.
+    pub fn set_tasks(&self, held: usize, forgotten: Forgotten) {
+        let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        g.tasks = (held, forgotten);
     }
 
     /// The families as of the latest publication, feeding the series with
@@ -96,29 +133,28 @@ impl SampledFamilies {
     fn families_at(&self, now: u64) -> Vec<Family> {
         let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let g = &mut *g;
-        let mut window = g.latest.since(&g.prev);
-        g.prev = g.latest.clone();
+        let mut window: Vec<(String, u64)> = std::mem::take(&mut g.pending).into_iter().collect();
+        g.other += std::mem::take(&mut g.pending_other);
         g.generation += 1;
         // The events of this window were sampled after the previous one.
         let next = now.max(g.window_start);
         let window_start = std::mem::replace(&mut g.window_start, next);
-        window
-            .entries
-            .sort_by(|a, b| b.sums.events.cmp(&a.sums.events).then(a.name.cmp(&b.name)));
-        // Names can repeat (two processes of one name): merged.
-        for (i, e) in window.entries.iter().enumerate() {
-            if i < self.top && e.name != OTHER {
-                let s = g.series.entry(e.name.clone()).or_insert(Named {
+        window.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        // Names repeat across tasks (two processes of one name): merged
+        // at publication.
+        for (i, (name, events)) in window.into_iter().enumerate() {
+            if i < self.top {
+                let s = g.series.entry(name).or_insert(Named {
                     events: 0,
                     fed: 0,
                     start: window_start,
                 });
-                s.events += e.sums.events;
+                s.events += events;
                 s.fed = g.generation;
-            } else if let Some(s) = g.series.get_mut(&e.name) {
-                s.events += e.sums.events;
+            } else if let Some(s) = g.series.get_mut(&name) {
+                s.events += events;
             } else {
-                g.other += e.sums.events;
+                g.other += events;
             }
         }
         while g.series.len() > 2 * self.top {
@@ -163,6 +199,29 @@ impl SampledFamilies {
                 &g.health,
                 |h| h.throttled,
             ),
+            Family {
+                name: "perf_sampled_tasks".into(),
+                help: format!("Task entries (names, parents) the sampler holds; bounded by {MAX_TASKS} per table."),
+                kind: Kind::Gauge,
+                samples: vec![Sample {
+                    labels: Labels::new(vec![]),
+                    value: g.tasks.0 as f64,
+                    start_unix_nanos: 0,
+                }],
+            },
+            Family {
+                name: "perf_sampled_tasks_forgotten_total".into(),
+                help: "Tasks the sampler forgot: exited (after their samples were published) or table_full (beyond the bound, not seen in the last second).".into(),
+                kind: Kind::Counter,
+                samples: [("exited", g.tasks.1.exited), ("table_full", g.tasks.1.table_full)]
+                    .into_iter()
+                    .map(|(why, n)| Sample {
+                        labels: Labels::new(vec![("reason", why.to_string())]),
+                        value: n as f64,
+                        start_unix_nanos: g.since,
+                    })
+                    .collect(),
+            },
         ]
     }
 
@@ -243,9 +302,9 @@ mod tests {
             values(&f[0]),
             vec![("a".into(), 10.0), ("other".into(), 6.0)]
         );
-        // b grows the most in the next window: it gets a series, a keeps
+        // Each publication is one window: b grows the most in the next: it gets a series, a keeps
         // its own; c stays in other.
-        s.publish(table(&[("a", 11), ("b", 25), ("c", 2)]), vec![]);
+        s.publish(table(&[("a", 1), ("b", 20), ("c", 1)]), vec![]);
         let f = s.families();
         assert_eq!(
             values(&f[0]),
@@ -258,7 +317,7 @@ mod tests {
         // A third name beyond 2 × top folds the least recently fed (a)
         // into other: nothing decreases but the dropped series, and the
         // family still sums to every event.
-        s.publish(table(&[("a", 11), ("b", 25), ("c", 40)]), vec![]);
+        s.publish(table(&[("c", 38)]), vec![]);
         let f = s.families();
         let v = values(&f[0]);
         assert_eq!(
@@ -295,16 +354,16 @@ mod tests {
             vec![("a".into(), since), ("other".into(), since)]
         );
         // b, then c, push a out (2 x top = 2 names at most).
-        s.publish(table(&[("a", 10), ("b", 5)]), vec![]);
+        s.publish(table(&[("b", 5)]), vec![]);
         s.families_at(t(2));
-        s.publish(table(&[("a", 10), ("b", 5), ("c", 5)]), vec![]);
+        s.publish(table(&[("c", 5)]), vec![]);
         let f = s.families_at(t(3));
         assert_eq!(
             values(&f[0]),
             vec![("b".into(), 5.0), ("c".into(), 5.0), ("other".into(), 10.0)]
         );
         // a comes back: from 0 (its 10 are in other), under a new start.
-        s.publish(table(&[("a", 30), ("b", 5), ("c", 5)]), vec![]);
+        s.publish(table(&[("a", 20)]), vec![]);
         let f = s.families_at(t(4));
         assert_eq!(
             values(&f[0]),
@@ -322,5 +381,39 @@ mod tests {
                 ("other".into(), since)
             ]
         );
+    }
+
+    /// Issue 28 item 18: a process named `other` was added to the bucket
+    /// of the rest; it is a series of its own, named apart from it.
+    #[test]
+    fn a_process_named_other_is_not_the_bucket() {
+        let s = SampledFamilies::new("cpu-clock", "process", 2);
+        s.publish(table(&[("other", 10), ("a", 5), ("b", 1)]), vec![]);
+        let f = s.families();
+        assert_eq!(
+            values(&f[0]),
+            vec![
+                ("a".into(), 5.0),
+                (OTHER_NAMED.into(), 10.0),
+                ("other".into(), 1.0)
+            ]
+        );
+    }
+
+    /// Issue 28 item 6: what the sampler publishes between collections is
+    /// bounded by names; samples over the bound are in `other`.
+    #[test]
+    fn published_windows_are_bounded_and_over_the_bound_is_other() {
+        let s = SampledFamilies::new("cpu-clock", "process", 1);
+        let many: Vec<(String, u64)> = (0..MAX_TASKS + 10).map(|i| (format!("p{i}"), 1)).collect();
+        let rows: Vec<(&str, u64)> = many.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        s.publish(table(&rows), vec![]);
+        s.publish(table(&[(OVER_BOUND, 7)]), vec![]);
+        assert_eq!(s.inner.lock().unwrap().pending.len(), MAX_TASKS);
+        let f = s.families();
+        let total: f64 = values(&f[0]).iter().map(|v| v.1).sum();
+        assert_eq!(total, (MAX_TASKS + 10 + 7) as f64, "no event lost");
+        assert_eq!(f[0].samples.len(), 2, "one name and other");
+        assert!(s.inner.lock().unwrap().pending.is_empty());
     }
 }

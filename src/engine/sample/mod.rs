@@ -26,7 +26,7 @@ mod agg;
 mod families;
 mod table;
 
-pub use agg::{Aggregate, By, CpuHealth, Sums};
+pub use agg::{Aggregate, By, CpuHealth, Forgotten, Sums, MAX_TASKS, OVER_BOUND};
 pub use families::{SampledFamilies, OTHER};
 pub use table::{pod_of, Entry, Namer, Table, NO_POD};
 
@@ -47,6 +47,18 @@ pub enum SampleError {
     /// No CPU to sample.
     #[error("no CPU to sample")]
     NoCpu,
+    /// The PMU refused a sampling event on every CPU (EINVAL or
+    /// EOPNOTSUPP) and is not one that samples: it counts, but its driver
+    /// takes no sample period (`msr`, uncore PMUs, RAPL, ...).
+    #[error("no CPU could be sampled: PMU {pmu} refuses to sample {event} (errno {errno}): it counts but cannot sample; sample an event of the core PMU (cycles), a software event (cpu-clock) or a tracepoint")]
+    CannotSample {
+        /// The PMU.
+        pmu: String,
+        /// The event.
+        event: String,
+        /// The errno of the first CPU.
+        errno: i32,
+    },
     /// The readiness registration (epoll) failed.
     #[error("cannot wait on the sampler of CPU {cpu}: {err}")]
     Register {
@@ -110,7 +122,7 @@ impl Sampling {
         let seen = (kernel.hotplug_generation(), Vec::new());
         let (rings, mut failed) = open_rings(kernel, &s.cpus)?;
         if rings.is_empty() {
-            return Err(SampleError::Nothing(failed.remove(0)));
+            return Err(nothing_sampled(failed.remove(0)));
         }
         Ok(Sampling {
             kernel: kernel.clone(),
@@ -161,6 +173,9 @@ impl Sampling {
                     cpus = rings.len(),
                     "sampling: CPUs went offline or online; samplers reopened"
                 );
+                for e in &failed {
+                    tracing::warn!(error = %e, "sampling: CPU not sampled");
+                }
                 self.rings = rings;
                 self.failed = failed;
             }
@@ -168,6 +183,31 @@ impl Sampling {
         }
         true
     }
+}
+
+/// Why no CPU could be sampled, from the first CPU's error: a PMU that
+/// only counts says so (its EINVAL is not a wrong encoding).
+fn nothing_sampled(e: PerfError) -> SampleError {
+    let samples = matches!(
+        e.pmu.as_str(),
+        "cpu"
+            | "cpu_core"
+            | "cpu_atom"
+            | "software"
+            | "tracepoint"
+            | "breakpoint"
+            | "kprobe"
+            | "uprobe"
+    ) || e.pmu.starts_with("armv")
+        || e.pmu.is_empty();
+    if !samples && matches!(e.errno, libc::EINVAL | libc::EOPNOTSUPP) {
+        return SampleError::CannotSample {
+            pmu: e.pmu,
+            event: e.event,
+            errno: e.errno,
+        };
+    }
+    SampleError::Nothing(e)
 }
 
 /// Opens a sampler per CPU of `cpus`: the rings, and the CPUs that
@@ -188,10 +228,9 @@ fn open_rings(
                         .map_err(|err| SampleError::Register { cpu: *cpu, err })?;
                     rings.push(Ring { ready, sampler });
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "CPU not sampled");
-                    failed.push(e);
-                }
+                // Said by the caller ([`Sampling::failed`]), or in the
+                // error when no CPU opened.
+                Err(e) => failed.push(e),
             }
         }
     }
@@ -273,6 +312,23 @@ impl Sampling {
     /// The table so far (cumulative), entries named.
     pub fn table(&mut self) -> Table {
         self.namer.table(&self.agg)
+    }
+
+    /// The table of what was sampled since the last window (entries
+    /// named), then a new window: what `serve` publishes. Exited tasks
+    /// are forgotten once in a window taken, and the tables stay within
+    /// [`MAX_TASKS`] (see [`Aggregate::end_window`]).
+    pub fn take_window(&mut self) -> Table {
+        let t = self.namer.table(&self.agg);
+        let gone = self.agg.end_window();
+        self.namer.end_window(&gone);
+        t
+    }
+
+    /// Task entries held (names, parents, keys, and names read from
+    /// procfs), and the tasks forgotten so far.
+    pub fn tasks(&self) -> (usize, Forgotten) {
+        (self.agg.tasks() + self.namer.names(), self.agg.forgotten)
     }
 
     /// Ring health by CPU.

@@ -4,7 +4,7 @@
 //! inode number is the id; pods by the kubelet's cgroup names) and sorted
 //! by samples.
 
-use super::agg::{Aggregate, By, Sums};
+use super::agg::{Aggregate, By, Sums, MAX_TASKS, OVER_BOUND, OVER_BOUND_KEY};
 use crate::cgroup::kube;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -183,7 +183,7 @@ impl Namer {
             return;
         }
         let thread = agg.by == By::Thread;
-        for &key in agg.sums.keys() {
+        for &key in agg.sums.keys().filter(|k| **k != OVER_BOUND_KEY) {
             let id = key as u32;
             if !agg.comms.contains_key(&id) && !self.comm.contains_key(&id) {
                 let pid = agg.pids.get(&key).copied().unwrap_or(id);
@@ -192,11 +192,29 @@ impl Namer {
         }
     }
 
+    /// Forgets the names of the tasks `gone` (an aggregate's
+    /// [`end_window`](Aggregate::end_window)); over [`MAX_TASKS`] names,
+    /// all (they are read again from procfs when needed).
+    pub fn end_window(&mut self, gone: &[u32]) {
+        for id in gone {
+            self.comm.remove(id);
+        }
+        if self.comm.len() > MAX_TASKS {
+            self.comm.clear();
+        }
+    }
+
+    /// Names held (a bound's test).
+    pub fn names(&self) -> usize {
+        self.comm.len()
+    }
+
     /// The table of `agg`, entries named.
     pub fn table(&mut self, agg: &Aggregate) -> Table {
         let mut rows: HashMap<(String, Option<u32>), Sums> = HashMap::new();
         for (&key, sums) in &agg.sums {
             let (name, pid) = match agg.by {
+                _ if key == OVER_BOUND_KEY => (OVER_BOUND.to_string(), None),
                 By::Process | By::Thread => {
                     let pid = agg.pids.get(&key).copied().unwrap_or(key as u32);
                     let thread = agg.by == By::Thread;
