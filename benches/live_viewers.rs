@@ -1,5 +1,5 @@
-//! What 50 live-view viewers at 1 s cost the exporter (README "Live
-//! view"; issue goal: under 2% of one core): the release binary on this
+//! What 50 live-view viewers at 1 s cost the exporter (docs/src/
+//! performance.md, "Live view"; issue goal: under 2% of one core): the release binary on this
 //! host's live kernel with the default config, first idle for the same
 //! time (the baseline), then with the viewers connected to
 //! `/api/v1/stream?interval=1s`, each reading every frame. The cost is the

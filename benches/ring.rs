@@ -1,4 +1,4 @@
-//! Sampling costs (README, "Sampling").
+//! Sampling costs (docs/src/performance.md, "Sampling").
 //!
 //! * `drain_decode` (criterion): splitting a ring's bytes into records
 //!   (one of them wrapping the end), decoding each `PERF_RECORD_SAMPLE`

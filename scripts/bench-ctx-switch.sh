@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cost per context switch of per-cgroup counting (README "BPF backend"):
+# The cost per context switch of per-cgroup counting (docs/src/performance.md, "Per-workload counting"):
 # two processes in different cgroups ping-pong over a pipe, both pinned to one
 # fixed CPU (scripts/pingpong.py, CPU 0 unless PINGPONG_CPU says otherwise),
 # while the exporter counts nothing per cgroup, or watches N cgroups (the two

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What 50 live-view viewers at 1 s cost the exporter, for README.md's
-# "Live view" (a report, never an assertion): the release binary on this
+# What 50 live-view viewers at 1 s cost the exporter, for
+# docs/src/performance.md, "Live view" (a report, never an assertion): the release binary on this
 # host's live kernel (root), idle for 30 s, then 30 s with 50 WebSocket
 # clients on /api/v1/stream?interval=1s; the exporter's utime+stime from
 # /proc/<pid>/stat as a share of one core (benches/live_viewers.rs).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The exporter's CPU while sampling every online CPU at 999 Hz (README,
-# "Sampling"; goal: under 1% of one core): `perf-exporter top -F 999 -d N
+# The exporter's CPU while sampling every online CPU at 999 Hz (docs/src/
+# performance.md, "Sampling"; goal: under 1% of one core): `perf-exporter top -F 999 -d N
 # --json` with its output thrown away, timed by /usr/bin/time (user + sys
 # seconds over wall seconds). The samplers drain on the kernel's wakeup
 # watermark (half the ring), so the process sleeps between batches.

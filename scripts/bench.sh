@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Every performance benchmark (README.md, "Performance"):
+# Every performance benchmark (docs/src/performance.md):
 #   1. scripts/bench-vs-node-exporter.sh: ours vs node_exporter 1.9's perf
 #      collector on this machine (CPU, latency, RSS, syscalls per scrape);
 #   2. benches/scale.rs: a generated 512-CPU, 2-socket node on the simulated
 #      PMU, per CPU and with --config.aggregate-cpus, and this host's live
 #      kernel (CPU per scrape, response size, RSS);
 #   3. benches/cgroup_scale.rs: 200 cgroups x 512 simulated CPUs and x this
-#      host's CPUs live (README "Per-workload counting" / "Cost");
+#      host's CPUs live (docs/src/performance.md, "Per-workload counting");
 #   4. benches/hot_path.rs (criterion): parsing a group read, scaling and
 #      accumulating, encoding 10,000 series, a whole collection.
 #   5. benches/live_frame.rs (criterion): a live-view frame at 512 CPUs,
-#      with and without the per-CPU detail (README "Live view"; the cost of
+#      with and without the per-CPU detail (docs/src/performance.md, "Live view"; the cost of
 #      50 viewers is scripts/bench-live-viewers.sh, live kernel, root).
 #   6. benches/ring.rs (criterion): drain + decode + aggregate per sample,
 #      ring memory at 512 CPUs; scripts/bench-sampling-cpu.sh: the
-#      exporter's CPU sampling at 999 Hz (README "Sampling"; root).
+#      exporter's CPU sampling at 999 Hz (docs/src/performance.md, "Sampling"; root).
 #
 #   scripts/bench.sh           # full run (several minutes)
 #   scripts/bench.sh --short   # smoke test (scripts/test.sh, CI): few scrapes,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measurements under hostile load (README.md, "Security"); reports, never
+"""Measurements under hostile load (docs/src/performance.md, "Reloads, floods and hostile clients"); reports, never
 assertions. Run through scripts/sighup-storm.sh.
 
   storm: a storm of SIGHUPs (100 by default, 10 ms apart) on a simulated

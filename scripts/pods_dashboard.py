@@ -153,7 +153,7 @@ def pods_dashboard(k) -> dict:
     p: list[dict] = []
     need = ("Needs kube-state-metrics (kube_pod_info) for the pod names, and the exporter's kubernetes "
             "preset (cgroups.preset).")
-    # README "Accuracy of per-cgroup CPU time".
+    # docs/src/guide/per-workload.md, "Accuracy of per-cgroup CPU time".
     switchy = ("A pod switching context tens of thousands of times per second is counted low by the "
                "kernel's perf accounting (measured: cpu-clock 12-18% below cpu.stat at 50k-150k "
                "switches/s, both backends and perf stat alike); read it with the pod's CPU time (from "

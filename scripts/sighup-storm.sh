@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measurements under hostile load, for README.md's "Security" section
+# Measurements under hostile load, for docs/src/performance.md
 # (reports, never assertions; speed and memory are not asserted in tests):
 #   1. a storm of 100 SIGHUPs (10 ms apart) on a simulated 512-CPU node
 #      while /metrics is scraped back to back: the worst scrape delay;

@@ -57,6 +57,20 @@ fi
 # must be what bpf/cgroup_counter.bpf.c compiles to.
 scripts/build-bpf.sh --check
 
+# The book (docs/, mdBook): mdbook from crates.io, installed once into
+# .cache/tools/mdbook, builds it into docs/book/; `cargo test` checks its
+# links and that the generated reference pages match the code
+# (src/app/reference.rs).
+MDBOOK_VERSION=0.5.4
+mdbook=.cache/tools/mdbook/bin/mdbook
+if ! "$mdbook" --version 2>/dev/null | grep -qx "mdbook v$MDBOOK_VERSION"; then
+  echo "test.sh: installing mdbook $MDBOOK_VERSION into .cache/tools/mdbook (cargo install, a few minutes)" >&2
+  cargo install --locked --root .cache/tools/mdbook --version "$MDBOOK_VERSION" \
+    --no-default-features --features search mdbook >&2 ||
+    { echo "test.sh: FAILED: cannot install mdbook $MDBOOK_VERSION from crates.io, so the book cannot be built" >&2; exit 1; }
+fi
+"$mdbook" build docs
+
 # Tracepoint tests read ids from tracefs.
 if [[ ! -e /sys/kernel/tracing/events ]] && [[ $(id -u) == 0 ]]; then
   mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

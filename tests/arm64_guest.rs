@@ -547,7 +547,7 @@ fn sample(exposition: &str, family: &str, labels: &str) -> Option<f64> {
 /// counted loop (returning from the cgroup.procs write, opening and
 /// enabling its counters; disabling and reading them, moving back to the
 /// parent cgroup). A few dozen, identical on every boot (-icount); see the
-/// README's figures.
+/// figures in docs/src/performance.md.
 const STARTUP_SLACK: f64 = 300.0;
 
 /// Scenario 2: exact counts. The perf and bpf backends' per-cgroup
@@ -663,7 +663,7 @@ fn exact_counts_per_cgroup_both_backends_and_stat() {
 /// never high, so the error is a bias, not noise. Its cause is not found
 /// yet (a candidate: each turn starts in the rotation's interrupt, time
 /// that runs the counter but that `:u` does not count). The limit is 2%
-/// until it is, and README reports the figure.
+/// until it is, and docs/src/performance.md reports the figure.
 const MUX_LIMIT: f64 = 0.02;
 
 /// Scenario 3: multiplexing on the real driver. Eight single-event sets of

@@ -10,6 +10,7 @@ mod deadline;
 mod host;
 pub mod logfmt;
 mod opening;
+mod reference;
 mod reload;
 mod sampling;
 
@@ -68,6 +69,11 @@ pub enum Command {
         strict: bool,
         /// A web config to validate.
         web_config_file: Option<PathBuf>,
+    },
+    /// Write the book's reference pages into a directory.
+    Reference {
+        /// The directory.
+        out: PathBuf,
     },
 }
 
@@ -228,6 +234,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
         Command::Serve(web) => serve::serve(s.host, *web).map(|()| Output::ok(String::new())),
         Command::Stat(st) => stat::stat(s.host, st).map(|()| Output::ok(String::new())),
         Command::Top(t) => top::top(s.host, t).map(|()| Output::ok(String::new())),
+        Command::Reference { out } => reference::write(&out).map(Output::ok),
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
             let probe = h.kernel.as_deref().map(prober);

@@ -291,6 +291,14 @@ enum Cmd {
         #[arg(long = "web.config.file", value_name = "FILE")]
         web_config_file: Option<PathBuf>,
     },
+    /// Writes the book's reference pages, generated from the code (for
+    /// developers: `cargo run -- reference --out docs/src/reference`).
+    #[command(hide = true)]
+    Reference {
+        /// The directory to write them into.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 impl Args {
@@ -367,6 +375,7 @@ impl Args {
                 None,
             ),
             Some(Cmd::Top(t)) => (Command::Top(t.settings()), None),
+            Some(Cmd::Reference { out }) => (Command::Reference { out }, None),
             Some(Cmd::Serve(s)) => s.command(),
             None => self.serve.command(),
         };

@@ -36,8 +36,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The data area's size in pages when nothing else is said: 8 pages
 /// (32 KiB with 4 KiB pages) per CPU. At 99 Hz a sample record of the
 /// fields `top` asks for is 56 bytes, so 32 KiB holds ~6 s of samples,
-/// several times the 1 s drain interval; see the README's "Sampling"
-/// section for the memory at 512 CPUs.
+/// several times the 1 s drain interval; see docs/src/performance.md,
+/// "Sampling", for the memory at 512 CPUs.
 pub const DEFAULT_RING_PAGES: usize = 8;
 
 /// A ring that cannot be mapped or read.

@@ -4,7 +4,7 @@ chart's securityContext: containerd (its default seccomp profile, which is
 what the chart's RuntimeDefault means there) and podman (its own default
 profile). Each case asserts on /metrics, the log and the exit code.
 
-What these tests measure is what README's Deploy section claims; a runtime
+What these tests measure is what docs/src/guide/deploy.md claims; a runtime
 that is missing fails the tests loudly (scripts/images.sh installs them)."""
 
 from __future__ import annotations

@@ -479,12 +479,12 @@ fn a_fifo_or_huge_web_config_is_refused_without_blocking() {
     );
 }
 
-/// A measurement for the README (Security, Bounds), not a test: one
+/// A measurement for docs/src/performance.md, not a test: one
 /// client guesses passwords as fast as it can for 30 s (bcrypt cost 10)
 /// while another logs in once a second. Run with
 /// `cargo test --release --test e2e web_security:: -- --ignored --nocapture`.
 #[test]
-#[ignore = "a measurement (README figures), not a test"]
+#[ignore = "a measurement (docs/src/performance.md), not a test"]
 fn measure_a_brute_force_against_the_back_off() {
     let pki = Pki::new();
     let hash = bcrypt::hash("pw", 10).expect("bcrypt");

@@ -1,5 +1,5 @@
 // The live page (perf-exporter): frames from /api/v1/stream fill the
-// cards. The frame schema is in the README ("Live view"). No libraries.
+// cards. The frame schema is in docs/src/guide/live-view.md ("The frame"). No libraries.
 "use strict";
 const HISTORY = 180; // points per sparkline: three minutes at 1s
 const history = new Map();
