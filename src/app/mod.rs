@@ -10,7 +10,8 @@ mod deadline;
 mod host;
 pub mod logfmt;
 mod opening;
-mod reference;
+/// The book's reference pages, generated from the code.
+pub mod reference;
 mod reload;
 mod sampling;
 
@@ -74,6 +75,9 @@ pub enum Command {
     Reference {
         /// The directory.
         out: PathBuf,
+        /// The command line's clap `Command`, whose flags the CLI page
+        /// lists.
+        cli: Box<clap::Command>,
     },
 }
 
@@ -234,7 +238,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
         Command::Serve(web) => serve::serve(s.host, *web).map(|()| Output::ok(String::new())),
         Command::Stat(st) => stat::stat(s.host, st).map(|()| Output::ok(String::new())),
         Command::Top(t) => top::top(s.host, t).map(|()| Output::ok(String::new())),
-        Command::Reference { out } => reference::write(&out).map(Output::ok),
+        Command::Reference { out, cli } => reference::write(&out, &cli).map(Output::ok),
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
             let probe = h.kernel.as_deref().map(prober);

@@ -375,7 +375,13 @@ impl Args {
                 None,
             ),
             Some(Cmd::Top(t)) => (Command::Top(t.settings()), None),
-            Some(Cmd::Reference { out }) => (Command::Reference { out }, None),
+            Some(Cmd::Reference { out }) => (
+                Command::Reference {
+                    out,
+                    cli: Box::new(<Args as clap::CommandFactory>::command()),
+                },
+                None,
+            ),
             Some(Cmd::Serve(s)) => s.command(),
             None => self.serve.command(),
         };

@@ -163,6 +163,19 @@ impl Problem {
                 events: 7,
                 counters: 6,
             },
+        ]
+        .into_iter()
+        .chain(Self::cgroup_examples())
+        .collect()
+    }
+
+    /// [`examples`](Self::examples) of the per-cgroup codes and those
+    /// after them in [`CODES`](Self::CODES).
+    fn cgroup_examples() -> Vec<Problem> {
+        let event = || "<event>".to_string();
+        let pmu = || "<pmu>".to_string();
+        let set = || "<set>".to_string();
+        vec![
             Problem::NoCgroupHierarchy {
                 mountinfo: "/proc/self/mountinfo".into(),
                 detail: "<what was found>".into(),

@@ -327,6 +327,8 @@ fn cap_perfmon_alone_as_a_file_capability_counts_system_wide() {
 }
 
 #[test]
+// One scenario in phases, kept whole so the phases read in order.
+#[allow(clippy::too_many_lines)]
 fn cpu_hotplug_during_a_stream_of_scrapes() {
     if common::hotplug_opted_out("cpu_hotplug_during_a_stream_of_scrapes") {
         return;

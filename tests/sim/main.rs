@@ -17,5 +17,6 @@ mod counter_state;
 mod engine_reload;
 mod fuzz_corpus;
 mod metrics_diff;
+mod reference;
 mod resolve_fixtures;
 mod sim_engine;
