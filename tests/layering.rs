@@ -34,8 +34,7 @@
 //!   may name it outside `perf`.
 //!
 //! A failure names the files, the lines and the edges. A new top-level
-//! module must be given a stage in [`STAGES`]. [`KNOWN_CYCLES`] lists the
-//! cycles left to other branches; it must only shrink.
+//! module must be given a stage in [`STAGES`].
 //!
 //! The guard's own tests (at the end) feed small source trees with each
 //! kind of back-edge and cycle and check that each is caught.
@@ -68,35 +67,6 @@ const STAGES: &[(&str, usize)] = &[
     ("cli", 8),
     ("main", 8),
     ("fuzzing", 9),
-];
-
-/// File cycles being removed in a branch not merged yet: the files of the
-/// cycle group (as `src/`-relative paths, sorted) and who removes it. A
-/// group listed here that is no longer found fails too: remove its line.
-const KNOWN_CYCLES: &[(&[&str], &str)] = &[
-    // `seam`: the formats as an enum; collect.rs encodes through scrape.rs.
-    (&["web/collect.rs", "web/scrape.rs"], "seam"),
-    // `seam`: the push exporters as one trait; settings.rs -> resource.rs
-    // -> host.rs -> settings.rs (`Env`).
-    (
-        &[
-            "export/otlp/host.rs",
-            "export/otlp/resource.rs",
-            "export/otlp/settings.rs",
-            "export/otlp/table.rs",
-        ],
-        "seam",
-    ),
-    // `engine`: `impl PerfBackend` is split between perf.rs and gaps.rs.
-    (
-        &[
-            "engine/cgroup/gaps.rs",
-            "engine/cgroup/perf.rs",
-            "engine/cgroup/plan.rs",
-            "engine/cgroup/series.rs",
-        ],
-        "engine",
-    ),
 ];
 
 /// Stages that may name the live kernel (besides `perf` itself).
@@ -543,9 +513,8 @@ struct Edge {
 struct Findings {
     /// Back-edges, seam crossings, files without a stage.
     edges: Vec<String>,
-    /// File cycles, one line each, with the files of each cycle group.
+    /// File cycles, one line each.
     cycles: Vec<String>,
-    cycle_groups: Vec<Vec<String>>,
     /// How many edges between files were read.
     count: usize,
 }
@@ -823,8 +792,6 @@ fn check(tree: &Tree) -> Findings {
             text.push_str(&format!(" (same cycle group: {})", others.join(", ")));
         }
         f.cycles.push(format!("file cycle: {text}"));
-        f.cycle_groups
-            .push(comp.iter().map(|&n| files[n].0.clone()).collect());
     }
     f
 }
@@ -957,25 +924,7 @@ fn no_back_edge_and_no_file_cycle_in_src() {
         f.count
     );
     let mut problems = f.edges.clone();
-    let mut known = Vec::new();
-    for (text, group) in f.cycles.iter().zip(&f.cycle_groups) {
-        match KNOWN_CYCLES.iter().find(|k| k.0 == group.as_slice()) {
-            Some(k) => known.push(format!("{text} [left to `{}`]", k.1)),
-            None => problems.push(text.clone()),
-        }
-    }
-    for (k, who) in KNOWN_CYCLES {
-        if !f
-            .cycle_groups
-            .iter()
-            .any(|g| k.iter().all(|x| g.iter().any(|y| y == x)))
-        {
-            problems.push(format!(
-                "KNOWN_CYCLES lists {k:?} ({who}), which is no longer a cycle group: remove or update its line"
-            ));
-        }
-    }
-    eprintln!("file cycles still allowed:\n{}", known.join("\n"));
+    problems.extend(f.cycles.iter().cloned());
     assert!(
         problems.is_empty(),
         "the stage order (src/lib.rs, tests/layering.rs) is broken:\n{}",

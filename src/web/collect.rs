@@ -47,7 +47,14 @@ impl Collected {
     /// The `/metrics` body `want` asks for: encoded by the first scrape
     /// that needs it, shared by the others.
     pub(super) fn body(&self, state: &State, want: Want) -> &Encoded {
-        self.bodies[want.slot()].get_or_init(|| scrape::encode(state, self, want))
+        self.bodies[want.slot()].get_or_init(|| {
+            let parts = [
+                self.own.0.clone(),
+                self.families.clone(),
+                self.own.1.clone(),
+            ];
+            scrape::encode(state, &parts, want)
+        })
     }
 }
 

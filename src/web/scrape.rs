@@ -4,7 +4,6 @@
 //! The exporter's own metrics are one table ([`self_metrics`]): each
 //! family's name, type, help, unit and where its value comes from.
 
-use super::collect::Collected;
 use super::process::Reading;
 use super::{gzip, State, REJECT_REASONS};
 use crate::export::otlp;
@@ -12,6 +11,7 @@ use crate::export::prometheus::{self, Format};
 use crate::snapshot::{Family, Kind, Sample};
 use hyper::body::Bytes;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// A `/metrics` body as sent: an exposition format, gzip-compressed or
 /// not. A collection keeps one body of each.
@@ -79,13 +79,13 @@ pub(super) struct Encoded {
     pub(super) gzip: bool,
 }
 
-/// Encodes the body `want` asks for from a shared collection and the
-/// exporter's own metrics taken with it.
-pub(super) fn encode(state: &State, c: &Collected, want: Want) -> Encoded {
+/// Encodes the body `want` asks for from a shared collection's parts, in
+/// order: the exporter's own metrics before the engine's families, the
+/// families, its own metrics after them.
+pub(super) fn encode(state: &State, parts: &[Arc<Vec<Family>>; 3], want: Want) -> Encoded {
     // Room for the last response plus some growth.
     let hint = state.last_len.load(Ordering::Relaxed);
-    let parts = [c.own.0.clone(), c.families.clone(), c.own.1.clone()];
-    let (text, format) = prometheus::encode_parts(&parts, want.format(), hint + hint / 8);
+    let (text, format) = prometheus::encode_parts(parts, want.format(), hint + hint / 8);
     state.last_len.store(text.len(), Ordering::Relaxed);
     let body = if want.gzip() {
         Bytes::from(gzip::compress(text.as_bytes()))

@@ -11,7 +11,7 @@
 
 use super::plan::{CgMetric, GroupPlan};
 use super::series::Series;
-use super::{CgroupBackend, CgroupIssue, CgroupTotals};
+use super::{CgroupBackend, CgroupIssue, CgroupTotals, SetGap};
 use crate::cgroup::rank::read_usage;
 use crate::cgroup::{Cgroup, Selection};
 use crate::perf::{CgroupHandle, Counter, GroupReading, Kernel, PerfError};
@@ -415,5 +415,32 @@ impl CgroupBackend for PerfBackend {
             |t| &mut t.s,
             old,
         )
+    }
+}
+
+impl PerfBackend {
+    /// Planned sets with no group open in any counted cgroup (while some
+    /// cgroup is counted).
+    pub(super) fn unopened(&self) -> Vec<CgroupIssue> {
+        if self.tracked.is_empty() {
+            return Vec::new();
+        }
+        let mut open = vec![false; self.sets.len()];
+        for t in self.tracked.values() {
+            for g in &t.groups {
+                if let Some(o) = open.get_mut(g.set) {
+                    *o = true;
+                }
+            }
+        }
+        self.sets
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !open[*i] && self.planned(*i))
+            .map(|(_, set)| CgroupIssue::SetUnavailable {
+                set: set.clone(),
+                why: SetGap::OpenFailed,
+            })
+            .collect()
     }
 }

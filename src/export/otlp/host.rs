@@ -3,7 +3,7 @@
 //! `service.instance.id` is derived from. Every file is read under the
 //! procfs root given (`--path.procfs`), or next to it.
 
-use super::settings::Env;
+use super::flags::Env;
 use crate::bounded::{read_attribute, read_string, CPUINFO_BYTES};
 use std::path::{Path, PathBuf};
 
@@ -91,7 +91,7 @@ pub(super) fn machine_id(procfs: &Path) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::settings::tests::env_of;
+    use super::super::flags::env_of;
     use super::*;
 
     #[test]

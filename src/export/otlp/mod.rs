@@ -41,12 +41,15 @@
 //! `opentelemetry-proto`'s.
 
 mod convert;
+mod flags;
 mod host;
 mod naming;
 mod parse;
 mod push;
 mod pusher;
 mod resource;
+#[cfg(test)]
+mod resource_tests;
 mod settings;
 mod stats;
 mod table;

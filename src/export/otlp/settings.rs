@@ -8,6 +8,7 @@
 //! unset. Headers and resource attributes merge the flag over the
 //! variable, key by key.
 
+pub(crate) use super::flags::{process_env, Env, OtlpFlags};
 use super::parse::{
     metrics_endpoint, parse_compression, parse_headers, parse_millis, parse_protocol, Compression,
     Protocol,
@@ -19,37 +20,6 @@ use super::table::{
 use super::{resource, OtlpError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The `--otlp.*` flags, as given (None: not given).
-#[derive(Debug, Clone, Default)]
-pub struct OtlpFlags {
-    /// `--otlp.endpoint`: base URL (like `OTEL_EXPORTER_OTLP_ENDPOINT`).
-    pub endpoint: Option<String>,
-    /// `--otlp.metrics-endpoint`: full URL (like `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`).
-    pub metrics_endpoint: Option<String>,
-    /// `--otlp.protocol`.
-    pub protocol: Option<String>,
-    /// `--otlp.headers`: `k=v,k2=v2`, merged over the environment's, key by key.
-    pub headers: Option<String>,
-    /// `--otlp.timeout`.
-    pub timeout: Option<String>,
-    /// `--otlp.compression`.
-    pub compression: Option<String>,
-    /// `--otlp.interval`.
-    pub interval: Option<String>,
-    /// `--otlp.certificate`: PEM CA bundle.
-    pub certificate: Option<PathBuf>,
-    /// `--otlp.client-certificate`: PEM client certificate.
-    pub client_certificate: Option<PathBuf>,
-    /// `--otlp.client-key`: PEM client key.
-    pub client_key: Option<PathBuf>,
-    /// `--otlp.service-name`.
-    pub service_name: Option<String>,
-    /// `--otlp.resource-attributes`: `k=v,...`, merged over the environment's.
-    pub resource_attributes: Option<String>,
-    /// `--otlp.only`: push only, no HTTP listener.
-    pub only: bool,
-}
 
 /// TLS material (files, read when the exporter is built).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,14 +53,6 @@ pub(crate) struct OtlpSettings {
     pub resource: Vec<(String, String)>,
     /// No HTTP listener.
     pub only: bool,
-}
-
-/// An environment to read variables from (tests pass a map).
-pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-/// The process environment; empty values count as unset, as the spec says.
-pub(crate) fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 fn path_flag(p: &Option<PathBuf>) -> Option<&str> {
@@ -247,16 +209,8 @@ impl OtlpSettings {
 
 #[cfg(test)]
 pub(super) mod tests {
+    pub(crate) use super::super::flags::env_of;
     use super::*;
-    use std::collections::HashMap;
-
-    pub(crate) fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k: &str| m.get(k).cloned().filter(|v| !v.trim().is_empty())
-    }
 
     pub(crate) fn resolve(
         flags: &OtlpFlags,

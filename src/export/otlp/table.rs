@@ -3,7 +3,7 @@
 //! flag, else the first variable set) and parsed (naming where it came
 //! from on error).
 
-use super::settings::{Env, OtlpFlags};
+use super::flags::{Env, OtlpFlags};
 use super::OtlpError;
 
 /// One setting: its flag and its environment variables, most specific
