@@ -22,7 +22,7 @@
 
 use crate::bounded::read_attribute;
 use crate::problem::{Problem, HOW_TO_GRANT};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// `CAP_SYS_ADMIN`'s bit in the capability sets.
 pub const CAP_SYS_ADMIN: u32 = 21;
@@ -165,21 +165,6 @@ pub fn parse_kernel_version(s: &str) -> Option<(u32, u32)> {
     let major = it.next()?.parse().ok()?;
     let minor = it.next()?.parse().ok()?;
     Some((major, minor))
-}
-
-/// tracefs exists under `sysfs` but this process may not read it (the
-/// usual 0700 root-only mount seen by a non-root user): its path.
-pub fn unreadable_tracefs(sysfs: &Path) -> Option<PathBuf> {
-    ["kernel/tracing", "kernel/debug/tracing"]
-        .iter()
-        .map(|p| sysfs.join(p))
-        .find(|p| {
-            p.is_dir()
-                && matches!(
-                    std::fs::read_dir(p),
-                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied
-                )
-        })
 }
 
 impl Privilege {

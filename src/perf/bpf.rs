@@ -241,11 +241,6 @@ impl BpfCounter {
         })
     }
 
-    /// Possible CPUs.
-    pub fn possible_cpus(&self) -> u32 {
-        self.possible
-    }
-
     /// Cgroup slots.
     pub fn max_slots(&self) -> u32 {
         self.max_slots

@@ -61,13 +61,6 @@ pub struct CgroupOpenError {
     pub errno: i32,
 }
 
-impl CgroupOpenError {
-    /// The cgroup was removed (ENOENT, ENOTDIR).
-    pub fn gone(&self) -> bool {
-        matches!(self.errno, libc::ENOENT | libc::ENOTDIR)
-    }
-}
-
 /// Opens a cgroup directory `O_RDONLY | O_DIRECTORY | O_CLOEXEC` (the
 /// standard library sets close-on-exec).
 pub fn open_dir(dir: &Path) -> Result<CgroupHandle, CgroupOpenError> {
@@ -100,7 +93,7 @@ mod tests {
         let e = open_dir(&f).unwrap_err();
         assert_eq!(e.errno, libc::ENOTDIR);
         let e = open_dir(&d.join("nope")).unwrap_err();
-        assert!(e.gone(), "{e}");
+        assert_eq!(e.errno, libc::ENOENT, "{e}");
         assert!(e.to_string().contains("nope"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }

@@ -231,11 +231,6 @@ impl BpfBackend {
         })
     }
 
-    /// Slots in use or resting (for tests of reclaiming).
-    pub fn slots_used(&self) -> usize {
-        self.next_slot as usize - self.free.len()
-    }
-
     /// Charges every online CPU and reads what each counted cgroup got.
     fn read_all(&mut self) {
         for &cpu in &self.online {
