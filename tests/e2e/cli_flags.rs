@@ -201,14 +201,14 @@ fn start_up_log_is_logfmt_with_one_line_per_cause() {
     assert_eq!(
         lines,
         [
-            "level=info target=perf_exporter::app::serve msg=\"not on this platform\" count=3 code=needs_hardware_pmu reason=\"3 metrics need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?)\" what_to_do=\"run on bare metal or give the VM a virtual PMU (KVM/QEMU: `-cpu host,pmu=on`; VMware: enable virtualized CPU performance counters; cloud: a bare-metal or full-host instance type); software events, tracepoints and `msr` work without one\" metrics=\"perf_cpu_cycles_total, perf_instructions_total, perf_branch_misses_total\"".to_string(),
-            format!("level=info target=perf_exporter::app::serve msg=\"not on this platform\" count=2 code=not_on_platform reason=\"no PMU matches `cpu` on this host; PMUs here: breakpoint, msr, software, tracepoint, uprobe\" {absent} metrics=\"perf_l2_misses_total, perf_l2_references_total\""),
-            format!("level=info target=perf_exporter::app::serve msg=\"not on this platform\" count=1 code=not_on_platform reason=\"msr has no event `aperf` (msr offers: tsc)\" {absent} metrics=perf_msr_aperf_total"),
+            "level=info target=perf_exporter::app::opening msg=\"not on this platform\" count=3 code=needs_hardware_pmu reason=\"3 metrics need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?)\" what_to_do=\"run on bare metal or give the VM a virtual PMU (KVM/QEMU: `-cpu host,pmu=on`; VMware: enable virtualized CPU performance counters; cloud: a bare-metal or full-host instance type); software events, tracepoints and `msr` work without one\" metrics=\"perf_cpu_cycles_total, perf_instructions_total, perf_branch_misses_total\"".to_string(),
+            format!("level=info target=perf_exporter::app::opening msg=\"not on this platform\" count=2 code=not_on_platform reason=\"no PMU matches `cpu` on this host; PMUs here: breakpoint, msr, software, tracepoint, uprobe\" {absent} metrics=\"perf_l2_misses_total, perf_l2_references_total\""),
+            format!("level=info target=perf_exporter::app::opening msg=\"not on this platform\" count=1 code=not_on_platform reason=\"msr has no event `aperf` (msr offers: tsc)\" {absent} metrics=perf_msr_aperf_total"),
         ],
         "{out}"
     );
     assert!(
-        !out.contains("level=warn target=perf_exporter::app::serve msg=\"not"),
+        !out.contains("level=warn target=perf_exporter::app::opening msg=\"not"),
         "{out}"
     );
 }

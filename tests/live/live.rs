@@ -332,7 +332,7 @@ fn getppid_child() {
 fn child_getppid(n: u64) {
     let exe = std::env::current_exe().expect("the test binary's path");
     let out = Command::new(&exe)
-        .args(["--exact", "getppid_child", "--ignored", "--nocapture"])
+        .args(["--exact", "live::getppid_child", "--ignored", "--nocapture"])
         .args(["--test-threads=1"])
         .env(GETPPID_ENV, n.to_string())
         .output()
@@ -450,12 +450,15 @@ sets:
         .unwrap_or_default()
         .contains("[always]");
     let huge = if thp { 512 } else { 1 };
+    // At least 90% of each: in this test binary, shared with other tests,
+    // the allocator may hand back a few pages another test already touched
+    // (1014 of 1024 was seen), which take no fault.
     assert!(
-        user >= (PAGES / huge) as f64,
+        user >= (PAGES / huge) as f64 * 0.9,
         "page-faults:u counted {user} for {PAGES} fresh pages written in user space"
     );
     assert!(
-        kernel >= (KERNEL_PAGES / huge) as f64,
+        kernel >= (KERNEL_PAGES / huge) as f64 * 0.9,
         "page-faults:k counted {kernel} for {KERNEL_PAGES} fresh pages filled by read(2)"
     );
     assert!(user > kernel, "user {user}, kernel {kernel}");
