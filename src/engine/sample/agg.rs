@@ -405,25 +405,31 @@ mod tests {
         );
     }
 
+    /// The sample format of the task-record tests.
+    fn task_format() -> Format {
+        Format {
+            sample_type: abi::SAMPLE_TID | abi::SAMPLE_TIME | abi::SAMPLE_CPU | abi::SAMPLE_PERIOD,
+            read_format: 0,
+        }
+    }
+
+    /// A FORK or EXIT record of task `t` (pid, ppid, tid, ptid, time).
+    fn task_record(ty: u32, t: u32) -> Vec<u8> {
+        let b: Vec<u8> = [t, 1, t, 1]
+            .iter()
+            .flat_map(|w| w.to_ne_bytes())
+            .chain(0u64.to_ne_bytes())
+            .collect();
+        encode::record(ty, &b)
+    }
+
     /// Issue 28 item 6: a fork storm grew the maps without bound. Exited
     /// tasks are forgotten at the end of a window, tasks beyond the bound
     /// not seen in the window too (counted), and samples of keys beyond
     /// the bound within a window are summed under one key.
     #[test]
     fn a_fork_storm_is_forgotten_and_the_maps_stay_bounded() {
-        let fmt = Format {
-            sample_type: abi::SAMPLE_TID | abi::SAMPLE_TIME | abi::SAMPLE_CPU | abi::SAMPLE_PERIOD,
-            read_format: 0,
-        };
-        // A FORK or EXIT record: pid, ppid, tid, ptid, time.
-        let task = |ty: u32, t: u32| {
-            let b: Vec<u8> = [t, 1, t, 1]
-                .iter()
-                .flat_map(|w| w.to_ne_bytes())
-                .chain(0u64.to_ne_bytes())
-                .collect();
-            encode::record(ty, &b)
-        };
+        let (fmt, task) = (task_format(), task_record);
         let mut a = Aggregate::bounded(By::Process, 100);
         let add = |a: &mut Aggregate, r: Vec<u8>| a.add(0, &decode(&r, &fmt).unwrap());
         add(
@@ -477,18 +483,7 @@ mod tests {
     /// storm under CI load held 1,194 entries for 94 live tasks).
     #[test]
     fn an_exit_drained_before_its_fork_leaves_no_entry() {
-        let fmt = Format {
-            sample_type: abi::SAMPLE_TID | abi::SAMPLE_TIME | abi::SAMPLE_CPU | abi::SAMPLE_PERIOD,
-            read_format: 0,
-        };
-        let task = |ty: u32, t: u32| {
-            let b: Vec<u8> = [t, 1, t, 1]
-                .iter()
-                .flat_map(|w| w.to_ne_bytes())
-                .chain(0u64.to_ne_bytes())
-                .collect();
-            encode::record(ty, &b)
-        };
+        let (fmt, task) = (task_format(), task_record);
         let mut a = Aggregate::bounded(By::Process, 100);
         let add = |a: &mut Aggregate, r: Vec<u8>| a.add(0, &decode(&r, &fmt).unwrap());
         for t in 10..60u32 {
