@@ -135,6 +135,14 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
         self.names: list[str] = []
         poll("containerd answers", lambda: self.proc.poll() is None and
              self.ctr("version", check=False).returncode == 0, 30)
+        # The shim keeps runc's state per namespace outside our directory:
+        # a run that was killed leaves its containers there, and the next
+        # run of the same name fails with "container with given ID already
+        # exists". The namespace is this suite's own.
+        runc_root = Path("/run/containerd/runc") / self.NS
+        if runc_root.is_dir():
+            for stale in runc_root.iterdir():
+                sh(["runc", "--root", runc_root, "delete", "--force", stale.name], check=False)
 
     def version(self) -> str:
         out = self.ctr("version").stdout

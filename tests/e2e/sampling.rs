@@ -182,7 +182,10 @@ fn a_fork_storm_leaves_the_sampling_table_bounded() {
         // included: the table starts empty, so `before` says nothing of
         // them) stay; the storm's do not.
         let alive = tasks_alive();
-        if gone >= f64::from(STORM) * 0.9 && held <= alive + f64::from(STORM) / 4.0 {
+        // A task whose EXIT record the kernel dropped (a full ring: lost
+        // records) is only forgotten at the table's bound, as designed.
+        let lost = lost_records(&s);
+        if gone >= f64::from(STORM) * 0.9 && held <= alive + lost + f64::from(STORM) / 4.0 {
             assert_eq!(
                 metric(
                     &s,
@@ -194,7 +197,7 @@ fn a_fork_storm_leaves_the_sampling_table_bounded() {
         }
         assert!(
             Instant::now() < deadline,
-            "after {STORM} short processes: {held} task entries held (before: {}, tasks alive on this machine now: {alive}), {gone} forgotten as exited",
+            "after {STORM} short processes: {held} task entries held (before: {}, tasks alive on this machine now: {alive}, records lost: {lost}), {gone} forgotten as exited",
             before.0
         );
         std::thread::sleep(Duration::from_millis(200));
@@ -218,4 +221,12 @@ fn tasks_alive() -> f64 {
         .map(Iterator::count)
         .sum();
     n as f64
+}
+
+/// Records the kernel dropped from the sampling rings, all CPUs.
+fn lost_records(s: &BTreeMap<String, f64>) -> f64 {
+    s.iter()
+        .filter(|(k, _)| k.starts_with("perf_ring_lost_records_total"))
+        .map(|(_, v)| v)
+        .sum()
 }
