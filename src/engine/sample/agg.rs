@@ -131,10 +131,17 @@ pub struct Aggregate {
     touched: std::collections::HashSet<u32>,
     /// Tasks whose `PERF_RECORD_EXIT` came before their `FORK` or `COMM`
     /// (each CPU has its own ring: a child's exit on one CPU can be
-    /// drained before its fork on its parent's CPU), this window and the
-    /// one before (at most the bound each): their late `FORK`/`COMM` adds
-    /// no entry, which would otherwise never be forgotten.
-    exited_early: [HashMap<u32, bool>; 2],
+    /// drained before its fork on its parent's CPU, and a loaded drain can
+    /// lag by several windows): their late `FORK`/`COMM` adds no entry,
+    /// which would otherwise never be forgotten. The latest `max_tasks`
+    /// of them, oldest first out (`early_order`).
+    exited_early: HashMap<u32, bool>,
+    /// `exited_early`'s tids in the order they came.
+    early_order: std::collections::VecDeque<u32>,
+    /// Every task that exited in this window (at most the bound): returned
+    /// by [`end_window`](Self::end_window) so that names read from procfs
+    /// for them (the namer's cache) are forgotten too.
+    exits: Vec<u32>,
     /// The bound of every map (tests lower it).
     max_tasks: usize,
     /// Tasks forgotten so far.
@@ -173,6 +180,7 @@ impl Aggregate {
         self.sums.clear();
         self.pids.clear();
         let mut gone = std::mem::take(&mut self.exited);
+        let exits = std::mem::take(&mut self.exits);
         for id in &gone {
             let known = self.comms.remove(id).is_some() | self.parents.remove(id).is_some();
             if known {
@@ -212,16 +220,14 @@ impl Aggregate {
             self.cgroups.clear();
         }
         self.touched.clear();
-        self.exited_early.swap(0, 1);
-        self.exited_early[0].clear();
+        gone.extend(exits);
         gone
     }
 
     /// Whether `tid` exited before this record of it (see
     /// `exited_early`): then it is forgotten at once.
     fn exited_already(&mut self, tid: u32) -> bool {
-        let [now, before] = &mut self.exited_early;
-        let Some(seen) = now.get_mut(&tid).or_else(|| before.get_mut(&tid)) else {
+        let Some(seen) = self.exited_early.get_mut(&tid) else {
             return false;
         };
         // Counted once, at its first late record.
@@ -283,6 +289,9 @@ impl Aggregate {
     /// A task exited: forgotten now when its name names no sums of this
     /// window, else at the window's end (after they were exported).
     fn exit(&mut self, pid: u32, tid: u32) {
+        if self.exits.len() < self.max_tasks {
+            self.exits.push(tid);
+        }
         let key = match self.by {
             By::Process if pid == tid => Some(u64::from(pid)),
             By::Thread => Some(u64::from(tid)),
@@ -295,10 +304,15 @@ impl Aggregate {
             }
         } else if self.comms.remove(&tid).is_some() | self.parents.remove(&tid).is_some() {
             self.forgotten.exited += 1;
-        } else if self.exited_early[0].len() < self.max_tasks {
+        } else if self.exited_early.insert(tid, false).is_none() {
             // Not known yet: its fork or comm may still be in another
             // CPU's ring.
-            self.exited_early[0].insert(tid, false);
+            self.early_order.push_back(tid);
+            if self.early_order.len() > self.max_tasks {
+                if let Some(old) = self.early_order.pop_front() {
+                    self.exited_early.remove(&old);
+                }
+            }
         }
     }
 
@@ -511,5 +525,9 @@ mod tests {
         a.end_window();
         a.end_window();
         assert_eq!(a.tasks(), 1);
+        // Every exit of a window is in what it returns, known or not, so
+        // that the names read from procfs for them go too.
+        add(&mut a, task(abi::RECORD_EXIT, 123));
+        assert!(a.end_window().contains(&123));
     }
 }

@@ -92,8 +92,11 @@ pub struct Namer {
     pub procfs: PathBuf,
     /// The cgroupfs root (cgroup v2), if known.
     pub cgroupfs: Option<PathBuf>,
-    /// Names read from procfs, by pid/tid.
-    comm: HashMap<u32, String>,
+    /// Names read from procfs, by pid/tid, with the window that last used
+    /// each (see [`KEEP_WINDOWS`]).
+    comm: HashMap<u32, (String, u64)>,
+    /// Windows ended so far.
+    window: u64,
     /// Cgroup id → path from the last walk of the cgroupfs root.
     walked: HashMap<u64, String>,
     /// Ids the last walk did not find (removed cgroups): not walked for
@@ -102,6 +105,13 @@ pub struct Namer {
     /// How many parents deep a name is being looked for.
     depth: u32,
 }
+
+/// Windows a name read from procfs is kept without being used: a task
+/// whose exit was drained before its samples (each CPU has its own ring)
+/// or that was read as a zombie is never reported gone, so its name goes
+/// when no sample has needed it for this many windows (a live task's is
+/// read again if it needs one later).
+const KEEP_WINDOWS: u64 = 10;
 
 /// How deep the walk for cgroup ids goes.
 const MAX_DEPTH: usize = 16;
@@ -127,7 +137,8 @@ impl Namer {
         if id == 0 {
             return "swapper".into();
         }
-        if let Some(c) = self.comm.get(&id) {
+        if let Some((c, used)) = self.comm.get_mut(&id) {
+            *used = self.window;
             return c.clone();
         }
         let p = if thread {
@@ -149,7 +160,7 @@ impl Namer {
                 _ => format!("[{id}]"),
             },
         };
-        self.comm.insert(id, name.clone());
+        self.comm.insert(id, (name.clone(), self.window));
         name
     }
 
@@ -199,6 +210,9 @@ impl Namer {
         for id in gone {
             self.comm.remove(id);
         }
+        self.window += 1;
+        let now = self.window;
+        self.comm.retain(|_, (_, used)| now - *used <= KEEP_WINDOWS);
         if self.comm.len() > MAX_TASKS {
             self.comm.clear();
         }
@@ -395,5 +409,35 @@ mod tests {
         let d = n.table(&agg).since(&prev);
         assert_eq!(d.entries.len(), 1);
         assert_eq!(d.entries[0].sums.samples, 4);
+    }
+
+    /// A name read from procfs goes once no sample has needed it for
+    /// `KEEP_WINDOWS` windows, even when the task's exit was never
+    /// reported (drained from another CPU's ring before its samples): a
+    /// fork storm under load otherwise left 1,400 names of dead tasks.
+    #[test]
+    fn names_unused_for_some_windows_are_forgotten() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("42")).unwrap();
+        std::fs::write(d.path().join("42/comm"), "brief\n").unwrap();
+        let mut n = Namer::new(d.path().into(), None);
+        let mut agg = Aggregate::new(By::Process);
+        agg.sums.insert(
+            42,
+            Sums {
+                samples: 1,
+                events: 1,
+                members: vec![],
+            },
+        );
+        n.table(&agg);
+        assert_eq!(n.names(), 1);
+        agg.sums.clear();
+        for _ in 0..KEEP_WINDOWS {
+            n.end_window(&[]);
+        }
+        assert_eq!(n.names(), 1, "kept while recently used");
+        n.end_window(&[]);
+        assert_eq!(n.names(), 0);
     }
 }
