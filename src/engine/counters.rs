@@ -58,6 +58,8 @@ pub const REMEASURE: Duration = Duration::from_secs(300);
 
 /// `PERF_COUNT_HW_BRANCH_INSTRUCTIONS`.
 const HW_BRANCH_INSTRUCTIONS: u64 = 4;
+/// `PERF_COUNT_HW_INSTRUCTIONS`.
+const HW_INSTRUCTIONS: u64 = 1;
 
 /// One core PMU's budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,19 +111,31 @@ impl PmuCounters {
     }
 }
 
-/// The event a probe counts on `pmu`: generic branch instructions, with
-/// the PMU's type as the extended type where several core PMUs share the
-/// generic events (hybrid).
-fn probe_attr(table: &PmuTable, pmu: &crate::pmu::Pmu) -> EventAttr {
+/// The events a probe may count on `pmu`, in order: generic branch
+/// instructions (a general-purpose counter everywhere), then, where no
+/// fixed counter takes the first one (not Intel), instructions (QEMU's
+/// emulated PMUv3 counts no branch event). The PMU's type is the extended
+/// type where several core PMUs share the generic events (hybrid).
+fn probe_attrs(table: &PmuTable, pmu: &crate::pmu::Pmu) -> Vec<EventAttr> {
     let hybrid = table.pmus.iter().filter(|p| p.is_core()).count() > 1;
     let ext = if hybrid { u64::from(pmu.type_) << 32 } else { 0 };
-    EventAttr {
+    let intel = table
+        .identity_of(&pmu.name)
+        .known()
+        .is_some_and(|i| i.starts_with("GenuineIntel"))
+        || pmu.name.starts_with("cpu_");
+    let attr = |id: u64, name: &str| EventAttr {
         type_: crate::sys::abi::TYPE_HARDWARE,
-        config: [ext | HW_BRANCH_INSTRUCTIONS, 0, 0, 0],
-        event: "branch-instructions".into(),
+        config: [ext | id, 0, 0, 0],
+        event: name.into(),
         pmu: pmu.name.clone(),
         exclude: Default::default(),
+    };
+    let mut v = vec![attr(HW_BRANCH_INSTRUCTIONS, "branch-instructions")];
+    if !intel {
+        v.push(attr(HW_INSTRUCTIONS, "instructions"));
     }
+    v
 }
 
 /// Whether a group of `n` probe events is scheduled on `cpu`: `Ok(None)`
@@ -201,8 +215,13 @@ pub fn measure(
         let Some(cpu) = cpu_of(pmu, online) else {
             continue;
         };
-        let attr = probe_attr(table, pmu);
-        let measured = measure_free(kernel, &attr, cpu);
+        let mut measured = Err("no probe event".to_string());
+        for attr in probe_attrs(table, pmu) {
+            measured = measure_free(kernel, &attr, cpu);
+            if measured.is_ok() {
+                break;
+            }
+        }
         let prev = before.iter().find(|b| b.pmu == pmu.name);
         out.push(explain(
             &pmu.name,
