@@ -434,6 +434,7 @@ impl CheckReport {
                 let _ = writeln!(s, "{:w$}    partly: {}", "", escape(p));
             }
         }
+        s.push_str(&counters::text(&self.budgets));
         let n = |st: &str| self.metrics.iter().filter(|m| m.status == st).count();
         let c = |cl: Class| {
             self.metrics
@@ -451,7 +452,6 @@ impl CheckReport {
             c(Class::NotOnPlatform),
             c(Class::Failed),
         );
-        s.push_str(&counters::text(&self.budgets));
         if let Some(c) = &self.cgroups {
             s.push_str(&c.text());
         }

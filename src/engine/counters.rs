@@ -118,7 +118,11 @@ impl PmuCounters {
 /// type where several core PMUs share the generic events (hybrid).
 fn probe_attrs(table: &PmuTable, pmu: &crate::pmu::Pmu) -> Vec<EventAttr> {
     let hybrid = table.pmus.iter().filter(|p| p.is_core()).count() > 1;
-    let ext = if hybrid { u64::from(pmu.type_) << 32 } else { 0 };
+    let ext = if hybrid {
+        u64::from(pmu.type_) << 32
+    } else {
+        0
+    };
     let intel = table
         .identity_of(&pmu.name)
         .known()
@@ -174,11 +178,7 @@ fn group_runs(
 }
 
 /// Measures `pmu`'s free counters on `cpu`: `(free, at_least)`.
-fn measure_free(
-    kernel: &dyn Kernel,
-    attr: &EventAttr,
-    cpu: u32,
-) -> Result<(usize, bool), String> {
+fn measure_free(kernel: &dyn Kernel, attr: &EventAttr, cpu: u32) -> Result<(usize, bool), String> {
     let mut buf = GroupReading::default();
     for n in 1..=MAX_PROBE {
         match group_runs(kernel, attr, cpu, n, &mut buf)? {
@@ -319,10 +319,13 @@ impl Budgets {
         self.last = last
             .into_iter()
             .map(|b| {
-                let measured = match (b.free, b.held.iter().find_map(|h| match h {
-                    Held::NotMeasured { why, .. } => Some(why.clone()),
-                    _ => None,
-                })) {
+                let measured = match (
+                    b.free,
+                    b.held.iter().find_map(|h| match h {
+                        Held::NotMeasured { why, .. } => Some(why.clone()),
+                        _ => None,
+                    }),
+                ) {
                     (Some(f), _) => Ok((f, b.at_least)),
                     (None, why) => Err(why.unwrap_or_default()),
                 };
@@ -348,7 +351,8 @@ impl Budgets {
         for b in &now {
             let was = self.last.iter().find(|o| o.pmu == b.pmu);
             if was.map(|w| (w.free, &w.held)) != Some((b.free, &b.held)) {
-                let held: Vec<String> = b.held.iter().map(crate::problem::Reason::explain).collect();
+                let held: Vec<String> =
+                    b.held.iter().map(crate::problem::Reason::explain).collect();
                 tracing::info!(pmu = %b.pmu, budget = %b.summary(), held = %held.join("; "), "counter budget measured");
             }
         }
@@ -432,7 +436,10 @@ mod tests {
         k.set_counters("cpu", 4);
         let b = measure(&k, &t, &online, &HostFacts::default(), &[]);
         assert_eq!(b.len(), 1);
-        assert_eq!((b[0].free, b[0].total, b[0].at_least), (Some(4), Some(4), false));
+        assert_eq!(
+            (b[0].free, b[0].total, b[0].at_least),
+            (Some(4), Some(4), false)
+        );
         assert!(b[0].held.is_empty());
         assert_eq!(k.live_counters(), 0, "every probe closed");
         k.set_watchdog("cpu", true);
@@ -448,7 +455,11 @@ mod tests {
         let b = measure(&k, &t, &online, &facts, &b);
         assert_eq!((b[0].free, b[0].others), (Some(1), Some(2)));
         assert_eq!(codes(&b[0]), ["nmi_watchdog", "counters_held"]);
-        assert!(b[0].summary().starts_with("cpu: 1 of 4"), "{}", b[0].summary());
+        assert!(
+            b[0].summary().starts_with("cpu: 1 of 4"),
+            "{}",
+            b[0].summary()
+        );
     }
 
     /// Without the PMU's count, a budget that drops below the highest one
@@ -472,7 +483,14 @@ mod tests {
         // The baseline holds: the third still knows 6.
         let third = explain("cpu", 0, Ok((5, false)), None, &facts, Some(&later));
         assert_eq!(third.others, Some(1));
-        let failed = explain("cpu", 0, Err("open: ENOENT".into()), None, &HostFacts::default(), None);
+        let failed = explain(
+            "cpu",
+            0,
+            Err("open: ENOENT".into()),
+            None,
+            &HostFacts::default(),
+            None,
+        );
         assert_eq!(codes(&failed), ["budget_unknown"]);
         assert_eq!(failed.plan_free(), None);
     }
@@ -489,7 +507,10 @@ mod tests {
         let got: Vec<(String, Option<usize>)> = b.iter().map(|b| (b.pmu.clone(), b.free)).collect();
         assert_eq!(
             got,
-            [("cpu_atom".to_string(), Some(6)), ("cpu_core".to_string(), Some(8))]
+            [
+                ("cpu_atom".to_string(), Some(6)),
+                ("cpu_core".to_string(), Some(8))
+            ]
         );
         assert!(b[0].cpu >= 16 && b[1].cpu < 16, "{b:?}");
     }

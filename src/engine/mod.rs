@@ -345,7 +345,8 @@ impl Engine {
     /// engine does it at start-up and at most every 5 minutes after).
     pub fn measure_counters(&mut self) {
         let online = self.cpus.online().to_vec();
-        self.counters.measure(self.kernel.as_ref(), &self.table, &online);
+        self.counters
+            .measure(self.kernel.as_ref(), &self.table, &online);
     }
 
     /// The core PMUs' counter budget at the last measurement.

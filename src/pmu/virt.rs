@@ -102,9 +102,9 @@ impl HostFacts {
 
 /// `(hypervisor flag, x86)` from the first `flags` line of a cpuinfo.
 fn cpuinfo_facts(cpuinfo: &str) -> (bool, bool) {
-    let x86 = cpuinfo
-        .lines()
-        .any(|l| l.starts_with("vendor_id") && (l.contains("GenuineIntel") || l.contains("AuthenticAMD")));
+    let x86 = cpuinfo.lines().any(|l| {
+        l.starts_with("vendor_id") && (l.contains("GenuineIntel") || l.contains("AuthenticAMD"))
+    });
     let flag = cpuinfo
         .lines()
         .find(|l| l.starts_with("flags"))
@@ -139,7 +139,11 @@ mod tests {
             Some("hypervisor flag, DMI Amazon EC2 m5.large")
         );
         // An Arm guest: no flag, the DMI vendor tells; no x86 watchdog.
-        std::fs::write(proc_.join("cpuinfo"), "processor\t: 0\nFeatures\t: fp asimd\n").unwrap();
+        std::fs::write(
+            proc_.join("cpuinfo"),
+            "processor\t: 0\nFeatures\t: fp asimd\n",
+        )
+        .unwrap();
         std::fs::write(sys.join("class/dmi/id/sys_vendor"), "QEMU\n").unwrap();
         std::fs::write(sys.join("class/dmi/id/product_name"), "x".repeat(500)).unwrap();
         let f = HostFacts::read(&sys, &proc_);

@@ -155,6 +155,8 @@ mod tests {
             by: "DMI Amazon EC2".into(),
             free: 3,
         };
-        assert!(v.what_to_do().starts_with("this instance type exposes 3 counters"));
+        assert!(v
+            .what_to_do()
+            .starts_with("this instance type exposes 3 counters"));
     }
 }

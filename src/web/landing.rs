@@ -184,8 +184,10 @@ fn counters_section(budgets: &[crate::engine::PmuCounters]) -> String {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><ul>{}</ul></td></tr>\n",
             esc(&b.pmu),
             b.cpu,
-            b.free
-                .map_or_else(|| "not measured".into(), |f| format!("{}{f}", if b.at_least { "≥ " } else { "" })),
+            b.free.map_or_else(
+                || "not measured".into(),
+                |f| format!("{}{f}", if b.at_least { "≥ " } else { "" })
+            ),
             b.total.map_or_else(|| "-".into(), |t| t.to_string()),
             held.join("")
         ));
@@ -460,8 +462,14 @@ mod tests {
             virtual_pmu: false,
         };
         let s = counters_section(&[b]);
-        assert!(s.contains("<td>cpu&lt;x&gt;</td><td>0</td><td>3</td><td>4</td>"), "{s}");
-        assert!(s.contains("set kernel.nmi_watchdog=0 to free one counter"), "{s}");
+        assert!(
+            s.contains("<td>cpu&lt;x&gt;</td><td>0</td><td>3</td><td>4</td>"),
+            "{s}"
+        );
+        assert!(
+            s.contains("set kernel.nmi_watchdog=0 to free one counter"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -98,7 +98,9 @@ fn the_watchdogs_counter_is_measured_and_named() {
     });
     let b = &e.counter_budgets()[0];
     let v = b.held.iter().find(|h| h.code() == "virtual_pmu").unwrap();
-    assert!(v.what_to_do().starts_with("this instance type exposes 3 counters"));
+    assert!(v
+        .what_to_do()
+        .starts_with("this instance type exposes 3 counters"));
 }
 
 #[test]
@@ -141,7 +143,9 @@ fn another_user_taking_counters_mid_run_lowers_the_measured_budget() {
     );
     assert_eq!(held(&e), ["counters_held"]);
     let b = &e.counter_budgets()[0];
-    assert!(b.held[0].to_string().starts_with("3 of PMU cpu's counters are held by other users"));
+    assert!(b.held[0]
+        .to_string()
+        .starts_with("3 of PMU cpu's counters are held by other users"));
     // It leaves: the budget is whole again.
     k.set_other_user("cpu", 0);
     e.measure_counters();
@@ -179,8 +183,15 @@ fn a_per_cgroup_group_larger_than_the_budget_is_split_at_plan_time() {
         ..Default::default()
     };
     let sets = ["big".to_string()];
-    let b = PerfBackend::new(k.clone(), e.resolution(), &sets, e.online_cpus(), false, None)
-        .within_counters(e.counter_budgets());
+    let b = PerfBackend::new(
+        k.clone(),
+        e.resolution(),
+        &sets,
+        e.online_cpus(),
+        false,
+        None,
+    )
+    .within_counters(e.counter_budgets());
     e.attach_cgroups(CgroupCounting::new(Box::new(One(sel)), Box::new(b)));
     e.collect();
     k.advance(SEC);
@@ -191,11 +202,7 @@ fn a_per_cgroup_group_larger_than_the_budget_is_split_at_plan_time() {
         .filter(|i| i.code() == "group_too_large")
         .collect();
     assert_eq!(split.len(), 1, "{issues:?}");
-    assert!(
-        split[0].to_string().contains("set `big`"),
-        "{}",
-        split[0]
-    );
+    assert!(split[0].to_string().contains("set `big`"), "{}", split[0]);
     let states = family(&s, "perf_cgroup_counter_state");
     assert!(!states.is_empty(), "{states:?}");
     for (l, v) in &states {

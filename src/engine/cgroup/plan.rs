@@ -145,7 +145,11 @@ pub(super) fn fit_to_counters(
 ) -> Vec<GroupPlan> {
     let mut out = Vec::with_capacity(plan.len());
     for g in plan {
-        let pmu = g.members.first().map(|m| m.1.pmu.clone()).unwrap_or_default();
+        let pmu = g
+            .members
+            .first()
+            .map(|m| m.1.pmu.clone())
+            .unwrap_or_default();
         let Some(n) = free(&pmu).filter(|&n| n > 0 && g.members.len() > n) else {
             out.push(g);
             continue;
@@ -232,11 +236,20 @@ mod tests {
         let mut issues = Vec::new();
         let free = |p: &str| (p == "armv8_pmuv3_0").then_some(6);
         let out = fit_to_counters(plan, &sets, free, &mut issues);
-        let shape: Vec<(usize, u32, usize)> =
-            out.iter().map(|g| (g.set, g.cpu, g.members.len())).collect();
+        let shape: Vec<(usize, u32, usize)> = out
+            .iter()
+            .map(|g| (g.set, g.cpu, g.members.len()))
+            .collect();
         assert_eq!(
             shape,
-            [(0, 0, 6), (0, 0, 1), (0, 1, 6), (0, 1, 1), (1, 0, 6), (2, 0, 9)]
+            [
+                (0, 0, 6),
+                (0, 0, 1),
+                (0, 1, 6),
+                (0, 1, 1),
+                (1, 0, 6),
+                (2, 0, 9)
+            ]
         );
         assert_eq!(issues.len(), 1, "{issues:?}");
         assert_eq!(issues[0].code(), "group_too_large");

@@ -168,7 +168,8 @@ impl State {
     /// A PMU's budget less what pinned users hold (the watchdog, others).
     pub(super) fn free_of(&self, name: &str) -> Option<usize> {
         let total = *self.counters.get(name)?;
-        let held = usize::from(self.watchdog.contains(name)) + self.others.get(name).copied().unwrap_or(0);
+        let held =
+            usize::from(self.watchdog.contains(name)) + self.others.get(name).copied().unwrap_or(0);
         Some(total.saturating_sub(held))
     }
 
