@@ -7,7 +7,8 @@
 //!
 //! On one online CPU of each core PMU, groups of 1, 2, 3, ... copies of
 //! one event that needs a general-purpose counter (`branch-instructions`:
-//! x86 has no fixed counter for it, Arm PMUv3 none either) are opened as
+//! x86 has no fixed counter for it, Arm PMUv3 none either; `instructions`
+//! where that does not open and no fixed counter takes it) are opened as
 //! flexible groups, enabled, left for [`SETTLE`] and read: the first group
 //! whose `time_enabled` advanced while its `time_running` did not (the
 //! kernel never scheduled it), or that the PMU refuses at open (x86
