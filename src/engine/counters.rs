@@ -27,8 +27,11 @@
 //! groups there run a little less of the time meanwhile) and opens up to
 //! `MAX_PROBE (MAX_PROBE + 1) / 2` short-lived fds; and a budget changes
 //! only when another user arrives or leaves, which a few minutes' delay
-//! reports well enough. A group that never runs meanwhile is split when
-//! it is seen (`read.rs`), whatever the budget said.
+//! reports well enough. A measurement runs inside the collection it is
+//! due at (one scrape every 5 minutes takes up to `(free + 1) × SETTLE`
+//! longer: about 60 ms on a 4-counter core). A group that never runs
+//! meanwhile is split when it is seen (`read.rs`), whatever the budget
+//! said.
 //!
 //! # Who holds the rest
 //!
