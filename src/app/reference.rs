@@ -427,6 +427,11 @@ fn problems_page() -> String {
             "Per-cgroup backend",
             "Which per-cgroup backend counts, and why (`check`'s `cgroups.backend.why`).",
         ),
+        (
+            Vocabulary::Counter,
+            "Implausible counters",
+            "Why a counter's state is `implausible` (the `reason` of `perf_counter_implausible_info`, the live view, `stat`): its count is one the CPU cannot physically produce. The bounds and where they come from: the guide's counter states page.",
+        ),
     ] {
         let _ = write!(out, "# {title}\n\n{intro}\n\n");
         let mut seen: Vec<&str> = Vec::new();

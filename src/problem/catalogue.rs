@@ -2,12 +2,13 @@
 //! reference page of problem codes is generated from ([`catalogue`],
 //! [`Problem::catalogue`]). Stable: entries come in the order of
 //! [`Problem::CODES`], then the per-cgroup issues, then the backend
-//! reasons; a code whose advice depends on the case (a given
+//! reasons, then why a counter is implausible; a code whose advice depends on the case (a given
 //! `--path.tracefs` or none, a seccomp filter or an LSM, ...) has one
 //! entry per case.
 
 use super::backend::Why;
 use super::cgroup::CgroupIssue;
+use super::plausible::Implausible;
 use super::{Class, OpenFailure, Problem, Reason};
 
 /// Which vocabulary a code belongs to.
@@ -22,6 +23,9 @@ pub enum Vocabulary {
     /// [`Why`]: which per-cgroup backend counts, and why (`check`'s
     /// `cgroups.backend.why`).
     Backend,
+    /// [`Implausible`]: why a counter is `implausible`
+    /// (`perf_counter_implausible_info`'s `reason`).
+    Counter,
 }
 
 impl Vocabulary {
@@ -31,6 +35,7 @@ impl Vocabulary {
             Vocabulary::Problem => "problem",
             Vocabulary::Cgroup => "cgroup",
             Vocabulary::Backend => "backend",
+            Vocabulary::Counter => "counter",
         }
     }
 }
@@ -64,7 +69,8 @@ impl Entry {
 }
 
 /// Every code of every vocabulary: [`Problem::catalogue`], then the
-/// per-cgroup issues, then the backend reasons.
+/// per-cgroup issues, then the backend reasons, then why a counter is
+/// implausible.
 pub fn catalogue() -> impl Iterator<Item = Entry> {
     let cgroup = CgroupIssue::examples()
         .into_iter()
@@ -72,7 +78,13 @@ pub fn catalogue() -> impl Iterator<Item = Entry> {
     let backend = Why::examples()
         .into_iter()
         .map(|w| Entry::of(Vocabulary::Backend, &w));
-    Problem::catalogue().chain(cgroup).chain(backend)
+    let counter = Implausible::examples()
+        .into_iter()
+        .map(|x| Entry::of(Vocabulary::Counter, &x));
+    Problem::catalogue()
+        .chain(cgroup)
+        .chain(backend)
+        .chain(counter)
 }
 
 impl Problem {
@@ -306,5 +318,6 @@ mod tests {
                 "bpf_no_cgroup2"
             ]
         );
+        assert_eq!(of(Vocabulary::Counter), Implausible::CODES);
     }
 }

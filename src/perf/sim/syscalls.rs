@@ -221,6 +221,31 @@ impl Kernel for SimKernel {
         true
     }
 
+    /// The simulated clock.
+    fn monotonic_ns(&self) -> u64 {
+        self.now_ns()
+    }
+
+    /// The simulated CPUs' busy time ([`SimKernel::set_busy_share`]).
+    fn cpu_times(
+        &self,
+        _procfs: &std::path::Path,
+        out: &mut Vec<crate::pmu::cpuclock::CpuTime>,
+    ) -> Result<(), String> {
+        self.sim_cpu_times(out);
+        Ok(())
+    }
+
+    /// [`SimKernel::set_max_freq`].
+    fn max_freqs(
+        &self,
+        _sysfs: &std::path::Path,
+        _procfs: &std::path::Path,
+        cpus: &[u32],
+    ) -> Vec<(u32, crate::pmu::cpuclock::MaxFreq)> {
+        self.sim_max_freqs(cpus)
+    }
+
     /// The budget of [`SimKernel::set_counters`] less the watchdog's.
     fn free_counters(&self, pmu: &str) -> Option<usize> {
         let st = self.state();
