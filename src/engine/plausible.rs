@@ -127,7 +127,11 @@ fn judge_alone(s: &Seen, busy: Busy, max: Option<&MaxFreq>) -> Option<Implausibl
     // The busy time of the privilege levels it counts.
     let mode_s = if s.exclude_user { 0.0 } else { busy.user }
         + if s.exclude_kernel { 0.0 } else { busy.system };
-    let busy_share = if window_s > 0.0 { busy_s / window_s } else { 0.0 };
+    let busy_share = if window_s > 0.0 {
+        busy_s / window_s
+    } else {
+        0.0
+    };
     if s.d_running > 0
         && mode_s >= MIN_BUSY_SECONDS
         && busy_share >= MIN_BUSY_SHARE
@@ -148,8 +152,8 @@ fn judge_alone(s: &Seen, busy: Busy, max: Option<&MaxFreq>) -> Option<Implausibl
 /// window, and the cycles moved enough to make the ratio meaningful.
 fn judge_ipc(cycles: &Seen, instr: &Seen, pmu: &str) -> Option<Implausible> {
     let (width, arch) = retire_width(pmu)?;
-    let same_levels = (cycles.exclude_user, cycles.exclude_kernel)
-        == (instr.exclude_user, instr.exclude_kernel);
+    let same_levels =
+        (cycles.exclude_user, cycles.exclude_kernel) == (instr.exclude_user, instr.exclude_kernel);
     if !same_levels
         || cycles.running_share() < MIN_RUNNING_SHARE
         || instr.running_share() < MIN_RUNNING_SHARE
@@ -205,13 +209,16 @@ impl Engine {
             return;
         };
         let now = self.kernel.monotonic_ns();
-        if c.last_at.is_none_or(|t| now.saturating_sub(t) >= CHECK_EVERY_NS) {
+        if c.last_at
+            .is_none_or(|t| now.saturating_sub(t) >= CHECK_EVERY_NS)
+        {
             self.check(&mut c, now);
         }
         if c.flagged > 0 {
             for g in &self.groups {
                 for m in &g.members {
-                    if let (Some(why), Some(st)) = (m.check.verdict, self.series.get_mut(m.series)) {
+                    if let (Some(why), Some(st)) = (m.check.verdict, self.series.get_mut(m.series))
+                    {
                         st.window.flag(why);
                     }
                 }
@@ -256,12 +263,16 @@ impl Engine {
                 .map(|(_, m)| m);
             verdicts[i].2 = judge_alone(s, busy, max);
         }
-        // IPC: each instructions member with the cycles of its CPU.
+        // IPC: each instructions member with the cycles of its CPU (a
+        // quadratic pass, at most every 10 s, over a few judged counters
+        // per CPU).
         for (i, ins) in seen.iter().enumerate() {
             if ins.count != Count::Instructions {
                 continue;
             }
-            let pmu = &self.groups[ins.group].key.pmu;
+            let Some(pmu) = self.groups.get(ins.group).map(|g| g.key.pmu.as_str()) else {
+                continue;
+            };
             for (j, cyc) in seen.iter().enumerate() {
                 if cyc.count != Count::Cycles || cyc.cpu != ins.cpu {
                     continue;
@@ -387,7 +398,10 @@ mod tests {
         assert!(judge_alone(&seen(Count::Cycles, 37.0e9), half, Some(&MAX)).is_some());
         // Unknown maximum: not checked.
         let unknown = MaxFreq::Unknown("none".into());
-        assert_eq!(judge_alone(&seen(Count::Cycles, 60.0e9), BUSY, Some(&unknown)), None);
+        assert_eq!(
+            judge_alone(&seen(Count::Cycles, 60.0e9), BUSY, Some(&unknown)),
+            None
+        );
         // A noisy estimate (ran a quarter of the window) is not judged
         // against the upper bound.
         let mut mux = seen(Count::Cycles, 60.0e9);
@@ -395,7 +409,10 @@ mod tests {
         assert_eq!(judge_alone(&mux, BUSY, Some(&MAX)), None);
         // The TSC rate allows turbo: 2.5 × 3 GHz × 10 s.
         let tsc = MaxFreq::Known(3.0e9, FreqSource::Tsc);
-        assert_eq!(judge_alone(&seen(Count::Cycles, 60.0e9), BUSY, Some(&tsc)), None);
+        assert_eq!(
+            judge_alone(&seen(Count::Cycles, 60.0e9), BUSY, Some(&tsc)),
+            None
+        );
     }
 
     #[test]
@@ -410,7 +427,10 @@ mod tests {
             user: 0.5,
             system: 0.2,
         };
-        assert_eq!(judge_alone(&seen(Count::Instructions, 3950.0), idle, Some(&MAX)), None);
+        assert_eq!(
+            judge_alone(&seen(Count::Instructions, 3950.0), idle, Some(&MAX)),
+            None
+        );
         // Counting user space only on a CPU busy in the kernel: fine.
         let kernel = Busy {
             user: 0.1,
@@ -420,7 +440,10 @@ mod tests {
         u.exclude_kernel = true;
         assert_eq!(judge_alone(&u, kernel, Some(&MAX)), None);
         // Plausible: 2e9 per busy second.
-        assert_eq!(judge_alone(&seen(Count::Instructions, 2.0e10), BUSY, Some(&MAX)), None);
+        assert_eq!(
+            judge_alone(&seen(Count::Instructions, 2.0e10), BUSY, Some(&MAX)),
+            None
+        );
     }
 
     #[test]

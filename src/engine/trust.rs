@@ -212,7 +212,9 @@ impl Engine {
                 st.state_labels = state_labels(&st.ratio_labels, worst);
             }
             st.trust = Some((worst, ratio));
-            let code = why.filter(|_| worst == CounterState::Implausible).map(|w| w.code());
+            let code = why
+                .filter(|_| worst == CounterState::Implausible)
+                .map(|w| w.code());
             if code != st.implausible.as_ref().map(|x| x.0) {
                 st.implausible = code.map(|c| {
                     let mut v = st.ratio_labels.to_vec();

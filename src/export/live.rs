@@ -538,7 +538,10 @@ fn implausible(cur: &[Family]) -> BTreeMap<&str, String> {
             }
         }
     }
-    for s in family("perf_counter_implausible_info").into_iter().flatten() {
+    for s in family("perf_counter_implausible_info")
+        .into_iter()
+        .flatten()
+    {
         let (Some(m), Some(code)) = (label(&s.labels, "metric"), label(&s.labels, "reason")) else {
             continue;
         };

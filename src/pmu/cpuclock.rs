@@ -71,7 +71,8 @@ pub fn parse_proc_stat(text: &str, out: &mut Vec<CpuTime>) {
 /// Reads `<procfs>/stat` into `out`.
 pub fn read_cpu_times(procfs: &Path, out: &mut Vec<CpuTime>) -> Result<(), String> {
     let path = procfs.join("stat");
-    let text = read_string(&path, PROC_STAT_BYTES).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text =
+        read_string(&path, PROC_STAT_BYTES).map_err(|e| format!("{}: {e}", path.display()))?;
     parse_proc_stat(&text, out);
     if out.is_empty() {
         return Err(format!("{}: no cpuN line", path.display()));

@@ -69,8 +69,10 @@ fn a_plausible_pmu_is_counting() {
     assert_eq!(states(&e, C), [CounterState::Counting; 8]);
     assert_eq!(states(&e, I), [CounterState::Counting; 8]);
     assert!(family(&s, "perf_counter_implausible_info").is_empty());
-    assert!(family(&s, "perf_counter_states")
-        .contains(&("{metric=\"perf_cpu_cycles_total\",state=\"implausible\"}".into(), 0.0)));
+    assert!(family(&s, "perf_counter_states").contains(&(
+        "{metric=\"perf_cpu_cycles_total\",state=\"implausible\"}".into(),
+        0.0
+    )));
 }
 
 #[test]
@@ -100,12 +102,17 @@ fn a_guest_pmu_counting_next_to_nothing_on_a_busy_cpu_is_implausible() {
     // Not a measurement: the live view says why instead of the value, and
     // so do the values derived from it; no per-CPU value either.
     let f = live::frame(&[], &s.families, 1.0, &Default::default());
-    assert!(!f.counts.contains_key(I) && !f.counts.contains_key(C), "{f:?}");
+    assert!(
+        !f.counts.contains_key(I) && !f.counts.contains_key(C),
+        "{f:?}"
+    );
     assert!(f.implausible.contains(I));
     let why = Implausible::explain_code("near_zero_while_busy").unwrap();
     assert_eq!(f.unavailable[I], why);
     assert_eq!(f.unavailable["ipc"], format!("needs {I}: {why}"));
-    assert!(f.to_json().contains(&format!(",\"implausible\":[\"{C}\",\"{I}\"]")));
+    assert!(f
+        .to_json()
+        .contains(&format!(",\"implausible\":[\"{C}\",\"{I}\"]")));
     // The state stays until a check finds it plausible again.
     k.set_guest_rate("cpu", None);
     run(&k, &mut e, 9);

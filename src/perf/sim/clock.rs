@@ -100,7 +100,9 @@ impl SimKernel {
             .map(|&c| {
                 let f = match max {
                     Some(hz) => MaxFreq::Known(hz, FreqSource::Cpufreq),
-                    None => MaxFreq::Unknown("the simulated CPUs have no maximum frequency (set_max_freq)".into()),
+                    None => MaxFreq::Unknown(
+                        "the simulated CPUs have no maximum frequency (set_max_freq)".into(),
+                    ),
                 };
                 (c, f)
             })

@@ -354,7 +354,14 @@ impl State {
         self.guest.get(self.group_pmu(l)).copied()
     }
 
-    fn advance(&mut self, idx: u32, now: u64, ratio: f64, activity: f64, guest: Option<f64>) -> u32 {
+    fn advance(
+        &mut self,
+        idx: u32,
+        now: u64,
+        ratio: f64,
+        activity: f64,
+        guest: Option<f64>,
+    ) -> u32 {
         let Some(s) = self.slots.get(idx as usize).filter(|s| s.flags & OPEN != 0) else {
             return NONE;
         };
