@@ -517,6 +517,7 @@ mod tests {
                 (format!("{{{m},state=\"multiplexed\"}}"), 0.0),
                 (format!("{{{m},state=\"stalled\"}}"), 0.0),
                 (format!("{{{m},state=\"never_ran\"}}"), 1.0),
+                (format!("{{{m},state=\"implausible\"}}"), 0.0),
             ]
         );
         assert_eq!(
