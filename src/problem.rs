@@ -15,7 +15,8 @@
 //!
 //! One vocabulary of reasons ([`Reason`]): besides [`Problem`], the
 //! per-cgroup issues ([`cgroup::CgroupIssue`]) and the per-cgroup
-//! backend's reasons ([`backend::Why`]) live here, each matched on its
+//! backend's reasons ([`backend::Why`]) and why a counter is implausible
+//! ([`plausible::Implausible`]) live here, each matched on its
 //! variants for its code, message and what to do; [`catalogue`] lists
 //! every code for the reference.
 //!
@@ -32,6 +33,7 @@ pub mod backend;
 pub mod budget;
 mod catalogue;
 pub mod cgroup;
+pub mod plausible;
 pub mod state;
 pub use catalogue::{catalogue, Entry, Vocabulary};
 pub use state::CounterState;

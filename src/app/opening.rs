@@ -9,6 +9,7 @@ use crate::perf::Kernel;
 use crate::pmu::PmuTable;
 use crate::problem::{Class, Problem};
 use crate::resolve::chain::Resolution;
+use std::path::Path;
 use std::sync::Arc;
 
 /// File descriptors kept free for connections while the engine opens its
@@ -17,19 +18,23 @@ const FD_RESERVE: usize = 16;
 
 /// Opens an engine for a resolution within the fd budget, keeping up to
 /// [`FD_RESERVE`] descriptors free for connections and asking for the
-/// descriptors the `cgroups:` section's counters need.
+/// descriptors the `cgroups:` section's counters need; it checks the
+/// plausibility of cycles and instructions against `<procfs>/stat`.
 pub(super) fn open_engine(
     kernel: Arc<dyn Kernel>,
     table: PmuTable,
     res: Resolution,
     cgroups: Option<&CgroupsConfig>,
+    procfs: &Path,
 ) -> Engine {
     let extra = super::cgroups::wanted_fds(cgroups, &res);
     let fds = Fds::Budget {
         reserve: FD_RESERVE,
         extra,
     };
-    Engine::for_config(kernel, table, res, fds)
+    let mut e = Engine::for_config(kernel, table, res, fds);
+    e.check_plausibility(procfs.to_path_buf());
+    e
 }
 
 /// Logs why metrics are not (fully) counted: one line per cause, naming

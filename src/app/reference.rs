@@ -432,6 +432,11 @@ fn problems_page() -> String {
             "Counter budget",
             "Who holds a core PMU's general-purpose counters, and whether it is a virtual PMU (`check`'s `counters`, the landing page's counter budget, `perf_pmu_counters`).",
         ),
+        (
+            Vocabulary::Counter,
+            "Implausible counters",
+            "Why a counter's state is `implausible` (the `reason` of `perf_counter_implausible_info`, the live view, `stat`): its count is one the CPU cannot physically produce. The bounds and where they come from: the guide's counter states page.",
+        ),
     ] {
         let _ = write!(out, "# {title}\n\n{intro}\n\n");
         let mut seen: Vec<&str> = Vec::new();

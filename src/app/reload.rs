@@ -245,10 +245,10 @@ impl Job {
             metrics: Vec::new(),
         };
         *e = Engine::for_config(self.kernel.clone(), table.clone(), nothing, Fds::Unbounded);
-        let mut ne = open_engine(self.kernel.clone(), table, res, cgroups);
-        let continued = ne.carry_over(totals);
         let host = &self.sources.host;
+        let mut ne = open_engine(self.kernel.clone(), table, res, cgroups, &host.procfs);
         ne.set_host_facts(host.facts());
+        let continued = ne.carry_over(totals);
         if let Err(e) =
             super::cgroups::attach(&mut ne, self.kernel.clone(), cgroups, host, cg_totals)
         {

@@ -64,7 +64,14 @@ fn a_read_that_never_returns_fails_that_reload_only() {
     let src = sources(dir.path(), limit);
     let cfg = src.host.config_file.clone().expect("config");
     let p = prepare(&src).expect("start-up");
-    let engine = open_engine(p.kernel.clone(), p.loaded.table.clone(), p.loaded.res, None);
+    let procfs = std::path::Path::new("/proc");
+    let engine = open_engine(
+        p.kernel.clone(),
+        p.loaded.table.clone(),
+        p.loaded.res,
+        None,
+        procfs,
+    );
     let engine = Arc::new(Mutex::new(engine));
     let state = State::new(web::Options {
         engine: engine.clone(),

@@ -175,6 +175,7 @@ async fn start(
         p.loaded.table.clone(),
         p.loaded.res,
         p.loaded.cgroups.as_ref(),
+        &src.host.procfs,
     );
     engine.set_host_facts(src.host.facts());
     log_engine(&engine, privilege.as_ref());

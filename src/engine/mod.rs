@@ -32,6 +32,11 @@
 //!   `never_ran` or `stalled` ([`CounterState`]), exported as
 //!   `perf_counter_states` (bounded by the config) and, for counters not
 //!   counting only, `perf_counter_state` and `perf_counter_running_ratio`.
+//! * **Plausibility** (`plausible.rs`). Once asked for
+//!   ([`Engine::check_plausibility`]), every [`plausible::CHECK_EVERY_NS`]
+//!   the cycles and instructions of each CPU are judged against its busy
+//!   time, maximum frequency and retire width; a count the CPU cannot
+//!   produce makes its series `implausible`, with why.
 //! * **Hotplug** (`hotplug.rs`). When a CPU goes offline the
 //!   kernel stops its events (their `time_enabled` stands still) and, on
 //!   current kernels, detaches the members of each group, but every event
@@ -89,6 +94,7 @@ mod cpus;
 mod hotplug;
 mod open;
 mod plan;
+mod plausible;
 mod read;
 mod runtime;
 pub mod sample;
@@ -146,6 +152,9 @@ struct SeriesState {
     state_labels: Labels,
     /// `perf_counter_running_ratio`'s labels.
     ratio_labels: Labels,
+    /// Why it is `implausible`, with `perf_counter_implausible_info`'s
+    /// labels (rebuilt when the reason changes).
+    implausible: Option<(&'static str, Labels)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -165,8 +174,12 @@ struct Member {
     counter: Counter,
     /// High-water mark of the scaled estimate (raw units).
     high: f64,
-    /// Whether its count must move whenever it runs (`trust.rs`).
-    must_move: bool,
+    /// Cycles or instructions of a core PMU: its count must move whenever
+    /// it runs, and is judged for plausibility (`trust.rs`).
+    role: Option<crate::problem::plausible::Count>,
+    /// Its plausibility: the count at the last check and the verdict
+    /// (`plausible.rs`).
+    check: plausible::MemberCheck,
     /// Its raw count at the last read.
     last_raw: u64,
     /// Collections in a row it ran and its count stood still.
@@ -237,9 +250,11 @@ pub struct Engine {
     /// Sampled attribution's families (`sampling:`), added to snapshots.
     sampled: Option<Arc<sample::SampledFamilies>>,
     /// Per metric, `perf_counter_states`' labels, one per state.
-    state_count_labels: Vec<[Labels; 4]>,
+    state_count_labels: Vec<[Labels; CounterState::ALL.len()]>,
     /// The core PMUs' measured counter budget.
     counters: counters::Budgets,
+    /// Plausibility checks (`plausible.rs`), once asked for.
+    plausible: Option<plausible::Checker>,
 }
 
 impl Engine {
@@ -294,6 +309,7 @@ impl Engine {
             sampled: None,
             state_count_labels: Vec::new(),
             counters: counters::Budgets::default(),
+            plausible: None,
         };
         e.state_count_labels = trust::count_labels(&e.resolution);
         // Start listening for hotplug before reading the online list, so a

@@ -172,7 +172,8 @@ impl Engine {
                 st.start_ns = now;
             }
             members.push(Member {
-                must_move: super::trust::must_move(&self.table, &plan.attr),
+                role: super::trust::role(&self.table, &plan.attr),
+                check: super::plausible::MemberCheck::default(),
                 plan,
                 series,
                 counter,

@@ -117,6 +117,7 @@ impl Engine {
         }
         self.groups = groups;
         self.series.finish_gauges();
+        self.plausibility();
         self.finish_states();
         self.times.flush();
         self.after_reads(seen);

@@ -72,6 +72,7 @@ impl SeriesTable {
             state_labels: trust::state_labels(&ratio_labels, CounterState::Counting),
             ratio_labels,
             trust: None,
+            implausible: None,
             window: trust::Window::default(),
             metric: key.0,
             labels: Labels::new(key.1.clone()),

@@ -2,7 +2,8 @@
 //! reads already return (`time_enabled`, `time_running`, the counts; no
 //! other syscall), each counter series is `counting`, `multiplexed`,
 //! `stalled` or `never_ran` ([`CounterState`], whose docs say what each
-//! means), exported as two gauge families:
+//! means), or `implausible` where the last plausibility check said so
+//! (`plausible.rs`), exported as gauge families:
 //!
 //! * `perf_counter_states{metric, state}`: how many of the metric's
 //!   counter series (CPUs, uncore instances) are in each state, every
@@ -14,7 +15,10 @@
 //!   Δenabled`: below 1 multiplexed, 0 never ran): the per-CPU detail,
 //!   **only for counter series that are not `counting`**, so a healthy
 //!   host pays nothing per CPU, and the one it pays for a troubled
-//!   counter is a single series (its current state), not one per state.
+//!   counter is a single series (its current state), not one per state;
+//! * `perf_counter_implausible_info{metric, <the series' labels>, reason}`
+//!   = 1 for the series that are `implausible`: why
+//!   ([`crate::problem::plausible::Implausible`]'s code).
 //!
 //! A series summed over CPUs (`per_cpu: false`) takes its worst group's
 //! state and the ratio of its summed times. A series whose groups' enabled
@@ -23,8 +27,9 @@
 use super::{Engine, Member, SeriesState};
 use crate::perf::EventAttr;
 use crate::pmu::PmuTable;
+use crate::problem::plausible::{Count, Implausible};
 use crate::problem::state::STALL_COLLECTIONS;
-use crate::problem::CounterState;
+use crate::problem::{CounterState, Reason};
 use crate::snapshot::{Family, Kind, Labels, Sample};
 
 /// What one collection's windows say about a series, summed over its
@@ -35,6 +40,8 @@ pub(crate) struct Window {
     running: u64,
     judged: u32,
     worst: CounterState,
+    /// Why it is implausible, when a member's plausibility verdict says so.
+    reason: Option<Implausible>,
 }
 
 impl Window {
@@ -55,6 +62,15 @@ impl Window {
         }
     }
 
+    /// Marks a judged window `implausible` for `why` (a window nothing
+    /// judged keeps its last state).
+    pub(crate) fn flag(&mut self, why: Implausible) {
+        if self.judged > 0 {
+            self.worst = CounterState::Implausible;
+            self.reason = Some(why);
+        }
+    }
+
     /// The worst state of the windows added so far (`None`: none judged).
     pub(crate) fn worst(&self) -> Option<CounterState> {
         (self.judged > 0).then_some(self.worst)
@@ -64,6 +80,11 @@ impl Window {
     /// state and the running share (`Δrunning / Δenabled`), `None` when
     /// none was judged; the window is cleared.
     pub(crate) fn take_verdict(&mut self) -> Option<(CounterState, f64)> {
+        self.take_verdict_why().map(|(s, r, _)| (s, r))
+    }
+
+    /// [`take_verdict`](Self::take_verdict) with why it is implausible.
+    fn take_verdict_why(&mut self) -> Option<(CounterState, f64, Option<Implausible>)> {
         let w = std::mem::take(self);
         let worst = w.worst()?;
         let ratio = if w.enabled > 0 {
@@ -71,13 +92,15 @@ impl Window {
         } else {
             0.0
         };
-        Some((worst, ratio))
+        Some((worst, ratio, w.reason))
     }
 }
 
 /// Per metric, `perf_counter_states`' labels for each state, in
 /// [`CounterState::ALL`] order.
-pub(super) fn count_labels(res: &crate::resolve::chain::Resolution) -> Vec<[Labels; 4]> {
+pub(super) fn count_labels(
+    res: &crate::resolve::chain::Resolution,
+) -> Vec<[Labels; CounterState::ALL.len()]> {
     res.metrics
         .iter()
         .map(|m| {
@@ -117,23 +140,32 @@ fn event_term(spec: &str) -> &str {
 }
 
 /// Whether a counter must move whenever its CPU runs, so standing still
-/// while on the PMU means `stalled`: cycles and instructions of a core
-/// PMU, generic (`PERF_TYPE_HARDWARE` ids 0 and 1, whatever the extended
-/// type in the high bits) or named (`cpu-cycles`, `cycles`, `cpu_cycles`,
+/// while on the PMU means `stalled`, and which count it is for the
+/// plausibility checks: cycles and instructions of a core PMU, generic
+/// (`PERF_TYPE_HARDWARE` ids 0 and 1, whatever the extended type in the
+/// high bits) or named (`cpu-cycles`, `cycles`, `cpu_cycles`,
 /// `instructions`, `inst_retired`). Nothing else is judged: software
 /// events, tracepoints, uncore and other hardware events may legitimately
 /// not move.
-pub(super) fn must_move(table: &PmuTable, attr: &EventAttr) -> bool {
+pub(super) fn role(table: &PmuTable, attr: &EventAttr) -> Option<Count> {
     if attr.type_ == crate::sys::abi::TYPE_HARDWARE {
-        return matches!(attr.config[0] & 0xffff_ffff, 0 | 1);
+        return match attr.config[0] & 0xffff_ffff {
+            0 => Some(Count::Cycles),
+            1 => Some(Count::Instructions),
+            _ => None,
+        };
     }
     let core = table
         .get(&attr.pmu)
         .is_some_and(|p| p.is_core() && p.type_ == attr.type_);
-    core && matches!(
-        event_term(&attr.event),
-        "cpu-cycles" | "cycles" | "cpu_cycles" | "instructions" | "inst_retired"
-    )
+    if !core {
+        return None;
+    }
+    match event_term(&attr.event) {
+        "cpu-cycles" | "cycles" | "cpu_cycles" => Some(Count::Cycles),
+        "instructions" | "inst_retired" => Some(Count::Instructions),
+        _ => None,
+    }
 }
 
 /// Judges one member over its group's window and adds the verdict to its
@@ -148,7 +180,7 @@ pub(super) fn judge(
     let Some(mut state) = CounterState::of_window(d_enabled, d_running) else {
         return;
     };
-    if m.must_move && d_running > 0 {
+    if m.role.is_some() && d_running > 0 {
         if let Some(raw) = raw {
             m.unmoved = if raw == m.last_raw {
                 m.unmoved.saturating_add(1)
@@ -171,7 +203,7 @@ impl Engine {
     /// and clears them. Allocates only when a state changes.
     pub(super) fn finish_states(&mut self) {
         for st in &mut self.series {
-            let Some((worst, ratio)) = st.window.take_verdict() else {
+            let Some((worst, ratio, why)) = st.window.take_verdict_why() else {
                 continue;
             };
             // The labels were built for `counting` before any verdict.
@@ -180,6 +212,16 @@ impl Engine {
                 st.state_labels = state_labels(&st.ratio_labels, worst);
             }
             st.trust = Some((worst, ratio));
+            let code = why
+                .filter(|_| worst == CounterState::Implausible)
+                .map(|w| w.code());
+            if code != st.implausible.as_ref().map(|x| x.0) {
+                st.implausible = code.map(|c| {
+                    let mut v = st.ratio_labels.to_vec();
+                    v.push(("reason", c.to_string()));
+                    (c, Labels::new(v))
+                });
+            }
         }
     }
 
@@ -210,7 +252,7 @@ impl Engine {
     pub(super) fn state_families(&self, families: &mut Vec<Family>) {
         let mut counts = Vec::new();
         for (mi, order) in self.series.order().iter().enumerate() {
-            let mut n = [0u32; 4];
+            let mut n = [0u32; CounterState::ALL.len()];
             let mut any = false;
             for &i in order {
                 let st = &self.series[i];
@@ -231,7 +273,7 @@ impl Engine {
         }
         families.push(Family {
             name: "perf_counter_states".into(),
-            help: "How many of a metric's counters (CPUs, uncore instances) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), stalled (cycles or instructions on the PMU but not moving), never_ran (enabled but never on the PMU: no value was measured).".into(),
+            help: "How many of a metric's counters (CPUs, uncore instances) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), stalled (cycles or instructions on the PMU but not moving), never_ran (enabled but never on the PMU: no value was measured), implausible (a count the CPU cannot produce against its busy time, maximum frequency or retire width: not a measurement; why in perf_counter_implausible_info).".into(),
             kind: Kind::Gauge,
             samples: counts,
         });
@@ -241,13 +283,29 @@ impl Engine {
         };
         families.push(Family {
             name: "perf_counter_state".into(),
-            help: "1 for the current state of each counter that is not counting (multiplexed, stalled, never_ran); counters that are counting have no series here (see perf_counter_states).".into(),
+            help: "1 for the current state of each counter that is not counting (multiplexed, stalled, never_ran, implausible); counters that are counting have no series here (see perf_counter_states).".into(),
             kind: Kind::Gauge,
             samples: troubled()
                 .map(|(st, _, _)| Sample {
                     labels: st.state_labels.clone(),
                     value: 1.0,
                     start_unix_nanos: 0,
+                })
+                .collect(),
+        });
+        families.push(Family {
+            name: "perf_counter_implausible_info".into(),
+            help: "1 for each counter whose state is implausible, with why (reason: cycles_above_max_frequency, ipc_above_retire_width, near_zero_while_busy); checked at a bounded rate against /proc/stat busy time, the maximum frequency and the core's retire width.".into(),
+            kind: Kind::Gauge,
+            samples: self
+                .judged_series()
+                .filter_map(|(st, s, _)| {
+                    let (_, l) = st.implausible.as_ref().filter(|_| s == CounterState::Implausible)?;
+                    Some(Sample {
+                        labels: l.clone(),
+                        value: 1.0,
+                        start_unix_nanos: 0,
+                    })
                 })
                 .collect(),
         });

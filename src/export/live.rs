@@ -52,6 +52,11 @@
 //!   whose counters ran in the window (`perf_counter_state` `never_ran`,
 //!   perf's `<not counted>`). Their value is not a measurement, so they
 //!   are in `unavailable`, with why, and never in `counts`.
+//! * `implausible` (only when some metric was): the metrics some of whose
+//!   counters are `implausible` (`perf_counter_state`, why in
+//!   `perf_counter_implausible_info`: a count the CPU cannot produce).
+//!   Their value is not a measurement: they are in `unavailable`, with
+//!   why, never in `counts` nor in `per_cpu`.
 //! * `per_cgroup` (where cgroups are counted): the busiest
 //!   [`TOP_CGROUPS`] cgroups with their counts and derived values, counted
 //!   cgroups inside them nested ([`CgroupTop`]; `cgroups.rs`).
@@ -251,6 +256,11 @@ pub struct Frame {
     /// `never_ran`: perf's `<not counted>`); they are in `unavailable`
     /// with why, never in `counts`. Not in the JSON when empty.
     pub not_counted: BTreeSet<String>,
+    /// Metrics some of whose counters are `implausible` (a count the CPU
+    /// cannot produce): not a measurement, so they are in `unavailable`
+    /// with why, never in `counts` nor in the per-CPU detail. Not in the
+    /// JSON when empty.
+    pub implausible: BTreeSet<String>,
 }
 
 impl Frame {
@@ -293,6 +303,9 @@ impl Frame {
         }
         if !self.not_counted.is_empty() {
             entry(&mut out, "not_counted", &self.not_counted);
+        }
+        if !self.implausible.is_empty() {
+            entry(&mut out, "implausible", &self.implausible);
         }
         out.push(b'}');
         String::from_utf8(out).unwrap_or_default()
@@ -341,6 +354,7 @@ impl Framer {
         };
         let mut cpus = (detail != PerCpuDetail::Off).then(|| CpuColumns::new(&mut self.cpus));
         let mut cgroups = CgroupRows::default();
+        let untrusted = implausible(cur);
         for (i, fam) in cur.iter().enumerate() {
             if fam.name == CGROUP_STATE {
                 cgroups.states(fam);
@@ -361,7 +375,9 @@ impl Framer {
                 continue;
             }
             f.counts.insert(fam.name.clone(), sum(d));
-            if let Some(c) = cpus.as_mut().filter(|_| detail.wants(&fam.name)) {
+            // An implausible count is no measurement, per CPU either.
+            let trusted = !untrusted.contains_key(fam.name.as_str());
+            if let Some(c) = cpus.as_mut().filter(|_| trusted && detail.wants(&fam.name)) {
                 c.add_family(i, &fam.name, &fam.samples, d);
             }
             if let Some((_, rate)) = DRAM_RATES.iter().find(|(m, _)| *m == fam.name) {
@@ -370,6 +386,12 @@ impl Framer {
         }
         unavailable(cur, reasons, &mut f.unavailable);
         counter_states(cur, &mut f);
+        for (m, why) in untrusted {
+            f.counts.remove(m);
+            f.multiplexed.remove(m);
+            f.unavailable.insert(m.to_string(), why);
+            f.implausible.insert(m.to_string());
+        }
         for (name, form, _) in DERIVED {
             match eval(*form, &f.counts, secs) {
                 Ok(v) => {
@@ -501,6 +523,38 @@ fn counter_states(cur: &[Family], f: &mut Frame) {
             }
         }
     }
+}
+
+/// The metrics some of whose counters are `implausible`
+/// (`perf_counter_states`), each with why: the reason of its first
+/// `perf_counter_implausible_info` series, else the state's meaning.
+fn implausible(cur: &[Family]) -> BTreeMap<&str, String> {
+    let mut out = BTreeMap::new();
+    let family = |name: &str| cur.iter().find(|x| x.name == name).map(|x| &x.samples);
+    for s in family("perf_counter_states").into_iter().flatten() {
+        if s.value > 0.0 && label(&s.labels, "state") == Some(CounterState::Implausible.as_str()) {
+            if let Some(m) = label(&s.labels, "metric") {
+                out.insert(m, CounterState::Implausible.explain().to_string());
+            }
+        }
+    }
+    for s in family("perf_counter_implausible_info")
+        .into_iter()
+        .flatten()
+    {
+        let (Some(m), Some(code)) = (label(&s.labels, "metric"), label(&s.labels, "reason")) else {
+            continue;
+        };
+        if let (Some(why), Some(e)) = (
+            crate::problem::plausible::Implausible::explain_code(code),
+            out.get_mut(m),
+        ) {
+            if e.as_str() == CounterState::Implausible.explain() {
+                *e = why;
+            }
+        }
+    }
+    out
 }
 
 /// Adds the DRAM rate `rate` of each series to its socket's (`socket`

@@ -24,6 +24,7 @@
 //! `caps/`, unreadable files); a malformed entry is skipped with a warning
 //! instead of failing the whole table.
 
+pub mod cpuclock;
 pub mod cpuid;
 pub mod host;
 pub mod virt;

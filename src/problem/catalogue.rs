@@ -2,13 +2,14 @@
 //! reference page of problem codes is generated from ([`catalogue`],
 //! [`Problem::catalogue`]). Stable: entries come in the order of
 //! [`Problem::CODES`], then the per-cgroup issues, then the backend
-//! reasons; a code whose advice depends on the case (a given
+//! reasons, then why a counter is implausible; a code whose advice depends on the case (a given
 //! `--path.tracefs` or none, a seccomp filter or an LSM, ...) has one
 //! entry per case.
 
 use super::backend::Why;
 use super::budget::Held;
 use super::cgroup::CgroupIssue;
+use super::plausible::Implausible;
 use super::{Class, OpenFailure, Problem, Reason};
 
 /// Which vocabulary a code belongs to.
@@ -26,6 +27,9 @@ pub enum Vocabulary {
     /// [`Held`]: who holds a core PMU's counters, and whether it is a
     /// virtual PMU (`check`'s `counters`, the landing page).
     Budget,
+    /// [`Implausible`]: why a counter is `implausible`
+    /// (`perf_counter_implausible_info`'s `reason`).
+    Counter,
 }
 
 impl Vocabulary {
@@ -36,6 +40,7 @@ impl Vocabulary {
             Vocabulary::Cgroup => "cgroup",
             Vocabulary::Backend => "backend",
             Vocabulary::Budget => "budget",
+            Vocabulary::Counter => "counter",
         }
     }
 }
@@ -69,7 +74,8 @@ impl Entry {
 }
 
 /// Every code of every vocabulary: [`Problem::catalogue`], then the
-/// per-cgroup issues, then the backend reasons, then the counter budget's.
+/// per-cgroup issues, then the backend reasons, then the counter budget's,
+/// then why a counter is implausible.
 pub fn catalogue() -> impl Iterator<Item = Entry> {
     let cgroup = CgroupIssue::examples()
         .into_iter()
@@ -80,10 +86,14 @@ pub fn catalogue() -> impl Iterator<Item = Entry> {
     let budget = Held::examples()
         .into_iter()
         .map(|h| Entry::of(Vocabulary::Budget, &h));
+    let counter = Implausible::examples()
+        .into_iter()
+        .map(|x| Entry::of(Vocabulary::Counter, &x));
     Problem::catalogue()
         .chain(cgroup)
         .chain(backend)
         .chain(budget)
+        .chain(counter)
 }
 
 impl Problem {
@@ -326,5 +336,6 @@ mod tests {
                 "budget_unknown"
             ]
         );
+        assert_eq!(of(Vocabulary::Counter), Implausible::CODES);
     }
 }

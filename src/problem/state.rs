@@ -22,8 +22,12 @@
 //!   perf's `<not counted>`. The kernel does this to a group that needs
 //!   more counters than are free.
 //!
-//! `implausible` (a count the CPU cannot physically produce) is the next
-//! state to come; until then it is never reported.
+//! * `implausible`: the count is one the CPU cannot physically produce,
+//!   judged at a bounded rate against the CPU's busy time, its maximum
+//!   frequency and its retire width ([`super::plausible`], which says the
+//!   bounds and where they come from). Only cycles and instructions of a
+//!   core PMU, counted system-wide per CPU, are judged. Not a
+//!   measurement: the live view and `stat` say why instead of the value.
 
 use std::fmt;
 
@@ -44,15 +48,19 @@ pub enum CounterState {
     Stalled,
     /// Enabled but never on the PMU: nothing was measured.
     NeverRan,
+    /// A count the CPU cannot physically produce (cycles, instructions
+    /// only): not a measurement.
+    Implausible,
 }
 
 impl CounterState {
     /// Every state, in order of severity.
-    pub const ALL: [CounterState; 4] = [
+    pub const ALL: [CounterState; 5] = [
         CounterState::Counting,
         CounterState::Multiplexed,
         CounterState::Stalled,
         CounterState::NeverRan,
+        CounterState::Implausible,
     ];
 
     /// The `state` label value.
@@ -62,6 +70,7 @@ impl CounterState {
             CounterState::Multiplexed => "multiplexed",
             CounterState::Stalled => "stalled",
             CounterState::NeverRan => "never_ran",
+            CounterState::Implausible => "implausible",
         }
     }
 
@@ -93,9 +102,10 @@ impl CounterState {
 
     /// Whether a value read in this state is a measurement (or, for
     /// `multiplexed`, an estimate from one). A `never_ran` counter's
-    /// value is not: it is shown as `<not counted>`, with why.
+    /// value is not: it is shown as `<not counted>`, with why; nor is an
+    /// `implausible` one's (`<implausible>`, with why).
     pub fn is_measurement(self) -> bool {
-        self != CounterState::NeverRan
+        !matches!(self, CounterState::NeverRan | CounterState::Implausible)
     }
 
     /// What the state means and what to do, on one line.
@@ -105,6 +115,7 @@ impl CounterState {
             CounterState::Multiplexed => "multiplexed: time-sliced with other groups; the value is scaled by enabled/running time (what to do: fewer events per core PMU, or stop other users of the counters)",
             CounterState::Stalled => "stalled: on the PMU but the count has not moved for several collections, which cycles and instructions never do on a CPU that runs (a broken or virtual PMU?); what to do: compare with `perf stat` on the host, check the hypervisor's PMU passthrough",
             CounterState::NeverRan => "not counted: the counter was enabled but never on the PMU (its group needs more counters than are free); what to do: split the set, or stop other users of the counters (the NMI watchdog: `sysctl kernel.nmi_watchdog=0`)",
+            CounterState::Implausible => "implausible: the count is one the CPU cannot physically produce (against its busy time, maximum frequency or retire width); what to do: do not trust it, compare with `perf stat -a` on the host, check the hypervisor's PMU passthrough",
         }
     }
 }
@@ -147,7 +158,13 @@ mod tests {
             assert_eq!(CounterState::parse(s.as_str()), Some(s));
             assert_eq!(s.index(), i);
         }
-        assert_eq!(CounterState::parse("implausible"), None);
+        assert_eq!(
+            CounterState::parse("implausible"),
+            Some(CounterState::Implausible)
+        );
+        assert_eq!(CounterState::parse("unavailable"), None);
+        assert!(CounterState::Implausible > CounterState::NeverRan);
+        assert!(!CounterState::Implausible.is_measurement());
         assert!(CounterState::NeverRan > CounterState::Stalled);
         assert!(CounterState::Stalled > CounterState::Multiplexed);
         assert!(CounterState::Multiplexed > CounterState::Counting);

@@ -113,8 +113,11 @@ fn block(
     // and never ran is perf's `<not counted>`, in every interval.
     for k in f.unavailable.keys() {
         let not_counted = f.not_counted.contains(k);
-        if reasons || not_counted {
-            let what = if not_counted {
+        let implausible = f.implausible.contains(k);
+        if reasons || not_counted || implausible {
+            let what = if implausible {
+                "<implausible>"
+            } else if not_counted {
                 "<not counted>"
             } else {
                 "<not available>"
@@ -204,6 +207,18 @@ mod tests {
         let expected = "            2000000000  perf_cpu_cycles_total  (75.00%)\n\
              \x20           3000000000  perf_instructions_total\n\
              \x20        <not counted>  perf_branches_total\n";
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
+        // An implausible count is never shown as a number, in any
+        // interval.
+        f.counts.remove("perf_instructions_total");
+        let why = CounterState::Implausible.explain().to_string();
+        f.unavailable.insert("perf_instructions_total".into(), why);
+        f.implausible.insert("perf_instructions_total".into());
+        let mut out = Vec::new();
+        block(&mut out, "", &f, false, false).unwrap();
+        let expected = "            2000000000  perf_cpu_cycles_total  (75.00%)\n\
+             \x20        <not counted>  perf_branches_total\n\
+             \x20        <implausible>  perf_instructions_total\n";
         assert_eq!(String::from_utf8(out).unwrap(), expected);
     }
 }

@@ -18,6 +18,7 @@ mod counter_state;
 mod engine_reload;
 mod fuzz_corpus;
 mod metrics_diff;
+mod plausibility;
 mod reference;
 mod resolve_fixtures;
 mod sim_engine;

@@ -247,7 +247,7 @@ fn push_states<'a>(
     let mut troubled = Vec::new();
     let mut ratios = Vec::new();
     for (mi, m) in metrics.iter().enumerate() {
-        let mut n = [0u32; 4];
+        let mut n = [0u32; CounterState::ALL.len()];
         let mut any = false;
         for t in series.clone() {
             for ci in 0..ncols {
@@ -279,7 +279,7 @@ fn push_states<'a>(
     }
     out.push(Family {
         name: "perf_cgroup_counter_states".into(),
-        help: "How many of a per-cgroup metric's series (cgroups, and CPUs where per_cpu) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), never_ran (the cgroup ran but its group was never on the PMU: no value was measured; a series never measured has no value at all); stalled is not judged per cgroup (always 0). A series whose cgroup has not run since its counters opened has no state yet.".into(),
+        help: "How many of a per-cgroup metric's series (cgroups, and CPUs where per_cpu) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), never_ran (the cgroup ran but its group was never on the PMU: no value was measured; a series never measured has no value at all); stalled and implausible are not judged per cgroup (always 0). A series whose cgroup has not run since its counters opened has no state yet.".into(),
         kind: Kind::Gauge,
         samples: counts,
     });
@@ -517,6 +517,7 @@ mod tests {
                 (format!("{{{m},state=\"multiplexed\"}}"), 0.0),
                 (format!("{{{m},state=\"stalled\"}}"), 0.0),
                 (format!("{{{m},state=\"never_ran\"}}"), 1.0),
+                (format!("{{{m},state=\"implausible\"}}"), 0.0),
             ]
         );
         assert_eq!(

@@ -49,6 +49,10 @@
 //!   PMU's counters than are free opens and never runs; groups that fit
 //!   share them. [`SimKernel::set_stalled`]: counters that run without
 //!   counting.
+//! * Plausibility (`clock.rs`): the CPUs' busy time and maximum frequency
+//!   ([`SimKernel::set_busy_share`], [`SimKernel::set_max_freq`]) and a
+//!   fake guest PMU counting a tiny constant rate
+//!   ([`SimKernel::set_guest_rate`]).
 //!
 //! # Counting
 //!
@@ -78,6 +82,7 @@
 
 mod accept;
 mod cgroup;
+mod clock;
 pub mod drivers;
 mod hotplug;
 mod knobs;

@@ -240,4 +240,29 @@ impl Kernel for SimKernel {
             std::thread::sleep(d.min(std::time::Duration::from_millis(1)));
         }
     }
+
+    /// The simulated clock.
+    fn monotonic_ns(&self) -> u64 {
+        self.now_ns()
+    }
+
+    /// The simulated CPUs' busy time ([`SimKernel::set_busy_share`]).
+    fn cpu_times(
+        &self,
+        _procfs: &std::path::Path,
+        out: &mut Vec<crate::pmu::cpuclock::CpuTime>,
+    ) -> Result<(), String> {
+        self.sim_cpu_times(out);
+        Ok(())
+    }
+
+    /// [`SimKernel::set_max_freq`].
+    fn max_freqs(
+        &self,
+        _sysfs: &std::path::Path,
+        _procfs: &std::path::Path,
+        cpus: &[u32],
+    ) -> Vec<(u32, crate::pmu::cpuclock::MaxFreq)> {
+        self.sim_max_freqs(cpus)
+    }
 }

@@ -121,6 +121,11 @@ pub(super) struct State {
     pub(super) stalled: HashSet<String>,
     /// Counters per CPU held by another user's pinned events, by PMU.
     pub(super) others: HashMap<String, usize>,
+    /// PMUs whose counters all count this constant rate per second of
+    /// running time, whatever the event (a fake guest PMU).
+    pub(super) guest: HashMap<String, f64>,
+    /// The CPUs' busy time and maximum frequency (`clock.rs`).
+    pub(super) clock: super::clock::CpuClock,
     start: Instant,
     manual: bool,
     pub(super) offset_ns: u64,
@@ -152,6 +157,8 @@ impl State {
             watchdog: HashSet::new(),
             stalled: HashSet::new(),
             others: HashMap::new(),
+            guest: HashMap::new(),
+            clock: super::clock::CpuClock::default(),
             start: Instant::now(),
             manual,
             offset_ns: 0,
@@ -352,11 +359,31 @@ impl State {
         self.activity.get(pmu).copied().unwrap_or(1.0)
     }
 
-    fn advance(&mut self, idx: u32, now: u64, ratio: f64, activity: f64) -> u32 {
+    /// The constant rate a fake guest PMU counts for a group, if any
+    /// ([`super::SimKernel::set_guest_rate`]).
+    fn group_guest(&self, leader: u32) -> Option<f64> {
+        if self.guest.is_empty() {
+            return None;
+        }
+        let l = self.slot(leader)?;
+        self.guest.get(self.group_pmu(l)).copied()
+    }
+
+    fn advance(
+        &mut self,
+        idx: u32,
+        now: u64,
+        ratio: f64,
+        activity: f64,
+        guest: Option<f64>,
+    ) -> u32 {
         let Some(s) = self.slots.get(idx as usize).filter(|s| s.flags & OPEN != 0) else {
             return NONE;
         };
-        let rate = self.kinds[s.kind as usize].rate;
+        let rate = match (self.kinds[s.kind as usize].rate, guest) {
+            (Rate::PerSec(_), Some(g)) => Rate::PerSec(g),
+            (r, _) => r,
+        };
         let share = self.shares[s.share as usize];
         let s = &mut self.slots[idx as usize];
         s.advance(now, ratio, activity, rate, share);
@@ -366,10 +393,15 @@ impl State {
     /// Brings a whole group up to `now`.
     pub(super) fn sync_group(&mut self, leader: u32, now: u64) {
         let ratio = self.group_ratio(leader);
-        let activity = self.group_activity(leader);
+        let guest = self.group_guest(leader);
+        let activity = if guest.is_some() {
+            1.0
+        } else {
+            self.group_activity(leader)
+        };
         let mut i = leader;
         while i != NONE {
-            i = self.advance(i, now, ratio, activity);
+            i = self.advance(i, now, ratio, activity, guest);
         }
     }
 

@@ -1,0 +1,467 @@
+//! Plausibility (issue 27 item 2): at most every [`CHECK_EVERY_NS`], each
+//! CPU's cycles and instructions over the window since the last check are
+//! judged against clocks the PMU does not drive: the CPU's busy time
+//! ([`Kernel::cpu_times`]: `/proc/stat`), its maximum frequency
+//! ([`Kernel::max_freqs`]: cpufreq, else the TSC rate; read once) and its
+//! core's retire width. The bounds, their margins and where they come from
+//! are [`crate::problem::plausible`]'s. A count that fails one makes its
+//! series `implausible` until a check finds it plausible again; why is an
+//! [`Implausible`], logged when it starts and stops and exported in
+//! `perf_counter_implausible_info`.
+//!
+//! Cost: nothing on the collections between checks but one clock read
+//! (and, while some counter is implausible, one pass over the members);
+//! a check reads `/proc/stat` once (one file, about 100 bytes per CPU and
+//! the interrupt line) and walks the open groups once. The maximum
+//! frequencies are read at the first check only.
+//!
+//! Only node-level groups, counted system-wide per CPU, are judged (a
+//! per-cgroup count is a share of a CPU's and is not compared with the
+//! CPU's busy time). Counts estimated from a group that ran less than
+//! [`MIN_RUNNING_SHARE`] of the window are not compared with an upper
+//! bound (the estimate is too noisy).
+//!
+//! [`Kernel::cpu_times`]: crate::perf::Kernel::cpu_times
+//! [`Kernel::max_freqs`]: crate::perf::Kernel::max_freqs
+
+use super::Engine;
+use crate::pmu::cpuclock::{CpuTime, MaxFreq};
+use crate::problem::plausible::{
+    retire_width, Count, Implausible, IPC_MARGIN, MIN_BUSY_SECONDS, NEAR_ZERO_PER_SECOND,
+};
+use crate::problem::Reason;
+use std::path::PathBuf;
+
+/// How often plausibility is checked: at most once per 10 s of the
+/// kernel's clock, so a scrape every second pays for it once in ten, and
+/// the window is long enough for `/proc/stat`'s 10 ms ticks to be exact
+/// to 0.1%.
+pub const CHECK_EVERY_NS: u64 = 10_000_000_000;
+
+/// The running share below which a multiplexed estimate is not compared
+/// with an upper bound.
+pub const MIN_RUNNING_SHARE: f64 = 0.5;
+
+/// The busy share of a window below which near-zero counts are not
+/// judged.
+const MIN_BUSY_SHARE: f64 = 0.5;
+
+/// Cycles a CPU must count in a window before its IPC is judged.
+const MIN_CYCLES_FOR_IPC: f64 = 1.0e6;
+
+/// One member's plausibility state.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct MemberCheck {
+    /// At the last check: its estimate (raw units) and its group's
+    /// enabled and running times.
+    mark: Option<(f64, u64, u64)>,
+    /// Why it is implausible since the last check.
+    verdict: Option<Implausible>,
+}
+
+/// The checker: when it last ran, the CPUs' busy times then, their
+/// maximum frequencies.
+#[derive(Debug)]
+pub(super) struct Checker {
+    procfs: PathBuf,
+    last_at: Option<u64>,
+    prev: Vec<CpuTime>,
+    cur: Vec<CpuTime>,
+    max: Option<Vec<(u32, MaxFreq)>>,
+    /// Members flagged at the last check.
+    flagged: usize,
+    /// Whether a failure to read the busy times was logged.
+    said_unreadable: bool,
+}
+
+/// One member's window, for the judging.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    group: usize,
+    member: usize,
+    count: Count,
+    cpu: u32,
+    /// Its increase (estimate, raw units).
+    delta: f64,
+    d_enabled: u64,
+    d_running: u64,
+    exclude_user: bool,
+    exclude_kernel: bool,
+}
+
+impl Seen {
+    fn running_share(&self) -> f64 {
+        if self.d_enabled == 0 {
+            0.0
+        } else {
+            self.d_running as f64 / self.d_enabled as f64
+        }
+    }
+}
+
+/// The busy time of one CPU over a window, seconds.
+#[derive(Debug, Clone, Copy)]
+struct Busy {
+    user: f64,
+    system: f64,
+}
+
+/// Judges one member's window against its CPU's busy time and maximum
+/// frequency (the IPC is judged per pair, [`judge_ipc`]).
+fn judge_alone(s: &Seen, busy: Busy, max: Option<&MaxFreq>) -> Option<Implausible> {
+    let window_s = s.d_enabled as f64 / 1e9;
+    let busy_s = busy.user + busy.system;
+    if s.count == Count::Cycles && s.running_share() >= MIN_RUNNING_SHARE {
+        if let Some(&MaxFreq::Known(hz, source)) = max {
+            // Slack of one tick's worth of cycles for the tick accounting.
+            if s.delta > hz * (busy_s * source.margin() + 0.01) {
+                return Some(Implausible::CyclesAboveMaxFrequency {
+                    cpu: s.cpu,
+                    per_busy_second: s.delta / busy_s.max(0.01),
+                    max_hz: hz,
+                    source,
+                });
+            }
+        }
+    }
+    // The busy time of the privilege levels it counts.
+    let mode_s = if s.exclude_user { 0.0 } else { busy.user }
+        + if s.exclude_kernel { 0.0 } else { busy.system };
+    let busy_share = if window_s > 0.0 {
+        busy_s / window_s
+    } else {
+        0.0
+    };
+    if s.d_running > 0
+        && mode_s >= MIN_BUSY_SECONDS
+        && busy_share >= MIN_BUSY_SHARE
+        && s.delta / mode_s < NEAR_ZERO_PER_SECOND
+    {
+        return Some(Implausible::NearZeroWhileBusy {
+            cpu: s.cpu,
+            count: s.count,
+            per_busy_second: s.delta / mode_s,
+            busy_share: busy_share.min(1.0),
+        });
+    }
+    None
+}
+
+/// Judges a CPU's instructions per cycle: the pair counts the same
+/// privilege levels, each ran at least [`MIN_RUNNING_SHARE`] of the
+/// window, and the cycles moved enough to make the ratio meaningful.
+fn judge_ipc(cycles: &Seen, instr: &Seen, pmu: &str) -> Option<Implausible> {
+    let (width, arch) = retire_width(pmu)?;
+    let same_levels =
+        (cycles.exclude_user, cycles.exclude_kernel) == (instr.exclude_user, instr.exclude_kernel);
+    if !same_levels
+        || cycles.running_share() < MIN_RUNNING_SHARE
+        || instr.running_share() < MIN_RUNNING_SHARE
+        || cycles.delta < MIN_CYCLES_FOR_IPC
+    {
+        return None;
+    }
+    let ipc = instr.delta / cycles.delta;
+    (ipc > width * IPC_MARGIN).then_some(Implausible::IpcAboveRetireWidth {
+        cpu: cycles.cpu,
+        ipc,
+        width,
+        arch,
+    })
+}
+
+impl Checker {
+    fn new(procfs: PathBuf) -> Self {
+        Checker {
+            procfs,
+            last_at: None,
+            prev: Vec::new(),
+            cur: Vec::new(),
+            max: None,
+            flagged: 0,
+            said_unreadable: false,
+        }
+    }
+
+    /// The busy time of `cpu` between the last two readings.
+    fn busy(&self, cpu: u32) -> Option<Busy> {
+        let find = |v: &[CpuTime]| v.iter().find(|t| t.cpu == cpu).copied();
+        let (a, b) = (find(&self.prev)?, find(&self.cur)?);
+        Some(Busy {
+            user: b.user_ns.saturating_sub(a.user_ns) as f64 / 1e9,
+            system: b.system_ns.saturating_sub(a.system_ns) as f64 / 1e9,
+        })
+    }
+}
+
+impl Engine {
+    /// Checks the plausibility of cycles and instructions from now on,
+    /// with `<procfs>/stat` as the busy time (the live kernel; the
+    /// simulation has its own clocks).
+    pub fn check_plausibility(&mut self, procfs: PathBuf) {
+        self.plausible = Some(Checker::new(procfs));
+    }
+
+    /// At every collection, after the reads: a check when one is due, and
+    /// the verdicts into this collection's states.
+    pub(super) fn plausibility(&mut self) {
+        let Some(mut c) = self.plausible.take() else {
+            return;
+        };
+        let now = self.kernel.monotonic_ns();
+        if c.last_at
+            .is_none_or(|t| now.saturating_sub(t) >= CHECK_EVERY_NS)
+        {
+            self.check(&mut c, now);
+        }
+        if c.flagged > 0 {
+            for g in &self.groups {
+                for m in &g.members {
+                    if let (Some(why), Some(st)) = (m.check.verdict, self.series.get_mut(m.series))
+                    {
+                        st.window.flag(why);
+                    }
+                }
+            }
+        }
+        self.plausible = Some(c);
+    }
+
+    /// One check: read the busy times, take every judged member's window,
+    /// judge them.
+    fn check(&mut self, c: &mut Checker, now: u64) {
+        c.last_at = Some(now);
+        std::mem::swap(&mut c.prev, &mut c.cur);
+        if let Err(e) = self.kernel.cpu_times(&c.procfs, &mut c.cur) {
+            if !c.said_unreadable {
+                c.said_unreadable = true;
+                tracing::warn!(error = %e, "plausibility not checked: no CPU busy time");
+            }
+            c.cur.clear();
+        }
+        if c.max.is_none() {
+            let cpus: Vec<u32> = self.table.topology.online.clone();
+            let max = self.kernel.max_freqs(&self.table.sysfs, &c.procfs, &cpus);
+            if let Some((_, MaxFreq::Unknown(why))) =
+                max.iter().find(|(_, m)| matches!(m, MaxFreq::Unknown(_)))
+            {
+                tracing::info!(reason = %why, "cycles not checked against a maximum frequency");
+            }
+            c.max = Some(max);
+        }
+        let seen = self.take_windows();
+        let mut verdicts: Vec<(usize, usize, Option<Implausible>)> =
+            seen.iter().map(|s| (s.group, s.member, None)).collect();
+        for (i, s) in seen.iter().enumerate() {
+            let Some(busy) = c.busy(s.cpu) else {
+                continue;
+            };
+            let max = c
+                .max
+                .as_ref()
+                .and_then(|m| m.iter().find(|(cpu, _)| *cpu == s.cpu))
+                .map(|(_, m)| m);
+            verdicts[i].2 = judge_alone(s, busy, max);
+        }
+        // IPC: each instructions member with the cycles of its CPU (a
+        // quadratic pass, at most every 10 s, over a few judged counters
+        // per CPU).
+        for (i, ins) in seen.iter().enumerate() {
+            if ins.count != Count::Instructions {
+                continue;
+            }
+            let Some(pmu) = self.groups.get(ins.group).map(|g| g.key.pmu.as_str()) else {
+                continue;
+            };
+            for (j, cyc) in seen.iter().enumerate() {
+                if cyc.count != Count::Cycles || cyc.cpu != ins.cpu {
+                    continue;
+                }
+                if let Some(why) = judge_ipc(cyc, ins, pmu) {
+                    verdicts[i].2 = verdicts[i].2.or(Some(why));
+                    verdicts[j].2 = verdicts[j].2.or(Some(why));
+                }
+            }
+        }
+        c.flagged = 0;
+        for (gi, mi, why) in verdicts {
+            c.flagged += usize::from(why.is_some());
+            self.set_verdict(gi, mi, why);
+        }
+    }
+
+    /// Every judged member's window since the last check (none for a
+    /// member seen for the first time), with the marks moved to now.
+    fn take_windows(&mut self) -> Vec<Seen> {
+        let mut out = Vec::new();
+        for (gi, g) in self.groups.iter_mut().enumerate() {
+            let (en, run) = (g.last_enabled, g.last_running);
+            for (mi, m) in g.members.iter_mut().enumerate() {
+                let Some(count) = m.role else {
+                    continue;
+                };
+                let last = m.check.mark.replace((m.high, en, run));
+                let Some((high, en0, run0)) = last else {
+                    continue;
+                };
+                let x = m.plan.attr.exclude;
+                out.push(Seen {
+                    group: gi,
+                    member: mi,
+                    count,
+                    cpu: g.key.cpu,
+                    delta: (m.high - high).max(0.0),
+                    d_enabled: en.saturating_sub(en0),
+                    d_running: run.saturating_sub(run0),
+                    exclude_user: x.user,
+                    exclude_kernel: x.kernel,
+                });
+            }
+        }
+        out
+    }
+
+    /// Sets a member's verdict, logging when it changes.
+    fn set_verdict(&mut self, gi: usize, mi: usize, why: Option<Implausible>) {
+        let Some(m) = self.groups.get_mut(gi).and_then(|g| g.members.get_mut(mi)) else {
+            return;
+        };
+        let was = std::mem::replace(&mut m.check.verdict, why);
+        let metric = self
+            .resolution
+            .metrics
+            .get(m.plan.metric)
+            .map_or("", |x| x.metric.as_str());
+        match (was, why) {
+            (None, Some(w)) => tracing::warn!(
+                metric,
+                cpu = w.cpu(),
+                reason = w.code(),
+                "{}; what to do: {}",
+                w,
+                w.what_to_do()
+            ),
+            (Some(_), None) => tracing::info!(metric, "counter plausible again"),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::plausible::FreqSource;
+    use crate::problem::CounterState;
+
+    /// Which state a verdict leaves a counter in.
+    fn state_of(why: Option<Implausible>) -> CounterState {
+        why.map_or(CounterState::Counting, |_| CounterState::Implausible)
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    fn seen(count: Count, delta: f64) -> Seen {
+        Seen {
+            group: 0,
+            member: 0,
+            count,
+            cpu: 2,
+            delta,
+            d_enabled: 10 * S,
+            d_running: 10 * S,
+            exclude_user: false,
+            exclude_kernel: false,
+        }
+    }
+
+    const BUSY: Busy = Busy {
+        user: 7.5,
+        system: 2.5,
+    };
+    const MAX: MaxFreq = MaxFreq::Known(3.0e9, FreqSource::Cpufreq);
+
+    #[test]
+    fn cycles_beyond_the_maximum_frequency_are_implausible() {
+        // 10 busy seconds at 3 GHz, margin 1.25: up to 37.5e9 (+ a tick).
+        let ok = judge_alone(&seen(Count::Cycles, 37.0e9), BUSY, Some(&MAX));
+        assert_eq!(state_of(ok), CounterState::Counting);
+        let bad = judge_alone(&seen(Count::Cycles, 60.0e9), BUSY, Some(&MAX));
+        assert!(
+            matches!(bad, Some(Implausible::CyclesAboveMaxFrequency { cpu: 2, max_hz, .. }) if max_hz == 3.0e9),
+            "{bad:?}"
+        );
+        // Half as busy: the same count is too many.
+        let half = Busy {
+            user: 3.0,
+            system: 2.0,
+        };
+        assert!(judge_alone(&seen(Count::Cycles, 37.0e9), half, Some(&MAX)).is_some());
+        // Unknown maximum: not checked.
+        let unknown = MaxFreq::Unknown("none".into());
+        assert_eq!(
+            judge_alone(&seen(Count::Cycles, 60.0e9), BUSY, Some(&unknown)),
+            None
+        );
+        // A noisy estimate (ran a quarter of the window) is not judged
+        // against the upper bound.
+        let mut mux = seen(Count::Cycles, 60.0e9);
+        mux.d_running = 10 * S / 4;
+        assert_eq!(judge_alone(&mux, BUSY, Some(&MAX)), None);
+        // The TSC rate allows turbo: 2.5 × 3 GHz × 10 s.
+        let tsc = MaxFreq::Known(3.0e9, FreqSource::Tsc);
+        assert_eq!(
+            judge_alone(&seen(Count::Cycles, 60.0e9), BUSY, Some(&tsc)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_busy_cpu_that_counts_next_to_nothing_is_implausible() {
+        let guest = judge_alone(&seen(Count::Instructions, 3950.0), BUSY, Some(&MAX));
+        assert!(
+            matches!(guest, Some(Implausible::NearZeroWhileBusy { count: Count::Instructions, per_busy_second, .. }) if (per_busy_second - 395.0).abs() < 1e-9),
+            "{guest:?}"
+        );
+        // An idle CPU may count next to nothing.
+        let idle = Busy {
+            user: 0.5,
+            system: 0.2,
+        };
+        assert_eq!(
+            judge_alone(&seen(Count::Instructions, 3950.0), idle, Some(&MAX)),
+            None
+        );
+        // Counting user space only on a CPU busy in the kernel: fine.
+        let kernel = Busy {
+            user: 0.1,
+            system: 9.9,
+        };
+        let mut u = seen(Count::Instructions, 3950.0);
+        u.exclude_kernel = true;
+        assert_eq!(judge_alone(&u, kernel, Some(&MAX)), None);
+        // Plausible: 2e9 per busy second.
+        assert_eq!(
+            judge_alone(&seen(Count::Instructions, 2.0e10), BUSY, Some(&MAX)),
+            None
+        );
+    }
+
+    #[test]
+    fn more_instructions_per_cycle_than_the_core_retires_are_implausible() {
+        let c = seen(Count::Cycles, 1.0e10);
+        let fine = seen(Count::Instructions, 6.0e10);
+        assert_eq!(judge_ipc(&c, &fine, "cpu"), None);
+        let bad = seen(Count::Instructions, 2.0e11);
+        assert!(matches!(
+            judge_ipc(&c, &bad, "cpu_core"),
+            Some(Implausible::IpcAboveRetireWidth { ipc, width, arch: "x86", .. }) if ipc == 20.0 && width == 12.0
+        ));
+        assert!(judge_ipc(&c, &bad, "armv8_pmuv3_0").is_some());
+        // An architecture without a known width, or a pair counting
+        // different privilege levels, is not judged.
+        assert_eq!(judge_ipc(&c, &bad, "riscv_pmu"), None);
+        let mut user = bad;
+        user.exclude_kernel = true;
+        assert_eq!(judge_ipc(&c, &user, "cpu"), None);
+    }
+}
