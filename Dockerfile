@@ -60,17 +60,22 @@
 
 ARG RUST_IMAGE=docker.io/library/rust:1-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+# Set by BuildKit and newer buildah; buildah 1.28 (Debian 12) leaves it to
+# --build-arg BUILDPLATFORM=linux/ARCH when --platform names another one.
+ARG BUILDPLATFORM
 
 FROM --platform=$BUILDPLATFORM ${RUST_IMAGE} AS build
-# Set by BuildKit and buildah from --platform (the host's when not given).
+# Set by BuildKit and buildah from --platform; where a builder leaves them
+# empty, the build host's architecture (dpkg's) stands for both.
 ARG TARGETARCH
 ARG BUILDARCH
 # Build-stage tools from the base image's Debian release: setcap, and the
 # cross compiler and C library when the target is not the build host's. Not
 # pinned, as Debian drops superseded versions (nothing of them ships).
-# hadolint ignore=DL3008
-RUN case "$TARGETARCH" in \
-      "$BUILDARCH") cross= ;; \
+# hadolint ignore=DL3008,SC2086
+RUN host="$(dpkg --print-architecture)" \
+    && case "${TARGETARCH:-$host}" in \
+      "${BUILDARCH:-$host}") cross= ;; \
       arm64) cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;; \
       amd64) cross="gcc-x86-64-linux-gnu libc6-dev-amd64-cross" ;; \
       *) echo "TARGETARCH $TARGETARCH: only amd64 and arm64 are built" >&2; exit 1 ;; \
@@ -101,14 +106,15 @@ COPY bpf/cgroup_counter.bpf.o bpf/cgroup_counter.bpf.o
 # (OCI) image format ignores SHELL, so none is set.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    case "$TARGETARCH" in \
+    host="$(dpkg --print-architecture)" \
+    && case "${TARGETARCH:-$host}" in \
       amd64) t=x86_64-unknown-linux-gnu ;; \
       arm64) t=aarch64-unknown-linux-gnu ;; \
     esac \
     && { [ -d "$(rustc --print sysroot)/lib/rustlib/$t/lib" ] || rustup target add "$t"; } \
     && cargo build --release --locked --bin perf-exporter --target "$t" \
     && cp "target/$t/release/perf-exporter" /perf-exporter \
-    && { [ "$TARGETARCH" != "$BUILDARCH" ] || /perf-exporter --version; } \
+    && { [ "${TARGETARCH:-$host}" != "${BUILDARCH:-$host}" ] || /perf-exporter --version; } \
     && setcap cap_perfmon+ep /perf-exporter \
     && test "$(getcap /perf-exporter)" = "/perf-exporter cap_perfmon=ep"
 

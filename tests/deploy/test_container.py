@@ -138,7 +138,10 @@ def test_multi_arch_image_builds_for_arm64(store):
     guest's business: tests/arm64_guest.rs.)"""
     tag = "localhost/perf-exporter:test-arm64"
     t0 = time.monotonic()
+    host = sh(["dpkg", "--print-architecture"]).stdout.strip()
+    # buildah 1.28 (Debian 12) sets neither BUILDPLATFORM nor BUILDARCH; newer builders do.
     store.buildah("bud", "--layers", "--network", "host", "--pull-never", "--platform", "linux/arm64",
+                  "--build-arg", f"BUILDPLATFORM=linux/{host}", "--build-arg", f"BUILDARCH={host}",
                   "--volume", "/etc/ssl/certs:/etc/ssl/certs:ro",
                   "--build-arg", f"RUST_IMAGE={RUST_BASE}", "--build-arg", f"RUNTIME_IMAGE={RUNTIME_BASE_ARM64}",
                   "-t", tag, "-f", REPO / "Dockerfile", REPO, timeout=BUILD_TIMEOUT)
