@@ -76,6 +76,54 @@ def running_ratio(by: str) -> str:
     return ratio("perf_group_running_seconds_total", "perf_group_enabled_seconds_total", by)
 
 
+# Counter health (issue 27): the states of the counters, the lowest running
+# share of a counter (perf_counter_running_ratio has series only for counters
+# not counting: 1 where every counter counts), and the measured budget.
+COUNTER_HEALTH_ROW = "Counter health"
+
+
+def lowest_running_share(by: str = "") -> str:
+    by_clause = f" by ({by})" if by else ""
+    return (f"min{by_clause} (perf_counter_running_ratio{{{SEL}}})\n"
+            f"or\n(max{by_clause} (perf_counter_states{{{SEL}}}) * 0 + 1)")
+
+
+def counter_health_node(lay) -> list[dict]:
+    return [
+        lay.row(COUNTER_HEALTH_ROW),
+        timeseries(lay, "Counter states", "How many counters (metric × CPU or uncore instance) are in each state: counting, "
+                   "multiplexed (time-sliced: scaled estimates), stalled (cycles or instructions on the PMU but not moving), "
+                   "never_ran (enabled but never on the PMU: no value), implausible (a count the CPU cannot produce). "
+                   "The status page (/) and `perf-exporter check` say why and what to do.",
+                   "short", targets((f"sum by (state) (perf_counter_states{{{SEL}}})", "{{state}}")), w=8),
+        timeseries(lay, "Lowest running share of a counter", "The smallest share of the last collection's window any counter "
+                   "was on the PMU (running / enabled): 100% when every counter counts, below when multiplexed, 0 when one never ran.",
+                   "percentunit", targets((lowest_running_share(), "lowest")), w=8, max_=1),
+        timeseries(lay, "General-purpose counters per core PMU", "The core PMU's general-purpose counters free for one group "
+                   "(measured at start-up and at most every 5 minutes) and, where known, its total. Fewer free than total: "
+                   "the NMI watchdog or another user holds the rest (the status page names them). Not measured where there is "
+                   "no core PMU.",
+                   "short", targets((f'perf_pmu_counters{{{SEL}, kind=~"free|total"}}', "{{pmu}} {{kind}}")), w=8),
+    ]
+
+
+def counter_health_cluster(lay) -> list[dict]:
+    return [
+        lay.row(COUNTER_HEALTH_ROW),
+        timeseries(lay, "Counters not counting per node", "Per node, the counters multiplexed, stalled, never run or implausible.",
+                   "short", targets((f'sum by (instance) (perf_counter_states{{{SEL}, state!="counting"}})', "{{instance}}")),
+                   w=8, legend_table=True),
+        timeseries(lay, "Multiplex ratio per node", "Per node, the smallest share of the window a counter was on the PMU "
+                   "(running / enabled): 100% when every counter counts.",
+                   "percentunit", targets((lowest_running_share("instance"), "{{instance}}")), w=8, max_=1, legend_table=True),
+        timeseries(lay, "Free counters per node", "Per node, the fewest general-purpose counters free on a core PMU "
+                   "(measured). A node with fewer than its peers: the NMI watchdog, another agent, or an instance type that "
+                   "exposes fewer.",
+                   "short", targets((f'min by (instance) (perf_pmu_counters{{{SEL}, kind="free"}})', "{{instance}}")),
+                   w=8, legend_table=True),
+    ]
+
+
 # Top-down level 1 (the topdown set): the same derivations as the recording
 # rules (grafana/rules/perf-exporter.rules.yml), over $__rate_interval: slots
 # per second of each category per CPU, derived where the hardware has no
@@ -521,6 +569,8 @@ def node_dashboard() -> dict:
                         "percentunit", targets((f"min by (cpu) (\n{running_ratio('cpu, set')}\n)", "cpu {{cpu}}")),
                         max_=1, legend_table=True))
 
+    p.extend(counter_health_node(lay))
+
     p.append(lay.row("Software events"))
     p.append(timeseries(lay, "Context switches and migrations", "Context switches and task migrations per second, all CPUs.",
                         "short", targets((sum_rate("perf_context_switches_total"), "context switches/s"),
@@ -616,6 +666,8 @@ def cluster_dashboard() -> dict:
     p.append(timeseries(lay, "Counting time per node (lowest set)", "Per node, the lowest running / enabled share of its counter sets; below 100% means multiplexing.",
                         "percentunit", targets((f"min by (instance) (\n{running_ratio('instance, set')}\n)", "{{instance}}")),
                         max_=1, legend_table=True))
+
+    p.extend(counter_health_cluster(lay))
 
     p.append(lay.row("Availability"))
     p.append(table(lay, "Unavailable metrics by node",

@@ -29,6 +29,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub mod backend;
+pub mod budget;
 mod catalogue;
 pub mod cgroup;
 pub mod state;
@@ -37,8 +38,8 @@ pub use state::CounterState;
 
 /// A reason: why something is not (fully) counted, or counted as it is.
 /// The one vocabulary of reasons: [`Problem`] (a metric, PMU or CPU),
-/// [`cgroup::CgroupIssue`] (per-cgroup counting) and [`backend::Why`]
-/// (the per-cgroup backend). Each says its fixed code, its message
+/// [`cgroup::CgroupIssue`] (per-cgroup counting), [`backend::Why`]
+/// (the per-cgroup backend) and [`budget::Held`] (a PMU's counters). Each says its fixed code, its message
 /// ([`Display`](fmt::Display)) and what to do, matched on its variants;
 /// the renderings built from them ([`explain`](Reason::explain), the
 /// reference's [`catalogue`]) are the ones the log, `check`, the pages,
@@ -226,7 +227,7 @@ pub enum Problem {
     /// Any other errno.
     Failed(OpenFailure),
     /// A set's group needs more counters of a PMU than it has free (the
-    /// count the kernel seam tells, [`crate::perf::Kernel::free_counters`]):
+    /// budget measured at start-up, `engine::counters`):
     /// it could never be scheduled, so it was opened as smaller groups
     /// (which multiplex) instead of as one that never runs.
     GroupTooLarge {

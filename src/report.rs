@@ -18,6 +18,7 @@ use std::fmt::Write as _;
 const MAX_COLUMN: usize = 64;
 
 mod cgroups;
+pub mod counters;
 mod identity;
 pub use cgroups::{backend_line, cgroup_rows, CgroupRow, CheckBackend, CheckCgroups};
 pub use identity::CheckIdentity;
@@ -255,6 +256,12 @@ pub struct CheckReport {
     /// Why `serve` would refuse this config on this host.
     #[serde(skip)]
     pub refusal: Option<NothingToCount>,
+    /// Per core PMU, the general-purpose counters free and who holds the
+    /// others (measured through the kernel; empty without one).
+    pub counters: Vec<counters::CheckCounters>,
+    /// The measurements `counters` shows (for the text).
+    #[serde(skip)]
+    pub budgets: Vec<crate::engine::PmuCounters>,
     /// The cgroups a `cgroups:` section selects (absent without one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroups: Option<CheckCgroups>,
@@ -305,6 +312,8 @@ impl CheckReport {
             cpu_identities: Vec::new(),
             metrics: r.metrics.iter().map(check_metric).collect(),
             refusal: nothing_to_count(Counting::Resolved(r), None),
+            counters: Vec::new(),
+            budgets: Vec::new(),
             cgroups: None,
         }
     }
@@ -312,6 +321,13 @@ impl CheckReport {
     /// Adds the CPU identity of each core PMU of `table`.
     pub fn with_identities(mut self, table: &PmuTable) -> Self {
         self.cpu_identities = CheckIdentity::of(table);
+        self
+    }
+
+    /// Adds the core PMUs' counter budget.
+    pub fn with_counters(mut self, budgets: Vec<crate::engine::PmuCounters>) -> Self {
+        self.counters = budgets.iter().map(counters::CheckCounters::of).collect();
+        self.budgets = budgets;
         self
     }
 
@@ -418,6 +434,7 @@ impl CheckReport {
                 let _ = writeln!(s, "{:w$}    partly: {}", "", escape(p));
             }
         }
+        s.push_str(&counters::text(&self.budgets));
         let n = |st: &str| self.metrics.iter().filter(|m| m.status == st).count();
         let c = |cl: Class| {
             self.metrics
@@ -772,6 +789,8 @@ mod tests {
                 metric("b_total", "unavailable"),
             ],
             refusal: None,
+            counters: Vec::new(),
+            budgets: Vec::new(),
             cgroups: None,
         };
         assert_eq!((r.exit_status(false), r.exit_status(true)), (0, 1));
@@ -797,6 +816,8 @@ mod tests {
                 partial: vec!["on \u{202e}cpu1".into()],
             }],
             refusal: None,
+            counters: Vec::new(),
+            budgets: Vec::new(),
             cgroups: None,
         };
         let t = r.text();

@@ -118,7 +118,8 @@ fn open_backend(
         }
     }
     let room = engine.cgroup_fd_room();
-    let b = PerfBackend::new(kernel, res, &cfg.sets, cpus, cfg.per_cpu, room);
+    let b = PerfBackend::new(kernel, res, &cfg.sets, cpus, cfg.per_cpu, room)
+        .within_counters(engine.counter_budgets());
     Ok((Box::new(b), choice))
 }
 

@@ -36,6 +36,12 @@ pub struct HostSettings {
 }
 
 impl HostSettings {
+    /// What the host tells about its counters (the NMI watchdog, a
+    /// virtual PMU), under these roots.
+    pub fn facts(&self) -> crate::pmu::virt::HostFacts {
+        crate::pmu::virt::HostFacts::read(&self.sysfs, &self.procfs)
+    }
+
     /// Reads the config (or the embedded default), aggregated over CPUs
     /// when asked; start-up and every reload read it here.
     pub fn load_config(&self) -> Result<Config, ConfigError> {
@@ -75,6 +81,19 @@ impl std::fmt::Debug for Host {
 impl Host {
     /// Discovers the PMUs and picks the kernel.
     pub fn open(s: &HostSettings) -> Result<Host, AppError> {
+        Host::open_with(s, None)
+    }
+
+    /// [`open`](Self::open); with `usual`, a simulated PMU has the
+    /// counter budget of its model (`SimKernel::set_usual_counters`),
+    /// the NMI watchdog holding one where the host's facts say so
+    /// (`check --simulate` shows what the real host's budget would be;
+    /// `serve --simulate` keeps an unbounded PMU, which never
+    /// multiplexes).
+    pub fn open_with(
+        s: &HostSettings,
+        usual: Option<&crate::pmu::virt::HostFacts>,
+    ) -> Result<Host, AppError> {
         let mut table = PmuTable::discover(&s.sysfs).map_err(|err| AppError::Pmu {
             sysfs: s.sysfs.display().to_string(),
             err,
@@ -92,6 +111,9 @@ impl Host {
         }
         let kernel: Option<Arc<dyn Kernel>> = if s.simulate {
             let sim = SimKernel::new(table.clone());
+            if let Some(facts) = usual {
+                sim.set_usual_counters(facts.watchdog_holds_counter());
+            }
             if let Some(d) = s.simulate_read_delay {
                 sim.set_read_delay(d);
             }

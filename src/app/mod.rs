@@ -262,14 +262,23 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 load_web_config(p)?;
             }
             let cfg = s.host.load_config()?;
-            let h = Host::open(&s.host)?;
+            let facts = s.host.facts();
+            let h = Host::open_with(&s.host, Some(&facts))?;
             sampling::check_event(cfg.sampling.as_ref(), &h, &s.host)?;
             let probe = h.kernel.as_deref().map(prober);
             let mut res = resolve_config(&cfg, &h.table, &h.ctx, probe.as_ref().map(|p| p as _));
             if h.kernel.is_some() {
                 crate::report::diagnose(&mut res, &Privilege::detect(&s.host.procfs), true);
             }
-            let mut r = CheckReport::new(&res).with_identities(&h.table);
+            let budgets = h.kernel.as_deref().map_or_else(Vec::new, |k| {
+                let online = k
+                    .online_cpus(&h.table.sysfs)
+                    .unwrap_or_else(|| h.table.topology.online.clone());
+                crate::engine::counters::measure(k, &h.table, &online, &facts, &[])
+            });
+            let mut r = CheckReport::new(&res)
+                .with_identities(&h.table)
+                .with_counters(budgets);
             if let Some(c) = &cfg.cgroups {
                 let found = cgroups::check_discover(c, h.kernel.as_deref(), &s.host);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));

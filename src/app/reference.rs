@@ -427,6 +427,11 @@ fn problems_page() -> String {
             "Per-cgroup backend",
             "Which per-cgroup backend counts, and why (`check`'s `cgroups.backend.why`).",
         ),
+        (
+            Vocabulary::Budget,
+            "Counter budget",
+            "Who holds a core PMU's general-purpose counters, and whether it is a virtual PMU (`check`'s `counters`, the landing page's counter budget, `perf_pmu_counters`).",
+        ),
     ] {
         let _ = write!(out, "# {title}\n\n{intro}\n\n");
         let mut seen: Vec<&str> = Vec::new();

@@ -248,6 +248,7 @@ impl Job {
         let mut ne = open_engine(self.kernel.clone(), table, res, cgroups);
         let continued = ne.carry_over(totals);
         let host = &self.sources.host;
+        ne.set_host_facts(host.facts());
         if let Err(e) =
             super::cgroups::attach(&mut ne, self.kernel.clone(), cgroups, host, cg_totals)
         {

@@ -176,6 +176,7 @@ async fn start(
         p.loaded.res,
         p.loaded.cgroups.as_ref(),
     );
+    engine.set_host_facts(src.host.facts());
     log_engine(&engine, privilege.as_ref());
     let cgroups = p.loaded.cgroups.as_ref();
     super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None)?;

@@ -97,7 +97,8 @@ fn open(host: &HostSettings, s: &StatSettings) -> Result<Engine, AppError> {
     if let Some(p) = &privilege {
         crate::report::diagnose(&mut res, p, true);
     }
-    let engine = super::opening::open_engine(kernel, h.table, res, None);
+    let mut engine = super::opening::open_engine(kernel, h.table, res, None);
+    engine.set_host_facts(host.facts());
     let counting = crate::report::Counting::Opened(&engine);
     if let Some(why) = crate::report::nothing_to_count(counting, privilege.as_ref()) {
         return Err(AppError::NothingToCount(why));

@@ -23,9 +23,10 @@
 //! * **Never scheduled.** A group whose `time_running` stays 0 while it is
 //!   enabled cannot fit on the PMU; it is split into single-event groups
 //!   (and a member that still never runs exports nothing, not zero).
-//!   Where the kernel seam tells a PMU's free counters
-//!   ([`Kernel::free_counters`]), a group larger than them is split before
-//!   it is opened (`open.rs`), with [`Problem::GroupTooLarge`].
+//!   Where the core PMU's free counters were measured (`counters.rs`: at
+//!   start-up, then at most every 5 minutes), a group larger than them is
+//!   split before it is opened (`open.rs`), with
+//!   [`Problem::GroupTooLarge`]; per cgroup too (`cgroup/plan.rs`).
 //! * **Counter states** (`trust.rs`). Each collection judges every
 //!   counter series from the same reads: `counting`, `multiplexed`,
 //!   `never_ran` or `stalled` ([`CounterState`]), exported as
@@ -83,6 +84,7 @@
 mod budget;
 mod build;
 pub mod cgroup;
+pub mod counters;
 mod cpus;
 mod hotplug;
 mod open;
@@ -97,6 +99,7 @@ mod trust;
 
 pub use budget::Fds;
 pub use build::ToCount;
+pub use counters::PmuCounters;
 pub use hotplug::{follow_hotplug, HotplugFollower};
 pub use read::{monotonic_delta, mux_factor};
 pub use runtime::MetricRuntime;
@@ -235,6 +238,8 @@ pub struct Engine {
     sampled: Option<Arc<sample::SampledFamilies>>,
     /// Per metric, `perf_counter_states`' labels, one per state.
     state_count_labels: Vec<[Labels; 4]>,
+    /// The core PMUs' measured counter budget.
+    counters: counters::Budgets,
 }
 
 impl Engine {
@@ -288,6 +293,7 @@ impl Engine {
             cgroups: None,
             sampled: None,
             state_count_labels: Vec::new(),
+            counters: counters::Budgets::default(),
         };
         e.state_count_labels = trust::count_labels(&e.resolution);
         // Start listening for hotplug before reading the online list, so a
@@ -296,6 +302,8 @@ impl Engine {
         if let Some(online) = e.kernel.online_cpus(&e.table.sysfs) {
             e.set_online(online);
         }
+        // Before anything opens: the plan fits groups in the budget.
+        e.measure_counters();
         e.reconcile();
         e
     }
@@ -331,6 +339,26 @@ impl Engine {
     /// Whether anything at all is being counted.
     pub fn counting(&self) -> bool {
         !self.groups.is_empty()
+    }
+
+    /// Measures the core PMUs' free counters now (`counters.rs`; the
+    /// engine does it at start-up and at most every 5 minutes after).
+    pub fn measure_counters(&mut self) {
+        let online = self.cpus.online().to_vec();
+        self.counters
+            .measure(self.kernel.as_ref(), &self.table, &online);
+    }
+
+    /// The core PMUs' counter budget at the last measurement.
+    pub fn counter_budgets(&self) -> &[PmuCounters] {
+        &self.counters.last
+    }
+
+    /// What the host tells about its counters (the NMI watchdog, a
+    /// virtual PMU), read by the caller under its procfs and sysfs roots;
+    /// the budget is explained again with them.
+    pub fn set_host_facts(&mut self, facts: crate::pmu::virt::HostFacts) {
+        self.counters.set_facts(facts);
     }
 
     fn is_online(&self, cpu: u32) -> bool {

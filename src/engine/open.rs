@@ -32,8 +32,8 @@ impl Engine {
     }
 
     /// Opens `members` as one group, or, when they need more counters
-    /// than the PMU has free (where the kernel tells:
-    /// [`Kernel::free_counters`](crate::perf::Kernel::free_counters)), as
+    /// than the PMU has free (where they were measured:
+    /// [`Engine::counter_budgets`]), as
     /// groups that fit, reporting [`Problem::GroupTooLarge`] first: a
     /// group that can never be scheduled is split before it is opened,
     /// not discovered as zeros later. Returns the groups opened.
@@ -66,7 +66,7 @@ impl Engine {
         key: &GroupKey,
         members: &[MemberPlan],
     ) -> Option<Vec<Vec<MemberPlan>>> {
-        let free = self.kernel.free_counters(&key.pmu)?;
+        let free = self.counters.free(&key.pmu)?;
         if members.len() <= free.max(1) || key.split != 0 {
             return None;
         }

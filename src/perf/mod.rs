@@ -442,13 +442,28 @@ pub trait Kernel: Send + Sync + fmt::Debug {
         false
     }
 
-    /// How many counters of `pmu` a group may use on one CPU, where the
-    /// kernel tells (`None`: unknown, as on the live kernel today: sysfs
-    /// does not say; issue 27 item 3 measures it). The engine plans
-    /// groups within it.
-    fn free_counters(&self, pmu: &str) -> Option<usize> {
+    /// Lets `d` pass for the counters opened (a probe of the counter
+    /// budget waits for the kernel to schedule them, or not): the live
+    /// kernel sleeps; the simulation moves its manual clock.
+    fn settle(&self, d: std::time::Duration) {
+        std::thread::sleep(d);
+    }
+
+    /// How many general-purpose counters `pmu` has per CPU, where the
+    /// kernel tells (`None`: unknown, as on the live kernel: sysfs does
+    /// not say; the simulation: its budget). The free ones are measured
+    /// (`engine::counters`).
+    fn pmu_counters(&self, pmu: &str) -> Option<usize> {
         let _ = pmu;
         None
+    }
+
+    /// Whether `pmu`'s counter budget is worth measuring: always on a
+    /// live kernel; in the simulation only where a budget is modelled
+    /// (else every probe group would run, up to the probe's bound).
+    fn measures_counters(&self, pmu: &str) -> bool {
+        let _ = pmu;
+        true
     }
 }
 

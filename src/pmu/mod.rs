@@ -26,6 +26,7 @@
 
 pub mod cpuid;
 pub mod host;
+pub mod virt;
 
 use crate::bounded::read_attribute;
 pub use crate::spec::format::{format_cpu_list, parse_cpu_list, ConfigWord, Format};

@@ -7,6 +7,7 @@
 //! entry per case.
 
 use super::backend::Why;
+use super::budget::Held;
 use super::cgroup::CgroupIssue;
 use super::{Class, OpenFailure, Problem, Reason};
 
@@ -22,6 +23,9 @@ pub enum Vocabulary {
     /// [`Why`]: which per-cgroup backend counts, and why (`check`'s
     /// `cgroups.backend.why`).
     Backend,
+    /// [`Held`]: who holds a core PMU's counters, and whether it is a
+    /// virtual PMU (`check`'s `counters`, the landing page).
+    Budget,
 }
 
 impl Vocabulary {
@@ -31,6 +35,7 @@ impl Vocabulary {
             Vocabulary::Problem => "problem",
             Vocabulary::Cgroup => "cgroup",
             Vocabulary::Backend => "backend",
+            Vocabulary::Budget => "budget",
         }
     }
 }
@@ -64,7 +69,7 @@ impl Entry {
 }
 
 /// Every code of every vocabulary: [`Problem::catalogue`], then the
-/// per-cgroup issues, then the backend reasons.
+/// per-cgroup issues, then the backend reasons, then the counter budget's.
 pub fn catalogue() -> impl Iterator<Item = Entry> {
     let cgroup = CgroupIssue::examples()
         .into_iter()
@@ -72,7 +77,13 @@ pub fn catalogue() -> impl Iterator<Item = Entry> {
     let backend = Why::examples()
         .into_iter()
         .map(|w| Entry::of(Vocabulary::Backend, &w));
-    Problem::catalogue().chain(cgroup).chain(backend)
+    let budget = Held::examples()
+        .into_iter()
+        .map(|h| Entry::of(Vocabulary::Budget, &h));
+    Problem::catalogue()
+        .chain(cgroup)
+        .chain(backend)
+        .chain(budget)
 }
 
 impl Problem {
@@ -304,6 +315,15 @@ mod tests {
                 "simulated",
                 "bpf_load_failed",
                 "bpf_no_cgroup2"
+            ]
+        );
+        assert_eq!(
+            of(Vocabulary::Budget),
+            [
+                "nmi_watchdog",
+                "counters_held",
+                "virtual_pmu",
+                "budget_unknown"
             ]
         );
     }

@@ -58,6 +58,10 @@ pub enum CgroupIssue {
         /// Why.
         problem: Problem,
     },
+    /// A per-cgroup group needs more counters of a PMU than it has free
+    /// ([`Problem::GroupTooLarge`]): it is opened as groups that fit
+    /// (which multiplex), not as one that would never run.
+    Split(Problem),
     /// Discovery failed (the previous selection keeps counting).
     Discovery(String),
     /// A set of `cgroups.sets` has no group open in any counted cgroup:
@@ -92,6 +96,7 @@ impl fmt::Display for CgroupIssue {
             CgroupIssue::FdBudget { cgroup, per_cgroup, budget } => write!(f, "cgroup {cgroup:?} not counted: it needs {per_cgroup} file descriptors and {budget} were left for cgroups"),
             CgroupIssue::SlotsFull { cgroup, slots } => write!(f, "cgroup {cgroup:?} not counted: the {slots} slots of the BPF maps are taken"),
             CgroupIssue::Open { metric, problem } => write!(f, "{metric} per cgroup: {problem}"),
+            CgroupIssue::Split(problem) => write!(f, "per cgroup: {problem}"),
             CgroupIssue::Discovery(e) => write!(f, "cgroup discovery: {e}"),
             CgroupIssue::SetUnavailable { set, why } => {
                 let why = match why {
@@ -173,7 +178,7 @@ impl Reason for CgroupIssue {
             CgroupIssue::FdBudget { .. } => "fd_limit",
             CgroupIssue::NoPerfEventState { .. } => "cgroup_no_perf_event",
             CgroupIssue::SlotsFull { .. } => "bpf_slots_full",
-            CgroupIssue::Open { problem, .. } => problem.code(),
+            CgroupIssue::Open { problem, .. } | CgroupIssue::Split(problem) => problem.code(),
             CgroupIssue::Discovery(_) => "discovery",
             CgroupIssue::SetUnavailable { .. } => "cgroup_set_unavailable",
         }
@@ -187,7 +192,9 @@ impl Reason for CgroupIssue {
             CgroupIssue::NoPerfEventState { .. } => "enable any controller in the cgroup v2 root's `cgroup.subtree_control` (e.g. `echo +pids > /sys/fs/cgroup/cgroup.subtree_control`; systemd does it at boot): until some controller is applied the kernel creates no state of the implicit perf_event controller in child cgroups; or count with `cgroups.backend: bpf`".into(),
             CgroupIssue::FdBudget { .. } => "raise RLIMIT_NOFILE (`ulimit -n`, systemd `LimitNOFILE=`, container `--ulimit nofile=`), lower `cgroups.max_cgroups`, or name fewer `cgroups.sets`".into(),
             CgroupIssue::SlotsFull { .. } => "raise `cgroups.max_cgroups` (the BPF maps are sized for twice it) and reload".into(),
-            CgroupIssue::Open { problem, .. } => problem.what_to_do(),
+            CgroupIssue::Open { problem, .. } | CgroupIssue::Split(problem) => {
+                problem.what_to_do()
+            }
             CgroupIssue::Discovery(_) => "check `--path.cgroupfs` and that the cgroup tree is readable".into(),
             CgroupIssue::SetUnavailable { set, why: SetGap::Uncore } => format!("remove `{set}` from `cgroups.sets`: uncore counters cannot be attributed to a cgroup"),
             CgroupIssue::SetUnavailable { set, why: SetGap::Unavailable } => format!("remove `{set}` from `cgroups.sets`, or see `check` for why its metrics are unavailable on this host (most need a hardware PMU)"),
@@ -198,7 +205,7 @@ impl Reason for CgroupIssue {
     fn class(&self) -> Class {
         match self {
             CgroupIssue::Gone { .. } => Class::NotOnPlatform,
-            CgroupIssue::Open { problem, .. } => problem.class(),
+            CgroupIssue::Open { problem, .. } | CgroupIssue::Split(problem) => problem.class(),
             _ => Class::Failed,
         }
     }
@@ -216,7 +223,7 @@ impl Reason for CgroupIssue {
             }
             CgroupIssue::FdBudget { .. } => "the file descriptor budget ran out before the cgroup",
             CgroupIssue::SlotsFull { .. } => "every slot of the BPF program's maps is taken",
-            CgroupIssue::Open { problem, .. } => problem.summary(),
+            CgroupIssue::Open { problem, .. } | CgroupIssue::Split(problem) => problem.summary(),
             CgroupIssue::Discovery(_) => {
                 "cgroup discovery failed; the previous selection keeps counting"
             }

@@ -120,7 +120,11 @@ pub(super) fn landing(state: &State) -> String {
             esc(&reason)
         ));
     }
-    let cgroups = e.cgroups().map(cgroup_section).unwrap_or_default();
+    let cgroups = format!(
+        "{}{}",
+        counters_section(e.counter_budgets()),
+        e.cgroups().map(cgroup_section).unwrap_or_default()
+    );
     let causes = causes(&e);
     drop(e);
     page(state, &rows, &cgroups, &causes)
@@ -162,6 +166,38 @@ fn card_notes(causes: &BTreeMap<String, Problem>) -> (BTreeMap<&'static str, Str
 /// The per-workload section: the backend, then every matched cgroup,
 /// counted or left out with the reason and what to do (the rows of
 /// `check`'s listing).
+/// The core PMUs' counter budget: free of total, who holds the others,
+/// what to do (nothing when no core PMU was measured).
+fn counters_section(budgets: &[crate::engine::PmuCounters]) -> String {
+    use crate::problem::Reason;
+    if budgets.is_empty() {
+        return String::new();
+    }
+    let mut rows = String::new();
+    for b in budgets {
+        let held: Vec<String> = b
+            .held
+            .iter()
+            .map(|h| format!("<li>{}</li>", esc(&h.explain())))
+            .collect();
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><ul>{}</ul></td></tr>\n",
+            esc(&b.pmu),
+            b.cpu,
+            b.free.map_or_else(
+                || "not measured".into(),
+                |f| format!("{}{f}", if b.at_least { "≥ " } else { "" })
+            ),
+            b.total.map_or_else(|| "-".into(), |t| t.to_string()),
+            held.join("")
+        ));
+    }
+    format!(
+        "<a id=\"counters\"></a><h2>Counter budget</h2>\n<p>General-purpose counters of each core PMU free for one group, measured at start-up and at most every 5 minutes; a set larger than them is split (and multiplexes).</p>\n\
+<table><thead><tr><th>PMU</th><th>CPU</th><th>Free</th><th>Total</th><th>Who holds the others / what to do</th></tr></thead><tbody>\n{rows}</tbody></table>\n"
+    )
+}
+
 fn cgroup_section(c: &crate::engine::cgroup::CgroupCounting) -> String {
     let rows = crate::report::cgroup_rows(c.selection());
     let counted = rows.iter().filter(|r| r.status == "counted").count();
@@ -409,6 +445,33 @@ mod tests {
 
     /// Issue 28 item 18: a cgroup named with U+202E (or a control) was on
     /// the page as is, showing text reversed; it is a visible escape.
+    /// The budget shows free of total and each holder with what to do,
+    /// escaped.
+    #[test]
+    fn the_counter_budget_says_who_holds_the_rest() {
+        assert_eq!(counters_section(&[]), "");
+        let b = crate::engine::PmuCounters {
+            pmu: "cpu<x>".into(),
+            cpu: 0,
+            free: Some(3),
+            at_least: false,
+            total: Some(4),
+            held: vec![crate::problem::budget::Held::NmiWatchdog { pmu: "cpu".into() }],
+            watchdog: 1,
+            others: Some(0),
+            virtual_pmu: false,
+        };
+        let s = counters_section(&[b]);
+        assert!(
+            s.contains("<td>cpu&lt;x&gt;</td><td>0</td><td>3</td><td>4</td>"),
+            "{s}"
+        );
+        assert!(
+            s.contains("set kernel.nmi_watchdog=0 to free one counter"),
+            "{s}"
+        );
+    }
+
     #[test]
     fn bidi_overrides_and_controls_are_escaped_on_the_page() {
         assert_eq!(

@@ -105,7 +105,9 @@ fn check_json_has_exactly_the_contract_keys() {
     let o = run(&["check", "--json", "--path.sysfs", skx.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(keys(&v), vec!["cpu_identities", "metrics"]);
+    assert_eq!(keys(&v), vec!["counters", "cpu_identities", "metrics"]);
+    // A fixture without --simulate has no kernel to measure the budget on.
+    assert_eq!(v["counters"], serde_json::json!([]));
     for i in v["cpu_identities"].as_array().unwrap() {
         assert_eq!(keys(i), vec!["cpu", "identity", "pmu", "unknown"]);
     }
@@ -200,6 +202,43 @@ fn entry(report: &Value, list: &str, key: &str, name: &str) -> Value {
         .find(|m| m[key] == name)
         .unwrap_or_else(|| panic!("no {name} in {report}"))
         .clone()
+}
+
+/// Issue 27 item 3: `check` says each core PMU's free counters and who
+/// holds the rest, with what to do, before the summary line: the
+/// simulated Skylake-SP has 4 general-purpose counters and its procfs
+/// says the NMI watchdog runs; a PMU that refuses every open is not
+/// measured, and says so.
+#[test]
+fn check_text_says_the_counter_budget_and_what_to_do() {
+    let procfs = crate::common::fixture_procfs("intel-skx");
+    let p = procfs.to_str().expect("utf-8");
+    let text = stdout(&simulated_check(
+        "intel-skx",
+        &["--path.procfs", p],
+        "msr=EINVAL",
+    ));
+    let lines: Vec<&str> = text.lines().collect();
+    let i = lines
+        .iter()
+        .position(|l| *l == "counters: cpu: 3 of 4 general-purpose counters free (CPU 0)")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(
+        lines[i + 1],
+        "    the NMI watchdog holds one of PMU cpu's counters (kernel.nmi_watchdog=1)"
+    );
+    assert!(
+        lines[i + 2].starts_with("    what to do: set kernel.nmi_watchdog=0 to free one counter"),
+        "{text}"
+    );
+    assert!(lines.last().unwrap().ends_with("failed)"), "{text}");
+    let refused = stdout(&simulated_check("intel-skx", &[], "cpu=EINVAL"));
+    assert!(
+        refused.contains(
+            "counters: cpu: not measured\n    the counters of PMU cpu could not be measured"
+        ),
+        "{refused}"
+    );
 }
 
 /// `check ARGS --simulate --path.sysfs <fixture> --simulate.refuse REFUSE`.

@@ -13,6 +13,7 @@ mod common;
 mod bench_support;
 mod cgroup_incremental;
 mod cgroup_sim;
+mod counter_budget;
 mod counter_state;
 mod engine_reload;
 mod fuzz_corpus;

@@ -95,6 +95,23 @@ pub struct PerfBackend {
 }
 
 impl PerfBackend {
+    /// Fits the planned groups in the core PMUs' measured budget
+    /// ([`Engine::counter_budgets`](crate::engine::Engine::counter_budgets)):
+    /// a group larger than a PMU's free counters is split before it opens
+    /// ([`CgroupIssue::Split`]), not left to never run.
+    #[must_use]
+    pub fn within_counters(mut self, budgets: &[crate::engine::PmuCounters]) -> Self {
+        let free = |pmu: &str| {
+            budgets
+                .iter()
+                .find(|b| b.pmu == pmu)
+                .and_then(crate::engine::PmuCounters::plan_free)
+        };
+        let plan = std::mem::take(&mut self.plan);
+        self.plan = super::plan::fit_to_counters(plan, &self.sets, free, &mut self.issues);
+        self
+    }
+
     /// Plans the per-cgroup groups of `sets` from a resolution, opened on
     /// the CPUs of `cpus` that the metrics cover (the online CPUs; others
     /// when they come online): every available counter metric of

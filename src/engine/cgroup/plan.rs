@@ -130,6 +130,51 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
     }
 }
 
+/// Splits the planned groups that need more counters of their PMU than
+/// it has free (`free`: the measured budget of a core PMU, `None` where
+/// unknown) into groups that fit, in order, before anything opens: a
+/// group larger than the free counters would never be scheduled (and,
+/// the kernel stopping its flexible pass at the first group that does
+/// not fit, starve the groups rotated after it). Each split is an issue
+/// ([`CgroupIssue::Split`], once per set and PMU), logged.
+pub(super) fn fit_to_counters(
+    plan: Vec<GroupPlan>,
+    sets: &[String],
+    free: impl Fn(&str) -> Option<usize>,
+    issues: &mut Vec<CgroupIssue>,
+) -> Vec<GroupPlan> {
+    let mut out = Vec::with_capacity(plan.len());
+    for g in plan {
+        let pmu = g
+            .members
+            .first()
+            .map(|m| m.1.pmu.clone())
+            .unwrap_or_default();
+        let Some(n) = free(&pmu).filter(|&n| n > 0 && g.members.len() > n) else {
+            out.push(g);
+            continue;
+        };
+        let issue = CgroupIssue::Split(crate::problem::Problem::GroupTooLarge {
+            set: sets.get(g.set).cloned().unwrap_or_default(),
+            pmu,
+            events: g.members.len(),
+            counters: n,
+        });
+        if !issues.contains(&issue) {
+            tracing::warn!(%issue, what_to_do = %issue.what_to_do(), "per-cgroup group split");
+            issues.push(issue);
+        }
+        for chunk in g.members.chunks(n) {
+            out.push(GroupPlan {
+                set: g.set,
+                cpu: g.cpu,
+                members: chunk.to_vec(),
+            });
+        }
+    }
+    out
+}
+
 /// Records that `metric`'s per-cgroup counter failed to open (once per
 /// distinct problem, at most 32), and logs it.
 pub(super) fn open_failed(
@@ -160,6 +205,56 @@ pub(super) fn returned(before: &[u32], online: &[u32]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A group of 7 events on a PMU with 6 free counters is planned as
+    /// 6 + 1, with the issue said once; groups that fit and PMUs without
+    /// a budget are left alone.
+    #[test]
+    fn a_group_larger_than_the_free_counters_is_split_at_plan_time() {
+        let member = |pmu: &str, i: usize| -> PlannedMember {
+            let attr = EventAttr {
+                type_: 8,
+                config: [i as u64, 0, 0, 0],
+                event: format!("e{i}"),
+                pmu: pmu.into(),
+                exclude: Default::default(),
+            };
+            (i, attr, 1.0)
+        };
+        let group = |set: usize, pmu: &str, n: usize, cpu: u32| GroupPlan {
+            set,
+            cpu,
+            members: (0..n).map(|i| member(pmu, i)).collect(),
+        };
+        let plan = vec![
+            group(0, "armv8_pmuv3_0", 7, 0),
+            group(0, "armv8_pmuv3_0", 7, 1),
+            group(1, "armv8_pmuv3_0", 6, 0),
+            group(2, "software", 9, 0),
+        ];
+        let sets = ["big".to_string(), "fits".to_string(), "sw".to_string()];
+        let mut issues = Vec::new();
+        let free = |p: &str| (p == "armv8_pmuv3_0").then_some(6);
+        let out = fit_to_counters(plan, &sets, free, &mut issues);
+        let shape: Vec<(usize, u32, usize)> = out
+            .iter()
+            .map(|g| (g.set, g.cpu, g.members.len()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (0, 0, 6),
+                (0, 0, 1),
+                (0, 1, 6),
+                (0, 1, 1),
+                (1, 0, 6),
+                (2, 0, 9)
+            ]
+        );
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(issues[0].code(), "group_too_large");
+        assert!(issues[0].to_string().contains("set `big`"), "{}", issues[0]);
+    }
 
     /// A perf-metrics group per cgroup puts `slots` first, then the
     /// metric events, then the rest, whatever the YAML order (the node's

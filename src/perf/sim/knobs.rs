@@ -134,4 +134,47 @@ impl SimKernel {
             st.stalled.remove(pmu_name);
         }
     }
+
+    /// Makes another user (a second agent, a profiler) hold `n` of
+    /// `pmu_name`'s counters with pinned events, from now on (0: it
+    /// leaves): the budget the exporter measures drops by `n`, and groups
+    /// that no longer fit never run.
+    pub fn set_other_user(&self, pmu_name: &str, n: usize) {
+        let mut st = self.state();
+        st.sync_all();
+        if n == 0 {
+            st.others.remove(pmu_name);
+        } else {
+            st.others.insert(pmu_name.to_string(), n);
+        }
+    }
+
+    /// Gives each core PMU the general-purpose counters its model has per
+    /// CPU with SMT on ([`usual_counters`]), and with `watchdog` the NMI
+    /// watchdog holding one of them: the budget `check --simulate`
+    /// measures.
+    pub fn set_usual_counters(&self, watchdog: bool) {
+        for p in self.table.pmus.iter().filter(|p| p.is_core()) {
+            let id = self.table.identity_of(&p.name);
+            self.set_counters(&p.name, usual_counters(&p.name, id.known()));
+            self.set_watchdog(&p.name, watchdog);
+        }
+    }
+}
+
+/// The general-purpose counters per CPU of a core PMU, by its name and
+/// CPU identity, with SMT on (the simulator's table, from the vendors'
+/// manuals): Intel cores before Ice Lake 4 (8 with SMT off), Golden Cove
+/// (`cpu_core`) 8, Gracemont (`cpu_atom`) 6, AMD Zen 6, Arm PMUv3 cores
+/// (Neoverse N1) and QEMU's emulated PMUv3 6. Fixed counters (Intel
+/// cycles, instructions, ref-cycles, slots; the Arm cycle counter) are
+/// not in the budget.
+pub fn usual_counters(pmu: &str, identity: Option<&str>) -> usize {
+    match pmu {
+        "cpu_core" => 8,
+        "cpu_atom" => 6,
+        "cpu" if identity.is_some_and(|i| i.starts_with("AuthenticAMD")) => 6,
+        "cpu" => 4,
+        _ => 6,
+    }
 }

@@ -81,6 +81,7 @@ mod cgroup;
 pub mod drivers;
 mod hotplug;
 mod knobs;
+pub use knobs::usual_counters;
 mod rates;
 pub(crate) mod samples;
 mod syscalls;

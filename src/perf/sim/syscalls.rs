@@ -221,10 +221,23 @@ impl Kernel for SimKernel {
         true
     }
 
-    /// The budget of [`SimKernel::set_counters`] less the watchdog's.
-    fn free_counters(&self, pmu: &str) -> Option<usize> {
-        let st = self.state();
-        let n = *st.counters.get(pmu)?;
-        Some(n.saturating_sub(usize::from(st.watchdog.contains(pmu))))
+    /// The budget of [`SimKernel::set_counters`].
+    fn pmu_counters(&self, pmu: &str) -> Option<usize> {
+        self.state().counters.get(pmu).copied()
+    }
+
+    /// Where [`SimKernel::set_counters`] set a budget.
+    fn measures_counters(&self, pmu: &str) -> bool {
+        self.state().counters.contains_key(pmu)
+    }
+
+    /// On a manual clock, moves it by `d`; on the real clock, sleeps a
+    /// little (the simulation schedules exactly at any time).
+    fn settle(&self, d: std::time::Duration) {
+        if self.state().is_manual() {
+            self.advance(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        } else {
+            std::thread::sleep(d.min(std::time::Duration::from_millis(1)));
+        }
     }
 }

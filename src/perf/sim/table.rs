@@ -119,6 +119,8 @@ pub(super) struct State {
     pub(super) watchdog: HashSet<String>,
     /// PMUs whose counters run without counting.
     pub(super) stalled: HashSet<String>,
+    /// Counters per CPU held by another user's pinned events, by PMU.
+    pub(super) others: HashMap<String, usize>,
     start: Instant,
     manual: bool,
     pub(super) offset_ns: u64,
@@ -149,12 +151,26 @@ impl State {
             counters: HashMap::new(),
             watchdog: HashSet::new(),
             stalled: HashSet::new(),
+            others: HashMap::new(),
             start: Instant::now(),
             manual,
             offset_ns: 0,
             hotplug_generation: 0,
             reads: 0,
         }
+    }
+
+    /// Whether the clock moves only when told.
+    pub(super) fn is_manual(&self) -> bool {
+        self.manual
+    }
+
+    /// A PMU's budget less what pinned users hold (the watchdog, others).
+    pub(super) fn free_of(&self, name: &str) -> Option<usize> {
+        let total = *self.counters.get(name)?;
+        let held =
+            usize::from(self.watchdog.contains(name)) + self.others.get(name).copied().unwrap_or(0);
+        Some(total.saturating_sub(held))
     }
 
     pub(super) fn now(&self) -> u64 {
@@ -270,8 +286,7 @@ impl State {
     fn budget_ratio(&self, leader: u32, l: &Slot) -> Option<f64> {
         let p = self.group_pmu_index(l);
         let name = self.pmu_name(p);
-        let total = *self.counters.get(name)?;
-        let free = total.saturating_sub(usize::from(self.watchdog.contains(name)));
+        let free = self.free_of(name)?;
         let need = self.count_of_pmu(leader, p);
         if need > free {
             return Some(0.0);
