@@ -21,7 +21,7 @@ perf-exporter --config.file mux.yaml serve --web.listen-address 127.0.0.1:9659 >
 pid=$!
 section ready poll 300 has_series
 section metrics-before wget -q -O - $URL
-section workload workload $N /sys/fs/cgroup/wl
+section workload workload $N /sys/fs/cgroup/wl cycles-only
 section metrics-after wget -q -O - $URL
 kill $pid
 wait $pid
