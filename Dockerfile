@@ -6,6 +6,12 @@
 #   docker build -t perf-exporter .                         # BuildKit (Docker >= 23, buildx)
 #   podman build -t perf-exporter .                         # or buildah bud (no SHELL needed)
 #   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/perf-exporter .
+#   buildah bud --platform linux/arm64 -t perf-exporter:arm64 .
+#
+# MULTI-ARCH. The build stage runs on the build host's platform and
+# cross-compiles for the target's (Debian's cross gcc links it), so an arm64
+# image builds on an amd64 host without emulation, and the other way round.
+# Only the final stage is of the target platform, and it runs nothing.
 #
 # BASE IMAGES are build arguments with fully qualified defaults (podman and
 # buildah refuse short names); point them at a mirror or a local copy with
@@ -54,13 +60,28 @@
 
 ARG RUST_IMAGE=docker.io/library/rust:1-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+# Set by BuildKit and newer buildah; buildah 1.28 (Debian 12) leaves it to
+# --build-arg BUILDPLATFORM=linux/ARCH when --platform names another one.
+ARG BUILDPLATFORM
 
-FROM ${RUST_IMAGE} AS build
-# Build-stage tools from the base image's Debian release; not pinned, as
-# Debian drops superseded versions (nothing of them ships in the image).
-# hadolint ignore=DL3008
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends libcap2-bin \
+FROM --platform=$BUILDPLATFORM ${RUST_IMAGE} AS build
+# Set by BuildKit and buildah from --platform; where a builder leaves them
+# empty, the build host's architecture (dpkg's) stands for both.
+ARG TARGETARCH
+ARG BUILDARCH
+# Build-stage tools from the base image's Debian release: setcap, and the
+# cross compiler and C library when the target is not the build host's. Not
+# pinned, as Debian drops superseded versions (nothing of them ships).
+# hadolint ignore=DL3008,SC2086
+RUN host="$(dpkg --print-architecture)" \
+    && case "${TARGETARCH:-$host}" in \
+      "${BUILDARCH:-$host}") cross= ;; \
+      arm64) cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;; \
+      amd64) cross="gcc-x86-64-linux-gnu libc6-dev-amd64-cross" ;; \
+      *) echo "TARGETARCH $TARGETARCH: only amd64 and arm64 are built" >&2; exit 1 ;; \
+    esac \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends libcap2-bin $cross \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Cargo reads every target the manifest declares, the benchmarks included.
@@ -69,18 +90,31 @@ COPY Cargo.toml Cargo.lock build.rs ./
 # context has no .git): `--build-arg REVISION=$(git rev-parse --short HEAD)`.
 ARG REVISION=unknown
 ENV PERF_EXPORTER_REVISION=${REVISION}
+# Linkers and C compilers (ring's build script) per target; on the build
+# host's own architecture these names are its native gcc.
+ENV CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+    CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
+    CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER=x86_64-linux-gnu-gcc \
+    CC_x86_64_unknown_linux_gnu=x86_64-linux-gnu-gcc
 COPY src src
 COPY config config
 COPY benches benches
 COPY bpf/cgroup_counter.bpf.o bpf/cgroup_counter.bpf.o
-# Build (release profile: stripped); check that the binary runs; give it the
-# file capability (see PRIVILEGE above) and check that it holds it. No pipes:
-# podman's default (OCI) image format ignores SHELL, so none is set.
+# Build (release profile: stripped) for the target; check that the binary
+# runs where it can (same architecture); give it the file capability (see
+# PRIVILEGE above) and check that it holds it. No pipes: podman's default
+# (OCI) image format ignores SHELL, so none is set.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin perf-exporter \
-    && cp target/release/perf-exporter /perf-exporter \
-    && /perf-exporter --version \
+    host="$(dpkg --print-architecture)" \
+    && case "${TARGETARCH:-$host}" in \
+      amd64) t=x86_64-unknown-linux-gnu ;; \
+      arm64) t=aarch64-unknown-linux-gnu ;; \
+    esac \
+    && { [ -d "$(rustc --print sysroot)/lib/rustlib/$t/lib" ] || rustup target add "$t"; } \
+    && cargo build --release --locked --bin perf-exporter --target "$t" \
+    && cp "target/$t/release/perf-exporter" /perf-exporter \
+    && { [ "${TARGETARCH:-$host}" != "${BUILDARCH:-$host}" ] || /perf-exporter --version; } \
     && setcap cap_perfmon+ep /perf-exporter \
     && test "$(getcap /perf-exporter)" = "/perf-exporter cap_perfmon=ep"
 

@@ -15,6 +15,10 @@
 #        localhost/standin/distroless-cc:nonroot  for gcr.io/distroless/cc-debian12:nonroot
 #          (no shell: glibc, libgcc, CA certificates, /etc/passwd with
 #          nonroot = 65532, user 65532:65532)
+#        localhost/standin/distroless-cc:nonroot-arm64  the same for linux/arm64
+#          (libc6:arm64 and libgcc-s1:arm64 unpacked, nothing run), the
+#          final stage of the multi-arch build test; the rust stand-in
+#          carries the aarch64-unknown-linux-gnu target for it
 #
 # Usage: scripts/images.sh          (idempotent: a stamp marks a complete run;
 #                                    FORCE=1 rebuilds the stand-ins)
@@ -32,7 +36,11 @@ REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 DEST=$REPO/.cache/deploy
 STORAGE=$DEST/storage
 STAMP=$DEST/stamp
-STAMP_TEXT="images v1 $(dpkg --print-architecture) $(rustc --version)"
+# The rust stand-in carries the host's toolchain with the aarch64 target (the
+# multi-arch build cross-compiles from it).
+ARM64_TARGET=aarch64-unknown-linux-gnu
+rustup target list --installed | grep -qx $ARM64_TARGET || rustup target add $ARM64_TARGET >&2
+STAMP_TEXT="images v2 $(dpkg --print-architecture) $(rustc --version) +$ARM64_TARGET"
 [[ $(id -u) == 0 ]] || die "run as root (debootstrap, buildah and containerd need it)"
 
 # 1. Runtimes, and libcap2-bin (setcap/getcap) and binutils (readelf) for the tests.
@@ -141,6 +149,30 @@ bah config --user 65532:65532 --workingdir /home/nonroot \
   --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$c"
 bah rmi localhost/standin/distroless-cc:nonroot >/dev/null 2>&1 || true # the previous stand-in
 bah commit --quiet --rm "$c" localhost/standin/distroless-cc:nonroot >/dev/null
+
+# The arm64 distroless stand-in: the same files from Debian's arm64 packages
+# (apt-get download against a private configuration; unpacked, never run).
+apt=$work/apt-arm64
+mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+printf 'deb %s bookworm main\n' "$mirror" >"$apt/sources.list"
+o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+  -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o Dir::State::Status=/dev/null
+  -o Debug::NoLocking=1 -o APT::Sandbox::User=root -o APT::Architecture=arm64 -o APT::Architectures=arm64)
+apt-get "${o[@]}" update -q >&2
+(cd "$apt" && apt-get "${o[@]}" download libc6:arm64 libgcc-s1:arm64 >&2)
+base64=$work/base-arm64
+mkdir -p "$base64"
+for d in "$apt"/*.deb; do dpkg -x "$d" "$base64"; done
+cp -a "$base/etc" "$base/tmp" "$base/home" "$base64/"
+[[ -e $base64/lib/ld-linux-aarch64.so.1 ]] || die "arm64 stand-in: no lib/ld-linux-aarch64.so.1 in libc6:arm64"
+log "committing localhost/standin/distroless-cc:nonroot-arm64"
+c=$(bah from --arch arm64 scratch)
+tar -C "$base64" -cf "$work/base-arm64.tar" .
+bah add "$c" "$work/base-arm64.tar" / >/dev/null
+bah config --arch arm64 --os linux --user 65532:65532 --workingdir /home/nonroot \
+  --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$c"
+bah rmi localhost/standin/distroless-cc:nonroot-arm64 >/dev/null 2>&1 || true
+bah commit --quiet --rm "$c" localhost/standin/distroless-cc:nonroot-arm64 >/dev/null
 
 printf '%s\n' "$STAMP_TEXT" >"$STAMP"
 log "stand-in base images ready in $STORAGE"

@@ -3,11 +3,21 @@
  * a loop of a known instruction count that measures itself with
  * perf_event_open, for the arm64 guest under QEMU (-icount shift=0).
  *
- *   workload ITERATIONS [CGROUP_DIR|-] [instructions-only]
+ *   workload ITERATIONS [CGROUP_DIR|-] [instructions-only|cycles-only]
+ *   workload hold K SECONDS
  *
  * With `instructions-only` it leaves the cycle counter to others (the
  * sampling scenario: QEMU delivers overflow interrupts promptly only for
- * the cycle counter; cycles=0 is printed). With CGROUP_DIR it first moves itself into that cgroup (writes "0" to its
+ * the cycle counter; cycles=0 is printed). With `cycles-only` it counts on
+ * the dedicated cycle counter alone and leaves every programmable counter
+ * to others (the multiplexing scenario); instructions=0 is printed, and
+ * under -icount shift=0 user-mode cycles equal user-mode instructions
+ * exactly (the exact-counts scenario asserts it).
+ *
+ * `hold K SECONDS` is another user of the PMU: K pinned CPU-wide
+ * instruction counters on CPU 0 (each its own group, so each holds one
+ * programmable counter whatever task runs), held for SECONDS; it prints
+ * "holding K" once they are open. With CGROUP_DIR it first moves itself into that cgroup (writes "0" to its
  * cgroup.procs), so a per-cgroup counter sees only this process from then
  * on. It then counts user-mode instructions and cycles (one group, pinned:
  * first on the PMU, never multiplexed by the exporter's groups) around a
@@ -31,6 +41,7 @@ typedef unsigned long u64;
 #define SYS_read 63
 #define SYS_write 64
 #define SYS_exit_group 94
+#define SYS_nanosleep 101
 #define SYS_perf_event_open 241
 
 static long sys6(long n, long a, long b, long c, long d, long e)
@@ -141,16 +152,42 @@ static void loop(u64 n)
 			 : "x9", "x10", "x11", "x12", "x13", "x14", "cc");
 }
 
+/* K pinned CPU-wide counters on CPU 0, held for SECONDS. */
+static void hold(long argc, char **argv)
+{
+	if (argc < 4)
+		die("usage: workload hold K SECONDS", 2);
+	u64 k = parse(argv[2]), secs = parse(argv[3]);
+	for (u64 i = 0; i < k; i++) {
+		prepare(&attrs[0], PERF_COUNT_HW_INSTRUCTIONS, 1);
+		attrs[0].disabled = 0;
+		long fd = sys6(SYS_perf_event_open, (long)&attrs[0], -1, 0, -1, 0);
+		if (fd < 0)
+			die("perf_event_open a pinned counter on CPU 0", fd);
+	}
+	out("holding ");
+	num(k);
+	out("\n");
+	long ts[2] = {(long)secs, 0};
+	sys6(SYS_nanosleep, (long)ts, 0, 0, 0, 0);
+}
+
 static void run(long argc, char **argv)
 {
 	if (argc < 2)
-		die("usage: workload ITERATIONS [CGROUP_DIR|-] [instructions-only]", 2);
+		die("usage: workload ITERATIONS [CGROUP_DIR|-] [instructions-only|cycles-only]", 2);
+	if (argv[1][0] == 'h') {
+		hold(argc, argv);
+		return;
+	}
 	u64 n = parse(argv[1]);
 	if (n == 0)
 		die("ITERATIONS must be a positive number", 2);
-	prepare(&attrs[0], PERF_COUNT_HW_INSTRUCTIONS, 1);
+	/* cycles-only: the cycle counter leads alone */
+	int only_cycles = argc > 3 && argv[3][0] == 'c';
+	prepare(&attrs[0], only_cycles ? PERF_COUNT_HW_CPU_CYCLES : PERF_COUNT_HW_INSTRUCTIONS, 1);
 	prepare(&attrs[1], PERF_COUNT_HW_CPU_CYCLES, 0);
-	int cycles = !(argc > 3 && argv[3][0] == 'i');
+	int cycles = !only_cycles && !(argc > 3 && argv[3][0] == 'i');
 	long back = -1;
 	if (argc > 2 && !(argv[2][0] == '-' && argv[2][1] == 0)) {
 		/* Both paths are built and the parent's cgroup.procs opened
@@ -182,7 +219,7 @@ static void run(long argc, char **argv)
 	}
 	long ins = open_counter(&attrs[0], -1);
 	if (ins < 0)
-		die("perf_event_open instructions", ins);
+		die(only_cycles ? "perf_event_open cycles" : "perf_event_open instructions", ins);
 	if (cycles) {
 		long cyc = open_counter(&attrs[1], ins);
 		if (cyc < 0)
@@ -202,9 +239,9 @@ static void run(long argc, char **argv)
 	out("workload iterations=");
 	num(n);
 	out(" instructions=");
-	num(r[3]);
+	num(only_cycles ? 0 : r[3]);
 	out(" cycles=");
-	num(r[4]);
+	num(only_cycles ? r[3] : r[4]);
 	out(" enabled=");
 	num(r[1]);
 	out(" running=");

@@ -24,6 +24,7 @@ STORAGE = CACHE / "storage"
 STAMP = CACHE / "stamp"
 RUST_BASE = "localhost/standin/rust:1-bookworm"
 RUNTIME_BASE = "localhost/standin/distroless-cc:nonroot"
+RUNTIME_BASE_ARM64 = "localhost/standin/distroless-cc:nonroot-arm64"
 # A cold release build on 2 shared cores takes minutes; a cached one seconds.
 BUILD_TIMEOUT = 60 * 60
 

@@ -33,7 +33,10 @@ def test_multi_stage_non_root_with_base_images_as_build_args():
     assert re.search(r"(?m)^ARG RUST_IMAGE=docker\.io/library/rust:1-bookworm$", text)
     assert re.search(r"(?m)^ARG RUNTIME_IMAGE=gcr\.io/distroless/cc-debian12:nonroot$", text)
     build, final = stages()
-    assert build.startswith("${RUST_IMAGE} AS build")
+    # The build stage runs on the build host and cross-compiles (multi-arch
+    # without emulation); only the final stage is of the target platform.
+    assert build.startswith("--platform=$BUILDPLATFORM ${RUST_IMAGE} AS build")
+    assert '--target "$t"' in build
     assert "cargo build --release --locked" in build
     assert final.startswith("${RUNTIME_IMAGE}")
     assert "COPY --from=build /perf-exporter /bin/perf-exporter" in final
