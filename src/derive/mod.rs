@@ -99,6 +99,10 @@ pub enum DeriveError {
     /// `a % b` where `b` truncates to zero (perf aborts the expression).
     #[error("`%` by zero (perf gives no value either)")]
     ModuloByZero,
+    /// The value is NaN: a division by zero in this window, or an input
+    /// that is itself undefined.
+    #[error("no value in this window (a division by zero, or an input without a value)")]
+    Undefined,
 }
 
 /// A binary operator.
@@ -307,6 +311,19 @@ impl Expr {
         let mut out: Vec<&Operand> = Vec::new();
         self.visit(&mut |e| {
             if let Expr::Operand(o) | Expr::SourceCount(o) = e {
+                if !out.iter().any(|p| p.name == o.name) {
+                    out.push(o);
+                }
+            }
+        });
+        out
+    }
+
+    /// The names `has_event(..)` probes, each once.
+    pub fn probes(&self) -> Vec<&Operand> {
+        let mut out: Vec<&Operand> = Vec::new();
+        self.visit(&mut |e| {
+            if let Expr::HasEvent(o) = e {
                 if !out.iter().any(|p| p.name == o.name) {
                     out.push(o);
                 }
