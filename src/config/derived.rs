@@ -275,6 +275,69 @@ fn shifted(at: &Location, column: usize) -> (u64, u64) {
     (at.line(), col)
 }
 
+/// Parses one expression of entry `name` (`what` is `expr` or
+/// `threshold`) and resolves its operands.
+fn formula(
+    names: &Names,
+    invalid_at: &dyn Fn((u64, u64), String) -> ConfigError,
+    name: &str,
+    text: &Spanned<String>,
+    what: &str,
+) -> Result<Formula, ConfigError> {
+    let expr = derive::parse(&text.value).map_err(|e| {
+        let column = match &e {
+            derive::DeriveError::Syntax { column, .. }
+            | derive::DeriveError::TooDeep { column } => *column,
+            _ => 1,
+        };
+        // YAML drops ` #...` from a plain value as a comment, so an
+        // expression cut short may have lost a literal.
+        let cut = column > text.value.chars().count();
+        let hint = if cut {
+            " (in YAML ` #` starts a comment: quote an expression that holds a `#` literal)"
+        } else {
+            ""
+        };
+        invalid_at(
+            shifted(&text.referenced, column),
+            format!("derived metric `{name}`: `{what}`: {e}{hint}"),
+        )
+    })?;
+    let mut inputs = Vec::new();
+    for op in expr.operands() {
+        let source = names.resolve(&op.name).map_err(|why| {
+            invalid_at(
+                shifted(&text.referenced, op.column),
+                format!(
+                    "derived metric `{name}`: `{what}` column {}: {why}",
+                    op.column
+                ),
+            )
+        })?;
+        inputs.push(Input {
+            operand: op.name.clone(),
+            source,
+        });
+    }
+    let probes = expr
+        .probes()
+        .into_iter()
+        .filter_map(|op| {
+            let source = names.resolve(&op.name).ok()?;
+            Some(Input {
+                operand: op.name.clone(),
+                source,
+            })
+        })
+        .collect();
+    Ok(Formula {
+        text: text.value.clone(),
+        expr,
+        inputs,
+        probes,
+    })
+}
+
 /// Parses and resolves the section.
 pub(super) fn convert(
     raw: Vec<RawDerived>,
@@ -332,69 +395,15 @@ pub(super) fn convert(
         }
         names.derived.push(n);
     }
-    let formula = |name: &str, text: &Spanned<String>, what: &str| {
-        let expr = derive::parse(&text.value).map_err(|e| {
-            let column = match &e {
-                derive::DeriveError::Syntax { column, .. }
-                | derive::DeriveError::TooDeep { column } => *column,
-                _ => 1,
-            };
-            // YAML drops ` #...` from a plain value as a comment, so an
-            // expression cut short may have lost a literal.
-            let cut = column > text.value.chars().count();
-            let hint = if cut {
-                " (in YAML ` #` starts a comment: quote an expression that holds a `#` literal)"
-            } else {
-                ""
-            };
-            invalid_at(
-                shifted(&text.referenced, column),
-                format!("derived metric `{name}`: `{what}`: {e}{hint}"),
-            )
-        })?;
-        let mut inputs = Vec::new();
-        for op in expr.operands() {
-            let source = names.resolve(&op.name).map_err(|why| {
-                invalid_at(
-                    shifted(&text.referenced, op.column),
-                    format!(
-                        "derived metric `{name}`: `{what}` column {}: {why}",
-                        op.column
-                    ),
-                )
-            })?;
-            inputs.push(Input {
-                operand: op.name.clone(),
-                source,
-            });
-        }
-        let probes = expr
-            .probes()
-            .into_iter()
-            .filter_map(|op| {
-                let source = names.resolve(&op.name).ok()?;
-                Some(Input {
-                    operand: op.name.clone(),
-                    source,
-                })
-            })
-            .collect();
-        Ok(Formula {
-            text: text.value.clone(),
-            expr,
-            inputs,
-            probes,
-        })
-    };
     let mut by_name: BTreeMap<String, Derived> = BTreeMap::new();
     let mut written = Vec::new();
     for r in &raw {
         let name = r.name.value.clone();
-        let f = formula(&name, &r.expr, "expr")?;
+        let f = formula(&names, &invalid_at, &name, &r.expr, "expr")?;
         let threshold = r
             .threshold
             .as_ref()
-            .map(|t| formula(&name, t, "threshold"))
+            .map(|t| formula(&names, &invalid_at, &name, t, "threshold"))
             .transpose()?;
         written.push(name.clone());
         by_name.insert(
