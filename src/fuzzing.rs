@@ -16,6 +16,7 @@
 //! Every crash found becomes a corpus file (a regression test).
 
 use crate::config::{valid_metric_name, Config, FormatRequirement};
+use crate::derive::{self, Env, Literal};
 use crate::perf::{parse_group_read, GroupReading};
 use crate::pmu::{format_cpu_list, parse_cpu_list, parse_number, parse_terms, Format};
 use crate::spec::{self, check_scale, EventSpec};
@@ -36,6 +37,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("web_config", web_config),
     ("x509_sans", x509_sans),
     ("perf_record", perf_record),
+    ("metric_expr", metric_expr),
 ];
 
 fn text(data: &[u8]) -> Option<&str> {
@@ -323,4 +325,56 @@ pub fn perf_record(data: &[u8]) -> Result<(), String> {
         )),
         _ => Ok(()),
     }
+}
+
+/// Every operand has a value (its name's length), every literal is 2
+/// and every CPU identity matches: the evaluator's paths all run.
+struct FuzzEnv;
+
+impl Env for FuzzEnv {
+    fn operand(&self, name: &str) -> Option<f64> {
+        // Lengths are small; as f64 exactly.
+        #[allow(clippy::cast_precision_loss)]
+        Some((name.len() % 7) as f64)
+    }
+
+    fn literal(&self, _: Literal) -> Result<f64, String> {
+        Ok(2.0)
+    }
+
+    fn cpuid_matches(&self, _: &str) -> Option<bool> {
+        Some(true)
+    }
+}
+
+/// perf's metric-expression parser and evaluator ([`derive::parse`],
+/// [`derive::eval`]): an accepted expression prints in a form that parses
+/// back to the same print, evaluates without panicking to the same value
+/// as its print, and respects the length bound.
+pub fn metric_expr(data: &[u8]) -> Result<(), String> {
+    let Some(s) = text(data) else {
+        return Ok(());
+    };
+    let Ok(e) = derive::parse(s) else {
+        return Ok(());
+    };
+    if s.len() > derive::MAX_LEN {
+        return Err(format!("{} bytes accepted", s.len()));
+    }
+    let printed = e.to_string();
+    let back = derive::parse(&printed)
+        .map_err(|err| format!("{s:?} printed as {printed:?}, which does not parse: {err}"))?;
+    if back.to_string() != printed {
+        return Err(format!("{s:?} printed as {printed:?} -> {back}"));
+    }
+    let (a, b) = (derive::eval(&e, &FuzzEnv), derive::eval(&back, &FuzzEnv));
+    let same = match (&a, &b) {
+        (Ok(x), Ok(y)) => x == y || (x.is_nan() && y.is_nan()),
+        (Err(x), Err(y)) => x == y,
+        _ => false,
+    };
+    if !same {
+        return Err(format!("{s:?} = {a:?} but its print {printed:?} = {b:?}"));
+    }
+    Ok(())
 }

@@ -14,8 +14,10 @@
 //!    kernel's ABI numbers, from perf-event-open-sys, and `statfs`),
 //!    [`problem`] (the typed reasons why a metric is not counted,
 //!    with what to do), [`bounded`] (bounded reads of files the
-//!    exporter does not control: regular files only, capped) and
-//!    [`terminal`] (names escaped for the terminal views);
+//!    exporter does not control: regular files only, capped),
+//!    [`terminal`] (names escaped for the terminal views) and [`derive`]
+//!    (perf's metric-expression grammar and its evaluator, for the
+//!    `derived:` metrics);
 //! 1. [`config`]: the YAML configuration as written, specs stored parsed
 //!    (no I/O but reading the file);
 //! 2. [`pmu`]: discovery from the sysfs and procfs roots: PMUs, topology,
@@ -48,6 +50,7 @@ pub mod bounded;
 pub mod cgroup;
 pub mod cli;
 pub mod config;
+pub mod derive;
 pub mod duration;
 pub mod engine;
 pub mod export;

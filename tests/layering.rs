@@ -6,7 +6,8 @@
 //! 0. leaves: `duration`, `spec` (the event-spec, sysfs term and format
 //!    grammars), `sys` (the kernel's ABI numbers and `statfs`, as
 //!    perf-event keeps its `-sys` crate), `problem` (typed reasons),
-//!    `bounded` (bounded reads), `terminal` (escaping for terminal views)
+//!    `bounded` (bounded reads), `terminal` (escaping for terminal views),
+//!    `derive` (perf's metric-expression grammar and evaluator)
 //! 1. `config` · 2. `pmu`, `cgroup` · 3. `resolve` · 4. `perf` ·
 //! 5. `engine`, `snapshot`, `privilege`, `probe` · 6. `export`, `report`,
 //!    `view` (the terminal views) ·
@@ -50,6 +51,7 @@ const STAGES: &[(&str, usize)] = &[
     ("problem", 0),
     ("bounded", 0),
     ("terminal", 0),
+    ("derive", 0),
     ("config", 1),
     ("pmu", 2),
     ("cgroup", 2),

@@ -27,6 +27,7 @@
 //! (`crate::resolve::chain`).
 
 pub mod cgroups;
+pub mod derived;
 mod names;
 mod raw;
 pub mod sampling;
@@ -89,6 +90,9 @@ pub struct Config {
     pub cgroups: Option<cgroups::CgroupsConfig>,
     /// Sampled attribution (`sampling:`), when configured.
     pub sampling: Option<sampling::SamplingConfig>,
+    /// Derived metrics (`derived:`), resolved against the sets' metrics
+    /// (empty when there are none).
+    pub derived: derived::DerivedTable,
 }
 
 /// One set: opened as one perf group per CPU, or per uncore PMU instance.
@@ -281,6 +285,7 @@ impl Config {
             sets: Vec::new(),
             cgroups: None,
             sampling: None,
+            derived: derived::DerivedTable::default(),
         })
     }
 
@@ -342,10 +347,15 @@ impl Config {
             Some(s) => Some(sampling::convert(s, &invalid)?),
             None => None,
         };
+        let derived = match raw.derived {
+            Some(d) => derived::convert(d, &out, file)?,
+            None => derived::DerivedTable::default(),
+        };
         Ok(Config {
             sets: out,
             cgroups,
             sampling,
+            derived,
         })
     }
 

@@ -16,6 +16,9 @@ pub(super) struct RawConfig {
     /// Sampled attribution, if any.
     #[serde(default)]
     pub sampling: Option<super::sampling::RawSampling>,
+    /// Derived metrics, if any.
+    #[serde(default)]
+    pub derived: Option<Vec<super::derived::RawDerived>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -238,6 +238,34 @@ fn dictionary(target: &str) -> &'static [&'static [u8]] {
             b"\x00",
             b"\xff\xff",
         ],
+        "metric_expr" => &[
+            b" if ",
+            b" else ",
+            b"min(",
+            b"max(",
+            b"d_ratio(",
+            b"source_count(",
+            b"has_event(",
+            b"strcmp_cpuid_str(",
+            b"#smt_on",
+            b"#slots",
+            b"#num_cpus_online",
+            b"cpu@event\\=0x3c\\,umask\\=1@",
+            b"topdown\\-retiring",
+            b"1e-3",
+            b".5",
+            b"(",
+            b")",
+            b",",
+            b" / ",
+            b" % ",
+            b" | ",
+            b" & ",
+            b" ^ ",
+            b" < ",
+            b" > ",
+            b"-",
+        ],
         "group_read" => &[
             b"\x00\x00\x00\x00\x00\x00\x00\x00",
             b"\xff\xff\xff\xff\xff\xff\xff\xff",
@@ -343,7 +371,7 @@ fn every_target_has_a_cargo_fuzz_binary_and_a_corpus() {
         );
         assert!(corpus_dir(name).is_dir(), "fuzz/corpus/{name} is missing");
     }
-    assert_eq!(TARGETS.len(), 7);
+    assert_eq!(TARGETS.len(), 8);
 }
 
 #[test]
@@ -374,6 +402,16 @@ fn corpus_web_config() {
 #[test]
 fn corpus_x509_sans() {
     run_corpus("x509_sans");
+}
+
+#[test]
+fn corpus_metric_expr() {
+    run_corpus("metric_expr");
+}
+
+#[test]
+fn mutations_metric_expr() {
+    run_mutations("metric_expr", 30_000, 0x5eed_0008);
 }
 
 #[test]

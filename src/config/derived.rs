@@ -1,0 +1,677 @@
+//! The `derived:` section: metrics computed from the counted ones, in
+//! perf's metric-expression language ([`crate::derive`]).
+//!
+//! ```yaml
+//! derived:
+//!   - name: ipc
+//!     help: Instructions per cycle.
+//!     expr: instructions / cycles
+//!   - name: l1d_mpki
+//!     unit: misses per 1000 instructions
+//!     group: cache
+//!     expr: 1e3 * L1\-dcache\-load\-misses / instructions
+//!     threshold: l1d_mpki > 20
+//!   - name: slots_per_thread
+//!     expr: "slots / 2 if #smt_on else slots"   # quoted: ` #` starts a YAML comment
+//! ```
+//!
+//! An operand names, in this order of preference:
+//!
+//! 1. an event metric of the config (`perf_instructions_total`);
+//! 2. another derived metric (`ipc`), which is evaluated first; a cycle
+//!    is refused with its path;
+//! 3. an event spec that one metric of the config counts (`instructions`
+//!    for the metric whose chain holds `instructions`; `cpu@event=0x3c@`
+//!    for `cpu/event=0x3c/`), compared as parsed specs, modifiers
+//!    included; a spec two metrics count is refused as ambiguous;
+//! 4. `duration_time`: the window's length in seconds (perf's tool
+//!    event, which perf also gives in seconds).
+//!
+//! Anything else is refused at load with the file, the line, the
+//! operand's column in the expression and the names that come closest.
+//! `has_event(..)` probes may name anything (they are 0 when it is not
+//! counted). A `threshold:` is an expression too, whose operands follow
+//! the same rules and may name the metric itself.
+//!
+//! Plain data, no I/O: [`RawDerived`] is the section as written,
+//! [`DerivedTable`] the section resolved against the config's metrics.
+
+use serde::Deserialize;
+use serde_saphyr::{Location, Spanned};
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{names, ConfigError, SetConfig};
+use crate::derive::{self, DeriveError, Env, Expr, Literal};
+use crate::spec::{self, quote_list, suggest, Event};
+
+/// The most derived metrics one config may hold.
+pub const MAX_DERIVED: usize = 1024;
+
+/// The operand that stands for the window's length in seconds.
+pub const DURATION: &str = "duration_time";
+
+/// One entry as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDerived {
+    name: Spanned<String>,
+    #[serde(default)]
+    help: Option<String>,
+    #[serde(default)]
+    unit: Option<String>,
+    expr: Spanned<String>,
+    #[serde(default)]
+    group: Option<String>,
+    #[serde(default)]
+    threshold: Option<Spanned<String>>,
+}
+
+/// What an operand reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// An event metric of the config, by its name.
+    Metric(String),
+    /// Another derived metric, by its name.
+    Derived(String),
+    /// The window's length in seconds.
+    Duration,
+}
+
+/// An operand and what it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    /// As the expression names it (escapes removed).
+    pub operand: String,
+    /// What it reads.
+    pub source: Source,
+}
+
+/// An expression as written and as parsed, with its inputs resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Formula {
+    /// As written.
+    pub text: String,
+    /// As parsed.
+    pub expr: Expr,
+    /// Every operand the value depends on, resolved.
+    pub inputs: Vec<Input>,
+    /// The `has_event(..)` probes that name something the config counts
+    /// (the others are 0).
+    pub probes: Vec<Input>,
+}
+
+/// One derived metric, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Derived {
+    /// Its name.
+    pub name: String,
+    /// The HELP text.
+    pub help: Option<String>,
+    /// The unit of the value, as written.
+    pub unit: Option<String>,
+    /// A group it is shown in (`topdown`, `cache`).
+    pub group: Option<String>,
+    /// The value.
+    pub formula: Formula,
+    /// When the value deserves attention (non-zero means yes).
+    pub threshold: Option<Formula>,
+    /// Where `name:` is written (line, column).
+    pub at: (u64, u64),
+}
+
+/// The section resolved: every entry after the derived metrics it reads
+/// (so one pass in this order evaluates them all).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DerivedTable {
+    /// In evaluation order.
+    pub metrics: Vec<Derived>,
+}
+
+impl DerivedTable {
+    /// The entry named `name`.
+    pub fn get(&self, name: &str) -> Option<&Derived> {
+        self.metrics.iter().find(|d| d.name == name)
+    }
+
+    /// Every derived value of one window, in evaluation order: `deltas`
+    /// gives an event metric's delta in the window (by metric name;
+    /// `None` when it has none), `duration` the window's length in
+    /// seconds, `literals` the host's literals. Every input comes from
+    /// the same window: a value never mixes collections. A value that is
+    /// NaN is [`DeriveError::Undefined`], never a number.
+    pub fn evaluate(
+        &self,
+        deltas: &dyn Fn(&str) -> Option<f64>,
+        duration: Option<f64>,
+        literals: &dyn Fn(Literal) -> Result<f64, String>,
+    ) -> Vec<(&str, Result<f64, DeriveError>)> {
+        let mut done: BTreeMap<&str, Option<f64>> = BTreeMap::new();
+        let mut out = Vec::with_capacity(self.metrics.len());
+        for d in &self.metrics {
+            let env = Window {
+                formula: &d.formula,
+                deltas,
+                duration,
+                literals,
+                done: &done,
+            };
+            let v = match derive::eval(&d.formula.expr, &env) {
+                Ok(v) if v.is_nan() => Err(DeriveError::Undefined),
+                other => other,
+            };
+            done.insert(d.name.as_str(), v.as_ref().ok().copied());
+            out.push((d.name.as_str(), v));
+        }
+        out
+    }
+}
+
+/// One window, as one formula's operands see it.
+struct Window<'a> {
+    formula: &'a Formula,
+    deltas: &'a dyn Fn(&str) -> Option<f64>,
+    duration: Option<f64>,
+    literals: &'a dyn Fn(Literal) -> Result<f64, String>,
+    done: &'a BTreeMap<&'a str, Option<f64>>,
+}
+
+impl Window<'_> {
+    fn read(&self, source: &Source) -> Option<f64> {
+        match source {
+            Source::Metric(m) => (self.deltas)(m),
+            Source::Derived(d) => self.done.get(d.as_str()).copied().flatten(),
+            Source::Duration => self.duration,
+        }
+    }
+}
+
+impl Env for Window<'_> {
+    fn operand(&self, name: &str) -> Option<f64> {
+        let f = self.formula;
+        let input = f
+            .inputs
+            .iter()
+            .chain(&f.probes)
+            .find(|i| i.operand == name)?;
+        self.read(&input.source)
+    }
+
+    fn literal(&self, lit: Literal) -> Result<f64, String> {
+        (self.literals)(lit)
+    }
+
+    fn cpuid_matches(&self, _: &str) -> Option<bool> {
+        // The CPU identity is matched per alternative (`requires_cpu`)
+        // in the config; expressions do not branch on it yet.
+        None
+    }
+}
+
+/// The config's metrics, as operands see them.
+struct Names<'a> {
+    /// Metric names.
+    metrics: BTreeSet<&'a str>,
+    /// Every spec of every alternative: parsed, its text, its metric.
+    specs: Vec<(&'a Event, &'a str, &'a str)>,
+    /// Derived names (written order).
+    derived: Vec<&'a str>,
+}
+
+impl Names<'_> {
+    fn resolve(&self, operand: &str) -> Result<Source, String> {
+        if self.metrics.contains(operand) {
+            return Ok(Source::Metric(operand.to_string()));
+        }
+        if self.derived.contains(&operand) {
+            return Ok(Source::Derived(operand.to_string()));
+        }
+        let event_form = operand.replace('@', "/");
+        if let Ok(parsed) = spec::parse(&event_form) {
+            let mut owners: Vec<&str> = self
+                .specs
+                .iter()
+                .filter(|(e, _, _)| **e == parsed)
+                .map(|(_, _, m)| *m)
+                .collect();
+            owners.dedup();
+            match owners.as_slice() {
+                [one] => return Ok(Source::Metric((*one).to_string())),
+                [] => {}
+                many => {
+                    let many: Vec<String> = many.iter().map(|m| (*m).to_string()).collect();
+                    return Err(format!(
+                        "`{operand}` is counted by {}: name the metric instead",
+                        quote_list(&many)
+                    ));
+                }
+            }
+        }
+        if operand == DURATION {
+            return Ok(Source::Duration);
+        }
+        let candidates = self
+            .metrics
+            .iter()
+            .copied()
+            .chain(self.derived.iter().copied())
+            .chain(self.specs.iter().map(|(_, t, _)| *t))
+            .chain(std::iter::once(DURATION));
+        let near = suggest(operand, candidates);
+        let hint = if near.is_empty() {
+            "an operand is a metric of the config, an event spec one of its metrics counts, another derived metric, or `duration_time`".to_string()
+        } else {
+            format!("did you mean {}?", quote_list(&near))
+        };
+        Err(format!("unknown operand `{operand}`: {hint}"))
+    }
+}
+
+/// Where in the YAML a column of an expression is: the location of the
+/// value, moved right by the column (exact for a plain value on one line;
+/// quotes shift it, so the message names the column in the expression
+/// too).
+fn shifted(at: &Location, column: usize) -> (u64, u64) {
+    let col = at.column() + u64::try_from(column.saturating_sub(1)).unwrap_or(0);
+    (at.line(), col)
+}
+
+/// Parses one expression of entry `name` (`what` is `expr` or
+/// `threshold`) and resolves its operands.
+fn formula(
+    names: &Names,
+    invalid_at: &dyn Fn((u64, u64), String) -> ConfigError,
+    name: &str,
+    text: &Spanned<String>,
+    what: &str,
+) -> Result<Formula, ConfigError> {
+    let expr = derive::parse(&text.value).map_err(|e| {
+        let column = match &e {
+            derive::DeriveError::Syntax { column, .. }
+            | derive::DeriveError::TooDeep { column } => *column,
+            _ => 1,
+        };
+        // YAML drops ` #...` from a plain value as a comment, so an
+        // expression cut short may have lost a literal.
+        let cut = column > text.value.chars().count();
+        let hint = if cut {
+            " (in YAML ` #` starts a comment: quote an expression that holds a `#` literal)"
+        } else {
+            ""
+        };
+        invalid_at(
+            shifted(&text.referenced, column),
+            format!("derived metric `{name}`: `{what}`: {e}{hint}"),
+        )
+    })?;
+    let mut inputs = Vec::new();
+    for op in expr.operands() {
+        let source = names.resolve(&op.name).map_err(|why| {
+            invalid_at(
+                shifted(&text.referenced, op.column),
+                format!(
+                    "derived metric `{name}`: `{what}` column {}: {why}",
+                    op.column
+                ),
+            )
+        })?;
+        inputs.push(Input {
+            operand: op.name.clone(),
+            source,
+        });
+    }
+    let probes = expr
+        .probes()
+        .into_iter()
+        .filter_map(|op| {
+            let source = names.resolve(&op.name).ok()?;
+            Some(Input {
+                operand: op.name.clone(),
+                source,
+            })
+        })
+        .collect();
+    Ok(Formula {
+        text: text.value.clone(),
+        expr,
+        inputs,
+        probes,
+    })
+}
+
+/// Parses and resolves the section.
+pub(super) fn convert(
+    raw: Vec<RawDerived>,
+    sets: &[SetConfig],
+    file: &str,
+) -> Result<DerivedTable, ConfigError> {
+    let invalid_at = |(line, column): (u64, u64), msg: String| ConfigError::Invalid {
+        file: file.into(),
+        line,
+        column,
+        msg,
+    };
+    let invalid = |at: &Location, msg: String| invalid_at((at.line(), at.column()), msg);
+    if let Some(r) = raw.get(MAX_DERIVED) {
+        return Err(invalid(
+            &r.name.referenced,
+            format!("more than {MAX_DERIVED} derived metrics"),
+        ));
+    }
+    let mut names = Names {
+        metrics: BTreeSet::new(),
+        specs: Vec::new(),
+        derived: Vec::new(),
+    };
+    for m in sets.iter().flat_map(|s| &s.events) {
+        names.metrics.insert(m.metric.value.as_str());
+        for alt in &m.event.value {
+            for s in &alt.specs {
+                names
+                    .specs
+                    .push((&s.parsed, s.text.as_str(), m.metric.value.as_str()));
+            }
+        }
+    }
+    for r in &raw {
+        let n = r.name.value.as_str();
+        let at = &r.name.referenced;
+        if !names::valid_syntax(n) {
+            return Err(invalid(
+                at,
+                format!("derived metric `{n}` is not a valid metric name (letters, digits and `_`, not starting with a digit)"),
+            ));
+        }
+        if names.metrics.contains(n) {
+            return Err(invalid(
+                at,
+                format!("derived metric `{n}` has the name of an event metric of the config: rename one"),
+            ));
+        }
+        if names.derived.contains(&n) {
+            return Err(invalid(
+                at,
+                format!("derived metric `{n}` is defined twice"),
+            ));
+        }
+        names.derived.push(n);
+    }
+    let mut by_name: BTreeMap<String, Derived> = BTreeMap::new();
+    let mut written = Vec::new();
+    for r in &raw {
+        let name = r.name.value.clone();
+        let f = formula(&names, &invalid_at, &name, &r.expr, "expr")?;
+        let threshold = r
+            .threshold
+            .as_ref()
+            .map(|t| formula(&names, &invalid_at, &name, t, "threshold"))
+            .transpose()?;
+        written.push(name.clone());
+        by_name.insert(
+            name.clone(),
+            Derived {
+                name,
+                help: r.help.clone(),
+                unit: r.unit.clone(),
+                group: r.group.clone(),
+                formula: f,
+                threshold,
+                at: (r.name.referenced.line(), r.name.referenced.column()),
+            },
+        );
+    }
+    let order = evaluation_order(&written, &by_name).map_err(|cycle| {
+        let first = by_name.get(&cycle[0]).map_or((0, 0), |d| d.at);
+        invalid_at(
+            first,
+            format!(
+                "derived metrics read each other in a cycle: {}; a derived metric cannot depend on its own value",
+                cycle.join(" → ")
+            ),
+        )
+    })?;
+    let metrics = order
+        .into_iter()
+        .filter_map(|n| by_name.remove(&n))
+        .collect();
+    Ok(DerivedTable { metrics })
+}
+
+/// The names in an order where each comes after the derived metrics its
+/// value reads (written order otherwise); a cycle is returned as its path
+/// (`a → b → a`).
+fn evaluation_order(
+    written: &[String],
+    by_name: &BTreeMap<String, Derived>,
+) -> Result<Vec<String>, Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    let deps = |n: &str| -> Vec<String> {
+        by_name.get(n).map_or_else(Vec::new, |d| {
+            d.formula
+                .inputs
+                .iter()
+                .filter_map(|i| match &i.source {
+                    Source::Derived(x) => Some(x.clone()),
+                    _ => None,
+                })
+                .collect()
+        })
+    };
+    let mut mark: BTreeMap<&str, Mark> = written.iter().map(|n| (n.as_str(), Mark::New)).collect();
+    let mut out = Vec::new();
+    for start in written {
+        if mark.get(start.as_str()) != Some(&Mark::New) {
+            continue;
+        }
+        // Iterative depth-first search (the depth is bounded by
+        // MAX_DERIVED, but the stack is explicit anyway).
+        let mut stack: Vec<(String, Vec<String>)> = vec![(start.clone(), deps(start))];
+        mark.insert(start.as_str(), Mark::Open);
+        while let Some((node, pending)) = stack.last_mut() {
+            if let Some(next) = pending.pop() {
+                match mark.get(next.as_str()).copied() {
+                    Some(Mark::New) => {
+                        let key = written.iter().find(|w| **w == next).map(String::as_str);
+                        if let Some(k) = key {
+                            mark.insert(k, Mark::Open);
+                        }
+                        let d = deps(&next);
+                        stack.push((next, d));
+                    }
+                    Some(Mark::Open) => {
+                        let from = stack.iter().position(|(n, _)| *n == next).unwrap_or(0);
+                        let mut cycle: Vec<String> =
+                            stack[from..].iter().map(|(n, _)| n.clone()).collect();
+                        cycle.push(next);
+                        return Err(cycle);
+                    }
+                    _ => {}
+                }
+            } else {
+                let done = node.clone();
+                stack.pop();
+                if let Some(k) = written.iter().find(|w| **w == done).map(String::as_str) {
+                    mark.insert(k, Mark::Done);
+                }
+                out.push(done);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    const SETS: &str = "sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        event: [cycles, \"core/cpu-cycles/\"]\n      - metric: perf_instructions_total\n        event: [instructions]\n      - metric: perf_l1d_read_misses_total\n        event: [L1-dcache-load-misses]\n      - metric: perf_ref_total\n        event: [\"cpu/event=0x3c/\"]\n";
+
+    fn with(derived: &str) -> Result<Config, String> {
+        Config::parse(&format!("{SETS}derived:\n{derived}"), "t.yaml").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn absent_section_is_empty() {
+        let c = Config::parse(SETS, "t.yaml").unwrap();
+        assert!(c.derived.metrics.is_empty());
+    }
+
+    #[test]
+    fn operands_resolve_to_metrics_specs_derived_and_duration() {
+        let c = with(concat!(
+            "  - name: cpi\n    expr: 1 / ipc\n",
+            "  - name: ipc\n    help: Instructions per cycle.\n    unit: ratio\n    group: core\n    expr: instructions / perf_cpu_cycles_total\n    threshold: ipc < 0.5\n",
+            "  - name: l1d_mpki\n    expr: 1e3 * L1\\-dcache\\-load\\-misses / instructions\n",
+            "  - name: ref_per_second\n    expr: cpu@event\\=0x3c@ / duration_time if has_event(nothing) else core@cpu\\-cycles@\n",
+        ))
+        .unwrap();
+        let names: Vec<&str> = c.derived.metrics.iter().map(|d| d.name.as_str()).collect();
+        // `ipc` comes before `cpi`, which reads it.
+        assert_eq!(names, ["ipc", "cpi", "l1d_mpki", "ref_per_second"]);
+        let ipc = c.derived.get("ipc").unwrap();
+        assert_eq!(
+            ipc.formula.inputs,
+            [
+                Input {
+                    operand: "instructions".into(),
+                    source: Source::Metric("perf_instructions_total".into())
+                },
+                Input {
+                    operand: "perf_cpu_cycles_total".into(),
+                    source: Source::Metric("perf_cpu_cycles_total".into())
+                },
+            ]
+        );
+        assert_eq!(ipc.unit.as_deref(), Some("ratio"));
+        assert_eq!(ipc.group.as_deref(), Some("core"));
+        assert_eq!(
+            ipc.threshold.as_ref().unwrap().inputs[0].source,
+            Source::Derived("ipc".into())
+        );
+        let cpi = c.derived.get("cpi").unwrap();
+        assert_eq!(cpi.formula.inputs[0].source, Source::Derived("ipc".into()));
+        let l1 = c.derived.get("l1d_mpki").unwrap();
+        assert_eq!(
+            l1.formula.inputs[0].source,
+            Source::Metric("perf_l1d_read_misses_total".into())
+        );
+        let r = c.derived.get("ref_per_second").unwrap();
+        let sources: Vec<&Source> = r.formula.inputs.iter().map(|i| &i.source).collect();
+        assert_eq!(
+            sources,
+            [
+                &Source::Metric("perf_ref_total".into()),
+                &Source::Duration,
+                &Source::Metric("perf_cpu_cycles_total".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_operands_are_named_with_the_line_and_column() {
+        let e = with("  - name: ipc\n    expr: instructions / cycels\n").unwrap_err();
+        assert!(e.starts_with("t.yaml:14:26: "), "{e}");
+        assert!(
+            e.contains("derived metric `ipc`: `expr` column 16: unknown operand `cycels`: did you mean `cycles`"),
+            "{e}"
+        );
+        let e = with("  - name: x\n    expr: zzz_qqq\n").unwrap_err();
+        assert!(e.contains("an operand is a metric of the config"), "{e}");
+        let e = with("  - name: x\n    expr: 1 +\n").unwrap_err();
+        assert!(
+            e.starts_with("t.yaml:14:14: ") && e.contains("`expr`: column 4: the expression ends"),
+            "{e}"
+        );
+        let e =
+            with("  - name: x\n    expr: instructions\n    threshold: x > #smt_on\n").unwrap_err();
+        assert!(
+            e.contains("quote an expression that holds a `#` literal"),
+            "{e}"
+        );
+        let e =
+            with("  - name: x\n    expr: instructions\n    threshold: 'x > #nope'\n").unwrap_err();
+        assert!(
+            e.contains("`threshold`: column 5: unknown literal `#nope`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cycles_are_refused_with_their_path() {
+        let e = with("  - name: a\n    expr: b + 1\n  - name: b\n    expr: c * 2\n  - name: c\n    expr: a / instructions\n").unwrap_err();
+        assert!(e.contains("cycle: a → b → c → a"), "{e}");
+        assert!(e.starts_with("t.yaml:13:11: "), "{e}");
+        let e = with("  - name: a\n    expr: a + 1\n").unwrap_err();
+        assert!(e.contains("cycle: a → a"), "{e}");
+        // A threshold may read its own metric.
+        assert!(with("  - name: a\n    expr: instructions\n    threshold: a > 1\n").is_ok());
+    }
+
+    #[test]
+    fn one_window_evaluates_in_order_and_says_why_not() {
+        let c = with(concat!(
+            "  - name: cpi\n    expr: 1 / ipc\n",
+            "  - name: ipc\n    expr: instructions / cycles\n",
+            "  - name: ips\n    expr: instructions / duration_time if has_event(cycles) else 0\n",
+            "  - name: smt\n    expr: \"cycles * #smt_on\"\n",
+        ))
+        .unwrap();
+        let deltas = |m: &str| match m {
+            "perf_instructions_total" => Some(3000.0),
+            "perf_cpu_cycles_total" => Some(1500.0),
+            _ => None,
+        };
+        let lits = |l: Literal| Err(format!("`{l}` is not read by this exporter yet"));
+        let got = c.derived.evaluate(&deltas, Some(2.0), &lits);
+        assert_eq!(got[0], ("ipc", Ok(2.0)));
+        assert_eq!(got[1], ("cpi", Ok(0.5)));
+        assert_eq!(got[2], ("ips", Ok(1500.0)));
+        assert_eq!(
+            got[3].1.as_ref().unwrap_err().to_string(),
+            "the literal `#smt_on` has no value: `#smt_on` is not read by this exporter yet"
+        );
+        // No cycles in the window: ipc is undefined, cpi names its input.
+        let idle = |m: &str| {
+            (m == "perf_instructions_total")
+                .then_some(10.0)
+                .or(Some(0.0))
+        };
+        let got = c.derived.evaluate(&idle, None, &lits);
+        assert_eq!(got[0], ("ipc", Err(DeriveError::Undefined)));
+        assert_eq!(got[1], ("cpi", Err(DeriveError::Missing("ipc".into()))));
+        assert_eq!(
+            got[2],
+            ("ips", Err(DeriveError::Missing("duration_time".into())))
+        );
+    }
+
+    #[test]
+    fn names_are_checked() {
+        let e = with("  - name: perf_instructions_total\n    expr: cycles\n").unwrap_err();
+        assert!(e.contains("has the name of an event metric"), "{e}");
+        let e = with("  - name: a\n    expr: cycles\n  - name: a\n    expr: cycles\n").unwrap_err();
+        assert!(
+            e.contains("defined twice") && e.starts_with("t.yaml:15:"),
+            "{e}"
+        );
+        let e = with("  - name: 9a\n    expr: cycles\n").unwrap_err();
+        assert!(e.contains("not a valid metric name"), "{e}");
+        let e = with("  - name: a\n    expr: cycles\n    colour: red\n").unwrap_err();
+        assert!(e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn a_spec_two_metrics_count_is_ambiguous() {
+        let y = "sets:\n  - name: a\n    events:\n      - metric: x_total\n        event: cycles\n      - metric: y_total\n        event: [\"core/cpu-cycles/\", cycles]\nderived:\n  - name: d\n    expr: cycles\n";
+        let e = Config::parse(y, "t.yaml").unwrap_err().to_string();
+        assert!(
+            e.contains("`cycles` is counted by `x_total` or `y_total`: name the metric instead"),
+            "{e}"
+        );
+    }
+}
