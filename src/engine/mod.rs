@@ -235,6 +235,10 @@ pub struct Engine {
     sampled: Option<Arc<sample::SampledFamilies>>,
     /// Per metric, `perf_counter_states`' labels, one per state.
     state_count_labels: Vec<[Labels; 4]>,
+    /// Groups opened but not yet enabled (an engine built beside a
+    /// running one: [`Engine::for_config_disabled`]); `None` once groups
+    /// are enabled as they open.
+    disabled: Option<Vec<open::Disabled>>,
 }
 
 impl Engine {
@@ -267,6 +271,7 @@ impl Engine {
         table: PmuTable,
         resolution: Resolution,
         fd_cap: Option<usize>,
+        disabled: bool,
     ) -> Self {
         let online = table.topology.online.clone();
         let runtime = runtime::initial(&resolution);
@@ -288,6 +293,7 @@ impl Engine {
             cgroups: None,
             sampled: None,
             state_count_labels: Vec::new(),
+            disabled: disabled.then(Vec::new),
         };
         e.state_count_labels = trust::count_labels(&e.resolution);
         // Start listening for hotplug before reading the online list, so a
