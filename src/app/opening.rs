@@ -37,6 +37,27 @@ pub(super) fn open_engine(
     e
 }
 
+/// [`open_engine`] beside a serving engine that holds `held` descriptors
+/// (closed at the swap): the groups open disabled (they count from
+/// [`Engine::enable`]), and `RLIMIT_NOFILE` is raised for both.
+pub(super) fn open_engine_beside(
+    kernel: Arc<dyn Kernel>,
+    table: PmuTable,
+    res: Resolution,
+    cgroups: Option<&CgroupsConfig>,
+    held: usize,
+    procfs: &Path,
+) -> Engine {
+    let extra = super::cgroups::wanted_fds(cgroups, &res) + held;
+    let fds = Fds::Budget {
+        reserve: FD_RESERVE,
+        extra,
+    };
+    let mut e = Engine::for_config_disabled(kernel, table, res, fds);
+    e.check_plausibility(procfs.to_path_buf());
+    e
+}
+
 /// Logs why metrics are not (fully) counted: one line per cause, naming
 /// every metric it applies to (27 metrics that need a hardware PMU are
 /// one line, not 27). An expected absence (`not_on_platform`) is logged

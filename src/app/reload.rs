@@ -12,7 +12,7 @@
 
 use super::deadline::Deadline;
 use super::host::{Host, HostSettings};
-use super::opening::{log_problems, open_engine};
+use super::opening::{log_problems, open_engine, open_engine_beside};
 use super::AppError;
 use crate::bounded::lock;
 use crate::bounded::watch::step;
@@ -229,12 +229,41 @@ impl Job {
         Ok(summary)
     }
 
-    /// Swaps the engine under its lock; metrics counting the same events
-    /// keep their totals.
+    /// Builds the new engine beside the serving one, outside its lock
+    /// (scrapes are answered meanwhile: issue 28), its groups opened
+    /// disabled; then, under the lock, a last read of the old engine, its
+    /// counters closed, the new ones enabled (no event counted by both),
+    /// the totals carried over and the engines swapped. Metrics counting
+    /// the same events keep their totals. When the descriptors do not
+    /// suffice for both engines at once, the new engine is opened after
+    /// the old one closes, under the lock, as at start-up.
     fn swap(&self, table: PmuTable, res: Resolution, cgroups: Option<&CgroupsConfig>) -> String {
+        let held = {
+            let e = lock(&self.engine);
+            e.open_fds() + e.cgroups().map_or(0, |c| c.backend().open_fds())
+        };
+        let ne = open_engine_beside(
+            self.kernel.clone(),
+            table.clone(),
+            res.clone(),
+            cgroups,
+            held,
+            &self.sources.host.procfs,
+        );
+        let beside = if ne.lacks_fds() {
+            // Its descriptors close before the old engine's lock is taken.
+            drop(ne);
+            tracing::info!(
+                held,
+                "too few file descriptors to open the reloaded config beside the serving one: it opens after the old counters close, while scrapes wait"
+            );
+            None
+        } else {
+            Some(ne)
+        };
         let mut e = lock(&self.engine);
         // A last read, so the totals carried over are current; then the
-        // old counters close before the new ones open (no double fds).
+        // old counters close before the new ones count.
         e.collect();
         let totals = e.totals();
         let cg_totals = e.cgroups().map(|c| c.totals());
@@ -246,7 +275,13 @@ impl Job {
         };
         *e = Engine::for_config(self.kernel.clone(), table.clone(), nothing, Fds::Unbounded);
         let host = &self.sources.host;
-        let mut ne = open_engine(self.kernel.clone(), table, res, cgroups, &host.procfs);
+        let mut ne = match beside {
+            Some(mut ne) => {
+                ne.enable();
+                ne
+            }
+            None => open_engine(self.kernel.clone(), table, res, cgroups, &host.procfs),
+        };
         ne.set_host_facts(host.facts());
         let continued = ne.carry_over(totals);
         if let Err(e) =

@@ -18,6 +18,7 @@
 
 pub mod kube;
 pub mod mount;
+pub mod name;
 pub mod rank;
 mod select;
 pub mod tree;

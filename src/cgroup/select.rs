@@ -249,11 +249,11 @@ impl Selector {
         let mut found = Vec::with_capacity(candidates.len());
         for c in candidates {
             // A cgroup's id is read once: the tree forgets it on removal.
-            let known = self.tree.as_ref().and_then(|t| t.id(&c.rel));
+            let known = self.tree.as_ref().and_then(|t| t.id(&c.path));
             let id = known.or_else(|| {
                 let id = read_id(&c.dir)?;
                 if let Some(t) = &mut self.tree {
-                    t.remember_id(&c.rel, id);
+                    t.remember_id(&c.path, id);
                 }
                 Some(id)
             });
@@ -558,6 +558,48 @@ mod tests {
         std::fs::create_dir_all(t.path().join("kubepods/pod0123456789abcdef")).unwrap();
         assert!(s.changed());
         assert_eq!(s.scan().unwrap().counted.len(), 1);
+    }
+
+    /// Issue 28 item 8: a cgroup named with bytes that are not UTF-8 is
+    /// counted under its own label (not reported gone), apart from its
+    /// lossy twin, through the walk, the tree's events and a removal.
+    #[test]
+    fn names_that_are_not_utf8_are_counted_apart_from_their_lossy_twin() {
+        use std::os::unix::ffi::OsStrExt;
+        let t = tempfile::tempdir().unwrap();
+        let app = t.path().join("app");
+        let bytes = app.join(std::ffi::OsStr::from_bytes(b"x\xff"));
+        let lossy = app.join("x\u{FFFD}");
+        let backslash = app.join(r"x\xff");
+        for d in [&bytes, &lossy] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let mut s = selector(t.path(), &["app/*"], 10);
+        let sel = s.scan_if_changed().unwrap().unwrap();
+        assert_eq!(counted(&sel), [r"app/x\xff", "app/x\u{FFFD}"]);
+        assert!(sel.left_out.is_empty(), "{:?}", sel.left_out);
+        assert_eq!(sel.counted[0].dir, bytes);
+        assert_eq!(sel.counted[1].dir, lossy);
+        assert_ne!(sel.counted[0].id, sel.counted[1].id);
+        // One more created (seen through the watch): a real backslash.
+        std::fs::create_dir(&backslash).unwrap();
+        let sel = s.scan_if_changed().unwrap().unwrap();
+        assert_eq!(
+            counted(&sel),
+            [r"app/x\x5cxff", r"app/x\xff", "app/x\u{FFFD}"]
+        );
+        assert_eq!(sel.counted[0].dir, backslash);
+        // The byte name removed: its twin stays.
+        std::fs::remove_dir(&bytes).unwrap();
+        let sel = s.scan_if_changed().unwrap().unwrap();
+        assert_eq!(counted(&sel), [r"app/x\x5cxff", "app/x\u{FFFD}"]);
+        assert!(sel.left_out.is_empty(), "{:?}", sel.left_out);
+        // Without watches (a scan from scratch) the same.
+        let mut s = selector(t.path(), &["app/**"], 10).without_watches();
+        assert_eq!(
+            counted(&s.scan().unwrap()),
+            [r"app/x\x5cxff", "app/x\u{FFFD}"]
+        );
     }
 
     #[test]

@@ -6,11 +6,12 @@
 
 use super::kube::{self, Qos};
 use super::tree::{self, Tree};
-use super::Kind;
+use super::{name, Kind};
 use crate::config::cgroups::{CgroupsConfig, Preset};
 use globset::{GlobBuilder, GlobMatcher};
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// How deep a `**` glob is followed (cgroup trees are shallow; this
@@ -20,8 +21,11 @@ pub const MAX_DEPTH: usize = 32;
 /// A directory the walk selected, before its id is read.
 #[derive(Debug, Clone)]
 pub struct Candidate {
-    /// The path relative to the root (the `cgroup` label).
+    /// The path relative to the root as a label ([`name::label`]: the
+    /// `cgroup` label).
     pub rel: String,
+    /// The path relative to the root, as the kernel names it.
+    pub path: OsString,
     /// The directory.
     pub dir: PathBuf,
     /// What it is.
@@ -73,7 +77,7 @@ pub struct Visitor<'a> {
     /// The listed tree (None: list every directory afresh, no watches).
     pub tree: Option<&'a mut Tree>,
     /// Directories at [`MAX_DEPTH`] with subdirectories a `**` glob did
-    /// not follow (sorted, each once).
+    /// not follow, as labels (sorted, each once).
     pub too_deep: Vec<String>,
 }
 
@@ -81,7 +85,7 @@ impl Visitor<'_> {
     /// The subdirectory names of `rel` (sorted). A directory that cannot
     /// be listed (gone, or not a directory) gives none: what was selected
     /// in it is found gone when its id is read.
-    fn list(&mut self, rel: &str) -> Vec<OsString> {
+    fn list(&mut self, rel: &OsStr) -> Vec<OsString> {
         if let Some(names) = self.tree.as_deref().and_then(|t| t.listing(rel)) {
             return names.to_vec();
         }
@@ -108,13 +112,13 @@ impl Visitor<'_> {
 
     /// A directory that does not exist (yet: kubepods before the kubelet
     /// starts) is watched for through its nearest existing ancestor.
-    fn watch_nearest(&mut self, rel: &str, dir: &Path) {
+    fn watch_nearest(&mut self, rel: &OsStr, dir: &Path) {
         let Some(t) = self.tree.as_deref_mut() else {
             return;
         };
         let mut at = rel;
         while !at.is_empty() {
-            let parent = at.rsplit_once('/').map_or("", |(p, _)| p);
+            let parent = tree::parent(at);
             if parent.is_empty() || self.root.join(parent).is_dir() {
                 t.watch(self.root, parent);
                 break;
@@ -130,6 +134,7 @@ impl Visitor<'_> {
     /// Selects by `config`: the preset's cgroups first, then the globs'
     /// (a cgroup both select keeps the preset's kind and labels).
     pub fn select(&mut self, config: &CgroupsConfig, globs: &[PathGlob]) -> Vec<Candidate> {
+        // By label (one-to-one with the path): the selection's order.
         let mut out: BTreeMap<String, Candidate> = BTreeMap::new();
         let mut found = Vec::new();
         match config.preset {
@@ -146,35 +151,47 @@ impl Visitor<'_> {
         out.into_values().collect()
     }
 
-    fn candidate(&self, rel: String, kind: Kind, labels: Vec<(&'static str, String)>) -> Candidate {
+    fn candidate(
+        &self,
+        path: OsString,
+        kind: Kind,
+        labels: Vec<(&'static str, String)>,
+    ) -> Candidate {
         Candidate {
-            dir: self.root.join(&rel),
-            rel,
+            dir: self.root.join(&path),
+            rel: name::label(&path),
+            path,
             kind,
             labels,
         }
     }
 
     fn systemd(&mut self, out: &mut Vec<Candidate>) {
-        for n in self.list("system.slice") {
-            let n = n.to_string_lossy();
-            if n.ends_with(".service") {
-                out.push(self.candidate(format!("system.slice/{n}"), Kind::Service, Vec::new()));
+        let slice = OsStr::new("system.slice");
+        for n in self.list(slice) {
+            if n.as_bytes().ends_with(b".service") {
+                out.push(self.candidate(tree::join(slice, &n), Kind::Service, Vec::new()));
             }
         }
     }
 
+    /// Kubernetes names are UTF-8 (a pod's uid, a container's id): a
+    /// directory whose name is not is neither.
     fn kubernetes(&mut self, containers: bool, out: &mut Vec<Candidate>) {
         for base in kube::KUBEPODS {
-            for child in self.list(base) {
-                let child = child.to_string_lossy().into_owned();
-                if let Some(qos) = kube::qos_level(&child) {
+            for child in self.list(OsStr::new(base)) {
+                let Some(child) = child.to_str() else {
+                    continue;
+                };
+                if let Some(qos) = kube::qos_level(child) {
                     let level = format!("{base}/{child}");
-                    for pod in self.list(&level) {
-                        self.pod(&level, &pod.to_string_lossy(), qos, containers, out);
+                    for pod in self.list(OsStr::new(&level)) {
+                        if let Some(pod) = pod.to_str() {
+                            self.pod(&level, pod, qos, containers, out);
+                        }
                     }
                 } else {
-                    self.pod(base, &child, Qos::Guaranteed, containers, out);
+                    self.pod(base, child, Qos::Guaranteed, containers, out);
                 }
             }
         }
@@ -201,20 +218,22 @@ impl Visitor<'_> {
             labels.push(("static_pod", "true".to_string()));
         }
         if containers {
-            for c in self.list(&rel) {
-                let c = c.to_string_lossy();
-                if let Some(id) = kube::container_id(&c) {
+            for c in self.list(OsStr::new(&rel)) {
+                let Some(c) = c.to_str() else {
+                    continue;
+                };
+                if let Some(id) = kube::container_id(c) {
                     let mut l = labels.clone();
                     l.push(("container_id", id.to_string()));
-                    out.push(self.candidate(format!("{rel}/{c}"), Kind::Container, l));
+                    out.push(self.candidate(format!("{rel}/{c}").into(), Kind::Container, l));
                 }
             }
         }
-        out.push(self.candidate(rel, Kind::Pod, labels));
+        out.push(self.candidate(rel.into(), Kind::Pod, labels));
     }
 
     fn glob(&mut self, g: &PathGlob, out: &mut Vec<Candidate>) {
-        let base = g.base.join("/");
+        let base = OsString::from(g.base.join("/"));
         if !base.is_empty() && g.matcher.is_match(&base) && self.root.join(&base).is_dir() {
             out.push(self.candidate(base.clone(), Kind::Path, Vec::new()));
         }
@@ -224,6 +243,7 @@ impl Visitor<'_> {
             if depth >= max {
                 // A `**` stops here: said when there is more below.
                 if g.depth.is_none() && has_subdir(&self.root.join(&rel)) {
+                    let rel = name::label(&rel);
                     if let Err(at) = self.too_deep.binary_search(&rel) {
                         self.too_deep.insert(at, rel);
                     }
@@ -231,8 +251,9 @@ impl Visitor<'_> {
                 continue;
             }
             for n in self.list(&rel) {
+                // Matched as bytes: `*` matches a name that is not UTF-8.
                 let child = tree::join(&rel, &n);
-                if g.matcher.is_match(&child) {
+                if g.matcher.is_match(Path::new(&child)) {
                     out.push(self.candidate(child.clone(), Kind::Path, Vec::new()));
                 }
                 stack.push((child, depth + 1));

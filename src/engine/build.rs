@@ -69,10 +69,39 @@ impl Engine {
         counting: impl Into<ToCount<'a>>,
         fds: Fds,
     ) -> Engine {
-        let resolution = counting.into().resolve(kernel.as_ref(), &table);
+        Engine::build(kernel, table, counting.into(), fds, false)
+    }
+
+    /// [`for_config`](Self::for_config) with every group opened disabled:
+    /// nothing counts until [`enable`](Self::enable). A reload builds the
+    /// new engine so, beside the serving one and outside its lock, and
+    /// enables it at the swap, after the old one's last read (no event is
+    /// counted by both).
+    pub fn for_config_disabled<'a>(
+        kernel: Arc<dyn Kernel>,
+        table: PmuTable,
+        counting: impl Into<ToCount<'a>>,
+        fds: Fds,
+    ) -> Engine {
+        Engine::build(kernel, table, counting.into(), fds, true)
+    }
+
+    fn build(
+        kernel: Arc<dyn Kernel>,
+        table: PmuTable,
+        counting: ToCount<'_>,
+        fds: Fds,
+        disabled: bool,
+    ) -> Engine {
+        let resolution = counting.resolve(kernel.as_ref(), &table);
         let (cap, exhausted) = counter_cap(kernel.as_ref(), &resolution, fds);
-        let mut e = Engine::open(kernel, table, resolution, cap);
+        let mut e = Engine::open(kernel, table, resolution, cap, disabled);
         e.fds.set_exhausted(exhausted);
         e
+    }
+
+    /// Whether counters were left out for lack of file descriptors.
+    pub fn lacks_fds(&self) -> bool {
+        self.fds.exhausted().is_some() || !self.fds.starved().is_empty()
     }
 }

@@ -255,6 +255,10 @@ pub struct Engine {
     counters: counters::Budgets,
     /// Plausibility checks (`plausible.rs`), once asked for.
     plausible: Option<plausible::Checker>,
+    /// Groups opened but not yet enabled (an engine built beside a
+    /// running one: [`Engine::for_config_disabled`]); `None` once groups
+    /// are enabled as they open.
+    disabled: Option<Vec<open::Disabled>>,
 }
 
 impl Engine {
@@ -287,6 +291,7 @@ impl Engine {
         table: PmuTable,
         resolution: Resolution,
         fd_cap: Option<usize>,
+        disabled: bool,
     ) -> Self {
         let online = table.topology.online.clone();
         let runtime = runtime::initial(&resolution);
@@ -310,6 +315,7 @@ impl Engine {
             state_count_labels: Vec::new(),
             counters: counters::Budgets::default(),
             plausible: None,
+            disabled: disabled.then(Vec::new),
         };
         e.state_count_labels = trust::count_labels(&e.resolution);
         // Start listening for hotplug before reading the online list, so a

@@ -8,7 +8,46 @@ use crate::perf::{Counter, ErrorKind, PerfError};
 use crate::problem::Problem;
 use std::collections::HashSet;
 
+/// A group opened disabled: its key, its split number and its members,
+/// the leader first.
+pub(super) type Disabled = (GroupKey, usize, Vec<(MemberPlan, Counter)>);
+
 impl Engine {
+    /// Enables the groups opened disabled ([`Engine::for_config_disabled`]):
+    /// they count from now on, and groups opened later are enabled as they
+    /// open.
+    pub fn enable(&mut self) {
+        let Some(pending) = self.disabled.take() else {
+            return;
+        };
+        for (key, split, opened) in pending {
+            if let Some(g) = self.enable_opened(&key, split, opened) {
+                self.groups.push(g);
+            }
+        }
+        self.refresh();
+    }
+
+    /// Enables a group opened disabled: the group, or `None` (the problem
+    /// noted for its metrics, its descriptors closed) when the kernel
+    /// refuses.
+    fn enable_opened(
+        &mut self,
+        key: &GroupKey,
+        split: usize,
+        opened: Vec<(MemberPlan, Counter)>,
+    ) -> Option<Group> {
+        let first = opened.first()?;
+        if let Err(e) = self.kernel.enable_group(&first.1, &first.0.attr, key.cpu) {
+            for m in &opened {
+                self.note(m.0.metric, e.problem());
+            }
+            self.fds.closed(opened.len());
+            return None;
+        }
+        Some(self.enabled_group(key, split, opened))
+    }
+
     /// Starts a round of opening: how many fds the budget still allows.
     pub(super) fn begin_opening(&mut self) {
         let open = self.open_fds();
@@ -138,16 +177,12 @@ impl Engine {
                     Err(e) => self.open_failed(&mp, e),
                 }
             }
-            if let Some(first) = opened.first() {
-                if let Err(e) = self.kernel.enable_group(&first.1, &first.0.attr, key.cpu) {
-                    for m in &opened {
-                        self.note(m.0.metric, e.problem());
-                    }
-                    self.fds.closed(opened.len());
-                } else {
-                    out.push(self.enabled_group(&key, split, opened));
-                    split += 1;
-                }
+            if let Some(d) = self.disabled.as_mut().filter(|_| !opened.is_empty()) {
+                d.push((key.clone(), split, opened));
+                split += 1;
+            } else if let Some(g) = self.enable_opened(&key, split, opened) {
+                out.push(g);
+                split += 1;
             }
             pending = deferred;
         }

@@ -45,7 +45,7 @@ use super::{Engine, GroupKey, MemberPlan};
 use crate::perf::EventAttr;
 use crate::pmu::{PmuTable, Scope};
 use crate::resolve::chain::Status;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Where an event goes in its group ([`PmuTable::topdown_rank`]).
 pub(super) fn topdown_rank(table: &PmuTable, attr: &EventAttr) -> u8 {
@@ -155,16 +155,17 @@ impl Engine {
     /// Desired groups and their members on the current CPUs.
     pub(super) fn plan(&self) -> BTreeMap<GroupKey, Vec<MemberPlan>> {
         let mut plan: BTreeMap<GroupKey, Vec<MemberPlan>> = BTreeMap::new();
+        // Set indices by name, looked up once per metric (the first of a
+        // name; linear in sets and metrics, not their product).
+        let mut sets: HashMap<&str, usize> = HashMap::new();
+        for (si, s) in self.resolution.sets.iter().enumerate() {
+            sets.entry(s.name.as_str()).or_insert(si);
+        }
         for (mi, m) in self.resolution.metrics.iter().enumerate() {
             if m.status == Status::Unavailable {
                 continue;
             }
-            let set = self
-                .resolution
-                .sets
-                .iter()
-                .position(|s| s.name == m.set)
-                .unwrap_or(0);
+            let set = sets.get(m.set.as_str()).copied().unwrap_or(0);
             let per_cpu = self.per_cpu(set);
             for inst in &m.instances {
                 let i = &inst.inst;

@@ -389,6 +389,21 @@ fn hostile_cgroup_names_are_escaped_exactly() {
     let _ = dirs.iter().map(CgDir::cgroup).count();
 }
 
+/// The real binary counting the children of `parent` (a `paths:` glob),
+/// once it logged the cgroups counted; the config's directory.
+fn serve_children_of(parent: &CgDir) -> (common::Proc, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    let yaml = format!(
+        "{YAML}cgroups:\n  paths: [\"{}/*\"]\n  sets: [software]\n",
+        parent.rel
+    );
+    std::fs::write(&cfg, yaml).unwrap();
+    let mut p = common::exporter(&["--config.file", cfg.to_str().unwrap()]);
+    p.wait_log("cgroups counted", Duration::from_secs(10));
+    (p, dir)
+}
+
 /// The real binary on the live kernel with real discovery (`paths:` glob
 /// under this test's cgroup): a new cgroup is counted from the next
 /// scrape, a removed one's series leave, and the labels are the paths.
@@ -401,15 +416,7 @@ fn serve_follows_real_cgroups_coming_and_going() {
     let mut a = CgDir::new(&format!("{}/a", parent.rel));
     a.spawn_python(&burner(0.1));
     wait_busy(&a);
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("c.yaml");
-    let yaml = format!(
-        "{YAML}cgroups:\n  paths: [\"{}/*\"]\n  sets: [software]\n",
-        parent.rel
-    );
-    std::fs::write(&cfg, yaml).unwrap();
-    let mut p = common::exporter(&["--config.file", cfg.to_str().unwrap()]);
-    p.wait_log("cgroups counted", Duration::from_secs(10));
+    let (p, _dir) = serve_children_of(&parent);
     let series = |rel: &str| format!("perf_cgroup_cpu_clock_seconds_total{{cgroup=\"{rel}\"}} ");
     let scrape_until = |p: &common::Proc, want: &str, present: bool| {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -435,4 +442,57 @@ fn serve_follows_real_cgroups_coming_and_going() {
     let body = p.get("/metrics").body;
     assert!(!body.contains(&series(&gone)), "{body}");
     assert!(body.contains(&series(&a.rel)));
+}
+
+/// Issue 28 item 8: a cgroup named with bytes that are not UTF-8 (`x`
+/// and the byte 0xff) and its lossy twin (`x` and U+FFFD), both busy,
+/// under the real binary with real discovery: two series, labelled
+/// `x\xff` (four characters) and `x\u{FFFD}`, both counting, and neither
+/// reported gone.
+#[test]
+fn a_cgroup_named_with_bytes_is_counted_apart_from_its_lossy_twin() {
+    use std::os::unix::ffi::OsStrExt;
+    let _s = serial();
+    common::require_root();
+    common::require_perf_privilege();
+    let parent = CgDir::new(&name("bytes"));
+    let raw = Path::new(ROOT)
+        .join(&parent.rel)
+        .join(std::ffi::OsStr::from_bytes(b"x\xff"));
+    std::fs::create_dir(&raw).unwrap_or_else(|e| panic!("mkdir {}: {e}", raw.display()));
+    let mut bytes = CgDir {
+        path: raw,
+        rel: format!("{}/x\\xff", parent.rel),
+        children: Vec::new(),
+    };
+    let mut lossy = CgDir::new(&format!("{}/x\u{FFFD}", parent.rel));
+    for c in [&mut bytes, &mut lossy] {
+        c.spawn_python(&burner(0.1));
+        wait_busy(c);
+    }
+    let (p, _dir) = serve_children_of(&parent);
+    // The exposition escapes the label's backslash: `x\\xff`.
+    let series = [
+        format!(
+            "perf_cgroup_cpu_clock_seconds_total{{cgroup=\"{}/x\\\\xff\"}}",
+            parent.rel
+        ),
+        format!(
+            "perf_cgroup_cpu_clock_seconds_total{{cgroup=\"{}/x\u{FFFD}\"}}",
+            parent.rel
+        ),
+    ];
+    let s = p.scrape_until(Duration::from_secs(10), "both cgroups counting", |s| {
+        series.iter().all(|k| s.get(k).is_some_and(|v| *v > 0.0))
+    });
+    let ours: Vec<&String> = s
+        .keys()
+        .filter(|k| k.starts_with("perf_cgroup_cpu_clock_seconds_total{"))
+        .filter(|k| k.contains(&parent.rel))
+        .collect();
+    assert_eq!(ours, series.iter().collect::<Vec<_>>(), "{s:?}");
+    let page = p.get("/").body;
+    assert!(!page.contains("cgroup_gone"), "{page}");
+    assert!(page.contains(r"x\xff"), "the page names it: {page}");
+    assert!(!p.output().contains("cgroup_gone"), "{}", p.output());
 }

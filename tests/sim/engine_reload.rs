@@ -284,3 +284,37 @@ fn a_metric_removed_by_a_reload_continues_when_the_next_brings_it_back() {
     let (en, _) = set_value(&s, "perf_group_enabled_seconds_total", "faults", "0").unwrap();
     assert!((en - 1.0).abs() < 1e-6, "{en}");
 }
+
+/// Issue 28 item 11: a reload builds the new engine beside the serving
+/// one (outside its lock), its groups opened disabled. The old engine
+/// keeps counting while the new one is built; the new one counts from
+/// `enable`, after the old one's last read, so no second is counted by
+/// both, and the carried total continues exactly.
+#[test]
+fn an_engine_built_beside_the_serving_one_counts_from_its_enable_only() {
+    let (k, t, mut old) = skx(OLD);
+    old.collect();
+    k.advance(SEC);
+    let cfg = Config::parse(NEW, "test.yaml").unwrap();
+    let mut new = Engine::for_config_disabled(k.clone(), t.clone(), &cfg, Fds::Unbounded);
+    assert!(!new.lacks_fds());
+    assert_eq!(new.open_groups(), 0, "nothing counts before enable");
+    // Built: the old engine still serves, and counts the build's time.
+    k.advance(3 * SEC);
+    let last = old.collect();
+    let clock0 = value(&last, "perf_cpu_clock_seconds_total", "0").unwrap();
+    assert!((clock0 - 4.0).abs() < 1e-6, "{clock0}");
+    let totals = old.totals();
+    drop(old);
+    new.enable();
+    assert!(new.open_groups() > 0);
+    let continued = new.carry_over(totals);
+    assert!(continued.contains(&"perf_cpu_clock_seconds_total".to_string()));
+    k.advance(2 * SEC);
+    let after = new.collect();
+    let clock = value(&after, "perf_cpu_clock_seconds_total", "0").unwrap();
+    assert!(
+        (clock - (clock0 + 2.0)).abs() < 1e-6,
+        "the 3 s of the build counted once: {clock0} + 2 s, got {clock}"
+    );
+}
