@@ -575,3 +575,23 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::stream_limit;
+
+    /// Issue 28 item 14: `--web.max-streams 0` let 300 streams through
+    /// against `--web.max-connections 4`.
+    #[test]
+    fn streams_take_at_most_half_of_the_connections() {
+        assert_eq!(stream_limit(0, 4), 2);
+        assert_eq!(stream_limit(64, 4), 2);
+        assert_eq!(stream_limit(1, 4), 1);
+        assert_eq!(stream_limit(64, 512), 64);
+        assert_eq!(stream_limit(0, 512), 256);
+        assert_eq!(stream_limit(5, 1), 1);
+        // No connection bound: the flag's, none included.
+        assert_eq!(stream_limit(7, 0), 7);
+        assert_eq!(stream_limit(0, 0), 0);
+    }
+}

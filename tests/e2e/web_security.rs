@@ -264,7 +264,16 @@ fn a_full_bcrypt_queue_is_503_with_retry_after_and_verified_clients_pass() {
     );
     let stop = AtomicBool::new(false);
     let (unauthorized, busy) = (AtomicU64::new(0), AtomicU64::new(0));
+    /// Stops the flood when the scope ends, also when an assertion fails
+    /// (the scope waits for its threads).
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|s| {
+        let _stop = Stop(&stop);
         // 64 clients, each from its own address, guessing as fast as they
         // are answered, Retry-After or not.
         for a in 0..64 {
@@ -337,7 +346,6 @@ fn a_full_bcrypt_queue_is_503_with_retry_after_and_verified_clients_pass() {
             refused > 0,
             "no legitimate login was refused for a full queue: the flood did not fill it"
         );
-        stop.store(true, Ordering::Relaxed);
     });
     // Every refusal was counted as what it was.
     let r = get_from(&p, "127.0.0.2", "/metrics", &alice);
