@@ -827,22 +827,26 @@ fn hostile_names_and_sampling_sections_are_refused_at_load() {
     assert!(e.contains("from 1 to 512"), "{e}");
 }
 
-/// Runs the exporter as uid 65534 with no capability (`setpriv`), from a
-/// copy any user may execute: its output.
+/// The exporter `bin` (a copy any user may execute) with `args`, to run
+/// as uid 65534 with no capability (`setpriv`).
+fn nobody(bin: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--",
+    ])
+    .arg(bin)
+    .args(args)
+    .current_dir("/");
+    c
+}
+
+/// [`nobody`]'s output.
 fn as_nobody(bin: &Path, args: &[&str]) -> Output {
-    Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--",
-        ])
-        .arg(bin)
-        .args(args)
-        .current_dir("/")
-        .output()
-        .expect("run setpriv")
+    nobody(bin, args).output().expect("run setpriv")
 }
 
 /// Issue 28 item 17: misleading reasons without privilege. `stat` and
@@ -925,16 +929,9 @@ fn without_privilege_stat_and_top_say_so() {
     let f = fixture("vm-no-pmu");
     let f = f.to_str().expect("utf-8 path");
     for cmd in ["stat", "top"] {
-        let mut c = Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--",
-            ])
-            .arg(&bin)
-            .args([
+        let mut c = nobody(
+            &bin,
+            &[
                 cmd,
                 "--simulate",
                 "--path.sysfs",
@@ -943,12 +940,12 @@ fn without_privilege_stat_and_top_say_so() {
                 "100ms",
                 "-d",
                 "20s",
-            ])
-            .current_dir("/")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn");
+            ],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
         let mut out = std::io::BufReader::new(c.stdout.take().expect("stdout"));
         let mut line = String::new();
         std::io::BufRead::read_line(&mut out, &mut line).expect("a line");
