@@ -16,8 +16,9 @@
 
 use super::host::{Host, HostSettings};
 use super::AppError;
-use crate::engine::sample::{By, Sampling, SamplingSettings, Table};
+use crate::engine::sample::{can_sample, By, SampleError, Sampling, SamplingSettings, Table};
 use crate::perf::{EventAttr, Kernel, SampleRate, SampleSpec};
+use crate::privilege::Privilege;
 use crate::resolve::resolve_sampled;
 use crate::spec::{self, EventSpec};
 use crate::view::top::{Layout, Rate, View};
@@ -206,7 +207,7 @@ pub(super) fn open(
             }
         }
         Err(e) if s.event.is_some() || r.event == FALLBACK => {
-            return Err(AppError::Top(e.to_string()))
+            return Err(not_sampled(kernel, host, &r.event, e))
         }
         Err(_) => {}
     }
@@ -222,8 +223,46 @@ pub(super) fn open(
         note: Some(format!("{why}: sampling {FALLBACK} instead of cycles")),
     };
     let smp = Sampling::open(kernel, settings(r.cpus.clone()))
-        .map_err(|e| AppError::Top(e.to_string()))?;
+        .map_err(|e| not_sampled(kernel, host, &r.event, e))?;
     Ok((smp, r))
+}
+
+/// Why `event` could not be sampled. A permission error is said as the
+/// privilege problem it is, with what this process holds and what to
+/// grant (`perf_event_paranoid`, `CAP_PERFMON`), and, for a PMU that
+/// could not sample anyway (`msr`, ...), that too.
+fn not_sampled(
+    kernel: &Arc<dyn Kernel>,
+    host: &HostSettings,
+    event: &str,
+    e: SampleError,
+) -> AppError {
+    let SampleError::Nothing(pe) = &e else {
+        return AppError::Top(e.to_string());
+    };
+    let mut problem = pe.problem();
+    if kernel.simulated() || !problem.is_permission() {
+        return AppError::Top(e.to_string());
+    }
+    let privilege = Privilege::detect(&host.procfs);
+    // Without privilege: what the process holds and what to grant (said
+    // once); with it, why it was refused all the same (seccomp, an LSM).
+    let why = match privilege.grant() {
+        None => format!("{pe}: {}", privilege.summary()),
+        Some(_) => {
+            privilege.diagnose([&mut problem], false);
+            problem.explain()
+        }
+    };
+    let counts_only = if can_sample(&pe.pmu) {
+        String::new()
+    } else {
+        format!(
+            "; with that privilege still, PMU {} counts but cannot sample: sample an event of the core PMU (cycles), a software event (cpu-clock) or a tracepoint",
+            pe.pmu
+        )
+    };
+    AppError::Top(format!("cannot sample {event}: {why}{counts_only}"))
 }
 
 /// The root of the hierarchy `PERF_SAMPLE_CGROUP` ids belong to (the one

@@ -139,7 +139,7 @@ struct ServeArgs {
     /// Maximum number of open connections; more wait to be accepted (0: no limit).
     #[arg(long = "web.max-connections", default_value_t = 512)]
     max_connections: usize,
-    /// Maximum number of open live-view streams (/api/v1/stream WebSockets); more get 503 (0: no limit).
+    /// Maximum number of open live-view streams (/api/v1/stream WebSockets); more get 503 (0: no bound of its own). Each holds a connection, and streams never take more than half of --web.max-connections.
     #[arg(long = "web.max-streams", default_value_t = 64)]
     max_streams: usize,
     /// Origins (scheme://host[:port]) besides the exporter's own whose pages may open /api/v1/stream, e.g. a dashboard's; comma-separated or repeated. Other browser origins get 403.

@@ -18,6 +18,8 @@
 //! refuses every request from it (429 with `Retry-After`) for a time that
 //! doubles from one second up to [`MAX_DELAY`]; a success forgets the
 //! client. The table of clients is bounded (the least recently seen goes).
+//! A client refused because the verification queue was full (503) is
+//! refused for the `Retry-After` it was given, with no failure counted.
 
 use crate::bounded::lock;
 use base64::Engine as _;
@@ -209,6 +211,33 @@ struct Client {
     seen: u64,
 }
 
+impl Clients {
+    /// `key`'s entry, made if new (evicting the least recently seen at
+    /// [`CLIENTS_MAX`]), marked as seen now.
+    fn entry(&mut self, key: IpAddr, now: Instant) -> &mut Client {
+        self.tick += 1;
+        let tick = self.tick;
+        if !self.by_addr.contains_key(&key) && self.by_addr.len() >= CLIENTS_MAX {
+            let oldest = self
+                .by_addr
+                .iter()
+                .min_by_key(|(_, v)| v.seen)
+                .map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                self.by_addr.remove(&k);
+            }
+        }
+        let e = self.by_addr.entry(key).or_insert(Client {
+            failures: 0,
+            last_failure: now,
+            until: None,
+            seen: tick,
+        });
+        e.seen = tick;
+        e
+    }
+}
+
 /// The key of a client: its IPv4 address (also when IPv4-mapped), or the
 /// /64 of its IPv6 address.
 fn client_key(ip: IpAddr) -> IpAddr {
@@ -240,35 +269,30 @@ impl Backoff {
 
     fn failed_at(&self, ip: IpAddr, now: Instant) {
         let mut c = lock(&self.clients);
-        c.tick += 1;
-        let tick = c.tick;
-        let key = client_key(ip);
-        if !c.by_addr.contains_key(&key) && c.by_addr.len() >= CLIENTS_MAX {
-            let oldest = c
-                .by_addr
-                .iter()
-                .min_by_key(|(_, v)| v.seen)
-                .map(|(k, _)| *k);
-            if let Some(k) = oldest {
-                c.by_addr.remove(&k);
-            }
-        }
-        let e = c.by_addr.entry(key).or_insert(Client {
-            failures: 0,
-            last_failure: now,
-            until: None,
-            seen: tick,
-        });
+        let e = c.entry(client_key(ip), now);
         if now.duration_since(e.last_failure) > FORGET_AFTER {
             e.failures = 0;
         }
         e.failures = e.failures.saturating_add(1);
         e.last_failure = now;
-        e.seen = tick;
         if e.failures >= FREE_FAILURES {
             let doublings = (e.failures - FREE_FAILURES).min(16);
             e.until = Some(now + (FIRST_DELAY * (1 << doublings)).min(MAX_DELAY));
         }
+    }
+
+    /// Refuses `ip` for `wait` (unless it already is for longer), without
+    /// counting a failure: it was told to come back later (`Retry-After`)
+    /// because its credentials could not be verified yet.
+    pub fn told_to_wait(&self, ip: IpAddr, wait: Duration) {
+        self.told_to_wait_at(ip, wait, Instant::now());
+    }
+
+    fn told_to_wait_at(&self, ip: IpAddr, wait: Duration, now: Instant) {
+        let mut c = lock(&self.clients);
+        let e = c.entry(client_key(ip), now);
+        let until = now + wait;
+        e.until = Some(e.until.map_or(until, |u| u.max(until)));
     }
 
     /// Forgets `ip`'s failures after a successful login.
@@ -418,6 +442,28 @@ mod tests {
             client_key(v6("2001:db8:0:1::1"))
         );
         assert_eq!(client_key(v6("::ffff:10.0.0.1")), a);
+    }
+
+    /// Issue 28: a client refused for a full bcrypt queue waits as told,
+    /// without a failure counted against it.
+    #[test]
+    fn told_to_wait_refuses_until_then_and_counts_no_failure() {
+        let b = Backoff::default();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let t0 = Instant::now();
+        b.told_to_wait_at(a, Duration::from_secs(3), t0);
+        assert_eq!(b.retry_after_at(a, t0), Some(Duration::from_secs(3)));
+        // A shorter wait does not cut a longer one.
+        b.told_to_wait_at(a, Duration::from_secs(1), t0);
+        assert_eq!(b.retry_after_at(a, t0), Some(Duration::from_secs(3)));
+        assert_eq!(b.retry_after_at(a, t0 + Duration::from_secs(3)), None);
+        assert_eq!(lock(&b.clients).by_addr[&a].failures, 0);
+        // Its free failures are all still there.
+        let later = t0 + Duration::from_secs(3);
+        for _ in 0..FREE_FAILURES - 1 {
+            b.failed_at(a, later);
+        }
+        assert_eq!(b.retry_after_at(a, later), None);
     }
 
     #[test]

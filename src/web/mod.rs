@@ -66,7 +66,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Request headers (start line included) larger than this get 431.
 const MAX_HEADER_BYTES: usize = 16 * 1024;
@@ -147,6 +147,9 @@ struct WebRuntime {
     bcrypt_gate: Semaphore,
     /// Requests waiting at the gate.
     bcrypt_waiting: AtomicUsize,
+    /// How long the last verification took, in microseconds (for the
+    /// `Retry-After` of a refusal when the queue is full).
+    bcrypt_micros: AtomicU64,
     limiter: Option<RateLimiter>,
 }
 
@@ -157,7 +160,9 @@ struct WebRuntime {
 pub(crate) const MAX_SNAPSHOTS: usize = 4;
 
 /// Requests that may wait for a bcrypt verification at once; more are
-/// refused (401) at once.
+/// refused at once with 503 and `Retry-After` (not 401: their
+/// credentials were not found wrong), counted as `auth_busy`. Credentials
+/// verified before never wait here: their cached verdict answers first.
 const BCRYPT_QUEUE: usize = 16;
 
 impl WebRuntime {
@@ -169,6 +174,7 @@ impl WebRuntime {
         WebRuntime {
             bcrypt_gate: Semaphore::new(1),
             bcrypt_waiting: AtomicUsize::new(0),
+            bcrypt_micros: AtomicU64::new(0),
             auth,
             limiter: config
                 .rate_limit
@@ -178,8 +184,31 @@ impl WebRuntime {
     }
 }
 
-/// Reasons a request is turned away, for `perf_http_rejected_requests_total`.
-const REJECT_REASONS: [&str; 4] = ["max_requests", "rate_limit", "unauthorized", "timeout"];
+/// Why a request is turned away, for `perf_http_rejected_requests_total`.
+#[derive(Debug, Clone, Copy)]
+enum Reject {
+    /// Over `--web.max-requests`.
+    MaxRequests = 0,
+    /// Over the web config's rate limit, or backed off after failed
+    /// logins.
+    RateLimit = 1,
+    /// Missing or wrong credentials.
+    Unauthorized = 2,
+    /// A collection over `--web.request-timeout`.
+    Timeout = 3,
+    /// Credentials not verified: the bcrypt queue was full (503, not
+    /// 401: nothing said they were wrong).
+    AuthBusy = 4,
+}
+
+/// The `reason` label of each [`Reject`], in its order.
+const REJECT_REASONS: [&str; 5] = [
+    "max_requests",
+    "rate_limit",
+    "unauthorized",
+    "timeout",
+    "auth_busy",
+];
 
 /// Shared state of the server.
 #[derive(Debug)]
@@ -206,9 +235,12 @@ pub struct State {
     /// `POST /-/reload`, with `--web.enable-lifecycle`.
     lifecycle: OnceLock<Arc<dyn Lifecycle>>,
     connections: Option<Arc<Semaphore>>,
-    /// Open live-view streams, under `--web.max-streams`.
+    /// Open live-view streams, under [`stream_limit`].
     streams: Option<Arc<Semaphore>>,
     max_streams: usize,
+    /// Bumped by each web config change: open streams check that their
+    /// login still holds ([`State::login_holds`]).
+    web_changes: tokio::sync::watch::Sender<u64>,
     /// `--web.allowed-origins`, normalized.
     allowed_origins: Vec<String>,
     /// Snapshots in flight, under [`MAX_SNAPSHOTS`].
@@ -220,7 +252,7 @@ pub struct State {
     stopping: tokio::sync::watch::Sender<bool>,
     read_header_timeout: Duration,
     request_timeout: Duration,
-    rejected: [AtomicU64; 4],
+    rejected: [AtomicU64; 5],
     /// Clients backed off after failed logins (kept across reloads).
     backoff: Backoff,
     /// Whether the last reload succeeded.
@@ -236,6 +268,14 @@ pub struct State {
 impl State {
     /// The server's state.
     pub fn new(o: Options) -> Arc<State> {
+        let max_streams = stream_limit(o.max_streams, o.max_connections);
+        if max_streams != o.max_streams {
+            tracing::info!(
+                max_streams,
+                max_connections = o.max_connections,
+                "live view: open streams limited to half of --web.max-connections, so that scrapes always find a connection"
+            );
+        }
         Arc::new(State {
             engine: o.engine,
             flight: Mutex::new(None),
@@ -254,8 +294,9 @@ impl State {
             lifecycle: OnceLock::new(),
             connections: (o.max_connections > 0)
                 .then(|| Arc::new(Semaphore::new(o.max_connections))),
-            streams: (o.max_streams > 0).then(|| Arc::new(Semaphore::new(o.max_streams))),
-            max_streams: o.max_streams,
+            streams: (max_streams > 0).then(|| Arc::new(Semaphore::new(max_streams))),
+            max_streams,
+            web_changes: tokio::sync::watch::Sender::new(0),
             allowed_origins: o.allowed_origins,
             snapshots: Arc::new(Semaphore::new(MAX_SNAPSHOTS)),
             hub: stream::Hub::default(),
@@ -275,10 +316,26 @@ impl State {
     }
 
     /// Serves a new web config from the next connection and request on.
+    /// Open streams whose login the new config revokes are closed.
     pub fn set_web_config(&self, w: WebConfig) {
-        let mut g = self.web.write().unwrap_or_else(PoisonError::into_inner);
-        let new = WebRuntime::new(w, Some(&g));
-        *g = Arc::new(new);
+        {
+            let mut g = self.web.write().unwrap_or_else(PoisonError::into_inner);
+            let new = WebRuntime::new(w, Some(&g));
+            *g = Arc::new(new);
+        }
+        self.web_changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Whether a stream opened with `login` (the user and the hash its
+    /// password was verified against; `None`: no credentials were
+    /// needed) may stay open under the web config now served: no auth, or
+    /// the same user with the same hash.
+    fn login_holds(&self, login: Option<&(String, String)>) -> bool {
+        let web = self.web();
+        if web.auth.is_none() {
+            return true;
+        }
+        login.is_some_and(|(user, hash)| web.config.users.get(user) == Some(hash))
     }
 
     /// Records a reload's outcome for `perf_config_last_reload_successful`
@@ -290,6 +347,21 @@ impl State {
             self.last_success
                 .store(unix_now().to_bits(), Ordering::Relaxed);
         }
+    }
+}
+
+/// The bound of open streams: `--web.max-streams` (0: none), but at most
+/// half of `--web.max-connections` (at least 1) when that is set, since
+/// each stream holds a connection: streams never take every connection
+/// from the scrapes.
+fn stream_limit(max_streams: usize, max_connections: usize) -> usize {
+    if max_connections == 0 {
+        return max_streams;
+    }
+    let half = (max_connections / 2).max(1);
+    match max_streams {
+        0 => half,
+        n => n.min(half),
     }
 }
 
@@ -387,10 +459,7 @@ async fn accept_loop(
                     backoff = Duration::from_millis(5);
                     let st = state.clone();
                     let watcher = graceful.watcher();
-                    tokio::spawn(async move {
-                        connection(st, stream, peer, watcher).await;
-                        drop(slot);
-                    });
+                    tokio::spawn(connection(st, stream, peer, watcher, slot));
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -406,14 +475,30 @@ async fn accept_loop(
     }
 }
 
-/// One connection: the TLS handshake (bounded by the header timeout) when
-/// TLS is on, then HTTP/1.1.
+/// A connection's `--web.max-connections` slot, until the connection
+/// ends or a WebSocket upgrade takes it: an open stream is an open
+/// connection, and holds its slot until it closes.
+#[derive(Debug, Clone, Default)]
+struct ConnSlot(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+
+impl ConnSlot {
+    /// The slot, for an upgraded connection to hold.
+    fn take(&self) -> Option<OwnedSemaphorePermit> {
+        crate::bounded::lock(&self.0).take()
+    }
+}
+
+/// One connection (holding `slot` until it ends, or until an upgrade
+/// takes it): the TLS handshake (bounded by the header timeout) when TLS
+/// is on, then HTTP/1.1.
 async fn connection(
     st: Arc<State>,
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     watcher: Watcher,
+    slot: Option<OwnedSemaphorePermit>,
 ) {
+    let slot = ConnSlot(Arc::new(Mutex::new(slot)));
     let _ = stream.set_nodelay(true);
     let tls = st.web().config.tls.clone();
     match tls {
@@ -425,12 +510,12 @@ async fn connection(
                 tracing::debug!(%peer, "HTTP/2 prior knowledge refused (HTTP/1.1 only)");
                 return h2::refuse(stream).await;
             }
-            serve_http(st, stream, peer, watcher).await
+            serve_http(st, stream, peer, watcher, slot).await
         }
         Some(tls) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.server);
             match tokio::time::timeout(st.read_header_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(s)) => serve_http(st, s, peer, watcher).await,
+                Ok(Ok(s)) => serve_http(st, s, peer, watcher, slot).await,
                 Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                 Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
             }
@@ -438,15 +523,16 @@ async fn connection(
     }
 }
 
-async fn serve_http<S>(st: Arc<State>, io: S, peer: SocketAddr, watcher: Watcher)
+async fn serve_http<S>(st: Arc<State>, io: S, peer: SocketAddr, watcher: Watcher, slot: ConnSlot)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let stopping = st.stopping.subscribe();
     let io = TokioIo::new(StallTimeout::new(io, st.request_timeout));
     let header_timeout = st.read_header_timeout;
-    let svc = hyper::service::service_fn(move |req| {
+    let svc = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
         let st = st.clone();
+        req.extensions_mut().insert(slot.clone());
         async move { Ok::<_, std::convert::Infallible>(routes::handle(st, req, peer.ip()).await) }
     });
     let mut b = hyper::server::conn::http1::Builder::new();
@@ -483,9 +569,29 @@ impl State {
         }
     }
 
-    fn reject(&self, reason: usize) {
-        if let Some(c) = self.rejected.get(reason) {
+    fn reject(&self, reason: Reject) {
+        if let Some(c) = self.rejected.get(reason as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stream_limit;
+
+    /// Issue 28 item 14: `--web.max-streams 0` let 300 streams through
+    /// against `--web.max-connections 4`.
+    #[test]
+    fn streams_take_at_most_half_of_the_connections() {
+        assert_eq!(stream_limit(0, 4), 2);
+        assert_eq!(stream_limit(64, 4), 2);
+        assert_eq!(stream_limit(1, 4), 1);
+        assert_eq!(stream_limit(64, 512), 64);
+        assert_eq!(stream_limit(0, 512), 256);
+        assert_eq!(stream_limit(5, 1), 1);
+        // No connection bound: the flag's, none included.
+        assert_eq!(stream_limit(7, 0), 7);
+        assert_eq!(stream_limit(0, 0), 0);
     }
 }

@@ -1,11 +1,12 @@
 //! Routing: limits, rate limit and auth first, then the metric, landing,
 //! health and lifecycle pages.
 
-use super::auth::parse_basic;
+use super::auth::{parse_basic, MAX_DELAY};
 use super::io::Body;
 use super::scrape::Want;
 use super::{
-    landing, stream, stream_ws, State, WebRuntime, BCRYPT_QUEUE, MAX_BODY_BYTES, MAX_SNAPSHOTS,
+    landing, stream, stream_ws, Reject, State, WebRuntime, BCRYPT_QUEUE, MAX_BODY_BYTES,
+    MAX_SNAPSHOTS,
 };
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{
@@ -16,6 +17,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
 
 fn respond(status: StatusCode, ctype: &str, body: impl Into<Bytes>) -> Response<Body> {
@@ -50,8 +52,18 @@ enum Login {
     Missing,
     /// Wrong credentials (counted for the client's back-off).
     Wrong,
-    /// Not verified: the bcrypt queue was full or the wait too long.
-    Busy,
+    /// Not verified: the bcrypt queue was full or the wait too long;
+    /// try again after this long.
+    Busy(Duration),
+}
+
+/// How long a client refused for a full bcrypt queue should wait: what
+/// the queue takes to drain at the last verification's pace, from 1s to
+/// [`MAX_DELAY`].
+fn drain_time(web: &WebRuntime) -> Duration {
+    let one = Duration::from_micros(web.bcrypt_micros.load(Ordering::Relaxed));
+    let queued = web.bcrypt_waiting.load(Ordering::Relaxed).max(BCRYPT_QUEUE) + 1;
+    (one * queued as u32).clamp(Duration::from_secs(1), MAX_DELAY)
 }
 
 async fn authorized(st: &State, web: &Arc<WebRuntime>, req: &Request<Incoming>) -> Login {
@@ -67,6 +79,8 @@ async fn authorized(st: &State, web: &Arc<WebRuntime>, req: &Request<Incoming>) 
         return Login::Missing;
     };
     let verdict = |ok| if ok { Login::Ok } else { Login::Wrong };
+    // The fast path: credentials verified before (a returning scraper)
+    // are answered from the cache, never behind the queue.
     if let Some(v) = auth.cached(&creds) {
         return verdict(v);
     }
@@ -74,26 +88,33 @@ async fn authorized(st: &State, web: &Arc<WebRuntime>, req: &Request<Incoming>) 
     // credentials cannot hold a legitimate client past its scrape timeout.
     if web.bcrypt_waiting.fetch_add(1, Ordering::Relaxed) >= BCRYPT_QUEUE {
         web.bcrypt_waiting.fetch_sub(1, Ordering::Relaxed);
-        return Login::Busy;
+        return Login::Busy(drain_time(web));
     }
     let one = tokio::time::timeout(st.request_timeout, web.bcrypt_gate.acquire()).await;
     web.bcrypt_waiting.fetch_sub(1, Ordering::Relaxed);
     let Ok(Ok(_one)) = one else {
-        return Login::Busy;
+        return Login::Busy(drain_time(web));
     };
     let w = web.clone();
-    tokio::task::spawn_blocking(move || w.auth.as_ref().is_some_and(|a| a.verify(&creds)))
-        .await
-        .map_or(Login::Busy, verdict)
+    let started = Instant::now();
+    let ok = tokio::task::spawn_blocking(move || w.auth.as_ref().is_some_and(|a| a.verify(&creds)))
+        .await;
+    let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    web.bcrypt_micros.store(took, Ordering::Relaxed);
+    ok.map_or_else(|_| Login::Busy(drain_time(web)), verdict)
 }
 
-/// 429 with `Retry-After` (whole seconds, at least 1).
-fn too_many(retry_after: Option<std::time::Duration>) -> Response<Body> {
+/// `d` in whole seconds for `Retry-After`: rounded up, at least 1.
+fn whole_secs(d: Duration) -> u64 {
+    (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
+}
+
+/// 429 with `Retry-After`.
+fn too_many(retry_after: Option<Duration>) -> Response<Body> {
     let mut r = text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n");
     if let Some(d) = retry_after {
-        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
         r.headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from(secs.max(1)));
+            .insert(RETRY_AFTER, HeaderValue::from(whole_secs(d)));
     }
     r
 }
@@ -149,7 +170,7 @@ async fn route(
             method_not_allowed("GET, HEAD")
         }
         "/api/v1/stream" if req.method() != Method::GET => method_not_allowed("GET"),
-        "/api/v1/stream" => stream_ws::upgrade(st, req),
+        "/api/v1/stream" => stream_ws::upgrade(st, web, req),
         "/api/v1/snapshot" => snapshot(st, req.uri().query()).await,
         "/" => {
             let s = st.clone();
@@ -198,7 +219,7 @@ async fn admit(
     }
     if let Some(l) = &web.limiter {
         if !l.allow() {
-            st.reject(1);
+            st.reject(Reject::RateLimit);
             return Some(too_many(None));
         }
     }
@@ -206,7 +227,7 @@ async fn admit(
     // all (not even a cached one: that would be a free oracle).
     if web.auth.is_some() {
         if let Some(wait) = st.backoff.retry_after(peer) {
-            st.reject(1);
+            st.reject(Reject::RateLimit);
             return Some(too_many(Some(wait)));
         }
     }
@@ -214,10 +235,26 @@ async fn admit(
     match login {
         Login::Ok if web.auth.is_some() => st.backoff.succeeded(peer),
         Login::Wrong => st.backoff.failed(peer),
+        // Not a failed login (nothing was verified), but the client is
+        // told to wait, and refused until then: one that retries at once
+        // cannot take the queue's next place.
+        Login::Busy(wait) => {
+            st.backoff.told_to_wait(peer, wait);
+            st.reject(Reject::AuthBusy);
+            let mut r = text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "Too many logins waiting for verification ({BCRYPT_QUEUE}); your credentials were not checked, try again later. Clients whose credentials were verified before are not affected.\n"
+                ),
+            );
+            r.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(whole_secs(wait)));
+            return Some(r);
+        }
         _ => {}
     }
     if login != Login::Ok {
-        st.reject(2);
+        st.reject(Reject::Unauthorized);
         let mut r = text(StatusCode::UNAUTHORIZED, "Unauthorized\n");
         r.headers_mut().insert(
             hyper::header::WWW_AUTHENTICATE,
@@ -270,7 +307,7 @@ fn request_slot(st: &State) -> Result<Option<OwnedSemaphorePermit>, Box<Response
         return Ok(None);
     };
     sem.clone().try_acquire_owned().map(Some).map_err(|_| {
-        st.reject(0);
+        st.reject(Reject::MaxRequests);
         Box::new(text(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
@@ -293,7 +330,7 @@ async fn metrics(st: &Arc<State>, want: Want) -> Response<Body> {
         Ok(Some(c)) => c,
         Ok(None) => return text(StatusCode::INTERNAL_SERVER_ERROR, "collection failed\n"),
         Err(_) => {
-            st.reject(3);
+            st.reject(Reject::Timeout);
             return text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
@@ -341,7 +378,7 @@ async fn snapshot(st: &Arc<State>, query: Option<&str>) -> Response<Body> {
         Ok(Some(json)) => respond(StatusCode::OK, "application/json", json),
         Ok(None) => text(StatusCode::INTERNAL_SERVER_ERROR, "collection failed\n"),
         Err(_) => {
-            st.reject(3);
+            st.reject(Reject::Timeout);
             text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "collection took longer than --web.request-timeout\n",

@@ -173,7 +173,7 @@ const BACK: &[SelfMetric] = &[
     SelfMetric {
         name: "perf_http_rejected_requests_total",
         kind: Kind::Counter,
-        help: "HTTP requests turned away: over --web.max-requests, over the web config's rate limit, without valid credentials, or collection over --web.request-timeout.",
+        help: "HTTP requests turned away: over --web.max-requests, over the web config's rate limit, without valid credentials, collection over --web.request-timeout, or credentials not verified because the bcrypt queue was full (auth_busy).",
         unit: "",
         get: Get::Many(rejected),
     },

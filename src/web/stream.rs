@@ -42,6 +42,11 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// Frames a viewer may fall behind before it is dropped.
 pub(super) const QUEUE: usize = 4;
+/// Distinct `interval` and `per_cpu` pairs streamed at once: each keeps
+/// its previous collection and its framer (at 20,000 series, about
+/// 0.4 MB each); a stream asking for another gets 503 naming those in
+/// use. A pair no stream uses any more is forgotten.
+pub(super) const MAX_CHANNELS: usize = 8;
 /// The longest interval of a stream.
 const MAX_INTERVAL_SECS: u64 = 60;
 /// The longest interval of a snapshot: the request is held that long,
@@ -126,6 +131,15 @@ fn percent_decode(s: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| format!("`{s}` is not UTF-8 once percent-decoded"))
 }
 
+/// `per_cpu=` as a query says it.
+fn detail_name(d: PerCpuDetail) -> &'static str {
+    match d {
+        PerCpuDetail::Off => "0",
+        PerCpuDetail::Derived => "1",
+        PerCpuDetail::All => "all",
+    }
+}
+
 /// What a viewer asked for: the interval in seconds, and the per-CPU
 /// detail. Viewers that ask the same share the encoded frames.
 type Key = (u64, PerCpuDetail);
@@ -172,16 +186,31 @@ impl std::fmt::Debug for Hub {
 
 impl State {
     /// Subscribes to the frames of `interval` (with the per-CPU detail
-    /// `per_cpu`), starting the ticker if it does not run.
+    /// `per_cpu`), starting the ticker if it does not run; refused (with
+    /// why) when [`MAX_CHANNELS`] other pairs are streamed.
     pub(super) fn subscribe(
         self: &Arc<Self>,
         interval: Duration,
         per_cpu: PerCpuDetail,
-    ) -> broadcast::Receiver<Utf8Bytes> {
+    ) -> Result<broadcast::Receiver<Utf8Bytes>, String> {
         let mut g = lock(&self.hub.inner);
+        let key = (interval.as_secs(), per_cpu);
+        // Pairs whose last viewer left (the ticker forgets them too).
+        g.channels.retain(|_, c| c.tx.receiver_count() > 0);
+        if !g.channels.contains_key(&key) && g.channels.len() >= MAX_CHANNELS {
+            let in_use: Vec<String> = g
+                .channels
+                .keys()
+                .map(|(secs, d)| format!("interval={secs}s&per_cpu={}", detail_name(*d)))
+                .collect();
+            return Err(format!(
+                "Limit of distinct stream intervals reached ({MAX_CHANNELS} pairs of interval and per_cpu streamed at once), try again later or use one in use: {}\n",
+                in_use.join(", ")
+            ));
+        }
         let rx = g
             .channels
-            .entry((interval.as_secs(), per_cpu))
+            .entry(key)
             .or_insert_with(|| Channel {
                 tx: broadcast::channel(QUEUE).0,
                 prev: None,
@@ -194,7 +223,7 @@ impl State {
             let st = self.clone();
             tokio::spawn(async move { st.tick().await });
         }
-        rx
+        Ok(rx)
     }
 
     /// Ticks once a second until no stream is left.

@@ -2,16 +2,19 @@
 //! rate limit and auth; same-origin or `--web.allowed-origins` only, see
 //! [`super::origin`]), a `--web.max-streams` slot, then one viewer's
 //! loop: frames out, pings out, and the viewer dropped when it falls
-//! behind or stops answering (see [`super::stream`]).
+//! behind or stops answering (see [`super::stream`]), or when a reload
+//! revokes the login it was opened with (1008). An open stream keeps its
+//! connection's `--web.max-connections` slot until it closes.
 
+use super::auth::parse_basic;
 use super::io::Body;
 use super::stream::{interval, liveness, per_cpu};
-use super::{origin, State};
-use crate::export::live::PerCpuDetail;
+use super::{origin, ConnSlot, State, WebRuntime};
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;
 use hyper::header::{
-    HeaderValue, CONNECTION, HOST, ORIGIN, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE,
+    HeaderValue, AUTHORIZATION, CONNECTION, HOST, ORIGIN, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY,
+    UPGRADE,
 };
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -49,8 +52,27 @@ fn key_valid(k: &[u8]) -> bool {
         .is_ok_and(|v| v.len() == 16)
 }
 
-/// `GET /api/v1/stream`: 101 and a viewer task, or why not.
-pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<Body> {
+/// The user and the hash the request's password was checked against
+/// under `web` (the routing verified it), to tell whether a reload
+/// revokes it; `None` when `web` has no auth.
+fn login_of(web: &WebRuntime, req: &Request<Incoming>) -> Option<(String, String)> {
+    web.auth.as_ref()?;
+    let creds = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_basic)?;
+    let hash = web.config.users.get(&creds.user)?.clone();
+    Some((creds.user, hash))
+}
+
+/// `GET /api/v1/stream`: 101 and a viewer task, or why not (`web`: the
+/// web config the routing admitted it under).
+pub(super) fn upgrade(
+    st: &Arc<State>,
+    web: &WebRuntime,
+    mut req: Request<Incoming>,
+) -> Response<Body> {
     let q = req.uri().query();
     let (every, detail) = match interval(q).and_then(|d| Ok((d, per_cpu(q)?))) {
         Ok(v) => v,
@@ -60,7 +82,7 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
     // (`super::origin`).
     if let Some(o) = req.headers().get(ORIGIN) {
         let host = req.headers().get(HOST).and_then(|h| h.to_str().ok());
-        let https = st.web().config.tls.is_some();
+        let https = web.config.tls.is_some();
         let ok = o
             .to_str()
             .is_ok_and(|o| origin::allowed(o, https, host, &st.allowed_origins));
@@ -100,14 +122,14 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
             "/api/v1/stream is a WebSocket (version 13): send `Connection: Upgrade`, `Upgrade: websocket` and `Sec-WebSocket-Key` (16 bytes in base64); for one frame over HTTP, GET /api/v1/snapshot\n".into(),
         );
     };
-    let slot = match &st.streams {
+    let stream_slot = match &st.streams {
         Some(sem) => match sem.clone().try_acquire_owned() {
             Ok(p) => Some(p),
             Err(_) => {
                 return plain(
                     StatusCode::SERVICE_UNAVAILABLE,
                     format!(
-                        "Limit of open streams reached (--web.max-streams={}), try again later.\n",
+                        "Limit of open streams reached ({}: --web.max-streams, at most half of --web.max-connections), try again later.\n",
                         st.max_streams
                     ),
                 )
@@ -115,19 +137,36 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
         },
         None => None,
     };
+    let frames = match st.subscribe(every, detail) {
+        Ok(rx) => rx,
+        Err(why) => return plain(StatusCode::SERVICE_UNAVAILABLE, why),
+    };
+    // The connection's `--web.max-connections` slot goes with the stream.
+    let conn_slot = req.extensions().get::<ConnSlot>().and_then(ConnSlot::take);
+    let held = Held {
+        slots: [stream_slot, conn_slot],
+        login: login_of(web, &req),
+        frames,
+        web_changes: st.web_changes.subscribe(),
+    };
     let on_upgrade = hyper::upgrade::on(&mut req);
     let st2 = st.clone();
     tokio::spawn(async move {
         match on_upgrade.await {
             Ok(up) => {
                 let cfg = WebSocketConfig::default()
-                    // Viewers send nothing but control frames.
+                    // Viewers send nothing but control frames: a small
+                    // read buffer (the default, 128 KiB, is allocated up
+                    // front for every stream), and frames written as they
+                    // come (each is flushed anyway).
+                    .read_buffer_size(READ_BUFFER)
+                    .write_buffer_size(0)
                     .max_message_size(Some(64 * 1024))
                     .max_frame_size(Some(64 * 1024));
                 let ws =
                     WebSocketStream::from_raw_socket(TokioIo::new(up), Role::Server, Some(cfg))
                         .await;
-                viewer(st2, ws, (every, detail), slot).await;
+                viewer(st2, ws, every, held).await;
             }
             Err(e) => tracing::debug!(error = %e, "WebSocket upgrade failed"),
         }
@@ -143,10 +182,26 @@ pub(super) fn upgrade(st: &Arc<State>, mut req: Request<Incoming>) -> Response<B
     r
 }
 
+/// What an open stream holds: its `--web.max-streams` and
+/// `--web.max-connections` slots (released when it ends), and the login
+/// it was opened with, checked again after each web config change.
+struct Held {
+    slots: [Option<OwnedSemaphorePermit>; 2],
+    login: Option<(String, String)>,
+    web_changes: tokio::sync::watch::Receiver<u64>,
+    /// Its interval's frames.
+    frames: broadcast::Receiver<Utf8Bytes>,
+}
+
+/// A stream's read buffer: viewers send only control frames.
+const READ_BUFFER: usize = 4 * 1024;
+
 /// Why a viewer's loop ended.
 enum End {
     Gone,
     TooSlow(String),
+    /// A reload revoked the login the stream was opened with.
+    Revoked,
     /// The viewer broke the protocol: closed with the code RFC 6455
     /// gives (1002, 1007 invalid UTF-8, 1009 too big).
     Broke(CloseCode, String),
@@ -172,18 +227,18 @@ fn broke(e: &tokio_tungstenite::tungstenite::Error) -> Option<End> {
 
 /// One viewer: frames of its interval, a ping each interval, and out when
 /// it falls behind or shows no sign of life for [`liveness`].
-async fn viewer<S>(
-    st: Arc<State>,
-    ws: WebSocketStream<S>,
-    (every, per_cpu): (Duration, PerCpuDetail),
-    slot: Option<OwnedSemaphorePermit>,
-) where
+async fn viewer<S>(st: Arc<State>, ws: WebSocketStream<S>, every: Duration, held: Held)
+where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let _slot = slot;
+    let Held {
+        slots: _slots,
+        login,
+        mut web_changes,
+        mut frames,
+    } = held;
     let limit = liveness(every);
     let (mut tx, mut rx) = ws.split();
-    let mut frames = st.subscribe(every, per_cpu);
     let mut ping = tokio::time::interval(every);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen = Instant::now();
@@ -201,6 +256,12 @@ async fn viewer<S>(
                     break End::TooSlow(format!("no answer for {}s", limit.as_secs()));
                 }
                 Message::Ping(Default::default())
+            }
+            Ok(()) = web_changes.changed() => {
+                if st.login_holds(login.as_ref()) {
+                    continue;
+                }
+                break End::Revoked;
             }
             m = rx.next() => match m {
                 Some(Ok(Message::Close(_))) | None => break End::Gone,
@@ -220,6 +281,10 @@ async fn viewer<S>(
     let (code, why) = match end {
         End::Gone => return,
         End::TooSlow(why) => (CloseCode::Policy, why),
+        End::Revoked => (
+            CloseCode::Policy,
+            "credentials revoked by a web config reload".into(),
+        ),
         End::Broke(code, why) => (code, why),
     };
     tracing::debug!(reason = %why, "live view: viewer dropped");

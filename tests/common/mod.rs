@@ -667,3 +667,30 @@ pub fn kubernetes_exporter() -> (Proc, tempfile::TempDir) {
     p.wait_log("per-workload counting", std::time::Duration::from_secs(10));
     (p, dir)
 }
+
+/// A connection to `addr` whose `GET /-/healthy` is not answered within
+/// half a second: over `--web.max-connections` it waits in the kernel's
+/// accept queue. Panics, saying `why`, when it is served.
+pub fn unserved_request(addr: &str, why: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect (the kernel accepts it)");
+    s.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let mut buf = [0u8; 512];
+    assert!(s.read(&mut buf).is_err(), "{why}");
+    s
+}
+
+/// Asserts that the request of [`unserved_request`] is answered 200
+/// within `limit` (once a connection slot is free).
+pub fn served_within(s: &mut TcpStream, limit: Duration) {
+    s.set_read_timeout(Some(limit)).expect("timeout");
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).expect("served once a slot is free");
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+}

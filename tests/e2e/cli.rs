@@ -1,5 +1,6 @@
 //! The real binary's `list` and `check` commands, and its start-up errors.
 
+use crate::common;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -863,4 +864,138 @@ fn hostile_names_and_sampling_sections_are_refused_at_load() {
     let (f, e) = refused_by_check(&format!("{SW_SET}sampling:\n  ring_pages: 65536\n"));
     assert!(e.contains(&format!("{f}:7:")), "{e}");
     assert!(e.contains("from 1 to 512"), "{e}");
+}
+
+/// The exporter `bin` (a copy any user may execute) with `args`, to run
+/// as uid 65534 with no capability (`setpriv`).
+fn nobody(bin: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--",
+    ])
+    .arg(bin)
+    .args(args)
+    .current_dir("/");
+    c
+}
+
+/// [`nobody`]'s output.
+fn as_nobody(bin: &Path, args: &[&str]) -> Output {
+    nobody(bin, args).output().expect("run setpriv")
+}
+
+/// Issue 28 item 17: misleading reasons without privilege. `stat` and
+/// `top` say the privilege problem (what this process holds,
+/// `perf_event_paranoid`, `CAP_PERFMON` to grant) before anything else,
+/// not a missing PMU; `top -e msr/tsc/` says the privilege problem and
+/// that msr cannot sample anyway; out-of-range `-c` and `--ring-pages`
+/// are refused as such, not as a PMU's refusal; `stat` and `top` whose
+/// reader leaves (`| head`) exit 0 without a word.
+#[test]
+fn without_privilege_stat_and_top_say_so() {
+    common::require_root();
+    common::require_tool("setpriv");
+    let paranoid = common::paranoid();
+    assert!(
+        paranoid > 0,
+        "kernel.perf_event_paranoid is {paranoid}: any user may count system-wide here, so this test cannot show what happens without privilege (set it to 2)"
+    );
+    let (_dir, bin) = common::world_executable_exporter();
+    let said = format!("euid=65534 CAP_PERFMON=no CAP_SYS_ADMIN=no perf_event_paranoid={paranoid}");
+    let o = as_nobody(&bin, &["stat", "-d", "1s"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains(&format!("nothing can be counted on this host: {said}")),
+        "{e}"
+    );
+    assert!(e.contains("system-wide counting is NOT allowed"), "{e}");
+    let perm = e.find("permission denied").unwrap_or_else(|| panic!("{e}"));
+    if let Some(pmu) = e.find("no core PMU") {
+        assert!(
+            perm < pmu,
+            "the missing PMU is said before the privilege problem: {e}"
+        );
+    }
+    for (args, event) in [
+        (&["top", "-d", "1s"][..], "cpu-clock"),
+        (&["top", "-e", "cpu-clock", "-d", "1s"][..], "cpu-clock"),
+    ] {
+        let o = as_nobody(&bin, args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(
+            e.starts_with(&format!(
+                "perf-exporter: top: cannot sample {event}: open {event} on PMU software, CPU "
+            )),
+            "{args:?}: {e}"
+        );
+        assert!(e.contains(&said), "{args:?}: {e}");
+        assert!(e.contains("grant CAP_PERFMON"), "{args:?}: {e}");
+    }
+    if Path::new("/sys/bus/event_source/devices/msr/events/tsc").exists() {
+        let o = as_nobody(&bin, &["top", "-e", "msr/tsc/", "-d", "1s"]);
+        let e = stderr(&o);
+        assert!(
+            e.contains("cannot sample msr/tsc/: open msr/tsc/ on PMU msr"),
+            "{e}"
+        );
+        assert!(e.contains(&said), "{e}");
+        assert!(e.contains("PMU msr counts but cannot sample"), "{e}");
+        assert!(!e.contains("invalid encoding"), "{e}");
+    }
+    let o = as_nobody(&bin, &["top", "-c", "18446744073709551615", "-d", "1s"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("18446744073709551615 is not in 1..=9223372036854775807"),
+        "{e}"
+    );
+    let o = as_nobody(&bin, &["top", "--ring-pages", "65536", "-d", "1s"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("`65536` is not a power of two from 1 to 512"),
+        "{e}"
+    );
+    assert!(!e.contains("permission"), "{e}");
+    // Piped into a reader that leaves after a line (the simulated PMU:
+    // no privilege needed).
+    let f = fixture("vm-no-pmu");
+    let f = f.to_str().expect("utf-8 path");
+    for cmd in ["stat", "top"] {
+        let mut c = nobody(
+            &bin,
+            &[
+                cmd,
+                "--simulate",
+                "--path.sysfs",
+                f,
+                "-I",
+                "100ms",
+                "-d",
+                "20s",
+            ],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+        let mut out = std::io::BufReader::new(c.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).expect("a line");
+        assert!(!line.is_empty(), "{cmd}: no output");
+        drop(out);
+        let o = c.wait_with_output().expect("wait");
+        let e = stderr(&o);
+        assert!(o.status.success(), "{cmd} | head: {:?} {e}", o.status);
+        assert!(
+            !e.contains("Broken pipe") && !e.contains("panicked"),
+            "{cmd}: {e}"
+        );
+    }
 }

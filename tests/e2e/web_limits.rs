@@ -436,28 +436,12 @@ fn max_connections_caps_open_connections() {
         }
         assert!(Instant::now() < deadline, "two connections never served");
     };
-    let mut third = TcpStream::connect(&p.addr).expect("connect (the kernel accepts it)");
-    third
-        .write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .expect("write");
-    third
-        .set_read_timeout(Some(Duration::from_millis(500)))
-        .expect("timeout");
-    let mut buf = [0u8; 512];
-    assert!(
-        third.read(&mut buf).is_err(),
-        "a third connection was served over --web.max-connections 2"
+    let mut third = common::unserved_request(
+        &p.addr,
+        "a third connection was served over --web.max-connections 2",
     );
     assert_eq!(a.get("/-/healthy", &[]).expect("still served").status, 200);
     drop(a);
-    third
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    let n = third.read(&mut buf).expect("served once a slot is free");
-    assert!(
-        buf[..n].starts_with(b"HTTP/1.1 200"),
-        "{:?}",
-        String::from_utf8_lossy(&buf[..n])
-    );
+    common::served_within(&mut third, Duration::from_secs(5));
     assert_eq!(b.get("/-/healthy", &[]).expect("still served").status, 200);
 }

@@ -211,6 +211,151 @@ fn failed_logins_back_off_that_client_only() {
     assert_eq!(from(attacker, &good).status, 200);
 }
 
+/// One `GET path` from the local address `ip` (127.0.0.0/8 are distinct
+/// clients to the server) with `Authorization: auth`.
+fn get_from(p: &Proc, ip: &str, path: &str, auth: &str) -> common::Response {
+    let ip: std::net::IpAddr = ip.parse().expect("ip");
+    let headers = [("Authorization", auth)];
+    common::connect_from(ip, &p.addr)
+        .and_then(|s| common::request_on(s, "GET", path, &headers, ""))
+        .unwrap_or_else(|e| panic!("from {ip}: {e}"))
+}
+
+/// The value of `perf_http_rejected_requests_total{reason}` (0 when the
+/// series is missing).
+fn rejected(metrics: &str, reason: &str) -> u64 {
+    let series = format!("perf_http_rejected_requests_total{{reason=\"{reason}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 28 item 7: wrong passwords from 64 addresses kept the bcrypt
+/// queue full, and a legitimate client whose credentials were never
+/// verified got 401 every time, counted as `unauthorized`. A full queue
+/// is 503 with `Retry-After` (counted as `auth_busy`), never 401; a client
+/// verified before passes at once (its cached verdict), full queue or not.
+#[test]
+// One scenario (flood, probes, counts), kept whole.
+#[allow(clippy::too_many_lines)]
+fn a_full_bcrypt_queue_is_503_with_retry_after_and_verified_clients_pass() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let pki = Pki::new();
+    // Cost 8: each verification takes long enough (tens of ms, more in a
+    // debug build) for 64 clients to keep the queue of 16 full.
+    let hash = |pw: &str| bcrypt::hash(pw, 8).expect("bcrypt");
+    let legit = ["bob", "carol", "dave", "erin", "frank"];
+    let mut users = format!("basic_auth_users:\n  alice: {}\n", hash("alice-pw"));
+    for u in legit {
+        users.push_str(&format!("  {u}: {}\n", hash(&format!("{u}-pw"))));
+    }
+    let wc = pki.write("web.yml", &users);
+    let mut p = start(&wc, &[]);
+    p.wait_ready_unauthenticated();
+    let alice = basic("alice", "alice-pw");
+    // Alice logs in once: verified, her verdict cached.
+    assert_eq!(get_from(&p, "127.0.0.2", "/-/healthy", &alice).status, 200);
+    // (The readiness probe's 401s.)
+    let before = rejected(
+        &get_from(&p, "127.0.0.2", "/metrics", &alice).body,
+        "unauthorized",
+    );
+    let stop = AtomicBool::new(false);
+    let (unauthorized, busy) = (AtomicU64::new(0), AtomicU64::new(0));
+    /// Stops the flood when the scope ends, also when an assertion fails
+    /// (the scope waits for its threads).
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    std::thread::scope(|s| {
+        let _stop = Stop(&stop);
+        // 64 clients, each from its own address, guessing as fast as they
+        // are answered, Retry-After or not.
+        for a in 0..64 {
+            let (p, stop, unauthorized, busy) = (&p, &stop, &unauthorized, &busy);
+            s.spawn(move || {
+                let ip = format!("127.0.1.{}", a + 1);
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let guess = basic("alice", &format!("guess-{a}-{i}"));
+                    let r = get_from(p, &ip, "/-/healthy", &guess);
+                    match r.status {
+                        401 => unauthorized.fetch_add(1, Ordering::Relaxed),
+                        503 => busy.fetch_add(1, Ordering::Relaxed),
+                        429 => 0,
+                        other => panic!("a wrong password got {other}: {}", r.body),
+                    };
+                }
+            });
+        }
+        // The queue overflows (seen through Alice's fast path).
+        let mut metrics = String::new();
+        common::wait_for(
+            "a refusal for a full bcrypt queue",
+            Duration::from_secs(20),
+            || {
+                let r = get_from(&p, "127.0.0.2", "/metrics", &alice);
+                assert_eq!(r.status, 200, "the verified client was refused: {}", r.body);
+                metrics = r.body;
+                rejected(&metrics, "auth_busy") > 0
+            },
+        );
+        // Right passwords never verified before (each user from an
+        // address of its own): 503 with Retry-After while the queue is
+        // full, never 401. (One may find a place in the queue as it
+        // drains: then it is verified, 200.)
+        let mut refused = 0;
+        for (n, u) in legit.iter().enumerate() {
+            let r = get_from(
+                &p,
+                &format!("127.0.2.{}", n + 1),
+                "/-/healthy",
+                &basic(u, &format!("{u}-pw")),
+            );
+            match r.status {
+                503 => {
+                    refused += 1;
+                    busy.fetch_add(1, Ordering::Relaxed);
+                    let wait: u64 = r
+                        .header("retry-after")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| panic!("503 without Retry-After: {:?}", r.headers));
+                    assert!((1..=60).contains(&wait), "Retry-After: {wait}");
+                    assert!(r.body.contains("not checked"), "{}", r.body);
+                    assert_eq!(r.header("www-authenticate"), None);
+                }
+                200 => {}
+                other => panic!(
+                    "{u}'s right password got {other} under the flood: {}",
+                    r.body
+                ),
+            }
+            // The verified client passes at once, full queue or not.
+            let t = std::time::Instant::now();
+            let r = get_from(&p, "127.0.0.2", "/-/healthy", &alice);
+            assert_eq!(r.status, 200, "{}", r.body);
+            assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        }
+        assert!(
+            refused > 0,
+            "no legitimate login was refused for a full queue: the flood did not fill it"
+        );
+    });
+    // Every refusal was counted as what it was.
+    let r = get_from(&p, "127.0.0.2", "/metrics", &alice);
+    assert_eq!(
+        rejected(&r.body, "unauthorized"),
+        before + unauthorized.load(Ordering::Relaxed)
+    );
+    assert_eq!(rejected(&r.body, "auth_busy"), busy.load(Ordering::Relaxed));
+}
+
 impl Proc {
     /// With basic auth on, `/-/ready` answers 401: wait for that.
     fn wait_ready_unauthenticated(&mut self) {

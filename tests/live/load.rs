@@ -177,7 +177,13 @@ fn many_concurrent_scrapers_for_thirty_seconds() {
     // Healthy, and nothing was refused.
     let r = p.get("/metrics");
     assert_eq!(r.status, 200);
-    for reason in ["max_requests", "rate_limit", "unauthorized", "timeout"] {
+    for reason in [
+        "max_requests",
+        "rate_limit",
+        "unauthorized",
+        "timeout",
+        "auth_busy",
+    ] {
         let line = format!("perf_http_rejected_requests_total{{reason=\"{reason}\"}} 0");
         assert!(r.body.contains(&line), "{line} expected:\n{}", r.body);
     }

@@ -185,11 +185,12 @@ impl Sampling {
     }
 }
 
-/// Why no CPU could be sampled, from the first CPU's error: a PMU that
-/// only counts says so (its EINVAL is not a wrong encoding).
-fn nothing_sampled(e: PerfError) -> SampleError {
-    let samples = matches!(
-        e.pmu.as_str(),
+/// Whether events of PMU `pmu` can be sampled: the core PMUs, software
+/// events, tracepoints, breakpoints and probes; others (`msr`, uncore,
+/// RAPL, ...) only count.
+pub fn can_sample(pmu: &str) -> bool {
+    matches!(
+        pmu,
         "cpu"
             | "cpu_core"
             | "cpu_atom"
@@ -198,9 +199,14 @@ fn nothing_sampled(e: PerfError) -> SampleError {
             | "breakpoint"
             | "kprobe"
             | "uprobe"
-    ) || e.pmu.starts_with("armv")
-        || e.pmu.is_empty();
-    if !samples && matches!(e.errno, libc::EINVAL | libc::EOPNOTSUPP) {
+    ) || pmu.starts_with("armv")
+        || pmu.is_empty()
+}
+
+/// Why no CPU could be sampled, from the first CPU's error: a PMU that
+/// only counts says so (its EINVAL is not a wrong encoding).
+fn nothing_sampled(e: PerfError) -> SampleError {
+    if !can_sample(&e.pmu) && matches!(e.errno, libc::EINVAL | libc::EOPNOTSUPP) {
         return SampleError::CannotSample {
             pmu: e.pmu,
             event: e.event,
