@@ -17,8 +17,10 @@ use std::fmt::Write as _;
 /// no one).
 const MAX_COLUMN: usize = 64;
 
+mod budget;
 mod cgroups;
 mod identity;
+pub use budget::{BudgetFamily, CheckBudget};
 pub use cgroups::{backend_line, cgroup_rows, CgroupRow, CheckBackend, CheckCgroups};
 pub use identity::CheckIdentity;
 
@@ -258,6 +260,10 @@ pub struct CheckReport {
     /// The cgroups a `cgroups:` section selects (absent without one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroups: Option<CheckCgroups>,
+    /// The series the config exports here ([`CheckBudget`]; absent when
+    /// nothing could count).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<CheckBudget>,
 }
 
 fn check_metric(m: &ResolvedMetric) -> CheckMetric {
@@ -306,6 +312,7 @@ impl CheckReport {
             metrics: r.metrics.iter().map(check_metric).collect(),
             refusal: nothing_to_count(Counting::Resolved(r), None),
             cgroups: None,
+            budget: None,
         }
     }
 
@@ -417,6 +424,10 @@ impl CheckReport {
             for p in &m.partial {
                 let _ = writeln!(s, "{:w$}    partly: {}", "", escape(p));
             }
+        }
+        // The budget, then the summary (the last line without cgroups).
+        if let Some(b) = &self.budget {
+            s.push_str(&b.text());
         }
         let n = |st: &str| self.metrics.iter().filter(|m| m.status == st).count();
         let c = |cl: Class| {
@@ -773,6 +784,7 @@ mod tests {
             ],
             refusal: None,
             cgroups: None,
+            budget: None,
         };
         assert_eq!((r.exit_status(false), r.exit_status(true)), (0, 1));
         assert!(r
@@ -798,6 +810,7 @@ mod tests {
             }],
             refusal: None,
             cgroups: None,
+            budget: None,
         };
         let t = r.text();
         assert!(t.contains(&wide), "the name is shown whole");
