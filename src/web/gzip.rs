@@ -2,13 +2,14 @@
 //! node_exporter does (Prometheus always asks for gzip; a scrape of a
 //! large host shrinks about eightfold).
 //!
-//! One deflate compressor is kept per thread and reset between responses:
-//! building one per response (a `GzEncoder`) cost about 90 µs whatever the
-//! body's size, because miniz_oxide allocates and clears its state (about
-//! 300 KiB) each time; reset, the 3.8 KB body of five software events
-//! compresses in about a tenth of that (docs/src/performance.md). The gzip
-//! header and trailer (RFC 1952) are written here around the raw deflate
-//! stream.
+//! One deflate compressor is kept per thread that compresses (the few
+//! threads of the runtime and the collector, so about 300 KiB each) and
+//! reset between responses: building one per response (a `GzEncoder`)
+//! cost about 90 µs whatever the body's size, because miniz_oxide
+//! allocates and clears that state each time (issue 29; the figures are
+//! in docs/src/performance.md). The gzip header and trailer (RFC 1952) are
+//! written here around the raw deflate stream, the bytes `GzEncoder`
+//! wrote.
 
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 use std::cell::RefCell;
