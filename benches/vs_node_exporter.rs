@@ -20,12 +20,14 @@
 //! socket I/O, event loop, files, other).
 //!
 //! ```sh
-//! cargo bench --bench vs_node_exporter -- --node-exporter PATH [--short] [--scrapes N]
+//! cargo bench --bench vs_node_exporter -- --node-exporter PATH [--short] [--scrapes N] [--gzip]
 //! ```
 //! Needs root (system-wide counting, strace). `scripts/bench.sh` fetches
 //! node_exporter and runs this. Exits non-zero only when it cannot run;
 //! whether the targets are met is printed, not enforced.
 
+#[path = "support/five_software.rs"]
+mod five_software;
 #[path = "support/harness.rs"]
 mod harness;
 #[path = "support/sysfs_gen.rs"]
@@ -40,29 +42,14 @@ use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-const OURS_CONFIG: &str = "\
-# node_exporter 1.9's software profilers, per CPU.
-sets:
-  - name: software
-    events:
-      - metric: perf_context_switches_total
-        event: context-switches
-      - metric: perf_cpu_migrations_total
-        event: cpu-migrations
-      - metric: perf_page_faults_total
-        event: page-faults
-      - metric: perf_minor_faults_total
-        event: minor-faults
-      - metric: perf_major_faults_total
-        event: major-faults
-";
-
 struct Side {
     server: Server,
     conn: HttpConn,
     latencies: Vec<f64>,
     bytes: usize,
     series: usize,
+    /// `--gzip`: every scrape asks for gzip.
+    gzip: bool,
 }
 
 impl Side {
@@ -77,7 +64,14 @@ impl Side {
             )));
         }
         self.bytes = r.body.len();
-        self.series = String::from_utf8_lossy(&r.body)
+        let mut text = Vec::new();
+        let body = if self.gzip {
+            flate2::read::GzDecoder::new(&r.body[..]).read_to_end(&mut text)?;
+            &text
+        } else {
+            &r.body
+        };
+        self.series = String::from_utf8_lossy(body)
             .lines()
             .filter(|l| !l.starts_with('#') && !l.is_empty())
             .count();
@@ -97,6 +91,7 @@ fn run() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
     // `cargo bench` passes --bench; nothing else is ours to reject.
     let short = args.iter().any(|a| a == "--short");
+    let gzip = args.iter().any(|a| a == "--gzip");
     let scrapes: usize = arg_value(&args, "--scrapes")
         .map(|v| v.parse())
         .transpose()?
@@ -110,7 +105,7 @@ fn run() -> Result<(), Error> {
 
     let dir = tempfile::tempdir()?;
     let cfg = dir.path().join("software.yaml");
-    std::fs::write(&cfg, OURS_CONFIG)?;
+    std::fs::write(&cfg, five_software::CONFIG)?;
     let ours = Server::start(
         "perf-exporter",
         PathBuf::from(env!("CARGO_BIN_EXE_perf-exporter")).as_path(),
@@ -140,13 +135,17 @@ fn run() -> Result<(), Error> {
     )?;
     let mut sides = Vec::new();
     for server in [ours, theirs] {
-        let conn = HttpConn::connect(server.port)?;
+        let mut conn = HttpConn::connect(server.port)?;
+        if gzip {
+            conn = conn.accept_gzip();
+        }
         sides.push(Side {
             server,
             conn,
             latencies: Vec::new(),
             bytes: 0,
             series: 0,
+            gzip,
         });
     }
 
@@ -213,8 +212,9 @@ fn run() -> Result<(), Error> {
     println!("\n## perf-exporter vs node_exporter 1.9 perf collector (software profilers)\n");
     println!("{}", harness::machine());
     println!(
-        "{} scrapes each, interleaved, keep-alive; syscalls over {} scrapes each under strace{}\n",
+        "{} scrapes each, interleaved, keep-alive{}; syscalls over {} scrapes each under strace{}\n",
         scrapes,
+        if gzip { ", Accept-Encoding: gzip" } else { "" },
         traced_scrapes,
         if short { " (short mode)" } else { "" }
     );

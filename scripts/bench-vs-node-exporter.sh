@@ -7,7 +7,10 @@
 # latency, peak RSS, and syscalls per scrape by class (strace). See
 # benches/vs_node_exporter.rs.
 #
-#   scripts/bench-vs-node-exporter.sh [--short] [--scrapes N]
+#   scripts/bench-vs-node-exporter.sh [--short] [--scrapes N] [--gzip]
+#
+# --gzip: every scrape asks for gzip (Accept-Encoding: gzip), as Prometheus
+# does.
 #
 # Needs root (system-wide perf counting, strace attaching) and strace
 # (installed with apt-get when missing and possible). node_exporter comes

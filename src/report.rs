@@ -17,9 +17,11 @@ use std::fmt::Write as _;
 /// no one).
 const MAX_COLUMN: usize = 64;
 
+mod budget;
 mod cgroups;
 pub mod counters;
 mod identity;
+pub use budget::{BudgetFamily, CheckBudget};
 pub use cgroups::{backend_line, cgroup_rows, CgroupRow, CheckBackend, CheckCgroups};
 pub use identity::CheckIdentity;
 
@@ -265,6 +267,11 @@ pub struct CheckReport {
     /// The cgroups a `cgroups:` section selects (absent without one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroups: Option<CheckCgroups>,
+    /// The series the config exports here ([`CheckBudget`]; absent when
+    /// nothing could count). JSON key `series_budget`, apart from the
+    /// counter budget (`counters`).
+    #[serde(rename = "series_budget", skip_serializing_if = "Option::is_none")]
+    pub budget: Option<CheckBudget>,
 }
 
 fn check_metric(m: &ResolvedMetric) -> CheckMetric {
@@ -315,6 +322,7 @@ impl CheckReport {
             counters: Vec::new(),
             budgets: Vec::new(),
             cgroups: None,
+            budget: None,
         }
     }
 
@@ -435,6 +443,10 @@ impl CheckReport {
             }
         }
         s.push_str(&counters::text(&self.budgets));
+        // The series budget, then the summary (the last line without cgroups).
+        if let Some(b) = &self.budget {
+            s.push_str(&b.text());
+        }
         let n = |st: &str| self.metrics.iter().filter(|m| m.status == st).count();
         let c = |cl: Class| {
             self.metrics
@@ -792,6 +804,7 @@ mod tests {
             counters: Vec::new(),
             budgets: Vec::new(),
             cgroups: None,
+            budget: None,
         };
         assert_eq!((r.exit_status(false), r.exit_status(true)), (0, 1));
         assert!(r
@@ -819,6 +832,7 @@ mod tests {
             counters: Vec::new(),
             budgets: Vec::new(),
             cgroups: None,
+            budget: None,
         };
         let t = r.text();
         assert!(t.contains(&wide), "the name is shown whole");

@@ -122,6 +122,8 @@ pub struct Response {
 pub struct HttpConn {
     port: u16,
     reader: BufReader<TcpStream>,
+    /// Extra request header lines, each ending in CRLF.
+    headers: String,
 }
 
 impl HttpConn {
@@ -133,14 +135,23 @@ impl HttpConn {
         Ok(HttpConn {
             port,
             reader: BufReader::with_capacity(256 * 1024, s),
+            headers: String::new(),
         })
+    }
+
+    /// Every request asks for gzip (`Accept-Encoding: gzip`, as
+    /// Prometheus does); bodies are returned as sent.
+    #[allow(dead_code)] // not every benchmark asks
+    pub fn accept_gzip(mut self) -> Self {
+        self.headers.push_str("Accept-Encoding: gzip\r\n");
+        self
     }
 
     /// `GET path`, reading the whole body (Content-Length or chunked).
     pub fn get(&mut self, path: &str) -> std::io::Result<Response> {
         let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAccept: text/plain;version=0.0.4\r\nConnection: keep-alive\r\n\r\n",
-            self.port
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAccept: text/plain;version=0.0.4\r\n{}Connection: keep-alive\r\n\r\n",
+            self.port, self.headers
         );
         self.reader.get_mut().write_all(req.as_bytes())?;
         let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());

@@ -27,14 +27,16 @@ pub use host::HostSettings;
 
 use crate::config::ConfigError;
 use crate::export::otlp::{OtlpError, OtlpFlags};
+use crate::perf::sim::SimKernel;
 use crate::pmu::PmuError;
 use crate::privilege::Privilege;
 use crate::probe::prober;
 use crate::report::{CheckReport, ListReport};
-use crate::resolve::chain::resolve_config;
+use crate::resolve::chain::{resolve_config, Resolution};
 use crate::web::config::{WebConfig, WebConfigError};
 use crate::web::WebError;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What the command line resolved to.
@@ -231,6 +233,19 @@ impl Output {
     }
 }
 
+/// `check`'s series budget: one collection of an engine counting `res` on
+/// the host's kernel (the simulated PMU of a fixture tree without one), as
+/// `serve` would open it.
+fn budget(h: &Host, s: &HostSettings, res: Resolution) -> crate::report::CheckBudget {
+    let kernel = h
+        .kernel
+        .clone()
+        .unwrap_or_else(|| Arc::new(SimKernel::new(h.table.clone())));
+    let mut engine = opening::open_engine(kernel, h.table.clone(), res, None, &s.procfs);
+    let cpus = crate::pmu::read_online_cpus(&s.sysfs).map_or(0, |c| c.len());
+    crate::report::CheckBudget::new(&engine.collect().families, cpus)
+}
+
 /// Runs `list` or `check` and returns what to print; `serve` runs until
 /// SIGTERM/SIGINT and returns nothing to print.
 pub fn run(s: Settings) -> Result<Output, AppError> {
@@ -279,6 +294,9 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             let mut r = CheckReport::new(&res)
                 .with_identities(&h.table)
                 .with_counters(budgets);
+            if r.refusal.is_none() {
+                r.budget = Some(budget(&h, &s.host, res));
+            }
             if let Some(c) = &cfg.cgroups {
                 let found = cgroups::check_discover(c, h.kernel.as_deref(), &s.host);
                 r.cgroups = Some(crate::report::CheckCgroups::new(&found, c.max_cgroups));

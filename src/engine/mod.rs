@@ -216,6 +216,10 @@ struct Group {
 struct Avail {
     metric: usize,
     labels: Labels,
+    /// The metric's one sample when it is counted on every PMU (`pmu`
+    /// empty when it has several); `None` for a metric unavailable or
+    /// partly countable, whose samples stay per PMU.
+    whole: Option<Labels>,
     open: bool,
     /// `perf_event_unavailable_info`'s labels when not open: these plus
     /// `reason` and `class`.

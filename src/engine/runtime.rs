@@ -140,6 +140,7 @@ impl Engine {
                     metric: mi,
                     info: info_labels(&pairs, m.problem()),
                     labels: Labels::new(pairs),
+                    whole: None,
                     open: false,
                 });
                 continue;
@@ -147,6 +148,19 @@ impl Engine {
             let mut pmus: Vec<&str> = m.instances.iter().map(|i| i.inst.pmu.as_str()).collect();
             pmus.sort_by_key(|p| natural(p));
             pmus.dedup();
+            // Counted on every PMU: one sample for the metric, `pmu` empty
+            // when there are several; none for a metric the resolution
+            // found partly countable (its samples stay per PMU).
+            let whole = m.partial.is_empty().then(|| {
+                Labels::new(vec![
+                    ("metric", m.metric.clone()),
+                    ("event", m.event.clone().unwrap_or_default()),
+                    (
+                        "pmu",
+                        if pmus.len() == 1 { pmus[0] } else { "" }.to_string(),
+                    ),
+                ])
+            });
             for p in pmus {
                 let pairs = vec![
                     ("metric", m.metric.clone()),
@@ -163,6 +177,7 @@ impl Engine {
                     metric: mi,
                     info: info_labels(&pairs, why),
                     labels: Labels::new(pairs),
+                    whole: whole.clone(),
                     open: open.contains(&(mi, p)),
                 });
             }
@@ -174,24 +189,7 @@ impl Engine {
     pub fn snapshot(&self) -> Snapshot {
         let mut families = Vec::with_capacity(self.series.order().len() + 6);
         self.metric_families(&mut families);
-        families.push(Family {
-            name: "perf_event_available".into(),
-            help: "Whether a configured metric is counted on this host (1) or not (0); the reason is on the landing page and in `perf-exporter check`.".into(),
-            kind: Kind::Gauge,
-            samples: self
-                .avail
-                .iter()
-                .map(|a| Sample {
-                    labels: a.labels.clone(),
-                    value: if a.open && !self.unschedulable.contains_key(&a.metric) {
-                        1.0
-                    } else {
-                        0.0
-                    },
-                    start_unix_nanos: 0,
-                })
-                .collect(),
-        });
+        families.push(self.available());
         families.push(self.unavailable_info());
         self.state_families(&mut families);
         self.counters.families(&mut families);
@@ -201,6 +199,33 @@ impl Engine {
             families.extend(s.families());
         }
         Snapshot { families }
+    }
+
+    /// `perf_event_available`: one sample per metric counted on every PMU
+    /// it was resolved for; one per PMU, with the 0s, for a metric not
+    /// (fully) counted, which `perf_event_unavailable_info` explains, or
+    /// partly countable.
+    fn available(&self) -> Family {
+        let up = |a: &Avail| a.open && !self.unschedulable.contains_key(&a.metric);
+        let sample = |labels: &Labels, up: bool| Sample {
+            labels: labels.clone(),
+            value: if up { 1.0 } else { 0.0 },
+            start_unix_nanos: 0,
+        };
+        let mut samples = Vec::with_capacity(self.resolution.metrics.len());
+        for one in self.avail.chunk_by(|a, b| a.metric == b.metric) {
+            if let (Some(whole), true) = (&one[0].whole, one.iter().all(up)) {
+                samples.push(sample(whole, true));
+            } else {
+                samples.extend(one.iter().map(|a| sample(&a.labels, up(a))));
+            }
+        }
+        Family {
+            name: "perf_event_available".into(),
+            help: "Whether a configured metric is counted on this host (1) or not (0): one sample per metric counted on every PMU it was resolved for (`pmu` empty when several), one per PMU otherwise; the reason is in perf_event_unavailable_info, on the landing page and in `perf-exporter check`.".into(),
+            kind: Kind::Gauge,
+            samples,
+        }
     }
 
     /// `perf_event_unavailable_info`: why each `perf_event_available`

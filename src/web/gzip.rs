@@ -1,10 +1,28 @@
 //! `Accept-Encoding` negotiation and gzip compression of `/metrics`, as
 //! node_exporter does (Prometheus always asks for gzip; a scrape of a
 //! large host shrinks about eightfold).
+//!
+//! One deflate compressor is kept per thread that compresses (the few
+//! threads of the runtime and the collector, so about 300 KiB each) and
+//! reset between responses: building one per response (a `GzEncoder`)
+//! cost about 90 µs whatever the body's size, because miniz_oxide
+//! allocates and clears that state each time (issue 29; the figures are
+//! in docs/src/performance.md). The gzip header and trailer (RFC 1952) are
+//! written here around the raw deflate stream, the bytes `GzEncoder`
+//! wrote.
 
-use flate2::write::GzEncoder;
-use flate2::Compression;
-use std::io::Write as _;
+use flate2::{Compress, Compression, Crc, FlushCompress, Status};
+use std::cell::RefCell;
+
+thread_local! {
+    /// This thread's compressor, reset before each use.
+    static DEFLATE: RefCell<Compress> = RefCell::new(new_compressor());
+}
+
+/// The gzip member header (RFC 1952 §2.3): deflate, no flags, no
+/// modification time, `XFL` 4 (the fastest level), OS unknown (255), as
+/// flate2's `GzEncoder` writes it.
+const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 255];
 
 /// Whether an `Accept-Encoding` header accepts gzip (RFC 9110 §12.5.3):
 /// `gzip` (or `x-gzip`) with a q-value above 0, or else `*` with one; not
@@ -33,13 +51,65 @@ pub(super) fn accepted(header: &str) -> bool {
     q > 0.0 && identity.is_none_or(|i| q >= i)
 }
 
-/// Compresses a response body at the fastest level: exposition text
+/// A raw deflate compressor at the fastest level: exposition text
 /// compresses well at any level, and the scrape's latency matters more.
-pub(super) fn compress(body: &[u8]) -> Vec<u8> {
-    let mut e = GzEncoder::new(Vec::with_capacity(body.len() / 6 + 64), Compression::fast());
-    // Writing to a Vec cannot fail.
-    let _ = e.write_all(body);
-    e.finish().unwrap_or_default()
+fn new_compressor() -> Compress {
+    Compress::new(Compression::fast(), false)
+}
+
+/// Compresses a response body into one gzip member, with this thread's
+/// compressor; `None` if deflate failed (the body is then sent as it is).
+pub fn compress(body: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(body.len() / 6 + 64);
+    out.extend_from_slice(&HEADER);
+    let kept = DEFLATE.try_with(|c| match c.try_borrow_mut() {
+        Ok(mut c) => {
+            c.reset();
+            Some(deflate(&mut c, body, &mut out))
+        }
+        Err(_) => None,
+    });
+    let ended = match kept {
+        Ok(Some(ended)) => ended,
+        // Only while the thread is being torn down (or re-entered, which
+        // nothing does): a compressor of its own.
+        _ => deflate(&mut new_compressor(), body, &mut out),
+    };
+    if !ended {
+        return None;
+    }
+    let mut crc = Crc::new();
+    crc.update(body);
+    out.extend_from_slice(&crc.sum().to_le_bytes());
+    // ISIZE: the input's length modulo 2^32 (RFC 1952 §2.3.1).
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    Some(out)
+}
+
+/// Deflates all of `input` into `out` (appended) and finishes the stream:
+/// whether it ended. A freshly reset compressor given room always makes
+/// progress; should a call fail, or make none with room to spare, the
+/// stream is given up (false).
+fn deflate(c: &mut Compress, input: &[u8], out: &mut Vec<u8>) -> bool {
+    let start = c.total_in();
+    loop {
+        if out.capacity() - out.len() < 64 {
+            out.reserve(out.capacity().max(1024));
+        }
+        let (done_in, done_out) = (c.total_in(), c.total_out());
+        let from = usize::try_from(done_in - start).unwrap_or(input.len());
+        let rest = input.get(from..).unwrap_or_default();
+        match c.compress_vec(rest, out, FlushCompress::Finish) {
+            Ok(Status::StreamEnd) => return true,
+            Err(_) => return false,
+            Ok(Status::Ok | Status::BufError) => {
+                let stuck = c.total_in() == done_in && c.total_out() == done_out;
+                if stuck && out.capacity() - out.len() >= 64 {
+                    return false;
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -74,15 +144,68 @@ mod tests {
         }
     }
 
+    /// The body decoded by flate2's gzip decoder (which checks the CRC32
+    /// and ISIZE of the trailer) and, when the host has it, by `gzip -dc`.
+    fn decoded(z: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut d = flate2::read::GzDecoder::new(z);
+        d.read_to_end(&mut out).unwrap();
+        // Nothing after the one member.
+        assert_eq!(d.into_inner().len(), 0);
+        out
+    }
+
+    fn gunzip(z: &[u8]) -> Option<Vec<u8>> {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new("gzip")
+            .arg("-dc")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .ok()?;
+        child.stdin.take().unwrap().write_all(z).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "gzip -dc refused the member");
+        Some(o.stdout)
+    }
+
     #[test]
     fn round_trip() {
         let body = "# HELP a b\n# TYPE a counter\na_total{cpu=\"0\"} 1\n".repeat(100);
-        let z = compress(body.as_bytes());
+        let z = compress(body.as_bytes()).unwrap();
         assert!(z.len() < body.len() / 4);
-        let mut out = String::new();
-        flate2::read::GzDecoder::new(&z[..])
-            .read_to_string(&mut out)
+        assert_eq!(z[..10], HEADER);
+        assert_eq!(decoded(&z), body.as_bytes());
+    }
+
+    /// The kept compressor is reset between bodies: each member stands
+    /// alone, whatever came before on the thread (a large body, an empty
+    /// one, incompressible bytes that need more room than the estimate).
+    #[test]
+    fn each_body_is_one_whole_member() {
+        let mut x = 0x9e37_79b9_u32;
+        let noise: Vec<u8> = (0..70_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        let text = "perf_page_faults_total{cpu=\"1\"} 123456\n".repeat(2_000);
+        let bodies: [&[u8]; 5] = [text.as_bytes(), b"", &noise, b"x", text.as_bytes()];
+        let members: Vec<Vec<u8>> = bodies.iter().map(|b| compress(b).unwrap()).collect();
+        assert_eq!(members[0], members[4], "reset leaves nothing behind");
+        for (b, z) in bodies.iter().zip(&members) {
+            assert_eq!(&decoded(z)[..], *b);
+            if let Some(out) = gunzip(z) {
+                assert_eq!(&out[..], *b);
+            }
+        }
+        // Another thread has its own compressor.
+        let z = std::thread::spawn(move || compress(text.as_bytes()).unwrap())
+            .join()
             .unwrap();
-        assert_eq!(out, body);
+        assert_eq!(z, members[0]);
     }
 }

@@ -36,7 +36,7 @@ mod io;
 pub mod x509;
 
 mod collect;
-mod gzip;
+pub mod gzip;
 mod h2;
 mod landing;
 pub mod origin;

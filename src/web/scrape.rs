@@ -87,15 +87,15 @@ pub(super) fn encode(state: &State, parts: &[Arc<Vec<Family>>; 3], want: Want) -
     let hint = state.last_len.load(Ordering::Relaxed);
     let (text, format) = prometheus::encode_parts(parts, want.format(), hint + hint / 8);
     state.last_len.store(text.len(), Ordering::Relaxed);
-    let body = if want.gzip() {
-        Bytes::from(gzip::compress(text.as_bytes()))
-    } else {
-        Bytes::from(text)
+    // Sent as it is should deflate ever fail (in memory it does not).
+    let (body, gzip) = match want.gzip().then(|| gzip::compress(text.as_bytes())) {
+        Some(Some(z)) => (Bytes::from(z), true),
+        _ => (Bytes::from(text), false),
     };
     Encoded {
         body,
         ctype: format.content_type(),
-        gzip: want.gzip(),
+        gzip,
     }
 }
 

@@ -106,9 +106,16 @@ fn check_json_has_exactly_the_contract_keys() {
     let o = run(&["check", "--json", "--path.sysfs", skx.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(keys(&v), vec!["counters", "cpu_identities", "metrics"]);
-    // A fixture without --simulate has no kernel to measure the budget on.
+    assert_eq!(
+        keys(&v),
+        vec!["counters", "cpu_identities", "metrics", "series_budget"]
+    );
+    // A fixture without --simulate has no kernel to measure the counter budget on.
     assert_eq!(v["counters"], serde_json::json!([]));
+    assert_eq!(keys(&v["series_budget"]), vec!["cpus", "families", "total"]);
+    for f in v["series_budget"]["families"].as_array().unwrap() {
+        assert_eq!(keys(f), vec!["family", "series"]);
+    }
     for i in v["cpu_identities"].as_array().unwrap() {
         assert_eq!(keys(i), vec!["cpu", "identity", "pmu", "unknown"]);
     }
@@ -191,6 +198,42 @@ fn check_json_has_exactly_the_contract_keys() {
         "{t}"
     );
     assert!(t.contains("no core PMU"), "{t}");
+}
+
+/// Issue 29: `check` gives the series budget of the config on the host (a
+/// fixture here): series per family and in all, with the CPU count; the
+/// JSON's total is the sum of its families, the text says the same.
+#[test]
+fn check_gives_the_series_budget() {
+    let skx = fixture("intel-skx");
+    let v = json(&["check", "--json", "--path.sysfs", skx.to_str().unwrap()]);
+    let b = &v["series_budget"];
+    assert_eq!(b["cpus"], 8);
+    let families = b["families"].as_array().unwrap();
+    let series = |name: &str| {
+        families
+            .iter()
+            .find(|f| f["family"] == name)
+            .unwrap_or_else(|| panic!("{name} in {b}"))["series"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(series("perf_cpu_cycles_total"), 8, "one per CPU");
+    // Six memory controllers on each of two sockets.
+    assert_eq!(series("perf_dram_read_bytes_total"), 12);
+    let sum: u64 = families.iter().map(|f| f["series"].as_u64().unwrap()).sum();
+    assert_eq!(b["total"].as_u64().unwrap(), sum);
+
+    let o = run(&["check", "--path.sysfs", skx.to_str().unwrap()]);
+    let t = stdout(&o);
+    let line = format!("series budget: {sum} series on 8 CPUs (");
+    assert!(t.contains(&line), "{t}");
+    assert!(
+        t.lines()
+            .any(|l| l.trim_start().starts_with("perf_cpu_cycles_total")
+                && l.trim_end().ends_with(" 8")),
+        "{t}"
+    );
 }
 
 /// The entry of `report[list]` whose `key` is `name` (a metric of

@@ -390,6 +390,69 @@ fn group_size_limit_splits_at_open() {
     ));
 }
 
+/// Issue 29: a metric counted on every PMU it was resolved for has one
+/// `perf_event_available` series (`pmu` empty when several); one counted
+/// on some only keeps one per PMU, the 0s explained.
+#[test]
+fn availability_is_one_series_per_metric_unless_partly_counted() {
+    let dram = |v: &BTreeMap<String, BTreeMap<String, f64>>, family: &str| {
+        v[family]
+            .iter()
+            .filter(|(l, _)| l.contains("metric=perf_dram_read_bytes_total,"))
+            .map(|(l, x)| (l.clone(), *x))
+            .collect::<Vec<_>>()
+    };
+    let (k, mut e) = engine("intel-skx", None, |_| {});
+    e.collect();
+    k.advance(SEC);
+    let v = values(&e.collect());
+    let avail = &v["perf_event_available"];
+    assert_eq!(
+        avail["metric=perf_cpu_cycles_total,event=cycles,pmu=cpu"],
+        1.0
+    );
+    assert_eq!(
+        dram(&v, "perf_event_available"),
+        [(
+            "metric=perf_dram_read_bytes_total,event=uncore_imc_*/cas_count_read/,pmu=".into(),
+            1.0
+        )]
+    );
+    assert!(dram(&v, "perf_event_unavailable_info").is_empty());
+
+    // Resolved on every memory controller, one of which then refuses to
+    // open.
+    let t = table("intel-skx");
+    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+    let res = resolve_config(
+        &Config::default_config(),
+        &t,
+        &Context::default(),
+        Some(&prober(k.as_ref())),
+    );
+    k.refuse("uncore_imc_1", libc::EBUSY);
+    let mut e = Engine::for_config(k.clone(), t, res, Fds::Unbounded);
+    e.collect();
+    k.advance(SEC);
+    let v = values(&e.collect());
+    let got = dram(&v, "perf_event_available");
+    assert_eq!(got.len(), 6, "{got:?}");
+    for (l, x) in &got {
+        assert_eq!(
+            *x,
+            if l.ends_with("pmu=uncore_imc_1") {
+                0.0
+            } else {
+                1.0
+            },
+            "{l}"
+        );
+    }
+    let info = dram(&v, "perf_event_unavailable_info");
+    assert_eq!(info.len(), 1, "{info:?}");
+    assert!(info[0].0.contains("pmu=uncore_imc_1,"), "{info:?}");
+}
+
 #[test]
 fn vm_without_pmu_serves_software_and_msr_only() {
     let (k, mut e) = engine("vm-no-pmu", None, |_| {});

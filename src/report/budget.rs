@@ -1,0 +1,112 @@
+//! The series budget of a config on a host: how many series each family
+//! of a scrape has, in all, and on how many CPUs (issue 29: what a fleet
+//! pays for is series). Counted from one collection of the engine, so it
+//! is what `serve` would export there, at the aggregation level each set
+//! asks for.
+
+use crate::snapshot::Family;
+use crate::terminal::escape;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// One family of the budget.
+#[derive(Debug, Serialize)]
+pub struct BudgetFamily {
+    /// The family's name.
+    pub family: String,
+    /// Its series (samples of one collection).
+    pub series: usize,
+}
+
+/// The series the counters' families export (the exporter's own metrics,
+/// `perf_exporter_build_info`, `process_*` and the like, are not counted).
+#[derive(Debug, Serialize)]
+pub struct CheckBudget {
+    /// The host's online CPUs.
+    pub cpus: usize,
+    /// Every family with at least one series, in scrape order.
+    pub families: Vec<BudgetFamily>,
+    /// All their series.
+    pub total: usize,
+}
+
+impl CheckBudget {
+    /// The budget of one collection's families on `cpus` online CPUs.
+    pub fn new(families: &[Family], cpus: usize) -> Self {
+        let families: Vec<BudgetFamily> = families
+            .iter()
+            .filter(|f| !f.samples.is_empty())
+            .map(|f| BudgetFamily {
+                family: f.name.clone(),
+                series: f.samples.len(),
+            })
+            .collect();
+        CheckBudget {
+            cpus,
+            total: families.iter().map(|f| f.series).sum(),
+            families,
+        }
+    }
+
+    /// The text of `check`: the total first, then one line per family.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "series budget: {} series on {} CPUs ({:.1} per CPU), by family:",
+            self.total,
+            self.cpus,
+            self.total as f64 / self.cpus.max(1) as f64
+        );
+        let w = self
+            .families
+            .iter()
+            .map(|f| f.family.len())
+            .max()
+            .unwrap_or(0)
+            .min(super::MAX_COLUMN);
+        for f in &self.families {
+            let _ = writeln!(s, "  {:w$}  {:>6}", escape(&f.family), f.series);
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{Kind, Labels, Sample};
+
+    fn family(name: &str, n: usize) -> Family {
+        Family {
+            name: name.into(),
+            help: String::new(),
+            kind: Kind::Gauge,
+            samples: (0..n)
+                .map(|i| Sample {
+                    labels: Labels::new(vec![("cpu", i.to_string())]),
+                    value: 1.0,
+                    start_unix_nanos: 0,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn counts_series_per_family_and_in_all() {
+        let b = CheckBudget::new(
+            &[
+                family("a_total", 4),
+                family("empty", 0),
+                family("b\u{1b}", 2),
+            ],
+            4,
+        );
+        assert_eq!(b.total, 6);
+        assert_eq!(b.families.len(), 2);
+        assert_eq!(
+            b.text(),
+            "series budget: 6 series on 4 CPUs (1.5 per CPU), by family:\n  a_total       4\n  b\\x1b         2\n"
+        );
+    }
+}
