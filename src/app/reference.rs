@@ -329,9 +329,10 @@ fn metrics_page(fixtures: &Path) -> String {
         "Counted by the engine with the embedded default config on the simulated PMU of \
          each sysfs fixture ({}), with `tests/fixtures/tracefs` (and once more on `intel-skx` \
          with 2 counters on its core PMU, so that counters multiplex). Counters end in `_total` and are in base units. \
-         Labels are those the series carry with every set at `per: cpu`; a set at `per: core`, \
-         `socket` or `node` (or `--config.aggregate-cpus`, `node`) has `core`, `socket` or no label \
-         in place of `cpu`. The [metrics guide](../guide/metrics.md) \
+         Labels are those the series carry at the default config's `per:` levels (`socket` for \
+         the core-PMU sets, plus `pmu` for a hybrid part's core types; none for the `node` sets); \
+         at `per: cpu` or `core` a set has `cpu` or `core` in place of `socket` \
+         ([configuration guide](../guide/configuration.md)). The [metrics guide](../guide/metrics.md) \
          explains them; the web server's, the sampler's, the per-cgroup and OTLP families \
          are listed there.\n\n",
         names

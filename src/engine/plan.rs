@@ -67,7 +67,8 @@ pub(super) fn level_label(table: &PmuTable, per: Per, cpu: u32) -> Option<(&'sta
 
 /// The labels of a series: `pmu` and `socket` for uncore PMUs (plus `cpu`
 /// when several CPUs of one socket count the PMU), whatever the level;
-/// for core and software PMUs the label of the level ([`level_label`]).
+/// for core and software PMUs the label of the level ([`level_label`]),
+/// plus `pmu` for a summed series of a hybrid part's core PMU.
 fn labels_for(
     table: &PmuTable,
     inst_pmu: &str,
@@ -86,9 +87,19 @@ fn labels_for(
         }
         l
     } else {
-        level_label(table, per, cpu)
+        let mut l: Vec<(&'static str, String)> = level_label(table, per, cpu)
             .map(|(k, v)| vec![(k, v.to_string())])
-            .unwrap_or_default()
+            .unwrap_or_default();
+        // A hybrid part's core types (`cpu_core`, `cpu_atom`) count
+        // different events under one name, and only some have `slots`:
+        // their sums stay apart.
+        if per != Per::Cpu
+            && table.core_pmus().len() > 1
+            && table.get(inst_pmu).is_some_and(|p| p.is_core())
+        {
+            l.push(("pmu", inst_pmu.to_string()));
+        }
+        l
     }
 }
 
