@@ -124,6 +124,7 @@ pub(super) fn convert(
     set_names: &[&str],
     invalid: super::Invalid,
 ) -> Result<CgroupsConfig, super::ConfigError> {
+    let per = per_of(&raw, invalid)?;
     let max_cgroups = match raw.max_cgroups {
         Some(m) if m.value == 0 => {
             return Err(invalid(
@@ -202,25 +203,6 @@ pub(super) fn convert(
             ));
         }
     }
-    if let Some(old) = &raw.per_cpu {
-        return Err(invalid(
-            &old.referenced,
-            super::per_cpu_replaced(old.value, " in `cgroups:`"),
-        ));
-    }
-    let per = match raw.per {
-        None => super::Per::Node,
-        Some(p) if matches!(p.value, super::Per::Cpu | super::Per::Node) => p.value,
-        Some(p) => {
-            return Err(invalid(
-                &p.referenced,
-                format!(
-                    "`cgroups.per: {}`: per-cgroup series are either per CPU (`per: cpu`) or summed over the node (`per: node`, the default)",
-                    p.value.as_str()
-                ),
-            ));
-        }
-    };
     if raw.preset == Preset::None && raw.paths.is_empty() {
         return Err(invalid(
             at,
@@ -237,6 +219,28 @@ pub(super) fn convert(
         sets,
         per,
     })
+}
+
+/// `cgroups.per`: `node` (the default) or `cpu`; the boolean `per_cpu`
+/// it replaced is refused with the replacement named.
+fn per_of(raw: &RawCgroups, invalid: super::Invalid) -> Result<super::Per, super::ConfigError> {
+    if let Some(old) = &raw.per_cpu {
+        return Err(invalid(
+            &old.referenced,
+            super::per_cpu_replaced(old.value, " in `cgroups:`"),
+        ));
+    }
+    match &raw.per {
+        None => Ok(super::Per::Node),
+        Some(p) if matches!(p.value, super::Per::Cpu | super::Per::Node) => Ok(p.value),
+        Some(p) => Err(invalid(
+            &p.referenced,
+            format!(
+                "`cgroups.per: {}`: per-cgroup series are either per CPU (`per: cpu`) or summed over the node (`per: node`, the default)",
+                p.value.as_str()
+            ),
+        )),
+    }
 }
 
 /// A `rank_interval:` text: a duration (`30s`, `5m`) of at least

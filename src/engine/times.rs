@@ -15,6 +15,10 @@ use crate::resolve::chain::Resolution;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use std::collections::HashMap;
 
+/// Where a group-time series is: its level's label and value (`("cpu",
+/// 3)`, `("core", 2)`, `("socket", 0)`); `None`: summed over the node.
+pub(super) type At = Option<(&'static str, u32)>;
+
 /// Per (set, CPU): this collection's deltas and how many groups gave them.
 #[derive(Debug, Clone)]
 struct TimeSlot {
@@ -31,7 +35,7 @@ pub(super) struct TimeSeries {
     pub(super) set: usize,
     /// The level's label and value (`("cpu", 3)`, `("core", 2)`,
     /// `("socket", 0)`); `None`: summed over the node.
-    pub(super) at: Option<(&'static str, u32)>,
+    pub(super) at: At,
     labels: Labels,
     pub(super) enabled: f64,
     pub(super) running: f64,
@@ -46,7 +50,7 @@ pub(super) struct GroupTimes {
     slots: Vec<TimeSlot>,
     slot_index: HashMap<(usize, u32), usize>,
     series: Vec<TimeSeries>,
-    series_index: HashMap<(usize, Option<(&'static str, u32)>), usize>,
+    series_index: HashMap<(usize, At), usize>,
     /// `series` in export order (set, cpu).
     order: Vec<usize>,
 }
@@ -54,12 +58,7 @@ pub(super) struct GroupTimes {
 impl GroupTimes {
     /// The exported series of set `set` at `at` (the level's label and
     /// value; `None`: summed over the node), created on first use.
-    pub(super) fn series_of(
-        &mut self,
-        res: &Resolution,
-        set: usize,
-        at: Option<(&'static str, u32)>,
-    ) -> usize {
+    pub(super) fn series_of(&mut self, res: &Resolution, set: usize, at: At) -> usize {
         if let Some(&x) = self.series_index.get(&(set, at)) {
             return x;
         }
@@ -85,13 +84,7 @@ impl GroupTimes {
 
     /// The slot of a (set, CPU), created on first use with its exported
     /// series `at` (the set's level on that CPU: `plan::level_label`).
-    pub(super) fn slot_of(
-        &mut self,
-        res: &Resolution,
-        set: usize,
-        cpu: u32,
-        at: Option<(&'static str, u32)>,
-    ) -> usize {
+    pub(super) fn slot_of(&mut self, res: &Resolution, set: usize, cpu: u32, at: At) -> usize {
         if let Some(&i) = self.slot_index.get(&(set, cpu)) {
             return i;
         }

@@ -45,7 +45,7 @@ struct SeriesTotal {
 
 /// A group-time series by set name and level label (`("cpu", 3)`,
 /// `("core", 2)`, `("socket", 0)`; `None`: summed over the node).
-type TimeKey = (String, Option<(&'static str, u32)>);
+type TimeKey = (String, super::times::At);
 
 #[derive(Debug, Clone, Copy)]
 struct TimeTotal {

@@ -38,6 +38,9 @@ fn samples(families: &[Family], name: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// A summed series' labels and the CPUs it sums.
+type Summed = (&'static str, &'static [u32]);
+
 fn cpu_value(detail: &BTreeMap<String, f64>, cpu: u32) -> f64 {
     detail[&format!("{{cpu=\"{cpu}\"}}")]
 }
@@ -52,7 +55,7 @@ fn each_level_sums_the_per_cpu_values_of_one_collection() {
     // The per-CPU set is exported as it is: no detail of its own.
     assert_eq!(samples(&s.families, "a_cpu_total").len(), 8);
     assert!(samples(&detail, "a_cpu_total").is_empty());
-    let want: [(&str, &[(&str, &[u32])]); 3] = [
+    let want: [(&str, &[Summed]); 3] = [
         (
             "a_core_total",
             &[
