@@ -72,6 +72,22 @@ def dram_total(by: str = "") -> str:
     )
 
 
+# The labels of a per-CPU panel: the level its sets are exported at (`per:` in
+# the exporter's config: `cpu`, `core`, `socket` or none, and `pmu` for the core
+# types of a hybrid part), so each panel works on the default config (per socket)
+# and on a per-CPU one.
+LEVEL = "cpu, core, socket, pmu"
+LEVEL_LEGEND = "{{at}} {{pmu}}"
+
+
+def at_level(expr: str) -> str:
+    """`expr` with an `at` label naming its level: "cpu 3", "core 2", "socket 0" or "node"."""
+    out = f'label_replace(\n{expr}\n, "at", "node", "", "")'
+    for lab in ("socket", "core", "cpu"):
+        out = f'label_replace(\n{out}\n, "at", "{lab} $1", "{lab}", "(.+)")'
+    return out
+
+
 def running_ratio(by: str) -> str:
     return ratio("perf_group_running_seconds_total", "perf_group_enabled_seconds_total", by)
 
@@ -139,8 +155,8 @@ TOPDOWN_CATEGORIES = (
 
 
 def td_rate(family: str) -> str:
-    """Slots per second of a top-down family, per CPU."""
-    return sum_rate(f"perf_topdown_{family}_total", "job, instance, cpu")
+    """Slots per second of a top-down family, per CPU (or the set's level)."""
+    return sum_rate(f"perf_topdown_{family}_total", f"job, instance, {LEVEL}")
 
 
 def td_slots_of(cat: str) -> str:
@@ -497,8 +513,8 @@ def node_dashboard() -> dict:
     p.append(lay.row("Instructions per cycle"))
     p.append(timeseries(lay, "IPC", "Instructions retired per CPU cycle, all CPUs together: work done per clock. Low IPC with high cache miss ratios usually means memory stalls.",
                         "short", targets((ipc, "IPC")), decimals=2))
-    p.append(timeseries(lay, "IPC per CPU", "Instructions per cycle of each CPU.", "short",
-                        targets((ratio("perf_instructions_total", "perf_cpu_cycles_total", "cpu"), "cpu {{cpu}}")),
+    p.append(timeseries(lay, "IPC per CPU", "Instructions per cycle of each CPU, core or socket: the level the core set is exported at (its `per:`; the default config sums per socket).", "short",
+                        targets((at_level(ratio("perf_instructions_total", "perf_cpu_cycles_total", LEVEL)), LEVEL_LEGEND)),
                         decimals=2, legend_table=True))
     p.append(timeseries(lay, "Cycles and instructions", "CPU cycles and instructions retired per second, all CPUs together.",
                         "short", targets((sum_rate("perf_cpu_cycles_total"), "cycles/s"),
@@ -526,8 +542,8 @@ def node_dashboard() -> dict:
     p.append(lay.row("Branches"))
     p.append(timeseries(lay, "Branch miss ratio", "Mispredicted branches / branch instructions, all CPUs together.",
                         "percentunit", targets((ratio("perf_branch_misses_total", "perf_branch_instructions_total"), "branch misses / branches"))))
-    p.append(timeseries(lay, "Branch miss ratio per CPU", "Mispredicted branches / branch instructions of each CPU.",
-                        "percentunit", targets((ratio("perf_branch_misses_total", "perf_branch_instructions_total", "cpu"), "cpu {{cpu}}")),
+    p.append(timeseries(lay, "Branch miss ratio per CPU", "Mispredicted branches / branch instructions of each CPU, core or socket (the core set's `per:` level).",
+                        "percentunit", targets((at_level(ratio("perf_branch_misses_total", "perf_branch_instructions_total", LEVEL)), LEVEL_LEGEND)),
                         legend_table=True))
 
     p.append(lay.row("Top-down (level 1)"))
@@ -565,8 +581,8 @@ def node_dashboard() -> dict:
     p.append(lay.row("Multiplexing"))
     p.append(timeseries(lay, "Counting time per set (running / enabled)", "The share of its enabled time each counter set was on the PMU. 100%: counted all the time. Less: the PMU time-sliced the groups and the counts are scaled estimates.",
                         "percentunit", targets((running_ratio("set"), "{{set}}")), max_=1))
-    p.append(timeseries(lay, "Counting time per CPU (lowest set)", "Per CPU, the lowest running / enabled share of its counter sets.",
-                        "percentunit", targets((f"min by (cpu) (\n{running_ratio('cpu, set')}\n)", "cpu {{cpu}}")),
+    p.append(timeseries(lay, "Counting time per CPU (lowest set)", "Per CPU (core, socket or node: the sets' `per:` levels), the lowest running / enabled share of its counter sets.",
+                        "percentunit", targets((at_level(f"min by (cpu, core, socket) (\n{running_ratio('cpu, core, socket, set')}\n)"), "{{at}}")),
                         max_=1, legend_table=True))
 
     p.extend(counter_health_node(lay))
@@ -584,8 +600,8 @@ def node_dashboard() -> dict:
     p.append(timeseries(lay, "Interrupts and softirqs", "Hardware interrupt handlers (irq:irq_handler_entry) and softirqs (irq:softirq_entry) run per second, all CPUs.",
                         "short", targets((sum_rate("perf_interrupts_total"), "interrupts/s"),
                                          (sum_rate("perf_softirqs_total"), "softirqs/s"))))
-    p.append(timeseries(lay, "Interrupts per CPU", "Hardware interrupt handlers run per second on each CPU: an interrupt storm, or interrupts all steered to one CPU, shows here.",
-                        "short", targets((sum_rate("perf_interrupts_total", "cpu"), "cpu {{cpu}}")), legend_table=True))
+    p.append(timeseries(lay, "Interrupts per CPU", "Hardware interrupt handlers run per second on each CPU: an interrupt storm, or interrupts all steered to one CPU, shows here. The default config sums the interrupts set over the node (`per: node`): set `per: cpu` on it for one line per CPU; the live view always has them per CPU.",
+                        "short", targets((at_level(sum_rate("perf_interrupts_total", "cpu, core, socket")), "{{at}}")), legend_table=True))
 
     p.append(lay.row("Power and temperature"))
     p.append(timeseries(lay, "Power (RAPL)", "Package and DRAM power per socket, from the RAPL energy counters.",

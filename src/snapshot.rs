@@ -152,6 +152,19 @@ pub struct Snapshot {
     pub families: Vec<Family>,
 }
 
+/// The families at full resolution: `families` (as exported) with each
+/// family that `detail` also has (the per-CPU families of metrics summed
+/// before export, `Engine::detail_families`) replaced by the detail one,
+/// in place. What the live view and `stat` read.
+pub fn full_resolution(mut families: Vec<Family>, detail: Vec<Family>) -> Vec<Family> {
+    for d in detail {
+        if let Some(f) = families.iter_mut().find(|f| f.name == d.name) {
+            *f = d;
+        }
+    }
+    families
+}
+
 impl Snapshot {
     /// The number of samples over every family.
     pub fn series(&self) -> usize {

@@ -109,7 +109,16 @@ pub fn generate(root: &Path, shape: Shape) -> io::Result<()> {
             format!("{}\n", c / per_socket),
         )?;
         fs::write(t.join("die_id"), "0\n")?;
-        fs::write(t.join("core_id"), format!("{}\n", c % per_socket))?;
+        fs::write(t.join("core_id"), format!("{}\n", (c % per_socket) / 2))?;
+        // Two threads per core: CPUs 2k and 2k+1.
+        let first = c - c % 2;
+        let siblings = if first + 1 < shape.cpus {
+            format!("{first}-{}\n", first + 1)
+        } else {
+            format!("{first}\n")
+        };
+        fs::write(t.join("core_cpus_list"), &siblings)?;
+        fs::write(t.join("thread_siblings_list"), siblings)?;
     }
     Ok(())
 }

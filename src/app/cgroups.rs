@@ -104,7 +104,7 @@ fn open_backend(
     let (res, cpus) = (engine.resolution(), engine.online_cpus());
     if choice.kind == BackendKind::Bpf {
         let max = cfg.max_cgroups;
-        match BpfBackend::new(kernel.clone(), res, &cfg.sets, cpus, cfg.per_cpu, max) {
+        match BpfBackend::new(kernel.clone(), res, &cfg.sets, cpus, cfg.per_cpu(), max) {
             Ok(b) => return Ok((Box::new(b), choice)),
             Err(e) if choice.why == Why::Configured(BackendKind::Bpf) => {
                 return Err(BpfUnavailable::new(Why::LoadFailed(e.to_string())));
@@ -118,7 +118,7 @@ fn open_backend(
         }
     }
     let room = engine.cgroup_fd_room();
-    let b = PerfBackend::new(kernel, res, &cfg.sets, cpus, cfg.per_cpu, room)
+    let b = PerfBackend::new(kernel, res, &cfg.sets, cpus, cfg.per_cpu(), room)
         .within_counters(engine.counter_budgets());
     Ok((Box::new(b), choice))
 }

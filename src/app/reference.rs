@@ -329,8 +329,10 @@ fn metrics_page(fixtures: &Path) -> String {
         "Counted by the engine with the embedded default config on the simulated PMU of \
          each sysfs fixture ({}), with `tests/fixtures/tracefs` (and once more on `intel-skx` \
          with 2 counters on its core PMU, so that counters multiplex). Counters end in `_total` and are in base units. \
-         Labels are those the series carry; a set with `per_cpu: false` (or \
-         `--config.aggregate-cpus`) drops `cpu`. The [metrics guide](../guide/metrics.md) \
+         Labels are those the series carry at the default config's `per:` levels (`socket` for \
+         the core-PMU sets, plus `pmu` for a hybrid part's core types; none for the `node` sets); \
+         at `per: cpu` or `core` a set has `cpu` or `core` in place of `socket` \
+         ([configuration guide](../guide/configuration.md)). The [metrics guide](../guide/metrics.md) \
          explains them; the web server's, the sampler's, the per-cgroup and OTLP families \
          are listed there.\n\n",
         names
@@ -492,7 +494,7 @@ fn config_keys() -> Vec<(&'static str, String, String)> {
     vec![
         ("sets", none(), "The sets, in order (at least one). Each set is opened as one perf group per CPU, or per uncore PMU instance on its cpumask CPU.".to_string()),
         ("sets[].name", none(), "The set's name: the `set` label of the group self-metrics, and what `cgroups.sets` names.".into()),
-        ("sets[].per_cpu", d(&|| set.as_ref().map(|s| format!("`{}`", s.per_cpu))), "One series per CPU; `false` sums counters over CPUs (and averages gauges) into one series.".into()),
+        ("sets[].per", d(&|| set.as_ref().map(|s| format!("`{}`", s.per.as_str()))), "How far the set's series are summed before export: `cpu` (one per CPU), `core` (`core` label: the lowest CPU of sysfs `topology/core_cpus_list`), `socket` (`topology/physical_package_id`) or `node` (no label); gauges are averaged. Uncore series keep `pmu` and `socket`. The live view and `stat` stay per CPU. Replaces `per_cpu:` (`true` is `per: cpu`, `false` is `per: node`), which is refused.".into()),
         ("sets[].events", none(), "The metrics of the set (at least one).".into()),
         ("sets[].events[].metric", none(), "The metric name: a counter's ends in `_total`; `:`, a leading `__` and the exporter's own names are refused.".into()),
         ("sets[].events[].help", none(), "The HELP text.".into()),
@@ -512,7 +514,7 @@ fn config_keys() -> Vec<(&'static str, String, String)> {
         ("cgroups.max_cgroups", d(&|| cg.as_ref().map(|c| format!("`{}`", c.max_cgroups))), "At most this many cgroups are counted; the busiest (by `cpu.stat` usage) win.".into()),
         ("cgroups.rank_interval", d(&|| cg.as_ref().map(|c| format!("`{}s`", c.rank_interval.as_secs()))), "Over `max_cgroups`, how often to re-rank (at least `1s`).".into()),
         ("cgroups.sets", format!("`[{}]`", config::cgroups::DEFAULT_SETS.join(", ")), "The sets counted per cgroup (those of these the file has); uncore sets are refused.".into()),
-        ("cgroups.per_cpu", d(&|| cg.as_ref().map(|c| format!("`{}`", c.per_cpu))), "Per-cgroup series per CPU instead of summed over CPUs.".into()),
+        ("cgroups.per", d(&|| cg.as_ref().map(|c| format!("`{}`", c.per.as_str()))), "`node` (per-cgroup series summed over CPUs) or `cpu` (one per CPU); replaces `per_cpu:`, which is refused.".into()),
         ("sampling", none(), "Sampled attribution while serving: `perf_sampled_events_total` by process, cgroup or pod.".into()),
         ("sampling.frequency", d(&|| sa.as_ref().map(|s| format!("`{}`", s.frequency))), format!("Samples per second per CPU (1 to {MAX_FREQUENCY}).")),
         ("sampling.event", none(), "The event to sample (default: `cycles`, or `cpu-clock` without a hardware PMU).".into()),
@@ -574,7 +576,7 @@ mod tests {
     /// Every key of the table, in one file the config loader accepts.
     const EVERY_KEY: &str = "sets:
   - name: core
-    per_cpu: false
+    per: node
     events:
       - metric: perf_cpu_cycles_total
         help: Cycles.
@@ -595,7 +597,7 @@ cgroups:
   max_cgroups: 10
   rank_interval: 10s
   sets: [core]
-  per_cpu: false
+  per: node
 sampling:
   frequency: 99
   event: cycles

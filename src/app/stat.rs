@@ -124,7 +124,7 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
     let select: BTreeSet<String> = s.select.iter().cloned().collect();
     let out = &mut std::io::stdout().lock();
     let start = Instant::now();
-    let first = engine.collect().families;
+    let first = engine.collect_full().families;
     let mut prev = (start, first.clone());
     // `--json` prints the whole frame, every per-CPU counter included (as
     // `--per-cpu` shows them all, as `perf stat -A` does).
@@ -149,7 +149,7 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
             _ = term.recv() => true,
         };
         let now = Instant::now();
-        let cur = engine.collect().families;
+        let cur = engine.collect_full().families;
         let done = stopped || end.is_some_and(|e| now >= e);
         // A partial last interval (Ctrl-C, or -d not a multiple of -I) is
         // in the summary, not printed as an interval of its own.

@@ -383,7 +383,7 @@ mod tests {
             max_cgroups,
             rank_interval: std::time::Duration::from_secs(30),
             sets: vec!["core".into()],
-            per_cpu: false,
+            per: crate::config::Per::Node,
         }
     }
 

@@ -60,8 +60,8 @@ struct GlobalArgs {
     /// Count on the simulated PMU described by --path.sysfs (a fixture tree) instead of the live kernel.
     #[arg(long, global = true)]
     simulate: bool,
-    /// Sum every set over CPUs (as if each had `per_cpu: false`): one
-    /// series per metric instead of one per CPU.
+    /// Sum every set over the node (as if each had `per: node`): one
+    /// series per metric instead of one per CPU, core or socket.
     #[arg(long = "config.aggregate-cpus", global = true)]
     aggregate_cpus: bool,
     /// With --simulate: make every open on PMU fail with ERRNO (a number or EACCES, EPERM, EINVAL, ENOENT, EMFILE, EBUSY); `*` for every PMU. For tests of the explanations.

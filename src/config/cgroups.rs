@@ -9,7 +9,7 @@
 //!   max_cgroups: 256       # the busiest win beyond it (cpu.stat usage)
 //!   rank_interval: 30s     # beyond it, how often the busiest are re-ranked
 //!   sets: [core, cache, software]   # sets of this file counted per cgroup
-//!   per_cpu: false         # per-cgroup series summed over CPUs by default
+//!   per: node              # node (default): per-cgroup series summed over CPUs; cpu: one per CPU
 //! ```
 //!
 //! Plain data, no I/O: which cgroups exist is found by [`crate::cgroup`].
@@ -80,8 +80,16 @@ pub struct CgroupsConfig {
     pub rank_interval: Duration,
     /// Names of the config's sets counted per cgroup (each exists).
     pub sets: Vec<String>,
-    /// Keep the `cpu` label on per-cgroup series.
-    pub per_cpu: bool,
+    /// How far per-cgroup series are summed: `node` (the default) or
+    /// `cpu` (keep the `cpu` label); `core` and `socket` are refused.
+    pub per: super::Per,
+}
+
+impl CgroupsConfig {
+    /// Whether per-cgroup series keep the `cpu` label (`per: cpu`).
+    pub fn per_cpu(&self) -> bool {
+        self.per == super::Per::Cpu
+    }
 }
 
 /// The section as serde reads it.
@@ -103,7 +111,10 @@ pub(super) struct RawCgroups {
     #[serde(default)]
     pub sets: Option<Spanned<Vec<String>>>,
     #[serde(default)]
-    pub per_cpu: bool,
+    pub per: Option<Spanned<super::Per>>,
+    /// The boolean `per` replaced: refused with the replacement named.
+    #[serde(default)]
+    pub per_cpu: Option<Spanned<bool>>,
 }
 
 /// Validates the section against the config's set names.
@@ -113,6 +124,7 @@ pub(super) fn convert(
     set_names: &[&str],
     invalid: super::Invalid,
 ) -> Result<CgroupsConfig, super::ConfigError> {
+    let per = per_of(&raw, invalid)?;
     let max_cgroups = match raw.max_cgroups {
         Some(m) if m.value == 0 => {
             return Err(invalid(
@@ -205,8 +217,30 @@ pub(super) fn convert(
         max_cgroups,
         rank_interval,
         sets,
-        per_cpu: raw.per_cpu,
+        per,
     })
+}
+
+/// `cgroups.per`: `node` (the default) or `cpu`; the boolean `per_cpu`
+/// it replaced is refused with the replacement named.
+fn per_of(raw: &RawCgroups, invalid: super::Invalid) -> Result<super::Per, super::ConfigError> {
+    if let Some(old) = &raw.per_cpu {
+        return Err(invalid(
+            &old.referenced,
+            super::per_cpu_replaced(old.value, " in `cgroups:`"),
+        ));
+    }
+    match &raw.per {
+        None => Ok(super::Per::Node),
+        Some(p) if matches!(p.value, super::Per::Cpu | super::Per::Node) => Ok(p.value),
+        Some(p) => Err(invalid(
+            &p.referenced,
+            format!(
+                "`cgroups.per: {}`: per-cgroup series are either per CPU (`per: cpu`) or summed over the node (`per: node`, the default)",
+                p.value.as_str()
+            ),
+        )),
+    }
 }
 
 /// A `rank_interval:` text: a duration (`30s`, `5m`) of at least
@@ -244,7 +278,24 @@ mod tests {
         assert_eq!(g.max_cgroups, super::DEFAULT_MAX_CGROUPS);
         assert_eq!(g.rank_interval, super::DEFAULT_RANK_INTERVAL);
         assert_eq!(g.backend, super::Backend::Auto);
-        assert!(!g.per_cpu);
+        assert!(!g.per_cpu());
+    }
+
+    /// `per:` takes `cpu` or `node`; the boolean it replaced is refused
+    /// at its line with the replacement named.
+    #[test]
+    fn per_is_cpu_or_node_and_per_cpu_is_replaced() {
+        let c = parse("cgroups:\n  preset: kubernetes\n  per: cpu\n").unwrap();
+        assert!(c.cgroups.unwrap().per_cpu());
+        let e = parse("cgroups:\n  preset: kubernetes\n  per: socket\n").unwrap_err();
+        assert!(e.starts_with("c.yaml:8:"), "{e}");
+        assert!(e.contains("`cgroups.per: socket`"), "{e}");
+        let e = parse("cgroups:\n  preset: kubernetes\n  per_cpu: true\n").unwrap_err();
+        assert!(e.starts_with("c.yaml:8:"), "{e}");
+        assert!(
+            e.contains("`per_cpu: true` is replaced by `per: cpu`"),
+            "{e}"
+        );
     }
 
     #[test]

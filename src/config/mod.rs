@@ -17,6 +17,13 @@
 //!           - { sum_of: ["amd_df/event=0x07,umask=0x38/", "..."], scale: 64, unit: bytes }
 //! ```
 //!
+//! `per:` says how far a set's series are summed before they are
+//! exported ([`Per`]): `cpu` (the default), `core`, `socket` or `node`.
+//! The engine counts per CPU whatever the level; only what Prometheus and
+//! OTLP receive is summed. The boolean `per_cpu:` it replaces is refused
+//! with the replacement named (`per_cpu: true` → `per: cpu`,
+//! `per_cpu: false` → `per: node`).
+//!
 //! A reading (a `.snapshot` event such as a temperature) is declared
 //! `gauge: true` and named without `_total`; every other metric is a
 //! counter and its name ends in `_total` (see the rules in `names`).
@@ -95,13 +102,58 @@ pub struct Config {
     pub derived: derived::DerivedTable,
 }
 
+/// How far a set's (or the per-cgroup) series are summed before export:
+/// the level of the label they keep. Core and software PMUs' counters are
+/// summed over the CPUs of one core (`core`, the CPUs of sysfs
+/// `topology/core_cpus_list`), one package (`socket`,
+/// `topology/physical_package_id`) or the whole node; uncore counters
+/// keep their `pmu` and `socket` labels at every level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Per {
+    /// One series per CPU (`cpu="N"`).
+    #[default]
+    Cpu,
+    /// One per physical core (`core="N"`, N the lowest CPU of the core).
+    Core,
+    /// One per package (`socket="N"`).
+    Socket,
+    /// One per node (no label).
+    Node,
+}
+
+impl Per {
+    /// The level as written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Per::Cpu => "cpu",
+            Per::Core => "core",
+            Per::Socket => "socket",
+            Per::Node => "node",
+        }
+    }
+}
+
+/// The refusal of the boolean `per_cpu:` (file and line added by the
+/// caller), naming its replacement.
+pub(crate) fn per_cpu_replaced(value: bool, section: &str) -> String {
+    let (now, means) = if value {
+        ("cpu", "one series per CPU")
+    } else {
+        ("node", "summed over the node's CPUs")
+    };
+    format!(
+        "`per_cpu: {value}` is replaced by `per: {now}` ({means}){section}; `per:` also takes `core` and `socket` (`per_cpu: true` -> `per: cpu`, `per_cpu: false` -> `per: node`)"
+    )
+}
+
 /// One set: opened as one perf group per CPU, or per uncore PMU instance.
 #[derive(Debug, Clone)]
 pub struct SetConfig {
     /// The set's name (the `set` label of the group self-metrics).
     pub name: Spanned<String>,
-    /// Export per-CPU series (default) or sum over CPUs.
-    pub per_cpu: bool,
+    /// How far its series are summed before export (`per:`, default `cpu`).
+    pub per: Per,
     /// The metrics (never empty).
     pub events: Vec<MetricConfig>,
 }
@@ -359,11 +411,11 @@ impl Config {
         })
     }
 
-    /// Sums every set over CPUs, as if each had `per_cpu: false`
+    /// Sums every set over the node, as if each had `per: node`
     /// (`--config.aggregate-cpus`).
     pub fn aggregate_cpus(&mut self) {
         for s in &mut self.sets {
-            s.per_cpu = false;
+            s.per = Per::Node;
         }
     }
 }
@@ -407,13 +459,19 @@ fn convert_set(
             format!("set `{}` has no events", s.name.value),
         ));
     }
+    if let Some(old) = &s.per_cpu {
+        return Err(invalid(
+            &old.referenced,
+            per_cpu_replaced(old.value, &format!(" in set `{}`", s.name.value)),
+        ));
+    }
     let mut events = Vec::new();
     for m in s.events {
         events.push(convert_metric(m, families, invalid)?);
     }
     Ok(SetConfig {
         name: s.name,
-        per_cpu: s.per_cpu,
+        per: s.per.map_or(Per::Cpu, |p| p.value),
         events,
     })
 }
@@ -602,6 +660,35 @@ mod tests {
     fn default_config_parses() {
         let c = Config::parse(DEFAULT_CONFIG, "<default>").unwrap();
         assert!(!c.sets.is_empty());
+    }
+
+    /// `per:` takes the four levels (default `cpu`); the boolean it
+    /// replaced is refused at its line with the replacement named, and an
+    /// unknown level lists the known ones.
+    #[test]
+    fn per_levels_and_the_per_cpu_migration() {
+        let set = |extra: &str| {
+            format!("sets:\n  - name: a\n{extra}    events:\n      - metric: m_total\n        event: cycles\n")
+        };
+        let per = |extra: &str| Config::parse(&set(extra), "t.yaml").map(|c| c.sets[0].per);
+        assert_eq!(per("").unwrap(), Per::Cpu);
+        for p in [Per::Cpu, Per::Core, Per::Socket, Per::Node] {
+            assert_eq!(per(&format!("    per: {}\n", p.as_str())).unwrap(), p);
+        }
+        for (old, new) in [("true", "per: cpu"), ("false", "per: node")] {
+            let e = per(&format!("    per_cpu: {old}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("t.yaml:3:"), "{e}");
+            assert!(
+                e.contains(&format!("`per_cpu: {old}` is replaced by `{new}`")),
+                "{e}"
+            );
+            assert!(e.contains("in set `a`"), "{e}");
+        }
+        let e = per("    per: die\n").unwrap_err().to_string();
+        assert!(e.starts_with("t.yaml:3:"), "{e}");
+        assert!(e.contains("socket"), "{e}");
     }
 
     #[test]

@@ -25,13 +25,13 @@ pub(super) struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSet {
     pub name: Spanned<String>,
-    #[serde(default = "yes")]
-    pub per_cpu: bool,
+    /// `per: cpu | core | socket | node` (default `cpu`).
+    #[serde(default)]
+    pub per: Option<Spanned<super::Per>>,
+    /// The boolean `per` replaced: refused with the replacement named.
+    #[serde(default)]
+    pub per_cpu: Option<Spanned<bool>>,
     pub events: Vec<RawMetric>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 #[derive(Debug, Deserialize)]

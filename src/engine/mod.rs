@@ -53,10 +53,23 @@
 //!   still while others move reveals an offline CPU, and while any CPU is
 //!   known offline the online list is re-read at every collection, so its
 //!   return is noticed within one scrape.
-//! * **Aggregation.** A set with `per_cpu: false` sums its counters over
-//!   CPUs into one series (uncore series keep `pmu` and `socket`); its
-//!   gauges are averaged over CPUs, and its group-time and read-error
-//!   series lose the `cpu` label (summed over CPUs).
+//! * **Aggregation** (`per:` of a set, [`Per`](crate::config::Per)). The
+//!   engine always counts per CPU: every member adds its scaled delta of
+//!   one collection to its per-CPU *detail* series and, when the set is
+//!   summed (`per: core | socket | node`), to its *exported* series too,
+//!   one per core (`core="N"`, N the lowest CPU of sysfs
+//!   `topology/core_cpus_list`), package (`socket="N"`) or node (no
+//!   label). So a sum is over the scaled per-CPU values of the same
+//!   collection, and a CPU going offline never lowers it. Uncore series
+//!   keep `pmu` and `socket` at every level. Gauges are averaged over the
+//!   CPUs summed. The exposition ([`Engine::snapshot`]) has the exported
+//!   series; the live view and `stat` have the per-CPU ones as well
+//!   ([`Engine::detail_families`]). Group-time and read-error series carry
+//!   the level's label (`set` and `cpu`, `core`, `socket`, or `set` alone).
+//!   A summed series' state (`trust.rs`) is its worst CPU's, with the
+//!   running share of its summed times, and `perf_counter_states` counts
+//!   per-CPU counters whatever the level, so one CPU that never counted
+//!   (`never_ran 1`, the rest `counting`) stays distinguishable from all.
 //! * **Start times.** Every counter series records when its count began
 //!   (the wall-clock time its first group opened), kept while its total is
 //!   carried over (a CPU's return, a reload that counts the same events)
@@ -155,6 +168,11 @@ struct SeriesState {
     /// Why it is `implausible`, with `perf_counter_implausible_info`'s
     /// labels (rebuilt when the reason changes).
     implausible: Option<(&'static str, Labels)>,
+    /// In the exposition (the series of the set's level).
+    exported: bool,
+    /// A per-CPU series (uncore: per instance), for the live view and
+    /// `stat`; both flags for the series of a `per: cpu` set.
+    detail: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -163,14 +181,20 @@ struct MemberPlan {
     attr: EventAttr,
     scale: f64,
     snapshot: bool,
+    /// The exported series (the set's level).
     series: SeriesKey,
+    /// The per-CPU series (the same key for a `per: cpu` set).
+    detail: SeriesKey,
 }
 
 #[derive(Debug)]
 struct Member {
     plan: MemberPlan,
-    /// Index into the series table.
+    /// Index into the series table: the exported series.
     series: usize,
+    /// Index into the series table: the per-CPU series (`series` when
+    /// the set is not summed).
+    detail: usize,
     counter: Counter,
     /// High-water mark of the scaled estimate (raw units).
     high: f64,

@@ -201,26 +201,34 @@ impl Engine {
         let mut members = Vec::with_capacity(opened.len());
         for (plan, counter) in opened {
             let series = self.series.of(&self.resolution, &plan.series);
-            let st = &mut self.series[series];
-            st.live = true;
-            if st.start_ns == 0 && !plan.snapshot {
-                st.start_ns = now;
+            let detail = self.series.of(&self.resolution, &plan.detail);
+            for (i, exported) in [(series, true), (detail, false)] {
+                let st = &mut self.series[i];
+                st.live = true;
+                if exported {
+                    st.exported = true;
+                }
+                if i == detail {
+                    st.detail = true;
+                }
+                if st.start_ns == 0 && !plan.snapshot {
+                    st.start_ns = now;
+                }
             }
             members.push(Member {
                 role: super::trust::role(&self.table, &plan.attr),
                 check: super::plausible::MemberCheck::default(),
                 plan,
                 series,
+                detail,
                 counter,
                 high: 0.0,
                 last_raw: 0,
                 unmoved: 0,
             });
         }
-        let per_cpu = self.per_cpu(key.set);
-        let time_slot = self
-            .times
-            .slot_of(&self.resolution, key.set, key.cpu, per_cpu);
+        let at = super::plan::level_label(&self.table, self.per(key.set), key.cpu);
+        let time_slot = self.times.slot_of(&self.resolution, key.set, key.cpu, at);
         self.times.opened(time_slot, now);
         Group {
             key: GroupKey {

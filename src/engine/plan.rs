@@ -42,6 +42,7 @@
 //! (`event=0x71..0x74,0xc2`) and need no leader.
 
 use super::{Engine, GroupKey, MemberPlan};
+use crate::config::Per;
 use crate::perf::EventAttr;
 use crate::pmu::{PmuTable, Scope};
 use crate::resolve::chain::Status;
@@ -52,15 +53,28 @@ pub(super) fn topdown_rank(table: &PmuTable, attr: &EventAttr) -> u8 {
     table.topdown_rank(&attr.pmu, attr.type_, attr.config[0])
 }
 
+/// The label a core or software PMU's series of CPU `cpu` keeps at level
+/// `per`: `cpu`, `core` (the lowest CPU of the core), `socket`, or none
+/// (`node`).
+pub(super) fn level_label(table: &PmuTable, per: Per, cpu: u32) -> Option<(&'static str, u32)> {
+    match per {
+        Per::Cpu => Some(("cpu", cpu)),
+        Per::Core => Some(("core", table.topology.core_of(cpu))),
+        Per::Socket => Some(("socket", table.topology.socket_of(cpu))),
+        Per::Node => None,
+    }
+}
+
 /// The labels of a series: `pmu` and `socket` for uncore PMUs (plus `cpu`
-/// when several CPUs of one socket count the PMU), `cpu` for core and
-/// software PMUs of a per-CPU set, none when summed over CPUs.
+/// when several CPUs of one socket count the PMU), whatever the level;
+/// for core and software PMUs the label of the level ([`level_label`]),
+/// plus `pmu` for a summed series of a hybrid part's core PMU.
 fn labels_for(
     table: &PmuTable,
     inst_pmu: &str,
     uncore: bool,
     cpu: u32,
-    per_cpu: bool,
+    per: Per,
     shared_socket: bool,
 ) -> Vec<(&'static str, String)> {
     if uncore {
@@ -72,10 +86,20 @@ fn labels_for(
             l.push(("cpu", cpu.to_string()));
         }
         l
-    } else if per_cpu {
-        vec![("cpu", cpu.to_string())]
     } else {
-        Vec::new()
+        let mut l: Vec<(&'static str, String)> = level_label(table, per, cpu)
+            .map(|(k, v)| vec![(k, v.to_string())])
+            .unwrap_or_default();
+        // A hybrid part's core types (`cpu_core`, `cpu_atom`) count
+        // different events under one name, and only some have `slots`:
+        // their sums stay apart.
+        if per != Per::Cpu
+            && table.core_pmus().len() > 1
+            && table.get(inst_pmu).is_some_and(|p| p.is_core())
+        {
+            l.push(("pmu", inst_pmu.to_string()));
+        }
+        l
     }
 }
 
@@ -147,9 +171,9 @@ impl Engine {
         }
     }
 
-    /// Whether set `set` keeps the `cpu` label.
-    pub(super) fn per_cpu(&self, set: usize) -> bool {
-        self.resolution.sets.get(set).is_none_or(|s| s.per_cpu)
+    /// How far set `set`'s series are summed before export.
+    pub(super) fn per(&self, set: usize) -> Per {
+        self.resolution.sets.get(set).map_or(Per::Cpu, |s| s.per)
     }
 
     /// Desired groups and their members on the current CPUs.
@@ -166,7 +190,7 @@ impl Engine {
                 continue;
             }
             let set = sets.get(m.set.as_str()).copied().unwrap_or(0);
-            let per_cpu = self.per_cpu(set);
+            let per = self.per(set);
             for inst in &m.instances {
                 let i = &inst.inst;
                 let cpus = self.cpus_now(i);
@@ -180,7 +204,8 @@ impl Engine {
                         .copied()
                         .unwrap_or(0)
                         > 1;
-                    let labels = labels_for(&self.table, &i.pmu, i.uncore, cpu, per_cpu, shared);
+                    let labels = labels_for(&self.table, &i.pmu, i.uncore, cpu, per, shared);
+                    let detail = labels_for(&self.table, &i.pmu, i.uncore, cpu, Per::Cpu, shared);
                     plan.entry(GroupKey {
                         set,
                         pmu: i.pmu.clone(),
@@ -200,6 +225,7 @@ impl Engine {
                         scale: i.scale,
                         snapshot: i.snapshot,
                         series: (mi, labels),
+                        detail: (mi, detail),
                     });
                 }
             }
@@ -351,6 +377,7 @@ sets:
             scale: 1.0,
             snapshot: false,
             series: (0, Vec::new()),
+            detail: (0, Vec::new()),
         };
         let plans: Vec<MemberPlan> = [0x400, 0x8000, 0x8300, 0x3c]
             .into_iter()

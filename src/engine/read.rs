@@ -57,6 +57,8 @@ pub(super) struct Seen {
 
 /// Adds one member's raw count: gauges into this collection's sum (each
 /// group counted once per series), counters through their high-water mark.
+/// The same delta goes to the member's per-CPU series and, when the set is
+/// summed, to its exported series.
 pub(super) fn apply_member(
     series: &mut [SeriesState],
     m: &mut Member,
@@ -64,19 +66,28 @@ pub(super) fn apply_member(
     raw: u64,
     factor: f64,
 ) {
-    let Some(st) = series.get_mut(m.series) else {
-        return;
-    };
+    let targets = [Some(m.series), (m.detail != m.series).then_some(m.detail)];
     if m.plan.snapshot {
-        st.gauge_sum += raw as f64 * m.plan.scale;
-        if st.gauge_last_group != group {
-            st.gauge_last_group = group;
-            st.gauge_groups += 1;
+        for i in targets.into_iter().flatten() {
+            let Some(st) = series.get_mut(i) else {
+                continue;
+            };
+            st.gauge_sum += raw as f64 * m.plan.scale;
+            if st.gauge_last_group != group {
+                st.gauge_last_group = group;
+                st.gauge_groups += 1;
+            }
         }
         return;
     }
-    st.value += monotonic_delta(&mut m.high, raw as f64 * factor) * m.plan.scale;
-    st.has_data = true;
+    let d = monotonic_delta(&mut m.high, raw as f64 * factor) * m.plan.scale;
+    for i in targets.into_iter().flatten() {
+        let Some(st) = series.get_mut(i) else {
+            continue;
+        };
+        st.value += d;
+        st.has_data = true;
+    }
 }
 
 /// A member's raw value in a group read: at its own position (values come
@@ -91,10 +102,22 @@ pub(crate) fn value_of(values: &[(u64, u64)], k: usize, id: u64) -> Option<u64> 
 }
 
 impl Engine {
-    /// Reads every group once and returns the counters.
+    /// Reads every group once and returns the counters as exported (each
+    /// set at its `per:` level).
     pub fn collect(&mut self) -> Snapshot {
         self.read_groups();
         self.snapshot()
+    }
+
+    /// Reads every group once and returns the counters at full
+    /// resolution: per CPU whatever the sets' `per:` levels (what `stat`
+    /// and the live view show; [`crate::snapshot::full_resolution`]).
+    pub fn collect_full(&mut self) -> Snapshot {
+        self.read_groups();
+        let s = self.snapshot();
+        Snapshot {
+            families: crate::snapshot::full_resolution(s.families, self.detail_families()),
+        }
     }
 
     /// Reads every group once (one `read()` each) and accumulates the

@@ -105,9 +105,10 @@ impl Engine {
     pub(super) fn refresh(&mut self) {
         // Series that lost every group stay out of the output.
         let members = || self.groups.iter().flat_map(|g| &g.members);
+        let both = |m: &super::Member| [m.series, m.detail];
         self.series.refresh(
-            members().map(|m| m.series),
-            members().filter(|m| m.plan.snapshot).map(|m| m.series),
+            members().flat_map(both),
+            members().filter(|m| m.plan.snapshot).flat_map(both),
         );
         self.times.refresh_order();
         self.refresh_availability();
@@ -255,14 +256,44 @@ impl Engine {
         }
     }
 
+    /// The per-CPU families of the metrics whose sets are summed before
+    /// export (`per: core | socket | node`), as of the last
+    /// [`read_groups`](Self::read_groups): the full resolution the live
+    /// view and `stat` show ([`crate::snapshot::full_resolution`] puts
+    /// them in place of the summed ones). Empty when every set is `per:
+    /// cpu`.
+    pub fn detail_families(&self) -> Vec<Family> {
+        let summed: Vec<bool> = self
+            .series
+            .order()
+            .iter()
+            .map(|o| {
+                o.iter().any(|&i| {
+                    self.series[i].live && self.series[i].detail && !self.series[i].exported
+                })
+            })
+            .collect();
+        let mut families = Vec::new();
+        if summed.contains(&true) {
+            let pick = |st: &super::SeriesState| st.detail && summed[st.metric];
+            self.families_of(pick, &mut families);
+        }
+        families
+    }
+
     /// The configured metrics' families, in config order.
     fn metric_families(&self, families: &mut Vec<Family>) {
+        self.families_of(|st| st.exported, families);
+    }
+
+    /// The families of the series `pick` keeps, in config order.
+    fn families_of(&self, pick: impl Fn(&super::SeriesState) -> bool, families: &mut Vec<Family>) {
         for (mi, order) in self.series.order().iter().enumerate() {
             let m = &self.resolution.metrics[mi];
             let mut samples = Vec::new();
             for &i in order {
                 let st = &self.series[i];
-                if st.live && st.has_data {
+                if st.live && st.has_data && pick(st) {
                     if samples.is_empty() {
                         samples.reserve_exact(order.len());
                     }

@@ -83,6 +83,8 @@ impl SeriesTable {
             gauge_sum: 0.0,
             gauge_groups: 0,
             gauge_last_group: usize::MAX,
+            exported: false,
+            detail: false,
         });
         self.index.insert(key.clone(), i);
         i

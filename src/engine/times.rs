@@ -1,18 +1,23 @@
 //! Group times: per (set, CPU) slot, one collection's enabled and running
 //! deltas summed over the CPU's groups of the set, flushed as their mean
-//! over the groups into the exported `{set, cpu}` series (`{set}` for a
-//! `per_cpu: false` set, summed over CPUs) of
+//! over the groups into the exported series of the set's level: `{set,
+//! cpu}`, `{set, core}`, `{set, socket}` or `{set}` (`per:`, summed over
+//! the CPUs of the core, the package or the node) of
 //! `perf_group_{enabled,running}_seconds_total` and
 //! `perf_read_errors_total`. Six IMC groups on one CPU so count one
 //! second per second, not six.
 //!
 //! Invariants: every slot's `export` indexes `series`; the indexes map
 //! each key to the one entry holding it; `order` is a permutation of
-//! `series` sorted by (set, cpu) after [`GroupTimes::refresh_order`].
+//! `series` sorted by (set, level label) after [`GroupTimes::refresh_order`].
 
 use crate::resolve::chain::Resolution;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use std::collections::HashMap;
+
+/// Where a group-time series is: its level's label and value (`("cpu",
+/// 3)`, `("core", 2)`, `("socket", 0)`); `None`: summed over the node.
+pub(super) type At = Option<(&'static str, u32)>;
 
 /// Per (set, CPU): this collection's deltas and how many groups gave them.
 #[derive(Debug, Clone)]
@@ -28,8 +33,9 @@ struct TimeSlot {
 #[derive(Debug, Clone)]
 pub(super) struct TimeSeries {
     pub(super) set: usize,
-    /// `None`: summed over CPUs.
-    pub(super) cpu: Option<u32>,
+    /// The level's label and value (`("cpu", 3)`, `("core", 2)`,
+    /// `("socket", 0)`); `None`: summed over the node.
+    pub(super) at: At,
     labels: Labels,
     pub(super) enabled: f64,
     pub(super) running: f64,
@@ -44,27 +50,27 @@ pub(super) struct GroupTimes {
     slots: Vec<TimeSlot>,
     slot_index: HashMap<(usize, u32), usize>,
     series: Vec<TimeSeries>,
-    series_index: HashMap<(usize, Option<u32>), usize>,
+    series_index: HashMap<(usize, At), usize>,
     /// `series` in export order (set, cpu).
     order: Vec<usize>,
 }
 
 impl GroupTimes {
-    /// The exported series of set `set` on a CPU (`None`: summed over
-    /// CPUs), created on first use.
-    pub(super) fn series_of(&mut self, res: &Resolution, set: usize, cpu: Option<u32>) -> usize {
-        if let Some(&x) = self.series_index.get(&(set, cpu)) {
+    /// The exported series of set `set` at `at` (the level's label and
+    /// value; `None`: summed over the node), created on first use.
+    pub(super) fn series_of(&mut self, res: &Resolution, set: usize, at: At) -> usize {
+        if let Some(&x) = self.series_index.get(&(set, at)) {
             return x;
         }
         let name = res.sets.get(set).map_or(String::new(), |s| s.name.clone());
         let mut pairs = vec![("set", name)];
-        if let Some(c) = cpu {
-            pairs.push(("cpu", c.to_string()));
+        if let Some((k, v)) = at {
+            pairs.push((k, v.to_string()));
         }
         let x = self.series.len();
         self.series.push(TimeSeries {
             set,
-            cpu,
+            at,
             labels: Labels::new(pairs),
             enabled: 0.0,
             running: 0.0,
@@ -72,23 +78,17 @@ impl GroupTimes {
             errors: 0,
             start_ns: 0,
         });
-        self.series_index.insert((set, cpu), x);
+        self.series_index.insert((set, at), x);
         x
     }
 
     /// The slot of a (set, CPU), created on first use with its exported
-    /// series (per CPU or, `per_cpu` false, summed over CPUs).
-    pub(super) fn slot_of(
-        &mut self,
-        res: &Resolution,
-        set: usize,
-        cpu: u32,
-        per_cpu: bool,
-    ) -> usize {
+    /// series `at` (the set's level on that CPU: `plan::level_label`).
+    pub(super) fn slot_of(&mut self, res: &Resolution, set: usize, cpu: u32, at: At) -> usize {
         if let Some(&i) = self.slot_index.get(&(set, cpu)) {
             return i;
         }
-        let export = self.series_of(res, set, per_cpu.then_some(cpu));
+        let export = self.series_of(res, set, at);
         let i = self.slots.len();
         self.slots.push(TimeSlot {
             export,
@@ -149,10 +149,10 @@ impl GroupTimes {
         }
     }
 
-    /// Puts the series in export order, (set, cpu).
+    /// Puts the series in export order, (set, level label).
     pub(super) fn refresh_order(&mut self) {
         let mut order: Vec<usize> = (0..self.series.len()).collect();
-        order.sort_by_key(|&i| (self.series[i].set, self.series[i].cpu));
+        order.sort_by_key(|&i| (self.series[i].set, self.series[i].at));
         self.order = order;
     }
 
@@ -166,10 +166,13 @@ impl GroupTimes {
         self.series.get_mut(x)
     }
 
-    /// The three families, in (set, cpu) order; a per-CPU series shows
-    /// while `online(cpu)`.
+    /// The three families, in (set, level label) order; a per-CPU series
+    /// shows while `online(cpu)`.
     pub(super) fn families(&self, online: impl Fn(u32) -> bool, families: &mut Vec<Family>) {
-        let visible = |t: &TimeSeries| t.cpu.is_none_or(&online);
+        let visible = |t: &TimeSeries| match t.at {
+            Some(("cpu", c)) => online(c),
+            _ => true,
+        };
         let time_samples = |pick: fn(&TimeSeries) -> f64, need_times: bool| -> Vec<Sample> {
             self.order
                 .iter()
@@ -214,7 +217,7 @@ mod tests {
                 .iter()
                 .map(|n| ResolvedSet {
                     name: n.to_string(),
-                    per_cpu: true,
+                    per: crate::config::Per::Cpu,
                 })
                 .collect(),
             metrics: Vec::new(),
@@ -244,8 +247,12 @@ mod tests {
     fn groups_of_one_slot_count_their_mean() {
         let r = res(&["imc"]);
         let mut t = GroupTimes::default();
-        let s = t.slot_of(&r, 0, 2, true);
-        assert_eq!(t.slot_of(&r, 0, 2, true), s, "one slot per (set, cpu)");
+        let s = t.slot_of(&r, 0, 2, Some(("cpu", 2)));
+        assert_eq!(
+            t.slot_of(&r, 0, 2, Some(("cpu", 2))),
+            s,
+            "one slot per (set, cpu)"
+        );
         t.opened(s, 5);
         t.opened(s, 7);
         for _ in 0..6 {
@@ -274,10 +281,10 @@ mod tests {
     fn a_summed_set_shares_one_series_and_order_is_set_then_cpu() {
         let r = res(&["a", "b"]);
         let mut t = GroupTimes::default();
-        let b1 = t.slot_of(&r, 1, 1, true);
-        let a3 = t.slot_of(&r, 0, 3, false);
-        let a0 = t.slot_of(&r, 0, 0, false);
-        let b9 = t.slot_of(&r, 1, 9, true);
+        let b1 = t.slot_of(&r, 1, 1, Some(("cpu", 1)));
+        let a3 = t.slot_of(&r, 0, 3, None);
+        let a0 = t.slot_of(&r, 0, 0, None);
+        let b9 = t.slot_of(&r, 1, 9, Some(("cpu", 9)));
         for s in [b1, a3, a0, b9] {
             t.opened(s, 1);
         }

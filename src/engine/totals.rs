@@ -44,8 +44,9 @@ struct SeriesTotal {
     start_ns: u64,
 }
 
-/// A group-time series by set name and CPU (`None`: summed over CPUs).
-type TimeKey = (String, Option<u32>);
+/// A group-time series by set name and level label (`("cpu", 3)`,
+/// `("core", 2)`, `("socket", 0)`; `None`: summed over the node).
+type TimeKey = (String, super::times::At);
 
 #[derive(Debug, Clone, Copy)]
 struct TimeTotal {
@@ -115,7 +116,7 @@ impl Engine {
                 .iter()
                 .map(|t| {
                     (
-                        (set_name(t.set), t.cpu),
+                        (set_name(t.set), t.at),
                         TimeTotal {
                             enabled: t.enabled,
                             running: t.running,
@@ -189,18 +190,19 @@ impl Engine {
             }
             st.has_data |= s.has_data;
         }
-        for (i, ((set, cpu), t)) in old.times.into_iter().enumerate() {
+        for (i, ((set, at), t)) in old.times.into_iter().enumerate() {
             let Some(&si) = counting.get(&set) else {
                 if i < fresh_times {
-                    parked.times.push(((set, cpu), t));
+                    parked.times.push(((set, at), t));
                 }
                 continue;
             };
-            if cpu.is_some() != self.per_cpu(si) {
-                // The set changed between per-CPU and summed series.
+            let level = super::plan::level_label(&self.table, self.per(si), 0).map(|a| a.0);
+            if at.map(|a| a.0) != level {
+                // The set changed level (`per:`) between the engines.
                 continue;
             }
-            let x = self.times.series_of(&self.resolution, si, cpu);
+            let x = self.times.series_of(&self.resolution, si, at);
             let Some(ts) = self.times.series_mut(x) else {
                 continue;
             };

@@ -6,9 +6,10 @@
 //! (`plausible.rs`), exported as gauge families:
 //!
 //! * `perf_counter_states{metric, state}`: how many of the metric's
-//!   counter series (CPUs, uncore instances) are in each state, every
-//!   state always present (0 or more): bounded by the config (4 series
-//!   per metric), whatever the number of CPUs;
+//!   per-CPU counters (CPUs, uncore instances) are in each state, every
+//!   state always present (0 or more), whatever the set's `per:` level:
+//!   bounded by the config (4 series per metric), whatever the number of
+//!   CPUs;
 //! * `perf_counter_state{metric, <the series' labels>, state}` = 1 and
 //!   `perf_counter_running_ratio{metric, <the series' labels>}` (the
 //!   share of the window the counter was on the PMU, `Δrunning /
@@ -20,9 +21,19 @@
 //!   = 1 for the series that are `implausible`: why
 //!   ([`crate::problem::plausible::Implausible`]'s code).
 //!
-//! A series summed over CPUs (`per_cpu: false`) takes its worst group's
-//! state and the ratio of its summed times. A series whose groups' enabled
-//! time did not move in a window keeps its last state.
+//! # Summed series (`per: core | socket | node`)
+//!
+//! A summed series is judged from the windows of every CPU it sums: its
+//! `perf_counter_state` is the **worst** of their states, and its
+//! `perf_counter_running_ratio` is `Σ Δrunning / Σ Δenabled` over them,
+//! the share of its CPUs' time that was measured. So on 512 CPUs one CPU
+//! whose counter never ran makes the node series `never_ran` with a ratio
+//! of 511/512 (its value is short of that CPU), all of them `never_ran`
+//! with a ratio of 0 (no value at all); and `perf_counter_states`, which
+//! counts per-CPU counters, says `never_ran 1` and `counting 511` in the
+//! first case, `never_ran 512` in the second. The per-CPU states stay in
+//! the engine (the live view and `stat` show them per CPU). A series whose
+//! groups' enabled time did not move in a window keeps its last state.
 
 use super::{Engine, Member, SeriesState};
 use crate::perf::EventAttr;
@@ -196,6 +207,11 @@ pub(super) fn judge(
     if let Some(w) = series.get_mut(m.series).map(|s| &mut s.window) {
         w.add(d_enabled, d_running, state);
     }
+    if m.detail != m.series {
+        if let Some(w) = series.get_mut(m.detail).map(|s| &mut s.window) {
+            w.add(d_enabled, d_running, state);
+        }
+    }
 }
 
 impl Engine {
@@ -243,7 +259,7 @@ impl Engine {
             .iter()
             .flatten()
             .map(|&i| &self.series[i])
-            .filter(|st| st.live)
+            .filter(|st| st.live && st.exported)
             .filter_map(|st| st.trust.map(|(s, r)| (st, s, r)))
     }
 
@@ -256,7 +272,7 @@ impl Engine {
             let mut any = false;
             for &i in order {
                 let st = &self.series[i];
-                if let (true, Some((s, _))) = (st.live, st.trust) {
+                if let (true, true, Some((s, _))) = (st.live, st.detail, st.trust) {
                     n[s.index()] += 1;
                     any = true;
                 }
@@ -273,7 +289,7 @@ impl Engine {
         }
         families.push(Family {
             name: "perf_counter_states".into(),
-            help: "How many of a metric's counters (CPUs, uncore instances) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), stalled (cycles or instructions on the PMU but not moving), never_ran (enabled but never on the PMU: no value was measured), implausible (a count the CPU cannot produce against its busy time, maximum frequency or retire width: not a measurement; why in perf_counter_implausible_info).".into(),
+            help: "How many of a metric's per-CPU counters (CPUs, uncore instances; whatever the set's `per:` level) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), stalled (cycles or instructions on the PMU but not moving), never_ran (enabled but never on the PMU: no value was measured), implausible (a count the CPU cannot produce against its busy time, maximum frequency or retire width: not a measurement; why in perf_counter_implausible_info).".into(),
             kind: Kind::Gauge,
             samples: counts,
         });
@@ -283,7 +299,7 @@ impl Engine {
         };
         families.push(Family {
             name: "perf_counter_state".into(),
-            help: "1 for the current state of each counter that is not counting (multiplexed, stalled, never_ran, implausible); counters that are counting have no series here (see perf_counter_states).".into(),
+            help: "1 for the current state of each counter series that is not counting (multiplexed, stalled, never_ran, implausible; a series summed over CPUs takes its worst CPU's); counters that are counting have no series here (see perf_counter_states).".into(),
             kind: Kind::Gauge,
             samples: troubled()
                 .map(|(st, _, _)| Sample {
@@ -311,7 +327,7 @@ impl Engine {
         });
         families.push(Family {
             name: "perf_counter_running_ratio".into(),
-            help: "The share of the last collection's window a counter that is not counting was on the PMU (time_running / time_enabled): below 1 when multiplexed, 0 when it never ran; counters that are counting (1) have no series here.".into(),
+            help: "The share of the last collection's window a counter series that is not counting was on the PMU (time_running / time_enabled, summed over the CPUs of a summed series): below 1 when multiplexed, 0 when it never ran; counters that are counting (1) have no series here.".into(),
             kind: Kind::Gauge,
             samples: troubled()
                 .map(|(st, _, ratio)| Sample {

@@ -120,6 +120,11 @@ pub struct Topology {
     /// `cpuN/topology/physical_package_id` for each online CPU (0 when
     /// the file is missing, as in some containers).
     pub package: BTreeMap<u32, u32>,
+    /// The core of each online CPU: the lowest CPU of its
+    /// `cpuN/topology/core_cpus_list` (older kernels:
+    /// `thread_siblings_list`), the CPU itself when neither is readable.
+    /// Unique on the node, unlike `core_id` (per package).
+    pub core: BTreeMap<u32, u32>,
 }
 
 impl Topology {
@@ -138,7 +143,29 @@ impl Topology {
                 .unwrap_or(0);
             package.insert(cpu, id);
         }
-        Ok(Topology { online, package })
+        let mut core = BTreeMap::new();
+        for &cpu in &online {
+            let dir = sysfs.join(format!("devices/system/cpu/cpu{cpu}/topology"));
+            let first = ["core_cpus_list", "thread_siblings_list"]
+                .iter()
+                .find_map(|f| {
+                    let s = read_attribute(&dir.join(f)).ok()?;
+                    parse_cpu_list(&s).ok()?.into_iter().min()
+                })
+                .unwrap_or(cpu);
+            core.insert(cpu, first);
+        }
+        Ok(Topology {
+            online,
+            package,
+            core,
+        })
+    }
+
+    /// The core of a CPU: the lowest CPU sharing it (the CPU itself when
+    /// unknown).
+    pub fn core_of(&self, cpu: u32) -> u32 {
+        self.core.get(&cpu).copied().unwrap_or(cpu)
     }
 
     /// The package (socket) of a CPU.

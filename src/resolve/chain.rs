@@ -128,8 +128,8 @@ impl ResolvedMetric {
 pub struct ResolvedSet {
     /// The name.
     pub name: String,
-    /// Per-CPU series (true) or summed over CPUs.
-    pub per_cpu: bool,
+    /// How far its series are summed before export.
+    pub per: crate::config::Per,
 }
 
 /// The whole configuration, resolved.
@@ -421,7 +421,7 @@ pub fn resolve_config(
     for set in &cfg.sets {
         sets.push(ResolvedSet {
             name: set.name.value.clone(),
-            per_cpu: set.per_cpu,
+            per: set.per,
         });
         for m in &set.events {
             let mut tried = Vec::new();

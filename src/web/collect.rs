@@ -34,6 +34,9 @@ use tokio::sync::watch;
 pub(super) struct Collected {
     /// The engine's families, shared by every scrape that joined.
     pub(super) families: Arc<Vec<Family>>,
+    /// The per-CPU families of the metrics `families` has summed (`per:`
+    /// of their sets), for the live view ([`Collected::full`]).
+    pub(super) detail: Arc<Vec<Family>>,
     /// When it began (the live view's windows run between these).
     pub(super) at: Instant,
     /// The exporter's own metrics as of the end of this collection: before
@@ -44,6 +47,18 @@ pub(super) struct Collected {
 }
 
 impl Collected {
+    /// The families at full resolution (per CPU whatever the sets' `per:`
+    /// levels): what the live view and `/api/v1/snapshot` read.
+    pub(super) fn full(&self) -> Arc<Vec<Family>> {
+        if self.detail.is_empty() {
+            return self.families.clone();
+        }
+        Arc::new(crate::snapshot::full_resolution(
+            self.families.to_vec(),
+            self.detail.to_vec(),
+        ))
+    }
+
     /// The `/metrics` body `want` asks for: encoded by the first scrape
     /// that needs it, shared by the others.
     pub(super) fn body(&self, state: &State, want: Want) -> &Encoded {
@@ -104,11 +119,12 @@ impl State {
                 *lock(&st.flight_started) = Some(Instant::now());
                 let clear = Clear(&st);
                 let start = Instant::now();
-                let snap = collect(&st.engine);
+                let (snap, detail) = collect(&st.engine);
                 let secs = start.elapsed().as_secs_f64();
                 let own = scrape::own_metrics(&st, secs);
                 let c = Arc::new(Collected {
                     families: Arc::new(snap.families),
+                    detail: Arc::new(detail),
                     at: start,
                     own: (Arc::new(own.0), Arc::new(own.1)),
                     bodies: Default::default(),
@@ -159,8 +175,10 @@ impl State {
     }
 }
 
-/// One engine collection. A poisoned lock's engine is used as it is, as
-/// scrapes always did.
-fn collect(engine: &Mutex<Engine>) -> Snapshot {
-    lock(engine).collect()
+/// One engine collection, and the per-CPU families of the metrics it
+/// sums. A poisoned lock's engine is used as it is, as scrapes always did.
+fn collect(engine: &Mutex<Engine>) -> (Snapshot, Vec<Family>) {
+    let mut e = lock(engine);
+    let s = e.collect();
+    (s, e.detail_families())
 }

@@ -260,7 +260,7 @@ impl State {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let now = Point {
                 at: c.at,
-                families: c.families.clone(),
+                families: c.full(),
             };
             let reasons = self.reasons();
             let mut g = lock(&self.hub.inner);
@@ -294,7 +294,7 @@ impl State {
         let second = self.shared_collect().await?;
         let p = |c: &super::collect::Collected| Point {
             at: c.at,
-            families: c.families.clone(),
+            families: c.full(),
         };
         // (Concurrent snapshots: the others start a Framer of their own.)
         let mut framer = lock(&self.hub.snapshots).take().unwrap_or_default();

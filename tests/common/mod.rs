@@ -291,6 +291,44 @@ pub fn simulated_exporter(fixture_name: &str) -> Proc {
     exporter(&args)
 }
 
+/// Starts `perf-exporter --simulate --path.sysfs <fixture>` with `extra`
+/// arguments after the fixture's.
+pub fn simulated_exporter_with(fixture_name: &str, extra: &[String]) -> Proc {
+    let mut args = vec![
+        "--simulate".to_string(),
+        "--path.sysfs".into(),
+        fixture(fixture_name).to_str().expect("utf-8 path").into(),
+    ];
+    args.extend(fixture_procfs_args(fixture_name));
+    args.extend(extra.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    exporter(&args)
+}
+
+/// Writes the embedded default config with every set at `per: cpu` (one
+/// series per CPU, as before issue 29) to `dir/per-cpu.yaml` and returns
+/// the `--config.file` arguments naming it.
+pub fn per_cpu_default_config(dir: &Path) -> Vec<String> {
+    let text =
+        std::fs::read_to_string(repo_root().join("config/default.yaml")).expect("default config");
+    let mut out = String::new();
+    for l in text.lines() {
+        out.push_str(if l.starts_with("    per: ") {
+            "    per: cpu"
+        } else {
+            l
+        });
+        out.push('\n');
+    }
+    assert!(out.contains("    per: cpu\n") && !out.contains("    per: socket"));
+    let config = dir.join("per-cpu.yaml");
+    std::fs::write(&config, out).expect("write config");
+    vec![
+        "--config.file".into(),
+        config.to_str().expect("utf-8 path").into(),
+    ]
+}
+
 /// `tests/fixtures/procfs/<name>`: the fixture's procfs (`cpuinfo`), which
 /// may not exist (see [`fixture_procfs_args`]).
 pub fn fixture_procfs(name: &str) -> PathBuf {

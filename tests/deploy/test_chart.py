@@ -328,7 +328,7 @@ def test_cgroups_values_make_the_config_section():
     assert yaml.safe_load(cm["data"]["config.yaml"])["cgroups"] == {
         "backend": "perf", "preset": "kubernetes", "containers": True,
         "paths": ["system.slice/containerd.service", "system.slice/kubelet.service"],
-        "max_cgroups": 64, "sets": ["core", "software"], "per_cpu": True}
+        "max_cgroups": 64, "sets": ["core", "software"], "per": "cpu"}
     r = render({"cgroups": {"preset": "none", "paths": ["app/*"]}})
     cm = [o for o in r.kinds("ConfigMap") if "config.yaml" in o["data"]][0]
     section = yaml.safe_load(cm["data"]["config.yaml"])["cgroups"]
@@ -400,7 +400,7 @@ def test_config_from_configmap():
     # The embedded default plus the kubernetes preset (cgroups.* values).
     cfg = yaml.safe_load(cm[0]["data"]["config.yaml"])
     assert cfg.pop("cgroups") == {"backend": "auto", "preset": "kubernetes", "containers": False, "paths": [],
-                                  "max_cgroups": 256, "sets": ["core", "cache", "software"], "per_cpu": False}
+                                  "max_cgroups": 256, "sets": ["core", "cache", "software"], "per": "node"}
     assert cfg == yaml.safe_load((REPO / "config/default.yaml").read_text())
     c = r.container()
     assert "--config.file=/etc/perf-exporter/config.yaml" in c["args"]

@@ -238,13 +238,26 @@ def test_node_dashboard_content():
         assert t[title]["fieldConfig"]["defaults"]["unit"] == unit, title
     # IPC overall is a time series and a stat
     assert {p["type"] for p in panels(d) if p["title"] == "IPC"} == {"stat", "timeseries"}
-    assert "by (cpu)" in t["IPC per CPU"]["targets"][0]["expr"]
+    assert "by (cpu, core, socket, pmu)" in t["IPC per CPU"]["targets"][0]["expr"]
     assert "by (socket)" in t["DRAM bandwidth per socket"]["targets"][0]["expr"]
     exprs_ = " ".join(x["expr"] for x in t["DRAM bandwidth per socket"]["targets"])
     assert "perf_dram_read_bytes_total" in exprs_ and "perf_dram_write_bytes_total" in exprs_
     assert "perf_group_running_seconds_total" in t["Counting time per set (running / enabled)"]["targets"][0]["expr"]
     vs = {v["name"]: v for v in d["templating"]["list"]}
     assert vs["instance"]["multi"] is False, "a node dashboard shows one node"
+
+
+def test_per_cpu_panels_work_at_every_level():
+    """A query grouped by `cpu` also groups by `core` and `socket` (the
+    `per:` levels of the exporter's sets), so it has data on the default
+    config (per socket) as on a per-CPU one (issue 29)."""
+    for path in DASHBOARDS:
+        for p in panels(load(path)):
+            for t in p.get("targets", []):
+                for by in re.findall(r"\bby\s*\(([^)]*)\)", t.get("expr", "")):
+                    labels = {x.strip() for x in by.split(",")}
+                    if "cpu" in labels:
+                        assert {"core", "socket"} <= labels, (path.name, p["title"], by)
 
 
 def rankings(t: dict[str, dict], units: dict[str, str]):

@@ -129,7 +129,7 @@ fn each_cause_is_said_once() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         stderr(&o),
-        format!("perf-exporter: {b}:3:5: unknown field `bogus`, expected one of name, per_cpu, events\n")
+        format!("perf-exporter: {b}:3:5: unknown field `bogus`, expected one of name, per, per_cpu, events\n")
     );
     let w = dir.path().join("missing-web.yml").display().to_string();
     let o = run(&["check", "--web.config.file", &w]);

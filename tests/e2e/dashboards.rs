@@ -28,7 +28,7 @@
 
 use crate::common;
 
-use common::{exporter, fixture, repo_root, server_binary, simulated_exporter, Proc};
+use common::{exporter, fixture, repo_root, server_binary, Proc};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -443,9 +443,28 @@ fn report(failures: &[String]) {
 
 #[test]
 fn dashboards_and_rules_on_real_prometheus() {
+    dashboards_and_rules(&[]);
+}
+
+/// The same queries on a per-CPU config (the default config with every set
+/// at `per: cpu`): every panel and rule works at both levels (issue 29).
+#[test]
+fn dashboards_and_rules_on_real_prometheus_per_cpu() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (exporters, fixture_of, mut prom) =
-        scraping(&FIXTURES, dir.path(), "instance:perf_ipc:ratio_rate5m", 3);
+    dashboards_and_rules(&common::per_cpu_default_config(dir.path()));
+}
+
+/// Every node and cluster panel and node-level rule on the fixtures, the
+/// exporters run with `extra` arguments.
+fn dashboards_and_rules(extra: &[String]) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (exporters, fixture_of, mut prom) = scraping(
+        &FIXTURES,
+        dir.path(),
+        "instance:perf_ipc:ratio_rate5m",
+        3,
+        extra,
+    );
     let up = query(&prom, &format!("up{{job=\"{JOB}\"}} == 1"));
     assert_eq!(up.len(), FIXTURES.len(), "targets up: {up:?}");
     let unavailable = unavailable(&prom, &fixture_of);
@@ -523,10 +542,11 @@ fn scraping<'a>(
     dir: &Path,
     record: &str,
     nodes: usize,
+    extra: &[String],
 ) -> (Vec<(&'a str, Proc)>, BTreeMap<String, &'a str>, Proc) {
     let exporters: Vec<(&str, Proc)> = fixtures
         .iter()
-        .map(|f| (*f, simulated_exporter(f)))
+        .map(|f| (*f, common::simulated_exporter_with(f, extra)))
         .collect();
     let fixture_of: BTreeMap<String, &str> = exporters
         .iter()
@@ -568,6 +588,7 @@ fn topdown_row_and_rules_on_real_prometheus() {
         dir.path(),
         "instance:perf_topdown_retiring:ratio_rate5m",
         3,
+        &[],
     );
     let unavailable = unavailable_of(&prom, &fixture_of);
 

@@ -185,7 +185,8 @@ fn content_negotiation() {
         "{}",
         om.body
     );
-    assert!(om.body.contains("perf_cpu_cycles_total{cpu=\"0\"} "));
+    // The default config sums the core set per socket.
+    assert!(om.body.contains("perf_cpu_cycles_total{socket=\"0\"} "));
 }
 
 /// Whether this host's sysfs shows a core PMU (hardware events).

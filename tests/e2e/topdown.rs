@@ -33,7 +33,7 @@
 
 use crate::common;
 
-use common::{fixture, fixture_procfs_args, simulated_exporter, EXPORTER};
+use common::{fixture, fixture_procfs_args, EXPORTER};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -276,7 +276,12 @@ fn unknown_model_reports_no_encoding_and_the_rest_works() {
 /// the landing page says why.
 #[test]
 fn serve_on_hybrid_exports_the_five_families_for_cpu_core() {
-    let exp = simulated_exporter("intel-hybrid");
+    // Per CPU (the default config sums the topdown set per socket).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exp = common::simulated_exporter_with(
+        "intel-hybrid",
+        &common::per_cpu_default_config(dir.path()),
+    );
     let metrics = exp.get("/metrics");
     assert_eq!(metrics.status, 200, "{}", metrics.body);
     let mut values: BTreeMap<(String, u32), f64> = BTreeMap::new();

@@ -1,6 +1,7 @@
 //! The benchmarks' support code, tested: the generated large sysfs trees
-//! resolve and count like the fixture they come from, `per_cpu: false`
-//! collapses them to one series per metric, and strace lines are
+//! resolve and count like the fixture they come from, `per: node`
+//! collapses them to one series per metric, the default config fits its
+//! series budget at 512 CPUs, and strace lines are
 //! classified right. (Speed and memory are measured by the benchmarks,
 //! never asserted here.)
 
@@ -19,18 +20,26 @@ use std::sync::Arc;
 
 const SEC: u64 = 1_000_000_000;
 
+/// The default config with every set per CPU (`aggregate`: per node).
 fn engine(shape: sysfs_gen::Shape, aggregate: bool) -> (Arc<SimKernel>, Engine, tempfile::TempDir) {
+    let mut cfg = Config::default_config();
+    for s in &mut cfg.sets {
+        s.per = perf_exporter::config::Per::Cpu;
+    }
+    if aggregate {
+        cfg.aggregate_cpus();
+    }
+    engine_of(shape, &cfg)
+}
+
+fn engine_of(shape: sysfs_gen::Shape, cfg: &Config) -> (Arc<SimKernel>, Engine, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
     sysfs_gen::generate(tmp.path(), shape).unwrap();
     let table = PmuTable::discover(tmp.path()).unwrap();
     assert!(table.warnings.is_empty(), "{:?}", table.warnings);
     assert_eq!(table.topology.online.len(), shape.cpus as usize);
     let k = Arc::new(SimKernel::with_manual_clock(table.clone()));
-    let mut cfg = Config::default_config();
-    if aggregate {
-        cfg.aggregate_cpus();
-    }
-    let e = Engine::for_config(k.clone(), table, &cfg, Fds::Unbounded);
+    let e = Engine::for_config(k.clone(), table, cfg, Fds::Unbounded);
     (k, e, tmp)
 }
 
@@ -95,6 +104,62 @@ fn aggregate_cpus_gives_one_series_per_metric() {
     e2.collect();
     k2.advance(SEC);
     assert_eq!(e2.collect().series(), s.series());
+}
+
+/// The series budget of the default config (issue 29): at most 1,000
+/// series per node at 512 CPUs (2 and 8 sockets, 8 memory controllers
+/// each), counted from what one collection exports (every family of the
+/// engine, the availability and counter-state families included). The
+/// formula is in docs/src/guide/configuration.md.
+#[test]
+fn the_default_config_fits_1000_series_at_512_cpus() {
+    for sockets in [2, 8] {
+        let shape = sysfs_gen::Shape {
+            cpus: 512,
+            sockets,
+            imcs_per_socket: 8,
+        };
+        let (k, mut e, _tmp) = engine_of(shape, &Config::default_config());
+        e.collect();
+        k.advance(SEC);
+        let s = e.collect();
+        let mut by_family: Vec<(usize, &str)> = s
+            .families
+            .iter()
+            .map(|f| (f.samples.len(), f.name.as_str()))
+            .filter(|(n, _)| *n > 0)
+            .collect();
+        by_family.sort_unstable_by(|a, b| b.cmp(a));
+        eprintln!(
+            "512 CPUs, {sockets} sockets: {} series {by_family:?}",
+            s.series()
+        );
+        assert!(
+            s.series() <= 1000,
+            "{sockets} sockets: {} series: {by_family:?}",
+            s.series()
+        );
+        // Nothing exported is per CPU, yet the engine still holds every CPU.
+        assert!(
+            s.families
+                .iter()
+                .flat_map(|f| &f.samples)
+                .all(|x| x.labels.iter().all(|(k, _)| *k != "cpu")),
+            "a per-CPU series in the default exposition"
+        );
+        let detail = e.detail_families();
+        let cycles = family_in(&detail, "perf_cpu_cycles_total");
+        assert_eq!(cycles.samples.len(), 512);
+    }
+}
+
+fn family_in<'a>(
+    f: &'a [perf_exporter::snapshot::Family],
+    name: &str,
+) -> &'a perf_exporter::snapshot::Family {
+    f.iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no {name}"))
 }
 
 #[test]

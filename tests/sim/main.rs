@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod aggregation;
 mod bench_support;
 mod cgroup_incremental;
 mod cgroup_sim;

@@ -47,7 +47,15 @@ fn engine_probed(
     setup(&k);
     let cfg = match yaml {
         Some(y) => Config::parse(y, "test.yaml").unwrap(),
-        None => Config::default_config(),
+        // The default config with every set per CPU: these tests look at
+        // each CPU's series (the default sums per socket and node).
+        None => {
+            let mut c = Config::default_config();
+            for set in &mut c.sets {
+                set.per = perf_exporter::config::Per::Cpu;
+            }
+            c
+        }
     };
     let res = {
         let p = prober(k.as_ref());
@@ -472,8 +480,8 @@ fn vm_without_pmu_serves_software_and_msr_only() {
 }
 
 #[test]
-fn per_cpu_false_sums_over_cpus() {
-    let y = "sets:\n  - name: sw\n    per_cpu: false\n    events:\n      - metric: cs_total\n        event: context-switches\n";
+fn per_node_sums_over_cpus() {
+    let y = "sets:\n  - name: sw\n    per: node\n    events:\n      - metric: cs_total\n        event: context-switches\n";
     let (k, mut e) = engine("intel-skx", Some(y), |_| {});
     e.collect();
     k.advance(SEC);
@@ -523,8 +531,8 @@ fn one_read_per_group_and_no_online_reads_per_collection() {
 }
 
 #[test]
-fn per_cpu_false_aggregates_gauges_and_group_times() {
-    let y = "sets:\n  - name: msr\n    per_cpu: false\n    events:\n      - metric: tsc_total\n        event: msr/tsc/\n      - metric: margin_celsius\n        gauge: true\n        event: msr/cpu_thermal_margin/\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n";
+fn per_node_aggregates_gauges_and_group_times() {
+    let y = "sets:\n  - name: msr\n    per: node\n    events:\n      - metric: tsc_total\n        event: msr/tsc/\n      - metric: margin_celsius\n        gauge: true\n        event: msr/cpu_thermal_margin/\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n";
     let (k, mut e) = engine("intel-skx", Some(y), |_| {});
     e.collect();
     k.advance(SEC);

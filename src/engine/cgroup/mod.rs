@@ -17,7 +17,7 @@
 //!   metric's name with `perf_` replaced by `perf_cgroup_`
 //!   ([`family_name`]), labelled with the cgroup's labels (`cgroup`, and
 //!   for Kubernetes `pod_uid`, `qos_class`, `container_id`), summed over
-//!   CPUs unless `per_cpu: true`. Mixing them into the node families would
+//!   CPUs unless `cgroups.per: cpu`. Mixing them into the node families would
 //!   make `sum()` count twice.
 //! * **What cannot be counted per cgroup** is a typed [`CgroupIssue`]
 //!   (of the one vocabulary of reasons, [`crate::problem::Reason`]):

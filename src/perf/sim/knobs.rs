@@ -92,6 +92,20 @@ impl SimKernel {
         }
     }
 
+    /// Makes every group on CPU `cpu` (of any size, on any PMU)
+    /// unschedulable: its `time_running` stays put while `time_enabled`
+    /// grows, as for a CPU whose counters another user holds. Applies
+    /// from now on.
+    pub fn set_cpu_never_runs(&self, cpu: u32, never: bool) {
+        let mut st = self.state();
+        st.sync_all();
+        if never {
+            st.never_runs_on.insert(cpu);
+        } else {
+            st.never_runs_on.remove(&cpu);
+        }
+    }
+
     /// Gives `pmu_name` a budget of `n` counters per CPU (default:
     /// unlimited), as the kernel schedules flexible groups: a group that
     /// needs more of them than are free opens and never runs

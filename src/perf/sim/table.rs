@@ -113,6 +113,8 @@ pub(super) struct State {
     pub(super) refused: HashMap<String, i32>,
     pub(super) max_group: HashMap<String, usize>,
     pub(super) never_runs: HashSet<String>,
+    /// CPUs whose groups (of any size, on any PMU) never run.
+    pub(super) never_runs_on: HashSet<u32>,
     /// Counters per CPU of a PMU (the counter budget; absent: unlimited).
     pub(super) counters: HashMap<String, usize>,
     /// PMUs on which the NMI watchdog holds one counter (pinned).
@@ -153,6 +155,7 @@ impl State {
             refused: HashMap::new(),
             max_group,
             never_runs: HashSet::new(),
+            never_runs_on: HashSet::new(),
             counters: HashMap::new(),
             watchdog: HashSet::new(),
             stalled: HashSet::new(),
@@ -333,6 +336,9 @@ impl State {
         let Some(l) = self.slot(leader) else {
             return 1.0;
         };
+        if self.never_runs_on.contains(&l.cpu) {
+            return 0.0;
+        }
         if self.never_runs.is_empty() && self.mux.is_empty() && self.counters.is_empty() {
             return 1.0;
         }

@@ -272,7 +272,7 @@ the cgroups values when per-workload counting is on.
 {{- $cfg := deepCopy .Values.config }}
 {{- with .Values.cgroups }}
 {{- if .enabled }}
-{{- $_ := set $cfg "cgroups" (dict "backend" .backend "preset" .preset "containers" .containers "paths" .paths "max_cgroups" .maxCgroups "sets" .sets "per_cpu" .perCpu) }}
+{{- $_ := set $cfg "cgroups" (dict "backend" .backend "preset" .preset "containers" .containers "paths" .paths "max_cgroups" .maxCgroups "sets" .sets "per" (ternary "cpu" "node" (.perCpu | default false))) }}
 {{- end }}
 {{- end }}
 {{- toYaml $cfg }}
