@@ -63,6 +63,7 @@ ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 # Set by BuildKit and newer buildah; buildah 1.28 (Debian 12) leaves it to
 # --build-arg BUILDPLATFORM=linux/ARCH when --platform names another one.
 ARG BUILDPLATFORM
+ARG TARGETPLATFORM
 
 FROM --platform=$BUILDPLATFORM ${RUST_IMAGE} AS build
 # Set by BuildKit and buildah from --platform; where a builder leaves them
@@ -118,7 +119,10 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && setcap cap_perfmon+ep /perf-exporter \
     && test "$(getcap /perf-exporter)" = "/perf-exporter cap_perfmon=ep"
 
-FROM ${RUNTIME_IMAGE}
+# The target platform said again: buildah 1.28 otherwise looks the base up
+# for the previous stage's (the build host's) platform.
+# hadolint ignore=DL3065
+FROM --platform=$TARGETPLATFORM ${RUNTIME_IMAGE}
 LABEL org.opencontainers.image.title="perf-exporter" \
       org.opencontainers.image.description="Linux perf_events counters (IPC, cache misses, DRAM bandwidth) for Prometheus" \
       org.opencontainers.image.licenses="Apache-2.0"

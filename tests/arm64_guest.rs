@@ -744,7 +744,8 @@ fn multiplexed_counts_are_scaled_to_the_exact_count() {
     // says so; its parts count.
     let log = c.ok("log");
     assert!(
-        log.contains("group larger than the PMU's free counters") && log.contains("set `huge` has 7 events"),
+        log.contains("group larger than the PMU's free counters")
+            && log.contains("set `huge` has 7 events"),
         "expected the node-wide group of 7 to be split at plan time, log:\n{log}"
     );
     assert!(
@@ -805,15 +806,25 @@ fn pmu_health_budget_drop_and_a_group_that_never_runs() {
         "check while another process holds one counter: expected 5 free: {}",
         held["counters"]
     );
-    let (at_start, before, after) = (c.ok("metrics-free"), c.ok("metrics-before"), c.ok("metrics-after"));
+    let (at_start, before, after) = (
+        c.ok("metrics-free"),
+        c.ok("metrics-before"),
+        c.ok("metrics-after"),
+    );
     for i in 0..6 {
         let node = format!("perf_six_{i}_instructions_total");
         assert!(
             sample(&at_start, &node, "cpu=\"0\"").is_some_and(|v| v > 0.0),
             "{node}: the group of 6 counts while the PMU is free:\n{at_start}"
         );
-        let (v0, v1) = (sample(&before, &node, "cpu=\"0\""), sample(&after, &node, "cpu=\"0\""));
-        assert_eq!(v0, v1, "{node}: a group that never ran must not move:\n{after}");
+        let (v0, v1) = (
+            sample(&before, &node, "cpu=\"0\""),
+            sample(&after, &node, "cpu=\"0\""),
+        );
+        assert_eq!(
+            v0, v1,
+            "{node}: a group that never ran must not move:\n{after}"
+        );
         let state = format!("metric=\"{node}\",cpu=\"0\",state=\"never_ran\"");
         assert_eq!(
             sample(&after, "perf_counter_state", &state),

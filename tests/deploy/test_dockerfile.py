@@ -38,7 +38,7 @@ def test_multi_stage_non_root_with_base_images_as_build_args():
     assert build.startswith("--platform=$BUILDPLATFORM ${RUST_IMAGE} AS build")
     assert '--target "$t"' in build
     assert "cargo build --release --locked" in build
-    assert final.startswith("${RUNTIME_IMAGE}")
+    assert final.startswith("--platform=$TARGETPLATFORM ${RUNTIME_IMAGE}")
     assert "COPY --from=build /perf-exporter /bin/perf-exporter" in final
     assert re.search(r"(?m)^USER 65532:65532$", final), "numeric non-root user"
     assert 'ENTRYPOINT ["/bin/perf-exporter"]' in final

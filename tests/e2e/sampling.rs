@@ -180,14 +180,13 @@ fn a_fork_storm_leaves_the_sampling_table_bounded() {
         let gone = metric(&s, forgotten).unwrap_or(0.0) - before.1;
         // The tasks alive now (other tests and users of a busy machine
         // included: the table starts empty, so `before` says nothing of
-        // them) stay. On a quiet machine the storm's go (about 340 entries
-        // remain); on a loaded one 1,100 to 1,500 of the 3,000 stayed, with
-        // no record lost, for a reason not found yet (issue 28 item 6 is
-        // open for it): what this asserts is the bound, which holds either
-        // way (they go at MAX_TASKS, counted as `table_full`).
+        // them) stay; the storm's go, on a loaded machine too (they used to
+        // stay by the thousand there: a task's COMM or FORK drained from
+        // another CPU's ring after its EXIT made a new entry). The margin
+        // is for tasks born and gone between the counts.
         let alive = tasks_alive();
         let lost = lost_records(&s);
-        if gone >= f64::from(STORM) * 0.9 && held <= alive + lost + f64::from(STORM) / 2.0 + 500.0 {
+        if gone >= f64::from(STORM) * 0.9 && held <= alive + lost + 300.0 {
             assert_eq!(
                 metric(
                     &s,

@@ -129,12 +129,15 @@ pub struct Aggregate {
     exited: Vec<u32>,
     /// Tasks with a record in this window (at most the bound).
     touched: std::collections::HashSet<u32>,
-    /// Tasks whose `PERF_RECORD_EXIT` came before their `FORK` or `COMM`
-    /// (each CPU has its own ring: a child's exit on one CPU can be
-    /// drained before its fork on its parent's CPU, and a loaded drain can
-    /// lag by several windows): their late `FORK`/`COMM` adds no entry,
-    /// which would otherwise never be forgotten. The latest `max_tasks`
-    /// of them, oldest first out (`early_order`).
+    /// Tasks whose `PERF_RECORD_EXIT` was drained: a `FORK` or `COMM` of
+    /// theirs drained later adds no entry, which would otherwise never be
+    /// forgotten. Each CPU has its own ring: a child's exit on one CPU can
+    /// be drained before its fork on its parent's CPU, or an exec's `COMM`
+    /// on the CPU it ran on before it migrated, and a loaded drain can lag
+    /// by several windows; this holds whether the task was known at its
+    /// exit or not. The latest `max_tasks` of them, oldest first out
+    /// (`early_order`); a tid reused by a new task within them goes
+    /// unnamed by records (the namer reads its name from procfs).
     exited_early: HashMap<u32, bool>,
     /// `exited_early`'s tids in the order they came.
     early_order: std::collections::VecDeque<u32>,
@@ -297,16 +300,21 @@ impl Aggregate {
             By::Thread => Some(u64::from(tid)),
             _ => None,
         };
-        if key.is_some_and(|k| self.sums.contains_key(&k)) {
+        let known = if key.is_some_and(|k| self.sums.contains_key(&k)) {
             // About one per key of the window: bounded with the sums.
             if self.exited.len() <= self.max_tasks {
                 self.exited.push(tid);
             }
+            true
         } else if self.comms.remove(&tid).is_some() | self.parents.remove(&tid).is_some() {
             self.forgotten.exited += 1;
-        } else if self.exited_early.insert(tid, false).is_none() {
-            // Not known yet: its fork or comm may still be in another
-            // CPU's ring.
+            true
+        } else {
+            false
+        };
+        // Its fork or a comm may still be in another CPU's ring. A task
+        // known at its exit is counted forgotten already (`seen`).
+        if self.exited_early.insert(tid, known).is_none() {
             self.early_order.push_back(tid);
             if self.early_order.len() > self.max_tasks {
                 if let Some(old) = self.early_order.pop_front() {
@@ -529,5 +537,33 @@ mod tests {
         // that the names read from procfs for them go too.
         add(&mut a, task(abi::RECORD_EXIT, 123));
         assert!(a.end_window().contains(&123));
+    }
+
+    /// A task known at its exit (its fork drained) whose exec `COMM`, on
+    /// the CPU it ran on before it migrated, is drained after the exit:
+    /// the late name adds no entry either, and the task is counted
+    /// forgotten once.
+    #[test]
+    fn a_comm_drained_after_the_exit_of_a_known_task_leaves_no_entry() {
+        let (fmt, task) = (task_format(), task_record);
+        let mut a = Aggregate::bounded(By::Process, 100);
+        let add = |a: &mut Aggregate, r: Vec<u8>| a.add(0, &decode(&r, &fmt).unwrap());
+        for t in 10..60u32 {
+            add(&mut a, task(abi::RECORD_FORK, t));
+        }
+        assert_eq!(a.tasks(), 50);
+        for t in 10..60u32 {
+            add(&mut a, task(abi::RECORD_EXIT, t));
+        }
+        a.end_window();
+        for t in 10..60u32 {
+            add(
+                &mut a,
+                encode::record(abi::RECORD_COMM, &encode::comm_body(t, t, "true")),
+            );
+        }
+        a.end_window();
+        assert_eq!(a.tasks(), 0);
+        assert_eq!(a.forgotten.exited, 50, "{:?}", a.forgotten);
     }
 }
