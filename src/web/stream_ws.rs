@@ -225,8 +225,66 @@ fn broke(e: &tokio_tungstenite::tungstenite::Error) -> Option<End> {
     Some(End::Broke(code, why))
 }
 
+/// Proof of reading: each ping carries this stream's random nonce and a
+/// sequence number, and a pong is a sign of life only when it echoes a
+/// ping sent and not yet answered. TCP delivers in order, so a viewer
+/// that echoes ping `k` has read every frame sent before it; one that
+/// never reads cannot echo (unsolicited pongs with anything else are
+/// ignored), and is dropped after [`liveness`], whatever the socket
+/// buffers on both sides could still hold (a viewer answering with
+/// unsolicited pongs and never reading used to keep its stream until the
+/// kernel's send buffer filled: minutes, and megabytes per viewer).
+#[derive(Debug)]
+struct Pings {
+    nonce: u64,
+    sent: u64,
+    answered: u64,
+}
+
+impl Pings {
+    fn new() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        // A randomly keyed SipHash of nothing: a random u64 per stream.
+        let nonce = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Pings {
+            nonce,
+            sent: 0,
+            answered: 0,
+        }
+    }
+
+    /// The next ping's payload: the nonce and the sequence, 16 bytes.
+    fn next(&mut self) -> Vec<u8> {
+        self.sent += 1;
+        let mut p = self.nonce.to_be_bytes().to_vec();
+        p.extend_from_slice(&self.sent.to_be_bytes());
+        p
+    }
+
+    /// Whether `pong` answers a ping sent and not answered yet.
+    fn answers(&mut self, pong: &[u8]) -> bool {
+        let (Some(n), Some(k)) = (pong.get(..8), pong.get(8..16)) else {
+            return false;
+        };
+        let (Ok(n), Ok(k)) = (<[u8; 8]>::try_from(n), <[u8; 8]>::try_from(k)) else {
+            return false;
+        };
+        let k = u64::from_be_bytes(k);
+        let ok = pong.len() == 16
+            && u64::from_be_bytes(n) == self.nonce
+            && k > self.answered
+            && k <= self.sent;
+        if ok {
+            self.answered = k;
+        }
+        ok
+    }
+}
+
 /// One viewer: frames of its interval, a ping each interval, and out when
-/// it falls behind or shows no sign of life for [`liveness`].
+/// it falls behind or has echoed no ping for [`liveness`] ([`Pings`]).
 async fn viewer<S>(st: Arc<State>, ws: WebSocketStream<S>, every: Duration, held: Held)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -242,6 +300,7 @@ where
     let mut ping = tokio::time::interval(every);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen = Instant::now();
+    let mut pings = Pings::new();
     let end = loop {
         let out: Message = tokio::select! {
             f = frames.recv() => match f {
@@ -253,9 +312,9 @@ where
             },
             _ = ping.tick() => {
                 if seen.elapsed() > limit {
-                    break End::TooSlow(format!("no answer for {}s", limit.as_secs()));
+                    break End::TooSlow(format!("no ping echoed for {}s", limit.as_secs()));
                 }
-                Message::Ping(Default::default())
+                Message::Ping(pings.next().into())
             }
             Ok(()) = web_changes.changed() => {
                 if st.login_holds(login.as_ref()) {
@@ -266,10 +325,14 @@ where
             m = rx.next() => match m {
                 Some(Ok(Message::Close(_))) | None => break End::Gone,
                 Some(Err(e)) => break broke(&e).unwrap_or(End::Gone),
-                Some(Ok(_)) => {
-                    seen = Instant::now();
+                Some(Ok(Message::Pong(p))) => {
+                    if pings.answers(&p) {
+                        seen = Instant::now();
+                    }
                     continue;
                 }
+                // Nothing else a viewer sends is a sign of having read.
+                Some(Ok(_)) => continue,
             },
         };
         match tokio::time::timeout(limit, tx.send(out)).await {
@@ -293,4 +356,36 @@ where
         reason: Utf8Bytes::from(why),
     }));
     let _ = tokio::time::timeout(Duration::from_secs(1), tx.send(close)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pings;
+
+    #[test]
+    fn only_an_echo_of_a_ping_sent_and_not_yet_answered_is_a_sign_of_life() {
+        let mut p = Pings::new();
+        // Nothing sent yet: nothing answers, not even the right nonce.
+        let mut early = p.nonce.to_be_bytes().to_vec();
+        early.extend_from_slice(&1u64.to_be_bytes());
+        assert!(!p.answers(&early));
+        let first = p.next();
+        let second = p.next();
+        assert!(!p.answers(b""), "an empty unsolicited pong");
+        assert!(!p.answers(b"any payload at all"));
+        let mut forged = first.clone();
+        forged[0] ^= 1;
+        assert!(!p.answers(&forged), "another nonce");
+        let mut long = second.clone();
+        long.push(0);
+        assert!(!p.answers(&long), "trailing bytes");
+        assert!(p.answers(&second));
+        // Answered already, or older than the last answer: not again.
+        assert!(!p.answers(&second));
+        assert!(!p.answers(&first));
+        let third = p.next();
+        assert!(p.answers(&third));
+        // Another stream's nonce differs.
+        assert_ne!(Pings::new().nonce, p.nonce);
+    }
 }
