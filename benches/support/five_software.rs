@@ -3,7 +3,7 @@
 //! smaller body `gzip` compresses.
 
 /// The config's YAML.
-pub const CONFIG: &str = "\
+pub(crate) const CONFIG: &str = "\
 # node_exporter 1.9's software profilers, per CPU.
 sets:
   - name: software

@@ -12,20 +12,20 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A benchmark error: what failed, for the exit message.
-pub type Error = Box<dyn std::error::Error>;
+pub(crate) type Error = Box<dyn std::error::Error>;
 
 /// Formats an error.
-pub fn err(msg: impl Into<String>) -> Error {
+pub(crate) fn err(msg: impl Into<String>) -> Error {
     msg.into().into()
 }
 
 /// A port nobody listens on right now.
-pub fn free_port() -> Result<u16, Error> {
+pub(crate) fn free_port() -> Result<u16, Error> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// A server process, killed on drop; its output goes to a log file.
-pub struct Server {
+pub(crate) struct Server {
     /// What it is (for messages).
     pub name: String,
     /// The child.
@@ -39,7 +39,12 @@ pub struct Server {
 impl Server {
     /// Starts `bin args...` (the args may contain `{port}`) and waits until
     /// `GET path` answers 200.
-    pub fn start(name: &str, bin: &Path, args: &[String], path: &str) -> Result<Self, Error> {
+    pub(crate) fn start(
+        name: &str,
+        bin: &Path,
+        args: &[String],
+        path: &str,
+    ) -> Result<Self, Error> {
         let port = free_port()?;
         let log = std::env::temp_dir().join(format!(
             "perf-exporter-bench-{}-{}.log",
@@ -88,12 +93,12 @@ impl Server {
     }
 
     /// The process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// The last lines of its log.
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let s = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = s.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
@@ -110,7 +115,7 @@ impl Drop for Server {
 
 /// A response.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Response {
+pub(crate) struct Response {
     /// HTTP status.
     pub status: u16,
     /// The body.
@@ -119,7 +124,7 @@ pub struct Response {
 
 /// One keep-alive HTTP/1.1 connection (as Prometheus keeps one per
 /// target).
-pub struct HttpConn {
+pub(crate) struct HttpConn {
     port: u16,
     reader: BufReader<TcpStream>,
     /// Extra request header lines, each ending in CRLF.
@@ -128,7 +133,7 @@ pub struct HttpConn {
 
 impl HttpConn {
     /// Connects to 127.0.0.1:`port`.
-    pub fn connect(port: u16) -> std::io::Result<Self> {
+    pub(crate) fn connect(port: u16) -> std::io::Result<Self> {
         let s = TcpStream::connect(("127.0.0.1", port))?;
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(Duration::from_secs(30)))?;
@@ -142,13 +147,13 @@ impl HttpConn {
     /// Every request asks for gzip (`Accept-Encoding: gzip`, as
     /// Prometheus does); bodies are returned as sent.
     #[allow(dead_code)] // not every benchmark asks
-    pub fn accept_gzip(mut self) -> Self {
+    pub(crate) fn accept_gzip(mut self) -> Self {
         self.headers.push_str("Accept-Encoding: gzip\r\n");
         self
     }
 
     /// `GET path`, reading the whole body (Content-Length or chunked).
-    pub fn get(&mut self, path: &str) -> std::io::Result<Response> {
+    pub(crate) fn get(&mut self, path: &str) -> std::io::Result<Response> {
         let req = format!(
             "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAccept: text/plain;version=0.0.4\r\n{}Connection: keep-alive\r\n\r\n",
             self.port, self.headers
@@ -211,7 +216,7 @@ impl HttpConn {
 
 /// user+sys CPU time of a whole process (every thread, dead ones too), in
 /// seconds, from `/proc/<pid>/stat` (clock-tick resolution).
-pub fn stat_cpu_seconds(pid: u32) -> Result<f64, Error> {
+pub(crate) fn stat_cpu_seconds(pid: u32) -> Result<f64, Error> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the parenthesised command name; utime and stime are
     // fields 14 and 15 of the line.
@@ -233,7 +238,7 @@ fn clk_tck() -> u64 {
 /// CPU time of a process's live threads in seconds, from
 /// `/proc/<pid>/task/*/schedstat` (nanosecond resolution, updated at each
 /// context switch and tick).
-pub fn schedstat_cpu_seconds(pid: u32) -> Result<f64, Error> {
+pub(crate) fn schedstat_cpu_seconds(pid: u32) -> Result<f64, Error> {
     let mut ns = 0u64;
     for e in std::fs::read_dir(format!("/proc/{pid}/task"))? {
         let p = e?.path().join("schedstat");
@@ -249,7 +254,7 @@ pub fn schedstat_cpu_seconds(pid: u32) -> Result<f64, Error> {
 }
 
 /// A `/proc/<pid>/status` field in KiB (`VmHWM`: peak RSS, `VmRSS`).
-pub fn status_kib(pid: u32, field: &str) -> Result<u64, Error> {
+pub(crate) fn status_kib(pid: u32, field: &str) -> Result<u64, Error> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     s.lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
@@ -258,7 +263,7 @@ pub fn status_kib(pid: u32, field: &str) -> Result<u64, Error> {
 }
 
 /// The `q` quantile (0..=1) of `xs`, nearest rank.
-pub fn quantile(xs: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(xs: &[f64], q: f64) -> f64 {
     if xs.is_empty() {
         return f64::NAN;
     }
@@ -270,7 +275,7 @@ pub fn quantile(xs: &[f64], q: f64) -> f64 {
 
 /// Where a traced syscall belongs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SyscallClass {
+pub(crate) enum SyscallClass {
     /// `read` of a perf event fd.
     PerfRead,
     /// Other syscalls on perf event fds (ioctl, ...).
@@ -287,7 +292,7 @@ pub enum SyscallClass {
 
 impl SyscallClass {
     /// Every class, in report order.
-    pub const ALL: [SyscallClass; 6] = [
+    pub(crate) const ALL: [SyscallClass; 6] = [
         SyscallClass::PerfRead,
         SyscallClass::PerfOther,
         SyscallClass::Socket,
@@ -297,7 +302,7 @@ impl SyscallClass {
     ];
 
     /// A short name.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             SyscallClass::PerfRead => "perf read",
             SyscallClass::PerfOther => "perf other",
@@ -312,7 +317,7 @@ impl SyscallClass {
 /// One syscall from `strace -f -ttt -y` output: its time, name and class;
 /// `None` for lines that are not a syscall's start (resumptions, signals,
 /// exits).
-pub fn parse_strace_line(line: &str) -> Option<(f64, String, SyscallClass)> {
+pub(crate) fn parse_strace_line(line: &str) -> Option<(f64, String, SyscallClass)> {
     // With -f -o FILE every line starts with the thread id, padded to
     // five columns (`1355  1700000000.5 read(...`).
     let (first, rest) = line.trim_start().split_once(' ')?;
@@ -365,7 +370,7 @@ pub fn parse_strace_line(line: &str) -> Option<(f64, String, SyscallClass)> {
 }
 
 /// Wall-clock seconds since the epoch (strace's `-ttt` clock).
-pub fn epoch_now() -> f64 {
+pub(crate) fn epoch_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -373,7 +378,7 @@ pub fn epoch_now() -> f64 {
 }
 
 /// Whether every thread of `pid` is being traced.
-pub fn all_threads_traced(pid: u32) -> bool {
+pub(crate) fn all_threads_traced(pid: u32) -> bool {
     let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return false;
     };
@@ -398,7 +403,7 @@ pub fn all_threads_traced(pid: u32) -> bool {
 /// Syscalls of `pid` while `work` runs: strace is attached to every thread
 /// first, only syscalls that start inside the window of `work` are kept.
 /// Returns `(name, class)` of each.
-pub fn trace_syscalls(
+pub(crate) fn trace_syscalls(
     strace: &Path,
     pid: u32,
     work: &mut dyn FnMut() -> Result<(), Error>,
@@ -462,14 +467,14 @@ pub fn trace_syscalls(
 }
 
 /// Reads an argument value: `--name value`.
-pub fn arg_value(args: &[String], name: &str) -> Option<String> {
+pub(crate) fn arg_value(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
 }
 
 /// Today's date and the machine, for the report header.
-pub fn machine() -> String {
+pub(crate) fn machine() -> String {
     let sh = |c: &str| {
         Command::new("sh")
             .args(["-c", c])

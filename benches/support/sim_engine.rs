@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// The simulated kernel and an engine counting the default config on it.
-pub fn sim_engine(root: &Path) -> (Arc<SimKernel>, Engine) {
+pub(crate) fn sim_engine(root: &Path) -> (Arc<SimKernel>, Engine) {
     let table = PmuTable::discover(root).expect("sysfs tree");
     let k = Arc::new(SimKernel::with_manual_clock(table.clone()));
     let cfg = Config::default_config();

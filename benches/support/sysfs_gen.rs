@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 /// The shape of the generated machine.
 #[derive(Debug, Clone, Copy)]
-pub struct Shape {
+pub(crate) struct Shape {
     /// Online CPUs.
     pub cpus: u32,
     /// Packages.
@@ -32,14 +32,14 @@ pub struct Shape {
 }
 
 /// 512 CPUs, 2 sockets, 8 memory controllers per socket.
-pub const SHAPE_512: Shape = Shape {
+pub(crate) const SHAPE_512: Shape = Shape {
     cpus: 512,
     sockets: 2,
     imcs_per_socket: 8,
 };
 
 /// The fixture the PMUs come from.
-pub fn skx_fixture() -> PathBuf {
+pub(crate) fn skx_fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx")
 }
 
@@ -58,7 +58,7 @@ fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
 }
 
 /// Writes the tree under `root` (which must exist and be empty).
-pub fn generate(root: &Path, shape: Shape) -> io::Result<()> {
+pub(crate) fn generate(root: &Path, shape: Shape) -> io::Result<()> {
     if shape.cpus == 0 || shape.sockets == 0 || !shape.cpus.is_multiple_of(shape.sockets) {
         return Err(io::Error::other(format!("bad shape {shape:?}")));
     }

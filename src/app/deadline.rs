@@ -9,7 +9,7 @@
 //! hung cannot pile up threads, at most [`MAX_BLOCKED`] may be left behind
 //! at once; while that many are, a reload is refused at once.
 
-pub use crate::bounded::watch::ReadTimeout;
+pub(super) use crate::bounded::watch::ReadTimeout;
 use crate::bounded::watch::{self, Watch};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
@@ -17,12 +17,12 @@ use std::time::Duration;
 
 /// Helper threads left blocked in a read at most; then loads are refused
 /// until one returns.
-pub const MAX_BLOCKED: usize = 4;
+pub(super) const MAX_BLOCKED: usize = 4;
 
 /// Runs loads on helper threads, waiting for each at most its timeout
 /// without progress.
 #[derive(Debug, Clone)]
-pub struct Deadline {
+pub(super) struct Deadline {
     limit: Duration,
     /// Helper threads still running (at the start of a load: those left
     /// behind).
@@ -41,7 +41,7 @@ impl Drop for Running {
 
 impl Deadline {
     /// Gives up after `limit` without progress.
-    pub fn new(limit: Duration) -> Self {
+    pub(super) fn new(limit: Duration) -> Self {
         Deadline {
             limit,
             running: Arc::new(AtomicUsize::new(0)),
@@ -51,7 +51,7 @@ impl Deadline {
 
     /// Runs `f` on a helper thread named `what` and returns its result, or
     /// gives up when it stalls for longer than the limit.
-    pub fn run<T, E>(
+    pub(super) fn run<T, E>(
         &self,
         what: &str,
         f: impl FnOnce() -> Result<T, E> + Send + 'static,

@@ -59,7 +59,7 @@ impl HostSettings {
 }
 
 /// The discovered host.
-pub struct Host {
+pub(super) struct Host {
     /// The PMU table.
     pub table: PmuTable,
     /// Where tracefs is.
@@ -80,7 +80,7 @@ impl std::fmt::Debug for Host {
 
 impl Host {
     /// Discovers the PMUs and picks the kernel.
-    pub fn open(s: &HostSettings) -> Result<Host, AppError> {
+    pub(super) fn open(s: &HostSettings) -> Result<Host, AppError> {
         Host::open_with(s, None)
     }
 
@@ -90,7 +90,7 @@ impl Host {
     /// (`check --simulate` shows what the real host's budget would be;
     /// `serve --simulate` keeps an unbounded PMU, which never
     /// multiplexes).
-    pub fn open_with(
+    pub(super) fn open_with(
         s: &HostSettings,
         usual: Option<&crate::pmu::virt::HostFacts>,
     ) -> Result<Host, AppError> {

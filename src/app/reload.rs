@@ -160,7 +160,7 @@ pub(super) struct Guard {
 }
 
 impl Guard {
-    pub fn of(w: &WebConfig) -> Guard {
+    pub(super) fn of(w: &WebConfig) -> Guard {
         Guard {
             tls: w.tls.is_some(),
             auth: !w.users.is_empty(),
@@ -191,7 +191,7 @@ pub(super) struct Job {
 
 impl Job {
     /// One reload: logs the outcome and records it for the self-metrics.
-    pub fn run(&mut self) -> Reloaded {
+    pub(super) fn run(&mut self) -> Reloaded {
         let out = self.try_reload();
         self.state.record_reload(out.is_ok());
         match &out {
@@ -351,7 +351,9 @@ pub(super) struct Reloader {
 impl Reloader {
     /// Starts the reload thread, which runs `work` for each (coalesced)
     /// request.
-    pub fn start(mut work: impl FnMut() -> Reloaded + Send + 'static) -> std::io::Result<Reloader> {
+    pub(super) fn start(
+        mut work: impl FnMut() -> Reloaded + Send + 'static,
+    ) -> std::io::Result<Reloader> {
         let (done, _) = watch::channel(Outcome {
             generation: 0,
             result: Ok(String::new()),
@@ -396,7 +398,7 @@ impl Reloader {
     }
 
     /// Asks for a reload and does not wait for it (SIGHUP).
-    pub fn request_detached(&self) {
+    pub(super) fn request_detached(&self) {
         drop(self.request());
     }
 }

@@ -14,7 +14,7 @@
 
 /// Names (exact) and prefixes (ending in `_`) of the exporter's own
 /// metrics.
-pub const RESERVED: &[&str] = &[
+pub(super) const RESERVED: &[&str] = &[
     "perf_event_available",
     "perf_event_paranoid",
     "perf_read_errors_total",
@@ -37,7 +37,7 @@ pub const RESERVED: &[&str] = &[
 /// The longest metric name accepted, in bytes. Prometheus sets no limit,
 /// but a name is repeated in every sample of every scrape, and the text
 /// reports align on it.
-pub const MAX_NAME_LEN: usize = 200;
+pub(super) const MAX_NAME_LEN: usize = 200;
 
 /// Whether `s` has Prometheus's metric-name syntax.
 pub fn valid_syntax(s: &str) -> bool {
@@ -47,13 +47,13 @@ pub fn valid_syntax(s: &str) -> bool {
 }
 
 /// The family a name belongs to in OpenMetrics: without `_total`.
-pub fn family(name: &str) -> &str {
+pub(super) fn family(name: &str) -> &str {
     name.strip_suffix("_total").unwrap_or(name)
 }
 
 /// Checks one name; the error is the reason and, where there is one, the
 /// name to use instead.
-pub fn check(name: &str, gauge: bool) -> Result<(), String> {
+pub(super) fn check(name: &str, gauge: bool) -> Result<(), String> {
     if name.len() > MAX_NAME_LEN {
         let head: String = name.chars().take(32).collect();
         return Err(format!(

@@ -54,7 +54,7 @@ pub(super) enum RawEventField {
 }
 
 impl RawEventField {
-    pub fn into_vec(self) -> Vec<RawAlternative> {
+    pub(super) fn into_vec(self) -> Vec<RawAlternative> {
         match self {
             RawEventField::One(a) => vec![a],
             RawEventField::Chain(v) => v,

@@ -36,11 +36,11 @@ use std::path::PathBuf;
 /// kernel's clock, so a scrape every second pays for it once in ten, and
 /// the window is long enough for `/proc/stat`'s 10 ms ticks to be exact
 /// to 0.1%.
-pub const CHECK_EVERY_NS: u64 = 10_000_000_000;
+pub(super) const CHECK_EVERY_NS: u64 = 10_000_000_000;
 
 /// The running share below which a multiplexed estimate is not compared
 /// with an upper bound.
-pub const MIN_RUNNING_SHARE: f64 = 0.5;
+pub(super) const MIN_RUNNING_SHARE: f64 = 0.5;
 
 /// The busy share of a window below which near-zero counts are not
 /// judged.

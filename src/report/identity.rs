@@ -46,7 +46,7 @@ impl CheckIdentity {
 
 /// The text lines (before the metric table): one per core PMU, none
 /// without one.
-pub fn identity_text(ids: &[CheckIdentity]) -> String {
+pub(super) fn identity_text(ids: &[CheckIdentity]) -> String {
     let mut s = String::new();
     if ids.is_empty() {
         return s;

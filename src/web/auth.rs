@@ -35,7 +35,7 @@ const FAILURE_MAX: usize = 1024;
 
 /// Credentials from an `Authorization: Basic ...` header.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Credentials {
+pub(super) struct Credentials {
     /// The user.
     pub user: String,
     /// The password.
@@ -52,7 +52,7 @@ impl std::fmt::Debug for Credentials {
 
 /// Parses an `Authorization` header value of the Basic scheme; `None`
 /// for any other scheme or a malformed value.
-pub fn parse_basic(header: &str) -> Option<Credentials> {
+pub(super) fn parse_basic(header: &str) -> Option<Credentials> {
     let (scheme, rest) = header.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;
@@ -70,7 +70,7 @@ pub fn parse_basic(header: &str) -> Option<Credentials> {
 
 /// The users of a web config and the verification cache.
 #[derive(Debug)]
-pub struct BasicAuth {
+pub(super) struct BasicAuth {
     users: BTreeMap<String, String>,
     cache: Mutex<Verdicts>,
     /// One bcrypt at a time (it is CPU-bound).
@@ -118,7 +118,7 @@ impl Verdicts {
 
 impl BasicAuth {
     /// Auth for `users` (user -> bcrypt hash); `None` when there are none.
-    pub fn new(users: &BTreeMap<String, String>) -> Option<Self> {
+    pub(super) fn new(users: &BTreeMap<String, String>) -> Option<Self> {
         if users.is_empty() {
             return None;
         }
@@ -150,13 +150,13 @@ impl BasicAuth {
 
     /// The cached verdict for these credentials, if any (cheap: call it
     /// on the async thread before [`verify`](Self::verify)).
-    pub fn cached(&self, c: &Credentials) -> Option<bool> {
+    pub(super) fn cached(&self, c: &Credentials) -> Option<bool> {
         lock(&self.cache).get(&self.key(c))
     }
 
     /// Verifies with bcrypt and caches the verdict. Blocking and slow:
     /// run it off the async thread.
-    pub fn verify(&self, c: &Credentials) -> bool {
+    pub(super) fn verify(&self, c: &Credentials) -> bool {
         let key = self.key(c);
         if let Some(v) = lock(&self.cache).get(&key) {
             return v;
@@ -178,20 +178,20 @@ impl BasicAuth {
 }
 
 /// Failed logins a client may make before it is backed off.
-pub const FREE_FAILURES: u32 = 5;
+pub(super) const FREE_FAILURES: u32 = 5;
 /// The first back-off, doubled by each further failure.
 const FIRST_DELAY: Duration = Duration::from_secs(1);
 /// The longest back-off.
-pub const MAX_DELAY: Duration = Duration::from_secs(60);
+pub(super) const MAX_DELAY: Duration = Duration::from_secs(60);
 /// A client's failures are forgotten after this long without one.
 const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
 /// Clients tracked at most (about 64 bytes each).
-pub const CLIENTS_MAX: usize = 4096;
+pub(super) const CLIENTS_MAX: usize = 4096;
 
 /// Per-client back-off after failed logins, keyed by the client's address
 /// (an IPv6 client by its /64, which one host usually holds whole).
 #[derive(Debug, Default)]
-pub struct Backoff {
+pub(super) struct Backoff {
     clients: Mutex<Clients>,
 }
 
@@ -252,7 +252,7 @@ fn client_key(ip: IpAddr) -> IpAddr {
 
 impl Backoff {
     /// How long `ip` must still wait, if it is backed off.
-    pub fn retry_after(&self, ip: IpAddr) -> Option<Duration> {
+    pub(super) fn retry_after(&self, ip: IpAddr) -> Option<Duration> {
         self.retry_after_at(ip, Instant::now())
     }
 
@@ -263,7 +263,7 @@ impl Backoff {
     }
 
     /// Records a failed login from `ip`.
-    pub fn failed(&self, ip: IpAddr) {
+    pub(super) fn failed(&self, ip: IpAddr) {
         self.failed_at(ip, Instant::now());
     }
 
@@ -284,7 +284,7 @@ impl Backoff {
     /// Refuses `ip` for `wait` (unless it already is for longer), without
     /// counting a failure: it was told to come back later (`Retry-After`)
     /// because its credentials could not be verified yet.
-    pub fn told_to_wait(&self, ip: IpAddr, wait: Duration) {
+    pub(super) fn told_to_wait(&self, ip: IpAddr, wait: Duration) {
         self.told_to_wait_at(ip, wait, Instant::now());
     }
 
@@ -296,7 +296,7 @@ impl Backoff {
     }
 
     /// Forgets `ip`'s failures after a successful login.
-    pub fn succeeded(&self, ip: IpAddr) {
+    pub(super) fn succeeded(&self, ip: IpAddr) {
         lock(&self.clients).by_addr.remove(&client_key(ip));
     }
 }
@@ -304,7 +304,7 @@ impl Backoff {
 /// `rate_limit`: a token bucket holding up to `burst` requests, refilled
 /// by one every `interval`.
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(super) struct RateLimiter {
     interval: Duration,
     burst: f64,
     state: Mutex<(f64, Instant)>,
@@ -312,7 +312,7 @@ pub struct RateLimiter {
 
 impl RateLimiter {
     /// A full bucket.
-    pub fn new(interval: Duration, burst: u32) -> Self {
+    pub(super) fn new(interval: Duration, burst: u32) -> Self {
         RateLimiter {
             interval,
             burst: f64::from(burst),
@@ -321,7 +321,7 @@ impl RateLimiter {
     }
 
     /// Takes a token if there is one.
-    pub fn allow(&self) -> bool {
+    pub(super) fn allow(&self) -> bool {
         let mut s = lock(&self.state);
         let now = Instant::now();
         let refill = now.duration_since(s.1).as_secs_f64() / self.interval.as_secs_f64().max(1e-9);

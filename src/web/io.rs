@@ -16,7 +16,7 @@ use tokio::sync::OwnedSemaphorePermit;
 /// A stream whose writes fail with `TimedOut` when one stays blocked
 /// (the peer not reading) for longer than `limit`.
 #[derive(Debug)]
-pub struct StallTimeout<S> {
+pub(super) struct StallTimeout<S> {
     inner: S,
     limit: Duration,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -24,7 +24,7 @@ pub struct StallTimeout<S> {
 
 impl<S> StallTimeout<S> {
     /// Wraps `inner`.
-    pub fn new(inner: S, limit: Duration) -> Self {
+    pub(super) fn new(inner: S, limit: Duration) -> Self {
         StallTimeout {
             inner,
             limit,
@@ -108,14 +108,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for StallTimeout<S> {
 /// A whole response body, optionally holding a `--web.max-requests` slot
 /// that is released when the body has been handed over (or dropped).
 #[derive(Debug, Default)]
-pub struct Body {
+pub(super) struct Body {
     data: Option<Bytes>,
     permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Body {
     /// A body of `data`.
-    pub fn new(data: impl Into<Bytes>) -> Self {
+    pub(super) fn new(data: impl Into<Bytes>) -> Self {
         let data: Bytes = data.into();
         Body {
             data: (!data.is_empty()).then_some(data),
@@ -124,7 +124,7 @@ impl Body {
     }
 
     /// Holds `permit` until the body is sent.
-    pub fn holding(mut self, permit: Option<OwnedSemaphorePermit>) -> Self {
+    pub(super) fn holding(mut self, permit: Option<OwnedSemaphorePermit>) -> Self {
         self.permit = permit;
         self
     }

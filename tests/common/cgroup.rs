@@ -28,7 +28,7 @@ macro_rules! software_set {
 
 /// The `cgroups:` section `yaml` (its indented lines) of a config with
 /// one software set, validated.
-pub fn section(yaml: &str) -> CgroupsConfig {
+pub(crate) fn section(yaml: &str) -> CgroupsConfig {
     let text = format!(
         "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{yaml}"
     );
@@ -38,7 +38,7 @@ pub fn section(yaml: &str) -> CgroupsConfig {
 /// Removes a directory tree of cgroups (or plain directories), deepest
 /// first. Removing a cgroup fails while a dying task is still attached:
 /// polls up to 10 s, then says what it could not remove.
-pub fn remove_tree(path: &Path) {
+pub(crate) fn remove_tree(path: &Path) {
     if let Ok(rd) = std::fs::read_dir(path) {
         for e in rd.flatten() {
             if e.file_type().is_ok_and(|t| t.is_dir()) {
@@ -58,14 +58,14 @@ pub fn remove_tree(path: &Path) {
 
 /// A directory of cgroups under this machine's cgroup2 root, named
 /// `<prefix>-<pid>-<tag>`, removed with everything below it on drop.
-pub struct CgroupTree {
+pub(crate) struct CgroupTree {
     /// The directory.
     pub top: PathBuf,
 }
 
 impl CgroupTree {
     /// Creates `<cgroup2 root>/<prefix>-<pid>-<tag>`.
-    pub fn new(prefix: &str, tag: &str) -> CgroupTree {
+    pub(crate) fn new(prefix: &str, tag: &str) -> CgroupTree {
         let root = find_root(Path::new("/proc"), None).expect("this machine has cgroup2");
         assert_eq!(root.hierarchy, Hierarchy::V2);
         let top = root
@@ -76,7 +76,7 @@ impl CgroupTree {
     }
 
     /// Creates `rel` (and its parents) below the top.
-    pub fn mkdir(&self, rel: &str) {
+    pub(crate) fn mkdir(&self, rel: &str) {
         std::fs::create_dir_all(self.top.join(rel)).unwrap();
     }
 }
@@ -91,10 +91,10 @@ impl Drop for CgroupTree {
 /// live per-cgroup tests compare with `cpu.stat` and a known workload.
 /// (`tests/configs/cgroup_clocks.yaml`; by a path relative to this file,
 /// which `benches/cgroup_scan.rs` includes too.)
-pub const CLOCKS_YAML: &str = include_str!("../configs/cgroup_clocks.yaml");
+pub(crate) const CLOCKS_YAML: &str = include_str!("../configs/cgroup_clocks.yaml");
 
 /// A python loop busy `duty` of every 10 ms, sleeping the rest.
-pub fn burner(duty: f64) -> String {
+pub(crate) fn burner(duty: f64) -> String {
     format!(
         "import time\nb={duty}*0.01\nwhile True:\n t=time.perf_counter()\n while time.perf_counter()-t<b: pass\n time.sleep(0.01-b)\n"
     )
@@ -102,7 +102,7 @@ pub fn burner(duty: f64) -> String {
 
 /// Starts `python3 -c script` in the cgroup `dir` (its shell joins the
 /// cgroup, then execs python), with its standard output piped.
-pub fn python_in(dir: &Path, script: &str) -> std::process::Child {
+pub(crate) fn python_in(dir: &Path, script: &str) -> std::process::Child {
     std::process::Command::new("sh")
         .arg("-c")
         .arg("echo $$ > \"$1\" && exec /usr/bin/python3 -c \"$2\"")
@@ -115,7 +115,7 @@ pub fn python_in(dir: &Path, script: &str) -> std::process::Child {
 }
 
 /// `usage_usec` of a cgroup's `cpu.stat`.
-pub fn usage_usec(dir: &Path) -> u64 {
+pub(crate) fn usage_usec(dir: &Path) -> u64 {
     let s = std::fs::read_to_string(dir.join("cpu.stat")).expect("cpu.stat");
     s.lines()
         .find_map(|l| l.strip_prefix("usage_usec "))
@@ -124,7 +124,7 @@ pub fn usage_usec(dir: &Path) -> u64 {
 }
 
 /// The value of `family`'s series with `cgroup="<cgroup>"`.
-pub fn cgroup_value(
+pub(crate) fn cgroup_value(
     s: &perf_exporter::snapshot::Snapshot,
     family: &str,
     cgroup: &str,

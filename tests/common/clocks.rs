@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 /// A measured read with the reference clocks read just before and just
 /// after it.
 #[derive(Debug, Clone)]
-pub struct Bracket<T> {
+pub(crate) struct Bracket<T> {
     /// The reference clocks just before the measured read.
     pub before: Vec<f64>,
     /// What the measured read returned.
@@ -40,7 +40,10 @@ pub struct Bracket<T> {
 
 /// Reads `reference` (one value per clock, e.g. one `cpu.stat` per
 /// cgroup), then `measure`, then `reference` again.
-pub fn bracket<T>(reference: impl Fn() -> Vec<f64>, measure: impl FnOnce() -> T) -> Bracket<T> {
+pub(crate) fn bracket<T>(
+    reference: impl Fn() -> Vec<f64>,
+    measure: impl FnOnce() -> T,
+) -> Bracket<T> {
     let t0 = Instant::now();
     let before = reference();
     let value = measure();
@@ -56,7 +59,7 @@ pub fn bracket<T>(reference: impl Fn() -> Vec<f64>, measure: impl FnOnce() -> T)
 impl<T> Bracket<T> {
     /// Reference clock `i`'s growth from this bracket to `end`, as the
     /// reads bound it.
-    pub fn growth<U>(&self, end: &Bracket<U>, i: usize) -> Span {
+    pub(crate) fn growth<U>(&self, end: &Bracket<U>, i: usize) -> Span {
         Span {
             lo: end.before[i] - self.after[i],
             hi: end.after[i] - self.before[i],
@@ -64,31 +67,31 @@ impl<T> Bracket<T> {
     }
 
     /// The larger of the two brackets' gaps.
-    pub fn max_gap<U>(&self, end: &Bracket<U>) -> Duration {
+    pub(crate) fn max_gap<U>(&self, end: &Bracket<U>) -> Duration {
         self.gap.max(end.gap)
     }
 }
 
 /// The least and the most a reference clock can have grown by.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Span {
+pub(crate) struct Span {
     pub lo: f64,
     pub hi: f64,
 }
 
 impl Span {
     /// A span of one value (a reference read once).
-    pub fn exact(v: f64) -> Span {
+    pub(crate) fn exact(v: f64) -> Span {
         Span { lo: v, hi: v }
     }
 
     /// Whether `ours` is within `tol` of the span.
-    pub fn agrees(&self, ours: f64, tol: f64) -> bool {
+    pub(crate) fn agrees(&self, ours: f64, tol: f64) -> bool {
         ours >= self.lo - tol && ours <= self.hi + tol
     }
 
     /// The middle of the span (for relative tolerances).
-    pub fn mid(&self) -> f64 {
+    pub(crate) fn mid(&self) -> f64 {
         (self.lo + self.hi) / 2.0
     }
 }
@@ -105,7 +108,7 @@ impl fmt::Display for Span {
 
 /// What one measurement of a clock comparison found.
 #[derive(Debug, Default)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// One line per comparison that failed (none: it agreed).
     pub failures: Vec<String>,
     /// The largest time between two reads that should have been
@@ -116,7 +119,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn new(gap: Duration) -> Outcome {
+    pub(crate) fn new(gap: Duration) -> Outcome {
         Outcome {
             failures: Vec::new(),
             gap,
@@ -125,7 +128,7 @@ impl Outcome {
     }
 
     /// Records a failed comparison unless `ok`.
-    pub fn check(&mut self, ok: bool, failure: impl FnOnce() -> String) {
+    pub(crate) fn check(&mut self, ok: bool, failure: impl FnOnce() -> String) {
         if !ok {
             self.failures.push(failure());
         }
@@ -133,7 +136,7 @@ impl Outcome {
 }
 
 /// `/proc/loadavg`, trimmed (or why it could not be read).
-pub fn loadavg() -> String {
+pub(crate) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|e| format!("unreadable: {e}"))
@@ -142,7 +145,11 @@ pub fn loadavg() -> String {
 /// Runs `measure` (given the attempt number, 1 or 2); when it fails with a
 /// gap above `large_gap`, measures once more; panics when it fails for
 /// good, with the failures, the gap and the load average.
-pub fn compare_clocks(what: &str, large_gap: Duration, mut measure: impl FnMut(u32) -> Outcome) {
+pub(crate) fn compare_clocks(
+    what: &str,
+    large_gap: Duration,
+    mut measure: impl FnMut(u32) -> Outcome,
+) {
     let s0 = steal_seconds();
     let mut first = measure(1);
     first.steal = steal_seconds() - s0;
@@ -179,7 +186,7 @@ const STEAL_ALLOWED: f64 = 0.01;
 /// Time the hypervisor took from this VM's CPUs so far (`steal` of
 /// `/proc/stat`'s `cpu` line, in USER_HZ ticks of 10 ms), in seconds; 0
 /// when unreadable.
-pub fn steal_seconds() -> f64 {
+pub(crate) fn steal_seconds() -> f64 {
     std::fs::read_to_string("/proc/stat")
         .ok()
         .and_then(|s| {

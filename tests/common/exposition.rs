@@ -13,7 +13,7 @@ fn name_ok(n: &str) -> bool {
 /// lines well formed and before their samples, sample names and labels
 /// valid, values numbers, no series twice, a final newline. Returns every
 /// series (`name{labels}`) with its value.
-pub fn parse_exposition(body: &str) -> Result<BTreeMap<String, f64>, String> {
+pub(crate) fn parse_exposition(body: &str) -> Result<BTreeMap<String, f64>, String> {
     if !body.ends_with('\n') {
         return Err("no final newline".into());
     }
@@ -127,12 +127,12 @@ fn check_labels(labels: &str, n: usize, line: &str) -> Result<(), String> {
 }
 
 /// The value of the only sample of `name` in a scrape (no labels).
-pub fn scalar(series: &BTreeMap<String, f64>, name: &str) -> Option<f64> {
+pub(crate) fn scalar(series: &BTreeMap<String, f64>, name: &str) -> Option<f64> {
     series.get(name).copied()
 }
 
 /// Samples of family `name`, by their `cpu` label.
-pub fn by_cpu(series: &BTreeMap<String, f64>, name: &str) -> BTreeMap<u32, f64> {
+pub(crate) fn by_cpu(series: &BTreeMap<String, f64>, name: &str) -> BTreeMap<u32, f64> {
     series
         .iter()
         .filter_map(|(k, v)| {

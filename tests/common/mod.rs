@@ -24,20 +24,22 @@
 //! subset of it.
 #![allow(dead_code, unused_imports)]
 
-pub mod cgroup;
-pub mod clocks;
-pub mod exposition;
-pub mod proc;
-pub mod tls;
-pub mod tmux;
+pub(crate) mod cgroup;
+pub(crate) mod clocks;
+pub(crate) mod exposition;
+pub(crate) mod proc;
+pub(crate) mod tls;
+pub(crate) mod tmux;
 
-pub use exposition::{by_cpu, parse_exposition, scalar};
-pub use proc::{world_executable_exporter, world_readable_file, Builder, KeepAlive, Proc, Reaped};
-pub use tls::{basic, tls_request, Pki};
+pub(crate) use exposition::{by_cpu, parse_exposition, scalar};
+pub(crate) use proc::{
+    world_executable_exporter, world_readable_file, Builder, KeepAlive, Proc, Reaped,
+};
+pub(crate) use tls::{basic, tls_request, Pki};
 
 /// Polls `f` every 10 ms until it holds or `limit` passes: whether it
 /// held (the caller asserts, with its own message).
-pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub(crate) fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + limit;
     loop {
         if f() {
@@ -52,7 +54,7 @@ pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 
 /// Polls `f` every 20 ms until it holds; panics after `limit`, naming
 /// `what`. (A test waits for an event this way, never with a fixed sleep.)
-pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+pub(crate) fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + limit;
     while !f() {
         assert!(
@@ -80,7 +82,7 @@ macro_rules! config {
 
 /// The path of `tests/configs/<name>.yaml` (for a process given a config
 /// file; [`config!`] gives the text).
-pub fn config_path(name: &str) -> PathBuf {
+pub(crate) fn config_path(name: &str) -> PathBuf {
     let p = repo_root()
         .join("tests/configs")
         .join(format!("{name}.yaml"));
@@ -100,7 +102,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// `cargo test --test ...` on one target directory) do not overlap either.
 /// A test that panicked while holding it does not stop the others (the
 /// mutex's poison is ignored; the kernel drops the `flock` with the file).
-pub fn serial() -> Serial {
+pub(crate) fn serial() -> Serial {
     let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     if std::env::var_os(SERIAL_HELD_ENV).is_some() {
         return Serial {
@@ -126,15 +128,15 @@ pub fn serial() -> Serial {
 /// Set for a test binary that a test holding [`serial`] runs as its child
 /// (the child's tests then take only their own mutex: the parent's `flock`
 /// would block them for ever).
-pub const SERIAL_HELD_ENV: &str = "PERF_EXPORTER_TEST_SERIAL_HELD";
+pub(crate) const SERIAL_HELD_ENV: &str = "PERF_EXPORTER_TEST_SERIAL_HELD";
 
 /// [`serial`]'s guard: both locks, released on drop (the file first).
-pub struct Serial {
+pub(crate) struct Serial {
     _file: Option<std::fs::File>,
     _guard: std::sync::MutexGuard<'static, ()>,
 }
 
-pub mod otlp;
+pub(crate) mod otlp;
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -146,18 +148,18 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// The `perf-exporter` binary cargo built for this test run.
-pub const EXPORTER: &str = env!("CARGO_BIN_EXE_perf-exporter");
+pub(crate) const EXPORTER: &str = env!("CARGO_BIN_EXE_perf-exporter");
 
 /// How long a server gets to answer `/-/ready`.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The crate root.
-pub fn repo_root() -> &'static Path {
+pub(crate) fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A sysfs fixture tree, by name (`intel-skx`, `amd-zen4`, ...).
-pub fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     let p = repo_root().join("tests/fixtures/sysfs").join(name);
     assert!(p.is_dir(), "sysfs fixture {} does not exist", p.display());
     p
@@ -165,7 +167,7 @@ pub fn fixture(name: &str) -> PathBuf {
 
 /// The names of every sysfs fixture tree, sorted.
 #[allow(dead_code)]
-pub fn fixture_names() -> Vec<String> {
+pub(crate) fn fixture_names() -> Vec<String> {
     let dir = repo_root().join("tests/fixtures/sysfs");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -182,7 +184,7 @@ pub fn fixture_names() -> Vec<String> {
 /// Reads `PERF_EXPORTER_TEST_<KEY>` (set by `scripts/test.sh`), else falls
 /// back to `<repo>/.cache/servers/root/usr/bin/<name>`; panics when neither
 /// names an existing file.
-pub fn server_binary(key: &str) -> PathBuf {
+pub(crate) fn server_binary(key: &str) -> PathBuf {
     let name = match key {
         "PROMETHEUS" => "prometheus",
         "PROMTOOL" => "promtool",
@@ -211,7 +213,7 @@ pub fn server_binary(key: &str) -> PathBuf {
 
 /// Panics unless this process may count system-wide (pid = -1):
 /// CAP_PERFMON, CAP_SYS_ADMIN or `kernel.perf_event_paranoid <= 0`.
-pub fn require_perf_privilege() {
+pub(crate) fn require_perf_privilege() {
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok());
@@ -233,7 +235,7 @@ pub fn require_perf_privilege() {
 }
 
 /// The online CPUs of this host (`/sys/devices/system/cpu/online`).
-pub fn online_cpus() -> Vec<u32> {
+pub(crate) fn online_cpus() -> Vec<u32> {
     let s = std::fs::read_to_string("/sys/devices/system/cpu/online")
         .expect("read /sys/devices/system/cpu/online");
     let mut v = Vec::new();
@@ -254,7 +256,7 @@ pub fn online_cpus() -> Vec<u32> {
 static PORTS: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
 /// A loopback port that was free a moment ago.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let mut used = PORTS.lock().unwrap_or_else(|p| p.into_inner());
     let used = used.get_or_insert_with(HashSet::new);
     loop {
@@ -268,7 +270,7 @@ pub fn free_port() -> u16 {
 
 /// Starts `perf-exporter <args>` on a free loopback port and waits until
 /// it is ready.
-pub fn exporter(args: &[&str]) -> Proc {
+pub(crate) fn exporter(args: &[&str]) -> Proc {
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     Proc::start(
         "perf-exporter",
@@ -279,7 +281,7 @@ pub fn exporter(args: &[&str]) -> Proc {
 }
 
 /// Starts `perf-exporter --simulate --path.sysfs <fixture>`.
-pub fn simulated_exporter(fixture_name: &str) -> Proc {
+pub(crate) fn simulated_exporter(fixture_name: &str) -> Proc {
     let f = fixture(fixture_name);
     let mut args = vec![
         "--simulate".to_string(),
@@ -293,7 +295,7 @@ pub fn simulated_exporter(fixture_name: &str) -> Proc {
 
 /// Starts `perf-exporter --simulate --path.sysfs <fixture>` with `extra`
 /// arguments after the fixture's.
-pub fn simulated_exporter_with(fixture_name: &str, extra: &[String]) -> Proc {
+pub(crate) fn simulated_exporter_with(fixture_name: &str, extra: &[String]) -> Proc {
     let mut args = vec![
         "--simulate".to_string(),
         "--path.sysfs".into(),
@@ -308,7 +310,7 @@ pub fn simulated_exporter_with(fixture_name: &str, extra: &[String]) -> Proc {
 /// Writes the embedded default config with every set at `per: cpu` (one
 /// series per CPU, as before issue 29) to `dir/per-cpu.yaml` and returns
 /// the `--config.file` arguments naming it.
-pub fn per_cpu_default_config(dir: &Path) -> Vec<String> {
+pub(crate) fn per_cpu_default_config(dir: &Path) -> Vec<String> {
     let text =
         std::fs::read_to_string(repo_root().join("config/default.yaml")).expect("default config");
     let mut out = String::new();
@@ -331,7 +333,7 @@ pub fn per_cpu_default_config(dir: &Path) -> Vec<String> {
 
 /// `tests/fixtures/procfs/<name>`: the fixture's procfs (`cpuinfo`), which
 /// may not exist (see [`fixture_procfs_args`]).
-pub fn fixture_procfs(name: &str) -> PathBuf {
+pub(crate) fn fixture_procfs(name: &str) -> PathBuf {
     repo_root().join("tests/fixtures/procfs").join(name)
 }
 
@@ -342,7 +344,7 @@ pub fn fixture_procfs(name: &str) -> PathBuf {
 /// procfs has no `self/mountinfo`, `--path.tracefs` of this host's tracefs
 /// as the exporter finds it without flags, so tracepoints resolve as they
 /// did before.
-pub fn fixture_procfs_args(name: &str) -> Vec<String> {
+pub(crate) fn fixture_procfs_args(name: &str) -> Vec<String> {
     let procfs = fixture_procfs(name);
     let mut args = vec![
         "--path.procfs".to_string(),
@@ -361,7 +363,7 @@ pub fn fixture_procfs_args(name: &str) -> Vec<String> {
 
 /// An HTTP response.
 #[derive(Debug, Clone)]
-pub struct Response {
+pub(crate) struct Response {
     /// Status code.
     pub status: u16,
     /// Header names (lower case) and values, in order.
@@ -375,7 +377,7 @@ pub struct Response {
 
 impl Response {
     /// The first header of that name (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
         self.headers
             .iter()
@@ -385,12 +387,12 @@ impl Response {
 }
 
 /// GET `http://addr/path`; panics when the request fails.
-pub fn get(addr: &str, path: &str) -> Response {
+pub(crate) fn get(addr: &str, path: &str) -> Response {
     http("GET", addr, path, &[], "")
 }
 
 /// One HTTP/1.1 request (`Connection: close`); panics when it fails.
-pub fn http(
+pub(crate) fn http(
     method: &str,
     addr: &str,
     path: &str,
@@ -402,7 +404,7 @@ pub fn http(
 }
 
 /// One HTTP/1.1 request over a fresh connection (`Connection: close`).
-pub fn try_request(
+pub(crate) fn try_request(
     method: &str,
     addr: &str,
     path: &str,
@@ -416,7 +418,7 @@ pub fn try_request(
 /// A connection to `addr` from the local address `source` (another
 /// loopback address such as 127.0.0.2 is another client to the server:
 /// Linux routes all of 127.0.0.0/8 to `lo`), for [`request_on`].
-pub fn connect_from(source: std::net::IpAddr, addr: &str) -> Result<TcpStream, String> {
+pub(crate) fn connect_from(source: std::net::IpAddr, addr: &str) -> Result<TcpStream, String> {
     let to: std::net::SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
@@ -438,7 +440,7 @@ pub fn connect_from(source: std::net::IpAddr, addr: &str) -> Result<TcpStream, S
 
 /// One request (`Connection: close`) on the connection `s`, and the
 /// whole response.
-pub fn request_on(
+pub(crate) fn request_on(
     mut s: TcpStream,
     method: &str,
     path: &str,
@@ -466,7 +468,7 @@ pub fn request_on(
 }
 
 /// Parses a raw HTTP/1.1 response (headers, then a body, de-chunked).
-pub fn parse_response(raw: &[u8]) -> Result<Response, String> {
+pub(crate) fn parse_response(raw: &[u8]) -> Result<Response, String> {
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -535,7 +537,7 @@ fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
 
 /// Runs `perf-exporter --log.level=warn args` to its end; returns (exit
 /// success, stdout, stderr).
-pub fn run_exporter(args: &[&str]) -> (bool, String, String) {
+pub(crate) fn run_exporter(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(EXPORTER)
         .arg("--log.level=warn")
         .args(args)
@@ -550,7 +552,7 @@ pub fn run_exporter(args: &[&str]) -> (bool, String, String) {
 
 /// Runs `program args` with `stdin` as its input; returns (exit success,
 /// stdout, stderr).
-pub fn run_with_stdin(program: &Path, args: &[&str], stdin: &str) -> (bool, String, String) {
+pub(crate) fn run_with_stdin(program: &Path, args: &[&str], stdin: &str) -> (bool, String, String) {
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::piped())
@@ -573,24 +575,24 @@ pub fn run_with_stdin(program: &Path, args: &[&str], stdin: &str) -> (bool, Stri
 }
 
 /// cpu1's hotplug switch.
-pub const CPU1_ONLINE: &str = "/sys/devices/system/cpu/cpu1/online";
+pub(crate) const CPU1_ONLINE: &str = "/sys/devices/system/cpu/cpu1/online";
 
 /// Takes cpu1 offline (`false`) or brings it back (`true`).
-pub fn set_cpu1(on: bool) -> std::io::Result<()> {
+pub(crate) fn set_cpu1(on: bool) -> std::io::Result<()> {
     std::fs::write(CPU1_ONLINE, if on { "1" } else { "0" })
 }
 
 /// The environment variable that opts out of the tests that take cpu1
 /// offline (`PERF_EXPORTER_TEST_NO_HOTPLUG=1`; CI does not set it).
-pub const NO_HOTPLUG_ENV: &str = "PERF_EXPORTER_TEST_NO_HOTPLUG";
+pub(crate) const NO_HOTPLUG_ENV: &str = "PERF_EXPORTER_TEST_NO_HOTPLUG";
 
 /// The marker that starts the notice of a hotplug test that did not run
 /// (scripts/test.sh counts these lines as skipped tests).
-pub const NO_HOTPLUG_NOTICE: &str = "HOTPLUG TEST NOT RUN";
+pub(crate) const NO_HOTPLUG_NOTICE: &str = "HOTPLUG TEST NOT RUN";
 
 /// Whether the hotplug tests are opted out of: `NO_HOTPLUG_ENV` set to
 /// anything but empty or `0`.
-pub fn hotplug_opted_out_by(value: Option<&str>) -> bool {
+pub(crate) fn hotplug_opted_out_by(value: Option<&str>) -> bool {
     value.is_some_and(|v| !v.trim().is_empty() && v.trim() != "0")
 }
 
@@ -600,7 +602,7 @@ pub fn hotplug_opted_out_by(value: Option<&str>) -> bool {
 /// stderr: the test harness captures only `eprintln!`, so a plain message
 /// would vanish with a passing test.
 #[must_use = "return from the test when this is true"]
-pub fn hotplug_opted_out(test: &str) -> bool {
+pub(crate) fn hotplug_opted_out(test: &str) -> bool {
     let value = std::env::var(NO_HOTPLUG_ENV).ok();
     if !hotplug_opted_out_by(value.as_deref()) {
         return false;
@@ -616,7 +618,7 @@ pub fn hotplug_opted_out(test: &str) -> bool {
 }
 
 /// Brings cpu1 back online when dropped, whatever happened.
-pub struct Cpu1Guard;
+pub(crate) struct Cpu1Guard;
 
 impl Drop for Cpu1Guard {
     fn drop(&mut self) {
@@ -634,7 +636,7 @@ impl Drop for Cpu1Guard {
 }
 
 /// Percent-encodes a query-string value (RFC 3986 unreserved kept).
-pub fn urlencode(s: &str) -> String {
+pub(crate) fn urlencode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
@@ -647,7 +649,7 @@ pub fn urlencode(s: &str) -> String {
 }
 
 /// `kernel.perf_event_paranoid`.
-pub fn paranoid() -> i32 {
+pub(crate) fn paranoid() -> i32 {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .expect("read /proc/sys/kernel/perf_event_paranoid")
         .trim()
@@ -656,7 +658,7 @@ pub fn paranoid() -> i32 {
 }
 
 /// Panics unless this test runs as root (it switches users, hotplugs).
-pub fn require_root() {
+pub(crate) fn require_root() {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
     let euid = status
         .lines()
@@ -670,7 +672,7 @@ pub fn require_root() {
 }
 
 /// Panics unless `tool` runs (`tool --version`).
-pub fn require_tool(tool: &str) {
+pub(crate) fn require_tool(tool: &str) {
     let ok = Command::new(tool)
         .arg("--version")
         .stdout(Stdio::null())
@@ -683,7 +685,7 @@ pub fn require_tool(tool: &str) {
 /// `serve --simulate` on the PMU-less fixture with the Kubernetes cgroup
 /// tree of `tests/fixtures/cgroup/kubernetes-systemd`, pods and
 /// containers counted.
-pub fn kubernetes_exporter() -> (Proc, tempfile::TempDir) {
+pub(crate) fn kubernetes_exporter() -> (Proc, tempfile::TempDir) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("k8s.yaml");
@@ -709,7 +711,7 @@ pub fn kubernetes_exporter() -> (Proc, tempfile::TempDir) {
 /// A connection to `addr` whose `GET /-/healthy` is not answered within
 /// half a second: over `--web.max-connections` it waits in the kernel's
 /// accept queue. Panics, saying `why`, when it is served.
-pub fn unserved_request(addr: &str, why: &str) -> TcpStream {
+pub(crate) fn unserved_request(addr: &str, why: &str) -> TcpStream {
     let mut s = TcpStream::connect(addr).expect("connect (the kernel accepts it)");
     s.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .expect("write");
@@ -722,7 +724,7 @@ pub fn unserved_request(addr: &str, why: &str) -> TcpStream {
 
 /// Asserts that the request of [`unserved_request`] is answered 200
 /// within `limit` (once a connection slot is free).
-pub fn served_within(s: &mut TcpStream, limit: Duration) {
+pub(crate) fn served_within(s: &mut TcpStream, limit: Duration) {
     s.set_read_timeout(Some(limit)).expect("timeout");
     let mut buf = [0u8; 512];
     let n = s.read(&mut buf).expect("served once a slot is free");

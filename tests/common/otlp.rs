@@ -7,7 +7,7 @@
 
 use super::EXPORTER;
 use super::{fixture, require_perf_privilege, server_binary, try_request, urlencode, Proc};
-pub use super::{wait_for, Pki};
+pub(crate) use super::{wait_for, Pki};
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
     MetricsService, MetricsServiceServer,
 };
@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// GET `path` on `addr`: status and body (an error as status 0).
-pub fn get_text(addr: &str, path: &str) -> (u16, String) {
+pub(crate) fn get_text(addr: &str, path: &str) -> (u16, String) {
     match try_request("GET", addr, path, &[("Accept", "text/plain")], "") {
         Ok(r) => (r.status, r.body),
         Err(e) => (0, e),
@@ -44,7 +44,7 @@ fn exporter_proc(args: &[&str], env: &[(&str, String)]) -> Proc {
 }
 
 /// `perf-exporter` with OTLP push.
-pub struct Exporter {
+pub(crate) struct Exporter {
     pub proc: Proc,
     /// The listener, unless `--otlp.only`.
     pub addr: Option<String>,
@@ -53,7 +53,7 @@ pub struct Exporter {
 impl Exporter {
     /// Starts the binary and waits until it answers `/-/ready` (or, with
     /// `--otlp.only`, until it logs its OTLP settings).
-    pub fn start(args: &[&str], env: &[(&str, String)]) -> Exporter {
+    pub(crate) fn start(args: &[&str], env: &[(&str, String)]) -> Exporter {
         let only = args.contains(&"--otlp.only");
         let mut proc = exporter_proc(args, env);
         let addr = proc.addr.clone();
@@ -73,7 +73,7 @@ impl Exporter {
     }
 
     /// One scrape of /metrics and how long it took.
-    pub fn scrape(&self) -> (String, Duration) {
+    pub(crate) fn scrape(&self) -> (String, Duration) {
         let addr = self.addr.as_ref().expect("a listener");
         let t0 = Instant::now();
         let (status, body) = get_text(addr, "/metrics");
@@ -82,19 +82,19 @@ impl Exporter {
     }
 
     /// `perf_otlp_exports_total{result}` from a scrape.
-    pub fn exports(&self) -> (f64, f64) {
+    pub(crate) fn exports(&self) -> (f64, f64) {
         exports_in(&self.scrape().0)
     }
 }
 
 /// The live exporter (root: it counts system-wide).
-pub fn live(args: &[&str], env: &[(&str, String)]) -> Exporter {
+pub(crate) fn live(args: &[&str], env: &[(&str, String)]) -> Exporter {
     require_perf_privilege();
     Exporter::start(args, env)
 }
 
 /// The exporter on the simulated Skylake-SP.
-pub fn simulated(args: &[&str], env: &[(&str, String)]) -> Exporter {
+pub(crate) fn simulated(args: &[&str], env: &[(&str, String)]) -> Exporter {
     let f = fixture("intel-skx");
     let mut a = vec![
         "--simulate",
@@ -106,7 +106,7 @@ pub fn simulated(args: &[&str], env: &[(&str, String)]) -> Exporter {
 }
 
 /// `perf-exporter` fails at start; returns its output.
-pub fn exporter_fails(args: &[&str], env: &[(&str, &str)]) -> String {
+pub(crate) fn exporter_fails(args: &[&str], env: &[(&str, &str)]) -> String {
     let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.to_string())).collect();
     let mut p = exporter_proc(args, &env);
     let st = p
@@ -117,7 +117,7 @@ pub fn exporter_fails(args: &[&str], env: &[(&str, &str)]) -> String {
 }
 
 /// `perf_otlp_exports_total{result}` in an exposition.
-pub fn exports_in(text: &str) -> (f64, f64) {
+pub(crate) fn exports_in(text: &str) -> (f64, f64) {
     let get = |r: &str| {
         let p = format!("perf_otlp_exports_total{{result=\"{r}\"}} ");
         text.lines()
@@ -131,7 +131,7 @@ pub fn exports_in(text: &str) -> (f64, f64) {
 
 /// VictoriaMetrics 1.112, which takes OTLP/HTTP at
 /// `/opentelemetry/v1/metrics`.
-pub struct Vm {
+pub(crate) struct Vm {
     pub proc: Proc,
     pub addr: String,
 }
@@ -139,7 +139,7 @@ pub struct Vm {
 impl Vm {
     /// Starts it with `extra` flags (`-tls` ones included) and waits until
     /// it is up.
-    pub fn start(extra: &[&str]) -> Vm {
+    pub(crate) fn start(extra: &[&str]) -> Vm {
         // The data directory is relative to the process' own temporary
         // working directory, which goes away with it.
         let tls = extra.contains(&"-tls");
@@ -168,7 +168,7 @@ impl Vm {
     }
 
     /// `/api/v1/query` (uncached): each series' labels and value.
-    pub fn query(&self, q: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+    pub(crate) fn query(&self, q: &str) -> Vec<(BTreeMap<String, String>, f64)> {
         let path = format!("/api/v1/query?nocache=1&query={}", urlencode(q));
         let (status, body) = get_text(&self.addr, &path);
         assert_eq!(status, 200, "{body}");
@@ -192,7 +192,7 @@ impl Vm {
     }
 
     /// Every metric name stored.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         let (status, body) = get_text(&self.addr, "/api/v1/label/__name__/values?nocache=1");
         assert_eq!(status, 200, "{body}");
         let v: Value = serde_json::from_str(&body).unwrap();
@@ -207,7 +207,7 @@ impl Vm {
 
 /// What the gRPC receiver saw of one export.
 #[derive(Debug, Clone)]
-pub struct Received {
+pub(crate) struct Received {
     /// The `x-test-token` metadata.
     pub token: Option<String>,
     /// The `grpc-encoding` metadata.
@@ -240,7 +240,7 @@ impl MetricsService for Sink {
 }
 
 /// A gRPC OTLP receiver on its own thread; stops when dropped.
-pub struct Receiver {
+pub(crate) struct Receiver {
     /// `127.0.0.1:PORT`.
     pub addr: String,
     sink: Sink,
@@ -250,7 +250,7 @@ pub struct Receiver {
 
 impl Receiver {
     /// Starts it, with TLS when given.
-    pub fn start(tls: Option<tonic::transport::ServerTlsConfig>) -> Receiver {
+    pub(crate) fn start(tls: Option<tonic::transport::ServerTlsConfig>) -> Receiver {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.set_nonblocking(true).unwrap();
         let addr = l.local_addr().unwrap().to_string();
@@ -289,7 +289,7 @@ impl Receiver {
     }
 
     /// Every export so far.
-    pub fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.sink.0.lock().unwrap().clone()
     }
 }
@@ -306,7 +306,7 @@ impl Drop for Receiver {
 }
 
 /// A string attribute's value.
-pub fn str_attr(attrs: &[KeyValue], k: &str) -> Option<String> {
+pub(crate) fn str_attr(attrs: &[KeyValue], k: &str) -> Option<String> {
     attrs
         .iter()
         .find(|a| a.key == k)
@@ -317,12 +317,15 @@ pub fn str_attr(attrs: &[KeyValue], k: &str) -> Option<String> {
 }
 
 /// The resource's attributes of a request.
-pub fn resource_of(r: &ExportMetricsServiceRequest) -> &[KeyValue] {
+pub(crate) fn resource_of(r: &ExportMetricsServiceRequest) -> &[KeyValue] {
     &r.resource_metrics[0].resource.as_ref().unwrap().attributes
 }
 
 /// A metric of a request, by name.
-pub fn find_metric<'a>(r: &'a ExportMetricsServiceRequest, name: &str) -> Option<&'a Metric> {
+pub(crate) fn find_metric<'a>(
+    r: &'a ExportMetricsServiceRequest,
+    name: &str,
+) -> Option<&'a Metric> {
     r.resource_metrics
         .iter()
         .flat_map(|rm| &rm.scope_metrics)
@@ -331,7 +334,7 @@ pub fn find_metric<'a>(r: &'a ExportMetricsServiceRequest, name: &str) -> Option
 }
 
 /// The points of a cumulative monotonic sum.
-pub fn sum_points(m: &Metric) -> &[NumberDataPoint] {
+pub(crate) fn sum_points(m: &Metric) -> &[NumberDataPoint] {
     let Some(metric::Data::Sum(s)) = &m.data else {
         panic!("{} is not a sum: {:?}", m.name, m.data)
     };
@@ -341,7 +344,7 @@ pub fn sum_points(m: &Metric) -> &[NumberDataPoint] {
 }
 
 /// A point's value.
-pub fn value_of(p: &NumberDataPoint) -> f64 {
+pub(crate) fn value_of(p: &NumberDataPoint) -> f64 {
     match p.value {
         Some(number_data_point::Value::AsDouble(d)) => d,
         Some(number_data_point::Value::AsInt(i)) => i as f64,
@@ -350,7 +353,7 @@ pub fn value_of(p: &NumberDataPoint) -> f64 {
 }
 
 /// A cumulative monotonic sum's values by `cpu`.
-pub fn sum_by_cpu(m: &Metric) -> BTreeMap<String, f64> {
+pub(crate) fn sum_by_cpu(m: &Metric) -> BTreeMap<String, f64> {
     sum_points(m)
         .iter()
         .map(|p| {

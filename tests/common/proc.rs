@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// A started process with its output in a log file. Killed on drop.
 #[derive(Debug)]
-pub struct Proc {
+pub(crate) struct Proc {
     /// What it is, for messages.
     pub name: String,
     /// `127.0.0.1:PORT` it was told to listen on (empty when it was given
@@ -36,7 +36,7 @@ pub struct Proc {
 /// variables (they would change what the exporter pushes), with `env`
 /// added.
 #[derive(Debug, Clone)]
-pub struct Builder {
+pub(crate) struct Builder {
     name: Option<String>,
     program: PathBuf,
     wrapper: Vec<OsString>,
@@ -48,47 +48,50 @@ pub struct Builder {
 
 impl Builder {
     /// Its name in messages (default: the wrapper and the program).
-    pub fn name(mut self, name: &str) -> Builder {
+    pub(crate) fn name(mut self, name: &str) -> Builder {
         self.name = Some(name.to_string());
         self
     }
 
     /// Runs it under `wrapper` (e.g. `setpriv ... --`, `prlimit ... --`).
-    pub fn wrapper<S: AsRef<OsStr>>(mut self, wrapper: impl IntoIterator<Item = S>) -> Builder {
+    pub(crate) fn wrapper<S: AsRef<OsStr>>(
+        mut self,
+        wrapper: impl IntoIterator<Item = S>,
+    ) -> Builder {
         self.wrapper
             .extend(wrapper.into_iter().map(|s| s.as_ref().to_owned()));
         self
     }
 
     /// Adds arguments.
-    pub fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Builder {
+    pub(crate) fn args<S: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = S>) -> Builder {
         self.args
             .extend(args.into_iter().map(|s| s.as_ref().to_owned()));
         self
     }
 
     /// Adds an environment variable.
-    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Builder {
+    pub(crate) fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Builder {
         self.env
             .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
         self
     }
 
     /// Appends `<flag>=127.0.0.1:PORT` on a free port ([`Proc::addr`]).
-    pub fn listen(mut self, flag: &str) -> Builder {
+    pub(crate) fn listen(mut self, flag: &str) -> Builder {
         self.listen = Some(flag.to_string());
         self
     }
 
     /// Runs it in its temporary directory (relative paths it writes go
     /// away with it).
-    pub fn in_own_dir(mut self) -> Builder {
+    pub(crate) fn in_own_dir(mut self) -> Builder {
         self.own_dir = true;
         self
     }
 
     /// Starts it; waits for nothing.
-    pub fn spawn(&self) -> Proc {
+    pub(crate) fn spawn(&self) -> Proc {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("output.log");
         let out = File::create(&log).expect("log file");
@@ -151,7 +154,7 @@ impl Builder {
     /// Retries on another port when the chosen one was taken meanwhile;
     /// panics with the process's output when it dies or is not ready
     /// within [`READY_TIMEOUT`].
-    pub fn start(mut self) -> Proc {
+    pub(crate) fn start(mut self) -> Proc {
         if self.listen.is_none() {
             self.listen = Some("--web.listen-address".into());
         }
@@ -199,7 +202,7 @@ impl Builder {
 
 impl Proc {
     /// How to start `program`.
-    pub fn builder(program: impl AsRef<Path>) -> Builder {
+    pub(crate) fn builder(program: impl AsRef<Path>) -> Builder {
         Builder {
             name: None,
             program: program.as_ref().to_owned(),
@@ -214,7 +217,7 @@ impl Proc {
     /// Runs `wrapper.. program args.. --web.listen-address=127.0.0.1:PORT`
     /// (`wrapper` is e.g. `setpriv ... --` or `prlimit ... --`, or empty);
     /// waits for nothing.
-    pub fn spawn(wrapper: &[&str], program: &Path, args: &[&str]) -> Proc {
+    pub(crate) fn spawn(wrapper: &[&str], program: &Path, args: &[&str]) -> Proc {
         Proc::builder(program)
             .wrapper(wrapper)
             .args(args)
@@ -223,22 +226,22 @@ impl Proc {
     }
 
     /// `perf-exporter args..` directly; waits for nothing.
-    pub fn exporter(args: &[&str]) -> Proc {
+    pub(crate) fn exporter(args: &[&str]) -> Proc {
         Proc::spawn(&[], Path::new(EXPORTER), args)
     }
 
     /// Everything it wrote so far.
-    pub fn output(&self) -> String {
+    pub(crate) fn output(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Whether it has exited (and how).
-    pub fn exited(&mut self) -> Option<ExitStatus> {
+    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
         if self.exited.is_none() {
             self.exited = self.child.try_wait().expect("try_wait");
         }
@@ -247,7 +250,7 @@ impl Proc {
 
     /// Waits until its output contains `needle`; panics with the output
     /// when it exits first or `timeout` passes.
-    pub fn wait_log(&mut self, needle: &str, timeout: Duration) {
+    pub(crate) fn wait_log(&mut self, needle: &str, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         loop {
             if self.output().contains(needle) {
@@ -271,7 +274,7 @@ impl Proc {
     }
 
     /// Waits until the plain-HTTP `/-/ready` answers 200.
-    pub fn wait_ready(&mut self) {
+    pub(crate) fn wait_ready(&mut self) {
         self.wait_log("counters open", Duration::from_secs(15));
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -294,7 +297,7 @@ impl Proc {
     }
 
     /// Waits for the exit, up to `timeout`.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+    pub(crate) fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(s) = self.exited() {
@@ -309,7 +312,7 @@ impl Proc {
 
     /// Sends SIGTERM and waits up to `limit` for the exit: the status and
     /// how long it took; panics (with the output) when it is still running.
-    pub fn terminate(&mut self, limit: Duration) -> (ExitStatus, Duration) {
+    pub(crate) fn terminate(&mut self, limit: Duration) -> (ExitStatus, Duration) {
         let t0 = Instant::now();
         self.signal("TERM");
         match self.wait_exit(limit) {
@@ -323,7 +326,7 @@ impl Proc {
     }
 
     /// Kills it (SIGKILL) and reaps it.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if self.exited.is_none() {
             let _ = self.child.kill();
             self.exited = self.child.wait().ok();
@@ -331,7 +334,7 @@ impl Proc {
     }
 
     /// Sends a signal by name (`HUP`, `TERM`) with kill(1).
-    pub fn signal(&self, sig: &str) {
+    pub(crate) fn signal(&self, sig: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{sig}"))
             .arg(self.pid().to_string())
@@ -342,7 +345,7 @@ impl Proc {
     }
 
     /// A plain-HTTP request; panics (with the output) when it fails.
-    pub fn request(
+    pub(crate) fn request(
         &self,
         method: &str,
         path: &str,
@@ -359,13 +362,13 @@ impl Proc {
     }
 
     /// GET over plain HTTP.
-    pub fn get(&self, path: &str) -> Response {
+    pub(crate) fn get(&self, path: &str) -> Response {
         self.request("GET", path, &[], "")
     }
 
     /// One scrape of `/metrics`, which must answer 200 with a valid
     /// exposition: every series and its value.
-    pub fn scrape(&self) -> BTreeMap<String, f64> {
+    pub(crate) fn scrape(&self) -> BTreeMap<String, f64> {
         let r = self.get("/metrics");
         assert_eq!(
             r.status,
@@ -380,7 +383,7 @@ impl Proc {
 
     /// Scrapes every 50 ms until `pred` holds: that scrape. Panics (with
     /// the last scrape and the output) after `limit`.
-    pub fn scrape_until(
+    pub(crate) fn scrape_until(
         &self,
         limit: Duration,
         what: &str,
@@ -403,12 +406,12 @@ impl Proc {
     }
 
     /// `http://127.0.0.1:PORT<path>`.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
     /// Panics (with the output) if the process has exited.
-    pub fn assert_running(&mut self) {
+    pub(crate) fn assert_running(&mut self) {
         if let Some(status) = self.exited() {
             panic!(
                 "{} exited with {status}; its output:\n{}",
@@ -420,7 +423,7 @@ impl Proc {
 
     /// Starts `program args.. <listen_flag>=127.0.0.1:PORT` on a free port
     /// and waits until `GET /-/ready` answers 200 ([`Builder::start`]).
-    pub fn start(name: &str, program: &Path, args: &[OsString], listen_flag: &str) -> Proc {
+    pub(crate) fn start(name: &str, program: &Path, args: &[OsString], listen_flag: &str) -> Proc {
         Proc::builder(program)
             .name(name)
             .args(args)
@@ -438,7 +441,7 @@ impl Drop for Proc {
 /// A child whose output the test reads itself (a workload, a browser):
 /// killed and reaped on drop.
 #[derive(Debug)]
-pub struct Reaped(pub Child);
+pub(crate) struct Reaped(pub Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {
@@ -448,14 +451,14 @@ impl Drop for Reaped {
 }
 
 /// A persistent HTTP/1.1 connection (keep-alive), for load.
-pub struct KeepAlive {
+pub(crate) struct KeepAlive {
     addr: String,
     reader: BufReader<TcpStream>,
 }
 
 impl KeepAlive {
     /// Connects.
-    pub fn connect(addr: &str) -> Result<KeepAlive, String> {
+    pub(crate) fn connect(addr: &str) -> Result<KeepAlive, String> {
         let s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
         let t = Some(Duration::from_secs(20));
         s.set_read_timeout(t).map_err(|e| e.to_string())?;
@@ -468,7 +471,7 @@ impl KeepAlive {
 
     /// Waits until the server closes the idle connection; how long that
     /// took, or `Err` when `limit` passes first.
-    pub fn closed_within(&mut self, limit: Duration) -> Result<Duration, String> {
+    pub(crate) fn closed_within(&mut self, limit: Duration) -> Result<Duration, String> {
         let start = Instant::now();
         let mut buf = [0u8; 256];
         let s = self.reader.get_mut();
@@ -491,7 +494,7 @@ impl KeepAlive {
 
     /// One request on the connection; the response must carry a
     /// Content-Length (this server always sends one).
-    pub fn get(&mut self, path: &str, headers: &[(&str, &str)]) -> Result<Response, String> {
+    pub(crate) fn get(&mut self, path: &str, headers: &[(&str, &str)]) -> Result<Response, String> {
         let mut req = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n", self.addr);
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));
@@ -538,7 +541,7 @@ impl KeepAlive {
 /// A copy of the exporter binary any user may run (0755, in a 0755 temp
 /// dir): the build tree under the repository may not be reachable for
 /// uid 65534.
-pub fn world_executable_exporter() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn world_executable_exporter() -> (tempfile::TempDir, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::Builder::new()
         .prefix("perf-exporter-bin")
@@ -554,7 +557,7 @@ pub fn world_executable_exporter() -> (tempfile::TempDir, PathBuf) {
 
 /// A file any user may read (0644) in a 0755 temp dir: configs for
 /// processes run as another user.
-pub fn world_readable_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn world_readable_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))

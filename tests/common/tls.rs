@@ -12,7 +12,7 @@ use std::time::Duration;
 /// `server.key` (for `localhost` and 127.0.0.1), `client.pem` and
 /// `client.key` (for `client`); more with [`Pki::leaf`] and
 /// [`Pki::write`].
-pub struct Pki {
+pub(crate) struct Pki {
     /// Where the PEM files are.
     pub dir: tempfile::TempDir,
     /// The CA certificate.
@@ -27,7 +27,7 @@ pub struct Pki {
 
 impl Pki {
     /// A fresh CA and its files.
-    pub fn new() -> Pki {
+    pub(crate) fn new() -> Pki {
         use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
         let ca_key = KeyPair::generate().expect("CA key");
         let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
@@ -60,7 +60,11 @@ impl Pki {
     }
 
     /// A certificate for `names` signed by the CA: (cert PEM, key PEM).
-    pub fn leaf(&self, names: &[&str], usage: rcgen::ExtendedKeyUsagePurpose) -> (String, String) {
+    pub(crate) fn leaf(
+        &self,
+        names: &[&str],
+        usage: rcgen::ExtendedKeyUsagePurpose,
+    ) -> (String, String) {
         let key = rcgen::KeyPair::generate().expect("key");
         let mut p =
             rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
@@ -73,12 +77,12 @@ impl Pki {
     }
 
     /// A client certificate for `san` signed by the CA.
-    pub fn client(&self, san: &str) -> (String, String) {
+    pub(crate) fn client(&self, san: &str) -> (String, String) {
         self.leaf(&[san], rcgen::ExtendedKeyUsagePurpose::ClientAuth)
     }
 
     /// A self-signed client certificate (no CA vouches for it).
-    pub fn self_signed_client(san: &str) -> (String, String) {
+    pub(crate) fn self_signed_client(san: &str) -> (String, String) {
         let key = rcgen::KeyPair::generate().expect("key");
         let mut p = rcgen::CertificateParams::new(vec![san.to_string()]).expect("params");
         p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
@@ -87,14 +91,14 @@ impl Pki {
     }
 
     /// Writes a file into the PKI dir.
-    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
         let p = self.dir.path().join(name);
         std::fs::write(&p, text).expect("write PKI file");
         p
     }
 
     /// A file's path in the PKI dir.
-    pub fn path(&self, name: &str) -> String {
+    pub(crate) fn path(&self, name: &str) -> String {
         self.dir.path().join(name).display().to_string()
     }
 }
@@ -102,7 +106,7 @@ impl Pki {
 /// One HTTPS/1.1 request over a fresh TLS connection to `addr`,
 /// verifying the server as `localhost` against `ca_pem`, optionally
 /// presenting a client certificate (cert PEM, key PEM).
-pub fn tls_request(
+pub(crate) fn tls_request(
     addr: &str,
     ca_pem: &str,
     client: Option<(&str, &str)>,
@@ -159,7 +163,7 @@ pub fn tls_request(
 }
 
 /// `Authorization: Basic ...` for user and password.
-pub fn basic(user: &str, password: &str) -> String {
+pub(crate) fn basic(user: &str, password: &str) -> String {
     use base64::Engine as _;
     format!(
         "Basic {}",

@@ -5,13 +5,18 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Runs `tmux args`, returning its standard output.
-pub fn tmux(args: &[&str]) -> String {
+pub(crate) fn tmux(args: &[&str]) -> String {
     let out = Command::new("tmux").args(args).output().expect("tmux");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Polls `tmux capture-pane` until `f` holds.
-pub fn wait_pane(session: &str, what: &str, limit: Duration, f: impl Fn(&str) -> bool) -> String {
+pub(crate) fn wait_pane(
+    session: &str,
+    what: &str,
+    limit: Duration,
+    f: impl Fn(&str) -> bool,
+) -> String {
     let deadline = Instant::now() + limit;
     loop {
         let pane = tmux(&["capture-pane", "-p", "-J", "-S", "-200", "-t", session]);
@@ -24,12 +29,12 @@ pub fn wait_pane(session: &str, what: &str, limit: Duration, f: impl Fn(&str) ->
 }
 
 /// A tmux session, killed on drop.
-pub struct Session(pub String);
+pub(crate) struct Session(pub String);
 
 impl Session {
     /// Starts `cmd` in a new detached 200×50 session named `name`; panics
     /// when tmux is not on PATH.
-    pub fn start(name: &str, cmd: &str) -> Session {
+    pub(crate) fn start(name: &str, cmd: &str) -> Session {
         let tmux_ok = Command::new("tmux")
             .arg("-V")
             .output()
@@ -54,7 +59,7 @@ impl Session {
     /// Sends Ctrl-C, waits for the `EXIT=$?` the session's command line
     /// echoes after the command, asserts that it exited 0, and returns
     /// the pane.
-    pub fn ctrl_c_exits_0(&self) -> String {
+    pub(crate) fn ctrl_c_exits_0(&self) -> String {
         tmux(&["send-keys", "-t", &self.0, "C-c"]);
         let pane = wait_pane(&self.0, "exit after Ctrl-C", Duration::from_secs(10), |p| {
             p.contains("EXIT=")

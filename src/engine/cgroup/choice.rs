@@ -135,9 +135,9 @@ mod tests {
     }
 
     mod tempdir {
-        pub struct Dir(pub std::path::PathBuf);
+        pub(super) struct Dir(pub std::path::PathBuf);
         impl Dir {
-            pub fn new(btf: bool) -> Dir {
+            pub(super) fn new(btf: bool) -> Dir {
                 let p = std::env::temp_dir().join(format!(
                     "pe-choice-{}-{btf}-{:?}",
                     std::process::id(),

@@ -62,7 +62,7 @@ pub const MAX_TASKS: usize = 16384;
 
 /// The key of the samples of keys beyond [`MAX_TASKS`] in one window
 /// (named [`OVER_BOUND`]): no pid, tid or cgroup id is `u64::MAX`.
-pub const OVER_BOUND_KEY: u64 = u64::MAX;
+pub(super) const OVER_BOUND_KEY: u64 = u64::MAX;
 
 /// The name of the samples of keys beyond the bound: longer than a task
 /// name can be (15 bytes), and no cgroup path or pod uid.

@@ -41,7 +41,7 @@ use std::sync::{Mutex, PoisonError};
 pub const OTHER: &str = "other";
 
 /// The label value of an entry whose own name is [`OTHER`].
-pub const OTHER_NAMED: &str = "other (its own name)";
+pub(super) const OTHER_NAMED: &str = "other (its own name)";
 
 #[derive(Debug, Default)]
 struct Inner {

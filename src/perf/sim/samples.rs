@@ -19,11 +19,11 @@ use crate::sys::abi;
 use std::time::Instant;
 
 /// A simulated task: pid, name, weight, cgroup id and path.
-pub type SimTask = (u32, &'static str, u32, u64, &'static str);
+pub(crate) type SimTask = (u32, &'static str, u32, u64, &'static str);
 
 /// The simulated tasks. Weights sum to 20, so at 99 Hz over 1 s the shares
 /// are 40%, 25%, 20%, 10% and 5%.
-pub const TASKS: [SimTask; 5] = [
+pub(crate) const TASKS: [SimTask; 5] = [
     (4242, "postgres", 8, 101, "/system.slice/postgresql.service"),
     (
         5150,
