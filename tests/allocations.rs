@@ -13,7 +13,7 @@
 mod sysfs_gen;
 
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind, Selection};
-use perf_exporter::config::Config;
+use perf_exporter::config::{Config, Per};
 use perf_exporter::engine::cgroup::{CgroupCounting, Discovery, PerfBackend};
 use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::export::prometheus::{encode_openmetrics, encode_text};
@@ -27,7 +27,8 @@ use std::sync::Arc;
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 /// An engine for the default config on a generated `cpus`-CPU tree, on
-/// the simulated PMU with a manual clock.
+/// the simulated PMU with a manual clock; every set per CPU, so that the
+/// series grow with the CPUs (the default sums most sets per socket).
 fn engine(tree: &std::path::Path, cpus: u32) -> (Arc<SimKernel>, Engine) {
     sysfs_gen::generate(
         tree,
@@ -40,7 +41,10 @@ fn engine(tree: &std::path::Path, cpus: u32) -> (Arc<SimKernel>, Engine) {
     .unwrap();
     let table = PmuTable::discover(tree).unwrap();
     let k = Arc::new(SimKernel::with_manual_clock(table.clone()));
-    let cfg = Config::default_config();
+    let mut cfg = Config::default_config();
+    for s in &mut cfg.sets {
+        s.per = Per::Cpu;
+    }
     (
         k.clone(),
         Engine::for_config(k, table, &cfg, Fds::Unbounded),

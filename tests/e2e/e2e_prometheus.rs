@@ -35,9 +35,12 @@ fn sample_value(r: &serde_json::Value) -> f64 {
 fn prometheus_scrapes_live_exporter() {
     common::require_perf_privilege();
     let prometheus = server_binary("PROMETHEUS");
-    let exp = exporter(&[]);
-
+    // Per CPU (the default sums software events per node): one rate per CPU.
     let dir = tempfile::tempdir().expect("tempdir");
+    let args = common::per_cpu_default_config(dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let exp = exporter(&args);
+
     let cfg = dir.path().join("prometheus.yml");
     std::fs::write(
         &cfg,
@@ -141,7 +144,7 @@ fn promtool_accepts_live_scrape() {
     let r = exp.get("/metrics");
     assert_eq!(r.status, 200);
     assert!(
-        r.body.contains("perf_cpu_clock_seconds_total{"),
+        r.body.contains("\nperf_cpu_clock_seconds_total "),
         "{}",
         r.body
     );

@@ -271,11 +271,14 @@ fn unknown_model_reports_l2_unavailable_and_the_rest_works() {
 /// it none, so the other tests check its L2 metrics are unavailable.)
 #[test]
 fn simulated_scrapes_export_the_l2_families() {
+    // Per CPU (the default sums the core sets per socket): one series per CPU.
+    let dir = tempfile::tempdir().unwrap();
+    let per_cpu = common::per_cpu_default_config(dir.path());
     for f in fixtures()
         .iter()
         .filter(|f| !matches!(f.as_str(), "vm-no-pmu" | "qemu-neoverse-n1"))
     {
-        let exp = common::simulated_exporter(f);
+        let exp = common::simulated_exporter_with(f, &per_cpu);
         let r = exp.get("/metrics");
         assert_eq!(r.status, 200, "{f}: {}", r.body);
         let series = common::parse_exposition(&r.body).unwrap();

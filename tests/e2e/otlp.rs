@@ -78,8 +78,12 @@ fn otlp_http_push_to_victoriametrics() {
         }
         e
     };
-    let ex = live(&[], &env(&vm, true));
-    let ex_plain = live(&[], &env(&vm_plain, false));
+    // Per CPU (the default sums software events per node): one series per CPU.
+    let dir = tempfile::tempdir().unwrap();
+    let per_cpu = common::per_cpu_default_config(dir.path());
+    let per_cpu: Vec<&str> = per_cpu.iter().map(String::as_str).collect();
+    let ex = live(&per_cpu, &env(&vm, true));
+    let ex_plain = live(&per_cpu, &env(&vm_plain, false));
 
     let q_cs = "perf_context_switches_total";
     let q_clock = "perf_cpu_clock_seconds_total";
@@ -240,8 +244,12 @@ fn otlp_names_are_the_exposition_names() {
 fn otlp_grpc_push_with_gzip_and_a_custom_header() {
     let cpus = cpus();
     let rx = Receiver::start(None);
+    // Per CPU (the default sums software events per node): one point per CPU.
+    let dir = tempfile::tempdir().unwrap();
+    let per_cpu = common::per_cpu_default_config(dir.path());
+    let per_cpu: Vec<&str> = per_cpu.iter().map(String::as_str).collect();
     let ex = live(
-        &[],
+        &per_cpu,
         &[
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".into()),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{}", rx.addr)),

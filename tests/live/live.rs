@@ -355,7 +355,7 @@ fn tracepoint_counts_exact_getppid_calls() {
         r#"
 sets:
   - name: syscalls
-    per_cpu: false
+    per: node
     events:
       - metric: perf_getppid_total
         event: "syscalls:sys_enter_getppid"
@@ -368,7 +368,7 @@ sets:
             .find(|f| f.name == "perf_getppid_total")
             .unwrap_or_else(|| panic!("no perf_getppid_total in {s:#?}"));
         assert_eq!(f.kind, Kind::Counter);
-        assert_eq!(f.samples.len(), 1, "per_cpu: false sums CPUs: {f:?}");
+        assert_eq!(f.samples.len(), 1, "per: node sums CPUs: {f:?}");
         assert!(f.samples[0].labels.is_empty(), "{f:?}");
         f.samples[0].value
     };
@@ -402,7 +402,7 @@ fn page_faults_split_into_user_and_kernel() {
         r#"
 sets:
   - name: faults
-    per_cpu: false
+    per: node
     events:
       - metric: perf_page_faults_total
         event: page-faults
@@ -479,7 +479,7 @@ fn tracepoint_u_keeps_syscalls_and_drops_kernel_hits() {
         r#"
 sets:
   - name: tp
-    per_cpu: false
+    per: node
     events:
       - metric: perf_getppid_user_total
         event: "syscalls:sys_enter_getppid:u"

@@ -68,7 +68,12 @@ fn many_concurrent_scrapers_for_thirty_seconds() {
     // Live counting: not beside the other live tests (tests/live/main.rs).
     let _serial = common::serial();
     common::require_perf_privilege();
-    let mut p = Proc::exporter(&[]);
+    // Per CPU (the default sums software events per node): each scrape
+    // checks one monotonic cpu-clock series per online CPU.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let per_cpu = common::per_cpu_default_config(dir.path());
+    let per_cpu: Vec<&str> = per_cpu.iter().map(String::as_str).collect();
+    let mut p = Proc::exporter(&per_cpu);
     p.wait_ready();
     let online = common::online_cpus();
     let stop = Arc::new(AtomicBool::new(false));
