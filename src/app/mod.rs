@@ -235,15 +235,20 @@ impl Output {
 
 /// `check`'s series budget: one collection of an engine counting `res` on
 /// the host's kernel (the simulated PMU of a fixture tree without one), as
-/// `serve` would open it.
+/// `serve` would open it. Its log is silenced: what it would say per CPU
+/// (a counter unavailable, the fd budget) `check` says once in its report.
 fn budget(h: &Host, s: &HostSettings, res: Resolution) -> crate::report::CheckBudget {
     let kernel = h
         .kernel
         .clone()
         .unwrap_or_else(|| Arc::new(SimKernel::new(h.table.clone())));
-    let mut engine = opening::open_engine(kernel, h.table.clone(), res, None, &s.procfs);
+    let families =
+        tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
+            let mut engine = opening::open_engine(kernel, h.table.clone(), res, None, &s.procfs);
+            engine.collect().families
+        });
     let cpus = crate::pmu::read_online_cpus(&s.sysfs).map_or(0, |c| c.len());
-    crate::report::CheckBudget::new(&engine.collect().families, cpus)
+    crate::report::CheckBudget::new(&families, cpus)
 }
 
 /// Runs `list` or `check` and returns what to print; `serve` runs until
