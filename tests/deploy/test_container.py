@@ -30,7 +30,9 @@ IMAGE = "localhost/perf-exporter:test"
 ROOT = "localhost/perf-exporter:test-root"
 NOCAP = "localhost/perf-exporter:test-nocap"
 # Counted on any Linux host, PMU or not: software events.
-SOFTWARE = ("perf_cpu_clock_seconds_total{", "perf_context_switches_total{")
+# Sample lines (not HELP/TYPE), summed per node by the default config or
+# per CPU by another: with or without labels.
+SOFTWARE = ("\nperf_cpu_clock_seconds_total", "\nperf_context_switches_total")
 CAP_PERFMON_BIT = 38
 
 
