@@ -362,8 +362,19 @@ pub fn metric_expr(data: &[u8]) -> Result<(), String> {
         return Err(format!("{} bytes accepted", s.len()));
     }
     let printed = e.to_string();
-    let back = derive::parse(&printed)
-        .map_err(|err| format!("{s:?} printed as {printed:?}, which does not parse: {err}"))?;
+    let back = match derive::parse(&printed) {
+        Ok(back) => back,
+        // Printing makes every grouping explicit (`--a` prints as
+        // `-(-a)`), and parentheses count toward the depth bound: an
+        // expression near the bound may print deeper than it. The bound
+        // holds; the round trip is judged below it only.
+        Err(derive::DeriveError::TooDeep { .. }) => return Ok(()),
+        Err(err) => {
+            return Err(format!(
+                "{s:?} printed as {printed:?}, which does not parse: {err}"
+            ))
+        }
+    };
     if back.to_string() != printed {
         return Err(format!("{s:?} printed as {printed:?} -> {back}"));
     }
