@@ -142,8 +142,9 @@ pub enum AppError {
         /// Why (in the message, printed once).
         err: PmuError,
     },
-    /// `--simulate.read-delay` or `--simulate.refuse` without `--simulate`.
-    #[error("--simulate.read-delay and --simulate.refuse need --simulate")]
+    /// `--simulate.read-delay`, `--simulate.open-delay` or
+    /// `--simulate.refuse` without `--simulate`.
+    #[error("--simulate.read-delay, --simulate.open-delay and --simulate.refuse need --simulate")]
     DelayNeedsSimulate,
     /// Serving a fixture tree without `--simulate`.
     #[error("--path.sysfs={0} is not the live /sys; to serve a fixture tree, add --simulate")]

@@ -73,6 +73,15 @@ struct GlobalArgs {
         hide = true
     )]
     simulate_refuse: Vec<(String, i32)>,
+    /// With --simulate: make every simulated perf_event_open take this long, e.g. 10ms (a slow build of the counters: scrapes are served while a reload opens its counters). For tests.
+    #[arg(
+        long = "simulate.open-delay",
+        global = true,
+        value_name = "DURATION",
+        value_parser = crate::duration::parse,
+        hide = true
+    )]
+    simulate_open_delay: Option<Duration>,
     /// Log level.
     #[arg(long = "log.level", global = true, value_enum, default_value_t = LogLevel::Info)]
     log_level: LogLevel,
@@ -393,6 +402,7 @@ impl Args {
             simulate: g.simulate,
             simulate_read_delay,
             simulate_refuse: g.simulate_refuse,
+            simulate_open_delay: g.simulate_open_delay,
             config_file: g.config_file,
             aggregate_cpus: g.aggregate_cpus,
         };

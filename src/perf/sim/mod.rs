@@ -121,6 +121,8 @@ pub struct SimKernel {
     state: Arc<Mutex<State>>,
     /// Added to every group read, in nanoseconds ([`SimKernel::set_read_delay`]).
     read_delay_ns: AtomicU64,
+    /// Added to every open, in nanoseconds ([`SimKernel::set_open_delay`]).
+    open_delay_ns: AtomicU64,
 }
 
 impl fmt::Debug for SimKernel {
@@ -176,6 +178,7 @@ impl SimKernel {
             info,
             state: Arc::new(Mutex::new(state)),
             read_delay_ns: AtomicU64::new(0),
+            open_delay_ns: AtomicU64::new(0),
         }
     }
 
