@@ -11,6 +11,7 @@ use super::auth::parse_basic;
 use super::io::{Body, StallTimeout};
 use super::stream::{interval, liveness, per_cpu, QUEUE, SEND_BUFFER};
 use super::{origin, ConnSlot, State, WebRuntime};
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;
 use hyper::header::{
@@ -342,7 +343,8 @@ where
     } = held;
     let st2 = st.clone();
     let holds = move || st2.login_holds(login.as_ref());
-    let end = run(ws, every, liveness(every), frames, web_changes, holds).await;
+    let (end, tx) = run(ws, every, liveness(every), frames, web_changes, holds).await;
+    // In the order of `CLOSE_REASONS`; counted before the viewer is told.
     let reason = match end {
         End::Gone => return,
         End::TooSlow(_) => 0,
@@ -353,6 +355,7 @@ where
     if let Some(n) = st.hub.closed.get(reason) {
         n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
+    close(tx, end).await;
 }
 
 /// Frames in flight for a viewer: those broadcast and not yet taken
@@ -363,7 +366,7 @@ fn in_flight(frames: &broadcast::Receiver<Utf8Bytes>, writing: bool) -> usize {
 
 /// The viewer's loop (`limit`: how long it may echo no ping, or a write
 /// block; `holds`: whether its login still holds after a web config
-/// change), then the close frame; why it ended.
+/// change): why it ended, and the stream's sending half.
 async fn run<S>(
     ws: WebSocketStream<S>,
     every: Duration,
@@ -371,7 +374,7 @@ async fn run<S>(
     mut frames: broadcast::Receiver<Utf8Bytes>,
     mut web_changes: tokio::sync::watch::Receiver<u64>,
     holds: impl Fn() -> bool,
-) -> End
+) -> (End, SplitSink<WebSocketStream<S>, Message>)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -443,14 +446,22 @@ where
             }
         }
     };
-    let (code, why) = match &end {
-        End::Gone => return end,
-        End::TooSlow(why) | End::NoEcho(why) => (CloseCode::Policy, why.clone()),
+    (end, tx)
+}
+
+/// Tells the viewer why the server closes its stream (within a second).
+async fn close<S>(mut tx: SplitSink<WebSocketStream<S>, Message>, end: End)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (code, why) = match end {
+        End::Gone => return,
+        End::TooSlow(why) | End::NoEcho(why) => (CloseCode::Policy, why),
         End::Revoked => (
             CloseCode::Policy,
             "credentials revoked by a web config reload".to_string(),
         ),
-        End::Broke(code, why) => (*code, why.clone()),
+        End::Broke(code, why) => (code, why),
     };
     tracing::debug!(reason = %why, "live view: viewer dropped");
     let close = Message::Close(Some(CloseFrame {
@@ -458,7 +469,6 @@ where
         reason: Utf8Bytes::from(why),
     }));
     let _ = tokio::time::timeout(Duration::from_secs(1), tx.send(close)).await;
-    end
 }
 
 #[cfg(test)]
@@ -506,19 +516,21 @@ mod tests {
             let minute = Duration::from_secs(60);
             let mut viewer = tokio::spawn(run(ws, minute, minute, frames, web_changes, || true));
             let frame = Utf8Bytes::from("x".repeat(16 * 1024));
-            // A frame at a time, each given to the viewer before the next
-            // (the viewer then takes a second trying to send its close).
-            for sent in 1..=QUEUE + 1 {
+            // A frame at a time, each given to the viewer before the next:
+            // four in flight are allowed, the fifth is not.
+            for sent in 1..=QUEUE {
                 tx.send(frame.clone()).expect("the viewer subscribes");
                 let wait = tokio::time::timeout(Duration::from_millis(100), &mut viewer);
                 if let Ok(end) = wait.await {
                     panic!("closed after {sent} frames: {end:?}");
                 }
             }
+            tx.send(frame).expect("the viewer subscribes");
             let end = tokio::time::timeout(Duration::from_secs(10), viewer)
                 .await
                 .expect("closed within the deadline")
-                .expect("the viewer's task");
+                .expect("the viewer's task")
+                .0;
             let End::TooSlow(why) = end else {
                 panic!("{end:?}");
             };
@@ -541,7 +553,8 @@ mod tests {
                 run(ws, every, limit, frames, web_changes, || true),
             )
             .await
-            .expect("closed within the deadline");
+            .expect("closed within the deadline")
+            .0;
             assert!(matches!(end, End::NoEcho(_)), "{end:?}");
             assert!(start.elapsed() >= limit);
         });

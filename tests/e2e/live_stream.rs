@@ -590,6 +590,26 @@ fn server_sockets(port: u16) -> Vec<ServerSocket> {
 /// Linux doubles), as the security guide states it.
 const STREAM_SNDBUF: u64 = 128 * 1024;
 
+/// The exporter's port.
+fn port_of(p: &Proc) -> u16 {
+    p.addr
+        .rsplit(':')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .expect("the exporter's port")
+}
+
+/// The send buffer of the exporter's side of the connection from the
+/// client port `client_port`.
+fn server_sndbuf(p: &Proc, client_port: u16) -> u64 {
+    let socks = server_sockets(port_of(p));
+    socks
+        .iter()
+        .find(|s| s.peer_port == client_port)
+        .unwrap_or_else(|| panic!("no server socket for client port {client_port}: {socks:?}"))
+        .sndbuf
+}
+
 /// `perf_live_streams_closed_total{reason}` in a scrape.
 fn streams_closed(p: &Proc, reason: &str) -> f64 {
     let r = p.get("/metrics");
@@ -614,12 +634,7 @@ fn viewers_that_answer_pings_without_reading_are_dropped_within_a_few_intervals(
     use futures_util::SinkExt;
     const VIEWERS: usize = 64;
     let p = live(&["--web.max-connections", "256", "--web.max-streams", "64"]);
-    let port: u16 = p
-        .addr
-        .rsplit(':')
-        .next()
-        .and_then(|s| s.parse().ok())
-        .expect("the exporter's port");
+    let port = port_of(&p);
     assert_eq!(streams_closed(&p, "no_echo"), 0.0);
     rt().block_on(async {
         let mut tasks = Vec::new();
@@ -851,6 +866,16 @@ fn the_stream_over_tls_with_basic_auth() {
             .await
             .unwrap_or_else(|e| panic!("wss upgrade failed: {e}\n{}", p.output()));
         assert_schema(&next_frame(&mut ws, Duration::from_secs(10)).await, true);
+        // The stream's socket under TLS has its bounded send buffer too.
+        let client_port = ws
+            .get_ref()
+            .get_ref()
+            .0
+            .local_addr()
+            .expect("address")
+            .port();
+        let sndbuf = server_sndbuf(&p, client_port);
+        assert!(sndbuf <= STREAM_SNDBUF, "{sndbuf}");
         assert!(connect(&p.addr, "", Some(&good)).await.is_err());
         // A CA the client does not trust: no stream.
         let other = Pki::new();
@@ -1028,6 +1053,8 @@ fn the_websocket_protocol_is_enforced() {
         s.write_all(&frame).expect("write the frame");
         assert_eq!(close_code(&mut s), Some(want), "{name}");
     }
+    // Counted before the close frame is sent.
+    assert_eq!(streams_closed(&p, "protocol"), 3.0);
 }
 
 /// Issue 28 item 14: streams did not count against
