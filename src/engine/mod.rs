@@ -115,14 +115,17 @@ mod series;
 mod times;
 mod totals;
 mod trust;
+mod upkeep;
 
 pub use budget::Fds;
 pub use build::ToCount;
-pub use counters::PmuCounters;
+pub use counters::{BudgetProbe, MeasuredBudget, PmuCounters};
 pub use hotplug::{follow_hotplug, HotplugFollower};
+pub use plausible::{BusyRead, BusyTimes};
 pub use read::{monotonic_delta, mux_factor};
 pub use runtime::MetricRuntime;
 pub use totals::Totals;
+pub use upkeep::{after_collection, follow_budget, BudgetFollower};
 
 use crate::perf::{Counter, EventAttr, GroupReading, Kernel};
 use crate::pmu::PmuTable;
@@ -287,6 +290,9 @@ pub struct Engine {
     /// running one: [`Engine::for_config_disabled`]); `None` once groups
     /// are enabled as they open.
     disabled: Option<Vec<open::Disabled>>,
+    /// How many times the per-CPU detail was built
+    /// ([`Engine::detail_families`]).
+    detail_builds: std::sync::atomic::AtomicU64,
 }
 
 impl Engine {
@@ -344,6 +350,7 @@ impl Engine {
             counters: counters::Budgets::default(),
             plausible: None,
             disabled: disabled.then(Vec::new),
+            detail_builds: std::sync::atomic::AtomicU64::new(0),
         };
         e.state_count_labels = trust::count_labels(&e.resolution);
         // Start listening for hotplug before reading the online list, so a
@@ -391,12 +398,50 @@ impl Engine {
         !self.groups.is_empty()
     }
 
-    /// Measures the core PMUs' free counters now (`counters.rs`; the
-    /// engine does it at start-up and at most every 5 minutes after).
+    /// Measures the core PMUs' free counters now (`counters.rs`: the
+    /// engine does it at start-up; after that, [`budget_probe`] says when
+    /// one is due, at most every 5 minutes, and it runs off the collection
+    /// path).
+    ///
+    /// [`budget_probe`]: Self::budget_probe
     pub fn measure_counters(&mut self) {
         let online = self.cpus.online().to_vec();
         self.counters
             .measure(self.kernel.as_ref(), &self.table, &online);
+    }
+
+    /// A re-measure of the counter budget when one is due (at most every
+    /// [`counters::REMEASURE`]; `None` before): run it without the engine
+    /// ([`BudgetProbe::run`]) and hand the result to
+    /// [`set_budget`](Self::set_budget). A collection never measures.
+    pub fn budget_probe(&mut self) -> Option<BudgetProbe> {
+        let online = self.cpus.online().to_vec();
+        self.counters.probe(&self.kernel, &self.table, &online)
+    }
+
+    /// How long until [`budget_probe`](Self::budget_probe) has one.
+    pub fn budget_due_in(&self) -> std::time::Duration {
+        self.counters.due_in()
+    }
+
+    /// Takes a measurement as the counter budget: the next collection
+    /// exports it, groups opened from now on are planned within it.
+    pub fn set_budget(&mut self, m: MeasuredBudget) {
+        self.counters.apply(m);
+    }
+
+    /// Runs, inline, the work a collection leaves for after it (the
+    /// plausibility check's busy-time reading) and a budget re-measure
+    /// when one is due: for `stat`, between its intervals, and tests.
+    /// `serve` runs them off the engine's lock instead
+    /// ([`after_collection`], [`follow_budget`]).
+    pub fn run_upkeep(&mut self) {
+        if let Some(r) = self.busy_read() {
+            self.judge_plausibility(r.run());
+        }
+        if let Some(p) = self.budget_probe() {
+            self.set_budget(p.run());
+        }
     }
 
     /// The core PMUs' counter budget at the last measurement.
