@@ -102,6 +102,7 @@
 mod budget;
 mod build;
 pub mod cgroup;
+mod count;
 pub mod counters;
 mod cpus;
 mod hotplug;
@@ -119,6 +120,7 @@ mod upkeep;
 
 pub use budget::Fds;
 pub use build::ToCount;
+pub use count::series_budget;
 pub use counters::{BudgetProbe, MeasuredBudget, PmuCounters};
 pub use hotplug::{follow_hotplug, HotplugFollower};
 pub use plausible::{BusyRead, BusyTimes};
@@ -327,6 +329,29 @@ impl Engine {
         fd_cap: Option<usize>,
         disabled: bool,
     ) -> Self {
+        let mut e = Self::unopened(kernel, table, resolution, fd_cap, disabled);
+        // Start listening for hotplug before reading the online list, so a
+        // change in between is not missed.
+        e.cpus.hotplug_seen = e.kernel.hotplug_generation();
+        if let Some(online) = e.kernel.online_cpus(&e.table.sysfs) {
+            e.set_online(online);
+        }
+        // Before anything opens: the plan fits groups in the budget.
+        e.measure_counters();
+        e.reconcile();
+        e
+    }
+
+    /// The engine's state before anything is measured or opened, on the
+    /// table's online CPUs (what [`series_budget`](count::series_budget)
+    /// plans from).
+    fn unopened(
+        kernel: Arc<dyn Kernel>,
+        table: PmuTable,
+        resolution: Resolution,
+        fd_cap: Option<usize>,
+        disabled: bool,
+    ) -> Self {
         let online = table.topology.online.clone();
         let runtime = runtime::initial(&resolution);
         let metrics = resolution.metrics.len();
@@ -353,15 +378,6 @@ impl Engine {
             detail_builds: std::sync::atomic::AtomicU64::new(0),
         };
         e.state_count_labels = trust::count_labels(&e.resolution);
-        // Start listening for hotplug before reading the online list, so a
-        // change in between is not missed.
-        e.cpus.hotplug_seen = e.kernel.hotplug_generation();
-        if let Some(online) = e.kernel.online_cpus(&e.table.sysfs) {
-            e.set_online(online);
-        }
-        // Before anything opens: the plan fits groups in the budget.
-        e.measure_counters();
-        e.reconcile();
         e
     }
 
