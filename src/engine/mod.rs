@@ -24,7 +24,8 @@
 //!   enabled cannot fit on the PMU; it is split into single-event groups
 //!   (and a member that still never runs exports nothing, not zero).
 //!   Where the core PMU's free counters were measured (`counters.rs`: at
-//!   start-up, then at most every 5 minutes), a group larger than them is
+//!   start-up, then at most every 5 minutes, off the collection path:
+//!   [`follow_budget`]), a group larger than them is
 //!   split before it is opened (`open.rs`), with
 //!   [`Problem::GroupTooLarge`]; per cgroup too (`cgroup/plan.rs`).
 //! * **Counter states** (`trust.rs`). Each collection judges every
@@ -36,7 +37,13 @@
 //!   ([`Engine::check_plausibility`]), every [`plausible::CHECK_EVERY_NS`]
 //!   the cycles and instructions of each CPU are judged against its busy
 //!   time, maximum frequency and retire width; a count the CPU cannot
-//!   produce makes its series `implausible`, with why.
+//!   produce makes its series `implausible`, with why. The busy time is
+//!   read after the collection, not in it ([`after_collection`]).
+//! * **Upkeep** (`upkeep.rs`). A collection makes one `read()` per group
+//!   and nothing else: the work done at a bounded rate (the busy-time
+//!   reading, the budget's re-measure) runs where no scrape waits for
+//!   it, and the per-CPU detail is built only when asked for
+//!   ([`Engine::detail_families`]).
 //! * **Hotplug** (`hotplug.rs`). When a CPU goes offline the
 //!   kernel stops its events (their `time_enabled` stands still) and, on
 //!   current kernels, detaches the members of each group, but every event

@@ -347,7 +347,7 @@ impl Engine {
     /// Judges the windows a collection took against the busy times read
     /// for it ([`BusyRead::run`]); the verdicts count from the next
     /// collection. A reading for another collection is ignored; one made
-    /// more than [`MAX_SKEW_NS`] after its collection is not judged
+    /// more than 250 ms (`MAX_SKEW_NS`) after its collection is not judged
     /// against; a verdict is for the member whose window was taken (a
     /// group closed meanwhile is not judged).
     pub fn judge_plausibility(&mut self, b: BusyTimes) {

@@ -209,7 +209,7 @@ impl SimKernel {
     }
 
     /// How many times the CPUs' busy times were read
-    /// ([`Kernel::cpu_times`](crate::perf::Kernel::cpu_times): one read
+    /// ([`Kernel::cpu_times`]: one read
     /// of `/proc/stat` each on the live kernel).
     pub fn cpu_time_reads(&self) -> u64 {
         self.cpu_time_reads.load(Ordering::Relaxed)
