@@ -234,22 +234,23 @@ impl Output {
     }
 }
 
-/// `check`'s series budget: one collection of an engine counting `res` on
-/// the host's kernel (the simulated PMU of a fixture tree without one), as
-/// `serve` would open it. Its log is silenced: what it would say per CPU
-/// (a counter unavailable, the fd budget) `check` says once in its report.
-fn budget(h: &Host, s: &HostSettings, res: Resolution) -> crate::report::CheckBudget {
+/// `check`'s series budget: what an engine counting `res` would export on
+/// the host's online CPUs, counted from its plan with the counter budget
+/// `budgets` (measured: where groups are cut and multiplex), without
+/// opening a counter ([`crate::engine::series_budget`]).
+fn budget(
+    h: &Host,
+    s: &HostSettings,
+    res: Resolution,
+    budgets: &[crate::engine::PmuCounters],
+) -> crate::report::CheckBudget {
     let kernel = h
         .kernel
         .clone()
         .unwrap_or_else(|| Arc::new(SimKernel::new(h.table.clone())));
-    let families =
-        tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
-            let mut engine = opening::open_engine(kernel, h.table.clone(), res, None, &s.procfs);
-            engine.collect().families
-        });
+    let counts = crate::engine::series_budget(kernel, h.table.clone(), res, budgets);
     let cpus = crate::pmu::read_online_cpus(&s.sysfs).map_or(0, |c| c.len());
-    crate::report::CheckBudget::new(&families, cpus)
+    crate::report::CheckBudget::from_counts(counts, cpus)
 }
 
 /// Runs `list` or `check` and returns what to print; `serve` runs until
@@ -297,11 +298,12 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                     .unwrap_or_else(|| h.table.topology.online.clone());
                 crate::engine::counters::measure(k, &h.table, &online, &facts, &[])
             });
+            let series = budget(&h, &s.host, res.clone(), &budgets);
             let mut r = CheckReport::new(&res)
                 .with_identities(&h.table)
                 .with_counters(budgets);
             if r.refusal.is_none() {
-                r.budget = Some(budget(&h, &s.host, res));
+                r.budget = Some(series);
             }
             if let Some(c) = &cfg.cgroups {
                 let found = cgroups::check_discover(c, h.kernel.as_deref(), &s.host);

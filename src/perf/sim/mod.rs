@@ -98,7 +98,7 @@ use crate::bounded::lock;
 use crate::pmu::PmuTable;
 use accept::{pmu_info, PmuInfo};
 use std::fmt;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use table::State;
 
@@ -123,6 +123,8 @@ pub struct SimKernel {
     read_delay_ns: AtomicU64,
     /// Added to every open, in nanoseconds ([`SimKernel::set_open_delay`]).
     open_delay_ns: AtomicU64,
+    /// Readings of the CPUs' busy times ([`SimKernel::cpu_time_reads`]).
+    cpu_time_reads: AtomicU64,
 }
 
 impl fmt::Debug for SimKernel {
@@ -179,6 +181,7 @@ impl SimKernel {
             state: Arc::new(Mutex::new(state)),
             read_delay_ns: AtomicU64::new(0),
             open_delay_ns: AtomicU64::new(0),
+            cpu_time_reads: AtomicU64::new(0),
         }
     }
 
@@ -206,6 +209,13 @@ impl SimKernel {
     /// the live kernel) were made so far.
     pub fn reads(&self) -> u64 {
         self.state().reads
+    }
+
+    /// How many times the CPUs' busy times were read
+    /// ([`Kernel::cpu_times`]: one read
+    /// of `/proc/stat` each on the live kernel).
+    pub fn cpu_time_reads(&self) -> u64 {
+        self.cpu_time_reads.load(Ordering::Relaxed)
     }
 
     /// How many counters are open (opened and not yet dropped).

@@ -251,6 +251,7 @@ impl Kernel for SimKernel {
         _procfs: &std::path::Path,
         out: &mut Vec<crate::pmu::cpuclock::CpuTime>,
     ) -> Result<(), String> {
+        self.cpu_time_reads.fetch_add(1, Ordering::Relaxed);
         self.sim_cpu_times(out);
         Ok(())
     }
