@@ -8,6 +8,7 @@
 mod cgroups;
 mod deadline;
 mod host;
+mod import;
 pub mod logfmt;
 mod opening;
 /// The book's reference pages, generated from the code.
@@ -72,6 +73,15 @@ pub enum Command {
         strict: bool,
         /// A web config to validate.
         web_config_file: Option<PathBuf>,
+    },
+    /// `metrics import`: perf's metric JSON into a config.
+    MetricsImport {
+        /// The JSON files.
+        files: Vec<PathBuf>,
+        /// Where to write the config (standard output when `None`).
+        output: Option<PathBuf>,
+        /// The core PMU and the counters of a set.
+        options: crate::config::import::Options,
     },
     /// Write the book's reference pages into a directory.
     Reference {
@@ -171,6 +181,9 @@ pub enum AppError {
     /// `top` cannot sample (its `-e`, `-C`, or every CPU refused).
     #[error("top: {0}")]
     Top(String),
+    /// `metrics import`: a file that cannot be read or taken.
+    #[error("metrics import: {0}")]
+    Import(String),
     /// A report could not be written as JSON.
     #[error("cannot encode the report as JSON: {0}")]
     Json(serde_json::Error),
@@ -261,6 +274,11 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
         Command::Stat(st) => stat::stat(s.host, st).map(|()| Output::ok(String::new())),
         Command::Top(t) => top::top(s.host, t).map(|()| Output::ok(String::new())),
         Command::Reference { out, cli } => reference::write(&out, &cli).map(Output::ok),
+        Command::MetricsImport {
+            files,
+            output,
+            options,
+        } => import::run(&files, output.as_deref(), &options),
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
             let probe = h.kernel.as_deref().map(prober);
