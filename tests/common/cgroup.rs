@@ -135,3 +135,14 @@ pub(crate) fn cgroup_value(
         .find(|x| x.labels.iter().any(|(k, v)| *k == "cgroup" && v == cgroup))
         .map(|x| x.value)
 }
+
+/// A cgroup's context switches counted by the exporter (`ours`) agree
+/// with those its workload counted itself (`reported`): the workload's
+/// own count misses the shell's few switches before it joined the cgroup
+/// and python's exit.
+pub(crate) fn assert_own_switches(ours: f64, reported: f64) {
+    assert!(
+        ours >= reported - 10.0 && ours <= reported * 1.02 + 30.0,
+        "ours {ours} vs the workload's {reported}"
+    );
+}

@@ -351,16 +351,7 @@ fn child_getppid(n: u64) {
 #[test]
 fn tracepoint_counts_exact_getppid_calls() {
     let _g = serial();
-    let mut engine = live_engine(
-        r#"
-sets:
-  - name: syscalls
-    per: node
-    events:
-      - metric: perf_getppid_total
-        event: "syscalls:sys_enter_getppid"
-"#,
-    );
+    let mut engine = live_engine(crate::config!("live/getppid"));
     let series = |s: &Snapshot| {
         let f = s
             .families
@@ -398,20 +389,7 @@ fn deltas(a: &Snapshot, b: &Snapshot, names: &[&str]) -> Vec<f64> {
 #[test]
 fn page_faults_split_into_user_and_kernel() {
     let _g = serial();
-    let mut engine = live_engine(
-        r#"
-sets:
-  - name: faults
-    per: node
-    events:
-      - metric: perf_page_faults_total
-        event: page-faults
-      - metric: perf_page_faults_user_total
-        event: "page-faults:u"
-      - metric: perf_page_faults_kernel_total
-        event: "page-faults:k"
-"#,
-    );
+    let mut engine = live_engine(crate::config!("live/page_faults_modes"));
     const PAGES: usize = 8192;
     const KERNEL_PAGES: usize = 1024;
     let a = engine.collect();
@@ -475,20 +453,7 @@ sets:
 #[test]
 fn tracepoint_u_keeps_syscalls_and_drops_kernel_hits() {
     let _g = serial();
-    let mut engine = live_engine(
-        r#"
-sets:
-  - name: tp
-    per: node
-    events:
-      - metric: perf_getppid_user_total
-        event: "syscalls:sys_enter_getppid:u"
-      - metric: perf_switches_user_total
-        event: "sched:sched_switch:u"
-      - metric: perf_switches_total
-        event: "sched:sched_switch"
-"#,
-    );
+    let mut engine = live_engine(crate::config!("live/tracepoint_u"));
     let a = engine.collect();
     child_getppid(GETPPID_CALLS);
     let b = engine.collect();
@@ -520,19 +485,7 @@ fn msr_refuses_modifiers_as_unavailable() {
     let _g = serial();
     require_root();
     let ctx = require_tracefs();
-    let cfg = Config::parse(
-        r#"
-sets:
-  - name: tsc
-    events:
-      - metric: perf_tsc_user_total
-        event: "msr/tsc/u"
-      - metric: perf_tsc_total
-        event: "msr/tsc/"
-"#,
-        "live.yaml",
-    )
-    .unwrap();
+    let cfg = Config::parse(crate::config!("live/msr_modifiers"), "live.yaml").unwrap();
     let table = PmuTable::discover(Path::new(SYSFS)).expect("discover PMUs under /sys");
     let kernel = LiveKernel::new();
     let probe = prober(&kernel);
