@@ -7,7 +7,7 @@ use perf_exporter::cgroup::{find_root, Hierarchy};
 use perf_exporter::config::cgroups::CgroupsConfig;
 use perf_exporter::config::Config;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The YAML of a `software` set counting `cpu-clock` and
 /// `context-switches`, as a literal (`concat!(software_set!(), "...")`
@@ -46,13 +46,10 @@ pub(crate) fn remove_tree(path: &Path) {
             }
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::remove_dir(path).is_err() && path.exists() {
-        if Instant::now() > deadline {
-            eprintln!("could not remove {}", path.display());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    // A cgroup is removable once its last process has exited.
+    let gone = || (std::fs::remove_dir(path).is_ok() || !path.exists()).then_some(());
+    if super::poll(Duration::from_secs(10), Duration::from_millis(20), gone).is_none() {
+        eprintln!("could not remove {}", path.display());
     }
 }
 

@@ -17,6 +17,7 @@ use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::snapshot::{Sample, Snapshot};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const YAML: &str = crate::software_set!();
 
@@ -671,19 +672,12 @@ fn serve_kubernetes_fixture_with(sets: &str, cgroups: &str) -> (common::Proc, te
 fn serve_counts_the_kubernetes_fixture_per_pod() {
     let (mut p, _dir) = serve_kubernetes_fixture("  containers: true\n");
     let pod = "pod_uid=\"d77d5e50-3ad1-439f-885a-c494268b351b\",qos_class=\"burstable\"}";
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let body = loop {
+    let (limit, every) = (Duration::from_secs(20), Duration::from_millis(100));
+    let body = common::poll(limit, every, || {
         let b = p.get("/metrics").body;
-        if b.contains("perf_cgroup_cpu_clock_seconds_total{") && b.contains(pod) {
-            break b;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no per-pod series:\n{b}\n{}",
-            p.output()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+        (b.contains("perf_cgroup_cpu_clock_seconds_total{") && b.contains(pod)).then_some(b)
+    })
+    .unwrap_or_else(|| panic!("no per-pod series:\n{}", p.output()));
     let line = body
         .lines()
         .find(|l| l.starts_with("perf_cgroup_cpu_clock_seconds_total{") && l.contains(pod))
