@@ -7,7 +7,7 @@ use perf_exporter::cgroup::{find_root, Hierarchy};
 use perf_exporter::config::cgroups::CgroupsConfig;
 use perf_exporter::config::Config;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The YAML of a `software` set counting `cpu-clock` and
 /// `context-switches`, as a literal (`concat!(software_set!(), "...")`
@@ -26,13 +26,21 @@ macro_rules! software_set {
     };
 }
 
-/// The `cgroups:` section `yaml` (its indented lines) of a config with
-/// one software set, validated.
+/// A config of one set, `software`, counting `cpu-clock`
+/// (`tests/configs/software_cpu_clock.yaml`), and the `cgroups:` section
+/// `yaml` (its indented lines).
+pub(crate) fn with_section(yaml: &str) -> String {
+    // By a path relative to this file, as CLOCKS_YAML.
+    let set = include_str!("../configs/software_cpu_clock.yaml");
+    format!("{set}cgroups:\n{yaml}")
+}
+
+/// The `cgroups:` section `yaml` of [`with_section`]'s config, validated.
 pub(crate) fn section(yaml: &str) -> CgroupsConfig {
-    let text = format!(
-        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{yaml}"
-    );
-    Config::parse(&text, "c.yaml").unwrap().cgroups.unwrap()
+    Config::parse(&with_section(yaml), "c.yaml")
+        .unwrap()
+        .cgroups
+        .unwrap()
 }
 
 /// Removes a directory tree of cgroups (or plain directories), deepest
@@ -46,10 +54,16 @@ pub(crate) fn remove_tree(path: &Path) {
             }
         }
     }
-    // A cgroup is removable once its last process has exited.
-    let gone = || (std::fs::remove_dir(path).is_ok() || !path.exists()).then_some(());
-    if super::poll(Duration::from_secs(10), Duration::from_millis(20), gone).is_none() {
-        eprintln!("could not remove {}", path.display());
+    // A cgroup is removable once its last process has exited: polled
+    // against a deadline (by hand: benches/cgroup_scan.rs includes this
+    // file without the rest of tests/common).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::remove_dir(path).is_err() && path.exists() {
+        if Instant::now() > deadline {
+            eprintln!("could not remove {}", path.display());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -570,11 +570,7 @@ fn real_usage_ranks_a_busy_cgroup_first() {
 fn check(yaml: &str, extra: &[(&str, &Path)], more: &[&str]) -> std::process::Output {
     let t = tempfile::tempdir().unwrap();
     let cfg = t.path().join("c.yaml");
-    std::fs::write(
-        &cfg,
-        format!("sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{yaml}"),
-    )
-    .unwrap();
+    std::fs::write(&cfg, common::cgroup::with_section(yaml)).unwrap();
     let mut c = std::process::Command::new(common::EXPORTER);
     c.arg("check")
         .arg("--config.file")
