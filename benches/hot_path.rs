@@ -10,7 +10,11 @@
 //! * `collect`: a whole collection (one read per group, accumulation,
 //!   snapshot) on the simulated PMU, on the 8-CPU `intel-skx` fixture and
 //!   on a generated 512-CPU, 2-socket tree, with the default config. This
-//!   includes the simulated kernel's own bookkeeping per read.
+//!   includes the simulated kernel's own bookkeeping per read. Each also
+//!   `_with_detail`: the same plus the per-CPU detail of the summed sets
+//!   that the live view's and `/api/v1/snapshot`'s collections build (a
+//!   scrape's collection does not: the difference is what a scrape no
+//!   longer pays).
 //!
 //! The live view's frames have their own benchmark (`benches/live_frame.rs`).
 //!
@@ -153,6 +157,12 @@ fn bench_collect(c: &mut Criterion) {
             b.iter(|| {
                 k.advance(1_000_000_000);
                 black_box(e.collect());
+            })
+        });
+        g.bench_function(format!("{name}_with_detail"), |b| {
+            b.iter(|| {
+                k.advance(1_000_000_000);
+                black_box((e.collect(), e.detail_families()));
             })
         });
     }

@@ -387,5 +387,18 @@ pub fn metric_expr(data: &[u8]) -> Result<(), String> {
     if !same {
         return Err(format!("{s:?} = {a:?} but its print {printed:?} = {b:?}"));
     }
-    Ok(())
+    // Renaming (what `metrics import` does to perf's names) keeps the
+    // text when nothing is mapped, and a renamed expression parses to
+    // the same tree with the new names.
+    match derive::rename(s, &mut |_| None) {
+        Ok(same) if same == s => {}
+        other => return Err(format!("{s:?} renamed with nothing mapped: {other:?}")),
+    }
+    let renamed = derive::rename(s, &mut |n| Some(format!("{n}-x")))
+        .map_err(|err| format!("{s:?} parses but does not rename: {err}"))?;
+    match derive::parse(&renamed) {
+        Ok(r) if r.operands().len() == e.operands().len() => Ok(()),
+        Err(derive::DeriveError::TooLong { .. }) => Ok(()),
+        other => Err(format!("{s:?} renamed to {renamed:?}: {other:?}")),
+    }
 }

@@ -29,6 +29,8 @@ pub struct HostSettings {
     pub simulate_read_delay: Option<Duration>,
     /// `--simulate.refuse`: PMU (or `*`) and the errno its opens fail with.
     pub simulate_refuse: Vec<(String, i32)>,
+    /// `--simulate.open-delay` (hidden, for tests).
+    pub simulate_open_delay: Option<Duration>,
     /// `--config.file` (None: the embedded default).
     pub config_file: Option<PathBuf>,
     /// `--config.aggregate-cpus`.
@@ -106,7 +108,10 @@ impl Host {
             Some(t) => Context::from(crate::pmu::host::Tracefs::at(t)),
             None => Context::for_host(&s.sysfs, &s.procfs),
         };
-        if (s.simulate_read_delay.is_some() || !s.simulate_refuse.is_empty()) && !s.simulate {
+        let knobs = s.simulate_read_delay.is_some()
+            || s.simulate_open_delay.is_some()
+            || !s.simulate_refuse.is_empty();
+        if knobs && !s.simulate {
             return Err(AppError::DelayNeedsSimulate);
         }
         let kernel: Option<Arc<dyn Kernel>> = if s.simulate {
@@ -116,6 +121,9 @@ impl Host {
             }
             if let Some(d) = s.simulate_read_delay {
                 sim.set_read_delay(d);
+            }
+            if let Some(d) = s.simulate_open_delay {
+                sim.set_open_delay(d);
             }
             for (pmu, errno) in &s.simulate_refuse {
                 if pmu == "*" {

@@ -8,6 +8,7 @@
 mod cgroups;
 mod deadline;
 mod host;
+mod import;
 pub mod logfmt;
 mod opening;
 /// The book's reference pages, generated from the code.
@@ -72,6 +73,15 @@ pub enum Command {
         strict: bool,
         /// A web config to validate.
         web_config_file: Option<PathBuf>,
+    },
+    /// `metrics import`: perf's metric JSON into a config.
+    MetricsImport {
+        /// The JSON files.
+        files: Vec<PathBuf>,
+        /// Where to write the config (standard output when `None`).
+        output: Option<PathBuf>,
+        /// The core PMU and the counters of a set.
+        options: crate::config::import::Options,
     },
     /// Write the book's reference pages into a directory.
     Reference {
@@ -142,8 +152,9 @@ pub enum AppError {
         /// Why (in the message, printed once).
         err: PmuError,
     },
-    /// `--simulate.read-delay` or `--simulate.refuse` without `--simulate`.
-    #[error("--simulate.read-delay and --simulate.refuse need --simulate")]
+    /// `--simulate.read-delay`, `--simulate.open-delay` or
+    /// `--simulate.refuse` without `--simulate`.
+    #[error("--simulate.read-delay, --simulate.open-delay and --simulate.refuse need --simulate")]
     DelayNeedsSimulate,
     /// Serving a fixture tree without `--simulate`.
     #[error("--path.sysfs={0} is not the live /sys; to serve a fixture tree, add --simulate")]
@@ -170,6 +181,9 @@ pub enum AppError {
     /// `top` cannot sample (its `-e`, `-C`, or every CPU refused).
     #[error("top: {0}")]
     Top(String),
+    /// `metrics import`: a file that cannot be read or taken.
+    #[error("metrics import: {0}")]
+    Import(String),
     /// A report could not be written as JSON.
     #[error("cannot encode the report as JSON: {0}")]
     Json(serde_json::Error),
@@ -233,22 +247,23 @@ impl Output {
     }
 }
 
-/// `check`'s series budget: one collection of an engine counting `res` on
-/// the host's kernel (the simulated PMU of a fixture tree without one), as
-/// `serve` would open it. Its log is silenced: what it would say per CPU
-/// (a counter unavailable, the fd budget) `check` says once in its report.
-fn budget(h: &Host, s: &HostSettings, res: Resolution) -> crate::report::CheckBudget {
+/// `check`'s series budget: what an engine counting `res` would export on
+/// the host's online CPUs, counted from its plan with the counter budget
+/// `budgets` (measured: where groups are cut and multiplex), without
+/// opening a counter ([`crate::engine::series_budget`]).
+fn budget(
+    h: &Host,
+    s: &HostSettings,
+    res: Resolution,
+    budgets: &[crate::engine::PmuCounters],
+) -> crate::report::CheckBudget {
     let kernel = h
         .kernel
         .clone()
         .unwrap_or_else(|| Arc::new(SimKernel::new(h.table.clone())));
-    let families =
-        tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
-            let mut engine = opening::open_engine(kernel, h.table.clone(), res, None, &s.procfs);
-            engine.collect().families
-        });
+    let counts = crate::engine::series_budget(kernel, h.table.clone(), res, budgets);
     let cpus = crate::pmu::read_online_cpus(&s.sysfs).map_or(0, |c| c.len());
-    crate::report::CheckBudget::new(&families, cpus)
+    crate::report::CheckBudget::from_counts(counts, cpus)
 }
 
 /// Runs `list` or `check` and returns what to print; `serve` runs until
@@ -259,6 +274,11 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
         Command::Stat(st) => stat::stat(s.host, st).map(|()| Output::ok(String::new())),
         Command::Top(t) => top::top(s.host, t).map(|()| Output::ok(String::new())),
         Command::Reference { out, cli } => reference::write(&out, &cli).map(Output::ok),
+        Command::MetricsImport {
+            files,
+            output,
+            options,
+        } => import::run(&files, output.as_deref(), &options),
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
             let probe = h.kernel.as_deref().map(prober);
@@ -296,11 +316,12 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                     .unwrap_or_else(|| h.table.topology.online.clone());
                 crate::engine::counters::measure(k, &h.table, &online, &facts, &[])
             });
+            let series = budget(&h, &s.host, res.clone(), &budgets);
             let mut r = CheckReport::new(&res)
                 .with_identities(&h.table)
                 .with_counters(budgets);
             if r.refusal.is_none() {
-                r.budget = Some(budget(&h, &s.host, res));
+                r.budget = Some(series);
             }
             if let Some(c) = &cfg.cgroups {
                 let found = cgroups::check_discover(c, h.kernel.as_deref(), &s.host);

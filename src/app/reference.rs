@@ -247,6 +247,7 @@ fn count_on(
         simulate: true,
         simulate_read_delay: None,
         simulate_refuse: Vec::new(),
+        simulate_open_delay: None,
         config_file: None,
         aggregate_cpus: false,
     };

@@ -242,6 +242,10 @@ impl Job {
             let e = lock(&self.engine);
             e.open_fds() + e.cgroups().map_or(0, |c| c.backend().open_fds())
         };
+        tracing::debug!(
+            held,
+            "reload: opening the new counters beside the serving ones (scrapes are answered meanwhile)"
+        );
         let ne = open_engine_beside(
             self.kernel.clone(),
             table.clone(),

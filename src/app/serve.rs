@@ -190,6 +190,8 @@ async fn start(
     let engine = Arc::new(Mutex::new(engine));
     // Applies CPU hotplug between scrapes (until serving ends).
     let _hotplug = crate::engine::follow_hotplug(&engine);
+    // Re-measures the counter budget off the collection path.
+    let _budget = crate::engine::follow_budget(&engine);
     let stats = otlp.as_ref().map(|_| Arc::new(ExportStats::default()));
     let guard = Guard::of(&web_config);
     let state = State::new(web::Options {
@@ -259,8 +261,11 @@ async fn start_push(
 ) -> Result<Option<Box<dyn Push>>, AppError> {
     tracing::info!(settings = %otlp::describe(&settings), "OTLP push");
     let e = engine.clone();
-    let collect: otlp::Collect =
-        Arc::new(move || e.lock().unwrap_or_else(PoisonError::into_inner).collect());
+    let collect: otlp::Collect = Arc::new(move || {
+        let s = e.lock().unwrap_or_else(PoisonError::into_inner).collect();
+        crate::engine::after_collection(&e);
+        s
+    });
     let start = move || {
         deadline.run("otlp-files", move || {
             step("reading the OTLP TLS files (--otlp.certificate, --otlp.client-certificate, --otlp.client-key)");

@@ -125,6 +125,7 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
     let out = &mut std::io::stdout().lock();
     let start = Instant::now();
     let first = engine.collect_full().families;
+    engine.run_upkeep();
     let mut prev = (start, first.clone());
     // `--json` prints the whole frame, every per-CPU counter included (as
     // `--per-cpu` shows them all, as `perf stat -A` does).
@@ -150,6 +151,8 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         };
         let now = Instant::now();
         let cur = engine.collect_full().families;
+        // Off the interval's reads: a check's busy times, a budget due.
+        engine.run_upkeep();
         let done = stopped || end.is_some_and(|e| now >= e);
         // A partial last interval (Ctrl-C, or -d not a multiple of -I) is
         // in the summary, not printed as an interval of its own.

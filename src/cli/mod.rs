@@ -73,6 +73,15 @@ struct GlobalArgs {
         hide = true
     )]
     simulate_refuse: Vec<(String, i32)>,
+    /// With --simulate: make every simulated perf_event_open take this long, e.g. 10ms (a slow build of the counters: scrapes are served while a reload opens its counters). For tests.
+    #[arg(
+        long = "simulate.open-delay",
+        global = true,
+        value_name = "DURATION",
+        value_parser = crate::duration::parse,
+        hide = true
+    )]
+    simulate_open_delay: Option<Duration>,
     /// Log level.
     #[arg(long = "log.level", global = true, value_enum, default_value_t = LogLevel::Info)]
     log_level: LogLevel,
@@ -291,6 +300,9 @@ enum Cmd {
         #[arg(long = "web.config.file", value_name = "FILE")]
         web_config_file: Option<PathBuf>,
     },
+    /// Derived metrics: `metrics import` turns perf's metric JSON into a config.
+    #[command(subcommand)]
+    Metrics(MetricsCmd),
     /// Writes the book's reference pages, generated from the code (for
     /// developers: `cargo run -- reference --out docs/src/reference`).
     #[command(hide = true)]
@@ -298,6 +310,26 @@ enum Cmd {
         /// The directory to write them into.
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
+    },
+}
+
+/// `perf-exporter metrics ...`.
+#[derive(Debug, Subcommand)]
+enum MetricsCmd {
+    /// Reads perf's event and metric JSON files (a model's directory under the kernel's tools/perf/pmu-events/arch/, or Intel's perfmon files in perf's layout) and writes a config: `sets:` that count the events in schedulable groups and `derived:` entries for the metrics, reporting each metric it cannot take and why.
+    Import {
+        /// The JSON files: the events and the metrics of one CPU model.
+        #[arg(value_name = "FILE", required = true)]
+        files: Vec<PathBuf>,
+        /// Write the config here (default: standard output).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The PMU of events without a `Unit` (cpu on x86; e.g. armv8_pmuv3_0 on Arm).
+        #[arg(long = "core-pmu", value_name = "PMU", default_value = "cpu")]
+        core_pmu: String,
+        /// General-purpose counters one core set may use (4: Intel cores with SMT on).
+        #[arg(long = "counters", value_name = "N", default_value = "4", value_parser = clap::value_parser!(u64).range(1..=64))]
+        counters: u64,
     },
 }
 
@@ -375,6 +407,22 @@ impl Args {
                 None,
             ),
             Some(Cmd::Top(t)) => (Command::Top(t.settings()), None),
+            Some(Cmd::Metrics(MetricsCmd::Import {
+                files,
+                output,
+                core_pmu,
+                counters,
+            })) => (
+                Command::MetricsImport {
+                    files,
+                    output,
+                    options: crate::config::import::Options {
+                        core_pmu,
+                        counters: usize::try_from(counters).unwrap_or(4),
+                    },
+                },
+                None,
+            ),
             Some(Cmd::Reference { out }) => (
                 Command::Reference {
                     out,
@@ -393,6 +441,7 @@ impl Args {
             simulate: g.simulate,
             simulate_read_delay,
             simulate_refuse: g.simulate_refuse,
+            simulate_open_delay: g.simulate_open_delay,
             config_file: g.config_file,
             aggregate_cpus: g.aggregate_cpus,
         };

@@ -35,6 +35,7 @@
 
 pub mod cgroups;
 pub mod derived;
+pub mod import;
 mod names;
 mod raw;
 pub mod sampling;

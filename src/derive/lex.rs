@@ -207,3 +207,33 @@ fn literal(text: &str, col: usize) -> Result<Literal, DeriveError> {
     };
     Err(syntax(col, msg))
 }
+
+/// `src` with every name `f` maps replaced by what it returns, written
+/// as a name (the characters perf lets a name hold only escaped get a
+/// backslash); everything else (spacing, numbers, literals, operators)
+/// is kept as written. `f` sees a name with its escapes removed.
+pub(super) fn rename(
+    src: &str,
+    f: &mut dyn FnMut(&str) -> Option<String>,
+) -> Result<String, DeriveError> {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = String::with_capacity(src.len());
+    let mut copied = 0;
+    for (tok, col) in tokens(src)? {
+        let Tok::Name(name) = tok else { continue };
+        let start = col - 1;
+        let len = name_len(&c[start..]);
+        if let Some(new) = f(&name) {
+            out.extend(&c[copied..start]);
+            for ch in new.chars() {
+                if escapable(ch) {
+                    out.push('\\');
+                }
+                out.push(ch);
+            }
+            copied = start + len;
+        }
+    }
+    out.extend(&c[copied..]);
+    Ok(out)
+}

@@ -49,6 +49,18 @@ mod tests;
 pub use eval::{eval, Env, Values};
 pub use parse::parse;
 
+/// `src` with the names `f` maps renamed, the rest kept as written
+/// (spacing, numbers, literals): how an expression written against one
+/// set of names (perf's event names) is carried over to another (the
+/// config's metric names). `f` sees each name with its escapes removed;
+/// a name it maps to `None` is kept.
+pub fn rename(src: &str, f: &mut dyn FnMut(&str) -> Option<String>) -> Result<String, DeriveError> {
+    if src.len() > MAX_LEN {
+        return Err(DeriveError::TooLong { len: src.len() });
+    }
+    lex::rename(src, f)
+}
+
 use std::fmt;
 
 /// The longest expression accepted, in bytes (perf's longest published

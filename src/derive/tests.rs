@@ -382,3 +382,31 @@ fn corpus_parses_and_evaluates() {
     }
     assert!(checked >= 40, "only {checked} expressions");
 }
+
+#[test]
+fn rename_keeps_everything_but_the_names_it_maps() {
+    let src = r"100 * (cpu@L1D_PEND_MISS.FB_FULL\,cmask\=1@ / CPU_CLK_UNHALTED.THREAD) if #smt_on else min(INST_RETIRED.ANY, 1e3)";
+    let mut seen = Vec::new();
+    let out = crate::derive::rename(src, &mut |n| {
+        seen.push(n.to_string());
+        match n {
+            "cpu@L1D_PEND_MISS.FB_FULL,cmask=1@" => Some("perf_fb_full_total".into()),
+            "CPU_CLK_UNHALTED.THREAD" => Some("topdown-slots".into()),
+            _ => None,
+        }
+    })
+    .unwrap();
+    assert_eq!(
+        out,
+        r"100 * (perf_fb_full_total / topdown\-slots) if #smt_on else min(INST_RETIRED.ANY, 1e3)"
+    );
+    assert_eq!(
+        seen,
+        [
+            "cpu@L1D_PEND_MISS.FB_FULL,cmask=1@",
+            "CPU_CLK_UNHALTED.THREAD",
+            "INST_RETIRED.ANY"
+        ]
+    );
+    assert!(crate::derive::rename("a $ b", &mut |_| None).is_err());
+}

@@ -27,9 +27,15 @@
 //! groups there run a little less of the time meanwhile) and opens up to
 //! `MAX_PROBE (MAX_PROBE + 1) / 2` short-lived fds; and a budget changes
 //! only when another user arrives or leaves, which a few minutes' delay
-//! reports well enough. A measurement runs inside the collection it is
-//! due at (one scrape every 5 minutes takes up to `(free + 1) × SETTLE`
-//! longer: about 60 ms on a 4-counter core). A group that never runs
+//! reports well enough. After start-up a measurement never runs inside a
+//! collection (it takes up to `(free + 1) × SETTLE`, about 60 ms on a
+//! 4-counter core): `serve` runs it on a thread of its own
+//! ([`super::follow_budget`]), which takes a [`BudgetProbe`] from the
+//! engine when one is due, runs it without holding the engine, and hands
+//! the result back; `stat` runs it between intervals
+//! ([`Engine::run_upkeep`](super::Engine::run_upkeep)). Collections use
+//! the latest result: it is at most [`REMEASURE`] plus one measurement
+//! old (the follower wakes when one is due). A group that never runs
 //! meanwhile is split when it is seen (`read.rs`), whatever the budget
 //! said.
 //!
@@ -47,6 +53,7 @@ use crate::pmu::virt::HostFacts;
 use crate::pmu::{PmuTable, Scope};
 use crate::problem::budget::Held;
 use crate::snapshot::{Family, Kind, Labels, Sample};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The largest group probed: more general-purpose counters than any core
@@ -201,6 +208,64 @@ fn cpu_of(pmu: &crate::pmu::Pmu, online: &[u32]) -> Option<u32> {
     }
 }
 
+/// What a measurement opens: per core PMU whose budget is worth measuring,
+/// the CPU it is measured on and the probe events to try, in order.
+#[derive(Debug, Clone)]
+struct Target {
+    pmu: String,
+    cpu: u32,
+    attrs: Vec<EventAttr>,
+}
+
+/// The core PMUs of `table` to measure on `online` CPUs.
+fn targets(kernel: &dyn Kernel, table: &PmuTable, online: &[u32]) -> Vec<Target> {
+    let mut out = Vec::new();
+    for pmu in table.pmus.iter().filter(|p| p.is_core()) {
+        if !kernel.measures_counters(&pmu.name) {
+            continue;
+        }
+        let Some(cpu) = cpu_of(pmu, online) else {
+            continue;
+        };
+        out.push(Target {
+            pmu: pmu.name.clone(),
+            cpu,
+            attrs: probe_attrs(table, pmu),
+        });
+    }
+    out
+}
+
+/// Measures each target through `kernel` (the probes: opens, an enable,
+/// [`SETTLE`] and a read per group size).
+fn measure_targets(
+    kernel: &dyn Kernel,
+    targets: &[Target],
+    facts: &HostFacts,
+    before: &[PmuCounters],
+) -> Vec<PmuCounters> {
+    let mut out = Vec::new();
+    for t in targets {
+        let mut measured = Err("no probe event".to_string());
+        for attr in &t.attrs {
+            measured = measure_free(kernel, attr, t.cpu);
+            if measured.is_ok() {
+                break;
+            }
+        }
+        let prev = before.iter().find(|b| b.pmu == t.pmu);
+        out.push(explain(
+            &t.pmu,
+            t.cpu,
+            measured,
+            kernel.pmu_counters(&t.pmu),
+            facts,
+            prev,
+        ));
+    }
+    out
+}
+
 /// Measures every core PMU of `table` through `kernel`. `before` is the
 /// previous measurement (its highest budgets tell other users that came
 /// since, where the kernel does not say the PMU's counters).
@@ -211,33 +276,38 @@ pub fn measure(
     facts: &HostFacts,
     before: &[PmuCounters],
 ) -> Vec<PmuCounters> {
-    let mut out = Vec::new();
-    for pmu in table.pmus.iter().filter(|p| p.is_core()) {
-        if !kernel.measures_counters(&pmu.name) {
-            continue;
-        }
-        let Some(cpu) = cpu_of(pmu, online) else {
-            continue;
-        };
-        let mut measured = Err("no probe event".to_string());
-        for attr in probe_attrs(table, pmu) {
-            measured = measure_free(kernel, &attr, cpu);
-            if measured.is_ok() {
-                break;
-            }
-        }
-        let prev = before.iter().find(|b| b.pmu == pmu.name);
-        out.push(explain(
-            &pmu.name,
-            cpu,
-            measured,
-            kernel.pmu_counters(&pmu.name),
-            facts,
-            prev,
-        ));
-    }
-    out
+    measure_targets(kernel, &targets(kernel, table, online), facts, before)
 }
+
+/// A re-measure of the budget, taken from the engine when one is due
+/// ([`Engine::budget_probe`](super::Engine::budget_probe)) with what it
+/// needs, so it runs without the engine: off the collection path, on a
+/// thread of its own ([`super::follow_budget`]). Its result goes back
+/// with [`Engine::set_budget`](super::Engine::set_budget).
+#[derive(Debug)]
+pub struct BudgetProbe {
+    kernel: Arc<dyn Kernel>,
+    targets: Vec<Target>,
+    facts: HostFacts,
+    before: Vec<PmuCounters>,
+}
+
+impl BudgetProbe {
+    /// Runs the probes (up to `(free + 1) × SETTLE` per core PMU, about
+    /// 60 ms on a 4-counter core).
+    pub fn run(self) -> MeasuredBudget {
+        MeasuredBudget(measure_targets(
+            self.kernel.as_ref(),
+            &self.targets,
+            &self.facts,
+            &self.before,
+        ))
+    }
+}
+
+/// The result of a [`BudgetProbe`].
+#[derive(Debug, Clone)]
+pub struct MeasuredBudget(Vec<PmuCounters>);
 
 /// A measurement with who holds the rest.
 fn explain(
@@ -299,7 +369,7 @@ fn explain(
     }
 }
 
-/// The engine's budget: the last measurement and when it was made.
+/// The engine's budget: the last measurement and when the last one began.
 #[derive(Debug, Default)]
 pub(super) struct Budgets {
     pub(super) last: Vec<PmuCounters>,
@@ -344,14 +414,43 @@ impl Budgets {
             .collect();
     }
 
-    /// Whether a measurement is due (never made, or [`REMEASURE`] ago).
-    pub(super) fn due(&self) -> bool {
-        self.at.is_none_or(|t| t.elapsed() >= REMEASURE)
+    /// How long until a measurement is due ([`REMEASURE`] after the last
+    /// one began; zero when none was made).
+    pub(super) fn due_in(&self) -> Duration {
+        self.at
+            .map_or(Duration::ZERO, |t| REMEASURE.saturating_sub(t.elapsed()))
     }
 
-    /// Measures again, logging what changed.
+    /// Measures now, logging what changed.
     pub(super) fn measure(&mut self, kernel: &dyn Kernel, table: &PmuTable, online: &[u32]) {
+        self.at = Some(Instant::now());
         let now = measure(kernel, table, online, &self.facts, &self.last);
+        self.apply(MeasuredBudget(now));
+    }
+
+    /// A measurement to run off the collection path, when one is due; the
+    /// next is due [`REMEASURE`] after it.
+    pub(super) fn probe(
+        &mut self,
+        kernel: &Arc<dyn Kernel>,
+        table: &PmuTable,
+        online: &[u32],
+    ) -> Option<BudgetProbe> {
+        if !self.due_in().is_zero() {
+            return None;
+        }
+        self.at = Some(Instant::now());
+        Some(BudgetProbe {
+            kernel: kernel.clone(),
+            targets: targets(kernel.as_ref(), table, online),
+            facts: self.facts.clone(),
+            before: self.last.clone(),
+        })
+    }
+
+    /// Takes a measurement as the budget, logging what changed.
+    pub(super) fn apply(&mut self, m: MeasuredBudget) {
+        let now = m.0;
         for b in &now {
             let was = self.last.iter().find(|o| o.pmu == b.pmu);
             if was.map(|w| (w.free, &w.held)) != Some((b.free, &b.held)) {
@@ -361,7 +460,12 @@ impl Budgets {
             }
         }
         self.last = now;
-        self.at = Some(Instant::now());
+    }
+
+    /// Makes a measurement due now (tests).
+    #[cfg(test)]
+    pub(super) fn expire(&mut self) {
+        self.at = Instant::now().checked_sub(REMEASURE);
     }
 
     /// `perf_pmu_counters{pmu, kind}` and `perf_pmu_virtual{pmu}`.

@@ -24,7 +24,8 @@
 //!   enabled cannot fit on the PMU; it is split into single-event groups
 //!   (and a member that still never runs exports nothing, not zero).
 //!   Where the core PMU's free counters were measured (`counters.rs`: at
-//!   start-up, then at most every 5 minutes), a group larger than them is
+//!   start-up, then at most every 5 minutes, off the collection path:
+//!   [`follow_budget`]), a group larger than them is
 //!   split before it is opened (`open.rs`), with
 //!   [`Problem::GroupTooLarge`]; per cgroup too (`cgroup/plan.rs`).
 //! * **Counter states** (`trust.rs`). Each collection judges every
@@ -36,7 +37,13 @@
 //!   ([`Engine::check_plausibility`]), every [`plausible::CHECK_EVERY_NS`]
 //!   the cycles and instructions of each CPU are judged against its busy
 //!   time, maximum frequency and retire width; a count the CPU cannot
-//!   produce makes its series `implausible`, with why.
+//!   produce makes its series `implausible`, with why. The busy time is
+//!   read after the collection, not in it ([`after_collection`]).
+//! * **Upkeep** (`upkeep.rs`). A collection makes one `read()` per group
+//!   and nothing else: the work done at a bounded rate (the busy-time
+//!   reading, the budget's re-measure) runs where no scrape waits for
+//!   it, and the per-CPU detail is built only when asked for
+//!   ([`Engine::detail_families`]).
 //! * **Hotplug** (`hotplug.rs`). When a CPU goes offline the
 //!   kernel stops its events (their `time_enabled` stands still) and, on
 //!   current kernels, detaches the members of each group, but every event
@@ -102,6 +109,7 @@
 mod budget;
 mod build;
 pub mod cgroup;
+mod count;
 pub mod counters;
 mod cpus;
 mod hotplug;
@@ -115,14 +123,18 @@ mod series;
 mod times;
 mod totals;
 mod trust;
+mod upkeep;
 
 pub use budget::Fds;
 pub use build::ToCount;
-pub use counters::PmuCounters;
+pub use count::series_budget;
+pub use counters::{BudgetProbe, MeasuredBudget, PmuCounters};
 pub use hotplug::{follow_hotplug, HotplugFollower};
+pub use plausible::{BusyRead, BusyTimes};
 pub use read::{monotonic_delta, mux_factor};
 pub use runtime::MetricRuntime;
 pub use totals::Totals;
+pub use upkeep::{after_collection, follow_budget, BudgetFollower};
 
 use crate::perf::{Counter, EventAttr, GroupReading, Kernel};
 use crate::pmu::PmuTable;
@@ -287,6 +299,9 @@ pub struct Engine {
     /// running one: [`Engine::for_config_disabled`]); `None` once groups
     /// are enabled as they open.
     disabled: Option<Vec<open::Disabled>>,
+    /// How many times the per-CPU detail was built
+    /// ([`Engine::detail_families`]).
+    detail_builds: std::sync::atomic::AtomicU64,
 }
 
 impl Engine {
@@ -321,6 +336,29 @@ impl Engine {
         fd_cap: Option<usize>,
         disabled: bool,
     ) -> Self {
+        let mut e = Self::unopened(kernel, table, resolution, fd_cap, disabled);
+        // Start listening for hotplug before reading the online list, so a
+        // change in between is not missed.
+        e.cpus.hotplug_seen = e.kernel.hotplug_generation();
+        if let Some(online) = e.kernel.online_cpus(&e.table.sysfs) {
+            e.set_online(online);
+        }
+        // Before anything opens: the plan fits groups in the budget.
+        e.measure_counters();
+        e.reconcile();
+        e
+    }
+
+    /// The engine's state before anything is measured or opened, on the
+    /// table's online CPUs (what [`series_budget`](count::series_budget)
+    /// plans from).
+    fn unopened(
+        kernel: Arc<dyn Kernel>,
+        table: PmuTable,
+        resolution: Resolution,
+        fd_cap: Option<usize>,
+        disabled: bool,
+    ) -> Self {
         let online = table.topology.online.clone();
         let runtime = runtime::initial(&resolution);
         let metrics = resolution.metrics.len();
@@ -344,17 +382,9 @@ impl Engine {
             counters: counters::Budgets::default(),
             plausible: None,
             disabled: disabled.then(Vec::new),
+            detail_builds: std::sync::atomic::AtomicU64::new(0),
         };
         e.state_count_labels = trust::count_labels(&e.resolution);
-        // Start listening for hotplug before reading the online list, so a
-        // change in between is not missed.
-        e.cpus.hotplug_seen = e.kernel.hotplug_generation();
-        if let Some(online) = e.kernel.online_cpus(&e.table.sysfs) {
-            e.set_online(online);
-        }
-        // Before anything opens: the plan fits groups in the budget.
-        e.measure_counters();
-        e.reconcile();
         e
     }
 
@@ -391,12 +421,50 @@ impl Engine {
         !self.groups.is_empty()
     }
 
-    /// Measures the core PMUs' free counters now (`counters.rs`; the
-    /// engine does it at start-up and at most every 5 minutes after).
+    /// Measures the core PMUs' free counters now (`counters.rs`: the
+    /// engine does it at start-up; after that, [`budget_probe`] says when
+    /// one is due, at most every 5 minutes, and it runs off the collection
+    /// path).
+    ///
+    /// [`budget_probe`]: Self::budget_probe
     pub fn measure_counters(&mut self) {
         let online = self.cpus.online().to_vec();
         self.counters
             .measure(self.kernel.as_ref(), &self.table, &online);
+    }
+
+    /// A re-measure of the counter budget when one is due (at most every
+    /// [`counters::REMEASURE`]; `None` before): run it without the engine
+    /// ([`BudgetProbe::run`]) and hand the result to
+    /// [`set_budget`](Self::set_budget). A collection never measures.
+    pub fn budget_probe(&mut self) -> Option<BudgetProbe> {
+        let online = self.cpus.online().to_vec();
+        self.counters.probe(&self.kernel, &self.table, &online)
+    }
+
+    /// How long until [`budget_probe`](Self::budget_probe) has one.
+    pub fn budget_due_in(&self) -> std::time::Duration {
+        self.counters.due_in()
+    }
+
+    /// Takes a measurement as the counter budget: the next collection
+    /// exports it, groups opened from now on are planned within it.
+    pub fn set_budget(&mut self, m: MeasuredBudget) {
+        self.counters.apply(m);
+    }
+
+    /// Runs, inline, the work a collection leaves for after it (the
+    /// plausibility check's busy-time reading) and a budget re-measure
+    /// when one is due: for `stat`, between its intervals, and tests.
+    /// `serve` runs them off the engine's lock instead
+    /// ([`after_collection`], [`follow_budget`]).
+    pub fn run_upkeep(&mut self) {
+        if let Some(r) = self.busy_read() {
+            self.judge_plausibility(r.run());
+        }
+        if let Some(p) = self.budget_probe() {
+            self.set_budget(p.run());
+        }
     }
 
     /// The core PMUs' counter budget at the last measurement.

@@ -9,11 +9,29 @@
 //! [`Implausible`], logged when it starts and stops and exported in
 //! `perf_counter_implausible_info`.
 //!
+//! # Off the collection path
+//!
+//! A collection reads no file for it. The collection a check is due at
+//! only takes every judged member's window (its count and group times
+//! since the last check, from the reads it just made) and asks for a
+//! busy-time reading: a [`BusyRead`] ([`Engine::busy_read`]), which the
+//! caller runs right after the collection, without the engine
+//! ([`super::after_collection`]: `serve` does it on the collector thread
+//! once the scrape has its answer), and hands back
+//! ([`Engine::judge_plausibility`]). The reading is paired with the
+//! windows of that collection, so busy time and counts cover the same
+//! window: a reading made more than [`MAX_SKEW_NS`] after the collection
+//! (or never made) is not judged against, and the next window is not
+//! judged either (it has no start). Verdicts take effect at the collection
+//! after the check: a state is at most one check interval plus one
+//! collection old.
+//!
 //! Cost: nothing on the collections between checks but one clock read
 //! (and, while some counter is implausible, one pass over the members);
-//! a check reads `/proc/stat` once (one file, about 100 bytes per CPU and
-//! the interrupt line) and walks the open groups once. The maximum
-//! frequencies are read at the first check only.
+//! the collection a check is due at walks the open groups once; the
+//! check, off that path, reads `/proc/stat` once (one file, about 100
+//! bytes per CPU and the interrupt line). The maximum frequencies are read
+//! with the first reading only.
 //!
 //! Only node-level groups, counted system-wide per CPU, are judged (a
 //! per-cgroup count is a share of a CPU's and is not compared with the
@@ -25,18 +43,25 @@
 //! [`Kernel::max_freqs`]: crate::perf::Kernel::max_freqs
 
 use super::Engine;
+use crate::perf::Kernel;
 use crate::pmu::cpuclock::{CpuTime, MaxFreq};
 use crate::problem::plausible::{
     retire_width, Count, Implausible, IPC_MARGIN, MIN_BUSY_SECONDS, NEAR_ZERO_PER_SECOND,
 };
 use crate::problem::Reason;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// How often plausibility is checked: at most once per 10 s of the
 /// kernel's clock, so a scrape every second pays for it once in ten, and
 /// the window is long enough for `/proc/stat`'s 10 ms ticks to be exact
 /// to 0.1%.
 pub(super) const CHECK_EVERY_NS: u64 = 10_000_000_000;
+
+/// The longest a busy-time reading may follow the collection whose
+/// windows it closes (250 ms: 2.5% of a check interval, well inside the
+/// bounds' margins); a later one is not judged against.
+pub(super) const MAX_SKEW_NS: u64 = 250_000_000;
 
 /// The running share below which a multiplexed estimate is not compared
 /// with an upper bound.
@@ -72,6 +97,62 @@ pub(super) struct Checker {
     flagged: usize,
     /// Whether a failure to read the busy times was logged.
     said_unreadable: bool,
+    /// The windows of the collection a check was due at, until its
+    /// busy-time reading comes back.
+    pending: Option<Pending>,
+}
+
+/// A check waiting for its busy-time reading.
+#[derive(Debug)]
+struct Pending {
+    /// The kernel's clock at the collection.
+    at: u64,
+    /// Whether a [`BusyRead`] was handed out for it.
+    asked: bool,
+    seen: Vec<Seen>,
+}
+
+/// A busy-time reading a collection asked for: run it off the collection
+/// path ([`BusyRead::run`], without the engine) and hand the result back
+/// ([`Engine::judge_plausibility`]).
+#[derive(Debug)]
+pub struct BusyRead {
+    kernel: Arc<dyn Kernel>,
+    procfs: PathBuf,
+    /// The sysfs root and CPUs, when the maximum frequencies are still to
+    /// be read.
+    max: Option<(PathBuf, Vec<u32>)>,
+    at: u64,
+}
+
+/// What a [`BusyRead`] read.
+#[derive(Debug)]
+pub struct BusyTimes {
+    /// The collection whose windows it closes.
+    at: u64,
+    /// The kernel's clock after the reading.
+    read_at: u64,
+    times: Result<Vec<CpuTime>, String>,
+    max: Option<Vec<(u32, MaxFreq)>>,
+}
+
+impl BusyRead {
+    /// Reads the CPUs' busy times (`<procfs>/stat` on the live kernel)
+    /// and, the first time, their maximum frequencies.
+    pub fn run(self) -> BusyTimes {
+        let mut v = Vec::new();
+        let times = self.kernel.cpu_times(&self.procfs, &mut v).map(|()| v);
+        let read_at = self.kernel.monotonic_ns();
+        let max = self
+            .max
+            .map(|(sysfs, cpus)| self.kernel.max_freqs(&sysfs, &self.procfs, &cpus));
+        BusyTimes {
+            at: self.at,
+            read_at,
+            times,
+            max,
+        }
+    }
 }
 
 /// One member's window, for the judging.
@@ -79,6 +160,8 @@ pub(super) struct Checker {
 struct Seen {
     group: usize,
     member: usize,
+    /// The member's counter (its group may close before the verdict).
+    id: u64,
     count: Count,
     cpu: u32,
     /// Its increase (estimate, raw units).
@@ -180,6 +263,7 @@ impl Checker {
             max: None,
             flagged: 0,
             said_unreadable: false,
+            pending: None,
         }
     }
 
@@ -202,8 +286,10 @@ impl Engine {
         self.plausible = Some(Checker::new(procfs));
     }
 
-    /// At every collection, after the reads: a check when one is due, and
-    /// the verdicts into this collection's states.
+    /// At every collection, after the reads: when a check is due, the
+    /// judged members' windows (its reading is asked for:
+    /// [`busy_read`](Self::busy_read)); the verdicts into this
+    /// collection's states.
     pub(super) fn plausibility(&mut self) {
         let Some(mut c) = self.plausible.take() else {
             return;
@@ -212,7 +298,16 @@ impl Engine {
         if c.last_at
             .is_none_or(|t| now.saturating_sub(t) >= CHECK_EVERY_NS)
         {
-            self.check(&mut c, now);
+            c.last_at = Some(now);
+            if c.pending.is_some() {
+                // Its reading never came: the next window has no start.
+                c.cur.clear();
+            }
+            c.pending = Some(Pending {
+                at: now,
+                asked: false,
+                seen: self.take_windows(),
+            });
         }
         if c.flagged > 0 {
             for g in &self.groups {
@@ -227,21 +322,50 @@ impl Engine {
         self.plausible = Some(c);
     }
 
-    /// One check: read the busy times, take every judged member's window,
-    /// judge them.
-    fn check(&mut self, c: &mut Checker, now: u64) {
-        c.last_at = Some(now);
-        std::mem::swap(&mut c.prev, &mut c.cur);
-        if let Err(e) = self.kernel.cpu_times(&c.procfs, &mut c.cur) {
-            if !c.said_unreadable {
-                c.said_unreadable = true;
-                tracing::warn!(error = %e, "plausibility not checked: no CPU busy time");
-            }
-            c.cur.clear();
+    /// The busy-time reading the last due collection asked for, once
+    /// (`None`: no check waits for one). Run it without the engine and
+    /// hand the result to [`judge_plausibility`](Self::judge_plausibility).
+    pub fn busy_read(&mut self) -> Option<BusyRead> {
+        let c = self.plausible.as_mut()?;
+        let at = {
+            let p = c.pending.as_mut().filter(|p| !p.asked)?;
+            p.asked = true;
+            p.at
+        };
+        let max = c
+            .max
+            .is_none()
+            .then(|| (self.table.sysfs.clone(), self.table.topology.online.clone()));
+        Some(BusyRead {
+            kernel: self.kernel.clone(),
+            procfs: c.procfs.clone(),
+            max,
+            at,
+        })
+    }
+
+    /// Judges the windows a collection took against the busy times read
+    /// for it ([`BusyRead::run`]); the verdicts count from the next
+    /// collection. A reading for another collection is ignored; one made
+    /// more than 250 ms (`MAX_SKEW_NS`) after its collection is not judged
+    /// against; a verdict is for the member whose window was taken (a
+    /// group closed meanwhile is not judged).
+    pub fn judge_plausibility(&mut self, b: BusyTimes) {
+        let Some(mut c) = self.plausible.take() else {
+            return;
+        };
+        self.judge(&mut c, b);
+        self.plausible = Some(c);
+    }
+
+    fn judge(&mut self, c: &mut Checker, b: BusyTimes) {
+        if c.pending.as_ref().is_none_or(|p| p.at != b.at) {
+            return;
         }
-        if c.max.is_none() {
-            let cpus: Vec<u32> = self.table.topology.online.clone();
-            let max = self.kernel.max_freqs(&self.table.sysfs, &c.procfs, &cpus);
+        let Some(p) = c.pending.take() else {
+            return;
+        };
+        if let Some(max) = b.max.filter(|_| c.max.is_none()) {
             if let Some((_, MaxFreq::Unknown(why))) =
                 max.iter().find(|(_, m)| matches!(m, MaxFreq::Unknown(_)))
             {
@@ -249,9 +373,30 @@ impl Engine {
             }
             c.max = Some(max);
         }
-        let seen = self.take_windows();
-        let mut verdicts: Vec<(usize, usize, Option<Implausible>)> =
-            seen.iter().map(|s| (s.group, s.member, None)).collect();
+        std::mem::swap(&mut c.prev, &mut c.cur);
+        match b.times {
+            Ok(t) => c.cur = t,
+            Err(e) => {
+                if !c.said_unreadable {
+                    c.said_unreadable = true;
+                    tracing::warn!(error = %e, "plausibility not checked: no CPU busy time");
+                }
+                c.cur.clear();
+            }
+        }
+        if b.read_at.saturating_sub(p.at) > MAX_SKEW_NS {
+            tracing::debug!("plausibility: busy times read too late for their window; not judged");
+            c.prev.clear();
+            c.cur.clear();
+            return;
+        }
+        self.check(c, &p.seen);
+    }
+
+    /// One check: every window judged against the busy times.
+    fn check(&mut self, c: &mut Checker, seen: &[Seen]) {
+        let mut verdicts: Vec<(&Seen, Option<Implausible>)> =
+            seen.iter().map(|s| (s, None)).collect();
         for (i, s) in seen.iter().enumerate() {
             let Some(busy) = c.busy(s.cpu) else {
                 continue;
@@ -261,7 +406,7 @@ impl Engine {
                 .as_ref()
                 .and_then(|m| m.iter().find(|(cpu, _)| *cpu == s.cpu))
                 .map(|(_, m)| m);
-            verdicts[i].2 = judge_alone(s, busy, max);
+            verdicts[i].1 = judge_alone(s, busy, max);
         }
         // IPC: each instructions member with the cycles of its CPU (a
         // quadratic pass, at most every 10 s, over a few judged counters
@@ -278,15 +423,15 @@ impl Engine {
                     continue;
                 }
                 if let Some(why) = judge_ipc(cyc, ins, pmu) {
-                    verdicts[i].2 = verdicts[i].2.or(Some(why));
-                    verdicts[j].2 = verdicts[j].2.or(Some(why));
+                    verdicts[i].1 = verdicts[i].1.or(Some(why));
+                    verdicts[j].1 = verdicts[j].1.or(Some(why));
                 }
             }
         }
         c.flagged = 0;
-        for (gi, mi, why) in verdicts {
+        for (s, why) in verdicts {
             c.flagged += usize::from(why.is_some());
-            self.set_verdict(gi, mi, why);
+            self.set_verdict(s, why);
         }
     }
 
@@ -308,6 +453,7 @@ impl Engine {
                 out.push(Seen {
                     group: gi,
                     member: mi,
+                    id: m.counter.id,
                     count,
                     cpu: g.key.cpu,
                     delta: (m.high - high).max(0.0),
@@ -322,8 +468,13 @@ impl Engine {
     }
 
     /// Sets a member's verdict, logging when it changes.
-    fn set_verdict(&mut self, gi: usize, mi: usize, why: Option<Implausible>) {
-        let Some(m) = self.groups.get_mut(gi).and_then(|g| g.members.get_mut(mi)) else {
+    fn set_verdict(&mut self, s: &Seen, why: Option<Implausible>) {
+        let Some(m) = self
+            .groups
+            .get_mut(s.group)
+            .and_then(|g| g.members.get_mut(s.member))
+            .filter(|m| m.counter.id == s.id)
+        else {
             return;
         };
         let was = std::mem::replace(&mut m.check.verdict, why);
@@ -364,6 +515,7 @@ mod tests {
         Seen {
             group: 0,
             member: 0,
+            id: 0,
             count,
             cpu: 2,
             delta,

@@ -127,9 +127,6 @@ impl Engine {
         if self.cpus.take_retry() {
             self.reconcile();
         }
-        if self.counters.due() {
-            self.measure_counters();
-        }
         self.series.reset_gauges();
         let mut seen = Seen::default();
         // Moved out and back (no allocation) so each read can borrow the

@@ -261,8 +261,11 @@ impl Engine {
     /// [`read_groups`](Self::read_groups): the full resolution the live
     /// view and `stat` show ([`crate::snapshot::full_resolution`] puts
     /// them in place of the summed ones). Empty when every set is `per:
-    /// cpu`.
+    /// cpu`. Built on demand (the live view, `stat`, a snapshot), never
+    /// for a scrape: [`detail_builds`](Self::detail_builds) counts them.
     pub fn detail_families(&self) -> Vec<Family> {
+        self.detail_builds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let summed: Vec<bool> = self
             .series
             .order()
@@ -279,6 +282,13 @@ impl Engine {
             self.families_of(pick, &mut families);
         }
         families
+    }
+
+    /// How many times the per-CPU detail was built
+    /// ([`detail_families`](Self::detail_families)) since start-up.
+    pub fn detail_builds(&self) -> u64 {
+        self.detail_builds
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The configured metrics' families, in config order.

@@ -1,8 +1,9 @@
 //! The series budget of a config on a host: how many series each family
 //! of a scrape has, in all, and on how many CPUs (issue 29: what a fleet
-//! pays for is series). Counted from one collection of the engine, so it
-//! is what `serve` would export there, at the aggregation level each set
-//! asks for.
+//! pays for is series). Counted from the engine's plan without opening a
+//! counter ([`crate::engine::series_budget`]): what `serve`'s first
+//! collection would export there, at the aggregation level each set asks
+//! for.
 
 use crate::snapshot::Family;
 use crate::terminal::escape;
@@ -33,13 +34,22 @@ pub struct CheckBudget {
 impl CheckBudget {
     /// The budget of one collection's families on `cpus` online CPUs.
     pub fn new(families: &[Family], cpus: usize) -> Self {
-        let families: Vec<BudgetFamily> = families
-            .iter()
-            .filter(|f| !f.samples.is_empty())
-            .map(|f| BudgetFamily {
-                family: f.name.clone(),
-                series: f.samples.len(),
-            })
+        Self::from_counts(
+            families
+                .iter()
+                .map(|f| (f.name.clone(), f.samples.len()))
+                .collect(),
+            cpus,
+        )
+    }
+
+    /// The budget from each family's series count (in scrape order) on
+    /// `cpus` online CPUs; families without a series are left out.
+    pub fn from_counts(counts: Vec<(String, usize)>, cpus: usize) -> Self {
+        let families: Vec<BudgetFamily> = counts
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(family, series)| BudgetFamily { family, series })
             .collect();
         CheckBudget {
             cpus,

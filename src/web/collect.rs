@@ -17,6 +17,16 @@
 //! thread that just wrote them, not by a runtime thread on another core
 //! (that cost about a third more CPU per sample). A scrape that joins
 //! asking for another body encodes it from the same samples, once too.
+//!
+//! A scrape reads what it exports and nothing more: the per-CPU detail
+//! of summed sets (the live view's and `/api/v1/snapshot`'s full
+//! resolution) is built only for a collection a viewer asked for
+//! ([`State::shared_collect`]), whether it started it or joined it in
+//! time; a viewer that joined a scrape's collection too late for its
+//! detail collects again. After the collection, once its scrapes have
+//! their answer, the collector runs the work the engine leaves for after
+//! a collection ([`crate::engine::after_collection`]: the plausibility
+//! check's busy-time reading, at most every 10 s).
 
 use super::scrape::{self, Encoded, Want};
 use super::State;
@@ -24,6 +34,7 @@ use crate::bounded::lock;
 use crate::engine::Engine;
 use crate::snapshot::{Family, Snapshot};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Instant;
 use tokio::sync::watch;
@@ -35,8 +46,9 @@ pub(super) struct Collected {
     /// The engine's families, shared by every scrape that joined.
     pub(super) families: Arc<Vec<Family>>,
     /// The per-CPU families of the metrics `families` has summed (`per:`
-    /// of their sets), for the live view ([`Collected::full`]).
-    pub(super) detail: Arc<Vec<Family>>,
+    /// of their sets), for the live view ([`Collected::full`]); `None`
+    /// when no viewer asked for them (a scrape's collection).
+    pub(super) detail: Option<Arc<Vec<Family>>>,
     /// When it began (the live view's windows run between these).
     pub(super) at: Instant,
     /// The exporter's own metrics as of the end of this collection: before
@@ -50,13 +62,13 @@ impl Collected {
     /// The families at full resolution (per CPU whatever the sets' `per:`
     /// levels): what the live view and `/api/v1/snapshot` read.
     pub(super) fn full(&self) -> Arc<Vec<Family>> {
-        if self.detail.is_empty() {
-            return self.families.clone();
+        match &self.detail {
+            Some(d) if !d.is_empty() => Arc::new(crate::snapshot::full_resolution(
+                self.families.to_vec(),
+                d.to_vec(),
+            )),
+            _ => self.families.clone(),
         }
-        Arc::new(crate::snapshot::full_resolution(
-            self.families.to_vec(),
-            self.detail.to_vec(),
-        ))
     }
 
     /// The `/metrics` body `want` asks for: encoded by the first scrape
@@ -73,38 +85,80 @@ impl Collected {
     }
 }
 
-pub(super) type Flight = watch::Receiver<Option<Arc<Collected>>>;
+/// The collection in progress: its result, and whether a viewer joined
+/// it in time for the per-CPU detail.
+#[derive(Debug)]
+pub(super) struct Flight {
+    rx: watch::Receiver<Option<Arc<Collected>>>,
+    detail: Arc<AtomicBool>,
+}
+
+/// How many collections a viewer tries for one with the per-CPU detail
+/// (each but the first begins after a scrape's collection it joined too
+/// late, so the second has it unless another scrape came first).
+const DETAIL_TRIES: usize = 3;
 
 /// Work for the collector thread.
 pub(super) type Job = Box<dyn FnOnce() + Send>;
 
 impl State {
-    /// One collection, shared: a scrape arriving while a collection is in
-    /// progress waits for it instead of reading every group again. `None`
-    /// if the collection died.
+    /// One collection with the per-CPU detail (the live view and
+    /// `/api/v1/snapshot`), shared: a request arriving while a collection
+    /// is in progress waits for it instead of reading every group again.
+    /// `None` if the collection died.
     pub(super) async fn shared_collect(self: &Arc<Self>) -> Option<Arc<Collected>> {
-        self.shared_collect_for(None).await
+        let mut got = None;
+        for _ in 0..DETAIL_TRIES {
+            let c = self.collect_shared(None, true).await?;
+            if c.detail.is_some() {
+                return Some(c);
+            }
+            got = Some(c);
+        }
+        got
     }
 
-    /// Like [`shared_collect`](Self::shared_collect); a collection this
-    /// call starts also encodes the `/metrics` body `want` asks for, on the
-    /// collector thread.
+    /// One collection for a scrape, shared like
+    /// [`shared_collect`](Self::shared_collect), without the per-CPU detail
+    /// unless a viewer joins it; a collection this call starts also
+    /// encodes the `/metrics` body `want` asks for, on the collector
+    /// thread.
     pub(super) async fn shared_collect_for(
         self: &Arc<Self>,
         want: Option<Want>,
     ) -> Option<Arc<Collected>> {
+        self.collect_shared(want, false).await
+    }
+
+    /// Joins the collection in progress or starts one; `detail`: a viewer
+    /// asks for the per-CPU detail (a collection it joins builds it unless
+    /// its reads are already done).
+    async fn collect_shared(
+        self: &Arc<Self>,
+        want: Option<Want>,
+        detail: bool,
+    ) -> Option<Arc<Collected>> {
         let (mut rx, lead) = {
             let mut f = lock(&self.flight);
             match &*f {
-                Some(rx) => (rx.clone(), None),
+                Some(fl) => {
+                    if detail {
+                        fl.detail.store(true, Ordering::SeqCst);
+                    }
+                    (fl.rx.clone(), None)
+                }
                 None => {
                     let (tx, rx) = watch::channel(None);
-                    *f = Some(rx.clone());
-                    (rx, Some(tx))
+                    let asked = Arc::new(AtomicBool::new(detail));
+                    *f = Some(Flight {
+                        rx: rx.clone(),
+                        detail: asked.clone(),
+                    });
+                    (rx, Some((tx, asked)))
                 }
             }
         };
-        if let Some(tx) = lead {
+        if let Some((tx, asked)) = lead {
             let st = self.clone();
             // Runs to the end even if every scrape waiting for it gives up.
             self.on_collector(Box::new(move || {
@@ -119,12 +173,12 @@ impl State {
                 *lock(&st.flight_started) = Some(Instant::now());
                 let clear = Clear(&st);
                 let start = Instant::now();
-                let (snap, detail) = collect(&st.engine);
+                let (snap, detail) = collect(&st.engine, &asked);
                 let secs = start.elapsed().as_secs_f64();
                 let own = scrape::own_metrics(&st, secs);
                 let c = Arc::new(Collected {
                     families: Arc::new(snap.families),
-                    detail: Arc::new(detail),
+                    detail: detail.map(Arc::new),
                     at: start,
                     own: (Arc::new(own.0), Arc::new(own.1)),
                     bodies: Default::default(),
@@ -134,6 +188,8 @@ impl State {
                 }
                 drop(clear);
                 let _ = tx.send(Some(c));
+                // Between scrapes: what the collection left for after it.
+                crate::engine::after_collection(&st.engine);
             }));
         }
         let got = match rx.wait_for(Option::is_some).await {
@@ -176,9 +232,104 @@ impl State {
 }
 
 /// One engine collection, and the per-CPU families of the metrics it
-/// sums. A poisoned lock's engine is used as it is, as scrapes always did.
-fn collect(engine: &Mutex<Engine>) -> (Snapshot, Vec<Family>) {
+/// sums when a viewer asked for them (`detail`, read once the reads are
+/// done). A poisoned lock's engine is used as it is, as scrapes always
+/// did.
+fn collect(engine: &Mutex<Engine>, detail: &AtomicBool) -> (Snapshot, Option<Vec<Family>>) {
     let mut e = lock(engine);
     let s = e.collect();
-    (s, e.detail_families())
+    let d = detail.load(Ordering::SeqCst).then(|| e.detail_families());
+    (s, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::engine::Fds;
+    use crate::perf::sim::SimKernel;
+    use crate::pmu::PmuTable;
+    use crate::web::config::WebConfig;
+    use std::time::Duration;
+
+    /// A server's state over the default config on intel-skx's simulated
+    /// PMU (its core sets summed per socket: per-CPU detail to build).
+    fn state() -> (Arc<State>, Arc<Mutex<Engine>>, Arc<SimKernel>) {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
+        let t = PmuTable::discover(&root).unwrap();
+        let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+        let mut e = Engine::for_config(k.clone(), t, &Config::default_config(), Fds::Unbounded);
+        e.check_plausibility("/nonexistent/proc".into());
+        let engine = Arc::new(Mutex::new(e));
+        let st = State::new(crate::web::Options {
+            engine: engine.clone(),
+            telemetry_path: "/metrics".into(),
+            route_prefix: String::new(),
+            simulated: true,
+            config_name: "test".into(),
+            otlp: None,
+            web_config: WebConfig::default(),
+            max_requests: 0,
+            max_connections: 0,
+            max_streams: 0,
+            allowed_origins: Vec::new(),
+            read_header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(10),
+            procfs: "/nonexistent/proc".into(),
+        });
+        (st, engine, k)
+    }
+
+    fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    /// Issue 29 (what a scrape pays for): a scrape's collection builds no
+    /// per-CPU detail; a viewer's does, and its full resolution is what
+    /// the engine's detail makes of the same collection.
+    #[test]
+    fn a_scrape_builds_no_per_cpu_detail() {
+        let (st, engine, k) = state();
+        for _ in 0..3 {
+            let c = block_on(st.shared_collect_for(Some(Want::Text))).unwrap();
+            assert!(c.detail.is_none());
+            k.advance(1_000_000_000);
+        }
+        assert_eq!(lock(&engine).detail_builds(), 0, "no scrape built detail");
+        let c = block_on(st.shared_collect()).unwrap();
+        assert_eq!(lock(&engine).detail_builds(), 1);
+        let detail = lock(&engine).detail_families();
+        assert!(!detail.is_empty(), "summed sets have per-CPU detail");
+        let full = crate::snapshot::full_resolution(c.families.to_vec(), detail);
+        assert_eq!(*c.full(), full);
+        assert_ne!(*c.full(), *c.families);
+    }
+
+    /// Issue 27 items 1 and 2 through the server: scrapes open no counter
+    /// and read no busy time; the collector reads the busy times after the
+    /// collection a check is due at, once.
+    #[test]
+    fn a_scrape_opens_nothing_and_reads_no_busy_time() {
+        let (st, _engine, k) = state();
+        let opens = k.opens().len();
+        block_on(async {
+            for _ in 0..12 {
+                st.shared_collect_for(Some(Want::Text)).await.unwrap();
+                k.advance(1_000_000_000);
+            }
+        });
+        // The reading runs on the collector thread after the answer: wait
+        // for it (the 0 s and 10 s checks).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while k.cpu_time_reads() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(k.cpu_time_reads(), 2, "one reading per check, after it");
+        assert_eq!(k.opens().len(), opens, "no counter opened by a scrape");
+    }
 }

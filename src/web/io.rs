@@ -32,6 +32,11 @@ impl<S> StallTimeout<S> {
         }
     }
 
+    /// The wrapped stream.
+    pub(super) fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
     fn blocked<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
         let limit = self.limit;
         let t = self

@@ -210,6 +210,13 @@ const REJECT_REASONS: [&str; 5] = [
     "auth_busy",
 ];
 
+/// Why the server closed a live-view stream: the `reason` label of
+/// `perf_live_streams_closed_total`, in the order of the stream hub's
+/// counts: more than 4 frames in flight or a write blocked for 3
+/// intervals; no ping echoed for 3 intervals (at least 5 s); a reload
+/// revoked its login; the viewer broke the protocol (see `stream`).
+const CLOSE_REASONS: [&str; 4] = ["too_slow", "no_echo", "revoked", "protocol"];
+
 /// Shared state of the server.
 #[derive(Debug)]
 pub struct State {

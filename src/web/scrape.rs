@@ -5,7 +5,7 @@
 //! family's name, type, help, unit and where its value comes from.
 
 use super::process::Reading;
-use super::{gzip, State, REJECT_REASONS};
+use super::{gzip, State, CLOSE_REASONS, REJECT_REASONS};
 use crate::export::otlp;
 use crate::export::prometheus::{self, Format};
 use crate::snapshot::{Family, Kind, Sample};
@@ -178,6 +178,13 @@ const BACK: &[SelfMetric] = &[
         get: Get::Many(rejected),
     },
     SelfMetric {
+        name: "perf_live_streams_closed_total",
+        kind: Kind::Counter,
+        help: "Live-view streams (/api/v1/stream) the server closed: more than 4 frames in flight or a write blocked for 3 intervals (too_slow), no ping echoed for 3 intervals and at least 5 s (no_echo), login revoked by a web config reload (revoked), the viewer broke the WebSocket protocol (protocol).",
+        unit: "",
+        get: Get::Many(streams_closed),
+    },
+    SelfMetric {
         name: otlp::EXPORTS_NAME,
         kind: Kind::Counter,
         help: otlp::EXPORTS_HELP,
@@ -245,15 +252,24 @@ fn build_info(c: &Ctx<'_>) -> Vec<Sample> {
     vec![sample(labels, 1.0)]
 }
 
-fn rejected(c: &Ctx<'_>) -> Vec<Sample> {
-    REJECT_REASONS
+/// One sample per reason, labelled `reason`, from its counter.
+fn by_reason(reasons: &[&str], counts: &[std::sync::atomic::AtomicU64]) -> Vec<Sample> {
+    reasons
         .iter()
-        .zip(&c.state.rejected)
+        .zip(counts)
         .map(|(reason, n)| {
             let labels = vec![("reason", (*reason).to_string())];
             sample(labels, n.load(Ordering::Relaxed) as f64)
         })
         .collect()
+}
+
+fn rejected(c: &Ctx<'_>) -> Vec<Sample> {
+    by_reason(&REJECT_REASONS, &c.state.rejected)
+}
+
+fn streams_closed(c: &Ctx<'_>) -> Vec<Sample> {
+    by_reason(&CLOSE_REASONS, &c.state.hub.closed)
 }
 
 /// Only when OTLP pushes.

@@ -14,14 +14,19 @@
 //! bytes, [`Utf8Bytes`]; nothing is encoded or copied per viewer before
 //! the socket write).
 //!
-//! **Slow viewers are dropped.** Each interval's broadcast channel holds
-//! [`QUEUE`] frames; a viewer that falls further behind is closed (1008,
-//! "too slow"). A viewer that stops reading altogether fills the kernel's
-//! socket buffers first, which can take long: so the server pings every
-//! interval and closes a viewer whose last sign of life (any message,
-//! usually the pong that browsers and clients send on their own) is older
-//! than [`liveness`] of the interval, and a frame write that stays blocked
-//! that long ends the viewer too. Nothing is buffered without bound.
+//! **Slow viewers are dropped.** A stream's socket has a send buffer of
+//! its own bound (`SO_SNDBUF` [`SEND_BUFFER`], which Linux doubles: at
+//! most 128 KiB of kernel memory per stream, where the kernel's
+//! autotuning lets one grow to 4 MiB). Frames in flight (handed to the
+//! stream, not yet written into that buffer: those queued in its
+//! interval's broadcast channel plus the one being written) are counted,
+//! and a viewer with more than [`QUEUE`] of them is closed (1008, "too
+//! slow"). A viewer that stops reading altogether is found sooner: the
+//! server pings every interval (a nonce and a sequence number, see
+//! `stream_ws`) and closes a viewer that has echoed none for [`liveness`]
+//! of the interval; a write that stays blocked that long ends the viewer
+//! too. Each close is counted in `perf_live_streams_closed_total` by
+//! reason ([`super::CLOSE_REASONS`]). Nothing is buffered without bound.
 //!
 //! The WebSocket protocol is tokio-tungstenite's: it is the WebSocket crate
 //! most of the tokio ecosystem uses, it runs on any `AsyncRead +
@@ -40,8 +45,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-/// Frames a viewer may fall behind before it is dropped.
+/// Frames a viewer may have in flight (queued for it, or being written to
+/// its socket) before it is dropped.
 pub(super) const QUEUE: usize = 4;
+/// `SO_SNDBUF` of a stream's socket (Linux doubles it: 128 KiB of kernel
+/// memory per stream at most). A frame is 3 to 90 KB at 512 CPUs
+/// (`per_cpu=0` to `all`), once a second at most.
+pub(super) const SEND_BUFFER: usize = 64 * 1024;
 /// Distinct `interval` and `per_cpu` pairs streamed at once: each keeps
 /// its previous collection and its framer (at 20,000 series, about
 /// 0.4 MB each); a stream asking for another gets 503 naming those in
@@ -172,6 +182,8 @@ pub(super) struct Hub {
     inner: Mutex<Inner>,
     /// Collections made for streams (for tests of the sharing).
     pub(super) collections: std::sync::atomic::AtomicU64,
+    /// Streams the server closed, by [`super::CLOSE_REASONS`].
+    pub(super) closed: [std::sync::atomic::AtomicU64; 4],
     /// The [`live::Framer`] of the last `/api/v1/snapshot`, for the next
     /// one: it knows the series' CPUs, so that a snapshot does not learn
     /// them again (about 0.5 ms at 512 CPUs).

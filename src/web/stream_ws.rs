@@ -4,12 +4,14 @@
 //! loop: frames out, pings out, and the viewer dropped when it falls
 //! behind or stops answering (see [`super::stream`]), or when a reload
 //! revokes the login it was opened with (1008). An open stream keeps its
-//! connection's `--web.max-connections` slot until it closes.
+//! connection's `--web.max-connections` slot until it closes, and its
+//! socket's send buffer is bounded ([`SEND_BUFFER`]).
 
 use super::auth::parse_basic;
-use super::io::Body;
-use super::stream::{interval, liveness, per_cpu};
+use super::io::{Body, StallTimeout};
+use super::stream::{interval, liveness, per_cpu, QUEUE, SEND_BUFFER};
 use super::{origin, ConnSlot, State, WebRuntime};
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;
 use hyper::header::{
@@ -163,9 +165,9 @@ pub(super) fn upgrade(
                     .write_buffer_size(0)
                     .max_message_size(Some(64 * 1024))
                     .max_frame_size(Some(64 * 1024));
+                let (io, read) = bounded(up);
                 let ws =
-                    WebSocketStream::from_raw_socket(TokioIo::new(up), Role::Server, Some(cfg))
-                        .await;
+                    WebSocketStream::from_partially_read(io, read, Role::Server, Some(cfg)).await;
                 viewer(st2, ws, every, held).await;
             }
             Err(e) => tracing::debug!(error = %e, "WebSocket upgrade failed"),
@@ -180,6 +182,44 @@ pub(super) fn upgrade(
         h.insert(SEC_WEBSOCKET_ACCEPT, v);
     }
     r
+}
+
+/// What a stream runs on.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// The upgraded connection (as `serve_http` wrapped it, over TLS or not)
+/// and the bytes read past the upgrade request, its socket's send buffer
+/// bounded to [`SEND_BUFFER`] (Linux doubles it): what a viewer that does
+/// not read holds in the kernel, where autotuning lets a send buffer grow
+/// to 4 MiB.
+fn bounded(up: hyper::upgrade::Upgraded) -> (Box<dyn Io>, Vec<u8>) {
+    type Plain = TokioIo<StallTimeout<tokio::net::TcpStream>>;
+    type Tls = TokioIo<StallTimeout<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>>;
+    let up = match up.downcast::<Plain>() {
+        Ok(p) => {
+            bound_send_buffer(p.io.inner().get_ref());
+            return (Box::new(p.io.into_inner()), p.read_buf.to_vec());
+        }
+        Err(up) => up,
+    };
+    match up.downcast::<Tls>() {
+        Ok(p) => {
+            bound_send_buffer(p.io.inner().get_ref().get_ref().0);
+            (Box::new(p.io.into_inner()), p.read_buf.to_vec())
+        }
+        Err(up) => {
+            tracing::warn!("live view: the stream's socket was not found under its connection; its send buffer is not bounded");
+            (Box::new(TokioIo::new(up)), Vec::new())
+        }
+    }
+}
+
+/// `SO_SNDBUF` of a stream's socket: [`SEND_BUFFER`].
+fn bound_send_buffer(tcp: &tokio::net::TcpStream) {
+    if let Err(e) = socket2::SockRef::from(tcp).set_send_buffer_size(SEND_BUFFER) {
+        tracing::warn!(error = %e, "live view: cannot bound the stream's socket send buffer");
+    }
 }
 
 /// What an open stream holds: its `--web.max-streams` and
@@ -197,9 +237,14 @@ struct Held {
 const READ_BUFFER: usize = 4 * 1024;
 
 /// Why a viewer's loop ended.
+#[derive(Debug)]
 enum End {
     Gone,
+    /// More than [`QUEUE`] frames in flight, or a write blocked for
+    /// [`liveness`].
     TooSlow(String),
+    /// No ping echoed for [`liveness`].
+    NoEcho(String),
     /// A reload revoked the login the stream was opened with.
     Revoked,
     /// The viewer broke the protocol: closed with the code RFC 6455
@@ -284,7 +329,8 @@ impl Pings {
 }
 
 /// One viewer: frames of its interval, a ping each interval, and out when
-/// it falls behind or has echoed no ping for [`liveness`] ([`Pings`]).
+/// it falls behind or has echoed no ping for [`liveness`] ([`Pings`]);
+/// the server's closes counted by reason.
 async fn viewer<S>(st: Arc<State>, ws: WebSocketStream<S>, every: Duration, held: Held)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -292,16 +338,52 @@ where
     let Held {
         slots: _slots,
         login,
-        mut web_changes,
-        mut frames,
+        web_changes,
+        frames,
     } = held;
-    let limit = liveness(every);
+    let st2 = st.clone();
+    let holds = move || st2.login_holds(login.as_ref());
+    let (end, tx) = run(ws, every, liveness(every), frames, web_changes, holds).await;
+    // In the order of `CLOSE_REASONS`; counted before the viewer is told.
+    let reason = match end {
+        End::Gone => return,
+        End::TooSlow(_) => 0,
+        End::NoEcho(_) => 1,
+        End::Revoked => 2,
+        End::Broke(..) => 3,
+    };
+    if let Some(n) = st.hub.closed.get(reason) {
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    close(tx, end).await;
+}
+
+/// Frames in flight for a viewer: those broadcast and not yet taken
+/// (overwritten ones included), plus the one being written if `writing`.
+fn in_flight(frames: &broadcast::Receiver<Utf8Bytes>, writing: bool) -> usize {
+    frames.len() + usize::from(writing)
+}
+
+/// The viewer's loop (`limit`: how long it may echo no ping, or a write
+/// block; `holds`: whether its login still holds after a web config
+/// change): why it ended, and the stream's sending half.
+async fn run<S>(
+    ws: WebSocketStream<S>,
+    every: Duration,
+    limit: Duration,
+    mut frames: broadcast::Receiver<Utf8Bytes>,
+    mut web_changes: tokio::sync::watch::Receiver<u64>,
+    holds: impl Fn() -> bool,
+) -> (End, SplitSink<WebSocketStream<S>, Message>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let (mut tx, mut rx) = ws.split();
     let mut ping = tokio::time::interval(every);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen = Instant::now();
     let mut pings = Pings::new();
-    let end = loop {
+    let end = 'run: loop {
         let out: Message = tokio::select! {
             f = frames.recv() => match f {
                 Ok(text) => Message::Text(text),
@@ -312,12 +394,12 @@ where
             },
             _ = ping.tick() => {
                 if seen.elapsed() > limit {
-                    break End::TooSlow(format!("no ping echoed for {}s", limit.as_secs()));
+                    break End::NoEcho(format!("no ping echoed for {}s", limit.as_secs()));
                 }
                 Message::Ping(pings.next().into())
             }
             Ok(()) = web_changes.changed() => {
-                if st.login_holds(login.as_ref()) {
+                if holds() {
                     continue;
                 }
                 break End::Revoked;
@@ -335,18 +417,49 @@ where
                 Some(Ok(_)) => continue,
             },
         };
-        match tokio::time::timeout(limit, tx.send(out)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => break End::Gone,
-            Err(_) => break End::TooSlow("a frame write blocked".into()),
+        // Written while the frames that keep coming are counted: once the
+        // socket's bounded send buffer is full, the write waits and they
+        // queue up.
+        let frame = matches!(out, Message::Text(_));
+        let mut probe = frames.resubscribe();
+        let mut send = tx.send(out);
+        let blocked = tokio::time::sleep(limit);
+        tokio::pin!(blocked);
+        loop {
+            tokio::select! {
+                r = &mut send => match r {
+                    Ok(()) => break,
+                    Err(_) => break 'run End::Gone,
+                },
+                () = &mut blocked => break 'run End::TooSlow("a frame write blocked".into()),
+                f = probe.recv() => {
+                    if let Err(broadcast::error::RecvError::Closed) = f {
+                        break 'run End::Gone;
+                    }
+                    let n = in_flight(&frames, frame);
+                    if n > QUEUE {
+                        break 'run End::TooSlow(format!(
+                            "too slow: {n} frames in flight (the bound is {QUEUE})"
+                        ));
+                    }
+                }
+            }
         }
     };
+    (end, tx)
+}
+
+/// Tells the viewer why the server closes its stream (within a second).
+async fn close<S>(mut tx: SplitSink<WebSocketStream<S>, Message>, end: End)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let (code, why) = match end {
         End::Gone => return,
-        End::TooSlow(why) => (CloseCode::Policy, why),
+        End::TooSlow(why) | End::NoEcho(why) => (CloseCode::Policy, why),
         End::Revoked => (
             CloseCode::Policy,
-            "credentials revoked by a web config reload".into(),
+            "credentials revoked by a web config reload".to_string(),
         ),
         End::Broke(code, why) => (code, why),
     };
@@ -360,7 +473,92 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::Pings;
+    use super::{run, End, Pings, QUEUE};
+    use std::time::Duration;
+    use tokio::sync::broadcast;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    use tokio_tungstenite::tungstenite::Utf8Bytes;
+    use tokio_tungstenite::WebSocketStream;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    /// A server's WebSocket over a pipe of `pipe` bytes whose other end
+    /// (returned, to keep it open) never reads, and a web config that
+    /// never changes.
+    async fn never_read(
+        pipe: usize,
+    ) -> (
+        WebSocketStream<tokio::io::DuplexStream>,
+        tokio::io::DuplexStream,
+        tokio::sync::watch::Sender<u64>,
+        tokio::sync::watch::Receiver<u64>,
+    ) {
+        let (server, client) = tokio::io::duplex(pipe);
+        let ws = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+        let (changes, web_changes) = tokio::sync::watch::channel(0);
+        (ws, client, changes, web_changes)
+    }
+
+    /// A viewer whose peer never reads, behind an 8 KiB pipe (a full
+    /// socket send buffer): the first 16 KiB frame's write waits, the
+    /// frames that keep coming are in flight, and the fifth closes it,
+    /// before any liveness bound (a minute here).
+    #[test]
+    fn a_viewer_with_more_than_4_frames_in_flight_is_closed() {
+        rt().block_on(async {
+            let (ws, _peer, _changes, web_changes) = never_read(8 * 1024).await;
+            let (tx, frames) = broadcast::channel(QUEUE);
+            let minute = Duration::from_secs(60);
+            let mut viewer = tokio::spawn(run(ws, minute, minute, frames, web_changes, || true));
+            let frame = Utf8Bytes::from("x".repeat(16 * 1024));
+            // A frame at a time, each given to the viewer before the next:
+            // four in flight are allowed, the fifth is not.
+            for sent in 1..=QUEUE {
+                tx.send(frame.clone()).expect("the viewer subscribes");
+                let wait = tokio::time::timeout(Duration::from_millis(100), &mut viewer);
+                if let Ok(end) = wait.await {
+                    panic!("closed after {sent} frames: {end:?}");
+                }
+            }
+            tx.send(frame).expect("the viewer subscribes");
+            let end = tokio::time::timeout(Duration::from_secs(10), viewer)
+                .await
+                .expect("closed within the deadline")
+                .expect("the viewer's task")
+                .0;
+            let End::TooSlow(why) = end else {
+                panic!("{end:?}");
+            };
+            assert_eq!(why, "too slow: 5 frames in flight (the bound is 4)");
+        });
+    }
+
+    /// A viewer that never echoes a ping is closed once `limit` has
+    /// passed, frames or not.
+    #[test]
+    fn a_viewer_that_echoes_no_ping_is_closed_after_the_limit() {
+        rt().block_on(async {
+            let (ws, _peer, _changes, web_changes) = never_read(64 * 1024).await;
+            let (_tx, frames) = broadcast::channel(QUEUE);
+            let every = Duration::from_millis(20);
+            let limit = Duration::from_millis(100);
+            let start = std::time::Instant::now();
+            let end = tokio::time::timeout(
+                Duration::from_secs(10),
+                run(ws, every, limit, frames, web_changes, || true),
+            )
+            .await
+            .expect("closed within the deadline")
+            .0;
+            assert!(matches!(end, End::NoEcho(_)), "{end:?}");
+            assert!(start.elapsed() >= limit);
+        });
+    }
 
     #[test]
     fn only_an_echo_of_a_ping_sent_and_not_yet_answered_is_a_sign_of_life() {

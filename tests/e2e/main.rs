@@ -16,6 +16,7 @@ mod cli;
 mod cli_flags;
 mod dashboards;
 mod e2e_prometheus;
+mod import;
 mod live_stream;
 mod live_view;
 mod model_events;

@@ -8,6 +8,14 @@
 use super::SimKernel;
 use std::sync::atomic::Ordering;
 
+/// Sleeps for a delay knob's nanoseconds, if any.
+pub(super) fn sleep_for(ns: &std::sync::atomic::AtomicU64) {
+    let ns = ns.load(Ordering::Relaxed);
+    if ns > 0 {
+        std::thread::sleep(std::time::Duration::from_nanos(ns));
+    }
+}
+
 impl SimKernel {
     /// Makes every group read take at least `d` of wall time (the calling
     /// thread sleeps, holding no lock): a slow PMU, for demos and tests
@@ -15,6 +23,22 @@ impl SimKernel {
     pub fn set_read_delay(&self, d: std::time::Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.read_delay_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Makes every open (counters, samplers, probes) take at least `d`
+    /// of wall time (the calling thread sleeps, holding no lock): a slow
+    /// build of an engine, for tests that scrapes are served while a
+    /// reload opens its counters (`serve --simulate
+    /// --simulate.open-delay`).
+    pub fn set_open_delay(&self, d: std::time::Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.open_delay_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Sleeps for the open delay, if one is set
+    /// ([`set_open_delay`](Self::set_open_delay)).
+    pub(super) fn open_delay(&self) {
+        sleep_for(&self.open_delay_ns);
     }
 
     /// The simulated clock, in nanoseconds since creation (plus every

@@ -98,7 +98,7 @@ use crate::bounded::lock;
 use crate::pmu::PmuTable;
 use accept::{pmu_info, PmuInfo};
 use std::fmt;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use table::State;
 
@@ -121,6 +121,10 @@ pub struct SimKernel {
     state: Arc<Mutex<State>>,
     /// Added to every group read, in nanoseconds ([`SimKernel::set_read_delay`]).
     read_delay_ns: AtomicU64,
+    /// Added to every open, in nanoseconds ([`SimKernel::set_open_delay`]).
+    open_delay_ns: AtomicU64,
+    /// Readings of the CPUs' busy times ([`SimKernel::cpu_time_reads`]).
+    cpu_time_reads: AtomicU64,
 }
 
 impl fmt::Debug for SimKernel {
@@ -176,6 +180,8 @@ impl SimKernel {
             info,
             state: Arc::new(Mutex::new(state)),
             read_delay_ns: AtomicU64::new(0),
+            open_delay_ns: AtomicU64::new(0),
+            cpu_time_reads: AtomicU64::new(0),
         }
     }
 
@@ -203,6 +209,13 @@ impl SimKernel {
     /// the live kernel) were made so far.
     pub fn reads(&self) -> u64 {
         self.state().reads
+    }
+
+    /// How many times the CPUs' busy times were read
+    /// ([`Kernel::cpu_times`]: one read
+    /// of `/proc/stat` each on the live kernel).
+    pub fn cpu_time_reads(&self) -> u64 {
+        self.cpu_time_reads.load(Ordering::Relaxed)
     }
 
     /// How many counters are open (opened and not yet dropped).

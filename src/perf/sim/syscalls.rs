@@ -119,6 +119,7 @@ impl Kernel for SimKernel {
     /// from the fixture tree's `cpu.stat` files when its directory was
     /// opened ([`cgroup`]); a cgroup removed since fails with ENOENT.
     fn sys_open(&self, attr: &EventAttr, at: OpenAt<'_>) -> Result<Counter, i32> {
+        self.open_delay();
         let share = match at.cgroup {
             None => 1.0,
             Some(CgroupHandle {
@@ -141,6 +142,7 @@ impl Kernel for SimKernel {
         spec: &crate::perf::SampleSpec,
         cpu: u32,
     ) -> Result<crate::perf::Sampler, crate::perf::ring_open::OpenStep> {
+        self.open_delay();
         let acc = self.accept(&spec.attr, cpu).map_err(|e| ("open", e))?;
         {
             let st = self.state();
@@ -187,10 +189,7 @@ impl Kernel for SimKernel {
     /// Sleeps for the read delay first, if one is set
     /// ([`SimKernel::set_read_delay`]).
     fn sys_read(&self, leader: &Counter, out: &mut GroupReading) -> Result<(), i32> {
-        let delay = self.read_delay_ns.load(Ordering::Relaxed);
-        if delay > 0 {
-            std::thread::sleep(std::time::Duration::from_nanos(delay));
-        }
+        super::knobs::sleep_for(&self.read_delay_ns);
         let mut st = lock(&self.state);
         st.reads += 1;
         let li = self.leader_of(&st, leader)?;
@@ -252,6 +251,7 @@ impl Kernel for SimKernel {
         _procfs: &std::path::Path,
         out: &mut Vec<crate::pmu::cpuclock::CpuTime>,
     ) -> Result<(), String> {
+        self.cpu_time_reads.fetch_add(1, Ordering::Relaxed);
         self.sim_cpu_times(out);
         Ok(())
     }
