@@ -18,6 +18,22 @@
 # mounted if it is not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Wall time of each phase (bash's $SECONDS), printed as one line at the end
+# ("tests: timing: setup 40 s, ..., total 900 s"), also when a phase fails
+# and the script stops early.
+timing=()
+mark=$SECONDS
+phase() { # phase NAME: the time since the previous mark is NAME's
+  timing+=("$1 $((SECONDS - mark)) s")
+  mark=$SECONDS
+}
+print_timing() {
+  local IFS=,
+  local line="${timing[*]}"
+  echo "tests: timing: ${line//,/, }${line:+, }total $SECONDS s"
+}
+trap print_timing EXIT
 if [[ -n ${PERF_EXPORTER_TEST_NO_HOTPLUG:-} && ${PERF_EXPORTER_TEST_NO_HOTPLUG} != 0 ]]; then
   echo "test.sh: PERF_EXPORTER_TEST_NO_HOTPLUG=${PERF_EXPORTER_TEST_NO_HOTPLUG}: the CPU hotplug tests will NOT run (they are counted as skipped)" >&2
 fi
@@ -56,7 +72,9 @@ fi
 
 # The committed BPF object (bpf/cgroup_counter.bpf.o, embedded in the binary)
 # must be what bpf/cgroup_counter.bpf.c compiles to.
+phase setup
 scripts/build-bpf.sh --check
+phase bpf
 
 # The book (docs/, mdBook): mdbook from crates.io, installed once into
 # .cache/tools/mdbook, builds it into docs/book/; `cargo test` checks its
@@ -71,6 +89,7 @@ if ! "$mdbook" --version 2>/dev/null | grep -qx "mdbook v$MDBOOK_VERSION"; then
     { echo "test.sh: FAILED: cannot install mdbook $MDBOOK_VERSION from crates.io, so the book cannot be built" >&2; exit 1; }
 fi
 "$mdbook" build docs
+phase book
 
 # Tracepoint tests read ids from tracefs.
 if [[ ! -e /sys/kernel/tracing/events ]] && [[ $(id -u) == 0 ]]; then
@@ -83,11 +102,14 @@ export PERF_EXPORTER_TEST_ARTIFACTS=${PERF_EXPORTER_TEST_ARTIFACTS:-$PWD/artifac
 mkdir -p "$PERF_EXPORTER_TEST_ARTIFACTS"
 
 cargo fmt --all -- --check
+phase fmt
 cargo clippy --all-targets --locked -- -D warnings
+phase clippy
 # Arm servers: the crate must build for aarch64 too (.cargo/config.toml names
 # the cross linker).
 rustup target list --installed | grep -qx aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu >&2
 cargo clippy --all-targets --locked --target aarch64-unknown-linux-gnu -- -D warnings
+phase clippy-arm64
 # The emulated arm64 guest of tests/arm64_guest.rs (a real kernel PMU
 # driver, armv8_pmuv3, under QEMU): QEMU, Debian's arm64 kernel and
 # busybox into .cache/arm64, the exporter cross-built for aarch64 and the
@@ -96,11 +118,16 @@ arm64=$(scripts/arm64-guest.sh prepare)
 while IFS='=' read -r k v; do
   [[ -n $k ]] && export "PERF_EXPORTER_TEST_${k}=${v}"
 done <<<"$arm64"
+phase arm64-prepare
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out"; print_timing' EXIT
+# Every test binary built first, so that its time is told from the run's.
+cargo test --locked --no-run "$@"
+phase build
 set +e
 cargo test --locked --no-fail-fast "$@" 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
+phase test
 # The deploy tests (tests/deploy: Helm chart, dashboards, rules), with the
 # exporter binary cargo test just built.
 target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
@@ -108,6 +135,7 @@ target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
 PERF_EXPORTER_BIN=$target_dir/debug/perf-exporter PYTHONDONTWRITEBYTECODE=1 \
   "$PERF_EXPORTER_TEST_PYTEST" -q -c tests/deploy/pytest.ini tests/deploy 2>&1 | tee -a "$out"
 prc=${PIPESTATUS[0]}
+phase deploy
 ((rc == 0)) && rc=$prc
 set -e
 # The benchmarks in short mode, as a smoke test: fails only if they cannot
@@ -120,6 +148,7 @@ if [[ $bench_rc != 0 ]]; then
 else
   echo "bench smoke: ok"
 fi
+phase bench
 # One closing line over every test binary (cargo prints one per binary) and pytest;
 # a hotplug test opted out of (tests/common: NO_HOTPLUG_NOTICE) passed as a skip.
 awk '/^HOTPLUG TEST NOT RUN: / { h++ }

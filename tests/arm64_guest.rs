@@ -162,17 +162,12 @@ fn boot(cpu: &str, smp: u32, scenario: &str, files: &[PathBuf]) -> Console {
         let _ = err.read_to_end(&mut b);
         b
     });
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break Some(s);
-        }
-        if started.elapsed() > BOOT_DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let every = Duration::from_millis(100);
+    let status = common::poll(BOOT_DEADLINE, every, || child.try_wait().expect("wait"));
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     let text = String::from_utf8_lossy(&reader.join().expect("reader")).replace('\r', "");
     let stderr = String::from_utf8_lossy(&err_reader.join().expect("reader")).to_string();
     let elapsed = started.elapsed();

@@ -3,18 +3,6 @@
 # itself; the exporter counts that cgroup (perf and bpf backends) and,
 # with `stat`, the whole CPU; all in user mode (:u).
 N=5000000
-URL=http://127.0.0.1:9659/metrics
-# poll LIMIT CMD...: runs CMD until it succeeds, at most LIMIT tries 0.1 s apart.
-poll() {
-  limit=$1
-  shift
-  i=0
-  until "$@" >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt "$limit" ] && { echo "poll: gave up on $*"; return 1; }
-    sleep 0.1
-  done
-}
 has_series() { wget -q -O - $URL | grep -q "^perf_cgroup_user_instructions_total{.*cgroup=\"$1\""; }
 
 # 1. The hierarchy as a minimal init leaves it (no controller applied at

@@ -5,17 +5,6 @@
 # group never runs again, and the exporter says so instead of exporting
 # zeros.
 N=20000000
-URL=http://127.0.0.1:9659/metrics
-poll() {
-  limit=$1
-  shift
-  i=0
-  until "$@" >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt "$limit" ] && { echo "poll: gave up on $*"; return 1; }
-    sleep 0.1
-  done
-}
 has_series() { wget -q -O - $URL | grep -q '^perf_six_0_instructions_total{'; }
 holding() { grep -q '^holding' /tmp/hold.out; }
 echo +pids >/sys/fs/cgroup/cgroup.subtree_control

@@ -1,17 +1,6 @@
 # Scenario 6 (tests/arm64_guest.rs): CPU hotplug with the real driver
 # (-smp 2, counts not exact). Scrapes between offlining and onlining CPU 1,
 # with the workload running on each CPU in between.
-URL=http://127.0.0.1:9659/metrics
-poll() {
-  limit=$1
-  shift
-  i=0
-  until "$@" >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt "$limit" ] && { echo "poll: gave up on $*"; return 1; }
-    sleep 0.1
-  done
-}
 ready() { wget -q -O - http://127.0.0.1:9659/-/ready; }
 perf-exporter --config.file hotplug.yaml serve --web.listen-address 127.0.0.1:9659 >/tmp/exp.log 2>&1 &
 pid=$!

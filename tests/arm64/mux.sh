@@ -3,17 +3,6 @@
 # rotation, so that every set has many turns and the fixed kernel time
 # around the loop weighs 0.1%.
 N=100000000
-URL=http://127.0.0.1:9659/metrics
-poll() {
-  limit=$1
-  shift
-  i=0
-  until "$@" >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt "$limit" ] && { echo "poll: gave up on $*"; return 1; }
-    sleep 0.1
-  done
-}
 has_series() { wget -q -O - $URL | grep -q '^perf_cgroup_mux_a_instructions_total{.*cgroup="wl"'; }
 echo +pids >/sys/fs/cgroup/cgroup.subtree_control
 mkdir -p /sys/fs/cgroup/wl

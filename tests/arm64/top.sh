@@ -6,16 +6,6 @@
 # therefore counts instructions only and leaves the cycle counter free.
 N=10000000
 PERIOD=100000
-poll() {
-  limit=$1
-  shift
-  i=0
-  until "$@" >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt "$limit" ] && { echo "poll: gave up on $*"; return 1; }
-    sleep 0.1
-  done
-}
 echo "period=$PERIOD"
 taskset 1 perf-exporter top -e cycles:u -C 1 -c $PERIOD -I 1s --json >/tmp/top.json 2>/tmp/top.log &
 pid=$!

@@ -26,13 +26,21 @@ macro_rules! software_set {
     };
 }
 
-/// The `cgroups:` section `yaml` (its indented lines) of a config with
-/// one software set, validated.
+/// A config of one set, `software`, counting `cpu-clock`
+/// (`tests/configs/software_cpu_clock.yaml`), and the `cgroups:` section
+/// `yaml` (its indented lines).
+pub(crate) fn with_section(yaml: &str) -> String {
+    // By a path relative to this file, as CLOCKS_YAML.
+    let set = include_str!("../configs/software_cpu_clock.yaml");
+    format!("{set}cgroups:\n{yaml}")
+}
+
+/// The `cgroups:` section `yaml` of [`with_section`]'s config, validated.
 pub(crate) fn section(yaml: &str) -> CgroupsConfig {
-    let text = format!(
-        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{yaml}"
-    );
-    Config::parse(&text, "c.yaml").unwrap().cgroups.unwrap()
+    Config::parse(&with_section(yaml), "c.yaml")
+        .unwrap()
+        .cgroups
+        .unwrap()
 }
 
 /// Removes a directory tree of cgroups (or plain directories), deepest
@@ -46,6 +54,9 @@ pub(crate) fn remove_tree(path: &Path) {
             }
         }
     }
+    // A cgroup is removable once its last process has exited: polled
+    // against a deadline (by hand: benches/cgroup_scan.rs includes this
+    // file without the rest of tests/common).
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::fs::remove_dir(path).is_err() && path.exists() {
         if Instant::now() > deadline {
@@ -134,4 +145,15 @@ pub(crate) fn cgroup_value(
         .iter()
         .find(|x| x.labels.iter().any(|(k, v)| *k == "cgroup" && v == cgroup))
         .map(|x| x.value)
+}
+
+/// A cgroup's context switches counted by the exporter (`ours`) agree
+/// with those its workload counted itself (`reported`): the workload's
+/// own count misses the shell's few switches before it joined the cgroup
+/// and python's exit.
+pub(crate) fn assert_own_switches(ours: f64, reported: f64) {
+    assert!(
+        ours >= reported - 10.0 && ours <= reported * 1.02 + 30.0,
+        "ours {ours} vs the workload's {reported}"
+    );
 }

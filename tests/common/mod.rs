@@ -37,32 +37,40 @@ pub(crate) use proc::{
 };
 pub(crate) use tls::{basic, tls_request, Pki};
 
-/// Polls `f` every 10 ms until it holds or `limit` passes: whether it
-/// held (the caller asserts, with its own message).
-pub(crate) fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+/// The tests' one poll loop: calls `f` every `every` until it gives a
+/// value (returned) or `limit` passes (`None`: the caller says what did
+/// not happen). A test waits for an event this way, never with a fixed
+/// sleep; `f` may panic to stop early (a process that exited).
+pub(crate) fn poll<T>(
+    limit: Duration,
+    every: Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> Option<T> {
     let deadline = std::time::Instant::now() + limit;
     loop {
-        if f() {
-            return true;
+        if let Some(v) = f() {
+            return Some(v);
         }
         if std::time::Instant::now() >= deadline {
-            return false;
+            return None;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(every);
     }
 }
 
+/// Polls `f` every 10 ms until it holds or `limit` passes: whether it
+/// held (the caller asserts, with its own message).
+pub(crate) fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    poll(limit, Duration::from_millis(10), || f().then_some(())).is_some()
+}
+
 /// Polls `f` every 20 ms until it holds; panics after `limit`, naming
-/// `what`. (A test waits for an event this way, never with a fixed sleep.)
+/// `what`.
 pub(crate) fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + limit;
-    while !f() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        poll(limit, Duration::from_millis(20), || f().then_some(())).is_some(),
+        "timed out after {limit:?} waiting for {what}"
+    );
 }
 
 /// A whole test config, `tests/configs/<name>.yaml`, as a `&'static str`
@@ -624,12 +632,9 @@ impl Drop for Cpu1Guard {
     fn drop(&mut self) {
         // The kernel may refuse while a hotplug is in progress: retry
         // until a deadline (a guard never panics).
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while std::time::Instant::now() < deadline {
-            if set_cpu1(true).is_ok() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        let every = Duration::from_millis(50);
+        if poll(Duration::from_secs(5), every, || set_cpu1(true).ok()).is_some() {
+            return;
         }
         eprintln!("could not bring cpu1 back online: write 1 to {CPU1_ONLINE}");
     }

@@ -161,12 +161,12 @@ impl Builder {
         let mut last = String::new();
         for _attempt in 0..5 {
             let mut s = self.spawn();
-            let deadline = Instant::now() + READY_TIMEOUT;
-            loop {
+            // Some(true): ready; Some(false): exited on a port taken meanwhile.
+            let ready = super::poll(READY_TIMEOUT, Duration::from_millis(50), || {
                 if let Some(status) = s.exited() {
                     last = s.output();
                     if last.to_ascii_lowercase().contains("address already in use") {
-                        break; // another port
+                        return Some(false); // another port
                     }
                     panic!(
                         "{} ({} {:?}) exited with {status} before it was ready; its output:\n{last}",
@@ -175,22 +175,21 @@ impl Builder {
                         self.args
                     );
                 }
-                if let Ok(r) = try_request("GET", &s.addr, "/-/ready", &[], "") {
-                    if r.status == 200 {
-                        return s;
-                    }
-                }
-                if Instant::now() > deadline {
-                    panic!(
-                        "{} ({} {:?}) did not answer 200 on http://{}/-/ready within {READY_TIMEOUT:?}; its output:\n{}",
-                        s.name,
-                        self.program.display(),
-                        self.args,
-                        s.addr,
-                        s.output()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(50));
+                try_request("GET", &s.addr, "/-/ready", &[], "")
+                    .is_ok_and(|r| r.status == 200)
+                    .then_some(true)
+            });
+            match ready {
+                Some(true) => return s,
+                Some(false) => continue,
+                None => panic!(
+                    "{} ({} {:?}) did not answer 200 on http://{}/-/ready within {READY_TIMEOUT:?}; its output:\n{}",
+                    s.name,
+                    self.program.display(),
+                    self.args,
+                    s.addr,
+                    s.output()
+                ),
             }
         }
         panic!(
@@ -251,10 +250,9 @@ impl Proc {
     /// Waits until its output contains `needle`; panics with the output
     /// when it exits first or `timeout` passes.
     pub(crate) fn wait_log(&mut self, needle: &str, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        loop {
+        let logged = super::poll(timeout, Duration::from_millis(20), || {
             if self.output().contains(needle) {
-                return;
+                return Some(());
             }
             if let Some(s) = self.exited() {
                 panic!(
@@ -263,51 +261,39 @@ impl Proc {
                     self.output()
                 );
             }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not log {needle:?} within {timeout:?}; its output:\n{}",
-                self.name,
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            None
+        });
+        assert!(
+            logged.is_some(),
+            "{} did not log {needle:?} within {timeout:?}; its output:\n{}",
+            self.name,
+            self.output()
+        );
     }
 
     /// Waits until the plain-HTTP `/-/ready` answers 200.
     pub(crate) fn wait_ready(&mut self) {
         self.wait_log("counters open", Duration::from_secs(15));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(r) = try_request("GET", &self.addr, "/-/ready", &[], "") {
-                if r.status == 200 {
-                    return;
-                }
+        let ready = super::poll(Duration::from_secs(10), Duration::from_millis(20), || {
+            if try_request("GET", &self.addr, "/-/ready", &[], "").is_ok_and(|r| r.status == 200) {
+                return Some(());
             }
             if let Some(s) = self.exited() {
                 panic!("{} exited ({s}); its output:\n{}", self.name, self.output());
             }
-            assert!(
-                Instant::now() < deadline,
-                "{} not ready; its output:\n{}",
-                self.name,
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            None
+        });
+        assert!(
+            ready.is_some(),
+            "{} not ready; its output:\n{}",
+            self.name,
+            self.output()
+        );
     }
 
     /// Waits for the exit, up to `timeout`.
     pub(crate) fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(s) = self.exited() {
-                return Some(s);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        super::poll(timeout, Duration::from_millis(5), || self.exited())
     }
 
     /// Sends SIGTERM and waits up to `limit` for the exit: the status and
@@ -389,20 +375,22 @@ impl Proc {
         what: &str,
         pred: impl Fn(&BTreeMap<String, f64>) -> bool,
     ) -> BTreeMap<String, f64> {
-        let deadline = Instant::now() + limit;
-        loop {
+        let mut last = BTreeMap::new();
+        super::poll(limit, Duration::from_millis(50), || {
             let s = self.scrape();
             if pred(&s) {
-                return s;
+                return Some(s);
             }
-            assert!(
-                Instant::now() < deadline,
-                "{what} did not happen within {limit:?}; last scrape: {s:?}\n{}'s output:\n{}",
+            last = s;
+            None
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{what} did not happen within {limit:?}; last scrape: {last:?}\n{}'s output:\n{}",
                 self.name,
                 self.output()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            )
+        })
     }
 
     /// `http://127.0.0.1:PORT<path>`.

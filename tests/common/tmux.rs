@@ -2,7 +2,7 @@
 //! start it, read the pane (polling with a deadline), send keys.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Runs `tmux args`, returning its standard output.
 pub(crate) fn tmux(args: &[&str]) -> String {
@@ -17,15 +17,16 @@ pub(crate) fn wait_pane(
     limit: Duration,
     f: impl Fn(&str) -> bool,
 ) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
+    let mut last = String::new();
+    super::poll(limit, Duration::from_millis(100), || {
         let pane = tmux(&["capture-pane", "-p", "-J", "-S", "-200", "-t", session]);
         if f(&pane) {
-            return pane;
+            return Some(pane);
         }
-        assert!(Instant::now() < deadline, "{what}: pane:\n{pane}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        last = pane;
+        None
+    })
+    .unwrap_or_else(|| panic!("{what}: pane:\n{last}"))
 }
 
 /// A tmux session, killed on drop.

@@ -400,11 +400,7 @@ fn a_wrong_tracefs_path_is_tracefs_missing() {
 /// mistake whose fix is the generic name.
 #[test]
 fn a_generic_event_through_the_software_pmu_is_a_config_mistake() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(
-        dir.path(),
-        "sets:\n  - name: sw\n    events:\n      - metric: perf_context_switches_total\n        event: [\"software/context-switches/\"]\n      - metric: perf_x_total\n        event: [\"software/no-such-event/\"]\n      - metric: perf_cpu_migrations_total\n        event: [cpu-migrations]\n",
-    );
+    let cfg = file("cli/generic_through_software");
     let v = json(&["check", "--json", "--config.file", &cfg]);
     let cs = metric(&v, "perf_context_switches_total");
     assert_eq!(cs["class"], "failed", "{cs}");
@@ -422,6 +418,11 @@ fn a_generic_event_through_the_software_pmu_is_a_config_mistake() {
     );
 }
 
+/// `tests/configs/<name>.yaml`'s path, as an argument.
+fn file(name: &str) -> String {
+    common::config_path(name).display().to_string()
+}
+
 fn config(dir: &Path, yaml: &str) -> String {
     let f = dir.join("c.yaml");
     std::fs::write(&f, yaml).unwrap();
@@ -435,11 +436,7 @@ fn config(dir: &Path, yaml: &str) -> String {
 /// chain is refused at load with the line. `list` names the modifiers.
 #[test]
 fn check_and_list_show_modifiers() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config(
-        dir.path(),
-        "sets:\n  - name: core\n    events:\n      - metric: instructions_user_total\n        event: [\"instructions:u\", \"cpu/instructions/u\"]\n      - metric: instructions_total\n        event: instructions\n  - name: dram\n    events:\n      - metric: dram_read_user_bytes_total\n        event: \"uncore_imc_*/cas_count_read/u\"\n",
-    );
+    let cfg = file("cli/modifiers");
     let skx = fixture("intel-skx");
     let sim = ["--simulate", "--path.sysfs", skx.to_str().unwrap()];
     let o = run(&[&sim[..], &["check", "--config.file", &cfg]].concat());
@@ -488,10 +485,7 @@ fn check_and_list_show_modifiers() {
         "pmu_refused"
     );
 
-    let mixed = config(
-        dir.path(),
-        "sets:\n  - name: core\n    events:\n      - metric: instructions_user_total\n        event: [\"instructions:u\", instructions]\n",
-    );
+    let mixed = file("cli/modifiers_mixed");
     let o = run(&[&sim[..], &["check", "--config.file", &mixed]].concat());
     assert!(!o.status.success());
     let e = stderr(&o);
@@ -527,10 +521,7 @@ fn check_fails_whenever_serve_would_refuse() {
 
     // Only hardware events on this VM without a PMU: nothing countable,
     // live and on the fixture of such a VM.
-    let hw = config(
-        dir.path(),
-        "sets:\n  - name: core\n    events:\n      - metric: c_total\n        event: cycles\n",
-    );
+    let hw = file("cli/cycles");
     let vm = fixture("vm-no-pmu");
     for extra in [&[][..], &["--path.sysfs", vm.to_str().unwrap()][..]] {
         let o = run(&[&["check", "--config.file", &hw][..], extra].concat());
@@ -556,10 +547,7 @@ fn check_fails_whenever_serve_would_refuse() {
         "{}",
         stderr(&o)
     );
-    let sw = config(
-        dir.path(),
-        "sets:\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n",
-    );
+    let sw = file("cli/context_switches");
     let o = run(&["check", "--strict", "--config.file", &sw]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
@@ -677,11 +665,7 @@ fn as_root_a_refused_event_is_not_missing_cap_perfmon() {
         status.lines().any(|l| l.starts_with("Uid:\t0\t")),
         "this test must run as root"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let f = config(
-        dir.path(),
-        "sets:\n  - name: t\n    events:\n      - metric: perf_ftrace_function_total\n        event: ftrace:function\n      - metric: perf_cs_total\n        event: context-switches\n",
-    );
+    let f = file("cli/ftrace_function");
     let o = run(&["check", "--json", "--config.file", &f]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
@@ -702,20 +686,18 @@ fn as_root_a_refused_event_is_not_missing_cap_perfmon() {
 
 #[test]
 fn invalid_config_fails_with_file_line_column() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("bad.yaml");
-    std::fs::write(&f, "sets:\n  - name: s\n    events:\n      - metric: x_total\n        event: context-switchs\n").unwrap();
+    let f = common::config_path("cli/invalid_event_typo");
     let o = run(&["check", "--config.file", f.to_str().unwrap()]);
     assert!(!o.status.success());
     let e = stderr(&o);
     assert!(e.contains(&format!("{}:5:", f.display())), "{e}");
     assert!(e.contains("did you mean `context-switches`"), "{e}");
 
-    std::fs::write(&f, "sets:\n  - name: s\n    events:\n      - metric: x_total\n        event: \"uncore_imc/cas_count_read\"\n").unwrap();
+    let f = common::config_path("cli/invalid_pmu_unclosed");
     let e = stderr(&run(&["check", "--config.file", f.to_str().unwrap()]));
     assert!(e.contains("closing `/`"), "{e}");
 
-    std::fs::write(&f, "sets:\n  - name: s\n    eventz: []\n").unwrap();
+    let f = common::config_path("cli/invalid_key");
     let o = run(&["check", "--config.file", f.to_str().unwrap()]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains(":3:"), "{}", stderr(&o));
@@ -727,9 +709,7 @@ fn invalid_config_fails_with_file_line_column() {
 
 #[test]
 fn unknown_pmu_event_suggests_and_lists() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("c.yaml");
-    std::fs::write(&f, "sets:\n  - name: s\n    events:\n      - metric: x_total\n        event: \"uncore_imc_*/cas_count_reed/\"\n").unwrap();
+    let f = common::config_path("cli/cas_count_misspelled");
     let skx = fixture("intel-skx");
     let o = run(&[
         "check",
@@ -757,13 +737,7 @@ fn serve_refuses_a_fixture_without_simulate_and_nothing_to_count() {
     assert!(stderr(&o).contains("--simulate"), "{}", stderr(&o));
 
     // Only hardware events on a VM without a PMU: nothing at all to count.
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("hw.yaml");
-    std::fs::write(
-        &f,
-        "sets:\n  - name: core\n    events:\n      - metric: c_total\n        event: cycles\n",
-    )
-    .unwrap();
+    let f = common::config_path("cli/cycles");
     let o = run(&[
         "--config.file",
         f.to_str().unwrap(),

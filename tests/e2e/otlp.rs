@@ -14,7 +14,7 @@ use crate::common;
 use common::online_cpus;
 use common::otlp::{
     exporter_fails, exports_in, find_metric, live, resource_of, simulated, str_attr, sum_by_cpu,
-    sum_points, value_of, wait_for, Pki, Received, Receiver, Vm,
+    sum_points, value_of, wait_for, Exporter, Pki, Received, Receiver, Vm,
 };
 use opentelemetry_proto::tonic::metrics::v1::metric;
 use std::collections::{BTreeMap, BTreeSet};
@@ -624,26 +624,12 @@ fn exposed_labels(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Issue 24 item 5: the per-cgroup `pod_uid` label was pushed as
-/// `k8s.pod.uid`, stored as `k8s_pod_uid` by Prometheus-compatible stores,
-/// so the pod rules and dashboard found nothing on OTLP data. On the
-/// simulated PMU with the Kubernetes cgroup fixture and sampling by pod:
-/// every data point attribute, translated as those stores do (`.` -> `_`),
-/// is a label of `/metrics`, and the pod series carry `pod_uid`.
-#[test]
-fn otlp_attributes_translate_back_to_the_exposition_labels() {
-    let rx = Receiver::start(None);
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("perf.yaml");
-    std::fs::write(
-        &cfg,
-        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n\
-         cgroups:\n  preset: kubernetes\n  sets: [software]\n  containers: true\n\
-         sampling:\n  frequency: 99\n  by: pod\n  top: 2\n",
-    )
-    .unwrap();
+/// A simulated exporter counting `tests/configs/<config>.yaml` on the
+/// Kubernetes cgroup fixture, pushing to `rx` over gRPC every `interval`.
+fn kubernetes_to(rx: &Receiver, config: &str, interval: &str) -> Exporter {
+    let cfg = common::config_path(config);
     let cg = common::repo_root().join("tests/fixtures/cgroup/kubernetes-systemd");
-    let ex = simulated(
+    simulated(
         &[
             "--config.file",
             cfg.to_str().unwrap(),
@@ -654,10 +640,22 @@ fn otlp_attributes_translate_back_to_the_exposition_labels() {
             "--otlp.endpoint",
             &format!("http://{}", rx.addr),
             "--otlp.interval",
-            "500ms",
+            interval,
         ],
         &[],
-    );
+    )
+}
+
+/// Issue 24 item 5: the per-cgroup `pod_uid` label was pushed as
+/// `k8s.pod.uid`, stored as `k8s_pod_uid` by Prometheus-compatible stores,
+/// so the pod rules and dashboard found nothing on OTLP data. On the
+/// simulated PMU with the Kubernetes cgroup fixture and sampling by pod:
+/// every data point attribute, translated as those stores do (`.` -> `_`),
+/// is a label of `/metrics`, and the pod series carry `pod_uid`.
+#[test]
+fn otlp_attributes_translate_back_to_the_exposition_labels() {
+    let rx = Receiver::start(None);
+    let ex = kubernetes_to(&rx, "otlp/k8s_sampling_by_pod", "500ms");
     let has = |r: &Received, name: &str, key: &str| {
         find_metric(&r.req, name).is_some_and(|m| {
             sum_points(m)
@@ -713,14 +711,7 @@ fn otlp_attributes_translate_back_to_the_exposition_labels() {
 #[test]
 fn otlp_pod_series_keep_pod_uid_in_victoriametrics() {
     let vm = Vm::start(&["-opentelemetry.usePrometheusNaming"]);
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("perf.yaml");
-    std::fs::write(
-        &cfg,
-        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n\
-         cgroups:\n  preset: kubernetes\n  sets: [software]\n  containers: true\n",
-    )
-    .unwrap();
+    let cfg = common::config_path("otlp/k8s_containers");
     let cg = common::repo_root().join("tests/fixtures/cgroup/kubernetes-systemd");
     let _ex = simulated(
         &[
@@ -767,30 +758,7 @@ fn otlp_pod_series_keep_pod_uid_in_victoriametrics() {
 #[test]
 fn otlp_per_cgroup_series_never_fall_under_one_start_across_a_reload() {
     let rx = Receiver::start(None);
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("perf.yaml");
-    std::fs::write(
-        &cfg,
-        "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n\
-         cgroups:\n  preset: kubernetes\n  sets: [software]\n",
-    )
-    .unwrap();
-    let cg = common::repo_root().join("tests/fixtures/cgroup/kubernetes-systemd");
-    let ex = simulated(
-        &[
-            "--config.file",
-            cfg.to_str().unwrap(),
-            "--path.cgroupfs",
-            cg.to_str().unwrap(),
-            "--otlp.protocol",
-            "grpc",
-            "--otlp.endpoint",
-            &format!("http://{}", rx.addr),
-            "--otlp.interval",
-            "300ms",
-        ],
-        &[],
-    );
+    let ex = kubernetes_to(&rx, "otlp/k8s", "300ms");
     let enabled = "perf.cgroup.group.enabled";
     // Four exports with group times (over a second of counting): more
     // than the two after the reload can count if they restart.

@@ -16,6 +16,21 @@ fn config_with(section: &str) -> tempfile::NamedTempFile {
     f
 }
 
+/// `serve --simulate` on intel-skx with the default config and `section`
+/// (the config file lives as long as the process needs it).
+fn simulated_with(section: &str) -> (common::proc::Proc, tempfile::NamedTempFile) {
+    let cfg = config_with(section);
+    let f = fixture("intel-skx");
+    let p = exporter(&[
+        "--simulate",
+        "--path.sysfs",
+        f.to_str().unwrap(),
+        "--config.file",
+        cfg.path().to_str().unwrap(),
+    ]);
+    (p, cfg)
+}
+
 fn series(p: &common::proc::Proc) -> BTreeMap<String, f64> {
     parse_exposition(&p.get("/metrics").body).expect("exposition")
 }
@@ -29,15 +44,7 @@ fn sampled(s: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
 
 #[test]
 fn serve_exports_top_n_sampled_events_with_other_and_ring_health() {
-    let cfg = config_with("sampling:\n  frequency: 99\n  by: process\n  top: 2\n");
-    let f = fixture("intel-skx");
-    let p = exporter(&[
-        "--simulate",
-        "--path.sysfs",
-        f.to_str().unwrap(),
-        "--config.file",
-        cfg.path().to_str().unwrap(),
-    ]);
+    let (p, _cfg) = simulated_with("sampling:\n  frequency: 99\n  by: process\n  top: 2\n");
     // Poll until two scrapes show sampled events.
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut first = BTreeMap::new();
@@ -111,15 +118,7 @@ fn a_bad_sampling_section_is_refused_naming_the_line() {
 /// adds) holds a pod's name. The label is `pod_uid`.
 #[test]
 fn sampling_by_pod_labels_the_uid_pod_uid() {
-    let cfg = config_with("sampling:\n  frequency: 99\n  by: pod\n  top: 2\n");
-    let f = fixture("intel-skx");
-    let p = exporter(&[
-        "--simulate",
-        "--path.sysfs",
-        f.to_str().unwrap(),
-        "--config.file",
-        cfg.path().to_str().unwrap(),
-    ]);
+    let (p, _cfg) = simulated_with("sampling:\n  frequency: 99\n  by: pod\n  top: 2\n");
     let deadline = Instant::now() + Duration::from_secs(20);
     let s = loop {
         let s = sampled(&series(&p));

@@ -237,17 +237,9 @@ fn over_the_bound_the_busiest_since_the_last_scan_win() {
         .unwrap();
     set_usage(&t.path().join(&batch.rel), 800_000 + 5_000_000);
     let before = rels(&sel.counted);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let sel = loop {
-        if let Some(sel) = s.scan_if_changed().unwrap() {
-            break sel;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no ranking after rank_interval"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let (limit, every) = (Duration::from_secs(10), Duration::from_millis(50));
+    let sel = common::poll(limit, every, || s.scan_if_changed().unwrap())
+        .expect("no ranking after rank_interval");
     let got = rels(&sel.counted);
     assert_eq!(got.len(), 2);
     assert!(got.iter().any(|r| r.contains("besteffort-pod")), "{got:?}");
@@ -578,11 +570,7 @@ fn real_usage_ranks_a_busy_cgroup_first() {
 fn check(yaml: &str, extra: &[(&str, &Path)], more: &[&str]) -> std::process::Output {
     let t = tempfile::tempdir().unwrap();
     let cfg = t.path().join("c.yaml");
-    std::fs::write(
-        &cfg,
-        format!("sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{yaml}"),
-    )
-    .unwrap();
+    std::fs::write(&cfg, common::cgroup::with_section(yaml)).unwrap();
     let mut c = std::process::Command::new(common::EXPORTER);
     c.arg("check")
         .arg("--config.file")

@@ -194,14 +194,13 @@ impl Discovery for Fixed {
 /// `cgroups:` section `yaml` (`backend: perf` unless it says otherwise).
 fn check_args(dir: &Path, yaml: &str) -> Vec<String> {
     let cfg = dir.join("c.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "sets:\n  - name: software\n    events:\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\ncgroups:\n{}{yaml}",
-            if yaml.contains("backend:") { "" } else { "  backend: perf\n" }
-        ),
-    )
-    .unwrap();
+    let backend = if yaml.contains("backend:") {
+        ""
+    } else {
+        "  backend: perf\n"
+    };
+    let text = common::cgroup::with_section(&format!("{backend}{yaml}"));
+    std::fs::write(&cfg, text).unwrap();
     vec![
         "check".into(),
         "--config.file".into(),

@@ -249,6 +249,7 @@ fn assert_counts_system_wide(p: &Proc) {
     let online = common::online_cpus();
     let mut last = BTreeMap::new();
     for _ in 0..3 {
+        // The interval each scrape measures: the clocks grow.
         thread::sleep(Duration::from_millis(200));
         let s = p.scrape();
         let clock = by_cpu(&s, "perf_cpu_clock_seconds_total");
@@ -357,6 +358,7 @@ fn cpu_hotplug_during_a_stream_of_scrapes() {
             while !stop.load(Ordering::SeqCst) {
                 out.push(common::try_request("GET", &addr, "/metrics", &[], ""));
                 made.fetch_add(1, Ordering::SeqCst);
+                // A scrape every 50 ms while the main thread works.
                 thread::sleep(Duration::from_millis(50));
             }
             out

@@ -167,6 +167,8 @@ impl Load {
                 thread::spawn(move || {
                     let pinned = pin(cpu);
                     running.fetch_add(1, Ordering::SeqCst);
+                    // Idle on its CPU until stopped (the thread only
+                    // holds the pin).
                     while !stop.load(Ordering::Relaxed) {
                         thread::sleep(Duration::from_micros(100));
                     }
@@ -240,6 +242,7 @@ fn software_msr_tracepoint_per_cpu() {
     let large_gap = Duration::from_millis(20);
     common::clocks::compare_clocks("cpu-clock per CPU vs wall time", large_gap, |_| {
         let a = common::clocks::bracket(wall_clock, || engine.collect());
+        // The measured interval.
         thread::sleep(Duration::from_millis(200));
         let b = common::clocks::bracket(wall_clock, || engine.collect());
         let wall = a.growth(&b, 0);
@@ -351,16 +354,7 @@ fn child_getppid(n: u64) {
 #[test]
 fn tracepoint_counts_exact_getppid_calls() {
     let _g = serial();
-    let mut engine = live_engine(
-        r#"
-sets:
-  - name: syscalls
-    per: node
-    events:
-      - metric: perf_getppid_total
-        event: "syscalls:sys_enter_getppid"
-"#,
-    );
+    let mut engine = live_engine(crate::config!("live/getppid"));
     let series = |s: &Snapshot| {
         let f = s
             .families
@@ -398,20 +392,7 @@ fn deltas(a: &Snapshot, b: &Snapshot, names: &[&str]) -> Vec<f64> {
 #[test]
 fn page_faults_split_into_user_and_kernel() {
     let _g = serial();
-    let mut engine = live_engine(
-        r#"
-sets:
-  - name: faults
-    per: node
-    events:
-      - metric: perf_page_faults_total
-        event: page-faults
-      - metric: perf_page_faults_user_total
-        event: "page-faults:u"
-      - metric: perf_page_faults_kernel_total
-        event: "page-faults:k"
-"#,
-    );
+    let mut engine = live_engine(crate::config!("live/page_faults_modes"));
     const PAGES: usize = 8192;
     const KERNEL_PAGES: usize = 1024;
     let a = engine.collect();
@@ -475,20 +456,7 @@ sets:
 #[test]
 fn tracepoint_u_keeps_syscalls_and_drops_kernel_hits() {
     let _g = serial();
-    let mut engine = live_engine(
-        r#"
-sets:
-  - name: tp
-    per: node
-    events:
-      - metric: perf_getppid_user_total
-        event: "syscalls:sys_enter_getppid:u"
-      - metric: perf_switches_user_total
-        event: "sched:sched_switch:u"
-      - metric: perf_switches_total
-        event: "sched:sched_switch"
-"#,
-    );
+    let mut engine = live_engine(crate::config!("live/tracepoint_u"));
     let a = engine.collect();
     child_getppid(GETPPID_CALLS);
     let b = engine.collect();
@@ -520,19 +488,7 @@ fn msr_refuses_modifiers_as_unavailable() {
     let _g = serial();
     require_root();
     let ctx = require_tracefs();
-    let cfg = Config::parse(
-        r#"
-sets:
-  - name: tsc
-    events:
-      - metric: perf_tsc_user_total
-        event: "msr/tsc/u"
-      - metric: perf_tsc_total
-        event: "msr/tsc/"
-"#,
-        "live.yaml",
-    )
-    .unwrap();
+    let cfg = Config::parse(crate::config!("live/msr_modifiers"), "live.yaml").unwrap();
     let table = PmuTable::discover(Path::new(SYSFS)).expect("discover PMUs under /sys");
     let kernel = LiveKernel::new();
     let probe = prober(&kernel);
@@ -800,6 +756,7 @@ fn cpu_hotplug_while_scraping() {
                 let p1 = phase.load(Ordering::SeqCst);
                 out.push((p0, p1, snap));
                 made.fetch_add(1, Ordering::SeqCst);
+                // A collection every 50 ms while the main thread works.
                 thread::sleep(Duration::from_millis(50));
             }
             out
@@ -939,11 +896,15 @@ fn cpu_offline_and_back_between_collections() {
     set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
     let mut engine = live_engine(MIXED);
     engine.collect();
+    // The interval `before` measures: every online CPU's clock moves.
     thread::sleep(Duration::from_millis(100));
     let before = per_cpu(&engine.collect(), "perf_cpu_clock_seconds_total");
     let reads_before = engine.online_reads();
     set_cpu1(false).unwrap_or_else(|e| panic!("write 0 to {CPU1_ONLINE}: {e}"));
     set_cpu1(true).unwrap_or_else(|e| panic!("write 1 to {CPU1_ONLINE}: {e}"));
+    // The interval in which the others' enabled time moves and the old
+    // events of cpu1 (disabled by the kernel) stand still: what the next
+    // collection detects.
     thread::sleep(Duration::from_millis(100));
     // This collection sees cpu1's clock stand still and reopens it.
     engine.collect();
@@ -951,17 +912,15 @@ fn cpu_offline_and_back_between_collections() {
         engine.online_reads() > reads_before,
         "the hotplug did not make the engine re-read the online CPUs"
     );
-    thread::sleep(Duration::from_millis(300));
-    let mut after = per_cpu(&engine.collect(), "perf_cpu_clock_seconds_total");
-    for _ in 0..3 {
-        if after.get(&1).copied().unwrap_or(0.0) > before[&1] + 0.2 {
-            break;
-        }
-        thread::sleep(Duration::from_millis(200));
+    // cpu1 counts again: its clock gains 0.2 s (at least that much wall
+    // time), polled against a deadline.
+    let mut after = BTreeMap::new();
+    let counts = common::poll(Duration::from_secs(3), Duration::from_millis(100), || {
         after = per_cpu(&engine.collect(), "perf_cpu_clock_seconds_total");
-    }
+        (after.get(&1).copied().unwrap_or(0.0) > before[&1] + 0.2).then_some(())
+    });
     assert!(
-        after.get(&1).copied().unwrap_or(0.0) > before[&1] + 0.2,
+        counts.is_some(),
         "cpu1's clock stopped: before {before:?}, after {after:?}"
     );
     assert!(after[&0] > before[&0]);
@@ -977,6 +936,7 @@ fn no_online_list_reads_without_hotplug() {
     let mut engine = live_engine(MIXED);
     for _ in 0..20 {
         engine.collect();
+        // Collections 5 ms apart: the span in which no read may happen.
         thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(

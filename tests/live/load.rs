@@ -106,6 +106,7 @@ fn many_concurrent_scrapers_for_thirty_seconds() {
                     };
                     (c.get("/metrics", &[]), false)
                 } else if i < KEEP_ALIVE + FRESH {
+                    // The fresh-connection scrapers' pace (the load).
                     thread::sleep(Duration::from_millis(20));
                     (
                         common::try_request("GET", &addr, "/metrics", &[], ""),
@@ -148,6 +149,8 @@ fn many_concurrent_scrapers_for_thirty_seconds() {
             }
         }));
     }
+    // The measurement: memory after the warm-up and at the end of the
+    // run, scrapes counted over it.
     thread::sleep(WARM_UP);
     let rss0 = rss_kib(p.pid());
     let at_warm_up = scrapes.load(Ordering::Relaxed);

@@ -48,11 +48,9 @@ impl HungMount {
             .spawn()
             .expect("run fuse-overlayfs");
         let m = HungMount { dir, daemon };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::fs::read_to_string(m.config()).ok().as_deref() != Some(config) {
-            assert!(Instant::now() < deadline, "fuse-overlayfs did not mount");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::wait_for("fuse-overlayfs to mount", Duration::from_secs(10), || {
+            std::fs::read_to_string(m.config()).ok().as_deref() == Some(config)
+        });
         m
     }
 

@@ -160,15 +160,10 @@ impl Busy {
         let pid = child.id();
         let b = Busy(child, lock);
         // Wait (with a deadline) until taskset has exec'd bash.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
+        common::wait_for("the busy loop to start", Duration::from_secs(10), || {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            if comm.trim() == "bash" {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the busy loop did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+            comm.trim() == "bash"
+        });
         std::fs::write(format!("/proc/{pid}/autogroup"), "-20").expect("autogroup nice");
         b
     }
@@ -418,11 +413,9 @@ fn a_stopped_reader_loses_records_counts_them_and_recovers() {
         })
     };
     let refreshes_after = |n: usize| {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while lines.lock().unwrap().len() < n {
-            assert!(Instant::now() < deadline, "no refresh");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        common::wait_for("a refresh", Duration::from_secs(10), || {
+            lines.lock().unwrap().len() >= n
+        });
     };
     refreshes_after(1);
     let kill = |sig: &str| {
@@ -430,6 +423,7 @@ fn a_stopped_reader_loses_records_counts_them_and_recovers() {
         assert!(ok.success());
     };
     kill("-STOP");
+    // The measurement: one second in which the stopped load counts nothing.
     std::thread::sleep(Duration::from_secs(1));
     kill("-CONT");
     // The refresh that saw the stop, then the load stops.

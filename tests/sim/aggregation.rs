@@ -5,37 +5,17 @@
 //! detail stays in the engine for the live view and `stat`, and a summed
 //! series' state still tells one CPU that never counted from all of them.
 
-use perf_exporter::config::Config;
-use perf_exporter::engine::{Engine, Fds};
+use crate::engines::{self, skx_engine as engine, SEC};
+use perf_exporter::engine::Engine;
 use perf_exporter::export::live::{self, PerCpuDetail};
-use perf_exporter::perf::sim::SimKernel;
-use perf_exporter::pmu::PmuTable;
 use perf_exporter::snapshot::Family;
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
 
-const SEC: u64 = 1_000_000_000;
 const LEVELS: &str = crate::config!("aggregation/levels");
-
-fn engine(yaml: &str, setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
-    let t = PmuTable::discover(&root).unwrap();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    setup(&k);
-    let cfg = Config::parse(yaml, "test.yaml").unwrap();
-    let e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
-    (k, e)
-}
 
 /// A family's samples: rendered labels → value.
 fn samples(families: &[Family], name: &str) -> BTreeMap<String, f64> {
-    families
-        .iter()
-        .filter(|f| f.name == name)
-        .flat_map(|f| &f.samples)
-        .map(|x| (x.labels.rendered().to_string(), x.value))
-        .collect()
+    engines::samples(families, name).into_iter().collect()
 }
 
 /// A summed series' labels and the CPUs it sums.

@@ -9,7 +9,7 @@ use crate::common;
 use common::cgroup::section;
 use perf_exporter::cgroup::{Lookup, Selection, Selector};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const UID: &str = "2567a5ec-9705-4b7a-82c9-84033e06189d";
 
@@ -67,14 +67,11 @@ impl Rig {
     /// The selector's next selection (polled: the events of a mkdir are
     /// queued before it returns, but allow for a slow machine).
     fn next(&mut self) -> Selection {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(sel) = self.s.scan_if_changed().unwrap() {
-                return sel;
-            }
-            assert!(Instant::now() < deadline, "the change was not seen");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let every = Duration::from_millis(10);
+        common::poll(Duration::from_secs(5), every, || {
+            self.s.scan_if_changed().unwrap()
+        })
+        .expect("the change was not seen")
     }
 
     /// Each step creates (`+dir`) or removes (`-dir`) a directory, then

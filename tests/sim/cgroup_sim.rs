@@ -5,21 +5,19 @@
 //! open, the fd budget, uncore sets refused, carry-over, label escaping.
 
 use crate::common;
+use crate::engines::{engine_on, table, SEC};
 
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
-use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{
     CgroupCounting, CgroupIssue, CgroupTotals, Discovery, PerfBackend, SetGap,
 };
-use perf_exporter::engine::{Engine, Fds};
+use perf_exporter::engine::Engine;
 use perf_exporter::export::prometheus;
 use perf_exporter::perf::sim::SimKernel;
-use perf_exporter::pmu::PmuTable;
 use perf_exporter::snapshot::{Sample, Snapshot};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-const SEC: u64 = 1_000_000_000;
+use std::time::Duration;
 
 const YAML: &str = crate::software_set!();
 
@@ -67,13 +65,7 @@ fn rig(
     budget: Option<usize>,
     rels: &[&str],
 ) -> Rig {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/sysfs")
-        .join(fixture);
-    let t = PmuTable::discover(&root).unwrap();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let cfg = Config::parse(yaml, "t.yaml").unwrap();
-    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
+    let (k, mut e) = engine_on(table(fixture), yaml, |_| {});
     let d = Steered::default();
     d.set(&tree(), rels);
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
@@ -346,16 +338,7 @@ fn a_small_fd_budget_leaves_whole_cgroups_out_and_says_so() {
 
 #[test]
 fn uncore_sets_are_refused_per_cgroup() {
-    let yaml = "sets:
-  - name: core
-    events:
-      - metric: perf_instructions_total
-        event: instructions
-  - name: dram
-    events:
-      - metric: perf_dram_read_bytes_total
-        event: { event: \"uncore_imc_0/event=0x04,umask=0x03/\", scale: 64, unit: bytes }
-";
+    let yaml = crate::config!("cgroup_sim/core_and_dram");
     let mut r = rig(
         "intel-skx",
         yaml,
@@ -689,19 +672,12 @@ fn serve_kubernetes_fixture_with(sets: &str, cgroups: &str) -> (common::Proc, te
 fn serve_counts_the_kubernetes_fixture_per_pod() {
     let (mut p, _dir) = serve_kubernetes_fixture("  containers: true\n");
     let pod = "pod_uid=\"d77d5e50-3ad1-439f-885a-c494268b351b\",qos_class=\"burstable\"}";
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let body = loop {
+    let (limit, every) = (Duration::from_secs(20), Duration::from_millis(100));
+    let body = common::poll(limit, every, || {
         let b = p.get("/metrics").body;
-        if b.contains("perf_cgroup_cpu_clock_seconds_total{") && b.contains(pod) {
-            break b;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no per-pod series:\n{b}\n{}",
-            p.output()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+        (b.contains("perf_cgroup_cpu_clock_seconds_total{") && b.contains(pod)).then_some(b)
+    })
+    .unwrap_or_else(|| panic!("no per-pod series:\n{}", p.output()));
     let line = body
         .lines()
         .find(|l| l.starts_with("perf_cgroup_cpu_clock_seconds_total{") && l.contains(pod))
@@ -872,7 +848,7 @@ fn per_cgroup_counters_carry_the_modifiers() {
 }
 
 /// Three core events in one set, counted per cgroup.
-const CORE3: &str = "sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        event: cycles\n      - metric: perf_instructions_total\n        event: instructions\n      - metric: perf_branch_instructions_total\n        event: branches\n";
+const CORE3: &str = crate::config!("cgroup_sim/core3");
 
 /// The per-cgroup state labels of `family` in `app/a` (summed over CPUs).
 fn state_of(s: &Snapshot, family: &str) -> Option<String> {
@@ -963,7 +939,7 @@ fn a_cgroup_group_that_never_runs_has_no_values_and_says_why() {
 /// counts again when they come back.
 #[test]
 fn a_cgroup_group_that_stops_running_keeps_its_total_flagged() {
-    const CORE2: &str = "sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        event: cycles\n      - metric: perf_instructions_total\n        event: instructions\n";
+    const CORE2: &str = crate::config!("cgroup_sim/core2");
     const F: &str = "perf_cgroup_cpu_cycles_total";
     let mut r = rig("intel-skx", CORE2, &["core"], false, None, &["app/a"]);
     // Room for the node's group and the cgroup's on every CPU.

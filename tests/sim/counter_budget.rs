@@ -4,6 +4,7 @@
 //! `perf_pmu_counters` family, and groups planned within the budget,
 //! node-wide and per cgroup, so none is opened that could never run.
 
+use crate::engines::{family, skx_engine as engine, SEC};
 use perf_exporter::config::Config;
 use perf_exporter::engine::cgroup::{CgroupCounting, Discovery, PerfBackend};
 use perf_exporter::engine::{Engine, Fds};
@@ -15,31 +16,10 @@ use perf_exporter::snapshot::Snapshot;
 use std::path::Path;
 use std::sync::Arc;
 
-const SEC: u64 = 1_000_000_000;
-
 /// Two groups of two core events per CPU, and software events.
 const TWO_SETS: &str = crate::config!("counter_state/two_sets");
 /// Seven events of one PMU in one set.
 const SEVEN: &str = crate::config!("counter_state/seven");
-
-fn engine(yaml: &str, setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
-    let t = PmuTable::discover(&root).unwrap();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    setup(&k);
-    let cfg = Config::parse(yaml, "test.yaml").unwrap();
-    let e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
-    (k, e)
-}
-
-fn family(s: &Snapshot, name: &str) -> Vec<(String, f64)> {
-    s.families
-        .iter()
-        .filter(|f| f.name == name)
-        .flat_map(|f| &f.samples)
-        .map(|x| (x.labels.rendered().to_string(), x.value))
-        .collect()
-}
 
 fn counters(s: &Snapshot) -> Vec<(String, f64)> {
     family(s, "perf_pmu_counters")

@@ -4,18 +4,11 @@
 //! (`implausible`: `plausibility.rs`). The manual clock makes every ratio
 //! exact.
 
-use perf_exporter::config::Config;
-use perf_exporter::engine::{Engine, Fds};
+use crate::engines::{family, skx_engine as engine, SEC};
+use perf_exporter::engine::Engine;
 use perf_exporter::export::live;
-use perf_exporter::perf::sim::SimKernel;
-use perf_exporter::pmu::PmuTable;
 use perf_exporter::problem::CounterState;
-use perf_exporter::snapshot::Snapshot;
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
-
-const SEC: u64 = 1_000_000_000;
 
 /// One group of two core events per CPU (intel-skx: 8 CPUs, PMU `cpu`).
 const CORE: &str = crate::config!("cycles_instructions");
@@ -27,16 +20,6 @@ const I: &str = "perf_instructions_total";
 
 /// Two groups of two core events per CPU, and software events.
 const TWO_SETS: &str = crate::config!("counter_state/two_sets");
-
-fn engine(yaml: &str, setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
-    let t = PmuTable::discover(&root).unwrap();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    setup(&k);
-    let cfg = Config::parse(yaml, "test.yaml").unwrap();
-    let e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
-    (k, e)
-}
 
 /// metric → the states of its series (over CPUs), with the ratios.
 fn states(e: &Engine) -> BTreeMap<String, Vec<(CounterState, f64)>> {
@@ -56,15 +39,6 @@ fn all(e: &Engine, metric: &str, state: CounterState, ratio: f64) {
         assert_eq!(s, state, "{metric}: {v:?}");
         assert!((r - ratio).abs() < 1e-9, "{metric}: {v:?}");
     }
-}
-
-fn family(s: &Snapshot, name: &str) -> Vec<(String, f64)> {
-    s.families
-        .iter()
-        .filter(|f| f.name == name)
-        .flat_map(|f| &f.samples)
-        .map(|x| (x.labels.rendered().to_string(), x.value))
-        .collect()
 }
 
 #[test]

@@ -3,15 +3,13 @@
 //! the new engine ([`Engine::totals`] / [`Engine::carry_over`]); changed
 //! and new metrics start from zero.
 
+use crate::engines::{engine_on, table, SEC};
 use perf_exporter::config::Config;
 use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
 use perf_exporter::snapshot::{Sample, Snapshot};
-use std::path::Path;
 use std::sync::Arc;
-
-const SEC: u64 = 1_000_000_000;
 
 /// An engine counting `yaml` on `t`.
 fn open(k: &Arc<SimKernel>, t: &PmuTable, yaml: &str) -> Engine {
@@ -41,10 +39,8 @@ const NEW: &str = crate::config!("engine_reload/new");
 
 /// The intel-skx fixture on a manual clock, with an engine for `yaml`.
 fn skx(yaml: &str) -> (Arc<SimKernel>, PmuTable, Engine) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
-    let t = PmuTable::discover(&root).unwrap();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let e = open(&k, &t, yaml);
+    let t = table("intel-skx");
+    let (k, e) = engine_on(t.clone(), yaml, |_| {});
     (k, t, e)
 }
 
@@ -57,18 +53,7 @@ fn unchanged_metrics_continue_changed_ones_restart() {
     let clock0 = value(&before, "perf_cpu_clock_seconds_total", "0").unwrap();
     let cs0 = value(&before, "perf_context_switches_total", "0").unwrap();
     assert!((clock0 - 5.0).abs() < 1e-6, "{clock0}");
-    let group0 = before
-        .families
-        .iter()
-        .find(|f| f.name == "perf_group_enabled_seconds_total")
-        .unwrap()
-        .samples
-        .iter()
-        .find(|x| {
-            x.labels.contains(&("set", "sw".into())) && x.labels.contains(&("cpu", "0".into()))
-        })
-        .unwrap()
-        .value;
+    let (group0, _) = set_value(&before, "perf_group_enabled_seconds_total", "sw", "0").unwrap();
 
     let totals = old.totals();
     drop(old);
@@ -98,18 +83,7 @@ fn unchanged_metrics_continue_changed_ones_restart() {
     assert!(value(&after, "perf_page_faults_total", "0").is_none());
     assert!(value(&after, "perf_cpu_migrations_total", "0").is_some());
     // The group self-counter of set `sw` continues by name.
-    let group = after
-        .families
-        .iter()
-        .find(|f| f.name == "perf_group_enabled_seconds_total")
-        .unwrap()
-        .samples
-        .iter()
-        .find(|x| {
-            x.labels.contains(&("set", "sw".into())) && x.labels.contains(&("cpu", "0".into()))
-        })
-        .unwrap()
-        .value;
+    let (group, _) = set_value(&after, "perf_group_enabled_seconds_total", "sw", "0").unwrap();
     assert!(group >= group0 + 2.0 - 1e-6, "{group0} -> {group}");
 }
 

@@ -17,6 +17,7 @@ mod cgroup_sim;
 mod counter_budget;
 mod counter_state;
 mod engine_reload;
+mod engines;
 mod fuzz_corpus;
 mod metrics_diff;
 mod plausibility;

@@ -351,7 +351,7 @@ fn default_config_on_a_sapphire_rapids_tree() {
 #[test]
 fn cycles_alone_counts_on_a_sapphire_rapids_tree() {
     let (_dir, sysfs, procfs) = sapphire_rapids_tree();
-    let yaml = "sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        help: CPU cycles.\n        event: [cycles]\n";
+    let yaml = crate::config!("metrics_diff/cycles");
     let cfg = Config::parse(yaml, "t.yaml").expect("config");
     let (res, text) = run(&sysfs, &procfs, &cfg);
     assert!(

@@ -4,18 +4,14 @@
 //! counters' state says `implausible`, with why, at most once per check
 //! interval. The manual clock makes every window exact.
 
-use perf_exporter::config::Config;
-use perf_exporter::engine::{Engine, Fds};
+use crate::engines::{family, skx_engine, SEC};
+use perf_exporter::engine::Engine;
 use perf_exporter::export::live;
 use perf_exporter::perf::sim::SimKernel;
-use perf_exporter::pmu::PmuTable;
 use perf_exporter::problem::plausible::Implausible;
 use perf_exporter::problem::CounterState;
 use perf_exporter::snapshot::Snapshot;
-use std::path::Path;
 use std::sync::Arc;
-
-const SEC: u64 = 1_000_000_000;
 
 /// Cycles and instructions in one group per CPU, under the names the live
 /// view derives `ipc` from (intel-skx: 8 CPUs, PMU `cpu`).
@@ -24,12 +20,7 @@ const C: &str = "perf_cpu_cycles_total";
 const I: &str = "perf_instructions_total";
 
 fn engine(setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
-    let t = PmuTable::discover(&root).unwrap();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    setup(&k);
-    let cfg = Config::parse(NAMED, "test.yaml").unwrap();
-    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
+    let (k, mut e) = skx_engine(NAMED, setup);
     e.check_plausibility("/nonexistent/proc".into());
     (k, e)
 }
@@ -40,15 +31,6 @@ fn states(e: &Engine, metric: &str) -> Vec<CounterState> {
         .into_iter()
         .filter(|(m, ..)| m == metric)
         .map(|(_, _, s, _)| s)
-        .collect()
-}
-
-fn family(s: &Snapshot, name: &str) -> Vec<(String, f64)> {
-    s.families
-        .iter()
-        .filter(|f| f.name == name)
-        .flat_map(|f| &f.samples)
-        .map(|x| (x.labels.rendered().to_string(), x.value))
         .collect()
 }
 

@@ -3,11 +3,11 @@
 //! estimate, uncore and hybrid placement, hotplug (with and without a
 //! hotplug signal), start times, refusals, groups that never run.
 
+use crate::engines::{table, SEC};
 use perf_exporter::config::Config;
 use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::perf::{Counter, EventAttr, GroupReading, Kernel, PerfError};
-use perf_exporter::pmu::PmuTable;
 use perf_exporter::probe::prober;
 use perf_exporter::resolve::chain::resolve_config;
 use perf_exporter::resolve::Context;
@@ -16,15 +16,6 @@ use perf_exporter::sys::abi::Exclude;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-
-const SEC: u64 = 1_000_000_000;
-
-fn table(name: &str) -> PmuTable {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/sysfs")
-        .join(name);
-    PmuTable::discover(&root).unwrap()
-}
 
 /// The kernel, the engine, and how many opens were the resolver's probes
 /// (the engine's own opens come after them).
@@ -481,7 +472,7 @@ fn vm_without_pmu_serves_software_and_msr_only() {
 
 #[test]
 fn per_node_sums_over_cpus() {
-    let y = "sets:\n  - name: sw\n    per: node\n    events:\n      - metric: cs_total\n        event: context-switches\n";
+    let y = crate::config!("sim_engine/per_node_sw");
     let (k, mut e) = engine("intel-skx", Some(y), |_| {});
     e.collect();
     k.advance(SEC);
@@ -532,7 +523,7 @@ fn one_read_per_group_and_no_online_reads_per_collection() {
 
 #[test]
 fn per_node_aggregates_gauges_and_group_times() {
-    let y = "sets:\n  - name: msr\n    per: node\n    events:\n      - metric: tsc_total\n        event: msr/tsc/\n      - metric: margin_celsius\n        gauge: true\n        event: msr/cpu_thermal_margin/\n  - name: sw\n    events:\n      - metric: cs_total\n        event: context-switches\n";
+    let y = crate::config!("sim_engine/per_node_msr_sw");
     let (k, mut e) = engine("intel-skx", Some(y), |_| {});
     e.collect();
     k.advance(SEC);
