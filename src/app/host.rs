@@ -67,6 +67,9 @@ pub(super) struct Host {
     /// The kernel to probe and count on; None for a fixture tree without
     /// `--simulate` (reports only, no probing).
     pub kernel: Option<Arc<dyn Kernel>>,
+    /// `check --simulate`'s simulated PMU, on a manual clock (its
+    /// collection's window is exact, so its report is too).
+    pub manual: Option<Arc<SimKernel>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -109,8 +112,12 @@ impl Host {
         if (s.simulate_read_delay.is_some() || !s.simulate_refuse.is_empty()) && !s.simulate {
             return Err(AppError::DelayNeedsSimulate);
         }
+        let mut manual = None;
         let kernel: Option<Arc<dyn Kernel>> = if s.simulate {
-            let sim = SimKernel::new(table.clone());
+            let sim = match usual {
+                Some(_) => SimKernel::with_manual_clock(table.clone()),
+                None => SimKernel::new(table.clone()),
+            };
             if let Some(facts) = usual {
                 sim.set_usual_counters(facts.watchdog_holds_counter());
             }
@@ -126,13 +133,22 @@ impl Host {
                     sim.refuse(pmu, *errno);
                 }
             }
-            Some(Arc::new(sim))
+            let sim = Arc::new(sim);
+            if usual.is_some() {
+                manual = Some(sim.clone());
+            }
+            Some(sim)
         } else if is_live_sysfs(&s.sysfs, &s.procfs) {
             Some(Arc::new(LiveKernel::new()))
         } else {
             None
         };
-        Ok(Host { table, ctx, kernel })
+        Ok(Host {
+            table,
+            ctx,
+            kernel,
+            manual,
+        })
     }
 }
 

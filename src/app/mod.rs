@@ -28,6 +28,7 @@ pub use host::HostSettings;
 use crate::config::ConfigError;
 use crate::export::otlp::{OtlpError, OtlpFlags};
 use crate::perf::sim::SimKernel;
+use crate::perf::Kernel;
 use crate::pmu::PmuError;
 use crate::privilege::Privilege;
 use crate::probe::prober;
@@ -233,22 +234,44 @@ impl Output {
     }
 }
 
+/// The window `check`'s collection judges the counters' states over.
+const CHECK_WINDOW: Duration = Duration::from_millis(100);
+
 /// `check`'s series budget: one collection of an engine counting `res` on
 /// the host's kernel (the simulated PMU of a fixture tree without one), as
 /// `serve` would open it. Its log is silenced: what it would say per CPU
 /// (a counter unavailable, the fd budget) `check` says once in its report.
-fn budget(h: &Host, s: &HostSettings, res: Resolution) -> crate::report::CheckBudget {
-    let kernel = h
-        .kernel
-        .clone()
-        .unwrap_or_else(|| Arc::new(SimKernel::new(h.table.clone())));
-    let families =
+///
+/// With the budget, each metric's counter state after that collection.
+fn budget(
+    h: &Host,
+    s: &HostSettings,
+    res: Resolution,
+) -> (
+    crate::report::CheckBudget,
+    Vec<crate::problem::MetricStates>,
+) {
+    // A simulated PMU runs on a manual clock: the window is exact.
+    let (kernel, manual): (Arc<dyn Kernel>, _) = match &h.kernel {
+        Some(k) => (k.clone(), h.manual.clone()),
+        None => {
+            let m = Arc::new(SimKernel::with_manual_clock(h.table.clone()));
+            (m.clone(), Some(m))
+        }
+    };
+    let (families, states) =
         tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
             let mut engine = opening::open_engine(kernel, h.table.clone(), res, None, &s.procfs);
-            engine.collect().families
+            // The counters' states are judged over one window.
+            match &manual {
+                Some(m) => m.advance(CHECK_WINDOW.as_nanos() as u64),
+                None => std::thread::sleep(CHECK_WINDOW),
+            }
+            let families = engine.collect().families;
+            (families, engine.metric_states())
         });
     let cpus = crate::pmu::read_online_cpus(&s.sysfs).map_or(0, |c| c.len());
-    crate::report::CheckBudget::new(&families, cpus)
+    (crate::report::CheckBudget::new(&families, cpus), states)
 }
 
 /// Runs `list` or `check` and returns what to print; `serve` runs until
@@ -300,7 +323,9 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 .with_identities(&h.table)
                 .with_counters(budgets);
             if r.refusal.is_none() {
-                r.budget = Some(budget(&h, &s.host, res));
+                let (b, states) = budget(&h, &s.host, res);
+                r = r.with_states(&states);
+                r.budget = Some(b);
             }
             if let Some(c) = &cfg.cgroups {
                 let found = cgroups::check_discover(c, h.kernel.as_deref(), &s.host);

@@ -126,6 +126,7 @@ pub use totals::Totals;
 
 use crate::perf::{Counter, EventAttr, GroupReading, Kernel};
 use crate::pmu::PmuTable;
+use crate::problem::plausible::Implausible;
 use crate::problem::{CounterState, Problem};
 use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
@@ -167,7 +168,7 @@ struct SeriesState {
     ratio_labels: Labels,
     /// Why it is `implausible`, with `perf_counter_implausible_info`'s
     /// labels (rebuilt when the reason changes).
-    implausible: Option<(&'static str, Labels)>,
+    implausible: Option<(Implausible, Labels)>,
     /// In the exposition (the series of the set's level).
     exported: bool,
     /// A per-CPU series (uncore: per instance), for the live view and
