@@ -59,6 +59,15 @@ pub const MAX_PROBE: usize = 32;
 pub const SETTLE: Duration = Duration::from_millis(12);
 /// The least time between two measurements after start-up.
 pub const REMEASURE: Duration = Duration::from_secs(300);
+/// The least time between two measurements when a core PMU group's
+/// running share drops between collections (or a group stops running:
+/// another user took counters), so the budget follows within a
+/// collection or two instead of [`REMEASURE`].
+pub const EARLY_REMEASURE_NS: u64 = 30_000_000_000;
+/// The drop of a group's running share between two windows that asks
+/// for an early measurement (the kernel's rotation makes shares jitter by
+/// less).
+pub const SHARE_DROP: f64 = 0.05;
 
 /// `PERF_COUNT_HW_BRANCH_INSTRUCTIONS`.
 const HW_BRANCH_INSTRUCTIONS: u64 = 4;
@@ -305,6 +314,13 @@ pub(super) struct Budgets {
     pub(super) last: Vec<PmuCounters>,
     pub(super) facts: HostFacts,
     at: Option<Instant>,
+    /// The kernel's clock at the last measurement (the early ones' rate).
+    at_ns: Option<u64>,
+    /// A measurement was made since the last collection's reads.
+    fresh: bool,
+    /// A core PMU group's running share dropped since the last
+    /// measurement: one is wanted as soon as [`early_due`](Self::early_due).
+    pub(super) pending: bool,
 }
 
 impl Budgets {
@@ -349,6 +365,18 @@ impl Budgets {
         self.at.is_none_or(|t| t.elapsed() >= REMEASURE)
     }
 
+    /// Whether an early measurement may be made at `now_ns` (the kernel's
+    /// clock): none made in the last [`EARLY_REMEASURE_NS`].
+    pub(super) fn early_due(&self, now_ns: u64) -> bool {
+        self.at_ns
+            .is_none_or(|t| now_ns.saturating_sub(t) >= EARLY_REMEASURE_NS)
+    }
+
+    /// Whether a measurement was made since the last call.
+    pub(super) fn take_fresh(&mut self) -> bool {
+        std::mem::take(&mut self.fresh)
+    }
+
     /// Measures again, logging what changed.
     pub(super) fn measure(&mut self, kernel: &dyn Kernel, table: &PmuTable, online: &[u32]) {
         let now = measure(kernel, table, online, &self.facts, &self.last);
@@ -362,6 +390,9 @@ impl Budgets {
         }
         self.last = now;
         self.at = Some(Instant::now());
+        self.at_ns = Some(kernel.monotonic_ns());
+        self.fresh = true;
+        self.pending = false;
     }
 
     /// `perf_pmu_counters{pmu, kind}` and `perf_pmu_virtual{pmu}`.

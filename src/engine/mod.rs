@@ -229,6 +229,10 @@ struct Group {
     last_enabled: u64,
     last_running: u64,
     never_ran: u32,
+    /// Its running share (`Δrunning / Δenabled`) in the last window its
+    /// enabled time moved (`None`: none yet): a drop on a core PMU asks
+    /// for an early measurement of the budget (`counters.rs`).
+    share: Option<f64>,
     /// Scratch of one collection: time_enabled stood still.
     stalled: bool,
     /// Scratch of one collection: never ran twice, split it.
