@@ -33,6 +33,14 @@
 //! meanwhile is split when it is seen (`read.rs`), whatever the budget
 //! said.
 //!
+//! Earlier when a drop shows: a core PMU group whose running share falls
+//! by more than [`SHARE_DROP`] between collections, or that stops running,
+//! asks for a measurement in that collection (`read.rs`), at most one per
+//! [`EARLY_REMEASURE_NS`] of the kernel's clock (a drop inside that
+//! interval is measured when it ends). The window a measurement's probe
+//! groups were in the rotation is not compared, so a probe never asks
+//! for the next one.
+//!
 //! # Who holds the rest
 //!
 //! The host names only the NMI watchdog (`kernel.nmi_watchdog=1`, one

@@ -100,6 +100,34 @@ fn list_of_a_fixture_is_not_probed_unless_simulated() {
     assert_eq!(entry(&v, "events", "name", "cycles")["available"], true);
 }
 
+/// Issue 27: each metric's counter state after check's collection, its
+/// counters in each state when any was judged.
+fn assert_counter_state_keys(m: &Value) {
+    let st = &m["counter_state"];
+    let mut want = vec!["problem", "reason", "running_ratio", "state", "what_to_do"];
+    // (a metric resolved without a kernel to probe may still fail to
+    // open on the simulated PMU: then it is unavailable too)
+    if st["state"] != "unavailable" {
+        want.insert(0, "cpus");
+        assert_eq!(
+            keys(&st["cpus"]),
+            vec![
+                "counting",
+                "implausible",
+                "multiplexed",
+                "never_ran",
+                "stalled"
+            ]
+        );
+    } else {
+        assert!(st["problem"].is_string(), "{m}");
+    }
+    if m["status"] == "unavailable" {
+        assert_eq!(st["state"], "unavailable", "{m}");
+    }
+    assert_eq!(keys(st), want, "{m}");
+}
+
 #[test]
 fn check_json_has_exactly_the_contract_keys() {
     let skx = fixture("intel-skx");
@@ -134,31 +162,7 @@ fn check_json_has_exactly_the_contract_keys() {
                 "tried"
             ]
         );
-        // Issue 27: each metric's counter state after check's collection,
-        // its counters in each state when any was judged.
-        let st = &m["counter_state"];
-        let mut want = vec!["problem", "reason", "running_ratio", "state", "what_to_do"];
-        // (a metric resolved without a kernel to probe may still fail to
-        // open on the simulated PMU: then it is unavailable too)
-        if st["state"] != "unavailable" {
-            want.insert(0, "cpus");
-            assert_eq!(
-                keys(&st["cpus"]),
-                vec![
-                    "counting",
-                    "implausible",
-                    "multiplexed",
-                    "never_ran",
-                    "stalled"
-                ]
-            );
-        } else {
-            assert!(st["problem"].is_string(), "{m}");
-        }
-        if m["status"] == "unavailable" {
-            assert_eq!(st["state"], "unavailable", "{m}");
-        }
-        assert_eq!(keys(st), want, "{m}");
+        assert_counter_state_keys(m);
         for i in m["instances"].as_array().unwrap() {
             assert_eq!(
                 keys(i),
