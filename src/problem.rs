@@ -36,7 +36,7 @@ pub mod cgroup;
 pub mod plausible;
 pub mod state;
 pub use catalogue::{catalogue, Entry, Vocabulary};
-pub use state::CounterState;
+pub use state::{CounterState, MetricStates, StateReason};
 
 /// A reason: why something is not (fully) counted, or counted as it is.
 /// The one vocabulary of reasons: [`Problem`] (a metric, PMU or CPU),

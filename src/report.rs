@@ -246,6 +246,9 @@ pub struct CheckMetric {
     pub tried: Vec<CheckTried>,
     /// Instances of the winning alternative that could not be opened.
     pub partial: Vec<String>,
+    /// Its counter state after `check`'s collection (or why it is
+    /// unavailable); `null` when nothing was collected.
+    pub counter_state: Option<counters::CheckState>,
 }
 
 /// The `check` report: `{"cpu_identities": [...], "metrics": [...]}`.
@@ -309,6 +312,12 @@ fn check_metric(m: &ResolvedMetric) -> CheckMetric {
             })
             .collect(),
         partial: m.partial.iter().map(Problem::explain).collect(),
+        counter_state: (m.status == Status::Unavailable).then(|| {
+            counters::CheckState::of(&crate::problem::MetricStates::unavailable(
+                &m.metric,
+                m.problem().cloned(),
+            ))
+        }),
     }
 }
 
@@ -336,6 +345,17 @@ impl CheckReport {
     pub fn with_counters(mut self, budgets: Vec<crate::engine::PmuCounters>) -> Self {
         self.counters = budgets.iter().map(counters::CheckCounters::of).collect();
         self.budgets = budgets;
+        self
+    }
+
+    /// Adds each metric's counter state after a collection (matched by
+    /// name; a metric without one keeps its own).
+    pub fn with_states(mut self, states: &[crate::problem::MetricStates]) -> Self {
+        for m in &mut self.metrics {
+            if let Some(st) = states.iter().find(|s| s.metric == m.metric) {
+                m.counter_state = Some(counters::CheckState::of(st));
+            }
+        }
         self
     }
 
@@ -440,6 +460,9 @@ impl CheckReport {
             }
             for p in &m.partial {
                 let _ = writeln!(s, "{:w$}    partly: {}", "", escape(p));
+            }
+            if let Some(st) = &m.counter_state {
+                s.push_str(&st.text(w));
             }
         }
         s.push_str(&counters::text(&self.budgets));
@@ -793,6 +816,7 @@ mod tests {
             instances: Vec::new(),
             tried: Vec::new(),
             partial: Vec::new(),
+            counter_state: None,
         };
         let r = CheckReport {
             cpu_identities: Vec::new(),
@@ -827,6 +851,7 @@ mod tests {
                 instances: Vec::new(),
                 tried: Vec::new(),
                 partial: vec!["on \u{202e}cpu1".into()],
+                counter_state: None,
             }],
             refusal: None,
             counters: Vec::new(),

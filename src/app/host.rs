@@ -69,6 +69,9 @@ pub(super) struct Host {
     /// The kernel to probe and count on; None for a fixture tree without
     /// `--simulate` (reports only, no probing).
     pub kernel: Option<Arc<dyn Kernel>>,
+    /// `check --simulate`'s simulated PMU, on a manual clock (its
+    /// collection's window is exact, so its report is too).
+    pub manual: Option<Arc<SimKernel>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -114,8 +117,12 @@ impl Host {
         if knobs && !s.simulate {
             return Err(AppError::DelayNeedsSimulate);
         }
+        let mut manual = None;
         let kernel: Option<Arc<dyn Kernel>> = if s.simulate {
-            let sim = SimKernel::new(table.clone());
+            let sim = match usual {
+                Some(_) => SimKernel::with_manual_clock(table.clone()),
+                None => SimKernel::new(table.clone()),
+            };
             if let Some(facts) = usual {
                 sim.set_usual_counters(facts.watchdog_holds_counter());
             }
@@ -134,13 +141,22 @@ impl Host {
                     sim.refuse(pmu, *errno);
                 }
             }
-            Some(Arc::new(sim))
+            let sim = Arc::new(sim);
+            if usual.is_some() {
+                manual = Some(sim.clone());
+            }
+            Some(sim)
         } else if is_live_sysfs(&s.sysfs, &s.procfs) {
             Some(Arc::new(LiveKernel::new()))
         } else {
             None
         };
-        Ok(Host { table, ctx, kernel })
+        Ok(Host {
+            table,
+            ctx,
+            kernel,
+            manual,
+        })
     }
 }
 

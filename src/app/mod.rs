@@ -29,6 +29,7 @@ pub use host::HostSettings;
 use crate::config::ConfigError;
 use crate::export::otlp::{OtlpError, OtlpFlags};
 use crate::perf::sim::SimKernel;
+use crate::perf::Kernel;
 use crate::pmu::PmuError;
 use crate::privilege::Privilege;
 use crate::probe::prober;
@@ -266,6 +267,37 @@ fn budget(
     crate::report::CheckBudget::from_counts(counts, cpus)
 }
 
+/// The window `check`'s collection judges the counters' states over.
+const CHECK_WINDOW: Duration = Duration::from_millis(100);
+
+/// Each metric's counter state after one collection of an engine counting
+/// `res` on the host's kernel (the simulated PMU of a fixture tree without
+/// one, on a manual clock: the window is exact), as `serve` would open it.
+/// Its log is silenced: what it would say per CPU (a counter unavailable,
+/// the fd budget) `check` says once in its report.
+fn counter_states(
+    h: &Host,
+    s: &HostSettings,
+    res: Resolution,
+) -> Vec<crate::problem::MetricStates> {
+    let (kernel, manual): (Arc<dyn Kernel>, _) = match &h.kernel {
+        Some(k) => (k.clone(), h.manual.clone()),
+        None => {
+            let m = Arc::new(SimKernel::with_manual_clock(h.table.clone()));
+            (m.clone(), Some(m))
+        }
+    };
+    tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
+        let mut engine = opening::open_engine(kernel, h.table.clone(), res, None, &s.procfs);
+        match &manual {
+            Some(m) => m.advance(CHECK_WINDOW.as_nanos() as u64),
+            None => std::thread::sleep(CHECK_WINDOW),
+        }
+        engine.collect();
+        engine.metric_states()
+    })
+}
+
 /// Runs `list` or `check` and returns what to print; `serve` runs until
 /// SIGTERM/SIGINT and returns nothing to print.
 pub fn run(s: Settings) -> Result<Output, AppError> {
@@ -321,6 +353,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 .with_identities(&h.table)
                 .with_counters(budgets);
             if r.refusal.is_none() {
+                r = r.with_states(&counter_states(&h, &s.host, res));
                 r.budget = Some(series);
             }
             if let Some(c) = &cfg.cgroups {

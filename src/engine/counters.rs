@@ -39,6 +39,14 @@
 //! meanwhile is split when it is seen (`read.rs`), whatever the budget
 //! said.
 //!
+//! Earlier when a drop shows: a core PMU group whose running share falls
+//! by more than [`SHARE_DROP`] between collections, or that stops running,
+//! asks for a measurement in that collection (`read.rs`), at most one per
+//! [`EARLY_REMEASURE_NS`] of the kernel's clock (a drop inside that
+//! interval is measured when it ends). The window a measurement's probe
+//! groups were in the rotation is not compared, so a probe never asks
+//! for the next one.
+//!
 //! # Who holds the rest
 //!
 //! The host names only the NMI watchdog (`kernel.nmi_watchdog=1`, one
@@ -66,6 +74,15 @@ pub const MAX_PROBE: usize = 32;
 pub const SETTLE: Duration = Duration::from_millis(12);
 /// The least time between two measurements after start-up.
 pub const REMEASURE: Duration = Duration::from_secs(300);
+/// The least time between two measurements when a core PMU group's
+/// running share drops between collections (or a group stops running:
+/// another user took counters), so the budget follows within a
+/// collection or two instead of [`REMEASURE`].
+pub const EARLY_REMEASURE_NS: u64 = 30_000_000_000;
+/// The drop of a group's running share between two windows that asks
+/// for an early measurement (the kernel's rotation makes shares jitter by
+/// less).
+pub const SHARE_DROP: f64 = 0.05;
 
 /// `PERF_COUNT_HW_BRANCH_INSTRUCTIONS`.
 const HW_BRANCH_INSTRUCTIONS: u64 = 4;
@@ -375,6 +392,13 @@ pub(super) struct Budgets {
     pub(super) last: Vec<PmuCounters>,
     pub(super) facts: HostFacts,
     at: Option<Instant>,
+    /// The kernel's clock at the last measurement (the early ones' rate).
+    at_ns: Option<u64>,
+    /// A measurement was made since the last collection's reads.
+    fresh: bool,
+    /// A core PMU group's running share dropped since the last
+    /// measurement: one is wanted as soon as [`due_in_at`](Self::due_in_at) allows.
+    pub(super) pending: bool,
 }
 
 impl Budgets {
@@ -421,9 +445,30 @@ impl Budgets {
             .map_or(Duration::ZERO, |t| REMEASURE.saturating_sub(t.elapsed()))
     }
 
+    /// How long until a measurement is due at `now_ns` (the kernel's
+    /// clock): the regular one, or sooner when a running-share drop asked
+    /// for an early one ([`EARLY_REMEASURE_NS`] after the last).
+    pub(super) fn due_in_at(&self, now_ns: u64) -> Duration {
+        let regular = self.due_in();
+        if !self.pending {
+            return regular;
+        }
+        let since = self.at_ns.map_or(u64::MAX, |t| now_ns.saturating_sub(t));
+        regular.min(Duration::from_nanos(
+            EARLY_REMEASURE_NS.saturating_sub(since),
+        ))
+    }
+
+    /// Whether a measurement was made since the last call.
+    pub(super) fn take_fresh(&mut self) -> bool {
+        std::mem::take(&mut self.fresh)
+    }
+
     /// Measures now, logging what changed.
     pub(super) fn measure(&mut self, kernel: &dyn Kernel, table: &PmuTable, online: &[u32]) {
         self.at = Some(Instant::now());
+        self.at_ns = Some(kernel.monotonic_ns());
+        self.pending = false;
         let now = measure(kernel, table, online, &self.facts, &self.last);
         self.apply(MeasuredBudget(now));
     }
@@ -436,10 +481,13 @@ impl Budgets {
         table: &PmuTable,
         online: &[u32],
     ) -> Option<BudgetProbe> {
-        if !self.due_in().is_zero() {
+        let now_ns = kernel.monotonic_ns();
+        if !self.due_in_at(now_ns).is_zero() {
             return None;
         }
         self.at = Some(Instant::now());
+        self.at_ns = Some(now_ns);
+        self.pending = false;
         Some(BudgetProbe {
             kernel: kernel.clone(),
             targets: targets(kernel.as_ref(), table, online),
@@ -460,6 +508,7 @@ impl Budgets {
             }
         }
         self.last = now;
+        self.fresh = true;
     }
 
     /// Makes a measurement due now (tests).

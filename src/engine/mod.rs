@@ -138,6 +138,7 @@ pub use upkeep::{after_collection, follow_budget, BudgetFollower};
 
 use crate::perf::{Counter, EventAttr, GroupReading, Kernel};
 use crate::pmu::PmuTable;
+use crate::problem::plausible::Implausible;
 use crate::problem::{CounterState, Problem};
 use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
@@ -179,7 +180,7 @@ struct SeriesState {
     ratio_labels: Labels,
     /// Why it is `implausible`, with `perf_counter_implausible_info`'s
     /// labels (rebuilt when the reason changes).
-    implausible: Option<(&'static str, Labels)>,
+    implausible: Option<(Implausible, Labels)>,
     /// In the exposition (the series of the set's level).
     exported: bool,
     /// A per-CPU series (uncore: per instance), for the live view and
@@ -240,6 +241,10 @@ struct Group {
     last_enabled: u64,
     last_running: u64,
     never_ran: u32,
+    /// Its running share (`Δrunning / Δenabled`) in the last window its
+    /// enabled time moved (`None`: none yet): a drop on a core PMU asks
+    /// for an early measurement of the budget (`counters.rs`).
+    share: Option<f64>,
     /// Scratch of one collection: time_enabled stood still.
     stalled: bool,
     /// Scratch of one collection: never ran twice, split it.
@@ -444,7 +449,7 @@ impl Engine {
 
     /// How long until [`budget_probe`](Self::budget_probe) has one.
     pub fn budget_due_in(&self) -> std::time::Duration {
-        self.counters.due_in()
+        self.counters.due_in_at(self.kernel.monotonic_ns())
     }
 
     /// Takes a measurement as the counter budget: the next collection

@@ -240,6 +240,7 @@ impl Engine {
             last_enabled: 0,
             last_running: 0,
             never_ran: 0,
+            share: None,
             stalled: false,
             split: false,
         }

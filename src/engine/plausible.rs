@@ -312,9 +312,15 @@ impl Engine {
         if c.flagged > 0 {
             for g in &self.groups {
                 for m in &g.members {
-                    if let (Some(why), Some(st)) = (m.check.verdict, self.series.get_mut(m.series))
-                    {
-                        st.window.flag(why);
+                    let Some(why) = m.check.verdict else {
+                        continue;
+                    };
+                    // The exported series and the per-CPU one (the same
+                    // for a `per: cpu` set; flagging twice is harmless).
+                    for i in [m.series, m.detail] {
+                        if let Some(st) = self.series.get_mut(i) {
+                            st.window.flag(why);
+                        }
                     }
                 }
             }

@@ -53,6 +53,12 @@ pub(super) struct Seen {
     pub(super) still: bool,
     /// Some group never ran twice and must be split.
     pub(super) split: bool,
+    /// A core PMU group's running share dropped (another user took
+    /// counters): measure the budget early.
+    pub(super) share_dropped: bool,
+    /// This window had a measurement's probe groups in the rotation: the
+    /// shares are not compared (nor kept as the next window's baseline).
+    pub(super) probed: bool,
 }
 
 /// Adds one member's raw count: gauges into this collection's sum (each
@@ -128,7 +134,10 @@ impl Engine {
             self.reconcile();
         }
         self.series.reset_gauges();
-        let mut seen = Seen::default();
+        let mut seen = Seen {
+            probed: self.counters.take_fresh(),
+            ..Seen::default()
+        };
         // Moved out and back (no allocation) so each read can borrow the
         // rest of the engine.
         let mut groups = std::mem::take(&mut self.groups);
@@ -144,6 +153,15 @@ impl Engine {
         if seen.split {
             self.split_never_ran();
         }
+        // A drop asks for an early measurement, made off the collection
+        // path (the budget follower, or `run_upkeep`) as soon as the early
+        // measurements' rate allows.
+        if seen.share_dropped && !self.counters.pending {
+            tracing::debug!(
+                "a core PMU group's running share dropped: counter budget to be measured early"
+            );
+        }
+        self.counters.pending |= seen.share_dropped;
         self.read_cgroups();
     }
 
@@ -158,6 +176,7 @@ impl Engine {
         let last_running = g.last_running;
         let d_en = self.account_times(g, seen);
         let d_run = self.buf.time_running.saturating_sub(last_running);
+        self.follow_share(g, d_en, d_run, seen);
         for (k, m) in g.members.iter_mut().enumerate() {
             let raw = value_of(&self.buf.values, k, m.counter.id);
             super::trust::judge(&mut self.series, m, d_en, d_run, raw);
@@ -213,6 +232,23 @@ impl Engine {
         g.last_running = g.last_running.max(run);
         self.times.add(g.time_slot, d_en, d_run);
         d_en
+    }
+
+    /// Notes a core PMU group's running share over its window, and whether
+    /// it dropped by more than [`super::counters::SHARE_DROP`] since its
+    /// last window (or it never ran): another user may have taken counters.
+    fn follow_share(&self, g: &mut Group, d_en: u64, d_run: u64, seen: &mut Seen) {
+        if d_en == 0 || seen.probed {
+            return;
+        }
+        let now = d_run.min(d_en) as f64 / d_en as f64;
+        let core = self.table.get(&g.key.pmu).is_some_and(|p| p.is_core());
+        let dropped = match g.share {
+            Some(before) => now < before - super::counters::SHARE_DROP,
+            None => now == 0.0,
+        };
+        seen.share_dropped |= core && dropped;
+        g.share = Some(now);
     }
 
     /// A group that was enabled but never on the PMU: the second time, split

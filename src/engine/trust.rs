@@ -40,7 +40,8 @@ use crate::perf::EventAttr;
 use crate::pmu::PmuTable;
 use crate::problem::plausible::{Count, Implausible};
 use crate::problem::state::STALL_COLLECTIONS;
-use crate::problem::{CounterState, Reason};
+use crate::problem::{CounterState, MetricStates, Reason};
+use crate::resolve::chain::Status;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 
 /// What one collection's windows say about a series, summed over its
@@ -228,15 +229,17 @@ impl Engine {
                 st.state_labels = state_labels(&st.ratio_labels, worst);
             }
             st.trust = Some((worst, ratio));
-            let code = why
-                .filter(|_| worst == CounterState::Implausible)
-                .map(|w| w.code());
-            if code != st.implausible.as_ref().map(|x| x.0) {
-                st.implausible = code.map(|c| {
-                    let mut v = st.ratio_labels.to_vec();
-                    v.push(("reason", c.to_string()));
-                    (c, Labels::new(v))
-                });
+            let why = why.filter(|_| worst == CounterState::Implausible);
+            match (why, st.implausible.as_mut()) {
+                // The same reason: its labels stay, its figures follow.
+                (Some(w), Some((old, _))) if old.code() == w.code() => *old = w,
+                (w, _) => {
+                    st.implausible = w.map(|w| {
+                        let mut v = st.ratio_labels.to_vec();
+                        v.push(("reason", w.code().to_string()));
+                        (w, Labels::new(v))
+                    });
+                }
             }
         }
     }
@@ -248,6 +251,40 @@ impl Engine {
             .map(|(st, state, ratio)| {
                 let metric = self.resolution.metrics[st.metric].metric.clone();
                 (metric, st.labels.clone(), state, ratio)
+            })
+            .collect()
+    }
+
+    /// Each metric's counter states at the last collection, in config
+    /// order: its per-CPU counters (CPUs, uncore instances) in each state,
+    /// the lowest running share, and why (`check`, the landing page).
+    pub fn metric_states(&self) -> Vec<MetricStates> {
+        let res = &self.resolution.metrics;
+        res.iter()
+            .enumerate()
+            .map(|(mi, m)| {
+                let mut out = MetricStates::unavailable(&m.metric, None);
+                for &i in self.series.order().get(mi).map_or(&[][..], Vec::as_slice) {
+                    let st = &self.series[i];
+                    let (true, true, Some((s, r))) = (st.live, st.detail, st.trust) else {
+                        continue;
+                    };
+                    out.cpus[s.index()] += 1;
+                    out.running_ratio = Some(out.running_ratio.map_or(r, |x| x.min(r)));
+                    if s == CounterState::Implausible && out.implausible.is_none() {
+                        out.implausible = st.implausible.as_ref().map(|x| x.0);
+                    }
+                }
+                out.problem = if out.judged() > 0 {
+                    self.unschedulable.get(&mi).cloned()
+                } else {
+                    m.problem()
+                        .filter(|_| m.status == Status::Unavailable)
+                        .or_else(|| self.runtime.get(mi).and_then(|rt| rt.reasons.first()))
+                        .or_else(|| self.unschedulable.get(&mi))
+                        .cloned()
+                };
+                out
             })
             .collect()
     }

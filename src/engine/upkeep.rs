@@ -22,9 +22,11 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// The longest the budget follower sleeps before it looks again (a reload
-/// replaces the engine, whose budget is due at another time).
-const WAIT_AT_MOST: Duration = Duration::from_secs(60);
+/// The longest the budget follower sleeps before it looks again: a reload
+/// replaces the engine, whose budget is due at another time, and a
+/// running-share drop asks for an early measurement, which is then made
+/// within this.
+const WAIT_AT_MOST: Duration = Duration::from_secs(5);
 
 /// The work a collection leaves for after it: the plausibility check's
 /// busy-time reading, when the collection asked for one, read without

@@ -121,7 +121,8 @@ pub(super) fn landing(state: &State) -> String {
         ));
     }
     let cgroups = format!(
-        "{}{}",
+        "{}{}{}",
+        states_section(&e.metric_states()),
         counters_section(e.counter_budgets()),
         e.cgroups().map(cgroup_section).unwrap_or_default()
     );
@@ -166,6 +167,40 @@ fn card_notes(causes: &BTreeMap<String, Problem>) -> (BTreeMap<&'static str, Str
 /// The per-workload section: the backend, then every matched cgroup,
 /// counted or left out with the reason and what to do (the rows of
 /// `check`'s listing).
+/// Each metric's counter states at the last collection: its worst state
+/// as perf says it (`<not counted>`, `(xx.xx%)`), how many of its
+/// counters (CPUs, uncore instances) are in each state, and why with
+/// what to do; nothing before the first collection judged any.
+fn states_section(states: &[crate::problem::MetricStates]) -> String {
+    use crate::problem::CounterState;
+    if states.iter().all(|m| m.worst().is_none()) {
+        return String::new();
+    }
+    let mut rows = String::new();
+    for m in states {
+        let counts: Vec<String> = CounterState::ALL
+            .into_iter()
+            .filter(|s| m.cpus[s.index()] > 0)
+            .map(|s| format!("{} {}", s.as_str(), m.cpus[s.index()]))
+            .collect();
+        let why = m.why().map_or_else(String::new, |w| {
+            format!("{}. What to do: {}", w.reason, w.what_to_do)
+        });
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            esc(&m.metric),
+            esc(m.state()),
+            esc(&m.perf_text()),
+            esc(&counts.join(", ")),
+            esc(&why)
+        ));
+    }
+    format!(
+        "<a id=\"states\"></a><h2>Counter states</h2>\n<p>Each metric's worst counter state at the last collection (counting, multiplexed, stalled, never_ran, implausible), with how many of its counters (CPUs, uncore instances) are in each state.</p>\n\
+<table><thead><tr><th>metric</th><th>state</th><th>as perf says it</th><th>counters per state</th><th>why / what to do</th></tr></thead><tbody>\n{rows}</tbody></table>\n"
+    )
+}
+
 /// The core PMUs' counter budget: free of total, who holds the others,
 /// what to do (nothing when no core PMU was measured).
 fn counters_section(budgets: &[crate::engine::PmuCounters]) -> String {
@@ -468,6 +503,38 @@ mod tests {
         );
         assert!(
             s.contains("set kernel.nmi_watchdog=0 to free one counter"),
+            "{s}"
+        );
+    }
+
+    /// Issue 27: each metric's worst state, its counters per state, and
+    /// why with what to do, escaped; nothing before a collection.
+    #[test]
+    fn the_counter_states_say_the_worst_with_counts_and_what_to_do() {
+        use crate::problem::{CounterState, MetricStates};
+        let none = MetricStates::unavailable("m", None);
+        assert_eq!(states_section(std::slice::from_ref(&none)), "");
+        let mut mux = MetricStates::unavailable("c<1>", None);
+        mux.cpus = [6, 2, 0, 0, 0];
+        mux.running_ratio = Some(0.25);
+        let mut ok = MetricStates::unavailable("i", None);
+        ok.cpus = [8, 0, 0, 0, 0];
+        ok.running_ratio = Some(1.0);
+        let s = states_section(&[mux, ok, none]);
+        let m = CounterState::Multiplexed;
+        let want = format!(
+            "<tr><td>c&lt;1&gt;</td><td>multiplexed</td><td>multiplexed on 2 of 8 CPUs (25.00%)</td><td>counting 6, multiplexed 2</td><td>{}. What to do: {}</td></tr>\n\
+<tr><td>i</td><td>counting</td><td>counting on 8 CPUs</td><td>counting 8</td><td></td></tr>\n\
+<tr><td>m</td><td>not_judged</td><td>not judged yet</td><td></td><td></td></tr>\n",
+            m.meaning(),
+            m.what_to_do()
+        );
+        assert!(
+            s.starts_with("<a id=\"states\"></a><h2>Counter states</h2>"),
+            "{s}"
+        );
+        assert!(
+            s.ends_with(&format!("<tbody>\n{want}</tbody></table>\n")),
             "{s}"
         );
     }

@@ -100,6 +100,34 @@ fn list_of_a_fixture_is_not_probed_unless_simulated() {
     assert_eq!(entry(&v, "events", "name", "cycles")["available"], true);
 }
 
+/// Issue 27: each metric's counter state after check's collection, its
+/// counters in each state when any was judged.
+fn assert_counter_state_keys(m: &Value) {
+    let st = &m["counter_state"];
+    let mut want = vec!["problem", "reason", "running_ratio", "state", "what_to_do"];
+    // (a metric resolved without a kernel to probe may still fail to
+    // open on the simulated PMU: then it is unavailable too)
+    if st["state"] != "unavailable" {
+        want.insert(0, "cpus");
+        assert_eq!(
+            keys(&st["cpus"]),
+            vec![
+                "counting",
+                "implausible",
+                "multiplexed",
+                "never_ran",
+                "stalled"
+            ]
+        );
+    } else {
+        assert!(st["problem"].is_string(), "{m}");
+    }
+    if m["status"] == "unavailable" {
+        assert_eq!(st["state"], "unavailable", "{m}");
+    }
+    assert_eq!(keys(st), want, "{m}");
+}
+
 #[test]
 fn check_json_has_exactly_the_contract_keys() {
     let skx = fixture("intel-skx");
@@ -125,6 +153,7 @@ fn check_json_has_exactly_the_contract_keys() {
             keys(m),
             vec![
                 "class",
+                "counter_state",
                 "event",
                 "instances",
                 "metric",
@@ -133,6 +162,7 @@ fn check_json_has_exactly_the_contract_keys() {
                 "tried"
             ]
         );
+        assert_counter_state_keys(m);
         for i in m["instances"].as_array().unwrap() {
             assert_eq!(
                 keys(i),
@@ -277,6 +307,23 @@ fn check_text_says_the_counter_budget_and_what_to_do() {
         "{text}"
     );
     assert!(lines.last().unwrap().ends_with("failed)"), "{text}");
+    // Issue 27: each metric's counter state after the collection, as perf
+    // says it, with why and what to do (the simulated skx has 3 counters
+    // free for 18 events that take one: each runs 1/6 of the time).
+    let c = lines
+        .iter()
+        .position(|l| l.starts_with("perf_cpu_cycles_total "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(
+        lines[c + 2..c + 5].iter().map(|l| l.trim()).collect::<Vec<_>>(),
+        [
+            "state: multiplexed on 8 CPUs (16.67%)",
+            "why: multiplexed: time-sliced with other groups; the value is scaled by enabled/running time",
+            "what to do: fewer events per core PMU, or stop other users of the counters",
+        ],
+        "{text}"
+    );
+    assert!(text.contains("    state: <not supported>\n"), "{text}");
     let refused = stdout(&simulated_check("intel-skx", &[], "cpu=EINVAL"));
     assert!(
         refused.contains(

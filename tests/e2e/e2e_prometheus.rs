@@ -213,6 +213,32 @@ fn landing_row<'a>(page: &'a str, metric: &str) -> &'a str {
     &row[..row.find("</tr>").expect("row end")]
 }
 
+/// Issue 27: after a collection the landing page has each metric's
+/// counter state (the simulated PMU of `serve` is unbounded: every counter
+/// counts), as perf says it, its counters per state, and why with what to
+/// do for one that does not open.
+#[test]
+fn the_landing_page_says_each_metrics_counter_state() {
+    let exp = common::simulated_exporter("intel-skx");
+    assert_eq!(exp.get("/metrics").status, 200);
+    let page = exp.get("/").body;
+    let states = &page[page
+        .find("<h2>Counter states</h2>")
+        .unwrap_or_else(|| panic!("{page}"))..];
+    let row = landing_row(states, "perf_cpu_cycles_total");
+    assert_eq!(
+        row,
+        "<tr><td>perf_cpu_cycles_total</td><td>counting</td><td>counting on 8 CPUs</td><td>counting 8</td><td></td>"
+    );
+    let row = landing_row(states, "perf_l1i_reads_total");
+    assert!(
+        row.starts_with(
+            "<tr><td>perf_l1i_reads_total</td><td>unavailable</td><td>&lt;not supported&gt;</td><td></td><td>"
+        ) && row.contains(". What to do: "),
+        "{row}"
+    );
+}
+
 #[test]
 fn endpoints() {
     common::require_perf_privilege();
