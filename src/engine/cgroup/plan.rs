@@ -68,7 +68,7 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
         let mi = metrics.len();
         metrics.push(CgMetric {
             family: super::family_name(&m.metric),
-            help: format!("{} Per cgroup.", m.help.trim_end()),
+            help: super::family_help(&m.help),
             signature: (
                 m.metric.clone(),
                 m.instances
