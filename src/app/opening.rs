@@ -4,7 +4,7 @@
 //! lines saying why metrics are not (fully) counted.
 
 use crate::config::cgroups::CgroupsConfig;
-use crate::engine::{Engine, Fds};
+use crate::engine::{Engine, Fds, Opening};
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
 use crate::problem::{Class, Problem};
@@ -53,7 +53,7 @@ pub(super) fn open_engine_beside(
         reserve: FD_RESERVE,
         extra,
     };
-    let mut e = Engine::for_config_disabled(kernel, table, res, fds);
+    let mut e = Engine::for_config(kernel, table, res, Opening::disabled(fds));
     e.check_plausibility(procfs.to_path_buf());
     e
 }

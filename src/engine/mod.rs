@@ -117,7 +117,7 @@ mod totals;
 mod trust;
 
 pub use budget::Fds;
-pub use build::ToCount;
+pub use build::{Opening, ToCount};
 pub use counters::PmuCounters;
 pub use hotplug::{follow_hotplug, HotplugFollower};
 pub use read::{monotonic_delta, mux_factor};
@@ -284,7 +284,7 @@ pub struct Engine {
     /// Plausibility checks (`plausible.rs`), once asked for.
     plausible: Option<plausible::Checker>,
     /// Groups opened but not yet enabled (an engine built beside a
-    /// running one: [`Engine::for_config_disabled`]); `None` once groups
+    /// running one: [`Opening::disabled`]); `None` once groups
     /// are enabled as they open.
     disabled: Option<Vec<open::Disabled>>,
 }

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 pub(super) type Disabled = (GroupKey, usize, Vec<(MemberPlan, Counter)>);
 
 impl Engine {
-    /// Enables the groups opened disabled ([`Engine::for_config_disabled`]):
+    /// Enables the groups opened disabled ([`Opening::disabled`](super::Opening::disabled)):
     /// they count from now on, and groups opened later are enabled as they
     /// open.
     pub fn enable(&mut self) {
