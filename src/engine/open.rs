@@ -6,7 +6,9 @@
 use super::{now_unix_nanos, Engine, Group, GroupKey, Member, MemberPlan};
 use crate::perf::{Counter, ErrorKind, PerfError};
 use crate::problem::Problem;
+use crate::problem::{log_reason, LogFields};
 use std::collections::HashSet;
+use tracing::Level;
 
 /// A group opened disabled: its key, its split number and its members,
 /// the leader first.
@@ -131,8 +133,13 @@ impl Engine {
         });
         if first_time {
             // Once, not per CPU.
-            tracing::warn!(pmu = %key.pmu, %problem, what_to_do = %problem.what_to_do(),
-                "group larger than the PMU's free counters; opening it as groups that fit");
+            log_reason!(
+                Level::WARN,
+                LogFields::of(&problem),
+                [pmu = %key.pmu,],
+                [],
+                "group larger than the PMU's free counters; opening it as groups that fit"
+            );
         }
         for m in members {
             // Counted (multiplexed), so not through `note`, which logs

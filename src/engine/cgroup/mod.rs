@@ -40,8 +40,10 @@ pub use perf::PerfBackend;
 use crate::cgroup::rank::Usage;
 use crate::cgroup::{CgroupError, Selection, Selector};
 pub use crate::problem::cgroup::{CgroupIssue, SetGap};
+use crate::problem::{log_reason, LogFields};
 use crate::snapshot::{Family, FamilyDef, Kind, Sample};
 use std::fmt;
+use tracing::Level;
 
 /// Where the selection of cgroups comes from.
 pub trait Discovery: Send + fmt::Debug {
@@ -318,7 +320,13 @@ impl CgroupCounting {
         for l in &sel.left_out {
             if matches!(l.reason, LeftOutReason::BeyondReach { .. }) && !before(&l.rel) {
                 let p = l.problem();
-                tracing::warn!(cgroup = %l.rel, backend = self.backend.name(), code = p.code(), reason = %p, what_to_do = %p.what_to_do(), "cgroup not counted");
+                log_reason!(
+                    Level::WARN,
+                    LogFields::of(&p),
+                    [cgroup = %l.rel, backend = self.backend.name(),],
+                    [],
+                    "cgroup not counted"
+                );
             }
         }
     }
