@@ -385,6 +385,13 @@ fn metrics_page(fixtures: &Path) -> String {
         );
     }
     out.push_str(&cgroup_section(&cfg));
+    out.push_str(&defined_sections());
+    out
+}
+
+/// The sampler's and the exporter's own families, from their tables.
+fn defined_sections() -> String {
+    let mut out = String::new();
     out.push_str(&def_section(
         "Sampling",
         "With a `sampling:` section ([configuration](config.md)). In a help, `{by}` is the \
