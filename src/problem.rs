@@ -70,6 +70,44 @@ pub trait Reason: fmt::Display {
     }
 }
 
+/// A reason as the log writes it: `code=`, `reason=` (the message) and
+/// `what_to_do=`, the one rendering of reasons for the log ([`log_reason`]
+/// writes them), as [`Reason::explain`] is for the pages and `check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFields {
+    /// The reason's code.
+    pub code: &'static str,
+    /// Its message (or a grouped cause's headline).
+    pub reason: String,
+    /// What to do (empty: nothing is wrong).
+    pub what_to_do: String,
+}
+
+impl LogFields {
+    /// The fields of a reason.
+    pub fn of<R: Reason + ?Sized>(r: &R) -> Self {
+        LogFields {
+            code: r.code(),
+            reason: r.to_string(),
+            what_to_do: r.what_to_do(),
+        }
+    }
+}
+
+/// Logs a reason at a level: the subject's fields (`[metric = %m,]`,
+/// each with its trailing comma), the reason's [`LogFields`] (`code`,
+/// `reason`, `what_to_do`), more fields and the message:
+/// `log_reason!(Level::WARN, LogFields::of(&p), [metric = %m,], [], "counter unavailable")`.
+/// Every log line that says why something is not (fully) counted goes
+/// through it.
+macro_rules! log_reason {
+    ($level:expr, $fields:expr, [$($before:tt)*], [$($after:tt)*], $($msg:tt)+) => {{
+        let $crate::problem::LogFields { code, reason, what_to_do } = $fields;
+        ::tracing::event!($level, $($before)* code, %reason, %what_to_do, $($after)* $($msg)+)
+    }};
+}
+pub(crate) use log_reason;
+
 /// How to grant what system-wide counting needs.
 pub const HOW_TO_GRANT: &str = "grant CAP_PERFMON (a file capability: `setcap cap_perfmon=ep /path/to/perf-exporter`; systemd: `AmbientCapabilities=CAP_PERFMON`; Kubernetes: `securityContext.capabilities.add: [PERFMON]`), or set kernel.perf_event_paranoid=0 for the whole host";
 
@@ -560,6 +598,15 @@ impl Grouped<'_> {
                 "{n} {noun} need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?)"
             ),
             _ => self.problem.to_string(),
+        }
+    }
+
+    /// The cause as the log writes it: [`headline`](Self::headline) as
+    /// its reason.
+    pub fn log_fields(&self, noun: &str) -> LogFields {
+        LogFields {
+            reason: self.headline(noun),
+            ..LogFields::of(self.problem)
         }
     }
 

@@ -18,6 +18,55 @@ pub struct Family {
     pub samples: Vec<Sample>,
 }
 
+/// A family as the code defines it: its name, type, help and the label
+/// names its series may carry. The tables of these (the sampler's, the
+/// per-cgroup counting's, the web server's) are what the encoder emits and
+/// what the reference of metrics lists, so the two cannot drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FamilyDef {
+    /// The metric name, with `_total` for counters.
+    pub name: &'static str,
+    /// Counter or gauge.
+    pub kind: Kind,
+    /// HELP text; `{x}` stands for a value the encoder fills in
+    /// ([`FamilyDef::family_with`]).
+    pub help: &'static str,
+    /// The label names its series may carry; `a|b` is one of them.
+    pub labels: &'static [&'static str],
+}
+
+impl FamilyDef {
+    /// The family with these samples.
+    pub fn family(&self, samples: Vec<Sample>) -> Family {
+        Family {
+            name: self.name.into(),
+            help: self.help.into(),
+            kind: self.kind,
+            samples,
+        }
+    }
+
+    /// The family with these samples, each `{key}` of the help replaced
+    /// by its value.
+    pub fn family_with(&self, fill: &[(&str, &str)], samples: Vec<Sample>) -> Family {
+        let mut help = self.help.to_string();
+        for (k, v) in fill {
+            help = help.replace(&format!("{{{k}}}"), v);
+        }
+        Family {
+            name: self.name.into(),
+            help,
+            kind: self.kind,
+            samples,
+        }
+    }
+
+    /// Every label name it may carry (`a|b` split).
+    pub fn label_names(&self) -> impl Iterator<Item = &'static str> {
+        self.labels.iter().flat_map(|l| l.split('|'))
+    }
+}
+
 /// The Prometheus type of a family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

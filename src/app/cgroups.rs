@@ -13,8 +13,10 @@ use crate::engine::cgroup::{
 use crate::engine::Engine;
 use crate::perf::Kernel;
 use crate::privilege::Privilege;
+use crate::problem::{log_reason, LogFields};
 use crate::resolve::chain::{Resolution, Status};
 use std::sync::Arc;
+use tracing::Level;
 
 /// The backend `cfg` asks for on this host, before loading anything
 /// (`kernel` `None`: no kernel to count with, as `check` on a fixture):
@@ -85,8 +87,13 @@ fn root_for(host: &HostSettings, kernel: &dyn Kernel, kind: BackendKind) -> Opti
     match lookup(host, Some(kernel)).purpose(purpose(kind)).find() {
         Ok(r) => Some(r),
         Err(e) => {
-            let problem = e.problem();
-            tracing::warn!(error = %e, code = problem.code(), what_to_do = %problem.what_to_do(), "per-workload counting is off: no cgroup root");
+            log_reason!(
+                Level::WARN,
+                LogFields::of(&e.problem()),
+                [error = %e,],
+                [],
+                "per-workload counting is off: no cgroup root"
+            );
             None
         }
     }
@@ -174,10 +181,11 @@ pub(super) fn attach(
     let (backend, why) = (chosen.kind.name(), &chosen.why);
     // A fallback for want of privilege or BTF is a choice, not a fault; a
     // program that did not load is.
+    let root_dir = root.path.display();
     if !matches!(why, Why::LoadFailed(_)) {
-        tracing::info!(backend, %why, code = why.code(), root = %root.path.display(), "per-workload counting");
+        log_reason!(Level::INFO, LogFields::of(why), [backend,], [root = %root_dir,], "per-workload counting");
     } else {
-        tracing::warn!(backend, %why, what_to_do = %why.what_to_do(), code = why.code(), root = %root.path.display(), "per-workload counting");
+        log_reason!(Level::WARN, LogFields::of(why), [backend,], [root = %root_dir,], "per-workload counting");
     }
     let mut c = CgroupCounting::new(Box::new(Selector::new(root, cfg.clone())), b);
     c.set_choice(chosen);

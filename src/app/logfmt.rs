@@ -226,6 +226,35 @@ mod tests {
         assert_eq!(out.lines().count(), 1);
     }
 
+    /// Issue 26 item 4: a reason is logged through one renderer
+    /// (`LogFields`, written by `log_reason!`): the subject, then `code`,
+    /// `reason` and `what_to_do`, then the rest.
+    #[test]
+    fn a_reason_is_logged_as_code_reason_and_what_to_do() {
+        use crate::problem::{log_reason, LogFields, Problem};
+        let p = Problem::GroupTooLarge {
+            set: "topdown".into(),
+            pmu: "cpu".into(),
+            events: 5,
+            counters: 2,
+        };
+        let out = capture(|| {
+            log_reason!(
+                Level::WARN,
+                LogFields::of(&p),
+                [pmu = "cpu",],
+                [n = 1,],
+                "group split"
+            );
+        });
+        let expected = format!(
+            "time=2026-11-26T17:17:40.610127Z level=warn target=perf_exporter::app::logfmt::tests msg=\"group split\" pmu=cpu code=group_too_large reason=\"{}\" what_to_do=\"{}\" n=1\n",
+            p,
+            p.what_to_do()
+        );
+        assert_eq!(out, expected);
+    }
+
     #[test]
     fn a_bare_value_has_nothing_to_quote() {
         let mut s = String::new();

@@ -4,13 +4,15 @@
 //! lines saying why metrics are not (fully) counted.
 
 use crate::config::cgroups::CgroupsConfig;
-use crate::engine::{Engine, Fds};
+use crate::engine::{Engine, Fds, Opening};
 use crate::perf::Kernel;
 use crate::pmu::PmuTable;
+use crate::problem::log_reason;
 use crate::problem::{Class, Problem};
 use crate::resolve::chain::Resolution;
 use std::path::Path;
 use std::sync::Arc;
+use tracing::Level;
 
 /// File descriptors kept free for connections while the engine opens its
 /// counters, so an fd-starved engine never starves the listener.
@@ -53,7 +55,7 @@ pub(super) fn open_engine_beside(
         reserve: FD_RESERVE,
         extra,
     };
-    let mut e = Engine::for_config_disabled(kernel, table, res, fds);
+    let mut e = Engine::for_config(kernel, table, res, Opening::disabled(fds));
     e.check_plausibility(procfs.to_path_buf());
     e
 }
@@ -65,23 +67,20 @@ pub(super) fn open_engine_beside(
 pub(super) fn log_problems<'a>(problems: impl IntoIterator<Item = (&'a str, &'a Problem)>) {
     for g in crate::problem::group(problems) {
         let (count, metrics) = (g.subjects.len(), g.list());
-        let (code, reason) = (g.problem.code(), g.headline("metrics"));
-        let what_to_do = g.problem.what_to_do();
+        let fields = g.log_fields("metrics");
         match g.problem.class() {
-            Class::NotOnPlatform => tracing::info!(
-                count,
-                code,
-                %reason,
-                %what_to_do,
-                %metrics,
+            Class::NotOnPlatform => log_reason!(
+                Level::INFO,
+                fields,
+                [count,],
+                [%metrics,],
                 "not on this platform"
             ),
-            Class::Failed => tracing::warn!(
-                count,
-                code,
-                %reason,
-                %what_to_do,
-                %metrics,
+            Class::Failed => log_reason!(
+                Level::WARN,
+                fields,
+                [count,],
+                [%metrics,],
                 "not (fully) available"
             ),
         }

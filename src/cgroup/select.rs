@@ -4,9 +4,11 @@
 use super::{rank, tree::Tree, walk};
 use super::{Cgroup, CgroupError, LeftOut, LeftOutReason, Root, Selection};
 use crate::config::cgroups::CgroupsConfig;
+use crate::problem::{log_reason, LogFields};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::time::Instant;
+use tracing::Level;
 
 /// Selects cgroups under a root by a `cgroups:` section, remembering the
 /// previous scan's `cpu.stat` usage to rank by usage since then.
@@ -231,7 +233,13 @@ impl Selector {
                 },
             }
             .problem();
-            tracing::warn!(cgroup = %rel, code = p.code(), reason = %p, what_to_do = %p.what_to_do(), "cgroups not matched below the depth bound");
+            log_reason!(
+                Level::WARN,
+                LogFields::of(&p),
+                [cgroup = %rel,],
+                [],
+                "cgroups not matched below the depth bound"
+            );
         }
         self.too_deep = too_deep;
         self.last = candidates.clone();

@@ -58,44 +58,55 @@ impl ToCount<'_> {
     }
 }
 
+/// How an engine opens what it counts: within which descriptor budget,
+/// and whether its groups count at once. A bare [`Fds`] is an engine that
+/// counts at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opening {
+    /// The descriptor budget.
+    pub fds: Fds,
+    /// Every group opened disabled: nothing counts until
+    /// [`Engine::enable`]. A reload builds the new engine so, beside the
+    /// serving one and outside its lock, and enables it at the swap,
+    /// after the old one's last read (no event is counted by both).
+    pub disabled: bool,
+}
+
+impl Opening {
+    /// Within `fds`, every group opened disabled.
+    pub fn disabled(fds: Fds) -> Self {
+        Opening {
+            fds,
+            disabled: true,
+        }
+    }
+}
+
+impl From<Fds> for Opening {
+    fn from(fds: Fds) -> Self {
+        Opening {
+            fds,
+            disabled: false,
+        }
+    }
+}
+
 impl Engine {
     /// Plans what `counting` asks for on `table` and opens every group
-    /// through `kernel`, within `fds`: counters beyond the budget are
-    /// reported as lacking file descriptors, with the limit to raise, and
-    /// what fits counts.
+    /// through `kernel`, as `opening` says (a bare [`Fds`]: counting at
+    /// once): counters beyond the descriptor budget are reported as
+    /// lacking file descriptors, with the limit to raise, and what fits
+    /// counts.
     pub fn for_config<'a>(
         kernel: Arc<dyn Kernel>,
         table: PmuTable,
         counting: impl Into<ToCount<'a>>,
-        fds: Fds,
+        opening: impl Into<Opening>,
     ) -> Engine {
-        Engine::build(kernel, table, counting.into(), fds, false)
-    }
-
-    /// [`for_config`](Self::for_config) with every group opened disabled:
-    /// nothing counts until [`enable`](Self::enable). A reload builds the
-    /// new engine so, beside the serving one and outside its lock, and
-    /// enables it at the swap, after the old one's last read (no event is
-    /// counted by both).
-    pub fn for_config_disabled<'a>(
-        kernel: Arc<dyn Kernel>,
-        table: PmuTable,
-        counting: impl Into<ToCount<'a>>,
-        fds: Fds,
-    ) -> Engine {
-        Engine::build(kernel, table, counting.into(), fds, true)
-    }
-
-    fn build(
-        kernel: Arc<dyn Kernel>,
-        table: PmuTable,
-        counting: ToCount<'_>,
-        fds: Fds,
-        disabled: bool,
-    ) -> Engine {
-        let resolution = counting.resolve(kernel.as_ref(), &table);
-        let (cap, exhausted) = counter_cap(kernel.as_ref(), &resolution, fds);
-        let mut e = Engine::open(kernel, table, resolution, cap, disabled);
+        let opening = opening.into();
+        let resolution = counting.into().resolve(kernel.as_ref(), &table);
+        let (cap, exhausted) = counter_cap(kernel.as_ref(), &resolution, opening.fds);
+        let mut e = Engine::open(kernel, table, resolution, cap, opening.disabled);
         e.fds.set_exhausted(exhausted);
         e
     }
@@ -103,5 +114,36 @@ impl Engine {
     /// Whether counters were left out for lack of file descriptors.
     pub fn lacks_fds(&self) -> bool {
         self.fds.exhausted().is_some() || !self.fds.starved().is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::sim::SimKernel;
+
+    /// One path: an engine opened disabled is the same engine, counting
+    /// from its enable.
+    #[test]
+    fn an_engine_opened_disabled_is_the_same_once_enabled() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
+        let t = PmuTable::discover(&root).unwrap();
+        let cfg = Config::default_config();
+        let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+        assert_eq!(
+            Opening::from(Fds::Unbounded),
+            Opening {
+                fds: Fds::Unbounded,
+                disabled: false
+            }
+        );
+        let at_once = Engine::for_config(k.clone(), t.clone(), &cfg, Fds::Unbounded);
+        let mut later = Engine::for_config(k, t, &cfg, Opening::disabled(Fds::Unbounded));
+        assert_eq!(later.open_groups(), 0);
+        later.enable();
+        assert_eq!(later.open_groups(), at_once.open_groups());
+        assert_eq!(later.open_fds(), at_once.open_fds());
+        assert!(at_once.open_groups() > 0);
     }
 }

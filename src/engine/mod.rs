@@ -99,7 +99,7 @@
 //! The [`Engine`] is built one way, [`Engine::for_config`] (`build.rs`),
 //! and owns its state as typed parts, each with its invariants and tests:
 //! the series and their totals (`series.rs`: [`Totals`] and the parked
-//! totals of a reload in `totals.rs`), the group times (`times.rs`), the
+//! totals of a reload, `totals::Parked`), the group times (`times.rs`), the
 //! CPUs and hotplug (`cpus.rs`), the fd budget (`budget.rs`), the
 //! per-cgroup counting ([`cgroup::CgroupCounting`]) and the samplers'
 //! families ([`sample::SampledFamilies`]). The open groups, the
@@ -126,7 +126,7 @@ mod trust;
 mod upkeep;
 
 pub use budget::Fds;
-pub use build::ToCount;
+pub use build::{Opening, ToCount};
 pub use count::series_budget;
 pub use counters::{BudgetProbe, MeasuredBudget, PmuCounters};
 pub use hotplug::{follow_hotplug, HotplugFollower};
@@ -288,8 +288,8 @@ pub struct Engine {
     /// The file descriptor budget.
     fds: budget::Descriptors,
     /// Totals of metrics the last reload removed, kept for the next one
-    /// (the grace period, `totals.rs`).
-    parked: Totals,
+    /// (the grace period, [`totals::Parked`]).
+    parked: totals::Parked,
     /// Per-workload counting, when a `cgroups:` section asks for it.
     cgroups: Option<cgroup::CgroupCounting>,
     /// Sampled attribution's families (`sampling:`), added to snapshots.
@@ -301,7 +301,7 @@ pub struct Engine {
     /// Plausibility checks (`plausible.rs`), once asked for.
     plausible: Option<plausible::Checker>,
     /// Groups opened but not yet enabled (an engine built beside a
-    /// running one: [`Engine::for_config_disabled`]); `None` once groups
+    /// running one: [`Opening::disabled`]); `None` once groups
     /// are enabled as they open.
     disabled: Option<Vec<open::Disabled>>,
     /// How many times the per-CPU detail was built
@@ -380,7 +380,7 @@ impl Engine {
             buf: GroupReading::default(),
             unschedulable: BTreeMap::new(),
             fds: budget::Descriptors::new(fd_cap),
-            parked: Totals::default(),
+            parked: totals::Parked::default(),
             cgroups: None,
             sampled: None,
             state_count_labels: Vec::new(),

@@ -6,14 +6,16 @@
 use super::{now_unix_nanos, Engine, Group, GroupKey, Member, MemberPlan};
 use crate::perf::{Counter, ErrorKind, PerfError};
 use crate::problem::Problem;
+use crate::problem::{log_reason, LogFields};
 use std::collections::HashSet;
+use tracing::Level;
 
 /// A group opened disabled: its key, its split number and its members,
 /// the leader first.
 pub(super) type Disabled = (GroupKey, usize, Vec<(MemberPlan, Counter)>);
 
 impl Engine {
-    /// Enables the groups opened disabled ([`Engine::for_config_disabled`]):
+    /// Enables the groups opened disabled ([`Opening::disabled`](super::Opening::disabled)):
     /// they count from now on, and groups opened later are enabled as they
     /// open.
     pub fn enable(&mut self) {
@@ -131,8 +133,13 @@ impl Engine {
         });
         if first_time {
             // Once, not per CPU.
-            tracing::warn!(pmu = %key.pmu, %problem, what_to_do = %problem.what_to_do(),
-                "group larger than the PMU's free counters; opening it as groups that fit");
+            log_reason!(
+                Level::WARN,
+                LogFields::of(&problem),
+                [pmu = %key.pmu,],
+                [],
+                "group larger than the PMU's free counters; opening it as groups that fit"
+            );
         }
         for m in members {
             // Counted (multiplexed), so not through `note`, which logs

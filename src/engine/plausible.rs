@@ -48,9 +48,10 @@ use crate::pmu::cpuclock::{CpuTime, MaxFreq};
 use crate::problem::plausible::{
     retire_width, Count, Implausible, IPC_MARGIN, MIN_BUSY_SECONDS, NEAR_ZERO_PER_SECOND,
 };
-use crate::problem::Reason;
+use crate::problem::{log_reason, LogFields};
 use std::path::PathBuf;
 use std::sync::Arc;
+use tracing::Level;
 
 /// How often plausibility is checked: at most once per 10 s of the
 /// kernel's clock, so a scrape every second pays for it once in ten, and
@@ -490,13 +491,12 @@ impl Engine {
             .get(m.plan.metric)
             .map_or("", |x| x.metric.as_str());
         match (was, why) {
-            (None, Some(w)) => tracing::warn!(
-                metric,
-                cpu = w.cpu(),
-                reason = w.code(),
-                "{}; what to do: {}",
-                w,
-                w.what_to_do()
+            (None, Some(w)) => log_reason!(
+                Level::WARN,
+                LogFields::of(&w),
+                [metric, cpu = w.cpu(),],
+                [],
+                "counter implausible"
             ),
             (Some(_), None) => tracing::info!(metric, "counter plausible again"),
             _ => {}

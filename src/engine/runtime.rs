@@ -5,10 +5,12 @@
 use super::plan::natural;
 use super::{Avail, Engine, MemberPlan};
 use crate::perf::PerfError;
+use crate::problem::{log_reason, LogFields};
 use crate::problem::{Class, Problem};
 use crate::resolve::chain::{Resolution, Status};
 use crate::snapshot::{Family, Kind, Labels, Sample, Snapshot};
 use std::collections::HashSet;
+use tracing::Level;
 
 /// How a configured metric is doing at run time.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,7 +62,7 @@ impl Engine {
     pub(super) fn note(&mut self, metric: usize, reason: Problem) {
         let rt = &mut self.runtime[metric];
         if !rt.reasons.contains(&reason) && rt.reasons.len() < 16 {
-            tracing::warn!(metric = %rt.metric, %reason, what_to_do = %reason.what_to_do(), "counter unavailable");
+            log_reason!(Level::WARN, LogFields::of(&reason), [metric = %rt.metric,], [], "counter unavailable");
             rt.reasons.push(reason);
         }
     }

@@ -57,6 +57,85 @@ struct TimeTotal {
     start_ns: u64,
 }
 
+/// The totals of metrics (and sets' group times) the last reload removed,
+/// parked in the new engine for the next reload: the grace period.
+///
+/// Invariants (tested below):
+/// * It holds only what the engine before the reload counted itself and
+///   the reload did not continue; what that engine had parked in turn and
+///   this reload did not bring back is dropped. So totals are parked one
+///   reload, no longer, and repeated reloads cannot grow it: it is
+///   bounded by the one config before.
+/// * Every metric it holds has a parked series: [`Parked::metrics`] names
+///   nothing without totals to continue.
+/// * [`Engine::totals`] appends it after the engine's own totals, marking
+///   where it begins, so the next carry-over continues a parked metric
+///   like any other and does not park it again.
+/// * It is never exported.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Parked {
+    totals: Totals,
+}
+
+impl Parked {
+    /// `own` (an engine's totals) followed by these.
+    fn after(&self, own: Totals) -> Totals {
+        own.with_parked(&self.totals)
+    }
+
+    /// The names of the metrics parked, in order.
+    fn metrics(&self) -> impl Iterator<Item = &str> {
+        self.totals.metrics.iter().map(|m| m.metric.as_str())
+    }
+}
+
+/// A [`Parked`] being filled by a carry-over of `old`'s totals: it takes
+/// what is not continued, unless `old`'s engine had parked it itself.
+struct Parking {
+    totals: Totals,
+    /// Where `old`'s parked part begins, in its metrics and its times.
+    fresh_metrics: usize,
+    fresh_times: usize,
+}
+
+impl Parking {
+    /// For what a carry-over of `old` does not continue.
+    fn of(old: &Totals) -> Self {
+        let (fresh_metrics, fresh_times) = old
+            .parked_from
+            .unwrap_or((old.metrics.len(), old.times.len()));
+        Parking {
+            totals: Totals {
+                metrics: old.metrics.clone(),
+                ..Totals::default()
+            },
+            fresh_metrics,
+            fresh_times,
+        }
+    }
+
+    /// A series not continued.
+    fn series(&mut self, s: SeriesTotal) {
+        if s.key.0 < self.fresh_metrics {
+            self.totals.series.push(s);
+        }
+    }
+
+    /// The `i`th group-time series of `old`, not continued.
+    fn times(&mut self, i: usize, key: TimeKey, t: TimeTotal) {
+        if i < self.fresh_times {
+            self.totals.times.push((key, t));
+        }
+    }
+
+    /// What is parked: the metrics without a parked series left out.
+    fn done(self) -> Parked {
+        Parked {
+            totals: self.totals.without_unused_metrics(),
+        }
+    }
+}
+
 /// Whether two resolutions of a metric count the same thing the same way
 /// (name, winning encodings, scale, kind); the CPUs may differ.
 fn same_counting(a: &ResolvedMetric, b: &ResolvedMetric) -> bool {
@@ -98,7 +177,7 @@ impl Engine {
                 .get(i)
                 .map_or_else(String::new, |s| s.name.clone())
         };
-        Totals {
+        let own = Totals {
             metrics: self.resolution.metrics.clone(),
             series: self
                 .series
@@ -129,8 +208,8 @@ impl Engine {
                 .collect(),
             known_cpus: self.cpus.known().collect(),
             parked_from: None,
-        }
-        .with_parked(&self.parked)
+        };
+        self.parked.after(own)
     }
 
     /// Continues `old`'s counters where this engine counts the same metric
@@ -162,18 +241,10 @@ impl Engine {
                 .collect()
         };
         let counting = self.counting_sets();
-        let mut parked = Totals {
-            metrics: old.metrics.clone(),
-            ..Totals::default()
-        };
-        let (fresh_metrics, fresh_times) = old
-            .parked_from
-            .unwrap_or((old.metrics.len(), old.times.len()));
+        let mut parking = Parking::of(&old);
         for s in old.series {
             let Some(ni) = map.get(s.key.0).copied().flatten() else {
-                if s.key.0 < fresh_metrics {
-                    parked.series.push(s);
-                }
+                parking.series(s);
                 continue;
             };
             let labels = s.key.1;
@@ -192,9 +263,7 @@ impl Engine {
         }
         for (i, ((set, at), t)) in old.times.into_iter().enumerate() {
             let Some(&si) = counting.get(&set) else {
-                if i < fresh_times {
-                    parked.times.push(((set, at), t));
-                }
+                parking.times(i, (set, at), t);
                 continue;
             };
             let level = super::plan::level_label(&self.table, self.per(si), 0).map(|a| a.0);
@@ -213,7 +282,7 @@ impl Engine {
             ts.start_ns = earliest(ts.start_ns, t.start_ns);
         }
         self.cpus.remember(old.known_cpus);
-        self.parked = parked.without_unused_metrics();
+        self.parked = parking.done();
         self.refresh();
         map.iter()
             .flatten()
@@ -224,11 +293,7 @@ impl Engine {
     /// The metrics whose totals are parked by the last reload (removed or
     /// changed by it), continued if the next reload brings them back.
     pub fn parked_metrics(&self) -> Vec<String> {
-        self.parked
-            .metrics
-            .iter()
-            .map(|m| m.metric.clone())
-            .collect()
+        self.parked.metrics().map(str::to_string).collect()
     }
 
     /// The sets with a metric that can be counted, by name: their index
@@ -336,6 +401,175 @@ mod tests {
         let continued = new.carry_over(totals);
         assert_eq!(continued.len(), N);
         assert_eq!(COMPARISONS.with(std::cell::Cell::get), N as u64);
+    }
+
+    fn metric(name: &str) -> ResolvedMetric {
+        ResolvedMetric {
+            set: "s".into(),
+            metric: name.into(),
+            help: String::new(),
+            status: Status::Resolved,
+            event: None,
+            instances: Vec::new(),
+            tried: Vec::new(),
+            gauge: false,
+            unit: String::new(),
+            partial: Vec::new(),
+        }
+    }
+
+    fn series(metric: usize, value: f64) -> SeriesTotal {
+        SeriesTotal {
+            key: (metric, vec![("cpu", "0".into())]),
+            value,
+            has_data: true,
+            start_ns: 1,
+        }
+    }
+
+    fn time(errors: u64) -> TimeTotal {
+        TimeTotal {
+            enabled: 1.0,
+            running: 1.0,
+            has_times: true,
+            errors,
+            start_ns: 1,
+        }
+    }
+
+    fn names(p: &Parked) -> Vec<&str> {
+        p.metrics().collect()
+    }
+
+    /// Parked one reload, no longer: of totals whose last part an earlier
+    /// reload parked, only the engine's own part is parked again.
+    #[test]
+    fn parking_keeps_what_the_engine_before_counted_itself_only() {
+        let old = Totals {
+            metrics: vec![metric("own"), metric("parked_before")],
+            series: vec![series(0, 1.0), series(1, 2.0)],
+            times: vec![
+                (("own".into(), None), time(1)),
+                (("gone".into(), None), time(2)),
+            ],
+            known_cpus: vec![0],
+            parked_from: Some((1, 1)),
+        };
+        let mut p = Parking::of(&old);
+        for s in old.series.clone() {
+            p.series(s);
+        }
+        for (i, (k, t)) in old.times.iter().enumerate() {
+            p.times(i, k.clone(), *t);
+        }
+        let parked = p.done();
+        assert_eq!(names(&parked), ["own"]);
+        assert_eq!(parked.totals.series.len(), 1);
+        assert_eq!(parked.totals.times.len(), 1);
+        assert_eq!(parked.totals.times[0].0 .0, "own");
+        // Without an earlier parking, everything not continued is parked.
+        let fresh = Totals {
+            parked_from: None,
+            ..old.clone()
+        };
+        let mut p = Parking::of(&fresh);
+        for s in fresh.series.clone() {
+            p.series(s);
+        }
+        assert_eq!(names(&p.done()), ["own", "parked_before"]);
+    }
+
+    /// Every metric parked has a series to continue, renumbered.
+    #[test]
+    fn a_parked_metric_without_series_is_dropped() {
+        let old = Totals {
+            metrics: vec![metric("a"), metric("b"), metric("c")],
+            ..Totals::default()
+        };
+        let mut p = Parking::of(&old);
+        p.series(series(2, 5.0));
+        let parked = p.done();
+        assert_eq!(names(&parked), ["c"]);
+        assert_eq!(parked.totals.series[0].key.0, 0);
+        assert!(names(&Parked::default()).is_empty());
+    }
+
+    /// Appended after an engine's own totals, marking where it begins.
+    #[test]
+    fn parked_totals_follow_the_engines_own() {
+        let parked = Parked {
+            totals: Totals {
+                metrics: vec![metric("p")],
+                series: vec![series(0, 3.0)],
+                times: vec![(("gone".into(), None), time(0))],
+                ..Totals::default()
+            },
+        };
+        let own = Totals {
+            metrics: vec![metric("x"), metric("y")],
+            series: vec![series(1, 1.0)],
+            times: vec![(("s".into(), None), time(0))],
+            ..Totals::default()
+        };
+        let all = parked.after(own);
+        let m: Vec<&str> = all.metrics.iter().map(|m| m.metric.as_str()).collect();
+        assert_eq!(m, ["x", "y", "p"]);
+        assert_eq!(all.parked_from, Some((2, 1)));
+        assert_eq!(
+            all.series.last().map(|s| (s.key.0, s.value)),
+            Some((2, 3.0))
+        );
+        assert_eq!(all.times.len(), 2);
+    }
+
+    /// Through engines: a set removed by a reload is parked, continued by
+    /// the next reload that brings it back, dropped by one that does not.
+    #[test]
+    fn a_removed_set_is_parked_for_one_reload() {
+        use crate::config::Config;
+        use crate::engine::Fds;
+        use crate::perf::sim::SimKernel;
+        use crate::pmu::PmuTable;
+        use std::sync::Arc;
+        let sets = |n: usize| {
+            let mut yaml = String::from("sets:\n");
+            for i in 0..n {
+                yaml.push_str(&format!(
+                    "  - name: s{i}\n    events:\n      - metric: perf_s{i}_clock_seconds_total\n        event: cpu-clock\n"
+                ));
+            }
+            Config::parse(&yaml, "n.yaml").unwrap()
+        };
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/vm-no-pmu");
+        let t = PmuTable::discover(&root).unwrap();
+        let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+        let engine = |n: usize| Engine::for_config(k.clone(), t.clone(), &sets(n), Fds::Unbounded);
+        let mut a = engine(2);
+        a.collect();
+        k.advance(1_000_000_000);
+        a.collect();
+        let before = a.totals();
+        drop(a);
+        let mut b = engine(1);
+        assert_eq!(b.carry_over(before), ["perf_s0_clock_seconds_total"]);
+        assert_eq!(b.parked_metrics(), ["perf_s1_clock_seconds_total"]);
+        let after_b = b.totals();
+        drop(b);
+        let mut back = engine(2);
+        let continued = back.carry_over(after_b.clone());
+        assert!(
+            continued.contains(&"perf_s1_clock_seconds_total".to_string()),
+            "{continued:?}"
+        );
+        assert!(back.parked_metrics().is_empty());
+        drop(back);
+        let mut still_gone = engine(1);
+        still_gone.carry_over(after_b);
+        let after = still_gone.totals();
+        drop(still_gone);
+        let mut later = engine(2);
+        assert_eq!(later.carry_over(after), ["perf_s0_clock_seconds_total"]);
     }
 
     #[test]

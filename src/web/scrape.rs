@@ -128,6 +128,8 @@ pub struct SelfMetric {
     /// The base unit the name ends in (`seconds`, `bytes`), empty for a
     /// count or a flag.
     pub unit: &'static str,
+    /// The label names its samples carry.
+    pub labels: &'static [&'static str],
     get: Get,
 }
 
@@ -143,6 +145,7 @@ const FRONT: &[SelfMetric] = &[SelfMetric {
     kind: Kind::Gauge,
     help: "A metric with a constant '1' value labelled by version, revision and whether the PMU is simulated.",
     unit: "",
+    labels: &["version", "revision", "simulated"],
     get: Get::Many(build_info),
 }];
 
@@ -154,6 +157,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Gauge,
         help: "Time the collection serving this scrape took to read every perf group (concurrent scrapes share one).",
         unit: "seconds",
+        labels: &[],
         get: Get::One(|c| Some(c.secs)),
     },
     SelfMetric {
@@ -161,6 +165,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Gauge,
         help: "Whether the last configuration reload (SIGHUP or POST /-/reload) succeeded (1) or was refused and the previous configuration kept (0).",
         unit: "",
+        labels: &[],
         get: Get::One(|c| Some(if c.state.reload_ok.load(Ordering::Relaxed) { 1.0 } else { 0.0 })),
     },
     SelfMetric {
@@ -168,6 +173,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Gauge,
         help: "When the configuration was last loaded successfully, in Unix seconds.",
         unit: "seconds",
+        labels: &[],
         get: Get::One(|c| Some(f64::from_bits(c.state.last_success.load(Ordering::Relaxed)))),
     },
     SelfMetric {
@@ -175,6 +181,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Counter,
         help: "HTTP requests turned away: over --web.max-requests, over the web config's rate limit, without valid credentials, collection over --web.request-timeout, or credentials not verified because the bcrypt queue was full (auth_busy).",
         unit: "",
+        labels: &["reason"],
         get: Get::Many(rejected),
     },
     SelfMetric {
@@ -182,6 +189,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Counter,
         help: "Live-view streams (/api/v1/stream) the server closed: more than 4 frames in flight or a write blocked for 3 intervals (too_slow), no ping echoed for 3 intervals and at least 5 s (no_echo), login revoked by a web config reload (revoked), the viewer broke the WebSocket protocol (protocol).",
         unit: "",
+        labels: &["reason"],
         get: Get::Many(streams_closed),
     },
     SelfMetric {
@@ -189,6 +197,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Counter,
         help: otlp::EXPORTS_HELP,
         unit: "",
+        labels: &["result"],
         get: Get::Many(otlp_exports),
     },
     SelfMetric {
@@ -196,6 +205,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Counter,
         help: "Total user and system CPU time spent in seconds.",
         unit: "seconds",
+        labels: &[],
         get: Get::One(|c| c.process.cpu_seconds),
     },
     SelfMetric {
@@ -203,6 +213,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Gauge,
         help: "Number of open file descriptors.",
         unit: "",
+        labels: &[],
         get: Get::One(|c| c.process.open_fds),
     },
     SelfMetric {
@@ -210,6 +221,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Gauge,
         help: "Maximum number of open file descriptors.",
         unit: "",
+        labels: &[],
         get: Get::One(|c| c.process.max_fds),
     },
     SelfMetric {
@@ -217,6 +229,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Gauge,
         help: "Virtual memory size in bytes.",
         unit: "bytes",
+        labels: &[],
         get: Get::One(|c| c.process.virtual_bytes),
     },
     SelfMetric {
@@ -224,6 +237,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Gauge,
         help: "Resident memory size in bytes.",
         unit: "bytes",
+        labels: &[],
         get: Get::One(|c| c.process.resident_bytes),
     },
     SelfMetric {
@@ -231,6 +245,7 @@ const BACK: &[SelfMetric] = &[
         kind: Kind::Gauge,
         help: "Start time of the process since unix epoch in seconds.",
         unit: "seconds",
+        labels: &[],
         get: Get::One(|c| c.process.start_time),
     },
 ];

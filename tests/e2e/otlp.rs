@@ -627,7 +627,11 @@ fn exposed_labels(text: &str) -> BTreeSet<String> {
 /// A simulated exporter counting `tests/configs/<config>.yaml` on the
 /// Kubernetes cgroup fixture, pushing to `rx` over gRPC every `interval`.
 fn kubernetes_to(rx: &Receiver, config: &str, interval: &str) -> Exporter {
-    let cfg = common::config_path(config);
+    kubernetes_at(rx, &common::config_path(config), interval)
+}
+
+/// As [`kubernetes_to`], with the config file at `cfg`.
+fn kubernetes_at(rx: &Receiver, cfg: &std::path::Path, interval: &str) -> Exporter {
     let cg = common::repo_root().join("tests/fixtures/cgroup/kubernetes-systemd");
     simulated(
         &[
@@ -644,6 +648,96 @@ fn kubernetes_to(rx: &Receiver, config: &str, interval: &str) -> Exporter {
         ],
         &[],
     )
+}
+
+/// The simulated exporter with the config text `config` plus sampling by
+/// pod (top 2), on the Kubernetes cgroup fixture, pushing to `rx` every
+/// 500 ms; the directory holding the config lives as long as the
+/// returned guard.
+fn pods_pushing(rx: &Receiver, config: &str) -> (Exporter, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(
+        &cfg,
+        format!("{config}sampling:\n  frequency: 99\n  by: pod\n  top: 2\n"),
+    )
+    .unwrap();
+    let ex = kubernetes_at(rx, &cfg, "500ms");
+    (ex, dir)
+}
+
+/// Issue 26 item 1: every family a real exposition shows is in the
+/// generated reference of metrics (`docs/src/reference/metrics.md`), with
+/// every label its series carry. The simulated PMU with the default
+/// config, per-pod and per-container counting on the Kubernetes cgroup
+/// fixture, sampling by pod and OTLP pushing (so the exporter's own
+/// families are all there).
+#[test]
+fn every_exposed_family_and_label_is_in_the_reference() {
+    let rx = Receiver::start(None);
+    let default = std::fs::read_to_string(common::repo_root().join("config/default.yaml")).unwrap();
+    let (ex, _dir) = pods_pushing(
+        &rx,
+        &format!("{default}\ncgroups:\n  preset: kubernetes\n  containers: true\n"),
+    );
+    let mut text = String::new();
+    wait_for(
+        "a scrape with per-cgroup, sampled and OTLP families",
+        Duration::from_secs(30),
+        || {
+            text = ex.scrape().0;
+            [
+                "perf_cgroup_cpu_cycles_total{",
+                "perf_cgroup_cpu_usage_seconds_total{",
+                "perf_sampled_events_total{",
+                "perf_ring_lost_records_total{",
+                "perf_sampled_tasks_forgotten_total{",
+            ]
+            .iter()
+            .all(|f| text.contains(f))
+                && text.lines().any(|l| {
+                    l.starts_with("perf_otlp_exports_total{result=\"success\"}")
+                        && !l.ends_with(" 0")
+                })
+        },
+    );
+    let reference =
+        std::fs::read_to_string(common::repo_root().join("docs/src/reference/metrics.md")).unwrap();
+    let mut missing = Vec::new();
+    let mut families = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            families.insert(rest.split(' ').next().unwrap_or("").to_string());
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let name = line.split(['{', ' ']).next().unwrap_or("");
+        let Some(row) = reference
+            .lines()
+            .find(|r| r.starts_with(&format!("| `{name}` |")))
+        else {
+            missing.push(format!("family {name}"));
+            continue;
+        };
+        for label in exposed_labels(line) {
+            if !row.contains(&format!("`{label}`")) {
+                missing.push(format!("label {label} of {name}"));
+            }
+        }
+    }
+    for name in &families {
+        if !reference.contains(&format!("| `{name}` |")) {
+            missing.push(format!("family {name}"));
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(
+        families.len() > 40 && missing.is_empty(),
+        "not in docs/src/reference/metrics.md (regenerate: cargo run -- reference --out docs/src/reference): {missing:?}\n{text}"
+    );
 }
 
 /// Issue 24 item 5: the per-cgroup `pod_uid` label was pushed as

@@ -5,7 +5,7 @@
 
 use crate::engines::{engine_on, table, SEC};
 use perf_exporter::config::Config;
-use perf_exporter::engine::{Engine, Fds};
+use perf_exporter::engine::{Engine, Fds, Opening};
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::pmu::PmuTable;
 use perf_exporter::snapshot::{Sample, Snapshot};
@@ -270,7 +270,12 @@ fn an_engine_built_beside_the_serving_one_counts_from_its_enable_only() {
     old.collect();
     k.advance(SEC);
     let cfg = Config::parse(NEW, "test.yaml").unwrap();
-    let mut new = Engine::for_config_disabled(k.clone(), t.clone(), &cfg, Fds::Unbounded);
+    let mut new = Engine::for_config(
+        k.clone(),
+        t.clone(),
+        &cfg,
+        Opening::disabled(Fds::Unbounded),
+    );
     assert!(!new.lacks_fds());
     assert_eq!(new.open_groups(), 0, "nothing counts before enable");
     // Built: the old engine still serves, and counts the build's time.

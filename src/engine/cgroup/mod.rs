@@ -40,8 +40,10 @@ pub use perf::PerfBackend;
 use crate::cgroup::rank::Usage;
 use crate::cgroup::{CgroupError, Selection, Selector};
 pub use crate::problem::cgroup::{CgroupIssue, SetGap};
-use crate::snapshot::{Family, Kind, Sample};
+use crate::problem::{log_reason, LogFields};
+use crate::snapshot::{Family, FamilyDef, Kind, Sample};
 use std::fmt;
+use tracing::Level;
 
 /// Where the selection of cgroups comes from.
 pub trait Discovery: Send + fmt::Debug {
@@ -140,6 +142,78 @@ pub(crate) type Signature = (
 pub fn family_name(node: &str) -> String {
     format!("perf_cgroup_{}", node.strip_prefix("perf_").unwrap_or(node))
 }
+
+/// The per-cgroup help of a node metric's help.
+pub fn family_help(node_help: &str) -> String {
+    format!("{} Per cgroup.", node_help.trim_end())
+}
+
+/// The per-cgroup counting's own families, in the order of a collection
+/// (each metric's `perf_cgroup_*` family comes from the config through
+/// [`family_name`] and [`family_help`]): what the backends emit and the
+/// reference of metrics lists. A series' cgroup labels are `cgroup`, or a
+/// pod's `pod_uid`, `qos_class` and `static_pod` and a container's
+/// `container_id`; `cpu` at `per: cpu`.
+pub const FAMILIES: [&FamilyDef; 6] = [
+    &GROUP_ENABLED,
+    &GROUP_RUNNING,
+    &COUNTER_STATES,
+    &COUNTER_STATE,
+    &RUNNING_RATIO,
+    &USAGE,
+];
+
+/// The labels a per-cgroup series may carry (see [`FAMILIES`]).
+pub const SERIES_LABELS: &[&str] = &[
+    "cgroup|pod_uid",
+    "qos_class",
+    "static_pod",
+    "container_id",
+    "cpu",
+];
+
+const GROUP_ENABLED: FamilyDef = FamilyDef {
+    name: "perf_cgroup_group_enabled_seconds_total",
+    kind: Kind::Counter,
+    help: "Time the set's per-cgroup perf groups were enabled, summed over CPUs; compare with running time to see multiplexing.",
+    labels: &["set", "cgroup|pod_uid", "qos_class", "static_pod", "container_id", "cpu"],
+};
+
+const GROUP_RUNNING: FamilyDef = FamilyDef {
+    name: "perf_cgroup_group_running_seconds_total",
+    kind: Kind::Counter,
+    help: "Time the set's per-cgroup perf groups were counting on the PMU (less than enabled when multiplexed).",
+    labels: &["set", "cgroup|pod_uid", "qos_class", "static_pod", "container_id", "cpu"],
+};
+
+const COUNTER_STATES: FamilyDef = FamilyDef {
+    name: "perf_cgroup_counter_states",
+    kind: Kind::Gauge,
+    help: "How many of a per-cgroup metric's series (cgroups, and CPUs where per_cpu) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), never_ran (the cgroup ran but its group was never on the PMU: no value was measured; a series never measured has no value at all); stalled and implausible are not judged per cgroup (always 0). A series whose cgroup has not run since its counters opened has no state yet.",
+    labels: &["metric", "state"],
+};
+
+const COUNTER_STATE: FamilyDef = FamilyDef {
+    name: "perf_cgroup_counter_state",
+    kind: Kind::Gauge,
+    help: "1 for the current state of each per-cgroup series that is not counting (multiplexed, never_ran); metric is the per-cgroup family; series that are counting have no series here (see perf_cgroup_counter_states).",
+    labels: &["metric", "cgroup|pod_uid", "qos_class", "static_pod", "container_id", "cpu", "state"],
+};
+
+const RUNNING_RATIO: FamilyDef = FamilyDef {
+    name: "perf_cgroup_counter_running_ratio",
+    kind: Kind::Gauge,
+    help: "The share of the last collection's window a per-cgroup series that is not counting was on the PMU while its cgroup ran (time_running / time_enabled): below 1 when multiplexed, 0 when it never ran; series that are counting (1) have no series here.",
+    labels: &["metric", "cgroup|pod_uid", "qos_class", "static_pod", "container_id", "cpu"],
+};
+
+/// The family of the counted cgroups' CPU time from `cpu.stat`.
+const USAGE: FamilyDef = FamilyDef {
+    name: USAGE_FAMILY,
+    kind: Kind::Counter,
+    help: "CPU time of the cgroup (its tasks and its descendants'), from the kernel's cpu.stat usage_usec: the CPU share to use where a cgroup switches context often, which perf's cgroup clock (perf_cgroup_cpu_clock_seconds_total) counts low. Read every cgroups.rank_interval (30 s by default), not at each scrape: the value is up to that (plus one collection) old, so take rates over windows of several rank intervals. A cgroup counted since the last read has none yet.",
+    labels: &["cgroup|pod_uid", "qos_class", "static_pod", "container_id"],
+};
 
 /// Discovery and a backend, as the engine runs them.
 #[derive(Debug)]
@@ -246,7 +320,13 @@ impl CgroupCounting {
         for l in &sel.left_out {
             if matches!(l.reason, LeftOutReason::BeyondReach { .. }) && !before(&l.rel) {
                 let p = l.problem();
-                tracing::warn!(cgroup = %l.rel, backend = self.backend.name(), code = p.code(), reason = %p, what_to_do = %p.what_to_do(), "cgroup not counted");
+                log_reason!(
+                    Level::WARN,
+                    LogFields::of(&p),
+                    [cgroup = %l.rel, backend = self.backend.name(),],
+                    [],
+                    "cgroup not counted"
+                );
             }
         }
     }
@@ -268,12 +348,7 @@ impl CgroupCounting {
     pub fn families(&self, out: &mut Vec<Family>) {
         self.backend.families(out);
         if !self.usage.is_empty() {
-            out.push(Family {
-                name: USAGE_FAMILY.into(),
-                help: "CPU time of the cgroup (its tasks and its descendants'), from the kernel's cpu.stat usage_usec: the CPU share to use where a cgroup switches context often, which perf's cgroup clock (perf_cgroup_cpu_clock_seconds_total) counts low. Read every cgroups.rank_interval (30 s by default), not at each scrape: the value is up to that (plus one collection) old, so take rates over windows of several rank intervals. A cgroup counted since the last read has none yet.".into(),
-                kind: Kind::Counter,
-                samples: self.usage.iter().map(|(_, s)| s.clone()).collect(),
-            });
+            out.push(USAGE.family(self.usage.iter().map(|(_, s)| s.clone()).collect()));
         }
     }
 

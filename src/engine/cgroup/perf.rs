@@ -15,9 +15,11 @@ use super::{CgroupBackend, CgroupIssue, CgroupTotals, SetGap};
 use crate::cgroup::rank::read_usage;
 use crate::cgroup::{Cgroup, Selection};
 use crate::perf::{CgroupHandle, Counter, GroupReading, Kernel, PerfError};
+use crate::problem::{log_reason, LogFields};
 use crate::resolve::chain::Resolution;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use tracing::Level;
 
 /// An open per-cgroup counter: kept small, there are cgroups × CPUs ×
 /// events of them (its event and scale are in the group's plan).
@@ -330,7 +332,13 @@ impl CgroupBackend for PerfBackend {
                     self.tracked.insert(cg.rel.clone(), t);
                 }
                 Err(issue) => {
-                    tracing::info!(%issue, "cgroup not counted");
+                    log_reason!(
+                        Level::INFO,
+                        LogFields::of(&issue),
+                        [],
+                        [],
+                        "cgroup not counted"
+                    );
                     self.sync_issues.push(issue);
                 }
             }

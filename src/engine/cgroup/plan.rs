@@ -4,8 +4,10 @@
 
 use super::{CgroupIssue, Signature};
 use crate::perf::{EventAttr, PerfError};
+use crate::problem::{log_reason, LogFields};
 use crate::resolve::chain::{Resolution, Status};
 use std::collections::{BTreeMap, BTreeSet};
+use tracing::Level;
 
 /// A metric counted per cgroup.
 #[derive(Debug, Clone)]
@@ -68,7 +70,7 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
         let mi = metrics.len();
         metrics.push(CgMetric {
             family: super::family_name(&m.metric),
-            help: format!("{} Per cgroup.", m.help.trim_end()),
+            help: super::family_help(&m.help),
             signature: (
                 m.metric.clone(),
                 m.instances
@@ -104,7 +106,13 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
     let gaps = super::gaps::unplanned(sets, |i| plans.keys().any(|k| k.0 == i), &issues);
     issues.extend(gaps);
     for i in &issues {
-        tracing::warn!(issue = %i, what_to_do = %i.what_to_do(), "not counted per cgroup");
+        log_reason!(
+            Level::WARN,
+            LogFields::of(i),
+            [],
+            [],
+            "not counted per cgroup"
+        );
     }
     let plan = plans
         .into_iter()
@@ -161,7 +169,13 @@ pub(super) fn fit_to_counters(
             counters: n,
         });
         if !issues.contains(&issue) {
-            tracing::warn!(%issue, what_to_do = %issue.what_to_do(), "per-cgroup group split");
+            log_reason!(
+                Level::WARN,
+                LogFields::of(&issue),
+                [],
+                [],
+                "per-cgroup group split"
+            );
             issues.push(issue);
         }
         for chunk in g.members.chunks(n) {
@@ -188,7 +202,13 @@ pub(super) fn open_failed(
         problem: e.problem(),
     };
     if !issues.contains(&issue) && issues.len() < 32 {
-        tracing::warn!(%issue, what_to_do = %issue.what_to_do(), "per-cgroup counter unavailable");
+        log_reason!(
+            Level::WARN,
+            LogFields::of(&issue),
+            [],
+            [],
+            "per-cgroup counter unavailable"
+        );
         issues.push(issue);
     }
 }

@@ -3,7 +3,10 @@
 //! `perf_cgroup_*` families, totals and carry-over built from them.
 
 use super::plan::CgMetric;
-use super::{CgroupTotals, TimesTotal};
+use super::{
+    CgroupTotals, TimesTotal, COUNTER_STATE, COUNTER_STATES, GROUP_ENABLED, GROUP_RUNNING,
+    RUNNING_RATIO,
+};
 use crate::cgroup::Cgroup;
 use crate::engine::trust::{ratio_labels, state_labels, Window};
 use crate::problem::CounterState;
@@ -215,18 +218,8 @@ pub(super) fn push_families<'a>(
 
 /// The group-time families.
 fn push_times(enabled: Vec<Sample>, running: Vec<Sample>, out: &mut Vec<Family>) {
-    out.push(Family {
-        name: "perf_cgroup_group_enabled_seconds_total".into(),
-        help: "Time the set's per-cgroup perf groups were enabled, summed over CPUs; compare with running time to see multiplexing.".into(),
-        kind: Kind::Counter,
-        samples: enabled,
-    });
-    out.push(Family {
-        name: "perf_cgroup_group_running_seconds_total".into(),
-        help: "Time the set's per-cgroup perf groups were counting on the PMU (less than enabled when multiplexed).".into(),
-        kind: Kind::Counter,
-        samples: running,
-    });
+    out.push(GROUP_ENABLED.family(enabled));
+    out.push(GROUP_RUNNING.family(running));
 }
 
 /// The per-cgroup counter states, as the node's (`engine::trust`):
@@ -277,24 +270,9 @@ fn push_states<'a>(
     if counts.is_empty() {
         return;
     }
-    out.push(Family {
-        name: "perf_cgroup_counter_states".into(),
-        help: "How many of a per-cgroup metric's series (cgroups, and CPUs where per_cpu) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), never_ran (the cgroup ran but its group was never on the PMU: no value was measured; a series never measured has no value at all); stalled and implausible are not judged per cgroup (always 0). A series whose cgroup has not run since its counters opened has no state yet.".into(),
-        kind: Kind::Gauge,
-        samples: counts,
-    });
-    out.push(Family {
-        name: "perf_cgroup_counter_state".into(),
-        help: "1 for the current state of each per-cgroup series that is not counting (multiplexed, never_ran); metric is the per-cgroup family; series that are counting have no series here (see perf_cgroup_counter_states).".into(),
-        kind: Kind::Gauge,
-        samples: troubled,
-    });
-    out.push(Family {
-        name: "perf_cgroup_counter_running_ratio".into(),
-        help: "The share of the last collection's window a per-cgroup series that is not counting was on the PMU while its cgroup ran (time_running / time_enabled): below 1 when multiplexed, 0 when it never ran; series that are counting (1) have no series here.".into(),
-        kind: Kind::Gauge,
-        samples: ratios,
-    });
+    out.push(COUNTER_STATES.family(counts));
+    out.push(COUNTER_STATE.family(troubled));
+    out.push(RUNNING_RATIO.family(ratios));
 }
 
 fn sample(labels: Labels, value: f64) -> Sample {

@@ -33,9 +33,46 @@
 
 use super::super::now_unix_nanos;
 use super::{CpuHealth, Forgotten, Table, MAX_TASKS, OVER_BOUND};
-use crate::snapshot::{Family, Kind, Labels, Sample};
+use crate::snapshot::{Family, FamilyDef, Kind, Labels, Sample};
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+
+/// The sampler's families, in the order of a collection: what
+/// [`SampledFamilies::families`] emits and the reference of metrics lists.
+/// `{by}`, `{top}` and `{max_tasks}` in a help are the config's `by` and
+/// `top` and [`MAX_TASKS`].
+pub const FAMILIES: [FamilyDef; 5] = [
+    FamilyDef {
+        name: "perf_sampled_events_total",
+        kind: Kind::Counter,
+        help: "Events of the sampled event, attributed by {by} from the samples (the sum of their periods); at most 2 x {top} names, the rest in \"other\".",
+        labels: &["event", "process|thread|cgroup|pod_uid"],
+    },
+    FamilyDef {
+        name: "perf_ring_lost_records_total",
+        kind: Kind::Counter,
+        help: "Sample records the kernel dropped because the CPU's ring was full (PERF_RECORD_LOST).",
+        labels: &["cpu"],
+    },
+    FamilyDef {
+        name: "perf_ring_throttle_events_total",
+        kind: Kind::Counter,
+        help: "Times the kernel throttled the CPU's sampling event for interrupting too often (PERF_RECORD_THROTTLE).",
+        labels: &["cpu"],
+    },
+    FamilyDef {
+        name: "perf_sampled_tasks",
+        kind: Kind::Gauge,
+        help: "Task entries (names, parents) the sampler holds; bounded by {max_tasks} per table.",
+        labels: &[],
+    },
+    FamilyDef {
+        name: "perf_sampled_tasks_forgotten_total",
+        kind: Kind::Counter,
+        help: "Tasks the sampler forgot: exited (after their samples were published) or table_full (beyond the bound, not seen in the last second).",
+        labels: &["reason"],
+    },
+];
 
 /// The name of the bucket of everything outside the top entries.
 pub const OTHER: &str = "other";
@@ -177,51 +214,33 @@ impl SampledFamilies {
             .map(|(n, s)| self.sample(n, s.events, s.start))
             .collect();
         samples.push(self.sample(OTHER, g.other, g.since));
+        let top = self.top.to_string();
+        let [events, lost, throttled, tasks, forgotten] = FAMILIES;
         vec![
-            Family {
-                name: "perf_sampled_events_total".into(),
-                help: format!(
-                    "Events of the sampled event, attributed by {} from the samples (the sum of their periods); at most 2 x {} names, the rest in \"other\".",
-                    self.label, self.top
-                ),
-                kind: Kind::Counter,
-                samples,
-            },
-            health_family(
-                "perf_ring_lost_records_total",
-                "Sample records the kernel dropped because the CPU's ring was full (PERF_RECORD_LOST).",
-                &g.health,
-                |h| h.lost,
-            ),
-            health_family(
-                "perf_ring_throttle_events_total",
-                "Times the kernel throttled the CPU's sampling event for interrupting too often (PERF_RECORD_THROTTLE).",
-                &g.health,
-                |h| h.throttled,
-            ),
-            Family {
-                name: "perf_sampled_tasks".into(),
-                help: format!("Task entries (names, parents) the sampler holds; bounded by {MAX_TASKS} per table."),
-                kind: Kind::Gauge,
-                samples: vec![Sample {
+            events.family_with(&[("by", self.label), ("top", &top)], samples),
+            health_family(&lost, &g.health, |h| h.lost),
+            health_family(&throttled, &g.health, |h| h.throttled),
+            tasks.family_with(
+                &[("max_tasks", &MAX_TASKS.to_string())],
+                vec![Sample {
                     labels: Labels::new(vec![]),
                     value: g.tasks.0 as f64,
                     start_unix_nanos: 0,
                 }],
-            },
-            Family {
-                name: "perf_sampled_tasks_forgotten_total".into(),
-                help: "Tasks the sampler forgot: exited (after their samples were published) or table_full (beyond the bound, not seen in the last second).".into(),
-                kind: Kind::Counter,
-                samples: [("exited", g.tasks.1.exited), ("table_full", g.tasks.1.table_full)]
-                    .into_iter()
-                    .map(|(why, n)| Sample {
-                        labels: Labels::new(vec![("reason", why.to_string())]),
-                        value: n as f64,
-                        start_unix_nanos: g.since,
-                    })
-                    .collect(),
-            },
+            ),
+            forgotten.family(
+                [
+                    ("exited", g.tasks.1.exited),
+                    ("table_full", g.tasks.1.table_full),
+                ]
+                .into_iter()
+                .map(|(why, n)| Sample {
+                    labels: Labels::new(vec![("reason", why.to_string())]),
+                    value: n as f64,
+                    start_unix_nanos: g.since,
+                })
+                .collect(),
+            ),
         ]
     }
 
@@ -237,17 +256,9 @@ impl SampledFamilies {
     }
 }
 
-fn health_family(
-    name: &str,
-    help: &str,
-    health: &[(u32, CpuHealth)],
-    f: fn(&CpuHealth) -> u64,
-) -> Family {
-    Family {
-        name: name.into(),
-        help: help.into(),
-        kind: Kind::Counter,
-        samples: health
+fn health_family(def: &FamilyDef, health: &[(u32, CpuHealth)], f: fn(&CpuHealth) -> u64) -> Family {
+    def.family(
+        health
             .iter()
             .map(|(cpu, h)| Sample {
                 labels: Labels::new(vec![("cpu", cpu.to_string())]),
@@ -255,7 +266,7 @@ fn health_family(
                 start_unix_nanos: 0,
             })
             .collect(),
-    }
+    )
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ mod families;
 mod table;
 
 pub use agg::{Aggregate, By, CpuHealth, Forgotten, Sums, MAX_TASKS, OVER_BOUND};
-pub use families::{SampledFamilies, OTHER};
+pub use families::{SampledFamilies, FAMILIES, OTHER};
 pub use table::{pod_of, Entry, Namer, Table, NO_POD};
 
 use crate::perf::record::{decode, Format};
