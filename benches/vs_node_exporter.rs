@@ -3,7 +3,9 @@
 //! profilers (context-switches, cpu-migrations, page-faults, minor-faults,
 //! major-faults), per CPU.
 //!
-//! * ours: the release binary with a one-set config of those five events;
+//! * ours: the release binary with a one-set config of those five events
+//!   and `--web.disable-exporter-metrics` (no process_* families, as
+//!   theirs);
 //! * theirs: `node_exporter --collector.disable-defaults --collector.perf
 //!   --collector.perf.disable-hardware-profilers
 //!   --collector.perf.disable-cache-profilers --web.disable-exporter-metrics`
@@ -116,6 +118,7 @@ fn run() -> Result<(), Error> {
             "127.0.0.1:{port}".into(),
             "--log.level".into(),
             "warn".into(),
+            "--web.disable-exporter-metrics".into(),
         ],
         "/metrics",
     )?;

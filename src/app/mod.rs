@@ -116,6 +116,8 @@ pub struct WebSettings {
     pub max_connections: usize,
     /// `--web.max-streams` (0: no limit).
     pub max_streams: usize,
+    /// `--web.disable-exporter-metrics`: no `process_*` families.
+    pub disable_exporter_metrics: bool,
     /// `--web.allowed-origins`, normalized.
     pub allowed_origins: Vec<String>,
     /// `--web.enable-lifecycle`.

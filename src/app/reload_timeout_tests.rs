@@ -85,6 +85,7 @@ fn a_read_that_never_returns_fails_that_reload_only() {
         max_requests: 0,
         max_connections: 0,
         max_streams: 0,
+        process_metrics: true,
         allowed_origins: Vec::new(),
         read_header_timeout: Duration::from_secs(10),
         request_timeout: Duration::from_secs(10),

@@ -148,6 +148,9 @@ struct ServeArgs {
     /// Maximum number of open connections; more wait to be accepted (0: no limit).
     #[arg(long = "web.max-connections", default_value_t = 512)]
     max_connections: usize,
+    /// Leave out the exporter's own process metrics (process_*: CPU, memory, file descriptors), as node_exporter's flag of that name does; they cost a few /proc reads per scrape.
+    #[arg(long = "web.disable-exporter-metrics")]
+    disable_exporter_metrics: bool,
     /// Maximum number of open live-view streams (/api/v1/stream WebSockets); more get 503 (0: no bound of its own). Each holds a connection, and streams never take more than half of --web.max-connections.
     #[arg(long = "web.max-streams", default_value_t = 64)]
     max_streams: usize,
@@ -576,6 +579,7 @@ impl ServeArgs {
             max_requests: self.max_requests,
             max_connections: self.max_connections,
             max_streams: self.max_streams,
+            disable_exporter_metrics: self.disable_exporter_metrics,
             allowed_origins: self.allowed_origins,
             enable_lifecycle: self.enable_lifecycle,
             read_header_timeout: self.read_header_timeout,

@@ -273,6 +273,7 @@ mod tests {
             max_requests: 0,
             max_connections: 0,
             max_streams: 0,
+            process_metrics: true,
             allowed_origins: Vec::new(),
             read_header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(10),

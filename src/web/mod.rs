@@ -122,6 +122,8 @@ pub struct Options {
     pub max_connections: usize,
     /// `--web.max-streams`: open `/api/v1/stream` WebSockets (0: no limit).
     pub max_streams: usize,
+    /// The `process_*` families (off with `--web.disable-exporter-metrics`).
+    pub process_metrics: bool,
     /// `--web.allowed-origins`: origins besides the exporter's own whose
     /// pages may open `/api/v1/stream` ([`origin::normalize`]d).
     pub allowed_origins: Vec<String>,
@@ -266,8 +268,9 @@ pub struct State {
     reload_ok: AtomicBool,
     /// Unix time of the last successful (re)load, as f64 bits.
     last_success: AtomicU64,
-    /// The process metrics' sources (under `--path.procfs`).
-    process: process::Process,
+    /// The process metrics' sources (under `--path.procfs`); `None` with
+    /// `--web.disable-exporter-metrics`.
+    process: Option<process::Process>,
     /// `--web.route-prefix` (empty: none).
     route_prefix: String,
 }
@@ -290,7 +293,7 @@ impl State {
             collector: OnceLock::new(),
             last_len: AtomicUsize::new(0),
             telemetry_path: o.telemetry_path,
-            process: process::Process::new(&o.procfs),
+            process: o.process_metrics.then(|| process::Process::new(&o.procfs)),
             route_prefix: o.route_prefix,
             simulated: o.simulated,
             config_name: o.config_name,
@@ -350,7 +353,9 @@ impl State {
     pub fn record_reload(&self, ok: bool) {
         self.reload_ok.store(ok, Ordering::Relaxed);
         if ok {
-            self.process.reread_limits();
+            if let Some(p) = &self.process {
+                p.reread_limits();
+            }
             self.last_success
                 .store(unix_now().to_bits(), Ordering::Relaxed);
         }

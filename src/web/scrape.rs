@@ -4,7 +4,7 @@
 //! The exporter's own metrics are one table ([`self_metrics`]): each
 //! family's name, type, help, unit and where its value comes from.
 
-use super::process::Reading;
+use super::process::{Process, Reading};
 use super::{gzip, State, CLOSE_REASONS, REJECT_REASONS};
 use crate::export::otlp;
 use crate::export::prometheus::{self, Format};
@@ -321,7 +321,11 @@ pub(super) fn own_metrics(state: &State, secs: f64) -> (Vec<Family>, Vec<Family>
     let c = Ctx {
         state,
         secs,
-        process: state.process.read(),
+        process: state
+            .process
+            .as_ref()
+            .map(Process::read)
+            .unwrap_or_default(),
     };
     (families(FRONT, &c), families(BACK, &c))
 }

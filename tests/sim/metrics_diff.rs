@@ -422,3 +422,41 @@ fn process_metrics_as_node_exporter_names_them() {
     assert!(value("process_resident_memory_bytes") > 1e6);
     assert!(value("process_max_fds") >= open);
 }
+
+/// `--web.disable-exporter-metrics` leaves the `process_*` families out
+/// (as node_exporter's flag of that name does), and nothing else: the
+/// exporter's `perf_*` self-metrics stay.
+#[test]
+fn disable_exporter_metrics_leaves_out_the_process_families_only() {
+    let sysfs = common::fixture("vm-no-pmu");
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "--simulate",
+            "--path.sysfs",
+            sysfs.to_str().expect("utf-8"),
+            "--path.procfs",
+            "/proc",
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    let types = |body: &str| -> Vec<String> {
+        body.lines()
+            .filter(|l| l.starts_with("# TYPE "))
+            .map(str::to_string)
+            .collect()
+    };
+    let with = types(&common::exporter(&args(&[])).get("/metrics").body);
+    let without = types(
+        &common::exporter(&args(&["--web.disable-exporter-metrics"]))
+            .get("/metrics")
+            .body,
+    );
+    let kept: Vec<String> = with
+        .iter()
+        .filter(|t| !t.starts_with("# TYPE process_"))
+        .cloned()
+        .collect();
+    assert_eq!(with.len(), kept.len() + 6, "{with:?}");
+    assert_eq!(without, kept);
+}
