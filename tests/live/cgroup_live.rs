@@ -413,18 +413,14 @@ fn serve_follows_real_cgroups_coming_and_going() {
     let (p, _dir) = serve_children_of(&parent);
     let series = |rel: &str| format!("perf_cgroup_cpu_clock_seconds_total{{cgroup=\"{rel}\"}} ");
     let scrape_until = |p: &common::Proc, want: &str, present: bool| {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let b = p.get("/metrics").body;
-            if b.contains(want) == present {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{want:?} present={present}:\n{b}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let found = common::poll(Duration::from_secs(10), Duration::from_millis(50), || {
+            (p.get("/metrics").body.contains(want) == present).then_some(())
+        });
+        assert!(
+            found.is_some(),
+            "{want:?} present={present} within 10 s:\n{}",
+            p.get("/metrics").body
+        );
     };
     scrape_until(&p, &series(&a.rel), true);
     let b = CgDir::new(&format!("{}/b", parent.rel));

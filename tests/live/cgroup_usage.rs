@@ -90,18 +90,14 @@ fn cpu_usage_per_cgroup_is_cpu_stat_at_most_one_rank_interval_old() {
     // Idle: after one interval the value is cpu.stat's, exactly.
     drop(burning);
     let want = seconds(&dir);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let body = p.get("/metrics").body;
-        let v = value(&body, &rel);
-        if v.is_some_and(|v| (v - want).abs() < 1e-7) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{v:?} is not cpu.stat's {want} s after {RANK_SECS} s idle"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let settled = common::poll(Duration::from_secs(10), Duration::from_millis(100), || {
+        let v = value(&p.get("/metrics").body, &rel);
+        v.is_some_and(|v| (v - want).abs() < 1e-7).then_some(())
+    });
+    assert!(
+        settled.is_some(),
+        "{:?} is not cpu.stat's {want} s after {RANK_SECS} s idle",
+        value(&p.get("/metrics").body, &rel)
+    );
     assert_eq!(seconds(&dir), want, "the cgroup stayed idle");
 }

@@ -117,25 +117,16 @@ fn too_few_file_descriptors_serves_what_it_could_open() {
 
 /// Serving (`None`) or exited (how), whichever comes first.
 fn serves_or_exits(p: &mut Proc) -> Option<std::process::ExitStatus> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    let outcome = common::poll(Duration::from_secs(20), Duration::from_millis(20), || {
         if let Some(s) = p.exited() {
-            return Some(s);
+            return Some(Some(s));
         }
-        if p.output().contains("counters open") {
-            if let Ok(r) = common::try_request("GET", &p.addr, "/-/ready", &[], "") {
-                if r.status == 200 {
-                    return None;
-                }
-            }
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "neither serving nor exited within 20 s:\n{}",
-            p.output()
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+        let ready = p.output().contains("counters open")
+            && common::try_request("GET", &p.addr, "/-/ready", &[], "")
+                .is_ok_and(|r| r.status == 200);
+        ready.then_some(None)
+    });
+    outcome.unwrap_or_else(|| panic!("neither serving nor exited within 20 s:\n{}", p.output()))
 }
 
 /// Issue 10, defect 6: under `ulimit -n 24` the default plan needs more

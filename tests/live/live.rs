@@ -1173,19 +1173,15 @@ fn hotplug_cycles() -> HotplugWindow {
     let mut max = BTreeMap::new();
     let clock1 = |s: &Snapshot| per_cpu(s, "perf_cpu_clock_seconds_total").get(&1).copied();
     let wait_for = |online: bool| {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            // Looks without collecting: the hotplug thread alone must act.
+        // Looks without collecting: the hotplug thread alone must act.
+        let followed = common::poll(Duration::from_secs(5), Duration::from_millis(5), || {
             let s = engine.lock().unwrap_or_else(|p| p.into_inner()).snapshot();
-            if clock1(&s).is_some() == online {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "cpu1's series did not follow its online={online} within 5 s of the uevent"
-            );
-            thread::sleep(Duration::from_millis(5));
-        }
+            (clock1(&s).is_some() == online).then_some(())
+        });
+        assert!(
+            followed.is_some(),
+            "cpu1's series did not follow its online={online} within 5 s of the uevent"
+        );
     };
     let c0 = clock1(&checked_collect(&engine, &mut max)).expect("cpu1 counted");
     let p0 = proc_stat_cpu1();
