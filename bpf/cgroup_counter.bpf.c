@@ -292,11 +292,19 @@ static __always_inline void charge(struct last *prev, struct owners *own, __u64 
 // charged: the interval since the last charge stays that cgroup's, and is
 // charged at the first switch to another css_set, or at a read. Only while
 // `slots` is at the version of the last charge: after a change the owners of
-// the interval so far may differ, and the next switch charges it. (Skipping
-// also switches between two cgroups with the same owners, found in the
-// owners cache, was tried: measured here, it charged 5-17 % too much CPU
-// time to a selected cgroup next to unselected ones, for a reason not found
-// yet; it is left out.)
+// the interval so far may differ, and the next switch charges it.
+//
+// A task that moves itself to another cgroup while running takes the
+// interval since the last charge with it: the whole run of same-css_set
+// switches before (as without the skip it took its own run since it was
+// switched in). Bounded by the next read. Switches between two cgroups with
+// the same owners (e.g. two cgroups nobody selected, found in the owners
+// cache) are not skipped as well: tried, it charged a selected cgroup 5-17 %
+// too much CPU time (tests/live/cgroup_bpf.rs, both switch tests), most
+// likely (not proven) because runs between unselected cgroups get long and
+// a process moving itself into a selected cgroup (a shell's
+// `echo $$ > cgroup.procs`, as the tests start their workloads) takes the
+// whole run with it.
 SEC("raw_tp")
 int on_switch(struct bpf_raw_tracepoint_args *ctx)
 {

@@ -9,7 +9,12 @@
 //!   map per k: aya sizes such a map to the possible CPUs).
 //! * `on_switch` is attached to the `sched_switch` raw tracepoint, which
 //!   `__schedule()` hits before the switch: `current` is still the task
-//!   leaving, so its cgroup is charged. (bperf attaches to the
+//!   leaving, so its cgroup is charged. When the next task is in the same
+//!   css_set (`task->cgroups`, two probe reads at offsets the loader
+//!   relocates from the kernel's BTF) the program returns at once: the
+//!   interval since the last charge stays that one cgroup's, charged at
+//!   the first switch to another css_set or at a read. (This holds only
+//!   while `slots` is at the version of the last charge.) (bperf attaches to the
 //!   `cgroup-switches` software event instead, raised only when the perf
 //!   cgroup changes; measured here with it: 1-3 % too much CPU time. A
 //!   program on a sampling event runs from its overflow handler, which the
