@@ -73,6 +73,10 @@ struct task_struct {
 
 // Set by the loader: counters opened on the CPU with the most of them.
 volatile const __u32 nr_events = 0;
+// Set by the loader when it had the kernel's BTF, so the offset of
+// task_struct's `cgroups` below is the running kernel's (without BTF the
+// loader leaves CO-RE offsets as compiled): else every switch is charged.
+volatile const __u32 same_css_skip = 0;
 
 #define EVENTS(k)                                                                                  \
 	struct {                                                                                   \
@@ -320,7 +324,7 @@ int on_switch(struct bpf_raw_tracepoint_args *ctx)
 	// bumps the version after, so what the walk found is not used past this
 	// run.
 	__u64 ver = *version;
-	int known = prev && next && l->version == ver &&
+	int known = same_css_skip && prev && next && l->version == ver &&
 		    !bpf_probe_read_kernel(&a, sizeof(a), &prev->cgroups) &&
 		    !bpf_probe_read_kernel(&b, sizeof(b), &next->cgroups) && a && b;
 	if (known && a == b)
