@@ -15,6 +15,12 @@
 # the switches cost them, without the time other processes took from that
 # CPU meanwhile) and by the wall clock.
 #
+# PINGPONG_SAME=1 puts both processes in the one cgroup a: every switch is
+# then within one cgroup (one css_set), which the bpf program does not
+# charge (the interval stays that cgroup's until a switch to another
+# css_set or a read); without it every switch crosses two cgroups, the
+# program's worst case (it reads every counter at each).
+#
 # kernel.bpf_stats_enabled is OFF (0) during these rounds: the statistics add
 # two clock reads to every run of the program. The program's own mean run
 # time comes from separate rounds with it ON (run_time_ns / run_cnt of the
@@ -34,6 +40,7 @@ trips=${3:-50000}
 rounds=${4:-10}
 backends=${5:-bpf perf}
 cpu=${PINGPONG_CPU:-0}
+same=${PINGPONG_SAME:-0}
 root=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
 [[ -n $root ]] || { echo "no cgroup2 mount" >&2; exit 1; }
 top=pe-bpf-bench-$$
@@ -50,12 +57,14 @@ stats0=$(cat /proc/sys/kernel/bpf_stats_enabled)
 trap 'cleanup; echo "$stats0" >/proc/sys/kernel/bpf_stats_enabled' EXIT
 echo 0 >/proc/sys/kernel/bpf_stats_enabled
 mkdir "$dir" "$dir/a" "$dir/b"
+other=$dir/b
+[[ $same == 1 ]] && other=$dir/a
 
 # ns per switch, "CPU-time wall-clock": the medians of 3 runs.
 measure() {
   local runs=()
   for _ in 1 2 3; do
-    runs+=("$(taskset -c "$cpu" python3 scripts/pingpong.py "$dir/a" "$dir/b" "$trips")")
+    runs+=("$(taskset -c "$cpu" python3 scripts/pingpong.py "$dir/a" "$other" "$trips")")
   done
   local cpu_ns wall_ns
   cpu_ns=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f2 | sort -g | sed -n 2p)
@@ -102,7 +111,7 @@ stop() {
   pid=
 }
 
-echo "cpus=$(nproc) kernel=$(uname -r) cpu=$cpu round_trips=$trips rounds=$rounds"
+echo "cpus=$(nproc) kernel=$(uname -r) cpu=$cpu round_trips=$trips rounds=$rounds same_cgroup=$same"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 made=2
 for n in $counts; do

@@ -246,6 +246,144 @@ fn bpf_context_switches_agree_with_a_ping_pong() {
     common::cgroup::assert_own_switches(ours, reported);
 }
 
+/// [`ping_pong`] with both processes pinned to `cpu`: every hand-off is a
+/// switch between two tasks of one cgroup.
+fn pinned_ping_pong(n: u32, cpu: u32) -> String {
+    format!(
+        "import os\nos.sched_setaffinity(0,{{{cpu}}})\n{}",
+        ping_pong(n)
+    )
+}
+
+/// Two cgroups, each a ping-pong of two processes, all four pinned to one
+/// CPU: most switches stay within a cgroup's css_set, where the program
+/// charges nothing until the next switch to another css_set (or a read),
+/// and the rest cross between the two. Each cgroup's CPU time agrees with
+/// its cpu.stat and its switches with the workload's own count (nothing
+/// lost, nothing landing on the other cgroup), and their selected parent
+/// got exactly their sum.
+#[test]
+fn bpf_switches_within_one_cgroup_lose_nothing() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "within");
+    let (a, b) = (rel(&tree, "a"), rel(&tree, "b"));
+    let parent = tree.top.file_name().unwrap().to_string_lossy().to_string();
+    let d = Listed::new(&tree);
+    d.set(vec![parent.clone(), a.clone(), b.clone()]);
+    let mut e = engine(Which::Bpf(64), &d);
+    let dirs = [d.root.join(&a), d.root.join(&b)];
+    let stat0 = usages(&[&dirs[0], &dirs[1]]);
+    let before = e.collect();
+    let workloads = [
+        Python::start(&dirs[0], &pinned_ping_pong(20000, 0)),
+        Python::start(&dirs[1], &pinned_ping_pong(20000, 0)),
+    ];
+    let reported: Vec<f64> = workloads
+        .into_iter()
+        .map(|w| {
+            w.output()
+                .trim()
+                .parse()
+                .expect("python printed its switches")
+        })
+        .collect();
+    // Both have exited: their cgroups are empty, cpu.stat is final.
+    let after = e.collect();
+    let stat1 = usages(&[&dirs[0], &dirs[1]]);
+    let mut sums = [0.0; 2];
+    for (i, c) in [&a, &b].into_iter().enumerate() {
+        let stat = stat1[i] - stat0[i];
+        let cpu = delta(&before, &after, "perf_cgroup_cpu_clock_seconds_total", c);
+        let sw = delta(&before, &after, "perf_cgroup_context_switches_total", c);
+        eprintln!(
+            "{c}: cpu clock {cpu:.4} s (cpu.stat {stat:.4} s), switches {sw} (own {})",
+            reported[i]
+        );
+        assert!(
+            (cpu - stat).abs() <= 0.02 * stat + 0.003,
+            "{c}: cpu clock {cpu} s vs cpu.stat {stat} s"
+        );
+        assert!(reported[i] >= 20000.0);
+        common::cgroup::assert_own_switches(sw, reported[i]);
+        sums[0] += cpu;
+        sums[1] += sw;
+    }
+    let p_cpu = delta(
+        &before,
+        &after,
+        "perf_cgroup_cpu_clock_seconds_total",
+        &parent,
+    );
+    let p_sw = delta(
+        &before,
+        &after,
+        "perf_cgroup_context_switches_total",
+        &parent,
+    );
+    eprintln!("parent: cpu clock {p_cpu:.6} s, switches {p_sw}; children's sums {sums:?}");
+    assert!((p_cpu - sums[0]).abs() <= 1e-6, "{p_cpu} vs {}", sums[0]);
+    assert!(
+        (p_sw - sums[1]).abs() <= 1e-6 * p_sw.max(1.0),
+        "{p_sw} vs {}",
+        sums[1]
+    );
+}
+
+/// A ping-pong between two processes in the cgroups `a` and `b` (both
+/// pinned to `cpu`): every hand-off is a switch between two cgroups.
+fn cross_ping_pong(a: &Path, b: &Path, n: u32, cpu: u32) -> String {
+    format!(
+        "import os,resource\nos.sched_setaffinity(0,{{{cpu}}})\nn={n}\nr,w=os.pipe()\nc,d=os.pipe()\npid=os.fork()\nif pid==0:\n open('{}/cgroup.procs','w').write(str(os.getpid()))\n os.write(d,b'r')\n for i in range(n):\n  os.read(r,1); os.write(d,b'x')\n os._exit(0)\nopen('{}/cgroup.procs','w').write(str(os.getpid()))\nos.read(c,1)\nfor i in range(n):\n os.write(w,b'x'); os.read(c,1)\nos.waitpid(pid,0)\nu=resource.getrusage(resource.RUSAGE_SELF)\nk=resource.getrusage(resource.RUSAGE_CHILDREN)\nprint(u.ru_nvcsw+u.ru_nivcsw+k.ru_nvcsw+k.ru_nivcsw, flush=True)\n",
+        b.display(),
+        a.display()
+    )
+}
+
+/// Switches between two cgroups with the same owners: a selected parent
+/// whose two unselected children ping-pong with each other, next to two
+/// unselected cgroups ping-ponging, all on one CPU. The parent's CPU time
+/// agrees with its cpu.stat and its switches with the workload's own count;
+/// an unselected cgroup is never charged to it. (The check that found a
+/// program skipping such switches charging 5-17 % too much.)
+#[test]
+fn bpf_switches_between_cgroups_with_the_same_owners_lose_nothing() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "owners");
+    let p = rel(&tree, "pod");
+    let (x, y) = (rel(&tree, "pod/x"), rel(&tree, "pod/y"));
+    let (u, v) = (rel(&tree, "u"), rel(&tree, "v"));
+    let d = Listed::new(&tree);
+    d.set(vec![p.clone()]);
+    let mut e = engine(Which::Bpf(64), &d);
+    let dir = |r: &str| d.root.join(r);
+    let stat0 = usage_usec(&dir(&p)) as f64 * 1e-6;
+    let before = e.collect();
+    let workloads = [
+        Python::start(&dir(&p), &cross_ping_pong(&dir(&x), &dir(&y), 20000, 0)),
+        Python::start(&dir(&u), &cross_ping_pong(&dir(&u), &dir(&v), 20000, 0)),
+    ];
+    let reported: Vec<f64> = workloads
+        .into_iter()
+        .map(|w| {
+            w.output()
+                .trim()
+                .parse()
+                .expect("python printed its switches")
+        })
+        .collect();
+    let after = e.collect();
+    let stat = usage_usec(&dir(&p)) as f64 * 1e-6 - stat0;
+    let cpu = delta(&before, &after, "perf_cgroup_cpu_clock_seconds_total", &p);
+    let sw = delta(&before, &after, "perf_cgroup_context_switches_total", &p);
+    eprintln!("{p}: cpu clock {cpu:.4} s (cpu.stat {stat:.4} s), switches {sw} (own {reported:?})");
+    assert!(
+        (cpu - stat).abs() <= 0.02 * stat + 0.003,
+        "{p}: cpu clock {cpu} s vs cpu.stat {stat} s"
+    );
+    assert!(reported[0] >= 20000.0);
+    common::cgroup::assert_own_switches(sw, reported[0]);
+}
+
 #[test]
 fn bpf_and_perf_backends_agree_within_two_percent() {
     let _s = serial();
