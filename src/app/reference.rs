@@ -248,6 +248,8 @@ fn count_on(
         simulate: true,
         simulate_read_delay: None,
         simulate_refuse: Vec::new(),
+            simulate_guest_rate: Vec::new(),
+            self_test: false,
         simulate_open_delay: None,
         config_file: None,
         aggregate_cpus: false,
