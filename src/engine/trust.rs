@@ -244,6 +244,31 @@ impl Engine {
         }
     }
 
+    /// The judgement of one collection alone, for the benchmark of what
+    /// the checks cost per scrape (`benches/hot_path.rs`): every open
+    /// member judged over a one-second window (its count moved), the
+    /// series' verdicts, the plausibility step and the state families, as
+    /// a collection makes them after its reads. Returns the state
+    /// families' series. Not for use outside benchmarks: it moves the
+    /// stall detection's memory.
+    #[doc(hidden)]
+    pub fn judge_states_alone(&mut self) -> usize {
+        const WINDOW: u64 = 1_000_000_000;
+        let mut groups = std::mem::take(&mut self.groups);
+        for g in &mut groups {
+            for m in &mut g.members {
+                let raw = m.last_raw.wrapping_add(1);
+                judge(&mut self.series, m, WINDOW, WINDOW, Some(raw));
+            }
+        }
+        self.groups = groups;
+        self.plausibility();
+        self.finish_states();
+        let mut families = Vec::new();
+        self.state_families(&mut families);
+        families.iter().map(|f| f.samples.len()).sum()
+    }
+
     /// Each counter series' state at the last collection, by metric name
     /// and labels (for tests and the landing page).
     pub fn counter_states(&self) -> Vec<(String, Labels, CounterState, f64)> {
