@@ -934,6 +934,39 @@ fn a_cgroup_group_that_never_runs_has_no_values_and_says_why() {
     assert!(text.contains("perf_cgroup_counter_state{metric=\"perf_cgroup_cpu_cycles_total\",cgroup=\"app/a\",state=\"never_ran\"} 1"), "{text}");
 }
 
+/// Issue 27: a per-cgroup cycles or instructions counter that runs (the
+/// cgroup's tasks ran, its group was on the PMU) while its count stands
+/// still for 3 collections in a row is `stalled`, as node-level ones
+/// are; one that need not move (branch instructions) is not judged so;
+/// it counts again when the count moves.
+#[test]
+fn a_cgroup_counter_that_runs_without_counting_is_stalled() {
+    const CYC: &str = "perf_cgroup_cpu_cycles_total";
+    const INS: &str = "perf_cgroup_instructions_total";
+    const BR: &str = "perf_cgroup_branch_instructions_total";
+    let mut r = rig("intel-skx", CORE3, &["core"], false, None, &["app/a"]);
+    r.e.collect();
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    assert_eq!(state_of(&s, CYC), None, "counting");
+    r.k.set_stalled("cpu", true);
+    for n in 1..=3 {
+        r.k.advance(SEC);
+        let s = r.e.collect();
+        let want = (n == 3).then(|| "stalled".to_string());
+        assert_eq!(state_of(&s, CYC), want, "collection {n}");
+        assert_eq!(state_of(&s, INS), want, "collection {n}");
+        assert_eq!(state_of(&s, BR), None, "collection {n}");
+    }
+    let s = r.e.collect();
+    let st = format!("{{metric=\"{CYC}\",state=\"stalled\"}}");
+    assert_eq!(value(&s, "perf_cgroup_counter_states", &st), Some(1.0));
+    r.k.set_stalled("cpu", false);
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    assert_eq!(state_of(&s, CYC), None, "counting again");
+}
+
 /// A per-cgroup group that counted, then lost its counters (another
 /// user takes all but one), keeps its total, flagged `never_ran`, and
 /// counts again when they come back.

@@ -189,7 +189,7 @@ const GROUP_RUNNING: FamilyDef = FamilyDef {
 const COUNTER_STATES: FamilyDef = FamilyDef {
     name: "perf_cgroup_counter_states",
     kind: Kind::Gauge,
-    help: "How many of a per-cgroup metric's series (cgroups, and CPUs where per_cpu) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), never_ran (the cgroup ran but its group was never on the PMU: no value was measured; a series never measured has no value at all); stalled and implausible are not judged per cgroup (always 0). A series whose cgroup has not run since its counters opened has no state yet.",
+    help: "How many of a per-cgroup metric's series (cgroups, and CPUs where per_cpu) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), never_ran (the cgroup ran but its group was never on the PMU: no value was measured; a series never measured has no value at all), stalled (cycles or instructions on the PMU while the cgroup ran, yet not moving for 3 collections in a row); implausible is not judged per cgroup (always 0). A series whose cgroup has not run since its counters opened has no state yet.",
     labels: &["metric", "state"],
 };
 

@@ -28,6 +28,9 @@ pub(super) struct CgMember {
     pub(super) counter: Counter,
     /// High-water mark of the scaled estimate (raw units).
     pub(super) high: f64,
+    /// Its stall detection's memory (`stalled`: it runs, its count does
+    /// not move).
+    pub(super) stall: crate::engine::trust::Stall,
 }
 
 #[derive(Debug)]
@@ -226,7 +229,11 @@ impl PerfBackend {
         for (metric, attr, _) in &gp.members {
             let leader = members.first().map(|m| &m.counter);
             match self.kernel.open_in_cgroup(attr, cg, gp.cpu, leader) {
-                Ok(counter) => members.push(CgMember { counter, high: 0.0 }),
+                Ok(counter) => members.push(CgMember {
+                    counter,
+                    high: 0.0,
+                    stall: Default::default(),
+                }),
                 Err(e) if vanishing(e.errno) && !cg.dir.is_dir() => {
                     return Err(Unopenable::Gone(e.errno))
                 }

@@ -8,7 +8,7 @@ use super::{
     RUNNING_RATIO,
 };
 use crate::cgroup::Cgroup;
-use crate::engine::trust::{ratio_labels, state_labels, Window};
+use crate::engine::trust::{ratio_labels, state_labels, Stall, Window};
 use crate::problem::CounterState;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use std::collections::BTreeMap;
@@ -135,6 +135,25 @@ impl Series {
             *v += crate::engine::monotonic_delta(high, raw as f64 * factor) * scale;
             *h = true;
             *m |= run > 0;
+        }
+    }
+
+    /// Judges slot `k`'s counter for a stall (after [`add`](Self::add)
+    /// of its window): `stall` is that counter's memory, `must_move`
+    /// whether it is one that must move while its cgroup runs
+    /// ([`crate::engine::trust::must_move`]).
+    pub(super) fn judge_stall(
+        &mut self,
+        k: usize,
+        stall: &mut Stall,
+        must_move: bool,
+        (d_en, d_run): (u64, u64),
+        raw: Option<u64>,
+    ) {
+        if stall.state(must_move, d_en, d_run, raw) == Some(CounterState::Stalled) {
+            if let Some(w) = self.windows.get_mut(k) {
+                w.raise(CounterState::Stalled);
+            }
         }
     }
 
