@@ -90,6 +90,8 @@ pub struct BpfBackend {
     charge_errors: u64,
     /// Per k, the last read of one cgroup's slot (per possible CPU).
     buf: Vec<Vec<Charged>>,
+    /// Which count each metric is, for plausibility (`plausible.rs`).
+    roles: Vec<Option<crate::problem::plausible::Count>>,
 }
 
 impl BpfBackend {
@@ -119,7 +121,9 @@ impl BpfBackend {
         // Twice the cgroups: a released slot rests one sync before reuse.
         let max_slots = u32::try_from(max_cgroups.saturating_mul(2).max(2)).unwrap_or(u32::MAX);
         let bpf = BpfCounter::load(max_slots, per_cpu_events as u32)?;
+        let roles = super::plausible::roles(&p.plan, p.metrics.len());
         let mut b = BpfBackend {
+            roles,
             kernel,
             bpf,
             metrics: p.metrics,
@@ -286,6 +290,7 @@ impl BpfBackend {
                     t.s.judge_stall(k, st, sl.must_move, d, Some(v.counter));
                 }
             }
+            t.s.flag_implausible(&self.roles, ncols);
             t.s.finish_states();
         }
     }
@@ -364,6 +369,15 @@ impl CgroupBackend for BpfBackend {
 
     fn read(&mut self) {
         self.read_all();
+    }
+
+    fn judge_usage(
+        &mut self,
+        usage: &crate::cgroup::rank::Usage,
+        max: Option<(f64, crate::problem::plausible::FreqSource)>,
+    ) {
+        let series = self.tracked.iter_mut().map(|(r, t)| (r, &mut t.s));
+        super::plausible::judge_each(series, usage, &self.roles, self.cols.len(), max);
     }
 
     /// The program walks [`MAX_LEVELS`] levels and charges a task to at

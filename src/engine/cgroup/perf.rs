@@ -97,6 +97,8 @@ pub struct PerfBackend {
     /// Per-sync issues (gone, fd budget), replaced at every sync.
     sync_issues: Vec<CgroupIssue>,
     pub(super) buf: GroupReading,
+    /// Which count each metric is, for plausibility (`plausible.rs`).
+    pub(super) roles: Vec<Option<crate::problem::plausible::Count>>,
 }
 
 impl PerfBackend {
@@ -132,6 +134,7 @@ impl PerfBackend {
         fd_budget: Option<usize>,
     ) -> Self {
         let p = super::plan::plan(res, sets, per_cpu);
+        let roles = super::plausible::roles(&p.plan, p.metrics.len());
         PerfBackend {
             kernel,
             metrics: p.metrics,
@@ -145,6 +148,7 @@ impl PerfBackend {
             issues: p.issues,
             sync_issues: Vec::new(),
             buf: GroupReading::default(),
+            roles,
         }
     }
 
@@ -373,6 +377,15 @@ impl CgroupBackend for PerfBackend {
 
     fn read(&mut self) {
         self.read_all();
+    }
+
+    fn judge_usage(
+        &mut self,
+        usage: &crate::cgroup::rank::Usage,
+        max: Option<(f64, crate::problem::plausible::FreqSource)>,
+    ) {
+        let series = self.tracked.iter_mut().map(|(r, t)| (r, &mut t.s));
+        super::plausible::judge_each(series, usage, &self.roles, self.cpus.len(), max);
     }
 
     fn families(&self, out: &mut Vec<crate::snapshot::Family>) {

@@ -55,6 +55,7 @@ impl PerfBackend {
                     t.s.judge_stall(i, &mut m.stall, must, (d_en, d_run), raw);
                 }
             }
+            t.s.flag_implausible(&self.roles, ncols);
             t.s.finish_states();
             debug_assert_eq!(t.s.times.len(), nsets * ncols);
         }

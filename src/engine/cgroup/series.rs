@@ -41,6 +41,8 @@ pub(super) struct Series {
     pub(super) windows: Vec<Window>,
     pub(super) trust: Vec<Option<(CounterState, f64)>>,
     pub(super) measured: Vec<bool>,
+    /// Its plausibility against its `cpu.stat` time (`plausible.rs`).
+    pub(super) check: super::plausible::CgCheck,
 }
 
 /// The labels of a cgroup's series: `cgroup`, or its Kubernetes labels.
@@ -90,6 +92,7 @@ impl Series {
             windows: vec![Window::default(); nmetrics * ncols],
             trust: vec![None; nmetrics * ncols],
             measured: vec![false; nmetrics * ncols],
+            check: Default::default(),
         }
     }
 
