@@ -171,9 +171,7 @@ async fn start(
         Some(web::bind(&web.listen, &path).await?)
     };
     // Before the engine's groups open, so they do not compete for counters.
-    let self_test = src
-        .host
-        .self_test(Some(p.kernel.as_ref()), &p.loaded.table);
+    let self_test = src.host.self_test(Some(p.kernel.as_ref()), &p.loaded.table);
     let mut engine = open_engine(
         p.kernel.clone(),
         p.loaded.table.clone(),

@@ -587,7 +587,9 @@ fn parse_guest_rate(s: &str) -> Result<(String, f64), String> {
         .ok_or_else(|| format!("`{s}` is not PMU=RATE"))?;
     match r.parse::<f64>() {
         Ok(rate) if rate.is_finite() && rate >= 0.0 => Ok((pmu.to_string(), rate)),
-        _ => Err(format!("`{r}` is not a rate (events per second, 0 or more)")),
+        _ => Err(format!(
+            "`{r}` is not a rate (events per second, 0 or more)"
+        )),
     }
 }
 

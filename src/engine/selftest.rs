@@ -475,7 +475,10 @@ mod tests {
             busy_ns: 2_000_000,
         };
         let max = MaxFreq::Known(3.0e9, FreqSource::Cpufreq);
-        assert!(matches!(judge("cpu", 0, good, Some(&max)), Outcome::Passed(_)));
+        assert!(matches!(
+            judge("cpu", 0, good, Some(&max)),
+            Outcome::Passed(_)
+        ));
         let code = |c: Counts| match judge("cpu", 0, c, Some(&max)) {
             Outcome::Failed(p) => p.to_string(),
             o => format!("{o:?}"),
@@ -501,7 +504,16 @@ mod tests {
         assert!(fast.contains("more than 3.00 GHz"), "{fast}");
         // An unknown maximum frequency is not judged against.
         assert!(matches!(
-            judge("cpu", 0, Counts { cycles: 2.0e7, instructions: 2.0e7, ..good }, None),
+            judge(
+                "cpu",
+                0,
+                Counts {
+                    cycles: 2.0e7,
+                    instructions: 2.0e7,
+                    ..good
+                },
+                None
+            ),
             Outcome::Passed(_)
         ));
         // An IPC no core retires.

@@ -1100,7 +1100,13 @@ fn check_runs_the_self_test_through_the_simulated_kernel() {
             "    what to do: do not take PMU cpu's counts on this host as measurements: on a VM the hypervisor's virtual PMU does not count what the guest runs (give the VM a working virtual PMU: KVM/QEMU `-cpu host,pmu=on`, a bare-metal or full-host instance type); compare with `perf stat -e instructions:u,cycles:u` of a busy loop, and report it with the CPU model and hypervisor",
         ]
     );
-    let v = json(&[&["check", "--json", "--simulate", "--path.sysfs", skx][..], &guest].concat());
+    let v = json(
+        &[
+            &["check", "--json", "--simulate", "--path.sysfs", skx][..],
+            &guest,
+        ]
+        .concat(),
+    );
     assert_eq!(
         v["self_test"],
         serde_json::json!([{

@@ -39,9 +39,9 @@ pub use choice::{BackendChoice, BackendKind, BpfUnavailable, Why};
 pub use perf::PerfBackend;
 
 use crate::cgroup::rank::Usage;
-use crate::problem::plausible::FreqSource;
 use crate::cgroup::{CgroupError, Selection, Selector};
 pub use crate::problem::cgroup::{CgroupIssue, SetGap};
+use crate::problem::plausible::FreqSource;
 use crate::problem::{log_reason, LogFields};
 use crate::snapshot::{Family, FamilyDef, Kind, Sample};
 use std::fmt;

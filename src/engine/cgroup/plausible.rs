@@ -25,9 +25,7 @@
 //! one pass over the counted cgroups' series at those collections.
 
 use super::series::Series;
-use crate::problem::plausible::{
-    Count, FreqSource, MIN_BUSY_SECONDS, NEAR_ZERO_PER_SECOND,
-};
+use crate::problem::plausible::{Count, FreqSource, MIN_BUSY_SECONDS, NEAR_ZERO_PER_SECOND};
 
 /// The running share below which a cycles estimate is not compared with
 /// the upper bound (as node-level).
