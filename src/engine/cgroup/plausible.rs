@@ -31,15 +31,6 @@ use crate::problem::plausible::{Count, FreqSource, MIN_BUSY_SECONDS, NEAR_ZERO_P
 /// the upper bound (as node-level).
 const MIN_RUNNING_SHARE: f64 = 0.5;
 
-/// One cgroup's plausibility state.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct CgCheck {
-    /// At the last reading: `usage_usec`, cycles and instructions.
-    mark: Option<(u64, f64, f64)>,
-    /// Whether the last check found it implausible.
-    pub(crate) implausible: bool,
-}
-
 /// Which count each metric is (per metric index): the generic cycles
 /// and instructions counting every privilege level.
 pub(crate) fn roles(plan: &[super::plan::GroupPlan], nmetrics: usize) -> Vec<Option<Count>> {

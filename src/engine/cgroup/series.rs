@@ -42,7 +42,16 @@ pub(super) struct Series {
     pub(super) trust: Vec<Option<(CounterState, f64)>>,
     pub(super) measured: Vec<bool>,
     /// Its plausibility against its `cpu.stat` time (`plausible.rs`).
-    pub(super) check: super::plausible::CgCheck,
+    pub(super) check: CgCheck,
+}
+
+/// One cgroup's plausibility state (judged in `plausible.rs`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct CgCheck {
+    /// At the last reading: `usage_usec`, cycles and instructions.
+    pub(super) mark: Option<(u64, f64, f64)>,
+    /// Whether the last check found it implausible.
+    pub(super) implausible: bool,
 }
 
 /// The labels of a cgroup's series: `cgroup`, or its Kubernetes labels.
