@@ -14,7 +14,12 @@
 //!   `_with_detail`: the same plus the per-CPU detail of the summed sets
 //!   that the live view's and `/api/v1/snapshot`'s collections build (a
 //!   scrape's collection does not: the difference is what a scrape no
-//!   longer pays).
+//!   longer pays);
+//! * `counter_states`: the counter states' and plausibility's judgement
+//!   of one collection alone (issue 27: every counter's window judged,
+//!   the series' verdicts, the plausibility step, the state families),
+//!   without the reads, on the same 512-CPU tree, with plausibility
+//!   checks on: what the checks cost per scrape.
 //!
 //! The live view's frames have their own benchmark (`benches/live_frame.rs`).
 //!
@@ -169,8 +174,25 @@ fn bench_collect(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_states(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    sysfs_gen::generate(tmp.path(), sysfs_gen::SHAPE_512).expect("generate 512-CPU tree");
+    let (k, mut e) = sim_engine(tmp.path());
+    e.check_plausibility(std::path::PathBuf::from("/proc"));
+    e.collect();
+    let mut g = c.benchmark_group("counter_states");
+    g.bench_function("skx_512cpu_judgement", |b| {
+        b.iter(|| {
+            k.advance(1_000_000_000);
+            black_box(e.judge_states_alone());
+        })
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    bench_states,
     bench_parse,
     bench_scale,
     bench_encode,

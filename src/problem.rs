@@ -336,6 +336,17 @@ pub enum Problem {
         /// The uncore PMU.
         pmu: String,
     },
+    /// The start-up self-test (`--collector.self-test`): a core PMU's
+    /// counters did not count a calibrated loop as it ran on one CPU (the
+    /// guest PMU that counts 395 instructions per second on a busy CPU).
+    SelfTestFailed {
+        /// The core PMU.
+        pmu: String,
+        /// The CPU the loop ran on.
+        cpu: u32,
+        /// Which bound the counts broke, with the numbers.
+        detail: String,
+    },
 }
 
 impl Problem {
@@ -365,6 +376,7 @@ impl Problem {
             Problem::CgroupBeyondReach { .. } => "cgroup_beyond_reach",
             Problem::CgroupWalkTooDeep { .. } => "cgroup_walk_too_deep",
             Problem::UncoreInCgroupSet { .. } => "uncore_per_cgroup",
+            Problem::SelfTestFailed { .. } => "self_test_failed",
         }
     }
 
@@ -393,6 +405,7 @@ impl Problem {
         "no_cpu_encoding",
         "cgroup_beyond_reach",
         "cgroup_walk_too_deep",
+        "self_test_failed",
     ];
 
     /// Expected absence or failure.
@@ -425,7 +438,8 @@ impl Problem {
             | Problem::CgroupOverLimit { .. }
             | Problem::CgroupGone { .. }
             | Problem::CgroupBeyondReach { .. }
-            | Problem::CgroupWalkTooDeep { .. } => "",
+            | Problem::CgroupWalkTooDeep { .. }
+            | Problem::SelfTestFailed { .. } => "",
             Problem::Seccomp { open, .. } | Problem::Refused { open, .. } => &open.event,
             Problem::Privilege(o)
             | Problem::FdLimit(o)
@@ -443,7 +457,8 @@ impl Problem {
             | Problem::NoCpuEncoding { pmu, .. }
             | Problem::Unschedulable { pmu, .. }
             | Problem::GroupTooLarge { pmu, .. }
-            | Problem::UncoreInCgroupSet { pmu, .. } => Some(pmu),
+            | Problem::UncoreInCgroupSet { pmu, .. }
+            | Problem::SelfTestFailed { pmu, .. } => Some(pmu),
             _ => self.open().map(|o| o.pmu.as_str()),
         }
     }
@@ -506,6 +521,7 @@ impl Problem {
             Problem::UncoreInCgroupSet { set, .. } => format!("remove `{set}` from `cgroups.sets`: it stays counted per socket; count per cgroup only core, cache and software sets"),
             Problem::CgroupWalkTooDeep { max_depth, .. } => format!("spell out the levels below it in a glob of `cgroups.paths` (`a/*/*/b`, or `a/deep/**` from a literal prefix closer to them): a `**` is followed {max_depth} levels below the root, which bounds a hostile tree"),
             Problem::CgroupBeyondReach { .. } => "count it with `cgroups.backend: perf`, or select a shallower ancestor instead (a cgroup's counts include its descendants'), or fewer nested cgroups above it".into(),
+            Problem::SelfTestFailed { pmu, .. } => format!("do not take PMU {pmu}'s counts on this host as measurements: on a VM the hypervisor's virtual PMU does not count what the guest runs (give the VM a working virtual PMU: KVM/QEMU `-cpu host,pmu=on`, a bare-metal or full-host instance type); compare with `perf stat -e instructions:u,cycles:u` of a busy loop, and report it with the CPU model and hypervisor"),
         }
     }
 
@@ -704,6 +720,10 @@ impl fmt::Display for Problem {
             Problem::UncoreInCgroupSet { set, event, pmu } => write!(
                 f,
                 "set `{set}` named in cgroups.sets has {event} on the uncore PMU {pmu}: uncore counters count for the whole socket and cannot be attributed to a cgroup"
+            ),
+            Problem::SelfTestFailed { pmu, cpu, detail } => write!(
+                f,
+                "the self-test's calibrated loop on CPU {cpu} was not counted as it ran by PMU {pmu}: {detail}"
             ),
         }
     }

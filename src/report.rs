@@ -21,6 +21,7 @@ mod budget;
 mod cgroups;
 pub mod counters;
 mod identity;
+pub mod selftest;
 pub use budget::{BudgetFamily, CheckBudget};
 pub use cgroups::{backend_line, cgroup_rows, CgroupRow, CheckBackend, CheckCgroups};
 pub use identity::CheckIdentity;
@@ -267,6 +268,13 @@ pub struct CheckReport {
     /// The measurements `counters` shows (for the text).
     #[serde(skip)]
     pub budgets: Vec<crate::engine::PmuCounters>,
+    /// The start-up self-test per core PMU (`--collector.self-test`;
+    /// absent without it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub self_test: Vec<selftest::CheckSelfTest>,
+    /// The verdicts `self_test` shows (for the text).
+    #[serde(skip)]
+    pub self_tests: Vec<crate::engine::selftest::SelfTest>,
     /// The cgroups a `cgroups:` section selects (absent without one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroups: Option<CheckCgroups>,
@@ -330,6 +338,8 @@ impl CheckReport {
             refusal: nothing_to_count(Counting::Resolved(r), None),
             counters: Vec::new(),
             budgets: Vec::new(),
+            self_test: Vec::new(),
+            self_tests: Vec::new(),
             cgroups: None,
             budget: None,
         }
@@ -345,6 +355,13 @@ impl CheckReport {
     pub fn with_counters(mut self, budgets: Vec<crate::engine::PmuCounters>) -> Self {
         self.counters = budgets.iter().map(counters::CheckCounters::of).collect();
         self.budgets = budgets;
+        self
+    }
+
+    /// Adds the start-up self-test's verdicts.
+    pub fn with_self_test(mut self, tests: Vec<crate::engine::selftest::SelfTest>) -> Self {
+        self.self_test = tests.iter().map(selftest::CheckSelfTest::of).collect();
+        self.self_tests = tests;
         self
     }
 
@@ -466,6 +483,7 @@ impl CheckReport {
             }
         }
         s.push_str(&counters::text(&self.budgets));
+        s.push_str(&selftest::text(&self.self_tests));
         // The series budget, then the summary (the last line without cgroups).
         if let Some(b) = &self.budget {
             s.push_str(&b.text());
@@ -827,6 +845,8 @@ mod tests {
             refusal: None,
             counters: Vec::new(),
             budgets: Vec::new(),
+            self_test: Vec::new(),
+            self_tests: Vec::new(),
             cgroups: None,
             budget: None,
         };
@@ -856,6 +876,8 @@ mod tests {
             refusal: None,
             counters: Vec::new(),
             budgets: Vec::new(),
+            self_test: Vec::new(),
+            self_tests: Vec::new(),
             cgroups: None,
             budget: None,
         };

@@ -31,6 +31,12 @@ pub struct HostSettings {
     pub simulate_refuse: Vec<(String, i32)>,
     /// `--simulate.open-delay` (hidden, for tests).
     pub simulate_open_delay: Option<Duration>,
+    /// `--simulate.guest-rate` (hidden, for tests): PMU and the constant
+    /// rate its counters count ([`SimKernel::set_guest_rate`]).
+    pub simulate_guest_rate: Vec<(String, f64)>,
+    /// `--collector.self-test`: run the start-up self-test
+    /// ([`crate::engine::selftest`]).
+    pub self_test: bool,
     /// `--config.file` (None: the embedded default).
     pub config_file: Option<PathBuf>,
     /// `--config.aggregate-cpus`.
@@ -38,6 +44,22 @@ pub struct HostSettings {
 }
 
 impl HostSettings {
+    /// The start-up self-test's verdicts on `kernel` (`--collector.self-test`;
+    /// empty without it, or without a kernel to count on).
+    pub fn self_test(
+        &self,
+        kernel: Option<&dyn Kernel>,
+        table: &PmuTable,
+    ) -> Vec<crate::engine::selftest::SelfTest> {
+        let Some(k) = kernel.filter(|_| self.self_test) else {
+            return Vec::new();
+        };
+        let online = k
+            .online_cpus(&table.sysfs)
+            .unwrap_or_else(|| table.topology.online.clone());
+        crate::engine::selftest::run(k, table, &online, &self.procfs)
+    }
+
     /// What the host tells about its counters (the NMI watchdog, a
     /// virtual PMU), under these roots.
     pub fn facts(&self) -> crate::pmu::virt::HostFacts {
@@ -113,7 +135,8 @@ impl Host {
         };
         let knobs = s.simulate_read_delay.is_some()
             || s.simulate_open_delay.is_some()
-            || !s.simulate_refuse.is_empty();
+            || !s.simulate_refuse.is_empty()
+            || !s.simulate_guest_rate.is_empty();
         if knobs && !s.simulate {
             return Err(AppError::DelayNeedsSimulate);
         }
@@ -131,6 +154,9 @@ impl Host {
             }
             if let Some(d) = s.simulate_open_delay {
                 sim.set_open_delay(d);
+            }
+            for (pmu, rate) in &s.simulate_guest_rate {
+                sim.set_guest_rate(pmu, Some(*rate));
             }
             for (pmu, errno) in &s.simulate_refuse {
                 if pmu == "*" {

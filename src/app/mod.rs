@@ -155,9 +155,8 @@ pub enum AppError {
         /// Why (in the message, printed once).
         err: PmuError,
     },
-    /// `--simulate.read-delay`, `--simulate.open-delay` or
-    /// `--simulate.refuse` without `--simulate`.
-    #[error("--simulate.read-delay, --simulate.open-delay and --simulate.refuse need --simulate")]
+    /// A `--simulate.*` knob without `--simulate`.
+    #[error("--simulate.read-delay, --simulate.open-delay, --simulate.refuse and --simulate.guest-rate need --simulate")]
     DelayNeedsSimulate,
     /// Serving a fixture tree without `--simulate`.
     #[error("--path.sysfs={0} is not the live /sys; to serve a fixture tree, add --simulate")]
@@ -339,6 +338,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             let facts = s.host.facts();
             let h = Host::open_with(&s.host, Some(&facts))?;
             sampling::check_event(cfg.sampling.as_ref(), &h, &s.host)?;
+            let self_test = s.host.self_test(h.kernel.as_deref(), &h.table);
             let probe = h.kernel.as_deref().map(prober);
             let mut res = resolve_config(&cfg, &h.table, &h.ctx, probe.as_ref().map(|p| p as _));
             if h.kernel.is_some() {
@@ -353,7 +353,8 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             let series = budget(&h, &s.host, res.clone(), &budgets);
             let mut r = CheckReport::new(&res)
                 .with_identities(&h.table)
-                .with_counters(budgets);
+                .with_counters(budgets)
+                .with_self_test(self_test);
             if r.refusal.is_none() {
                 r = r.with_states(&counter_states(&h, &s.host, res));
                 r.budget = Some(series);

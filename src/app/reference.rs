@@ -248,6 +248,8 @@ fn count_on(
         simulate: true,
         simulate_read_delay: None,
         simulate_refuse: Vec::new(),
+        simulate_guest_rate: Vec::new(),
+        self_test: false,
         simulate_open_delay: None,
         config_file: None,
         aggregate_cpus: false,
@@ -261,7 +263,13 @@ fn count_on(
     }
     let probe = prober(kernel.as_ref());
     let res = resolve_config(&Config::default_config(), &h.table, &h.ctx, Some(&probe));
+    // The start-up self-test's family, once (it passes on the simulation).
+    let self_test = squeeze.map(|_| {
+        let online = h.table.topology.online.clone();
+        crate::engine::selftest::run(kernel.as_ref(), &h.table, &online, procfs)
+    });
     let mut engine = Engine::for_config(kernel.clone(), h.table, res, Fds::Unbounded);
+    engine.set_self_test(self_test.unwrap_or_default());
     engine.collect();
     kernel.advance(10_000_000_000);
     let fixture = sysfs

@@ -272,6 +272,7 @@ impl Job {
         let totals = e.totals();
         let cg_totals = e.cgroups().map(|c| c.totals());
         let old_problems = e.problems();
+        let self_test = e.self_test().to_vec();
         let sampled = e.set_sampled(None);
         let nothing = Resolution {
             sets: Vec::new(),
@@ -287,6 +288,7 @@ impl Job {
             None => open_engine(self.kernel.clone(), table, res, cgroups, &host.procfs),
         };
         ne.set_host_facts(host.facts());
+        ne.set_self_test(self_test);
         let continued = ne.carry_over(totals);
         if let Err(e) =
             super::cgroups::attach(&mut ne, self.kernel.clone(), cgroups, host, cg_totals)

@@ -30,6 +30,8 @@ fn sources(dir: &Path, limit: Duration) -> Sources {
             simulate: true,
             simulate_read_delay: None,
             simulate_refuse: Vec::new(),
+            simulate_guest_rate: Vec::new(),
+            self_test: false,
             simulate_open_delay: None,
             config_file: Some(cfg),
             aggregate_cpus: false,

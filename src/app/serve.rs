@@ -170,6 +170,8 @@ async fn start(
         let path = format!("{}{}", web.route_prefix, web.telemetry_path);
         Some(web::bind(&web.listen, &path).await?)
     };
+    // Before the engine's groups open, so they do not compete for counters.
+    let self_test = src.host.self_test(Some(p.kernel.as_ref()), &p.loaded.table);
     let mut engine = open_engine(
         p.kernel.clone(),
         p.loaded.table.clone(),
@@ -178,6 +180,7 @@ async fn start(
         &src.host.procfs,
     );
     engine.set_host_facts(src.host.facts());
+    engine.set_self_test(self_test);
     log_engine(&engine, privilege.as_ref());
     let cgroups = p.loaded.cgroups.as_ref();
     super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None)?;

@@ -73,6 +73,18 @@ struct GlobalArgs {
         hide = true
     )]
     simulate_refuse: Vec<(String, i32)>,
+    /// With --simulate: make PMU a fake guest PMU whose counters all count RATE events per second of running time, whatever the event (the guest that reports 395 instructions per second on a busy CPU). For tests of the self-test.
+    #[arg(
+        long = "simulate.guest-rate",
+        global = true,
+        value_name = "PMU=RATE",
+        value_parser = parse_guest_rate,
+        hide = true
+    )]
+    simulate_guest_rate: Vec<(String, f64)>,
+    /// At start-up, check each core PMU's counters with a calibrated loop on one CPU (instructions and cycles must move by what it ran; catches a virtual PMU that counts next to nothing): a few milliseconds, once. Its verdict is logged, shown by `check` and on the landing page, and exported as perf_self_test_passed.
+    #[arg(long = "collector.self-test", global = true)]
+    self_test: bool,
     /// With --simulate: make every simulated perf_event_open take this long, e.g. 10ms (a slow build of the counters: scrapes are served while a reload opens its counters). For tests.
     #[arg(
         long = "simulate.open-delay",
@@ -445,6 +457,8 @@ impl Args {
             simulate_read_delay,
             simulate_refuse: g.simulate_refuse,
             simulate_open_delay: g.simulate_open_delay,
+            simulate_guest_rate: g.simulate_guest_rate,
+            self_test: g.self_test,
             config_file: g.config_file,
             aggregate_cpus: g.aggregate_cpus,
         };
@@ -564,6 +578,19 @@ fn parse_refuse(s: &str) -> Result<(String, i32), String> {
         })?,
     };
     Ok((pmu.to_string(), errno))
+}
+
+/// `PMU=RATE` of `--simulate.guest-rate`.
+fn parse_guest_rate(s: &str) -> Result<(String, f64), String> {
+    let (pmu, r) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not PMU=RATE"))?;
+    match r.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate >= 0.0 => Ok((pmu.to_string(), rate)),
+        _ => Err(format!(
+            "`{r}` is not a rate (events per second, 0 or more)"
+        )),
+    }
 }
 
 impl ServeArgs {

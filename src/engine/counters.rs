@@ -218,7 +218,7 @@ fn measure_free(kernel: &dyn Kernel, attr: &EventAttr, cpu: u32) -> Result<(usiz
 }
 
 /// The CPU a core PMU is measured on: its first online CPU.
-fn cpu_of(pmu: &crate::pmu::Pmu, online: &[u32]) -> Option<u32> {
+pub(super) fn cpu_of(pmu: &crate::pmu::Pmu, online: &[u32]) -> Option<u32> {
     match &pmu.scope {
         Scope::Cpus(c) | Scope::Cpumask(c) => c.iter().copied().find(|c| online.contains(c)),
         _ => online.first().copied(),

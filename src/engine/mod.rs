@@ -119,6 +119,7 @@ mod plausible;
 mod read;
 mod runtime;
 pub mod sample;
+pub mod selftest;
 mod series;
 mod times;
 mod totals;
@@ -300,6 +301,8 @@ pub struct Engine {
     counters: counters::Budgets,
     /// Plausibility checks (`plausible.rs`), once asked for.
     plausible: Option<plausible::Checker>,
+    /// The start-up self-test's verdicts (`selftest.rs`), when it ran.
+    self_test: Vec<selftest::SelfTest>,
     /// Groups opened but not yet enabled (an engine built beside a
     /// running one: [`Opening::disabled`]); `None` once groups
     /// are enabled as they open.
@@ -386,6 +389,7 @@ impl Engine {
             state_count_labels: Vec::new(),
             counters: counters::Budgets::default(),
             plausible: None,
+            self_test: Vec::new(),
             disabled: disabled.then(Vec::new),
             detail_builds: std::sync::atomic::AtomicU64::new(0),
         };
@@ -470,6 +474,18 @@ impl Engine {
         if let Some(p) = self.budget_probe() {
             self.set_budget(p.run());
         }
+    }
+
+    /// Exports the start-up self-test's verdicts
+    /// ([`selftest::run`]: `perf_self_test_passed`, the landing page); a
+    /// reload hands them to the new engine.
+    pub fn set_self_test(&mut self, t: Vec<selftest::SelfTest>) {
+        self.self_test = t;
+    }
+
+    /// The start-up self-test's verdicts (empty: it did not run).
+    pub fn self_test(&self) -> &[selftest::SelfTest] {
+        &self.self_test
     }
 
     /// The core PMUs' counter budget at the last measurement.

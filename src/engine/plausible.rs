@@ -46,7 +46,8 @@ use super::Engine;
 use crate::perf::Kernel;
 use crate::pmu::cpuclock::{CpuTime, MaxFreq};
 use crate::problem::plausible::{
-    retire_width, Count, Implausible, IPC_MARGIN, MIN_BUSY_SECONDS, NEAR_ZERO_PER_SECOND,
+    retire_width, Count, FreqSource, Implausible, IPC_MARGIN, MIN_BUSY_SECONDS,
+    NEAR_ZERO_PER_SECOND,
 };
 use crate::problem::{log_reason, LogFields};
 use std::path::PathBuf;
@@ -254,6 +255,17 @@ fn judge_ipc(cycles: &Seen, instr: &Seen, pmu: &str) -> Option<Implausible> {
     })
 }
 
+/// The highest known maximum frequency of the CPUs, with its source
+/// (the per-cgroup cycles bound: a cgroup runs on any of them).
+fn highest(max: Option<&[(u32, MaxFreq)]>) -> Option<(f64, FreqSource)> {
+    max?.iter()
+        .filter_map(|(_, m)| match m {
+            MaxFreq::Known(hz, s) => Some((*hz, *s)),
+            MaxFreq::Unknown(_) => None,
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
 impl Checker {
     fn new(procfs: PathBuf) -> Self {
         Checker {
@@ -379,6 +391,9 @@ impl Engine {
                 tracing::info!(reason = %why, "cycles not checked against a maximum frequency");
             }
             c.max = Some(max);
+        }
+        if let Some(cg) = self.cgroups.as_mut() {
+            cg.set_max_freq(highest(c.max.as_deref()));
         }
         std::mem::swap(&mut c.prev, &mut c.cur);
         match b.times {
@@ -507,7 +522,6 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::plausible::FreqSource;
     use crate::problem::CounterState;
 
     /// Which state a verdict leaves a counter in.

@@ -196,6 +196,7 @@ impl Engine {
         families.push(self.unavailable_info());
         self.state_families(&mut families);
         self.counters.families(&mut families);
+        families.extend(super::selftest::family(&self.self_test));
         self.times.families(|c| self.is_online(c), &mut families);
         self.cgroup_families(&mut families);
         if let Some(s) = &self.sampled {

@@ -83,6 +83,15 @@ impl Window {
         }
     }
 
+    /// Raises a judged window's state to `state` when that is worse (a
+    /// window nothing judged keeps its last state): a per-cgroup counter
+    /// found `stalled`.
+    pub(crate) fn raise(&mut self, state: CounterState) {
+        if self.judged > 0 {
+            self.worst = self.worst.max(state);
+        }
+    }
+
     /// The worst state of the windows added so far (`None`: none judged).
     pub(crate) fn worst(&self) -> Option<CounterState> {
         (self.judged > 0).then_some(self.worst)
@@ -159,7 +168,7 @@ fn event_term(spec: &str) -> &str {
 /// `instructions`, `inst_retired`). Nothing else is judged: software
 /// events, tracepoints, uncore and other hardware events may legitimately
 /// not move.
-pub(super) fn role(table: &PmuTable, attr: &EventAttr) -> Option<Count> {
+pub(crate) fn role(table: &PmuTable, attr: &EventAttr) -> Option<Count> {
     if attr.type_ == crate::sys::abi::TYPE_HARDWARE {
         return match attr.config[0] & 0xffff_ffff {
             0 => Some(Count::Cycles),
@@ -180,6 +189,55 @@ pub(super) fn role(table: &PmuTable, attr: &EventAttr) -> Option<Count> {
     }
 }
 
+/// What stall detection remembers of one counter: its last raw count and
+/// how many windows in a row it ran without that count moving.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Stall {
+    pub(crate) last_raw: u64,
+    pub(crate) unmoved: u32,
+}
+
+impl Stall {
+    /// The state of one counter's window from its group's times
+    /// (`None`: its enabled time did not move, nothing to judge), and
+    /// `stalled` when it must move (`must_move`: cycles or instructions)
+    /// and ran for [`STALL_COLLECTIONS`] windows in a row without its
+    /// count `raw` moving. Node-level members and per-cgroup ones
+    /// (`engine::cgroup`) alike.
+    pub(crate) fn state(
+        &mut self,
+        must_move: bool,
+        d_enabled: u64,
+        d_running: u64,
+        raw: Option<u64>,
+    ) -> Option<CounterState> {
+        let mut state = CounterState::of_window(d_enabled, d_running)?;
+        if must_move && d_running > 0 {
+            if let Some(raw) = raw {
+                self.unmoved = if raw == self.last_raw {
+                    self.unmoved.saturating_add(1)
+                } else {
+                    0
+                };
+                self.last_raw = raw;
+            }
+            if self.unmoved >= STALL_COLLECTIONS {
+                state = state.max(CounterState::Stalled);
+            }
+        }
+        Some(state)
+    }
+}
+
+/// Whether a per-cgroup counter must move whenever its cgroup runs (so
+/// it is `stalled` when it does not): the generic hardware cycles and
+/// instructions (`PERF_TYPE_HARDWARE` ids 0 and 1, whatever the extended
+/// type), which is how a config's `cycles` and `instructions` open. Two
+/// comparisons: cheap enough per counter and collection.
+pub(crate) fn must_move(attr: &EventAttr) -> bool {
+    attr.type_ == crate::sys::abi::TYPE_HARDWARE && attr.config[0] & 0xffff_ffff <= 1
+}
+
 /// Judges one member over its group's window and adds the verdict to its
 /// series' window. `raw` is its count (`None`: the read did not have it).
 pub(super) fn judge(
@@ -189,22 +247,15 @@ pub(super) fn judge(
     d_running: u64,
     raw: Option<u64>,
 ) {
-    let Some(mut state) = CounterState::of_window(d_enabled, d_running) else {
+    let mut stall = Stall {
+        last_raw: m.last_raw,
+        unmoved: m.unmoved,
+    };
+    let state = stall.state(m.role.is_some(), d_enabled, d_running, raw);
+    (m.last_raw, m.unmoved) = (stall.last_raw, stall.unmoved);
+    let Some(state) = state else {
         return;
     };
-    if m.role.is_some() && d_running > 0 {
-        if let Some(raw) = raw {
-            m.unmoved = if raw == m.last_raw {
-                m.unmoved.saturating_add(1)
-            } else {
-                0
-            };
-            m.last_raw = raw;
-        }
-        if m.unmoved >= STALL_COLLECTIONS {
-            state = state.max(CounterState::Stalled);
-        }
-    }
     if let Some(w) = series.get_mut(m.series).map(|s| &mut s.window) {
         w.add(d_enabled, d_running, state);
     }
@@ -242,6 +293,31 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The judgement of one collection alone, for the benchmark of what
+    /// the checks cost per scrape (`benches/hot_path.rs`): every open
+    /// member judged over a one-second window (its count moved), the
+    /// series' verdicts, the plausibility step and the state families, as
+    /// a collection makes them after its reads. Returns the state
+    /// families' series. Not for use outside benchmarks: it moves the
+    /// stall detection's memory.
+    #[doc(hidden)]
+    pub fn judge_states_alone(&mut self) -> usize {
+        const WINDOW: u64 = 1_000_000_000;
+        let mut groups = std::mem::take(&mut self.groups);
+        for g in &mut groups {
+            for m in &mut g.members {
+                let raw = m.last_raw.wrapping_add(1);
+                judge(&mut self.series, m, WINDOW, WINDOW, Some(raw));
+            }
+        }
+        self.groups = groups;
+        self.plausibility();
+        self.finish_states();
+        let mut families = Vec::new();
+        self.state_families(&mut families);
+        families.iter().map(|f| f.samples.len()).sum()
     }
 
     /// Each counter series' state at the last collection, by metric name

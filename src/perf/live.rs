@@ -41,6 +41,7 @@ impl Kernel for LiveKernel {
     /// with `PERF_FLAG_PID_CGROUP`.
     fn sys_open(&self, attr: &EventAttr, at: OpenAt<'_>) -> Result<Counter, i32> {
         let (pid, flags) = match at.cgroup {
+            None if at.thread => (0, 0),
             None => (-1, 0),
             Some(cg) => match &cg.inner {
                 CgroupInner::Live(dir) => (
@@ -70,7 +71,8 @@ impl Kernel for LiveKernel {
         let cpu = i32::try_from(at.cpu).map_err(|_| libc::EINVAL)?;
         // SAFETY: `a` is a fully initialised perf_event_attr whose `size`
         // matches the struct the kernel reads; the pointer is valid for
-        // the duration of the call. pid=-1 with a CPU counts system-wide;
+        // the duration of the call. pid=-1 with a CPU counts system-wide,
+        // pid=0 the calling thread;
         // with PERF_FLAG_PID_CGROUP, pid is an open cgroup directory fd
         // that the caller keeps open across the call.
         let fd = unsafe {
@@ -99,6 +101,26 @@ impl Kernel for LiveKernel {
             inner: CounterInner::Live(owned),
             id,
         })
+    }
+
+    /// `sched_setaffinity(0, {cpu})`: the calling thread only.
+    fn pin_thread(&self, cpu: u32) -> Result<(), i32> {
+        let cpu = usize::try_from(cpu).map_err(|_| libc::EINVAL)?;
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `cpu` is below CPU_SETSIZE (checked above), so CPU_SET
+        // writes inside `set`.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+        // SAFETY: the pointer is to a live, initialised cpu_set_t of the
+        // size passed; pid 0 is the calling thread.
+        let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+        if r < 0 {
+            return Err(errno());
+        }
+        Ok(())
     }
 
     fn sys_enable(&self, leader: &Counter) -> Result<(), i32> {

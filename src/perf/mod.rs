@@ -247,9 +247,10 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// Where a counter opens: on `cpu`, system-wide (`cgroup = None`) or only
-/// while tasks of `cgroup` run there, as a new group leader (`group =
-/// None`) or as a member of `group`.
+/// Where a counter opens: on `cpu`, system-wide (`cgroup = None`), only
+/// while tasks of `cgroup` run there, or only while the calling thread
+/// runs there (`thread`: the start-up self-test), as a new group leader
+/// (`group = None`) or as a member of `group`.
 #[derive(Debug, Clone, Copy)]
 pub struct OpenAt<'a> {
     /// The CPU.
@@ -258,6 +259,8 @@ pub struct OpenAt<'a> {
     pub cgroup: Option<&'a CgroupHandle>,
     /// The group to join.
     pub group: Option<&'a Counter>,
+    /// Counts the calling thread only (`pid = 0`).
+    pub thread: bool,
 }
 
 impl<'a> OpenAt<'a> {
@@ -267,6 +270,17 @@ impl<'a> OpenAt<'a> {
             cpu,
             cgroup: None,
             group,
+            thread: false,
+        }
+    }
+
+    /// On `cpu` while the calling thread runs there (`pid = 0`).
+    pub fn this_thread(cpu: u32, group: Option<&'a Counter>) -> Self {
+        OpenAt {
+            cpu,
+            cgroup: None,
+            group,
+            thread: true,
         }
     }
 
@@ -276,6 +290,7 @@ impl<'a> OpenAt<'a> {
             cpu,
             cgroup: Some(cgroup),
             group,
+            thread: false,
         }
     }
 }
@@ -352,6 +367,33 @@ pub trait Kernel: Send + Sync + fmt::Debug {
     ) -> Result<Counter, PerfError> {
         self.sys_open(attr, OpenAt::system_wide(cpu, group))
             .map_err(|e| PerfError::new("open", attr, cpu, e))
+    }
+
+    /// Like [`open`](Self::open), but counting only the calling thread
+    /// while it runs on `cpu` (`pid = 0`): the start-up self-test.
+    fn open_thread(
+        &self,
+        attr: &EventAttr,
+        cpu: u32,
+        group: Option<&Counter>,
+    ) -> Result<Counter, PerfError> {
+        self.sys_open(attr, OpenAt::this_thread(cpu, group))
+            .map_err(|e| PerfError::new("open", attr, cpu, e))
+    }
+
+    /// Pins the calling thread to `cpu` (`sched_setaffinity`), for the
+    /// self-test's spin loop. The default refuses with EOPNOTSUPP.
+    fn pin_thread(&self, cpu: u32) -> Result<(), i32> {
+        let _ = cpu;
+        Err(libc::EOPNOTSUPP)
+    }
+
+    /// Tells the kernel the calling thread just ran the self-test's
+    /// loop, about `instructions` user-space instructions: the live
+    /// kernel counted them itself (nothing to do); the simulation moves
+    /// its clock by the time its CPU takes to run them.
+    fn thread_ran(&self, instructions: u64) {
+        let _ = instructions;
     }
 
     /// Opens a cgroup's directory (`O_RDONLY | O_DIRECTORY | O_CLOEXEC`)

@@ -236,6 +236,11 @@ impl Problem {
                 cgroup: "<cgroup>".into(),
                 max_depth: 32,
             },
+            Problem::SelfTestFailed {
+                pmu: pmu(),
+                cpu: 0,
+                detail: "<which bound the counts broke>".into(),
+            },
         ]
     }
 
@@ -265,6 +270,7 @@ impl Problem {
             Problem::CgroupBeyondReach { .. } => "the cgroup is nested deeper than the counting backend reaches",
             Problem::CgroupWalkTooDeep { .. } => "a `**` glob stops at its depth bound; deeper cgroups are not matched",
             Problem::UncoreInCgroupSet { .. } => "a set of `cgroups.sets` has uncore events, which cannot be attributed to a cgroup",
+            Problem::SelfTestFailed { .. } => "the start-up self-test's calibrated loop was not counted as it ran: the PMU's counts are not measurements",
         }
     }
 }

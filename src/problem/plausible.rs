@@ -83,7 +83,9 @@ impl FreqSource {
         }
     }
 
-    fn as_str(self) -> &'static str {
+    /// Where it came from, in words (`cpufreq cpuinfo_max_freq`, `TSC
+    /// rate`).
+    pub fn as_str(self) -> &'static str {
         match self {
             FreqSource::Cpufreq => "cpufreq cpuinfo_max_freq",
             FreqSource::Tsc => "TSC rate",

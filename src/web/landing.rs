@@ -121,9 +121,10 @@ pub(super) fn landing(state: &State) -> String {
         ));
     }
     let cgroups = format!(
-        "{}{}{}",
+        "{}{}{}{}",
         states_section(&e.metric_states()),
         counters_section(e.counter_budgets()),
+        self_test_section(e.self_test()),
         e.cgroups().map(cgroup_section).unwrap_or_default()
     );
     let causes = causes(&e);
@@ -230,6 +231,34 @@ fn counters_section(budgets: &[crate::engine::PmuCounters]) -> String {
     format!(
         "<a id=\"counters\"></a><h2>Counter budget</h2>\n<p>General-purpose counters of each core PMU free for one group, measured at start-up and at most every 5 minutes; a set larger than them is split (and multiplexes).</p>\n\
 <table><thead><tr><th>PMU</th><th>CPU</th><th>Free</th><th>Total</th><th>Who holds the others / what to do</th></tr></thead><tbody>\n{rows}</tbody></table>\n"
+    )
+}
+
+/// The start-up self-test (`--collector.self-test`) per core PMU:
+/// passed, failed (why and what to do) or skipped (nothing when it did
+/// not run).
+fn self_test_section(tests: &[crate::engine::selftest::SelfTest]) -> String {
+    use crate::engine::selftest::Outcome;
+    if tests.is_empty() {
+        return String::new();
+    }
+    let mut rows = String::new();
+    for t in tests {
+        let todo = match &t.outcome {
+            Outcome::Failed(p) => p.what_to_do(),
+            _ => String::new(),
+        };
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            esc(&t.pmu),
+            t.result(),
+            esc(&t.summary()),
+            esc(&todo)
+        ));
+    }
+    format!(
+        "<a id=\"self-test\"></a><h2>Self-test</h2>\n<p>At start-up, a calibrated loop on one CPU of each core PMU: its instructions and cycles must move by what it ran.</p>\n\
+<table><thead><tr><th>PMU</th><th>result</th><th>what it found</th><th>what to do</th></tr></thead><tbody>\n{rows}</tbody></table>\n"
     )
 }
 

@@ -1064,3 +1064,78 @@ fn without_privilege_stat_and_top_say_so() {
         );
     }
 }
+
+/// Issue 27: `--collector.self-test` runs a calibrated loop counted
+/// through the simulated kernel's counters for its thread: it passes on
+/// the default simulated PMU, fails on a fake guest PMU that counts 395
+/// events per second (`--simulate.guest-rate`), and is skipped where
+/// there are no hardware counters. Without the flag, `check` says nothing
+/// of it.
+#[test]
+fn check_runs_the_self_test_through_the_simulated_kernel() {
+    let skx = fixture("intel-skx");
+    let skx = skx.to_str().expect("utf-8");
+    let check = |more: &[&str]| {
+        let o = run(&[&["check", "--simulate", "--path.sysfs", skx][..], more].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("self-test: "))
+            .take_while(|l| !l.starts_with("series budget: "))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(lines(&check(&[])), Vec::<String>::new());
+    assert_eq!(
+        lines(&check(&["--collector.self-test"])),
+        ["self-test: cpu: passed on CPU 0 (3000000 iterations: 13500000 instructions, 9000000 cycles in 6.000 ms)"]
+    );
+    let guest = ["--collector.self-test", "--simulate.guest-rate", "cpu=395"];
+    assert_eq!(
+        lines(&check(&guest)),
+        [
+            "self-test: cpu: failed on CPU 0: the self-test's calibrated loop on CPU 0 was not counted as it ran by PMU cpu: 2 instructions counted for 3000000 iterations of a loop of at least 3 instructions each, expected at least 4500000",
+            "    what to do: do not take PMU cpu's counts on this host as measurements: on a VM the hypervisor's virtual PMU does not count what the guest runs (give the VM a working virtual PMU: KVM/QEMU `-cpu host,pmu=on`, a bare-metal or full-host instance type); compare with `perf stat -e instructions:u,cycles:u` of a busy loop, and report it with the CPU model and hypervisor",
+        ]
+    );
+    let v = json(
+        &[
+            &["check", "--json", "--simulate", "--path.sysfs", skx][..],
+            &guest,
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        v["self_test"],
+        serde_json::json!([{
+            "pmu": "cpu",
+            "cpu": 0,
+            "result": "failed",
+            "iterations": 3000000,
+            "instructions": null,
+            "cycles": null,
+            "problem": "self_test_failed",
+            "reason": "the self-test's calibrated loop on CPU 0 was not counted as it ran by PMU cpu: 2 instructions counted for 3000000 iterations of a loop of at least 3 instructions each, expected at least 4500000",
+            "what_to_do": "do not take PMU cpu's counts on this host as measurements: on a VM the hypervisor's virtual PMU does not count what the guest runs (give the VM a working virtual PMU: KVM/QEMU `-cpu host,pmu=on`, a bare-metal or full-host instance type); compare with `perf stat -e instructions:u,cycles:u` of a busy loop, and report it with the CPU model and hypervisor",
+        }])
+    );
+    let no_pmu = fixture("vm-no-pmu");
+    let v = json(&[
+        "check",
+        "--json",
+        "--simulate",
+        "--path.sysfs",
+        no_pmu.to_str().expect("utf-8"),
+        "--collector.self-test",
+    ]);
+    assert_eq!(v["self_test"][0]["result"], "skipped");
+    assert_eq!(
+        v["self_test"][0]["reason"],
+        "no hardware counters (no core PMU)"
+    );
+    // Without the flag the JSON has no `self_test` (the goldens stand).
+    let v = json(&["check", "--json", "--simulate", "--path.sysfs", skx]);
+    assert_eq!(v.get("self_test"), None);
+}

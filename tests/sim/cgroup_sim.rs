@@ -7,6 +7,7 @@
 use crate::common;
 use crate::engines::{engine_on, table, SEC};
 
+use perf_exporter::cgroup::rank::Usage;
 use perf_exporter::cgroup::{Cgroup, CgroupError, Kind as CgKind, Selection};
 use perf_exporter::engine::cgroup::{
     CgroupCounting, CgroupIssue, CgroupTotals, Discovery, PerfBackend, SetGap,
@@ -37,9 +38,17 @@ fn cg(root: &Path, rel: &str) -> Cgroup {
 
 /// A discovery the test steers.
 #[derive(Debug, Clone, Default)]
-struct Steered(Arc<Mutex<Selection>>);
+struct Steered(Arc<Mutex<Selection>>, Arc<Mutex<Option<Usage>>>);
 
 impl Steered {
+    /// The `cpu.stat` reading the next collection takes: `usage_usec` of
+    /// `rel`.
+    fn usage_at(&self, rel: &str, usec: u64) {
+        *self.1.lock().unwrap() = Some(Usage {
+            usec: vec![(rel.to_string(), usec)],
+        });
+    }
+
     fn set(&self, root: &Path, rels: &[&str]) {
         self.0.lock().unwrap().counted = rels.iter().map(|r| cg(root, r)).collect();
     }
@@ -48,6 +57,10 @@ impl Steered {
 impl Discovery for Steered {
     fn poll(&mut self) -> Result<Option<Selection>, CgroupError> {
         Ok(Some(self.0.lock().unwrap().clone()))
+    }
+
+    fn usage(&mut self) -> Option<Usage> {
+        self.1.lock().unwrap().take()
     }
 }
 
@@ -932,6 +945,95 @@ fn a_cgroup_group_that_never_runs_has_no_values_and_says_why() {
     prometheus::encode_text(&r.e.collect().families, &mut text);
     assert!(!text.contains("perf_cgroup_cpu_cycles_total{"), "{text}");
     assert!(text.contains("perf_cgroup_counter_state{metric=\"perf_cgroup_cpu_cycles_total\",cgroup=\"app/a\",state=\"never_ran\"} 1"), "{text}");
+}
+
+/// Issue 27: a per-cgroup cycles or instructions counter that runs (the
+/// cgroup's tasks ran, its group was on the PMU) while its count stands
+/// still for 3 collections in a row is `stalled`, as node-level ones
+/// are; one that need not move (branch instructions) is not judged so;
+/// it counts again when the count moves.
+#[test]
+fn a_cgroup_counter_that_runs_without_counting_is_stalled() {
+    const CYC: &str = "perf_cgroup_cpu_cycles_total";
+    const INS: &str = "perf_cgroup_instructions_total";
+    const BR: &str = "perf_cgroup_branch_instructions_total";
+    let mut r = rig("intel-skx", CORE3, &["core"], false, None, &["app/a"]);
+    r.e.collect();
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    assert_eq!(state_of(&s, CYC), None, "counting");
+    r.k.set_stalled("cpu", true);
+    for n in 1..=3 {
+        r.k.advance(SEC);
+        let s = r.e.collect();
+        let want = (n == 3).then(|| "stalled".to_string());
+        assert_eq!(state_of(&s, CYC), want, "collection {n}");
+        assert_eq!(state_of(&s, INS), want, "collection {n}");
+        assert_eq!(state_of(&s, BR), None, "collection {n}");
+    }
+    let s = r.e.collect();
+    let st = format!("{{metric=\"{CYC}\",state=\"stalled\"}}");
+    assert_eq!(value(&s, "perf_cgroup_counter_states", &st), Some(1.0));
+    r.k.set_stalled("cpu", false);
+    r.k.advance(SEC);
+    let s = r.e.collect();
+    assert_eq!(state_of(&s, CYC), None, "counting again");
+}
+
+/// Issue 27: a cgroup's cycles and instructions are judged against its
+/// own CPU time (the `cpu.stat` readings per-cgroup counting takes every
+/// `rank_interval`): plausible at the simulated 2 GHz; more cycles per
+/// second of CPU time than the 3 GHz maximum × 1.25 is `implausible`
+/// from the next collection, and so are instructions near zero while the
+/// cgroup was busy (a fake guest PMU); branch instructions are not
+/// judged; a plausible window clears it.
+#[test]
+fn a_cgroup_counting_what_its_cpu_time_cannot_produce_is_implausible() {
+    const CYC: &str = "perf_cgroup_cpu_cycles_total";
+    const INS: &str = "perf_cgroup_instructions_total";
+    const BR: &str = "perf_cgroup_branch_instructions_total";
+    let mut r = rig("intel-skx", CORE3, &["core"], false, None, &["app/a"]);
+    r.e.check_plausibility("/nonexistent/proc".into());
+    let cycles = |s: &Snapshot| value(s, CYC, "{cgroup=\"app/a\"}").expect(CYC);
+    let step = |r: &mut Rig, usec: Option<u64>| {
+        if let Some(u) = usec {
+            r.d.usage_at("app/a", u);
+        }
+        r.k.advance(10 * SEC);
+        let s = r.e.collect();
+        // The node-level check reads the maximum frequency (3 GHz).
+        r.e.run_upkeep();
+        s
+    };
+    step(&mut r, Some(0));
+    // The cycles of a reading's window: two collections, as the 20 s
+    // counted since the groups opened.
+    let c20 = cycles(&step(&mut r, None));
+    assert!(c20 > 0.0);
+    // 2 GHz over the cgroup's CPU time: plausible.
+    let mut usec = (c20 / 2.0e9 * 1e6) as u64;
+    let s = step(&mut r, Some(usec));
+    assert_eq!(state_of(&s, CYC), None);
+    let s = step(&mut r, None);
+    assert_eq!(state_of(&s, CYC), None, "plausible at 2 GHz");
+    // 6 GHz over the next reading's window.
+    usec += (c20 / 6.0e9 * 1e6) as u64;
+    step(&mut r, Some(usec));
+    let s = step(&mut r, None);
+    assert_eq!(state_of(&s, CYC).as_deref(), Some("implausible"));
+    assert_eq!(state_of(&s, INS).as_deref(), Some("implausible"));
+    assert_eq!(state_of(&s, BR), None);
+    // Plausible again; then a fake guest PMU: 395 per second while the
+    // cgroup used 5 s of CPU.
+    usec += (c20 / 2.0e9 * 1e6) as u64;
+    step(&mut r, Some(usec));
+    r.k.set_guest_rate("cpu", Some(395.0));
+    let s = step(&mut r, None);
+    assert_eq!(state_of(&s, CYC), None, "plausible again");
+    usec += 5_000_000;
+    step(&mut r, Some(usec));
+    let s = step(&mut r, None);
+    assert_eq!(state_of(&s, INS).as_deref(), Some("implausible"));
 }
 
 /// A per-cgroup group that counted, then lost its counters (another

@@ -46,6 +46,9 @@ struct Slot {
     /// The k of its group's leader on its CPU (whose times scale it).
     leader_k: u32,
     col: usize,
+    /// Whether it must move while its cgroup runs
+    /// ([`crate::engine::trust::must_move`]).
+    must_move: bool,
 }
 
 /// One counted cgroup.
@@ -58,6 +61,8 @@ struct Tracked {
     /// estimate and the last enabled and running times.
     high: Vec<f64>,
     last: Vec<(u64, u64)>,
+    /// Per counter: its stall detection's memory.
+    stall: Vec<crate::engine::trust::Stall>,
 }
 
 /// The `bpf` backend. See the [module docs](self).
@@ -85,6 +90,8 @@ pub struct BpfBackend {
     charge_errors: u64,
     /// Per k, the last read of one cgroup's slot (per possible CPU).
     buf: Vec<Vec<Charged>>,
+    /// Which count each metric is, for plausibility (`plausible.rs`).
+    roles: Vec<Option<crate::problem::plausible::Count>>,
 }
 
 impl BpfBackend {
@@ -114,7 +121,9 @@ impl BpfBackend {
         // Twice the cgroups: a released slot rests one sync before reuse.
         let max_slots = u32::try_from(max_cgroups.saturating_mul(2).max(2)).unwrap_or(u32::MAX);
         let bpf = BpfCounter::load(max_slots, per_cpu_events as u32)?;
+        let roles = super::plausible::roles(&p.plan, p.metrics.len());
         let mut b = BpfBackend {
+            roles,
             kernel,
             bpf,
             metrics: p.metrics,
@@ -158,7 +167,7 @@ impl BpfBackend {
             };
             let leader_k = k;
             leaders |= 1u32.checked_shl(k).unwrap_or(0);
-            for (i, (c, (metric, _, scale))) in members.iter().zip(&gp.members).enumerate() {
+            for (i, (c, (metric, attr, scale))) in members.iter().zip(&gp.members).enumerate() {
                 if k >= MAX_EVENTS {
                     break;
                 }
@@ -170,6 +179,7 @@ impl BpfBackend {
                     scale: *scale,
                     leads: (i == 0).then_some(gp.set),
                     leader_k,
+                    must_move: crate::engine::trust::must_move(attr),
                     col: if self.per_cpu {
                         self.cols.iter().position(|&x| x == cpu).unwrap_or(0)
                     } else {
@@ -276,7 +286,11 @@ impl BpfBackend {
                 let k = sl.metric * ncols + sl.col;
                 let cum = (v.enabled, v.running);
                 t.s.add(k, d, cum, Some(v.counter), &mut t.high[i], sl.scale);
+                if let Some(st) = t.stall.get_mut(i) {
+                    t.s.judge_stall(k, st, sl.must_move, d, Some(v.counter));
+                }
             }
+            t.s.flag_implausible(&self.roles, ncols);
             t.s.finish_states();
         }
     }
@@ -346,6 +360,7 @@ impl CgroupBackend for BpfBackend {
                     s: Series::new(cg, self.metrics.len(), &self.sets, &self.cols, self.per_cpu),
                     high: vec![0.0; n],
                     last: vec![(0, 0); n],
+                    stall: vec![Default::default(); n],
                 },
             );
         }
@@ -354,6 +369,15 @@ impl CgroupBackend for BpfBackend {
 
     fn read(&mut self) {
         self.read_all();
+    }
+
+    fn judge_usage(
+        &mut self,
+        usage: &crate::cgroup::rank::Usage,
+        max: Option<(f64, crate::problem::plausible::FreqSource)>,
+    ) {
+        let series = self.tracked.iter_mut().map(|(r, t)| (r, &mut t.s));
+        super::plausible::judge_each(series, usage, &self.roles, self.cols.len(), max);
     }
 
     /// The program walks [`MAX_LEVELS`] levels and charges a task to at
@@ -422,6 +446,7 @@ impl CgroupBackend for BpfBackend {
             if t.high.len() != n {
                 t.high = vec![0.0; n];
                 t.last = vec![(0, 0); n];
+                t.stall = vec![Default::default(); n];
             }
         }
     }

@@ -30,6 +30,7 @@ pub mod choice;
 mod gaps;
 mod perf;
 mod plan;
+mod plausible;
 mod read;
 mod series;
 
@@ -40,6 +41,7 @@ pub use perf::PerfBackend;
 use crate::cgroup::rank::Usage;
 use crate::cgroup::{CgroupError, Selection, Selector};
 pub use crate::problem::cgroup::{CgroupIssue, SetGap};
+use crate::problem::plausible::FreqSource;
 use crate::problem::{log_reason, LogFields};
 use crate::snapshot::{Family, FamilyDef, Kind, Sample};
 use std::fmt;
@@ -99,6 +101,14 @@ pub trait CgroupBackend: Send + fmt::Debug {
     /// The online CPUs changed (hotplug). The default does nothing.
     fn cpus_changed(&mut self, online: &[u32]) {
         let _ = online;
+    }
+    /// Judges each counted cgroup's cycles and instructions against its
+    /// `cpu.stat` reading in `usage`, made at the start of the collection
+    /// that just read the counters (`plausible.rs`); `max` is the node
+    /// CPUs' highest maximum frequency, when known. The default judges
+    /// nothing.
+    fn judge_usage(&mut self, usage: &Usage, max: Option<(f64, FreqSource)>) {
+        let _ = (usage, max);
     }
     /// The accumulated counts, for a reload.
     fn totals(&self) -> CgroupTotals;
@@ -189,7 +199,7 @@ const GROUP_RUNNING: FamilyDef = FamilyDef {
 const COUNTER_STATES: FamilyDef = FamilyDef {
     name: "perf_cgroup_counter_states",
     kind: Kind::Gauge,
-    help: "How many of a per-cgroup metric's series (cgroups, and CPUs where per_cpu) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), never_ran (the cgroup ran but its group was never on the PMU: no value was measured; a series never measured has no value at all); stalled and implausible are not judged per cgroup (always 0). A series whose cgroup has not run since its counters opened has no state yet.",
+    help: "How many of a per-cgroup metric's series (cgroups, and CPUs where per_cpu) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), never_ran (the cgroup ran but its group was never on the PMU: no value was measured; a series never measured has no value at all), stalled (cycles or instructions on the PMU while the cgroup ran, yet not moving for 3 collections in a row); implausible (cycles or instructions the cgroup's CPU time from cpu.stat cannot produce: above that time × the maximum frequency, or near zero while it was busy; judged at each cpu.stat reading, every cgroups.rank_interval). A series whose cgroup has not run since its counters opened has no state yet.",
     labels: &["metric", "state"],
 };
 
@@ -233,6 +243,11 @@ pub struct CgroupCounting {
     /// `perf_cgroup_cpu_usage_seconds_total` as of the latest `cpu.stat`
     /// read, by counted cgroup path ([`USAGE_FAMILY`]).
     usage: Vec<(String, Sample)>,
+    /// The `cpu.stat` reading of this collection, until the counters read
+    /// after it are judged against it.
+    to_judge: Option<Usage>,
+    /// The node CPUs' highest maximum frequency, once known.
+    max_freq: Option<(f64, FreqSource)>,
 }
 
 /// The family of the counted cgroups' CPU time from `cpu.stat`.
@@ -251,6 +266,8 @@ impl CgroupCounting {
             online: None,
             choice: None,
             usage: Vec::new(),
+            to_judge: None,
+            max_freq: None,
         };
         c.refresh();
         c
@@ -282,6 +299,7 @@ impl CgroupCounting {
             }
         }
         if let Some(u) = self.discovery.usage() {
+            self.to_judge = Some(u.clone());
             self.set_usage(u);
         }
     }
@@ -342,6 +360,15 @@ impl CgroupCounting {
             self.online = Some(online.to_vec());
         }
         self.backend.read();
+        if let Some(u) = self.to_judge.take() {
+            self.backend.judge_usage(&u, self.max_freq);
+        }
+    }
+
+    /// The node CPUs' highest maximum frequency, for the per-cgroup
+    /// cycles bound (the node-level check reads it).
+    pub fn set_max_freq(&mut self, max: Option<(f64, FreqSource)>) {
+        self.max_freq = max;
     }
 
     /// Appends the per-cgroup families.

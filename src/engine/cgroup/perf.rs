@@ -28,6 +28,9 @@ pub(super) struct CgMember {
     pub(super) counter: Counter,
     /// High-water mark of the scaled estimate (raw units).
     pub(super) high: f64,
+    /// Its stall detection's memory (`stalled`: it runs, its count does
+    /// not move).
+    pub(super) stall: crate::engine::trust::Stall,
 }
 
 #[derive(Debug)]
@@ -94,6 +97,8 @@ pub struct PerfBackend {
     /// Per-sync issues (gone, fd budget), replaced at every sync.
     sync_issues: Vec<CgroupIssue>,
     pub(super) buf: GroupReading,
+    /// Which count each metric is, for plausibility (`plausible.rs`).
+    pub(super) roles: Vec<Option<crate::problem::plausible::Count>>,
 }
 
 impl PerfBackend {
@@ -129,6 +134,7 @@ impl PerfBackend {
         fd_budget: Option<usize>,
     ) -> Self {
         let p = super::plan::plan(res, sets, per_cpu);
+        let roles = super::plausible::roles(&p.plan, p.metrics.len());
         PerfBackend {
             kernel,
             metrics: p.metrics,
@@ -142,6 +148,7 @@ impl PerfBackend {
             issues: p.issues,
             sync_issues: Vec::new(),
             buf: GroupReading::default(),
+            roles,
         }
     }
 
@@ -226,7 +233,11 @@ impl PerfBackend {
         for (metric, attr, _) in &gp.members {
             let leader = members.first().map(|m| &m.counter);
             match self.kernel.open_in_cgroup(attr, cg, gp.cpu, leader) {
-                Ok(counter) => members.push(CgMember { counter, high: 0.0 }),
+                Ok(counter) => members.push(CgMember {
+                    counter,
+                    high: 0.0,
+                    stall: Default::default(),
+                }),
                 Err(e) if vanishing(e.errno) && !cg.dir.is_dir() => {
                     return Err(Unopenable::Gone(e.errno))
                 }
@@ -366,6 +377,15 @@ impl CgroupBackend for PerfBackend {
 
     fn read(&mut self) {
         self.read_all();
+    }
+
+    fn judge_usage(
+        &mut self,
+        usage: &crate::cgroup::rank::Usage,
+        max: Option<(f64, crate::problem::plausible::FreqSource)>,
+    ) {
+        let series = self.tracked.iter_mut().map(|(r, t)| (r, &mut t.s));
+        super::plausible::judge_each(series, usage, &self.roles, self.cpus.len(), max);
     }
 
     fn families(&self, out: &mut Vec<crate::snapshot::Family>) {

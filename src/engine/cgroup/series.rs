@@ -8,7 +8,7 @@ use super::{
     RUNNING_RATIO,
 };
 use crate::cgroup::Cgroup;
-use crate::engine::trust::{ratio_labels, state_labels, Window};
+use crate::engine::trust::{ratio_labels, state_labels, Stall, Window};
 use crate::problem::CounterState;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use std::collections::BTreeMap;
@@ -41,6 +41,17 @@ pub(super) struct Series {
     pub(super) windows: Vec<Window>,
     pub(super) trust: Vec<Option<(CounterState, f64)>>,
     pub(super) measured: Vec<bool>,
+    /// Its plausibility against its `cpu.stat` time (`plausible.rs`).
+    pub(super) check: CgCheck,
+}
+
+/// One cgroup's plausibility state (judged in `plausible.rs`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct CgCheck {
+    /// At the last reading: `usage_usec`, cycles and instructions.
+    pub(super) mark: Option<(u64, f64, f64)>,
+    /// Whether the last check found it implausible.
+    pub(super) implausible: bool,
 }
 
 /// The labels of a cgroup's series: `cgroup`, or its Kubernetes labels.
@@ -90,6 +101,7 @@ impl Series {
             windows: vec![Window::default(); nmetrics * ncols],
             trust: vec![None; nmetrics * ncols],
             measured: vec![false; nmetrics * ncols],
+            check: Default::default(),
         }
     }
 
@@ -135,6 +147,25 @@ impl Series {
             *v += crate::engine::monotonic_delta(high, raw as f64 * factor) * scale;
             *h = true;
             *m |= run > 0;
+        }
+    }
+
+    /// Judges slot `k`'s counter for a stall (after [`add`](Self::add)
+    /// of its window): `stall` is that counter's memory, `must_move`
+    /// whether it is one that must move while its cgroup runs
+    /// ([`crate::engine::trust::must_move`]).
+    pub(super) fn judge_stall(
+        &mut self,
+        k: usize,
+        stall: &mut Stall,
+        must_move: bool,
+        (d_en, d_run): (u64, u64),
+        raw: Option<u64>,
+    ) {
+        if stall.state(must_move, d_en, d_run, raw) == Some(CounterState::Stalled) {
+            if let Some(w) = self.windows.get_mut(k) {
+                w.raise(CounterState::Stalled);
+            }
         }
     }
 

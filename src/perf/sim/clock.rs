@@ -7,6 +7,15 @@
 //! counts a tiny constant rate whatever the event
 //! ([`SimKernel::set_guest_rate`]). Cycles beyond the maximum frequency
 //! come from [`SimKernel::set_activity`] above 1.5.
+//!
+//! The start-up self-test's thread ([`Kernel::thread_ran`]): the
+//! simulated CPU runs its loop at [`THREAD_INSTRUCTIONS_PER_SEC`], the
+//! rate its `instructions` count at, so the clock moves by the loop's
+//! instructions over that rate, and the thread's counters (system-wide
+//! ones on its CPU: the thread has the CPU to itself) count what the loop
+//! ran, unless a knob says otherwise ([`SimKernel::set_guest_rate`]).
+//!
+//! [`Kernel::thread_ran`]: crate::perf::Kernel::thread_ran
 
 use super::SimKernel;
 use crate::pmu::cpuclock::{CpuTime, MaxFreq};
@@ -43,7 +52,18 @@ impl CpuClock {
     }
 }
 
+/// The simulated CPUs' instructions per second (the rate
+/// `instructions` count at: 3e9, an IPC of 1.5 at 2e9 cycles per second).
+pub(super) const THREAD_INSTRUCTIONS_PER_SEC: f64 = 3.0e9;
+
 impl SimKernel {
+    /// The calling thread ran `instructions` instructions: the clock
+    /// moves by the time the simulated CPU takes for them.
+    pub(super) fn sim_thread_ran(&self, instructions: u64) {
+        let ns = instructions as f64 / THREAD_INSTRUCTIONS_PER_SEC * 1e9;
+        self.advance(ns as u64);
+    }
+
     /// Makes every CPU busy `share` (clamped to 0..=1) of the time from now
     /// on, as `/proc/stat` would say (default 1: fully busy). The counters'
     /// rates do not change ([`set_activity`](Self::set_activity) does that).

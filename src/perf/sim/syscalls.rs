@@ -115,6 +115,9 @@ impl SimKernel {
 }
 
 impl Kernel for SimKernel {
+    /// A counter of the calling thread ([`OpenAt::this_thread`]) counts
+    /// as a system-wide one on its CPU: the simulated thread has the CPU
+    /// to itself while it runs ([`Kernel::thread_ran`]).
     /// A cgroup counter gets the cgroup's share of each CPU's counts, read
     /// from the fixture tree's `cpu.stat` files when its directory was
     /// opened ([`cgroup`]); a cgroup removed since fails with ENOENT.
@@ -175,6 +178,21 @@ impl Kernel for SimKernel {
             dir: dir.to_path_buf(),
             inner: CgroupInner::Sim(share),
         })
+    }
+
+    /// Any online CPU ([`SimKernel::set_online`]), else EINVAL: the
+    /// simulation does not move real threads.
+    fn pin_thread(&self, cpu: u32) -> Result<(), i32> {
+        if self.state().online.binary_search(&cpu).is_ok() {
+            Ok(())
+        } else {
+            Err(libc::EINVAL)
+        }
+    }
+
+    /// The simulated CPU runs them at its instruction rate (`clock.rs`).
+    fn thread_ran(&self, instructions: u64) {
+        self.sim_thread_ran(instructions);
     }
 
     fn sys_enable(&self, leader: &Counter) -> Result<(), i32> {
