@@ -809,7 +809,8 @@ fn free_counters(check: &Value) -> Option<u64> {
         .as_u64()
 }
 
-/// Scenario 7: PMU health on the real driver (issue 27's proof). `check`
+/// Scenario 7: PMU health on the real driver (issue 27's proof). The
+/// start-up self-test passes, with exact counts. `check`
 /// measures 6 programmable counters free, and 5 while another process
 /// holds one (pinned, CPU-wide). A group of 6, planned while all 6 were
 /// free, never runs once the other user holds one: node-wide its members
@@ -819,6 +820,25 @@ fn free_counters(check: &Value) -> Option<u64> {
 fn pmu_health_budget_drop_and_a_group_that_never_runs() {
     let _g = common::serial();
     let c = boot("neoverse-n1", 1, "health.sh", &[file("health.yaml")]);
+    let st = c.json("self-test");
+    let t = &st["self_test"][0];
+    assert_eq!(
+        (&t["pmu"], &t["result"]),
+        (&Value::from("armv8_pmuv3"), &Value::from("passed")),
+        "the start-up self-test on the real PMUv3 driver: {:#}",
+        st["self_test"]
+    );
+    // Under -icount user cycles equal user instructions; the loop runs at
+    // least 3 instructions per iteration (the test's floor).
+    let (ins, cyc, it) = (
+        t["instructions"].as_f64().unwrap_or(0.0),
+        t["cycles"].as_f64().unwrap_or(0.0),
+        t["iterations"].as_f64().unwrap_or(0.0),
+    );
+    assert!(
+        ins >= 3.0 * it && (cyc - ins).abs() <= 0.01 * ins,
+        "self-test counts on the real driver: {ins} instructions, {cyc} cycles for {it} iterations"
+    );
     let free = c.json("check-free");
     let held = c.json("check-held");
     eprintln!("budget: {} then {}", free["counters"], held["counters"]);
