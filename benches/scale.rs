@@ -1,8 +1,10 @@
 //! The exporter at the scale of a 512-CPU node, on the simulated PMU: a
 //! 512-CPU, 2-socket Intel server tree with 8 memory-controller PMUs per
 //! socket is generated at run time (`support/sysfs_gen.rs`), and the
-//! release binary serves it (`serve --simulate`) with the default config,
-//! per CPU and with `--config.aggregate-cpus` (every set `per_cpu: false`).
+//! release binary serves it (`serve --simulate`) with the default config
+//! (its sets summed per socket or node), with the same config at `per:
+//! cpu` on every set (the per-CPU default the exporter had before issue
+//! 29) and with `--config.aggregate-cpus` (every set `per: node`).
 //! For comparison the same binary also runs on this host's live kernel
 //! with the default config.
 //!
@@ -129,11 +131,14 @@ fn serve_and_scrape_with(
 
 /// Median wall time of a collection and of its text encoding, in-process
 /// on the simulated PMU; and the number of groups (reads per collection).
-fn in_process(root: &Path, aggregate: bool, iters: usize) -> Result<(usize, f64, f64), Error> {
+fn in_process(root: &Path, level: Level, iters: usize) -> Result<(usize, f64, f64), Error> {
     let table = PmuTable::discover(root)?;
     let k = Arc::new(SimKernel::new(table.clone()));
-    let mut cfg = Config::default_config();
-    if aggregate {
+    let mut cfg = match level {
+        Level::PerCpu => Config::parse(&per_cpu_default(), "per-cpu.yaml")?,
+        _ => Config::default_config(),
+    };
+    if level == Level::Node {
         cfg.aggregate_cpus();
     }
     let mut e = Engine::for_config(k, table, &cfg, Fds::Unbounded);
@@ -156,6 +161,29 @@ fn in_process(root: &Path, aggregate: bool, iters: usize) -> Result<(usize, f64,
         quantile(&collect, 0.5),
         quantile(&encode, 0.5),
     ))
+}
+
+/// How the default config's sets are summed in a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// As the embedded default says (socket or node per set).
+    Default,
+    /// Every set `per: cpu`: the per-CPU default before issue 29.
+    PerCpu,
+    /// `--config.aggregate-cpus`: every set `per: node`.
+    Node,
+}
+
+/// The embedded default config with every set at `per: cpu`.
+fn per_cpu_default() -> String {
+    perf_exporter::config::DEFAULT_CONFIG
+        .lines()
+        .map(|l| match l.split_once("per: ") {
+            Some((indent, _)) if indent.trim().is_empty() => format!("{indent}per: cpu"),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// This build against `old`, taking turns on the same 512-CPU tree.
@@ -228,21 +256,29 @@ fn run() -> Result<(), Error> {
         return side_by_side(&args, Path::new(&old), &sysfs, scrapes);
     }
 
+    let per_cpu = tmp.path().join("per-cpu.yaml");
+    std::fs::write(&per_cpu, per_cpu_default())?;
     let mut rows = Vec::new();
-    for (case, aggregate) in [
-        ("512 CPUs (sim), default config", false),
-        ("512 CPUs (sim), --config.aggregate-cpus", true),
+    for (case, level) in [
+        ("512 CPUs (sim), default config", Level::Default),
+        (
+            "512 CPUs (sim), default config with every set per: cpu",
+            Level::PerCpu,
+        ),
+        ("512 CPUs (sim), --config.aggregate-cpus", Level::Node),
     ] {
         let mut a = vec![
             "--simulate".to_string(),
             "--path.sysfs".into(),
             sysfs.clone(),
         ];
-        if aggregate {
-            a.push("--config.aggregate-cpus".into());
+        match level {
+            Level::Node => a.push("--config.aggregate-cpus".into()),
+            Level::PerCpu => a.extend(["--config.file".into(), per_cpu.display().to_string()]),
+            Level::Default => {}
         }
         let mut m = serve_and_scrape(case, &a, scrapes)?;
-        let (groups, c, e) = in_process(&root, aggregate, scrapes.min(200))?;
+        let (groups, c, e) = in_process(&root, level, scrapes.min(200))?;
         m.groups = Some(groups);
         m.collect_wall = Some(c);
         m.encode_wall = Some(e);
@@ -292,7 +328,7 @@ fn run() -> Result<(), Error> {
         if big.hwm_kib < 30 * 1024 { "met" } else { "MISSED" },
         mib(big.hwm_kib)
     );
-    let small = &rows[2];
+    let small = &rows[3];
     println!(
         "target {cpus} CPUs: peak RSS < 15 MiB: {} ({:.1} MiB)",
         if small.hwm_kib < 15 * 1024 {

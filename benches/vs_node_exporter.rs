@@ -297,9 +297,12 @@ fn run() -> Result<(), Error> {
     }
     let cpus = perf_exporter::pmu::read_online_cpus(std::path::Path::new("/sys"))?.len();
     let ratio = cpu[0].1 / cpu[1].1;
+    // Issue 7's target without gzip; issue 29's with it (as Prometheus
+    // asks).
+    let target = if gzip { 0.2 } else { 0.5 };
     println!(
-        "\ntarget CPU per scrape <= 0.5 x node_exporter: {} (ratio {ratio:.2})",
-        if ratio <= 0.5 { "met" } else { "MISSED" }
+        "\ntarget CPU per scrape <= {target} x node_exporter: {} (ratio {ratio:.2})",
+        if ratio <= target { "met" } else { "MISSED" }
     );
     let perf_reads = syscalls[0]
         .get(&SyscallClass::PerfRead)

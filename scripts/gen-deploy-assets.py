@@ -38,13 +38,10 @@ NOT_AVAILABLE = "Not available on this system"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 # Every selector carries these two matchers.
 SEL = 'job=~"$job", instance=~"$instance"'
-# Unavailable metrics with their class and reason code (perf_event_unavailable_info
-# carries both, from small fixed sets); the value stays 0 for the value mapping.
-UNAVAILABLE_WITH_REASON = (
-    f"(perf_event_available{{{SEL}}} == 0)\n"
-    f"* on (job, instance, metric, event, pmu) group_left (class, reason)\n"
-    f"perf_event_unavailable_info{{{SEL}}}"
-)
+# Unavailable metrics with their class and reason code (a perf_event_available
+# series that is 0 carries both, from small fixed sets, and the encoding tried);
+# the value stays 0 for the value mapping.
+UNAVAILABLE_WITH_REASON = f"perf_event_available{{{SEL}}} == 0"
 RI = "$__rate_interval"
 
 
@@ -506,8 +503,8 @@ def node_dashboard() -> dict:
     p.append(stat(lay, "Counting time", "The lowest share of its enabled time any counter set was on the PMU (running / enabled). Below 100% the counts are scaled estimates (multiplexing).",
                   "percentunit", f"min(\n{running_ratio('set')}\n)", decimals=0,
                   steps=(("red", None), ("orange", 0.5), ("green", 0.99))))
-    p.append(stat(lay, "Failed metrics", "How many configured metrics this host should count but does not (privilege, seccomp, file descriptors, tracefs, the PMU refusing the encoding: perf_event_unavailable_info class=\"failed\"). Metrics of other platforms (class=\"not_on_platform\", e.g. hardware events in a VM without a PMU) are not counted here; the Availability row lists both.",
-                  "short", f'count(count by (metric) (perf_event_unavailable_info{{{SEL}, class="failed"}})) or vector(0)',
+    p.append(stat(lay, "Failed metrics", "How many configured metrics this host should count but does not (privilege, seccomp, file descriptors, tracefs, the PMU refusing the encoding: perf_event_available 0 with class=\"failed\"). Metrics of other platforms (class=\"not_on_platform\", e.g. hardware events in a VM without a PMU) are not counted here; the Availability row lists both.",
+                  "short", f'count(count by (metric) (perf_event_available{{{SEL}, class="failed"}} == 0)) or vector(0)',
                   steps=(("green", None), ("red", 1)), no_value="No data"))
 
     p.append(lay.row("Instructions per cycle"))
@@ -650,10 +647,10 @@ def cluster_dashboard() -> dict:
     p.append(stat(lay, "Nodes down", "Targets of the job failing their scrapes.", "short",
                   f'sum(1 - up{{{SEL}}})', w=6, steps=(("green", None), ("red", 1)), no_value="No targets"))
     p.append(stat(lay, "Nodes with failed metrics", "Nodes that fail to count at least one configured metric their hardware has "
-                  "(perf_event_unavailable_info class=\"failed\": privilege, seccomp, file descriptors, tracefs, the PMU refusing the encoding). "
+                  "(perf_event_available 0 with class=\"failed\": privilege, seccomp, file descriptors, tracefs, the PMU refusing the encoding). "
                   "Metrics of other platforms (class=\"not_on_platform\", e.g. AMD's DRAM total on Intel, hardware events in a VM) "
                   "are expected and not counted here; the table below lists both.",
-                  "short", f'count(count by (instance) (perf_event_unavailable_info{{{SEL}, class="failed"}})) or vector(0)', w=6,
+                  "short", f'count(count by (instance) (perf_event_available{{{SEL}, class="failed"}} == 0)) or vector(0)', w=6,
                   steps=(("green", None), ("red", 1)), no_value="No data"))
     p.append(stat(lay, "Cluster IPC", "All instructions / all cycles over the selected nodes.", "short",
                   ratio("perf_instructions_total", "perf_cpu_cycles_total"), w=6, decimals=2,

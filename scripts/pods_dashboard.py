@@ -114,9 +114,7 @@ def variables(k) -> list[dict]:
 def availability(k, lay) -> dict:
     metrics = "|".join(READ)
     sel = f'{k.SEL}, metric=~"{metrics}"'
-    expr = (f"(perf_event_available{{{sel}}} == 0)\n"
-            f"* on (job, instance, metric, event, pmu) group_left (class, reason)\n"
-            f"perf_event_unavailable_info{{{sel}}}")
+    expr = f"perf_event_available{{{sel}}} == 0"
     return k.table(lay, "Metrics these nodes cannot count, for any pod",
                    "The metrics this dashboard reads that a node cannot count (perf_event_available == 0): "
                    "a per-pod counter uses the node-level metric's encoding, so the pods of that node lack it too. "

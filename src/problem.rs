@@ -3,7 +3,7 @@
 //!
 //! Every place that explains unavailability renders from it: `check`
 //! (text and JSON), `list`, the landing page, the log, the privilege
-//! report and `perf_event_unavailable_info`'s `reason` label
+//! report and `perf_event_available`'s `reason` label
 //! ([`Problem::code`], a small fixed set).
 //!
 //! Problems fall in two classes ([`Class`]): **not on this platform**
@@ -47,7 +47,7 @@ pub use state::{CounterState, MetricStates, StateReason};
 /// reference's [`catalogue`]) are the ones the log, `check`, the pages,
 /// the metrics and the live view show.
 pub trait Reason: fmt::Display {
-    /// A short fixed code (`perf_event_unavailable_info`'s `reason`, the
+    /// A short fixed code (`perf_event_available`'s `reason`, the
     /// JSON of `check`, the pages).
     fn code(&self) -> &'static str;
     /// What the user can do about it (empty: nothing is wrong).

@@ -222,8 +222,8 @@ pub struct CheckTried {
     pub event: String,
     /// Why not (or `selected`).
     pub reason: String,
-    /// The problem's code (the `reason` label of
-    /// `perf_event_unavailable_info`), `null` when selected.
+    /// The problem's code (the `reason` label of a `perf_event_available`
+    /// series that is 0), `null` when selected.
     pub problem: Option<&'static str>,
     /// What to do about it, `null` when selected.
     pub what_to_do: Option<String>,

@@ -503,7 +503,7 @@ fn problems_page() -> String {
     out.push_str("# Problems\n\n");
     out.push_str(
         "Why a metric (or an alternative, a PMU or a CPU of it) is not counted. The code is \
-         the `reason` label of `perf_event_unavailable_info`, the `problem` of `check --json`; \
+         the `reason` label of `perf_event_available`, the `problem` of `check --json`; \
          the class is its `class` label: `not_on_platform` is an expected absence on this \
          hardware, `failed` means it should be countable here. The log, `check`, the landing \
          page and the live view render the same message and what to do. Upper-case words \

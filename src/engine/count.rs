@@ -10,9 +10,9 @@
 //! * each metric's exported series (one per CPU, core, socket or node, as
 //!   its set's `per:` asks; uncore per instance), where some group of it
 //!   runs;
-//! * `perf_event_available` and `perf_event_unavailable_info`: one
-//!   sample per metric counted on every PMU it was resolved for (none
-//!   unavailable), else one per PMU, and one reason per PMU not counted;
+//! * `perf_event_available`: one sample per metric, except a metric
+//!   resolved for several PMUs and not counted on all of them (one per
+//!   PMU);
 //! * `perf_counter_states`: every state of each metric with a counter;
 //! * `perf_counter_state` and `perf_counter_running_ratio`: the exported
 //!   series that would not be counting: some group of it is larger than
@@ -156,9 +156,10 @@ impl Engine {
         for (m, n) in self.resolution.metrics.iter().zip(per_metric) {
             out.push((m.metric.clone(), n));
         }
-        let (available, info) = self.availability_counts(&open);
-        out.push(("perf_event_available".into(), available));
-        out.push(("perf_event_unavailable_info".into(), info));
+        out.push((
+            "perf_event_available".into(),
+            self.availability_count(&open),
+        ));
         out.push((
             "perf_counter_states".into(),
             counted.len() * CounterState::ALL.len(),
@@ -192,27 +193,24 @@ impl Engine {
         out
     }
 
-    /// `perf_event_available`'s and `perf_event_unavailable_info`'s
-    /// samples when the pairs `open` count (as `refresh_availability` and
-    /// `available` make them).
-    fn availability_counts(&self, open: &BTreeSet<(usize, &str)>) -> (usize, usize) {
-        let (mut available, mut info) = (0, 0);
+    /// `perf_event_available`'s samples when the pairs `open` count (as
+    /// `refresh_availability` and `available` make them).
+    fn availability_count(&self, open: &BTreeSet<(usize, &str)>) -> usize {
+        let mut available = 0;
         for (mi, m) in self.resolution.metrics.iter().enumerate() {
             if m.status == Status::Unavailable {
                 available += 1;
-                info += 1;
                 continue;
             }
             let pmus: BTreeSet<&str> = m.instances.iter().map(|i| i.inst.pmu.as_str()).collect();
-            let shut = pmus.iter().filter(|p| !open.contains(&(mi, **p))).count();
-            if m.partial.is_empty() && shut == 0 {
+            let shut = pmus.iter().any(|p| !open.contains(&(mi, *p)));
+            if pmus.len() <= 1 || (m.partial.is_empty() && !shut) {
                 available += 1;
             } else {
                 available += pmus.len();
-                info += shut;
             }
         }
-        (available, info)
+        available
     }
 }
 

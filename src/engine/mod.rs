@@ -257,14 +257,17 @@ struct Group {
 #[derive(Debug, Clone)]
 struct Avail {
     metric: usize,
+    /// Its labels: `metric`, and `pmu` when the metric's samples are per
+    /// PMU (resolved for several, some of them not counting).
     labels: Labels,
-    /// The metric's one sample when it is counted on every PMU (`pmu`
-    /// empty when it has several); `None` for a metric unavailable or
-    /// partly countable, whose samples stay per PMU.
+    /// The metric's one sample when it is counted on every PMU (`metric`
+    /// alone); `None` for a metric unavailable or partly countable, whose
+    /// samples stay per PMU.
     whole: Option<Labels>,
     open: bool,
-    /// `perf_event_unavailable_info`'s labels when not open: these plus
-    /// `reason` and `class`.
+    /// The encoding tried, for the labels of a 0 sample.
+    event: String,
+    /// The labels when not open: these plus `event`, `reason` and `class`.
     info: Labels,
 }
 

@@ -130,20 +130,15 @@ impl Engine {
         }
         let mut avail = Vec::new();
         for (mi, m) in self.resolution.metrics.iter().enumerate() {
+            let alone = || vec![("metric", m.metric.clone())];
             if m.status == Status::Unavailable {
-                let pairs = vec![
-                    ("metric", m.metric.clone()),
-                    (
-                        "event",
-                        m.tried.first().map(|t| t.event.clone()).unwrap_or_default(),
-                    ),
-                    ("pmu", String::new()),
-                ];
+                let event = m.tried.first().map(|t| t.event.clone()).unwrap_or_default();
                 avail.push(Avail {
                     metric: mi,
-                    info: info_labels(&pairs, m.problem()),
-                    labels: Labels::new(pairs),
+                    info: info_labels(&alone(), &event, m.problem()),
+                    labels: Labels::new(alone()),
                     whole: None,
+                    event,
                     open: false,
                 });
                 continue;
@@ -151,25 +146,17 @@ impl Engine {
             let mut pmus: Vec<&str> = m.instances.iter().map(|i| i.inst.pmu.as_str()).collect();
             pmus.sort_by_key(|p| natural(p));
             pmus.dedup();
-            // Counted on every PMU: one sample for the metric, `pmu` empty
-            // when there are several; none for a metric the resolution
-            // found partly countable (its samples stay per PMU).
-            let whole = m.partial.is_empty().then(|| {
-                Labels::new(vec![
-                    ("metric", m.metric.clone()),
-                    ("event", m.event.clone().unwrap_or_default()),
-                    (
-                        "pmu",
-                        if pmus.len() == 1 { pmus[0] } else { "" }.to_string(),
-                    ),
-                ])
-            });
+            // Counted on every PMU: one sample for the metric; none for a
+            // metric the resolution found partly countable (its samples
+            // stay per PMU when it has several).
+            let whole = m.partial.is_empty().then(|| Labels::new(alone()));
+            let event = m.event.clone().unwrap_or_default();
+            let several = pmus.len() > 1;
             for p in pmus {
-                let pairs = vec![
-                    ("metric", m.metric.clone()),
-                    ("event", m.event.clone().unwrap_or_default()),
-                    ("pmu", p.to_string()),
-                ];
+                let mut pairs = alone();
+                if several {
+                    pairs.push(("pmu", p.to_string()));
+                }
                 let reasons = &self.runtime[mi].reasons;
                 let why = reasons
                     .iter()
@@ -178,9 +165,10 @@ impl Engine {
                     .or(self.fds.exhausted());
                 avail.push(Avail {
                     metric: mi,
-                    info: info_labels(&pairs, why),
+                    info: info_labels(&pairs, &event, why),
                     labels: Labels::new(pairs),
                     whole: whole.clone(),
+                    event: event.clone(),
                     open: open.contains(&(mi, p)),
                 });
             }
@@ -193,7 +181,6 @@ impl Engine {
         let mut families = Vec::with_capacity(self.series.order().len() + 6);
         self.metric_families(&mut families);
         families.push(self.available());
-        families.push(self.unavailable_info());
         self.state_families(&mut families);
         self.counters.families(&mut families);
         families.extend(super::selftest::family(&self.self_test));
@@ -205,57 +192,42 @@ impl Engine {
         Snapshot { families }
     }
 
-    /// `perf_event_available`: one sample per metric counted on every PMU
-    /// it was resolved for; one per PMU, with the 0s, for a metric not
-    /// (fully) counted, which `perf_event_unavailable_info` explains, or
-    /// partly countable.
+    /// `perf_event_available`: one sample per metric (1 when counted on
+    /// every PMU it was resolved for); a metric resolved for several PMUs
+    /// and not counted on all of them has one per PMU. A 0 sample says why
+    /// in its `event`, `reason` and `class` labels.
     fn available(&self) -> Family {
-        let up = |a: &Avail| a.open && !self.unschedulable.contains_key(&a.metric);
-        let sample = |labels: &Labels, up: bool| Sample {
-            labels: labels.clone(),
-            value: if up { 1.0 } else { 0.0 },
-            start_unix_nanos: 0,
+        let sample = |a: &Avail| {
+            let (labels, value) = if !a.open {
+                (a.info.clone(), 0.0)
+            } else if let Some(u) = self.unschedulable.get(&a.metric) {
+                (info_labels(&a.labels, &a.event, Some(u)), 0.0)
+            } else {
+                (a.labels.clone(), 1.0)
+            };
+            Sample {
+                labels,
+                value,
+                start_unix_nanos: 0,
+            }
         };
+        let up = |a: &Avail| a.open && !self.unschedulable.contains_key(&a.metric);
         let mut samples = Vec::with_capacity(self.resolution.metrics.len());
         for one in self.avail.chunk_by(|a, b| a.metric == b.metric) {
-            if let (Some(whole), true) = (&one[0].whole, one.iter().all(up)) {
-                samples.push(sample(whole, true));
-            } else {
-                samples.extend(one.iter().map(|a| sample(&a.labels, up(a))));
+            match (&one[0].whole, one.iter().all(up)) {
+                (Some(whole), true) => samples.push(Sample {
+                    labels: whole.clone(),
+                    value: 1.0,
+                    start_unix_nanos: 0,
+                }),
+                _ => samples.extend(one.iter().map(sample)),
             }
         }
         Family {
             name: "perf_event_available".into(),
-            help: "Whether a configured metric is counted on this host (1) or not (0): one sample per metric counted on every PMU it was resolved for (`pmu` empty when several), one per PMU otherwise; the reason is in perf_event_unavailable_info, on the landing page and in `perf-exporter check`.".into(),
+            help: "Whether a configured metric is counted on this host (1) or not (0): one sample per metric (per PMU, `pmu`, for a metric counted on some of its PMUs only); a 0 sample carries the encoding tried (`event`), a fixed problem code (`reason`) and `class`: `not_on_platform` (expected on this hardware) or `failed` (should be countable here). The landing page and `perf-exporter check` explain each.".into(),
             kind: Kind::Gauge,
             samples,
-        }
-    }
-
-    /// `perf_event_unavailable_info`: why each `perf_event_available`
-    /// sample that is 0 is 0 (`reason` and `class`, from fixed sets).
-    fn unavailable_info(&self) -> Family {
-        Family {
-            name: "perf_event_unavailable_info".into(),
-            help: "Why a configured metric is not counted (perf_event_available is 0): `reason` is one of a fixed set of problem codes, `class` is `not_on_platform` (expected on this hardware) or `failed` (should be countable here).".into(),
-            kind: Kind::Gauge,
-            samples: self
-                .avail
-                .iter()
-                .filter_map(|a| {
-                    let labels = if !a.open {
-                        a.info.clone()
-                    } else {
-                        let u = self.unschedulable.get(&a.metric)?;
-                        info_labels(&a.labels, Some(u))
-                    };
-                    Some(Sample {
-                        labels,
-                        value: 1.0,
-                        start_unix_nanos: 0,
-                    })
-                })
-                .collect(),
         }
     }
 
@@ -330,10 +302,11 @@ impl Engine {
     }
 }
 
-/// The labels of a `perf_event_unavailable_info` sample: an availability
-/// sample's plus `reason` and `class` (each from a small fixed set).
-fn info_labels(pairs: &[(&'static str, String)], why: Option<&Problem>) -> Labels {
+/// The labels of a `perf_event_available` sample that is 0: its own plus
+/// the encoding tried, `reason` and `class` (each from a small fixed set).
+fn info_labels(pairs: &[(&'static str, String)], event: &str, why: Option<&Problem>) -> Labels {
     let mut v = pairs.to_vec();
+    v.push(("event", event.to_string()));
     v.push(("reason", why.map_or("failed", Problem::code).into()));
     v.push((
         "class",

@@ -80,7 +80,7 @@ use cgroups::CgroupRows;
 use deltas::{deltas_into, sum};
 use per_cpu::{CpuColumns, CpuIndex};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How a derived value is computed from the frame's `counts`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -315,7 +315,8 @@ impl Frame {
 /// Where the reasons for unavailability come from: the caller's
 /// explanations (from the resolution and the open failures: what the
 /// landing page shows), by metric name. Metrics without one fall back to
-/// the snapshot's `perf_event_unavailable_info` code and class.
+/// the `reason` and `class` of the snapshot's `perf_event_available` 0
+/// sample.
 pub type Reasons = BTreeMap<String, String>;
 
 /// Builds a frame from two collections `secs` apart, with every per-CPU
@@ -448,34 +449,30 @@ fn eval(
 /// Configured metrics not counted on this host, with why. A metric counted
 /// on some PMU instances and not others is counted.
 fn unavailable(cur: &[Family], reasons: &Reasons, out: &mut BTreeMap<String, String>) {
-    let mut counted: BTreeMap<&str, bool> = BTreeMap::new();
+    // Metric → counted somewhere, and a 0 sample's labels (with why).
+    let mut counted: BTreeMap<&str, (bool, Option<&Labels>)> = BTreeMap::new();
     for s in cur
         .iter()
         .filter(|f| f.name == "perf_event_available")
         .flat_map(|f| &f.samples)
     {
         if let Some(m) = label(&s.labels, "metric") {
-            *counted.entry(m).or_default() |= s.value > 0.0;
+            let e = counted.entry(m).or_default();
+            e.0 |= s.value > 0.0;
+            if s.value <= 0.0 {
+                e.1.get_or_insert(&s.labels);
+            }
         }
     }
-    let info: HashMap<&str, &Labels> = cur
-        .iter()
-        .filter(|f| f.name == "perf_event_unavailable_info")
-        .flat_map(|f| &f.samples)
-        .filter_map(|s| Some((label(&s.labels, "metric")?, &s.labels)))
-        .collect();
-    for (m, _) in counted.into_iter().filter(|(_, c)| !c) {
-        let why = reasons
-            .get(m)
-            .cloned()
-            .unwrap_or_else(|| match info.get(m) {
-                Some(l) => format!(
-                    "{} ({})",
-                    label(l, "reason").unwrap_or("failed"),
-                    label(l, "class").unwrap_or("failed").replace('_', " ")
-                ),
-                None => "not counted on this host".into(),
-            });
+    for (m, (_, info)) in counted.into_iter().filter(|(_, c)| !c.0) {
+        let why = reasons.get(m).cloned().unwrap_or_else(|| match info {
+            Some(l) if label(l, "reason").is_some() => format!(
+                "{} ({})",
+                label(l, "reason").unwrap_or("failed"),
+                label(l, "class").unwrap_or("failed").replace('_', " ")
+            ),
+            _ => "not counted on this host".into(),
+        });
         out.insert(m.to_string(), why);
     }
 }

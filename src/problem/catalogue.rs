@@ -16,7 +16,7 @@ use super::{Class, OpenFailure, Problem, Reason};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Vocabulary {
     /// [`Problem`]: why a metric (or a PMU, CPU or cgroup of it) is not
-    /// counted; `perf_event_unavailable_info`'s `reason` label.
+    /// counted; `perf_event_available`'s `reason` label.
     Problem,
     /// [`CgroupIssue`]: why something is not counted per cgroup (the
     /// landing page's "Not counted per cgroup" table).

@@ -25,7 +25,6 @@ const EXACT: &[&str] = &[
     "perf_counter_state",
     "perf_counter_states",
     "perf_event_available",
-    "perf_event_unavailable_info",
     "perf_exporter_build_info",
     "perf_read_errors_total",
 ];
@@ -195,14 +194,14 @@ fn mask_keeps_exact_values_and_labels_with_spaces() {
     let v = env!("CARGO_PKG_VERSION");
     let s = format!(
         "# HELP x X.\n# TYPE x counter\nx{{cpu=\"0\"}} 12.5\n\
-         perf_event_available{{metric=\"m\",event=\"a + b\",pmu=\"\"}} 0\n\
+         perf_event_available{{metric=\"m\",event=\"a + b\",reason=\"config\"}} 0\n\
          perf_exporter_build_info{{version=\"{v}\",revision=\"{r}\",simulated=\"true\"}} 1\nperf_scrape_duration_seconds 0.001\n",
         r = perf_exporter::REVISION
     );
     assert_eq!(
         mask(&s),
         "# HELP x X.\n# TYPE x counter\nx{cpu=\"0\"} <v>\n\
-         perf_event_available{metric=\"m\",event=\"a + b\",pmu=\"\"} 0\n\
+         perf_event_available{metric=\"m\",event=\"a + b\",reason=\"config\"} 0\n\
          perf_exporter_build_info{version=\"<version>\",revision=\"<revision>\",simulated=\"true\"} 1\nperf_scrape_duration_seconds <v>\n"
     );
 }

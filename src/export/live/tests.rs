@@ -37,29 +37,23 @@ fn avail(entries: &[(&str, bool, &str)]) -> Vec<Family> {
         kind: Kind::Gauge,
         samples,
     };
-    vec![
-        gauge(
-            "perf_event_available",
-            entries
-                .iter()
-                .map(|(m, ok, _)| sample(&[("metric", m)], if *ok { 1.0 } else { 0.0 }, 0))
-                .collect(),
-        ),
-        gauge(
-            "perf_event_unavailable_info",
-            entries
-                .iter()
-                .filter(|(_, ok, _)| !ok)
-                .map(|(m, _, r)| {
+    vec![gauge(
+        "perf_event_available",
+        entries
+            .iter()
+            .map(|(m, ok, r)| {
+                if *ok {
+                    sample(&[("metric", m)], 1.0, 0)
+                } else {
                     sample(
                         &[("metric", m), ("reason", r), ("class", "not_on_platform")],
-                        1.0,
+                        0.0,
                         0,
                     )
-                })
-                .collect(),
-        ),
-    ]
+                }
+            })
+            .collect(),
+    )]
 }
 
 #[test]
