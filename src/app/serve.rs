@@ -178,6 +178,7 @@ async fn start(
         &src.host.procfs,
     );
     engine.set_host_facts(src.host.facts());
+    engine.set_derived(p.loaded.derived.clone());
     log_engine(&engine, privilege.as_ref());
     let cgroups = p.loaded.cgroups.as_ref();
     super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None)?;
