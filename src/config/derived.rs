@@ -540,9 +540,15 @@ mod tests {
         Config::parse(&format!("{SETS}derived:\n{derived}"), "t.yaml").map_err(|e| e.to_string())
     }
 
+    /// Without the section, the default config's derived metrics (over
+    /// this config's metrics where it counts them); `derived: []` has
+    /// none.
     #[test]
-    fn absent_section_is_empty() {
+    fn absent_section_is_the_defaults_and_an_empty_one_is_empty() {
         let c = Config::parse(SETS, "t.yaml").unwrap();
+        assert_eq!(c.derived, Config::default_config().derived);
+        assert!(c.derived.get("ipc").is_some());
+        let c = Config::parse(&format!("{SETS}derived: []\n"), "t.yaml").unwrap();
         assert!(c.derived.metrics.is_empty());
     }
 
