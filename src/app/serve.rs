@@ -264,9 +264,15 @@ async fn start_push(
     tracing::info!(settings = %otlp::describe(&settings), "OTLP push");
     let e = engine.clone();
     let collect: otlp::Collect = Arc::new(move || {
-        let s = e.lock().unwrap_or_else(PoisonError::into_inner).collect();
+        let c = {
+            let mut g = e.lock().unwrap_or_else(PoisonError::into_inner);
+            otlp::Collection {
+                snapshot: g.collect(),
+                derived: g.derived().clone(),
+            }
+        };
         crate::engine::after_collection(&e);
-        s
+        c
     });
     let start = move || {
         deadline.run("otlp-files", move || {
