@@ -53,10 +53,11 @@ fn bench_live_frame(c: &mut Criterion) {
     k.advance(1_000_000_000);
     let b = e.collect();
     let r = Reasons::default();
+    let t = perf_exporter::config::Config::default_config().derived;
     let (a, b) = (&a.families, &b.families);
     let mut framer = Framer::default();
     for detail in [PerCpuDetail::Derived, PerCpuDetail::All, PerCpuDetail::Off] {
-        let f = framer.frame(a, b, 1.0, &r, detail);
+        let f = framer.frame(a, b, 1.0, &r, detail, &t);
         let json = framer.encode(&f);
         eprintln!(
             "frame at 512 CPUs, per_cpu {detail:?}: {} bytes of JSON, {} series",
@@ -67,7 +68,7 @@ fn bench_live_frame(c: &mut Criterion) {
     let mut frame_bench = |name: &str, detail: PerCpuDetail| {
         c.bench_function(name, |bench| {
             bench.iter(|| {
-                let f = framer.frame(a, b, 1.0, &r, detail);
+                let f = framer.frame(a, b, 1.0, &r, detail, &t);
                 black_box(framer.encode(&f))
             })
         });
@@ -78,15 +79,15 @@ fn bench_live_frame(c: &mut Criterion) {
     c.bench_function("live_frame_512cpu_first", |bench| {
         bench.iter(|| {
             let mut fresh = Framer::default();
-            let f = fresh.frame(a, b, 1.0, &r, PerCpuDetail::Derived);
+            let f = fresh.frame(a, b, 1.0, &r, PerCpuDetail::Derived, &t);
             black_box(fresh.encode(&f))
         })
     });
     c.bench_function("live_frame_build_512cpu", |bench| {
-        bench.iter(|| black_box(framer.frame(a, b, 1.0, &r, PerCpuDetail::Derived)))
+        bench.iter(|| black_box(framer.frame(a, b, 1.0, &r, PerCpuDetail::Derived, &t)))
     });
     c.bench_function("live_frame_build_512cpu_all", |bench| {
-        bench.iter(|| black_box(framer.frame(a, b, 1.0, &r, PerCpuDetail::All)))
+        bench.iter(|| black_box(framer.frame(a, b, 1.0, &r, PerCpuDetail::All, &t)))
     });
     bench_live_kernel(c);
 }
@@ -107,9 +108,10 @@ fn bench_live_kernel(c: &mut Criterion) {
         return eprintln!("live_frame_live: nothing counted (not root?)");
     }
     let r = Reasons::default();
+    let t = perf_exporter::config::Config::default_config().derived;
     let mut framer = Framer::default();
     let (a, b) = (&a.families, &b.families);
-    let f = framer.frame(a, b, 0.2, &r, PerCpuDetail::Derived);
+    let f = framer.frame(a, b, 0.2, &r, PerCpuDetail::Derived, &t);
     let json = framer.encode(&f);
     eprintln!(
         "frame of the live kernel: {} bytes of JSON, {series} series",
@@ -117,7 +119,7 @@ fn bench_live_kernel(c: &mut Criterion) {
     );
     c.bench_function("live_frame_live", |bench| {
         bench.iter(|| {
-            let f = framer.frame(a, b, 0.2, &r, PerCpuDetail::Derived);
+            let f = framer.frame(a, b, 0.2, &r, PerCpuDetail::Derived, &t);
             black_box(framer.encode(&f))
         })
     });

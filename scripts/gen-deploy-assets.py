@@ -707,13 +707,16 @@ def dump_json(obj: dict) -> str:
 
 
 def values_with_default_config(values: str, default_config: str) -> str:
-    """values.yaml with the `config:` block replaced by config/default.yaml's sets."""
+    """values.yaml with the `config:` block replaced by config/default.yaml's sets (not its
+    `derived:` table: a config without one gets the default's, which a values file replacing
+    `sets` would otherwise keep, naming metrics its sets may not have)."""
     begin = "  # BEGIN default config"
     end = "  # END default config"
     head, rest = values.split(begin, 1)
     begin_line, rest = rest.split("\n", 1)
     _, tail = rest.split(end, 1)
     body = default_config[default_config.index("sets:"):]
+    body = body.split("\n# Derived metrics", 1)[0]
     indented = "".join(("  " + line if line.strip() else line) + "\n" for line in body.rstrip("\n").split("\n"))
     return head + begin + begin_line + "\n" + indented + end + tail
 

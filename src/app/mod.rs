@@ -14,6 +14,7 @@ mod opening;
 /// The book's reference pages, generated from the code.
 pub mod reference;
 mod reload;
+mod rules;
 mod sampling;
 
 pub use reload::ReloadError;
@@ -83,6 +84,12 @@ pub enum Command {
         output: Option<PathBuf>,
         /// The core PMU and the counters of a set.
         options: crate::config::import::Options,
+    },
+    /// `rules`: the derived metrics' Prometheus recording rules.
+    Rules {
+        /// Replace the marked lines of this rules file instead of
+        /// printing a file.
+        splice: Option<PathBuf>,
     },
     /// Write the book's reference pages into a directory.
     Reference {
@@ -186,6 +193,10 @@ pub enum AppError {
     /// `metrics import`: a file that cannot be read or taken.
     #[error("metrics import: {0}")]
     Import(String),
+    /// `rules`: the file to splice into cannot be read, written or has
+    /// no markers.
+    #[error("rules: {0}")]
+    Rules(String),
     /// A report could not be written as JSON.
     #[error("cannot encode the report as JSON: {0}")]
     Json(serde_json::Error),
@@ -312,6 +323,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             output,
             options,
         } => import::run(&files, output.as_deref(), &options),
+        Command::Rules { splice } => rules::run(&s.host.load_config()?.derived, splice.as_deref()),
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
             let probe = h.kernel.as_deref().map(prober);

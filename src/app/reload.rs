@@ -57,6 +57,8 @@ pub(super) struct Loaded {
     pub sampling: Option<crate::config::sampling::SamplingConfig>,
     /// What this process holds (`None` on the simulated PMU).
     pub privilege: Option<Privilege>,
+    /// The `derived:` section.
+    pub derived: Arc<crate::config::derived::DerivedTable>,
 }
 
 /// Reads and resolves everything a (re)load needs. `table` is the PMU
@@ -126,6 +128,7 @@ pub(super) fn load(
         cgroups: cfg.cgroups.clone(),
         sampling: cfg.sampling.clone(),
         privilege,
+        derived: Arc::new(cfg.derived.clone()),
     })
 }
 
@@ -217,7 +220,7 @@ impl Job {
         if let Some(why) = nothing_to_count(Counting::Resolved(&l.res), l.privilege.as_ref()) {
             return Err(ReloadError::NothingToCount(why));
         }
-        let summary = self.swap(l.table, l.res, l.cgroups.as_ref());
+        let summary = self.swap(l.table, l.res, l.cgroups.as_ref(), &l.derived);
         if let Some(w) = l.web {
             tracing::info!(web_config = %w.describe(), "web config reloaded");
             for warn in &w.warnings {
@@ -237,7 +240,13 @@ impl Job {
     /// the same events keep their totals. When the descriptors do not
     /// suffice for both engines at once, the new engine is opened after
     /// the old one closes, under the lock, as at start-up.
-    fn swap(&self, table: PmuTable, res: Resolution, cgroups: Option<&CgroupsConfig>) -> String {
+    fn swap(
+        &self,
+        table: PmuTable,
+        res: Resolution,
+        cgroups: Option<&CgroupsConfig>,
+        derived: &Arc<crate::config::derived::DerivedTable>,
+    ) -> String {
         let held = {
             let e = lock(&self.engine);
             e.open_fds() + e.cgroups().map_or(0, |c| c.backend().open_fds())
@@ -289,6 +298,7 @@ impl Job {
         };
         ne.set_host_facts(host.facts());
         ne.set_self_test(self_test);
+        ne.set_derived(derived.clone());
         let continued = ne.carry_over(totals);
         if let Err(e) =
             super::cgroups::attach(&mut ne, self.kernel.clone(), cgroups, host, cg_totals)

@@ -181,6 +181,7 @@ async fn start(
     );
     engine.set_host_facts(src.host.facts());
     engine.set_self_test(self_test);
+    engine.set_derived(p.loaded.derived.clone());
     log_engine(&engine, privilege.as_ref());
     let cgroups = p.loaded.cgroups.as_ref();
     super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None)?;
@@ -266,9 +267,15 @@ async fn start_push(
     tracing::info!(settings = %otlp::describe(&settings), "OTLP push");
     let e = engine.clone();
     let collect: otlp::Collect = Arc::new(move || {
-        let s = e.lock().unwrap_or_else(PoisonError::into_inner).collect();
+        let c = {
+            let mut g = e.lock().unwrap_or_else(PoisonError::into_inner);
+            otlp::Collection {
+                snapshot: g.collect(),
+                derived: g.derived().clone(),
+            }
+        };
         crate::engine::after_collection(&e);
-        s
+        c
     });
     let start = move || {
         deadline.run("otlp-files", move || {

@@ -13,9 +13,10 @@
 
 use super::host::{Host, HostSettings};
 use super::AppError;
+use crate::config::derived::{DerivedTable, Source};
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::export::live::{self, Formula, Frame, PerCpuDetail, DERIVED};
+use crate::export::live::{self, Frame, PerCpuDetail};
 use crate::privilege::Privilege;
 use crate::probe::prober;
 use crate::resolve::chain::resolve_config;
@@ -40,12 +41,23 @@ pub struct StatSettings {
     pub select: Vec<String>,
 }
 
-/// The derived values' inputs.
-fn inputs(form: Formula) -> Vec<&'static str> {
-    match form {
-        Formula::Ratio(n, d) => vec![n, d],
-        Formula::Rate(m) => vec![m],
+/// The event metrics a derived value reads, through the derived values
+/// it reads (the table is in evaluation order: those come first).
+fn inputs(table: &DerivedTable, name: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let Some(d) = table.get(name) else {
+        return out;
+    };
+    for i in d.formula.inputs.iter().chain(&d.formula.probes) {
+        match &i.source {
+            Source::Metric(m) => {
+                out.insert(m.clone());
+            }
+            Source::Derived(x) if x != name => out.extend(inputs(table, x)),
+            Source::Derived(_) | Source::Duration => {}
+        }
     }
+    out
 }
 
 /// The metrics `-e` needs counted; an unknown name is refused with the
@@ -61,11 +73,11 @@ fn needed(cfg: &Config, select: &[String]) -> Result<BTreeSet<String>, AppError>
     for name in select {
         if metrics.contains(&name.as_str()) {
             need.insert(name.clone());
-        } else if let Some((_, f, _)) = DERIVED.iter().find(|(d, _, _)| d == name) {
-            need.extend(inputs(*f).into_iter().map(String::from));
+        } else if cfg.derived.get(name).is_some() {
+            need.extend(inputs(&cfg.derived, name));
         } else {
             let mut known: Vec<&str> = metrics.clone();
-            known.extend(DERIVED.iter().map(|(d, _, _)| *d));
+            known.extend(cfg.derived.metrics.iter().map(|d| d.name.as_str()));
             known.sort_by(|a, b| {
                 strsim::jaro_winkler(b, name).total_cmp(&strsim::jaro_winkler(a, name))
             });
@@ -99,6 +111,7 @@ fn open(host: &HostSettings, s: &StatSettings) -> Result<Engine, AppError> {
     }
     let mut engine = super::opening::open_engine(kernel, h.table, res, None, &host.procfs);
     engine.set_host_facts(host.facts());
+    engine.set_derived(std::sync::Arc::new(cfg.derived.clone()));
     let counting = crate::report::Counting::Opened(&engine);
     if let Some(why) = crate::report::nothing_to_count(counting, privilege.as_ref()) {
         return Err(AppError::NothingToCount(why));
@@ -122,6 +135,8 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
     let reasons = crate::web::reasons(&engine);
     let causes = crate::web::causes(&engine);
     let select: BTreeSet<String> = s.select.iter().cloned().collect();
+    let derived = engine.derived().clone();
+    let shown = shown(&derived, &select);
     let out = &mut std::io::stdout().lock();
     let start = Instant::now();
     let first = engine.collect_full().families;
@@ -158,8 +173,15 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         // in the summary, not printed as an interval of its own.
         if !stopped && until == next {
             let f = narrow(
-                frame(&mut framer, &prev, &(now, cur.clone()), &reasons, detail),
-                &select,
+                frame(
+                    &mut framer,
+                    &prev,
+                    &(now, cur.clone()),
+                    &reasons,
+                    detail,
+                    &derived,
+                ),
+                &shown,
             );
             view.interval(out, now.duration_since(start), &f)?;
         }
@@ -170,8 +192,15 @@ async fn run(host: HostSettings, s: StatSettings) -> Result<(), AppError> {
         next += s.interval;
     }
     let total = narrow(
-        frame(&mut framer, &(start, first), &prev, &reasons, detail),
-        &select,
+        frame(
+            &mut framer,
+            &(start, first),
+            &prev,
+            &reasons,
+            detail,
+            &derived,
+        ),
+        &shown,
     );
     Ok(view.summary(out, &total, &causes)?)
 }
@@ -182,26 +211,51 @@ fn frame(
     b: &(Instant, Vec<Family>),
     r: &live::Reasons,
     per_cpu: PerCpuDetail,
+    derived: &DerivedTable,
 ) -> Frame {
     let secs = b.0.duration_since(a.0).as_secs_f64();
-    framer.frame(&a.1, &b.1, secs, r, per_cpu)
+    framer.frame(&a.1, &b.1, secs, r, per_cpu, derived)
+}
+
+/// What `-e` shows: `None` (everything) when it asked for nothing, else
+/// the metrics it named, and the derived values it named or whose inputs
+/// it all named; with every derived name, to tell them from metrics.
+struct Shown {
+    keep: Option<BTreeSet<String>>,
+    derived: BTreeSet<String>,
+}
+
+fn shown(table: &DerivedTable, select: &BTreeSet<String>) -> Shown {
+    let derived: BTreeSet<String> = table.metrics.iter().map(|d| d.name.clone()).collect();
+    if select.is_empty() {
+        return Shown {
+            keep: None,
+            derived,
+        };
+    }
+    let mut keep = select.clone();
+    for d in &table.metrics {
+        let need = inputs(table, &d.name);
+        if !need.is_empty() && need.iter().all(|m| select.contains(m)) {
+            keep.insert(d.name.clone());
+        }
+    }
+    Shown {
+        keep: Some(keep),
+        derived,
+    }
 }
 
 /// Keeps what `-e` asked for (everything when it asked for nothing).
-fn narrow(mut f: Frame, select: &BTreeSet<String>) -> Frame {
-    if select.is_empty() {
+fn narrow(mut f: Frame, s: &Shown) -> Frame {
+    let Some(keep) = &s.keep else {
         return f;
-    }
-    let shown = |k: &str| {
-        select.contains(k)
-            || DERIVED
-                .iter()
-                .any(|(d, form, _)| *d == k && inputs(*form).iter().all(|m| select.contains(*m)))
     };
-    let derived = |k: &str| DERIVED.iter().any(|(d, _, _)| *d == k);
+    let shown = |k: &str| keep.contains(k);
     f.derived.retain(|k, _| shown(k));
     // The config holds only what `-e` needs: its metrics all stay.
-    f.unavailable.retain(|k, _| shown(k) || !derived(k));
+    f.unavailable
+        .retain(|k, _| shown(k) || !s.derived.contains(k));
     if let Some(c) = f.per_cpu.as_mut() {
         c.retain_derived(shown);
     }

@@ -318,6 +318,12 @@ enum Cmd {
     /// Derived metrics: `metrics import` turns perf's metric JSON into a config.
     #[command(subcommand)]
     Metrics(MetricsCmd),
+    /// Writes the Prometheus recording rules of the config's derived metrics (its `derived:` table, the one stat, the live view and OTLP evaluate): a rule per metric PromQL can express over rate() of the exported counters, a comment saying why for the others (the exporter evaluates those).
+    Rules {
+        /// Replace the lines between `# BEGIN perf-exporter rules` and `# END perf-exporter rules` of this rules file instead of printing a rules file.
+        #[arg(long, value_name = "FILE")]
+        splice: Option<PathBuf>,
+    },
     /// Writes the book's reference pages, generated from the code (for
     /// developers: `cargo run -- reference --out docs/src/reference`).
     #[command(hide = true)]
@@ -438,6 +444,7 @@ impl Args {
                 },
                 None,
             ),
+            Some(Cmd::Rules { splice }) => (Command::Rules { splice }, None),
             Some(Cmd::Reference { out }) => (
                 Command::Reference {
                     out,

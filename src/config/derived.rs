@@ -11,6 +11,7 @@
 //!     group: cache
 //!     expr: 1e3 * L1\-dcache\-load\-misses / instructions
 //!     threshold: l1d_mpki > 20
+//!     record: instance:perf_l1d:mpki_rate5m     # the recording rule's name
 //!   - name: slots_per_thread
 //!     expr: "slots / 2 if #smt_on else slots"   # quoted: ` #` starts a YAML comment
 //! ```
@@ -64,6 +65,8 @@ pub struct RawDerived {
     group: Option<String>,
     #[serde(default)]
     threshold: Option<Spanned<String>>,
+    #[serde(default)]
+    record: Option<Spanned<String>>,
 }
 
 /// What an operand reads.
@@ -115,6 +118,10 @@ pub struct Derived {
     pub formula: Formula,
     /// When the value deserves attention (non-zero means yes).
     pub threshold: Option<Formula>,
+    /// The name of its Prometheus recording rule (`record:`;
+    /// `perf-exporter rules` names it `instance:perf_<name>:rate5m`
+    /// otherwise).
+    pub record: Option<String>,
     /// Where `name:` is written (line, column).
     pub at: (u64, u64),
 }
@@ -405,6 +412,14 @@ pub(super) fn convert(
             .as_ref()
             .map(|t| formula(&names, &invalid_at, &name, t, "threshold"))
             .transpose()?;
+        if let Some(rec) = &r.record {
+            if !valid_record(&rec.value) {
+                return Err(invalid(
+                    &rec.referenced,
+                    format!("record `{}` is not a valid Prometheus metric name (letters, digits, `_` and `:`, not starting with a digit)", rec.value),
+                ));
+            }
+        }
         written.push(name.clone());
         by_name.insert(
             name.clone(),
@@ -415,6 +430,7 @@ pub(super) fn convert(
                 group: r.group.clone(),
                 formula: f,
                 threshold,
+                record: r.record.as_ref().map(|x| x.value.clone()),
                 at: (r.name.referenced.line(), r.name.referenced.column()),
             },
         );
@@ -434,6 +450,15 @@ pub(super) fn convert(
         .filter_map(|n| by_name.remove(&n))
         .collect();
     Ok(DerivedTable { metrics })
+}
+
+/// Whether `s` is a Prometheus metric name (a recording rule's `record`).
+fn valid_record(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
 /// The names in an order where each comes after the derived metrics its
@@ -515,9 +540,15 @@ mod tests {
         Config::parse(&format!("{SETS}derived:\n{derived}"), "t.yaml").map_err(|e| e.to_string())
     }
 
+    /// Without the section, the default config's derived metrics (over
+    /// this config's metrics where it counts them); `derived: []` has
+    /// none.
     #[test]
-    fn absent_section_is_empty() {
+    fn absent_section_is_the_defaults_and_an_empty_one_is_empty() {
         let c = Config::parse(SETS, "t.yaml").unwrap();
+        assert_eq!(c.derived, Config::default_config().derived);
+        assert!(c.derived.get("ipc").is_some());
+        let c = Config::parse(&format!("{SETS}derived: []\n"), "t.yaml").unwrap();
         assert!(c.derived.metrics.is_empty());
     }
 

@@ -11,6 +11,9 @@ use serde_saphyr::Location;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The name the embedded default is parsed under.
+const DEFAULT_NAME: &str = "<default>";
+
 impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -29,7 +32,7 @@ impl Config {
         // The embedded default is checked by a unit test; failing here
         // would be a build defect, so fall back to an empty config rather
         // than panic.
-        Self::parse(DEFAULT_CONFIG, "<default>").unwrap_or(Config {
+        Self::parse(DEFAULT_CONFIG, DEFAULT_NAME).unwrap_or(Config {
             sets: Vec::new(),
             cgroups: None,
             sampling: None,
@@ -95,9 +98,14 @@ impl Config {
             Some(s) => Some(sampling::convert(s, &invalid)?),
             None => None,
         };
+        // Without a `derived:` section, the default config's (resolved
+        // against the default's metrics: a metric this config does not
+        // count leaves the values it feeds unavailable, "not in the
+        // config"). `derived: []` has none.
         let derived = match raw.derived {
             Some(d) => derived::convert(d, &out, file)?,
-            None => derived::DerivedTable::default(),
+            None if file == DEFAULT_NAME => derived::DerivedTable::default(),
+            None => Self::default_config().derived,
         };
         Ok(Config {
             sets: out,

@@ -43,6 +43,7 @@
 mod eval;
 mod lex;
 mod parse;
+pub mod promql;
 #[cfg(test)]
 mod tests;
 

@@ -313,6 +313,9 @@ pub struct Engine {
     /// How many times the per-CPU detail was built
     /// ([`Engine::detail_families`]).
     detail_builds: std::sync::atomic::AtomicU64,
+    /// The config's derived metrics (`derived:`), which every reader of
+    /// this engine's collections evaluates over its windows.
+    derived: Arc<crate::config::derived::DerivedTable>,
 }
 
 impl Engine {
@@ -395,6 +398,7 @@ impl Engine {
             self_test: Vec::new(),
             disabled: disabled.then(Vec::new),
             detail_builds: std::sync::atomic::AtomicU64::new(0),
+            derived: Arc::default(),
         };
         e.state_count_labels = trust::count_labels(&e.resolution);
         e
@@ -501,6 +505,18 @@ impl Engine {
     /// the budget is explained again with them.
     pub fn set_host_facts(&mut self, facts: crate::pmu::virt::HostFacts) {
         self.counters.set_facts(facts);
+    }
+
+    /// The config's derived metrics, evaluated by the readers of this
+    /// engine's collections (`stat`, the live view, OTLP).
+    pub fn set_derived(&mut self, derived: Arc<crate::config::derived::DerivedTable>) {
+        self.derived = derived;
+    }
+
+    /// The config's derived metrics ([`Engine::set_derived`]; none until
+    /// set).
+    pub fn derived(&self) -> &Arc<crate::config::derived::DerivedTable> {
+        &self.derived
     }
 
     fn is_online(&self, cpu: u32) -> bool {

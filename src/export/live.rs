@@ -29,8 +29,13 @@
 //!   per-cgroup families count the same events again and are in
 //!   `per_cgroup`, never here; the engine's own, [`OWN`], are not in
 //!   frames).
-//! * `derived`: see [`DERIVED`]; a ratio whose denominator did not move in
-//!   the window (an idle CPU) is `null`, never 0 and never left out.
+//! * `derived`: the config's `derived:` metrics (the default config's:
+//!   IPC, miss ratios, MPKI, DRAM bandwidth, OS event rates), evaluated
+//!   by [`crate::derive`] over this window's `counts` and its length
+//!   (`duration_time`); a value undefined in the window (a ratio whose
+//!   denominator did not move: an idle CPU) is `null`, never 0 and never
+//!   left out. One whose inputs are not counted is in `unavailable`
+//!   instead, with the input's reason.
 //! * `per_socket`: the DRAM rates summed per `socket` label.
 //! * `unavailable`: metric (or derived value) → why this host does not
 //!   count it, from the resolution: configured metrics that did not open,
@@ -41,8 +46,9 @@
 //!   order (integers where they are: event counts, bytes); by default the
 //!   metrics the per-CPU derived values are computed from, every per-CPU
 //!   counter with `?per_cpu=all` ([`PerCpuDetail`]); and how the
-//!   per-CPU derived values are computed from those arrays: those of
-//!   [`DERIVED`] marked so, plus `busy_ratio` (MPERF/TSC, the share of
+//!   per-CPU derived values are computed from those arrays (`ipc` and
+//!   the OS event rates, as the config's derived table defines them
+//!   node-wide, plus `busy_ratio` (MPERF/TSC, the share of
 //!   time the CPU was not halted, where the `msr` PMU has both). The
 //!   reader computes them ([`PerCpu`]; `per_cpu.rs`).
 //! * `multiplexed` (only when some metric was): metric → the mean share
@@ -74,6 +80,8 @@ pub use cgroups::{CgroupRow, CgroupTop, CGROUP_PREFIX, TOP_CGROUPS};
 const CGROUP_STATE: &str = "perf_cgroup_counter_state";
 pub use per_cpu::PerCpu;
 
+use crate::config::derived::{DerivedTable, Source};
+use crate::derive::DeriveError;
 use crate::problem::CounterState;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use cgroups::CgroupRows;
@@ -82,7 +90,8 @@ use per_cpu::{CpuColumns, CpuIndex};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How a derived value is computed from the frame's `counts`.
+/// How a per-CPU or per-cgroup value is computed from its columns (the
+/// page computes them: `per_cpu.formulas`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Formula {
     /// `numerator / denominator` over the interval.
@@ -90,71 +99,6 @@ pub enum Formula {
     /// `metric / interval_seconds`.
     Rate(&'static str),
 }
-
-/// The derived values: name, formula, and whether it is also given per
-/// CPU.
-pub const DERIVED: &[(&str, Formula, bool)] = &[
-    (
-        "ipc",
-        Formula::Ratio("perf_instructions_total", "perf_cpu_cycles_total"),
-        true,
-    ),
-    (
-        "l1d_miss_ratio",
-        Formula::Ratio("perf_l1d_read_misses_total", "perf_l1d_reads_total"),
-        false,
-    ),
-    (
-        "l1i_miss_ratio",
-        Formula::Ratio("perf_l1i_read_misses_total", "perf_l1i_reads_total"),
-        false,
-    ),
-    (
-        "llc_miss_ratio",
-        Formula::Ratio("perf_llc_read_misses_total", "perf_llc_reads_total"),
-        false,
-    ),
-    (
-        "branch_miss_ratio",
-        Formula::Ratio("perf_branch_misses_total", "perf_branch_instructions_total"),
-        false,
-    ),
-    (
-        "cache_miss_ratio",
-        Formula::Ratio("perf_cache_misses_total", "perf_cache_references_total"),
-        false,
-    ),
-    (
-        "dram_read_bytes_per_second",
-        Formula::Rate("perf_dram_read_bytes_total"),
-        false,
-    ),
-    (
-        "dram_write_bytes_per_second",
-        Formula::Rate("perf_dram_write_bytes_total"),
-        false,
-    ),
-    (
-        "context_switches_per_second",
-        Formula::Rate("perf_context_switches_total"),
-        true,
-    ),
-    (
-        "interrupts_per_second",
-        Formula::Rate("perf_interrupts_total"),
-        true,
-    ),
-    (
-        "softirqs_per_second",
-        Formula::Rate("perf_softirqs_total"),
-        true,
-    ),
-    (
-        "page_faults_per_second",
-        Formula::Rate("perf_page_faults_total"),
-        false,
-    ),
-];
 
 /// The engine's own counter families (group times and read errors, per
 /// set and CPU): about the exporter, not the host, so not in frames
@@ -321,8 +265,14 @@ pub type Reasons = BTreeMap<String, String>;
 
 /// Builds a frame from two collections `secs` apart, with every per-CPU
 /// column (a [`Framer`] used once).
-pub fn frame(prev: &[Family], cur: &[Family], secs: f64, reasons: &Reasons) -> Frame {
-    Framer::default().frame(prev, cur, secs, reasons, PerCpuDetail::All)
+pub fn frame(
+    prev: &[Family],
+    cur: &[Family],
+    secs: f64,
+    reasons: &Reasons,
+    derived: &DerivedTable,
+) -> Frame {
+    Framer::default().frame(prev, cur, secs, reasons, PerCpuDetail::All, derived)
 }
 
 /// Builds the frames of one stream, one after the other: it keeps what it
@@ -348,6 +298,7 @@ impl Framer {
         secs: f64,
         reasons: &Reasons,
         detail: PerCpuDetail,
+        derived: &DerivedTable,
     ) -> Frame {
         let mut f = Frame {
             interval_seconds: secs,
@@ -393,22 +344,7 @@ impl Framer {
             f.unavailable.insert(m.to_string(), why);
             f.implausible.insert(m.to_string());
         }
-        for (name, form, _) in DERIVED {
-            match eval(*form, &f.counts, secs) {
-                Ok(v) => {
-                    f.derived.insert(name.to_string(), v);
-                }
-                Err(missing) => {
-                    let why = f
-                        .unavailable
-                        .get(missing)
-                        .cloned()
-                        .unwrap_or_else(|| not_configured(missing));
-                    f.unavailable
-                        .insert(name.to_string(), format!("needs {missing}: {why}"));
-                }
-            }
-        }
+        derive(&mut f, derived, secs);
         f.per_cpu = cpus.map(|c| c.finish(secs));
         f.per_cgroup = cgroups.finish(&f.counts, secs);
         f
@@ -427,7 +363,66 @@ fn not_configured(metric: &str) -> String {
     format!("{metric} is not in the config")
 }
 
-/// The value of `form`, or the input it lacks.
+/// The config's derived values over the frame's window
+/// ([`DerivedTable::evaluate`]: every input is this window's increase, or
+/// its length): a value is in `derived` (`null` where it is undefined in
+/// this window: a division by zero, or a derived input that is), or in
+/// `unavailable` with why (the input it lacks and that input's reason).
+fn derive(f: &mut Frame, table: &DerivedTable, secs: f64) {
+    let values = {
+        let counts = &f.counts;
+        table.evaluate(
+            &|m| counts.get(m).copied(),
+            (secs > 0.0).then_some(secs),
+            &|l| Err(format!("`{l}` is not given to derived metrics yet")),
+        )
+    };
+    for (name, v) in values {
+        let why = match v {
+            Ok(v) => {
+                f.derived.insert(name.to_string(), Some(v));
+                continue;
+            }
+            Err(DeriveError::Undefined) => None,
+            Err(DeriveError::Missing(op)) => {
+                let source = table.get(name).and_then(|d| {
+                    d.formula
+                        .inputs
+                        .iter()
+                        .chain(&d.formula.probes)
+                        .find(|i| i.operand == op)
+                        .map(|i| &i.source)
+                });
+                match source {
+                    Some(Source::Metric(m)) => Some(format!(
+                        "needs {m}: {}",
+                        f.unavailable
+                            .get(m)
+                            .cloned()
+                            .unwrap_or_else(|| not_configured(m))
+                    )),
+                    Some(Source::Derived(d)) => {
+                        f.unavailable.get(d).map(|why| format!("needs {d}: {why}"))
+                    }
+                    // An empty window: no value, as a zero divisor.
+                    Some(Source::Duration) => None,
+                    None => Some(format!("needs {op}: {}", not_configured(&op))),
+                }
+            }
+            Err(e) => Some(e.to_string()),
+        };
+        match why {
+            Some(why) => {
+                f.unavailable.insert(name.to_string(), why);
+            }
+            None => {
+                f.derived.insert(name.to_string(), None);
+            }
+        }
+    }
+}
+
+/// The value of a per-cgroup `form`, or the input it lacks.
 fn eval(
     form: Formula,
     counts: &BTreeMap<String, f64>,

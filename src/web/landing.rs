@@ -4,7 +4,7 @@
 
 use super::State;
 use crate::bounded::lock;
-use crate::export::live::{Formula, DERIVED};
+use crate::config::derived::Source;
 use crate::problem::{Class, Problem};
 use crate::resolve::chain::{ResolvedMetric, Status};
 use std::collections::BTreeMap;
@@ -80,13 +80,15 @@ pub fn causes(e: &crate::engine::Engine) -> BTreeMap<String, Problem> {
             out.insert(rt.metric.clone(), p.clone());
         }
     }
-    for (name, form, _) in DERIVED {
-        let inputs = match *form {
-            Formula::Ratio(n, d) => vec![n, d],
-            Formula::Rate(m) => vec![m],
-        };
-        if let Some(p) = inputs.iter().find_map(|i| out.get(*i)).cloned() {
-            out.insert(name.to_string(), p);
+    // The config's derived values, in evaluation order (so a derived
+    // input's cause is known before its readers').
+    for d in &e.derived().metrics {
+        let cause = d.formula.inputs.iter().find_map(|i| match &i.source {
+            Source::Metric(m) | Source::Derived(m) => out.get(m),
+            Source::Duration => None,
+        });
+        if let Some(p) = cause.cloned() {
+            out.insert(d.name.clone(), p);
         }
     }
     out

@@ -37,6 +37,7 @@
 
 use super::State;
 use crate::bounded::lock;
+use crate::config::derived::DerivedTable;
 use crate::export::live::{self, PerCpuDetail, Reasons};
 use crate::snapshot::Family;
 use std::collections::BTreeMap;
@@ -275,13 +276,14 @@ impl State {
                 families: c.full(),
             };
             let reasons = self.reasons();
+            let derived = self.derived();
             let mut g = lock(&self.hub.inner);
             for k in due {
                 let Some(ch) = g.channels.get_mut(&k) else {
                     continue;
                 };
                 if let Some(p) = ch.prev.replace(now.clone()) {
-                    let json = encode(&mut ch.framer, &p, &now, &reasons, k.1);
+                    let json = encode(&mut ch.framer, &p, &now, &reasons, k.1, &derived);
                     let _ = ch.tx.send(json.into());
                 }
             }
@@ -292,6 +294,11 @@ impl State {
     /// says it.
     pub(super) fn reasons(&self) -> Reasons {
         super::landing::reasons(&lock(&self.engine))
+    }
+
+    /// The serving engine's derived metrics (the config's `derived:`).
+    pub(super) fn derived(&self) -> Arc<DerivedTable> {
+        lock(&self.engine).derived().clone()
     }
 
     /// `/api/v1/snapshot`: one frame over `interval` (with the per-CPU
@@ -316,6 +323,7 @@ impl State {
             &p(&second),
             &self.reasons(),
             per_cpu,
+            &self.derived(),
         );
         *lock(&self.hub.snapshots) = Some(framer);
         Some(json)
@@ -329,9 +337,17 @@ fn encode(
     cur: &Point,
     reasons: &Reasons,
     per_cpu: PerCpuDetail,
+    derived: &DerivedTable,
 ) -> String {
     let secs = cur.at.duration_since(prev.at).as_secs_f64();
-    let f = framer.frame(&prev.families, &cur.families, secs, reasons, per_cpu);
+    let f = framer.frame(
+        &prev.families,
+        &cur.families,
+        secs,
+        reasons,
+        per_cpu,
+        derived,
+    );
     framer.encode(&f)
 }
 

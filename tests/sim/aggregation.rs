@@ -108,7 +108,14 @@ fn the_live_view_keeps_per_cpu_columns_of_summed_sets() {
     k.advance(SEC);
     let b = full(&mut e);
     let mut framer = live::Framer::default();
-    let f = framer.frame(&a, &b, 1.0, &live::Reasons::default(), PerCpuDetail::All);
+    let f = framer.frame(
+        &a,
+        &b,
+        1.0,
+        &live::Reasons::default(),
+        PerCpuDetail::All,
+        &Default::default(),
+    );
     let p = f.per_cpu.clone().expect("per-CPU detail");
     assert_eq!(p.cpus, (0..8).collect::<Vec<u32>>());
     let counts: BTreeMap<&str, &[Option<f64>]> = p.counts().collect();

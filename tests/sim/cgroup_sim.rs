@@ -922,6 +922,7 @@ fn a_cgroup_group_that_never_runs_has_no_values_and_says_why() {
             &s.families,
             1.0,
             &Default::default(),
+            &Default::default(),
         );
         let top = f.per_cgroup.as_ref().expect("per_cgroup");
         let row = top.top.iter().find(|r| r.cgroup == "app/a").unwrap();

@@ -4,9 +4,8 @@
 //! (`implausible`: `plausibility.rs`). The manual clock makes every ratio
 //! exact.
 
-use crate::engines::{family, skx_engine as engine, SEC};
+use crate::engines::{family, frame_since_start, skx_engine as engine, SEC};
 use perf_exporter::engine::Engine;
-use perf_exporter::export::live;
 use perf_exporter::problem::CounterState;
 use std::collections::BTreeMap;
 
@@ -90,7 +89,7 @@ fn groups_that_fit_but_exceed_the_budget_are_multiplexed() {
     let c = family(&s, "c_total");
     assert!((c[0].1 - 2.0e9).abs() < 1.0, "{c:?}");
     // The live view says so, as perf's (75.00%).
-    let f = live::frame(&[], &s.families, 1.0, &Default::default());
+    let f = frame_since_start(&s.families);
     assert_eq!(f.multiplexed.get("c_total"), Some(&0.75));
     assert!(!f.multiplexed.contains_key("cs_total"));
     assert!(f.to_json().contains("\"multiplexed\":{\"bm_total\":0.75,"));
@@ -111,7 +110,7 @@ fn a_group_larger_than_the_free_counters_never_runs() {
     assert!(family(&s, C).is_empty(), "no value, not zero");
     // Not a measurement: the live view says why instead of a count, and
     // so do the values derived from it.
-    let f = live::frame(&[], &s.families, 1.0, &Default::default());
+    let f = frame_since_start(&s.families);
     assert!(!f.counts.contains_key(C), "{f:?}");
     assert!(f.not_counted.contains(C));
     let why = CounterState::NeverRan.explain();
@@ -145,7 +144,7 @@ fn the_watchdog_taking_a_counter_mid_run_is_seen() {
     all(&e, "c_total", CounterState::NeverRan, 0.0);
     // The total it had stays (a counter never goes down), flagged.
     assert_eq!(family(&s, "c_total"), before);
-    let f = live::frame(&[], &s.families, 1.0, &Default::default());
+    let f = frame_since_start(&s.families);
     assert!(f.not_counted.contains("c_total") && !f.counts.contains_key("c_total"));
     k.set_watchdog("cpu", false);
     k.advance(SEC);

@@ -55,3 +55,17 @@ pub(crate) fn samples(families: &[Family], name: &str) -> Vec<(String, f64)> {
 pub(crate) fn family(s: &Snapshot, name: &str) -> Vec<(String, f64)> {
     samples(&s.families, name)
 }
+
+/// The live view's frame of one collection from the start (every
+/// counter's total), with the default config's derived metrics.
+pub(crate) fn frame_since_start(
+    families: &[perf_exporter::snapshot::Family],
+) -> perf_exporter::export::live::Frame {
+    perf_exporter::export::live::frame(
+        &[],
+        families,
+        1.0,
+        &Default::default(),
+        &perf_exporter::config::Config::default_config().derived,
+    )
+}

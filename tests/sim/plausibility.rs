@@ -4,9 +4,8 @@
 //! counters' state says `implausible`, with why, at most once per check
 //! interval. The manual clock makes every window exact.
 
-use crate::engines::{family, skx_engine, SEC};
+use crate::engines::{family, frame_since_start, skx_engine, SEC};
 use perf_exporter::engine::Engine;
-use perf_exporter::export::live;
 use perf_exporter::perf::sim::SimKernel;
 use perf_exporter::problem::plausible::Implausible;
 use perf_exporter::problem::CounterState;
@@ -94,7 +93,7 @@ fn a_guest_pmu_counting_next_to_nothing_on_a_busy_cpu_is_implausible() {
     )));
     // Not a measurement: the live view says why instead of the value, and
     // so do the values derived from it; no per-CPU value either.
-    let f = live::frame(&[], &s.families, 1.0, &Default::default());
+    let f = frame_since_start(&s.families);
     assert!(
         !f.counts.contains_key(I) && !f.counts.contains_key(C),
         "{f:?}"
@@ -140,7 +139,7 @@ fn cycles_beyond_the_maximum_frequency_are_implausible() {
         "{metric=\"perf_cpu_cycles_total\",cpu=\"7\",reason=\"cycles_above_max_frequency\"}".into(),
         1.0
     )));
-    let f = live::frame(&[], &s.families, 1.0, &Default::default());
+    let f = frame_since_start(&s.families);
     assert!(f.implausible.contains(C) && !f.implausible.contains(I));
     assert!(f.unavailable[C].contains("maximum frequency"), "{f:?}");
     // Where the maximum frequency is unknown, the bound is not checked.

@@ -22,7 +22,7 @@
 //!   `null`: that CPU has no series of the metric in the window (a CPU
 //!   that went offline, a PMU that counts on some CPUs only).
 //! * `formulas`: the per-CPU derived values whose inputs are in `counts`
-//!   ([`DERIVED`] marked so, and `busy_ratio` = MPERF/TSC, the share of
+//!   ([`PER_CPU`], and `busy_ratio` = MPERF/TSC, the share of
 //!   time the CPU was not halted): `{"ratio": [numerator, denominator]}`
 //!   (no value where the denominator is 0 or either input is `null`) or
 //!   `{"rate": metric}` (the count over `interval_seconds`).
@@ -33,7 +33,7 @@
 //! [`Framer`](super::Framer) from one frame to the next) instead of being
 //! parsed from its labels at every frame.
 
-use super::{label, numbers, Formula, DERIVED};
+use super::{label, numbers, Formula};
 use crate::snapshot::{Labels, Sample};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -48,13 +48,30 @@ const MAX_CPU: u32 = 1 << 13;
 /// No CPU (in [`CpuIndex`]).
 const NO_CPU: u32 = u32::MAX;
 
+/// The values the page shows per CPU, as it computes them from the
+/// columns: the same quotients as the default config's derived metrics
+/// of these names (a test keeps them equal), in a form the page's script
+/// evaluates. Node-wide, every derived value comes from the config's
+/// table.
+pub(super) const PER_CPU: &[(&str, Formula)] = &[
+    (
+        "ipc",
+        Formula::Ratio("perf_instructions_total", "perf_cpu_cycles_total"),
+    ),
+    (
+        "context_switches_per_second",
+        Formula::Rate("perf_context_switches_total"),
+    ),
+    (
+        "interrupts_per_second",
+        Formula::Rate("perf_interrupts_total"),
+    ),
+    ("softirqs_per_second", Formula::Rate("perf_softirqs_total")),
+];
+
 /// The derived values given per CPU, by name.
 fn per_cpu_formulas() -> impl Iterator<Item = (&'static str, Formula)> {
-    DERIVED
-        .iter()
-        .filter(|(_, _, p)| *p)
-        .map(|(name, form, _)| (*name, *form))
-        .chain([("busy_ratio", BUSY)])
+    PER_CPU.iter().copied().chain([("busy_ratio", BUSY)])
 }
 
 /// Whether `metric` is an input of a per-CPU derived value.

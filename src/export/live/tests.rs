@@ -9,6 +9,16 @@ fn sample(labels: &[(&'static str, &str)], value: f64, start: u64) -> Sample {
     }
 }
 
+/// The default config's derived metrics.
+fn table() -> &'static DerivedTable {
+    static T: std::sync::OnceLock<DerivedTable> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        crate::config::Config::parse(crate::config::DEFAULT_CONFIG, "<default>")
+            .unwrap()
+            .derived
+    })
+}
+
 fn counter(name: &str, samples: Vec<Sample>) -> Family {
     Family {
         name: name.into(),
@@ -68,7 +78,14 @@ fn deltas_ratios_and_rates() {
         per_cpu("perf_cpu_cycles_total", &[200.0, 1000.0]),
         per_cpu("perf_context_switches_total", &[30.0, 50.0]),
     ];
-    let f = Framer::default().frame(&prev, &cur, 2.0, &Reasons::new(), PerCpuDetail::All);
+    let f = Framer::default().frame(
+        &prev,
+        &cur,
+        2.0,
+        &Reasons::new(),
+        PerCpuDetail::All,
+        table(),
+    );
     assert_eq!(f.counts["perf_instructions_total"], 200.0);
     assert_eq!(f.derived["ipc"], Some(2.0));
     assert_eq!(f.derived["context_switches_per_second"], Some(30.0));
@@ -84,8 +101,15 @@ fn deltas_ratios_and_rates() {
         ["context_switches_per_second", "ipc"]
     );
     // The per-CPU detail is in by default; left out, the rest is the same.
-    assert_eq!(frame(&prev, &cur, 2.0, &Reasons::new()), f);
-    let plain = Framer::default().frame(&prev, &cur, 2.0, &Reasons::new(), PerCpuDetail::Off);
+    assert_eq!(frame(&prev, &cur, 2.0, &Reasons::new(), table()), f);
+    let plain = Framer::default().frame(
+        &prev,
+        &cur,
+        2.0,
+        &Reasons::new(),
+        PerCpuDetail::Off,
+        table(),
+    );
     assert_eq!(plain.per_cpu, None);
     assert_eq!(plain, Frame { per_cpu: None, ..f });
 }
@@ -112,6 +136,7 @@ fn per_cpu_columns_are_in_cpu_order() {
         1.0,
         &Reasons::new(),
         PerCpuDetail::All,
+        table(),
     );
     let c = f.per_cpu.unwrap();
     assert_eq!(c.cpus, [2, 7, 10]);
@@ -134,7 +159,7 @@ fn restarted_series_count_since_the_restart() {
         "perf_x_total",
         vec![sample(&[("cpu", "0")], 20.0, 2)],
     )];
-    let f = frame(&prev, &cur, 1.0, &Reasons::new());
+    let f = frame(&prev, &cur, 1.0, &Reasons::new(), table());
     assert_eq!(f.counts["perf_x_total"], 20.0);
 }
 
@@ -150,7 +175,7 @@ fn unavailable_inputs_name_the_reason() {
         "perf_cpu_cycles_total".into(),
         "cycles needs a hardware PMU".into(),
     );
-    let f = frame(&cur, &cur, 1.0, &reasons);
+    let f = frame(&cur, &cur, 1.0, &reasons, table());
     assert_eq!(
         f.unavailable["perf_cpu_cycles_total"],
         "cycles needs a hardware PMU"
@@ -163,15 +188,16 @@ fn unavailable_inputs_name_the_reason() {
     );
     assert!(!f.derived.contains_key("ipc"));
     // Without an explanation, the snapshot's code and class.
-    let f = frame(&cur, &cur, 1.0, &Reasons::new());
+    let f = frame(&cur, &cur, 1.0, &Reasons::new(), table());
     assert_eq!(
         f.unavailable["perf_cpu_cycles_total"],
         "needs_hardware_pmu (not on platform)"
     );
     // Every derived value is in exactly one of the two maps.
-    for (name, _, _) in DERIVED {
+    for d in &table().metrics {
+        let name = &d.name;
         assert!(
-            f.derived.contains_key(*name) != f.unavailable.contains_key(*name),
+            f.derived.contains_key(name) != f.unavailable.contains_key(name),
             "{name}"
         );
     }
@@ -194,6 +220,7 @@ fn dram_rates_per_socket() {
         &[dram([100.0, 300.0, 50.0])],
         2.0,
         &Reasons::new(),
+        table(),
     );
     assert_eq!(f.per_socket["0"]["dram_read_bytes_per_second"], Some(200.0));
     assert_eq!(f.per_socket["1"]["dram_read_bytes_per_second"], Some(25.0));
@@ -206,8 +233,12 @@ fn schema() {
         let v: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
         v.as_object().unwrap().keys().cloned().collect()
     };
-    assert_eq!(keys(&frame(&[], &[], 1.0, &Reasons::new())), FRAME_KEYS);
-    let without = keys(&Framer::default().frame(&[], &[], 1.0, &Reasons::new(), PerCpuDetail::Off));
+    assert_eq!(
+        keys(&frame(&[], &[], 1.0, &Reasons::new(), table())),
+        FRAME_KEYS
+    );
+    let without =
+        keys(&Framer::default().frame(&[], &[], 1.0, &Reasons::new(), PerCpuDetail::Off, table()));
     let want: Vec<&str> = FRAME_KEYS
         .iter()
         .filter(|k| **k != "per_cpu")
@@ -275,6 +306,7 @@ fn nested_cgroups_are_never_counted_twice() {
         1.0,
         &Reasons::new(),
         PerCpuDetail::All,
+        table(),
     );
     assert_eq!(
         f.counts.keys().collect::<Vec<_>>(),
@@ -317,7 +349,10 @@ fn nested_cgroups_are_never_counted_twice() {
 
 #[test]
 fn the_top_list_is_capped_and_absent_without_cgroups() {
-    assert_eq!(frame(&[], &[], 1.0, &Reasons::new()).per_cgroup, None);
+    assert_eq!(
+        frame(&[], &[], 1.0, &Reasons::new(), table()).per_cgroup,
+        None
+    );
     let many = |scale: f64| {
         vec![counter(
             "perf_cgroup_context_switches_total",
@@ -326,7 +361,7 @@ fn the_top_list_is_capped_and_absent_without_cgroups() {
                 .collect(),
         )]
     };
-    let f = frame(&many(0.0), &many(1.0), 2.0, &Reasons::new());
+    let f = frame(&many(0.0), &many(1.0), 2.0, &Reasons::new(), table());
     let top = f.per_cgroup.unwrap();
     assert_eq!(top.counted, 25);
     assert_eq!(top.top.len(), TOP_CGROUPS);
@@ -371,7 +406,7 @@ fn per_cpu_json_is_columns_of_integers_and_formulas() {
             ),
         ]
     };
-    let f = frame(&fams(0.0), &fams(1.0), 1.0, &Reasons::new());
+    let f = frame(&fams(0.0), &fams(1.0), 1.0, &Reasons::new(), table());
     // The engine's own families are not in frames at all.
     assert!(!f.counts.contains_key("perf_group_enabled_seconds_total"));
     let json = f.per_cpu.as_ref().unwrap().to_json();
@@ -421,10 +456,10 @@ fn a_framer_follows_series_that_move_between_cpus() {
     let mut framer = Framer::default();
     let r = Reasons::new();
     for (prev, cur) in [(&a, &b), (&a, &b), (&b, &c), (&c, &c), (&a, &b)] {
-        let reused = framer.frame(prev, cur, 1.0, &r, PerCpuDetail::All);
-        assert_eq!(reused, frame(prev, cur, 1.0, &r));
+        let reused = framer.frame(prev, cur, 1.0, &r, PerCpuDetail::All, table());
+        assert_eq!(reused, frame(prev, cur, 1.0, &r, table()));
     }
-    let f = framer.frame(&b, &c, 1.0, &r, PerCpuDetail::All);
+    let f = framer.frame(&b, &c, 1.0, &r, PerCpuDetail::All, table());
     let p = f.per_cpu.unwrap();
     assert_eq!(p.cpus, [0, 5, 9]);
     assert_eq!(
@@ -441,7 +476,21 @@ fn a_framer_follows_series_that_move_between_cpus() {
     );
     assert_eq!(p.count("perf_interrupts_total", 1), None);
     // The JSON encoder sizes its buffer from the last frame.
-    let f = framer.frame(&a, &b, 1.0, &r, PerCpuDetail::All);
+    let f = framer.frame(&a, &b, 1.0, &r, PerCpuDetail::All, table());
     let json = framer.encode(&f);
-    assert_eq!(json, frame(&a, &b, 1.0, &r).to_json());
+    assert_eq!(json, frame(&a, &b, 1.0, &r, table()).to_json());
+}
+
+/// The per-CPU values the page computes are the default config's derived
+/// metrics of the same names, applied to one CPU's columns.
+#[test]
+fn per_cpu_formulas_are_the_configs() {
+    for (name, form) in per_cpu::PER_CPU {
+        let d = table().get(name).unwrap();
+        let want = match form {
+            Formula::Ratio(n, d) => format!("{n} / {d}"),
+            Formula::Rate(m) => format!("{m} / duration_time"),
+        };
+        assert_eq!(d.formula.text, want, "{name}");
+    }
 }

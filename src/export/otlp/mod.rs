@@ -15,6 +15,8 @@
 //! * `stats`: [`ExportStats`] and the failure-log rate limit;
 //! * `convert`: a [`Snapshot`] as an OTLP request, each series with its
 //!   own start time;
+//! * `derived`: the config's derived metrics as gauges over the push
+//!   interval (`perf.derived.*`);
 //! * `transport`: `http` and `grpc`, and the TLS material both read;
 //! * `push`: the push loop; `pusher`: the push thread ([`Pusher`]).
 //!
@@ -29,7 +31,9 @@
 //!
 //! Counters become cumulative monotonic sums whose points carry their
 //! series' start (when its group was opened, or its count restarted);
-//! snapshot events become gauges. Names and units follow the OTel
+//! snapshot events become gauges. The config's derived metrics (`derived:`)
+//! are gauges `perf_derived_<name>` over the push interval: each export
+//! evaluates them over the window since the previous export's collection. Names and units follow the OTel
 //! conventions and map back to the Prometheus names under the Prometheus
 //! translation: `perf_cpu_cycles_total` is `perf.cpu.cycles` in
 //! `{cycle}`, `perf_dram_read_bytes_total` is `perf.dram.read` in `By`.
@@ -41,6 +45,7 @@
 //! `opentelemetry-proto`'s.
 
 mod convert;
+mod derived;
 mod flags;
 mod host;
 mod naming;
@@ -98,8 +103,17 @@ pub enum OtlpError {
     Start(String),
 }
 
-/// Collects one engine snapshot (the same collection a scrape makes).
-pub(crate) type Collect = Arc<dyn Fn() -> Snapshot + Send + Sync>;
+/// One engine collection (the same a scrape makes) and the derived
+/// metrics of the config it counts.
+pub(crate) struct Collection {
+    /// The snapshot.
+    pub snapshot: Snapshot,
+    /// The config's `derived:` table.
+    pub derived: Arc<crate::config::derived::DerivedTable>,
+}
+
+/// Collects once.
+pub(crate) type Collect = Arc<dyn Fn() -> Collection + Send + Sync>;
 
 /// A one-line description of the settings for the start-up log (the
 /// endpoint redacted, header names only: values may be secrets).

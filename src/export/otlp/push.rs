@@ -5,6 +5,7 @@
 //! latest counts are pushed once more.
 
 use super::convert::Converter;
+use super::derived::DerivedGauges;
 use super::parse::redact_url;
 use super::stats::{ExportStats, FailureLog};
 use super::transport::{ExportError, Transport};
@@ -24,6 +25,7 @@ pub(super) struct PushLoop {
     transport: Transport,
     log: FailureLog,
     succeeded_once: bool,
+    derived: DerivedGauges,
 }
 
 impl PushLoop {
@@ -45,15 +47,22 @@ impl PushLoop {
             transport,
             log: FailureLog::new(Duration::from_secs(60)),
             succeeded_once: false,
+            derived: DerivedGauges::default(),
         })
     }
 
-    /// One engine collection, as a request.
+    /// One engine collection, as a request, with the derived gauges over
+    /// the window since the previous one's.
     /// The export results so far go with the metrics: with `--otlp.only`
     /// nothing else shows them (the failures up to now arrive with the
     /// next export that succeeds).
     fn gather(&mut self) -> ExportMetricsServiceRequest {
-        let mut snap = (self.collect)();
+        let c = (self.collect)();
+        let mut snap = c.snapshot;
+        let derived = self
+            .derived
+            .families(&snap.families, Instant::now(), &c.derived);
+        snap.families.extend(derived);
         snap.families.push(self.stats.family());
         self.converter.request(&snap, SystemTime::now())
     }
@@ -137,7 +146,7 @@ mod tests {
     use super::*;
     use crate::snapshot::{Family, Kind, Snapshot};
     use opentelemetry_proto::tonic::common::v1::any_value;
-    use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
+    use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric};
     use std::collections::BTreeMap;
     use std::path::Path;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -218,12 +227,16 @@ mod tests {
         let calls = Arc::new(AtomicUsize::new(0));
         let last = Arc::new(Mutex::new(Snapshot::default()));
         let (c2, l2) = (calls.clone(), last.clone());
+        let derived = Arc::new(cfg.derived.clone());
         let collect: Collect = Arc::new(move || {
             c2.fetch_add(1, Ordering::SeqCst);
             k.advance(1_000_000_000);
             let s = engine.lock().unwrap().collect();
             *l2.lock().unwrap() = s.clone();
-            s
+            super::super::Collection {
+                snapshot: s,
+                derived: derived.clone(),
+            }
         });
         let mut p = PushLoop::new(
             on(&only(), &[]),
@@ -244,7 +257,25 @@ mod tests {
             // The export results go with the metrics (issue 24 item 15:
             // with --otlp.only nothing else showed them).
             snap.families.push(p.stats.family());
-            let metrics = &req.resource_metrics[0].scope_metrics[0].metrics;
+            let all = &req.resource_metrics[0].scope_metrics[0].metrics;
+            // The derived gauges, over the window since the previous
+            // export (none at the first): the simulated IPC is 1.5.
+            let ipc = all.iter().find(|m| m.name == "perf.derived.ipc");
+            match ipc.and_then(|m| m.data.as_ref()) {
+                Some(metric::Data::Gauge(g)) => {
+                    assert!(round > 1);
+                    assert_eq!(
+                        g.data_points[0].value,
+                        Some(number_data_point::Value::AsDouble(1.5))
+                    );
+                }
+                None => assert_eq!(round, 1),
+                Some(other) => panic!("not a gauge: {other:?}"),
+            }
+            let metrics: Vec<&Metric> = all
+                .iter()
+                .filter(|m| !m.name.starts_with("perf.derived."))
+                .collect();
             assert!(
                 metrics.iter().any(|m| m.name == "perf.otlp.exports"),
                 "{:?}",
