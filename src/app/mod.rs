@@ -351,7 +351,13 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 crate::engine::counters::measure(k, &h.table, &online, &facts, &[])
             });
             let series = budget(&h, &s.host, res.clone(), &budgets);
+            let derived = crate::resolve::derived::resolve_derived(
+                &cfg.derived,
+                &res,
+                &crate::resolve::literals::HostLiterals::discover(&h.table),
+            );
             let mut r = CheckReport::new(&res)
+                .with_derived(&derived)
                 .with_identities(&h.table)
                 .with_counters(budgets);
             if r.refusal.is_none() {

@@ -59,12 +59,24 @@ pub struct RawDerived {
     help: Option<String>,
     #[serde(default)]
     unit: Option<String>,
-    expr: Spanned<String>,
+    expr: Spanned<RawExprs>,
     #[serde(default)]
     group: Option<String>,
     #[serde(default)]
     threshold: Option<Spanned<String>>,
 }
+
+/// `expr:` as written: one expression, or a list of alternatives tried in
+/// order (as `event:` takes a fallback chain).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawExprs {
+    One(String),
+    Chain(Vec<String>),
+}
+
+/// The most alternatives one `expr:` may list.
+pub const MAX_ALTERNATIVES: usize = 16;
 
 /// What an operand reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,8 +123,13 @@ pub struct Derived {
     pub unit: Option<String>,
     /// A group it is shown in (`topdown`, `cache`).
     pub group: Option<String>,
-    /// The value.
+    /// The value: the first alternative of `expr:` (or, in a table
+    /// chosen for one host by [`DerivedTable::choose`], the alternative
+    /// that host takes).
     pub formula: Formula,
+    /// The alternatives after the first, in the order written (empty for
+    /// a single expression, and in a chosen table).
+    pub fallbacks: Vec<Formula>,
     /// When the value deserves attention (non-zero means yes).
     pub threshold: Option<Formula>,
     /// Where `name:` is written (line, column).
@@ -127,7 +144,37 @@ pub struct DerivedTable {
     pub metrics: Vec<Derived>,
 }
 
+impl Derived {
+    /// Every alternative, in the order written.
+    pub fn formulas(&self) -> impl Iterator<Item = &Formula> {
+        std::iter::once(&self.formula).chain(&self.fallbacks)
+    }
+}
+
 impl DerivedTable {
+    /// The table one host evaluates: each entry's `formula` is the
+    /// alternative `choice` gives for it (by index among
+    /// [`Derived::formulas`]; the first when `None` or out of range),
+    /// and no fallbacks are left.
+    #[must_use]
+    pub fn choose(&self, choice: &dyn Fn(&str) -> Option<usize>) -> DerivedTable {
+        let metrics = self
+            .metrics
+            .iter()
+            .map(|d| {
+                let pick = choice(&d.name)
+                    .and_then(|i| d.formulas().nth(i))
+                    .unwrap_or(&d.formula);
+                Derived {
+                    formula: pick.clone(),
+                    fallbacks: Vec::new(),
+                    ..d.clone()
+                }
+            })
+            .collect();
+        DerivedTable { metrics }
+    }
+
     /// The entry named `name`.
     pub fn get(&self, name: &str) -> Option<&Derived> {
         self.metrics.iter().find(|d| d.name == name)
@@ -281,10 +328,11 @@ fn formula(
     names: &Names,
     invalid_at: &dyn Fn((u64, u64), String) -> ConfigError,
     name: &str,
-    text: &Spanned<String>,
+    text: &str,
+    at: &Location,
     what: &str,
 ) -> Result<Formula, ConfigError> {
-    let expr = derive::parse(&text.value).map_err(|e| {
+    let expr = derive::parse(text).map_err(|e| {
         let column = match &e {
             derive::DeriveError::Syntax { column, .. }
             | derive::DeriveError::TooDeep { column } => *column,
@@ -292,14 +340,14 @@ fn formula(
         };
         // YAML drops ` #...` from a plain value as a comment, so an
         // expression cut short may have lost a literal.
-        let cut = column > text.value.chars().count();
+        let cut = column > text.chars().count();
         let hint = if cut {
             " (in YAML ` #` starts a comment: quote an expression that holds a `#` literal)"
         } else {
             ""
         };
         invalid_at(
-            shifted(&text.referenced, column),
+            shifted(at, column),
             format!("derived metric `{name}`: `{what}`: {e}{hint}"),
         )
     })?;
@@ -307,7 +355,7 @@ fn formula(
     for op in expr.operands() {
         let source = names.resolve(&op.name).map_err(|why| {
             invalid_at(
-                shifted(&text.referenced, op.column),
+                shifted(at, op.column),
                 format!(
                     "derived metric `{name}`: `{what}` column {}: {why}",
                     op.column
@@ -331,7 +379,7 @@ fn formula(
         })
         .collect();
     Ok(Formula {
-        text: text.value.clone(),
+        text: text.to_string(),
         expr,
         inputs,
         probes,
@@ -399,11 +447,49 @@ pub(super) fn convert(
     let mut written = Vec::new();
     for r in &raw {
         let name = r.name.value.clone();
-        let f = formula(&names, &invalid_at, &name, &r.expr, "expr")?;
+        let texts: Vec<&str> = match &r.expr.value {
+            RawExprs::One(t) => vec![t.as_str()],
+            RawExprs::Chain(v) => v.iter().map(String::as_str).collect(),
+        };
+        if texts.is_empty() || texts.len() > MAX_ALTERNATIVES {
+            return Err(invalid(
+                &r.expr.referenced,
+                format!("derived metric `{name}`: `expr` lists {} alternatives; give 1 to {MAX_ALTERNATIVES}", texts.len()),
+            ));
+        }
+        let many = texts.len() > 1;
+        let mut formulas = Vec::with_capacity(texts.len());
+        for (i, t) in texts.iter().enumerate() {
+            // A list's items share its location: the message names the
+            // alternative.
+            let what = if many {
+                format!("expr` alternative {} `{t}", i + 1)
+            } else {
+                "expr".to_string()
+            };
+            formulas.push(formula(
+                &names,
+                &invalid_at,
+                &name,
+                t,
+                &r.expr.referenced,
+                &what,
+            )?);
+        }
+        let f = formulas.remove(0);
         let threshold = r
             .threshold
             .as_ref()
-            .map(|t| formula(&names, &invalid_at, &name, t, "threshold"))
+            .map(|t| {
+                formula(
+                    &names,
+                    &invalid_at,
+                    &name,
+                    &t.value,
+                    &t.referenced,
+                    "threshold",
+                )
+            })
             .transpose()?;
         written.push(name.clone());
         by_name.insert(
@@ -414,6 +500,7 @@ pub(super) fn convert(
                 unit: r.unit.clone(),
                 group: r.group.clone(),
                 formula: f,
+                fallbacks: formulas,
                 threshold,
                 at: (r.name.referenced.line(), r.name.referenced.column()),
             },
@@ -451,9 +538,8 @@ fn evaluation_order(
     }
     let deps = |n: &str| -> Vec<String> {
         by_name.get(n).map_or_else(Vec::new, |d| {
-            d.formula
-                .inputs
-                .iter()
+            d.formulas()
+                .flat_map(|f| &f.inputs)
                 .filter_map(|i| match &i.source {
                     Source::Derived(x) => Some(x.clone()),
                     _ => None,

@@ -236,6 +236,10 @@ impl Problem {
                 cgroup: "<cgroup>".into(),
                 max_depth: 32,
             },
+            Problem::LiteralUnavailable {
+                literal: "<#literal>".into(),
+                detail: "<why the host gives no value>".into(),
+            },
         ]
     }
 
@@ -243,6 +247,7 @@ impl Problem {
     pub fn summary(&self) -> &'static str {
         match self {
             Problem::NotOnPlatform { .. } => "no such PMU, event, format term or tracepoint on this host",
+            Problem::LiteralUnavailable { .. } => "a `#` literal of a derived metric has no value on this host",
             Problem::NeedsHardwarePmu { .. } => "hardware or cache events without a core PMU (a VM without a virtual PMU)",
             Problem::Config { .. } => "the event spec is wrong for this PMU",
             Problem::TracefsMissing { .. } => "tracefs is not mounted where the exporter looks",
