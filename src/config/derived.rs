@@ -737,6 +737,42 @@ mod tests {
     }
 
     #[test]
+    fn expr_takes_a_list_of_alternatives() {
+        let c = with(concat!(
+            "  - name: ipc\n    expr: [instructions / perf_ref_total, instructions / cycles]\n",
+            "  - name: cpi\n    expr: 1 / ipc\n",
+        ))
+        .unwrap();
+        let ipc = c.derived.get("ipc").unwrap();
+        assert_eq!(ipc.formula.text, "instructions / perf_ref_total");
+        assert_eq!(ipc.fallbacks.len(), 1);
+        assert_eq!(ipc.fallbacks[0].text, "instructions / cycles");
+        assert_eq!(ipc.formulas().count(), 2);
+        // The table of a host that takes the second alternative.
+        let chosen = c.derived.choose(&|n| (n == "ipc").then_some(1));
+        assert_eq!(
+            chosen.get("ipc").unwrap().formula.text,
+            "instructions / cycles"
+        );
+        assert!(chosen.get("ipc").unwrap().fallbacks.is_empty());
+        assert_eq!(chosen.get("cpi").unwrap().formula.text, "1 / ipc");
+        // An error names the alternative.
+        let e = with("  - name: x\n    expr: [cycles, cycels]\n").unwrap_err();
+        assert!(
+            e.contains("derived metric `x`: `expr` alternative 2 `cycels` column 1: unknown operand `cycels`"),
+            "{e}"
+        );
+        let e = with("  - name: x\n    expr: []\n").unwrap_err();
+        assert!(
+            e.contains("`expr` lists 0 alternatives; give 1 to 16"),
+            "{e}"
+        );
+        // A cycle through a later alternative is still a cycle.
+        let e = with("  - name: a\n    expr: [cycles, b]\n  - name: b\n    expr: a\n").unwrap_err();
+        assert!(e.contains("cycle: a → b → a"), "{e}");
+    }
+
+    #[test]
     fn names_are_checked() {
         let e = with("  - name: perf_instructions_total\n    expr: cycles\n").unwrap_err();
         assert!(e.contains("has the name of an event metric"), "{e}");

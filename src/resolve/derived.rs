@@ -73,6 +73,22 @@ impl DerivedResolution {
     }
 }
 
+/// An input's reason with the input named (the reasons whose text is a
+/// detail; the others name their event already).
+fn naming_input(p: Problem, operand: &str) -> Problem {
+    match p {
+        Problem::NotOnPlatform { event, detail } => Problem::NotOnPlatform {
+            detail: format!("input `{operand}` ({event}): {detail}"),
+            event,
+        },
+        Problem::Config { event, detail } => Problem::Config {
+            detail: format!("input `{operand}` ({event}): {detail}"),
+            event,
+        },
+        p => p,
+    }
+}
+
 /// Why `f` cannot be evaluated here, or `None` when every input it reads
 /// (operands and literals) has a value.
 fn rejected(
@@ -87,8 +103,8 @@ fn rejected(
             Source::Derived(d) => done.get(d).cloned().flatten(),
             Source::Duration => None,
         };
-        if why.is_some() {
-            return why;
+        if let Some(p) = why {
+            return Some(naming_input(p, &i.operand));
         }
     }
     f.expr.literals().into_iter().find_map(|l| {
@@ -267,7 +283,12 @@ derived:
         assert_eq!(r.status, Status::Unavailable);
         let pct = n1.get("retiring_pct").unwrap();
         assert_eq!(pct.status, Status::Unavailable);
-        assert_eq!(pct.problem(), r.problem());
+        let (inner, outer) = (r.problem().unwrap(), pct.problem().unwrap());
+        assert_eq!(outer.code(), inner.code());
+        assert_eq!(
+            outer.to_string(),
+            format!("input `retiring` ({}): {inner}", inner.event())
+        );
         // The table this host evaluates keeps the first alternatives.
         let cfg = Config::parse(CFG, "t.yaml").unwrap();
         let skx = on("intel-skx").table(&cfg.derived);

@@ -15,6 +15,7 @@ mod common;
 mod cli;
 mod cli_flags;
 mod dashboards;
+mod derived;
 mod e2e_prometheus;
 mod import;
 mod live_stream;
