@@ -83,6 +83,8 @@ pub enum Command {
         output: Option<PathBuf>,
         /// The core PMU and the counters of a set.
         options: crate::config::import::Options,
+        /// The sysfs tree of the host the config is for (`--target`).
+        target: Option<PathBuf>,
     },
     /// Write the book's reference pages into a directory.
     Reference {
@@ -312,7 +314,8 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             files,
             output,
             options,
-        } => import::run(&files, output.as_deref(), &options),
+            target,
+        } => import::run(&files, output.as_deref(), options, target.as_deref()),
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
             let probe = h.kernel.as_deref().map(prober);
