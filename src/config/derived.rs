@@ -386,6 +386,44 @@ fn formula(
     })
 }
 
+/// Parses and resolves the alternatives of one `expr:` (one or a list):
+/// the first and the rest.
+fn alternatives(
+    names: &Names,
+    invalid_at: &dyn Fn((u64, u64), String) -> ConfigError,
+    name: &str,
+    expr: &Spanned<RawExprs>,
+) -> Result<(Formula, Vec<Formula>), ConfigError> {
+    let texts: Vec<&str> = match &expr.value {
+        RawExprs::One(t) => vec![t.as_str()],
+        RawExprs::Chain(v) => v.iter().map(String::as_str).collect(),
+    };
+    let at = &expr.referenced;
+    if texts.is_empty() || texts.len() > MAX_ALTERNATIVES {
+        return Err(invalid_at(
+            (at.line(), at.column()),
+            format!(
+                "derived metric `{name}`: `expr` lists {} alternatives; give 1 to {MAX_ALTERNATIVES}",
+                texts.len()
+            ),
+        ));
+    }
+    let many = texts.len() > 1;
+    let mut formulas = Vec::with_capacity(texts.len());
+    for (i, t) in texts.iter().enumerate() {
+        // A list's items share its location: the message names the
+        // alternative.
+        let what = if many {
+            format!("expr` alternative {} `{t}", i + 1)
+        } else {
+            "expr".to_string()
+        };
+        formulas.push(formula(names, invalid_at, name, t, at, &what)?);
+    }
+    let first = formulas.remove(0);
+    Ok((first, formulas))
+}
+
 /// Parses and resolves the section.
 pub(super) fn convert(
     raw: Vec<RawDerived>,
@@ -447,36 +485,7 @@ pub(super) fn convert(
     let mut written = Vec::new();
     for r in &raw {
         let name = r.name.value.clone();
-        let texts: Vec<&str> = match &r.expr.value {
-            RawExprs::One(t) => vec![t.as_str()],
-            RawExprs::Chain(v) => v.iter().map(String::as_str).collect(),
-        };
-        if texts.is_empty() || texts.len() > MAX_ALTERNATIVES {
-            return Err(invalid(
-                &r.expr.referenced,
-                format!("derived metric `{name}`: `expr` lists {} alternatives; give 1 to {MAX_ALTERNATIVES}", texts.len()),
-            ));
-        }
-        let many = texts.len() > 1;
-        let mut formulas = Vec::with_capacity(texts.len());
-        for (i, t) in texts.iter().enumerate() {
-            // A list's items share its location: the message names the
-            // alternative.
-            let what = if many {
-                format!("expr` alternative {} `{t}", i + 1)
-            } else {
-                "expr".to_string()
-            };
-            formulas.push(formula(
-                &names,
-                &invalid_at,
-                &name,
-                t,
-                &r.expr.referenced,
-                &what,
-            )?);
-        }
-        let f = formulas.remove(0);
+        let (f, formulas) = alternatives(&names, &invalid_at, &name, &r.expr)?;
         let threshold = r
             .threshold
             .as_ref()
