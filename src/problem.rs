@@ -167,6 +167,15 @@ pub enum Problem {
         /// What the host lacks.
         detail: String,
     },
+    /// A `#` literal of a derived metric's expression that this host (or
+    /// this exporter) gives no value (`#slots` without the core PMU's
+    /// `caps/slots`).
+    LiteralUnavailable {
+        /// As written (`#slots`).
+        literal: String,
+        /// Why it has no value.
+        detail: String,
+    },
     /// Hardware or cache events without a core PMU (a VM without a
     /// virtual PMU).
     NeedsHardwarePmu {
@@ -377,6 +386,7 @@ impl Problem {
             Problem::CgroupWalkTooDeep { .. } => "cgroup_walk_too_deep",
             Problem::UncoreInCgroupSet { .. } => "uncore_per_cgroup",
             Problem::SelfTestFailed { .. } => "self_test_failed",
+            Problem::LiteralUnavailable { .. } => "literal_unavailable",
         }
     }
 
@@ -406,6 +416,7 @@ impl Problem {
         "cgroup_beyond_reach",
         "cgroup_walk_too_deep",
         "self_test_failed",
+        "literal_unavailable",
     ];
 
     /// Expected absence or failure.
@@ -415,6 +426,7 @@ impl Problem {
             Problem::NotOnPlatform { .. }
             | Problem::NeedsHardwarePmu { .. }
             | Problem::NoCpuEncoding { .. }
+            | Problem::LiteralUnavailable { .. }
             | Problem::CgroupGone { .. } => Class::NotOnPlatform,
             _ => Class::Failed,
         }
@@ -432,6 +444,7 @@ impl Problem {
             | Problem::NoCpuEncoding { event, .. }
             | Problem::Unschedulable { event, .. }
             | Problem::UncoreInCgroupSet { event, .. } => event,
+            Problem::LiteralUnavailable { literal, .. } => literal,
             Problem::FdExhausted { .. }
             | Problem::GroupTooLarge { .. }
             | Problem::NoCgroupHierarchy { .. }
@@ -489,6 +502,7 @@ impl Problem {
     pub fn what_to_do(&self) -> String {
         match self {
             Problem::NotOnPlatform { .. } => "nothing on this host: it is expected on other hardware or kernels (`perf-exporter list` shows what this host offers; add an alternative encoding to count it here)".into(),
+            Problem::LiteralUnavailable { .. } => "nothing to fix on this host: the literal is a fact it does not publish; give the derived metric an alternative `expr` without it (or with a number in its place)".into(),
             Problem::NeedsHardwarePmu { .. } => "run on bare metal or give the VM a virtual PMU (KVM/QEMU: `-cpu host,pmu=on`; VMware: enable virtualized CPU performance counters; cloud: a bare-metal or full-host instance type); software events, tracepoints and `msr` work without one".into(),
             Problem::Config { .. } => "fix the event in the config (`perf-exporter list` shows the PMUs, events and format terms of this host)".into(),
             Problem::TracefsMissing { given: Some(p), .. } => format!("give --path.tracefs the tracefs mount (usually /sys/kernel/tracing: `findmnt -t tracefs`), or mount tracefs there (`mount -t tracefs nodev {}`)", p.display()),
@@ -655,6 +669,7 @@ impl fmt::Display for Problem {
             Problem::NotOnPlatform { detail, .. } | Problem::Config { detail, .. } => {
                 f.write_str(detail)
             }
+            Problem::LiteralUnavailable { literal, detail } => write!(f, "the literal `{literal}` has no value on this host: {detail}"),
             Problem::NeedsHardwarePmu { .. } => f.write_str("no core PMU in sysfs (no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`): hardware events need a hardware PMU, which this host (a VM without a virtual PMU?) does not have"),
             Problem::TracefsMissing { given: Some(p), .. } => write!(f, "--path.tracefs {} is not a tracefs: it has no events/ directory (tracepoint ids are read from it)", p.display()),
             Problem::TracefsMissing { .. } => f.write_str("tracefs is not mounted (tracepoint ids are read from it)"),
@@ -764,7 +779,8 @@ mod tests {
                 "not_on_platform",
                 "needs_hardware_pmu",
                 "cgroup_gone",
-                "no_cpu_encoding"
+                "no_cpu_encoding",
+                "literal_unavailable"
             ]
         );
     }

@@ -20,10 +20,12 @@ const MAX_COLUMN: usize = 64;
 mod budget;
 mod cgroups;
 pub mod counters;
+mod derived;
 mod identity;
 pub mod selftest;
 pub use budget::{BudgetFamily, CheckBudget};
 pub use cgroups::{backend_line, cgroup_rows, CgroupRow, CheckBackend, CheckCgroups};
+pub use derived::CheckDerived;
 pub use identity::CheckIdentity;
 
 fn hex(v: u64) -> String {
@@ -259,6 +261,10 @@ pub struct CheckReport {
     pub cpu_identities: Vec<CheckIdentity>,
     /// Every configured metric.
     pub metrics: Vec<CheckMetric>,
+    /// Every derived metric, in evaluation order, with the alternative
+    /// this host takes (absent without a `derived:` section).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub derived: Vec<CheckDerived>,
     /// Why `serve` would refuse this config on this host.
     #[serde(skip)]
     pub refusal: Option<NothingToCount>,
@@ -335,6 +341,7 @@ impl CheckReport {
         CheckReport {
             cpu_identities: Vec::new(),
             metrics: r.metrics.iter().map(check_metric).collect(),
+            derived: Vec::new(),
             refusal: nothing_to_count(Counting::Resolved(r), None),
             counters: Vec::new(),
             budgets: Vec::new(),
@@ -343,6 +350,12 @@ impl CheckReport {
             cgroups: None,
             budget: None,
         }
+    }
+
+    /// Adds the derived metrics as resolved on this host.
+    pub fn with_derived(mut self, d: &crate::resolve::derived::DerivedResolution) -> Self {
+        self.derived = CheckDerived::of(d);
+        self
     }
 
     /// Adds the CPU identity of each core PMU of `table`.
@@ -393,12 +406,26 @@ impl CheckReport {
                 return Some(format!("--strict: {p}"));
             }
         }
-        (strict && !unavailable.is_empty()).then(|| {
-            format!(
+        if strict && !unavailable.is_empty() {
+            return Some(format!(
                 "--strict: {} of {} metrics unavailable: {}",
                 unavailable.len(),
                 self.metrics.len(),
                 unavailable.join(", ")
+            ));
+        }
+        let underived: Vec<&str> = self
+            .derived
+            .iter()
+            .filter(|d| d.status == Status::Unavailable.as_str())
+            .map(|d| d.name.as_str())
+            .collect();
+        (strict && !underived.is_empty()).then(|| {
+            format!(
+                "--strict: {} of {} derived metrics unavailable: {}",
+                underived.len(),
+                self.derived.len(),
+                underived.join(", ")
             )
         })
     }
@@ -482,6 +509,7 @@ impl CheckReport {
                 s.push_str(&st.text(w));
             }
         }
+        s.push_str(&derived::text(&self.derived, w));
         s.push_str(&counters::text(&self.budgets));
         s.push_str(&selftest::text(&self.self_tests));
         // The series budget, then the summary (the last line without cgroups).
@@ -842,6 +870,7 @@ mod tests {
                 metric("a_total", "resolved"),
                 metric("b_total", "unavailable"),
             ],
+            derived: Vec::new(),
             refusal: None,
             counters: Vec::new(),
             budgets: Vec::new(),
@@ -873,6 +902,7 @@ mod tests {
                 partial: vec!["on \u{202e}cpu1".into()],
                 counter_state: None,
             }],
+            derived: Vec::new(),
             refusal: None,
             counters: Vec::new(),
             budgets: Vec::new(),

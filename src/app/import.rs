@@ -5,7 +5,8 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use super::{AppError, Output};
-use crate::config::import::{import, Options};
+use crate::config::import::{import, Options, Target, TargetPmu};
+use crate::pmu::{PmuTable, Scope};
 use crate::terminal::escape;
 
 /// The largest JSON file read (perf's largest, Sapphire Rapids' uncore
@@ -31,13 +32,46 @@ fn read(path: &Path) -> Result<String, AppError> {
     Ok(text)
 }
 
+/// The PMUs of the sysfs tree `sysfs` as the importer needs them (their
+/// events, `identifier`, whether they have a cpumask).
+fn target(sysfs: &Path) -> Result<Target, AppError> {
+    let table = PmuTable::discover(sysfs).map_err(|e| {
+        AppError::Import(format!(
+            "--target {}: {}",
+            escape(&sysfs.display().to_string()),
+            escape(&e.to_string())
+        ))
+    })?;
+    let dir = sysfs.join("bus/event_source/devices");
+    let pmus = table
+        .pmus
+        .iter()
+        .map(|p| TargetPmu {
+            name: p.name.clone(),
+            events: p.events.keys().map(|e| e.to_ascii_lowercase()).collect(),
+            identifier: crate::bounded::read_attribute(&dir.join(&p.name).join("identifier"))
+                .ok()
+                .map(|s| s.trim().to_string()),
+            cpumask: matches!(p.scope, Scope::Cpumask(_)),
+            core: p.is_core(),
+        })
+        .collect();
+    Ok(Target { pmus })
+}
+
 /// Runs the import: the config on standard output, or written to
-/// `output` with a summary on standard output.
+/// `output` with a summary on standard output. With `target_sysfs`, names
+/// are resolved against that host's PMUs too.
 pub(super) fn run(
     files: &[PathBuf],
     output: Option<&Path>,
-    options: &Options,
+    mut options: Options,
+    target_sysfs: Option<&Path>,
 ) -> Result<Output, AppError> {
+    if let Some(t) = target_sysfs {
+        options.target = Some(target(t)?);
+    }
+    let options = &options;
     let mut texts = Vec::with_capacity(files.len());
     for f in files {
         texts.push((f.display().to_string(), read(f)?));

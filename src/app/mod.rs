@@ -84,6 +84,8 @@ pub enum Command {
         output: Option<PathBuf>,
         /// The core PMU and the counters of a set.
         options: crate::config::import::Options,
+        /// The sysfs tree of the host the config is for (`--target`).
+        target: Option<PathBuf>,
     },
     /// `rules`: the derived metrics' Prometheus recording rules.
     Rules {
@@ -322,7 +324,8 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             files,
             output,
             options,
-        } => import::run(&files, output.as_deref(), &options),
+            target,
+        } => import::run(&files, output.as_deref(), options, target.as_deref()),
         Command::Rules { splice } => rules::run(&s.host.load_config()?.derived, splice.as_deref()),
         Command::List { json, tracepoints } => {
             let h = Host::open(&s.host)?;
@@ -363,7 +366,13 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 crate::engine::counters::measure(k, &h.table, &online, &facts, &[])
             });
             let series = budget(&h, &s.host, res.clone(), &budgets);
+            let derived = crate::resolve::derived::resolve_derived(
+                &cfg.derived,
+                &res,
+                &crate::resolve::literals::HostLiterals::discover(&h.table),
+            );
             let mut r = CheckReport::new(&res)
+                .with_derived(&derived)
                 .with_identities(&h.table)
                 .with_counters(budgets)
                 .with_self_test(self_test);

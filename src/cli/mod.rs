@@ -351,6 +351,9 @@ enum MetricsCmd {
         /// General-purpose counters one core set may use (4: Intel cores with SMT on).
         #[arg(long = "counters", value_name = "N", default_value = "4", value_parser = clap::value_parser!(u64).range(1..=64))]
         counters: u64,
+        /// The sysfs tree of the host the config is for (its /sys, or a fixture): bare names the files do not define (TSC) are resolved against its events, `Compat` is matched against its PMUs' `identifier`, and `PerPkg` events on a PMU without a cpumask are refused.
+        #[arg(long = "target", value_name = "DIR")]
+        target: Option<PathBuf>,
     },
 }
 
@@ -433,13 +436,16 @@ impl Args {
                 output,
                 core_pmu,
                 counters,
+                target,
             })) => (
                 Command::MetricsImport {
                     files,
                     output,
+                    target,
                     options: crate::config::import::Options {
                         core_pmu,
                         counters: usize::try_from(counters).unwrap_or(4),
+                        target: None,
                     },
                 },
                 None,

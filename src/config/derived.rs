@@ -60,7 +60,7 @@ pub struct RawDerived {
     help: Option<String>,
     #[serde(default)]
     unit: Option<String>,
-    expr: Spanned<String>,
+    expr: Spanned<RawExprs>,
     #[serde(default)]
     group: Option<String>,
     #[serde(default)]
@@ -68,6 +68,18 @@ pub struct RawDerived {
     #[serde(default)]
     record: Option<Spanned<String>>,
 }
+
+/// `expr:` as written: one expression, or a list of alternatives tried in
+/// order (as `event:` takes a fallback chain).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawExprs {
+    One(String),
+    Chain(Vec<String>),
+}
+
+/// The most alternatives one `expr:` may list.
+pub const MAX_ALTERNATIVES: usize = 16;
 
 /// What an operand reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,8 +126,13 @@ pub struct Derived {
     pub unit: Option<String>,
     /// A group it is shown in (`topdown`, `cache`).
     pub group: Option<String>,
-    /// The value.
+    /// The value: the first alternative of `expr:` (or, in a table
+    /// chosen for one host by [`DerivedTable::choose`], the alternative
+    /// that host takes).
     pub formula: Formula,
+    /// The alternatives after the first, in the order written (empty for
+    /// a single expression, and in a chosen table).
+    pub fallbacks: Vec<Formula>,
     /// When the value deserves attention (non-zero means yes).
     pub threshold: Option<Formula>,
     /// The name of its Prometheus recording rule (`record:`;
@@ -134,7 +151,37 @@ pub struct DerivedTable {
     pub metrics: Vec<Derived>,
 }
 
+impl Derived {
+    /// Every alternative, in the order written.
+    pub fn formulas(&self) -> impl Iterator<Item = &Formula> {
+        std::iter::once(&self.formula).chain(&self.fallbacks)
+    }
+}
+
 impl DerivedTable {
+    /// The table one host evaluates: each entry's `formula` is the
+    /// alternative `choice` gives for it (by index among
+    /// [`Derived::formulas`]; the first when `None` or out of range),
+    /// and no fallbacks are left.
+    #[must_use]
+    pub fn choose(&self, choice: &dyn Fn(&str) -> Option<usize>) -> DerivedTable {
+        let metrics = self
+            .metrics
+            .iter()
+            .map(|d| {
+                let pick = choice(&d.name)
+                    .and_then(|i| d.formulas().nth(i))
+                    .unwrap_or(&d.formula);
+                Derived {
+                    formula: pick.clone(),
+                    fallbacks: Vec::new(),
+                    ..d.clone()
+                }
+            })
+            .collect();
+        DerivedTable { metrics }
+    }
+
     /// The entry named `name`.
     pub fn get(&self, name: &str) -> Option<&Derived> {
         self.metrics.iter().find(|d| d.name == name)
@@ -288,10 +335,11 @@ fn formula(
     names: &Names,
     invalid_at: &dyn Fn((u64, u64), String) -> ConfigError,
     name: &str,
-    text: &Spanned<String>,
+    text: &str,
+    at: &Location,
     what: &str,
 ) -> Result<Formula, ConfigError> {
-    let expr = derive::parse(&text.value).map_err(|e| {
+    let expr = derive::parse(text).map_err(|e| {
         let column = match &e {
             derive::DeriveError::Syntax { column, .. }
             | derive::DeriveError::TooDeep { column } => *column,
@@ -299,14 +347,14 @@ fn formula(
         };
         // YAML drops ` #...` from a plain value as a comment, so an
         // expression cut short may have lost a literal.
-        let cut = column > text.value.chars().count();
+        let cut = column > text.chars().count();
         let hint = if cut {
             " (in YAML ` #` starts a comment: quote an expression that holds a `#` literal)"
         } else {
             ""
         };
         invalid_at(
-            shifted(&text.referenced, column),
+            shifted(at, column),
             format!("derived metric `{name}`: `{what}`: {e}{hint}"),
         )
     })?;
@@ -314,7 +362,7 @@ fn formula(
     for op in expr.operands() {
         let source = names.resolve(&op.name).map_err(|why| {
             invalid_at(
-                shifted(&text.referenced, op.column),
+                shifted(at, op.column),
                 format!(
                     "derived metric `{name}`: `{what}` column {}: {why}",
                     op.column
@@ -338,11 +386,49 @@ fn formula(
         })
         .collect();
     Ok(Formula {
-        text: text.value.clone(),
+        text: text.to_string(),
         expr,
         inputs,
         probes,
     })
+}
+
+/// Parses and resolves the alternatives of one `expr:` (one or a list):
+/// the first and the rest.
+fn alternatives(
+    names: &Names,
+    invalid_at: &dyn Fn((u64, u64), String) -> ConfigError,
+    name: &str,
+    expr: &Spanned<RawExprs>,
+) -> Result<(Formula, Vec<Formula>), ConfigError> {
+    let texts: Vec<&str> = match &expr.value {
+        RawExprs::One(t) => vec![t.as_str()],
+        RawExprs::Chain(v) => v.iter().map(String::as_str).collect(),
+    };
+    let at = &expr.referenced;
+    if texts.is_empty() || texts.len() > MAX_ALTERNATIVES {
+        return Err(invalid_at(
+            (at.line(), at.column()),
+            format!(
+                "derived metric `{name}`: `expr` lists {} alternatives; give 1 to {MAX_ALTERNATIVES}",
+                texts.len()
+            ),
+        ));
+    }
+    let many = texts.len() > 1;
+    let mut formulas = Vec::with_capacity(texts.len());
+    for (i, t) in texts.iter().enumerate() {
+        // A list's items share its location: the message names the
+        // alternative.
+        let what = if many {
+            format!("expr` alternative {} `{t}", i + 1)
+        } else {
+            "expr".to_string()
+        };
+        formulas.push(formula(names, invalid_at, name, t, at, &what)?);
+    }
+    let first = formulas.remove(0);
+    Ok((first, formulas))
 }
 
 /// Parses and resolves the section.
@@ -406,11 +492,20 @@ pub(super) fn convert(
     let mut written = Vec::new();
     for r in &raw {
         let name = r.name.value.clone();
-        let f = formula(&names, &invalid_at, &name, &r.expr, "expr")?;
+        let (f, formulas) = alternatives(&names, &invalid_at, &name, &r.expr)?;
         let threshold = r
             .threshold
             .as_ref()
-            .map(|t| formula(&names, &invalid_at, &name, t, "threshold"))
+            .map(|t| {
+                formula(
+                    &names,
+                    &invalid_at,
+                    &name,
+                    &t.value,
+                    &t.referenced,
+                    "threshold",
+                )
+            })
             .transpose()?;
         if let Some(rec) = &r.record {
             if !valid_record(&rec.value) {
@@ -429,6 +524,7 @@ pub(super) fn convert(
                 unit: r.unit.clone(),
                 group: r.group.clone(),
                 formula: f,
+                fallbacks: formulas,
                 threshold,
                 record: r.record.as_ref().map(|x| x.value.clone()),
                 at: (r.name.referenced.line(), r.name.referenced.column()),
@@ -476,9 +572,8 @@ fn evaluation_order(
     }
     let deps = |n: &str| -> Vec<String> {
         by_name.get(n).map_or_else(Vec::new, |d| {
-            d.formula
-                .inputs
-                .iter()
+            d.formulas()
+                .flat_map(|f| &f.inputs)
                 .filter_map(|i| match &i.source {
                     Source::Derived(x) => Some(x.clone()),
                     _ => None,
@@ -679,6 +774,42 @@ mod tests {
             got[2],
             ("ips", Err(DeriveError::Missing("duration_time".into())))
         );
+    }
+
+    #[test]
+    fn expr_takes_a_list_of_alternatives() {
+        let c = with(concat!(
+            "  - name: ipc\n    expr: [instructions / perf_ref_total, instructions / cycles]\n",
+            "  - name: cpi\n    expr: 1 / ipc\n",
+        ))
+        .unwrap();
+        let ipc = c.derived.get("ipc").unwrap();
+        assert_eq!(ipc.formula.text, "instructions / perf_ref_total");
+        assert_eq!(ipc.fallbacks.len(), 1);
+        assert_eq!(ipc.fallbacks[0].text, "instructions / cycles");
+        assert_eq!(ipc.formulas().count(), 2);
+        // The table of a host that takes the second alternative.
+        let chosen = c.derived.choose(&|n| (n == "ipc").then_some(1));
+        assert_eq!(
+            chosen.get("ipc").unwrap().formula.text,
+            "instructions / cycles"
+        );
+        assert!(chosen.get("ipc").unwrap().fallbacks.is_empty());
+        assert_eq!(chosen.get("cpi").unwrap().formula.text, "1 / ipc");
+        // An error names the alternative.
+        let e = with("  - name: x\n    expr: [cycles, cycels]\n").unwrap_err();
+        assert!(
+            e.contains("derived metric `x`: `expr` alternative 2 `cycels` column 1: unknown operand `cycels`"),
+            "{e}"
+        );
+        let e = with("  - name: x\n    expr: []\n").unwrap_err();
+        assert!(
+            e.contains("`expr` lists 0 alternatives; give 1 to 16"),
+            "{e}"
+        );
+        // A cycle through a later alternative is still a cycle.
+        let e = with("  - name: a\n    expr: [cycles, b]\n  - name: b\n    expr: a\n").unwrap_err();
+        assert!(e.contains("cycle: a → b → a"), "{e}");
     }
 
     #[test]

@@ -241,6 +241,10 @@ impl Problem {
                 cpu: 0,
                 detail: "<which bound the counts broke>".into(),
             },
+            Problem::LiteralUnavailable {
+                literal: "<#literal>".into(),
+                detail: "<why the host gives no value>".into(),
+            },
         ]
     }
 
@@ -248,6 +252,7 @@ impl Problem {
     pub fn summary(&self) -> &'static str {
         match self {
             Problem::NotOnPlatform { .. } => "no such PMU, event, format term or tracepoint on this host",
+            Problem::LiteralUnavailable { .. } => "a `#` literal of a derived metric has no value on this host",
             Problem::NeedsHardwarePmu { .. } => "hardware or cache events without a core PMU (a VM without a virtual PMU)",
             Problem::Config { .. } => "the event spec is wrong for this PMU",
             Problem::TracefsMissing { .. } => "tracefs is not mounted where the exporter looks",

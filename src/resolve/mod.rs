@@ -21,6 +21,8 @@
 
 mod arm;
 pub mod chain;
+pub mod derived;
+pub mod literals;
 /// The event-spec grammar, a leaf module of its own ([`crate::spec`]);
 /// re-exported under its old path.
 pub use crate::spec;

@@ -20,6 +20,24 @@ fn run(args: &[&str]) -> Output {
         .expect("binary runs")
 }
 
+/// `check --json --strict` of `cfg` on a sysfs fixture, which must
+/// succeed: its JSON.
+fn strict_check(fixture: &str, cfg: &Path) -> Value {
+    let sysfs = root().join("tests/fixtures/sysfs").join(fixture);
+    let o = run(&[
+        "check",
+        "--json",
+        "--strict",
+        "--simulate",
+        "--path.sysfs",
+        sysfs.to_str().unwrap(),
+        "--config.file",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 const SKX: [&str; 2] = [
     "tests/fixtures/perf-json/skylakex/events.json",
     "tests/fixtures/perf-json/skylakex/skx-metrics.json",
@@ -63,19 +81,7 @@ fn perf_json_becomes_a_config_check_accepts_on_the_matching_fixture() {
     );
     assert_eq!(std::fs::read_to_string(&cfg).unwrap(), want);
 
-    let skx = root().join("tests/fixtures/sysfs/intel-skx");
-    let o = run(&[
-        "check",
-        "--json",
-        "--strict",
-        "--simulate",
-        "--path.sysfs",
-        skx.to_str().unwrap(),
-        "--config.file",
-        cfg.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = strict_check("intel-skx", &cfg);
     let metrics = v["metrics"].as_array().unwrap();
     assert_eq!(metrics.len(), 13);
     for m in metrics {
@@ -102,4 +108,65 @@ fn files_that_are_not_perf_json_are_refused_by_name_and_line() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("no metric (an object with `MetricName` and `MetricExpr`)"));
+}
+
+/// With `--target` (the host's sysfs; here the intel-skx fixture) the
+/// names the files do not define resolve against the target's events:
+/// `TSC` is `msr/tsc/`, so every metric is taken, and `check --strict`
+/// accepts the config on that fixture, every derived metric resolved.
+#[test]
+fn a_target_sysfs_resolves_tsc_and_check_accepts_every_metric() {
+    let skx = root().join("tests/fixtures/sysfs/intel-skx");
+    let skx = skx.to_str().unwrap();
+    let o = run(&["metrics", "import", SKX[0], SKX[1], "--target", skx]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let yaml = String::from_utf8(o.stdout).expect("UTF-8");
+    let golden: PathBuf = root().join("tests/golden/import/skylakex-target.yaml");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden, &yaml).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).expect("golden (UPDATE_GOLDEN=1 writes it)");
+    assert_eq!(
+        yaml,
+        want,
+        "the imported config differs from {}",
+        golden.display()
+    );
+    assert!(yaml.contains("# 14 metrics taken, 0 left out."));
+    assert!(yaml.contains(r#"event: ["msr/tsc/"]"#));
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("skx.yaml");
+    std::fs::write(&cfg, &yaml).unwrap();
+    let v = strict_check("intel-skx", &cfg);
+    let metrics = v["metrics"].as_array().unwrap();
+    assert_eq!(metrics.len(), 15);
+    for m in metrics {
+        assert_eq!(m["status"], "resolved", "{m}");
+    }
+    let derived = v["derived"].as_array().unwrap();
+    assert_eq!(derived.len(), 14);
+    for d in derived {
+        assert_eq!(d["status"], "resolved", "{d}");
+    }
+    let c6 = derived
+        .iter()
+        .find(|d| d["name"] == "c6_core_residency")
+        .unwrap();
+    assert_eq!(
+        c6["expr"],
+        "perf_cstate_core_c6_residency_total / perf_tsc_total"
+    );
+
+    // A target that is not a sysfs tree is refused by name.
+    let o = run(&[
+        "metrics",
+        "import",
+        SKX[0],
+        SKX[1],
+        "--target",
+        "/nonexistent",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--target /nonexistent: "));
 }

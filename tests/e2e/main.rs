@@ -16,6 +16,7 @@ mod cli;
 mod cli_flags;
 mod dashboards;
 mod derived;
+mod derived_check;
 mod e2e_prometheus;
 mod import;
 mod live_stream;

@@ -1,0 +1,231 @@
+//! The importer's unit tests.
+
+use super::*;
+
+fn files(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter().map(|(a, b)| ((*a).into(), (*b).into())).collect()
+}
+
+const EVENTS: &str = r#"[
+  {"EventName": "L1D.REPLACEMENT", "EventCode": "0x51", "UMask": "0x1", "SampleAfterValue": "100003", "BriefDescription": "L1D data line replacements"},
+  {"EventName": "INST_RETIRED.ANY", "UMask": "0x1", "BriefDescription": "Instructions retired"},
+  {"EventName": "CPU_CLK_UNHALTED.THREAD", "EventCode": "0x3C", "BriefDescription": "Core cycles"},
+  {"EventName": "OFFCORE_RESPONSE.X", "EventCode": "0xB7, 0xBB", "UMask": "0x1", "MSRIndex": "0x1a6,0x1a7", "MSRValue": "0x3FBC000001", "CounterMask": "0"},
+  {"EventName": "UNC_M_CAS_COUNT.RD", "EventCode": "0x04", "UMask": "0x03", "Unit": "iMC", "PerPkg": "1"},
+  {"EventName": "UNC_F_X", "EventCode": "0x01", "Unit": "DFPMC"}
+]"#;
+
+#[test]
+fn encodings_follow_jevents() {
+    let m = r#"[
+      {"MetricName": "l1d_mpi", "MetricExpr": "L1D.REPLACEMENT / INST_RETIRED.ANY", "ScaleUnit": "1per_instr"},
+      {"MetricName": "off", "MetricExpr": "OFFCORE_RESPONSE.X + UNC_F_X"},
+      {"MetricName": "bw", "MetricExpr": "UNC_M_CAS_COUNT.RD * 64 / 1e6 / duration_time", "ScaleUnit": "1MB/s"},
+      {"MetricName": "Pct", "MetricExpr": "cpu@L1D.REPLACEMENT\\,cmask\\=1@ / CPU_CLK_UNHALTED.THREAD", "ScaleUnit": "100%", "MetricThreshold": "Pct > 0.5 & l1d_mpi > 1"}
+    ]"#;
+    let out = import(
+        &files(&[("ev.json", EVENTS), ("m.json", m)]),
+        &Options::default(),
+    )
+    .unwrap();
+    assert!(out.skipped.is_empty(), "{:?}", out.skipped);
+    let y = &out.yaml;
+    for want in [
+        r#"event: ["cpu/event=0x51,umask=0x1/"]"#,
+        r#"event: ["cpu/event=0xc0/"]"#,
+        r#"event: ["cpu/event=0xb7,umask=0x1,offcore_rsp=0x3FBC000001/"]"#,
+        r#"event: ["uncore_imc_*/event=0x4,umask=0x3/", "uncore_imc/event=0x4,umask=0x3/"]"#,
+        r#"event: ["amd_df/event=0x1/"]"#,
+        r#"event: ["cpu/event=0x51,umask=0x1,cmask=1/"]"#,
+        r#"expr: "perf_l1d_replacement_total / perf_inst_retired_any_total""#,
+        r#"expr: "perf_unc_m_cas_count_rd_total * 64 / 1e6 / duration_time""#,
+        r#"unit: "per_instr""#,
+        r#"unit: "MB/s""#,
+        r#"unit: "ratio""#,
+        r#"expr: "perf_cpu_l1d_replacement_cmask_1_total / perf_cpu_clk_unhalted_thread_total""#,
+        r#"threshold: "pct > 0.5 & l1d_mpi > 1""#,
+    ] {
+        assert!(y.contains(want), "missing {want} in\n{y}");
+    }
+}
+
+#[test]
+fn what_cannot_be_taken_is_reported_with_its_reason() {
+    let m = r#"[
+      {"MetricName": "a", "MetricExpr": "L1D.REPLACEMENT / TSC"},
+      {"MetricName": "b", "MetricExpr": "a * 2"},
+      {"MetricName": "c", "MetricExpr": "L1D.REPLACEMENT $ 2"},
+      {"MetricName": "d", "MetricExpr": "L1D.REPLACEMENT", "MetricThreshold": "d > 1 == 2"},
+      {"MetricName": "e", "MetricExpr": "e + 1"}
+    ]"#;
+    let out = import(
+        &files(&[("ev.json", EVENTS), ("m.json", m)]),
+        &Options::default(),
+    )
+    .unwrap();
+    let why: Vec<(String, String)> = out
+        .skipped
+        .iter()
+        .map(|s| (s.metric.clone(), s.why.clone()))
+        .collect();
+    assert_eq!(
+        why[0],
+        (
+            "a".into(),
+            "`TSC` is neither an event of the files given nor a metric".into()
+        )
+    );
+    assert_eq!(
+        why[1],
+        ("b".into(), "it reads `a`, which is not taken".into())
+    );
+    assert_eq!(why[2].0, "c");
+    assert!(
+        why[2].1.starts_with("its expression: column 17"),
+        "{}",
+        why[2].1
+    );
+    assert_eq!(why[3], ("e".into(), "its expression reads itself".into()));
+    assert_eq!(out.taken, 1);
+    assert_eq!(out.dropped_thresholds[0].metric, "d");
+    assert!(out.yaml.contains("# left out: a: `TSC` is neither"));
+}
+
+#[test]
+fn general_purpose_counters_bound_a_core_set() {
+    let mut ev = String::from("[");
+    let mut expr = Vec::new();
+    for i in 1..=6 {
+        ev += &format!(r#"{{"EventName": "E{i}", "EventCode": "0x{i}0"}},"#);
+        expr.push(format!("E{i}"));
+    }
+    ev += r#"{"EventName": "INST_RETIRED.ANY"}]"#;
+    let m = format!(
+        r#"[{{"MetricName": "m", "MetricExpr": "({}) / INST_RETIRED.ANY"}}]"#,
+        expr.join(" + ")
+    );
+    let out = import(
+        &files(&[("ev.json", &ev), ("m.json", &m)]),
+        &Options {
+            counters: 4,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let sets: Vec<&str> = out
+        .yaml
+        .lines()
+        .filter(|l| l.starts_with("  - name:"))
+        .collect();
+    assert_eq!(
+        sets,
+        [r#"  - name: "m""#, r#"  - name: "m_2""#, r#"  - name: "m""#]
+    );
+}
+
+#[test]
+fn bad_files_are_refused_by_name() {
+    let e = import(&files(&[("x.json", "{")]), &Options::default()).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("x.json: line 1, column 1: not JSON"),
+        "{e}"
+    );
+    let e = import(&files(&[("x.json", "{}")]), &Options::default()).unwrap_err();
+    assert!(matches!(e, ImportError::NotAnArray { .. }));
+    let e = import(&files(&[("x.json", EVENTS)]), &Options::default()).unwrap_err();
+    assert!(matches!(e, ImportError::NoMetrics));
+}
+
+/// A target with an `msr` PMU (`tsc`), six IMC boxes (`cas_count_read`),
+/// a core PMU, a C-box without cpumask and two versions of a PMU
+/// told apart by `identifier`.
+fn target() -> Target {
+    let pmu = |name: &str, events: &[&str], identifier: Option<&str>, cpumask: bool, core: bool| {
+        TargetPmu {
+            name: name.into(),
+            events: events.iter().map(|e| (*e).to_string()).collect(),
+            identifier: identifier.map(str::to_string),
+            cpumask,
+            core,
+        }
+    };
+    let mut pmus = vec![
+        pmu("cpu", &["cpu-cycles", "slots"], None, false, true),
+        pmu("msr", &["tsc", "aperf"], None, false, false),
+        pmu("cstate_pkg", &["c6-residency"], None, false, false),
+        pmu("arm_cmn_0", &[], Some("0x43c"), true, false),
+        pmu("power", &["c6-residency"], None, true, false),
+        pmu("uncore_cbox_0", &[], None, false, false),
+    ];
+    for i in 0..6 {
+        pmus.push(pmu(
+            &format!("uncore_imc_{i}"),
+            &["cas_count_read"],
+            None,
+            true,
+            false,
+        ));
+    }
+    Target { pmus }
+}
+
+#[test]
+fn a_target_resolves_bare_names_and_honours_compat_and_per_pkg() {
+    let ev = r#"[
+      {"EventName": "INST_RETIRED.ANY"},
+      {"EventName": "UNC_M_CAS_COUNT.RD", "EventCode": "0x04", "UMask": "0x03", "Unit": "iMC", "PerPkg": "1"},
+      {"EventName": "PKG_X", "EventCode": "0x01", "Unit": "CBO", "PerPkg": "1"},
+      {"EventName": "CMN_A", "EventCode": "0x01", "Unit": "arm_cmn", "Compat": "(434|436|43c|43a).*"},
+      {"EventName": "CMN_B", "EventCode": "0x02", "Unit": "arm_cmn", "Compat": "0x4(34|36)"},
+      {"EventName": "CMN_B", "EventCode": "0x03", "Unit": "arm_cmn", "Compat": "0x43c"}
+    ]"#;
+    let m = r#"[
+      {"MetricName": "tsc_per_inst", "MetricExpr": "TSC / INST_RETIRED.ANY"},
+      {"MetricName": "cas", "MetricExpr": "UNC_M_CAS_COUNT.RD + cas_count_read"},
+      {"MetricName": "pkg", "MetricExpr": "PKG_X"},
+      {"MetricName": "cmn_a_count", "MetricExpr": "CMN_A"},
+      {"MetricName": "cmn_b_count", "MetricExpr": "CMN_B"},
+      {"MetricName": "amb", "MetricExpr": "c6\\-residency"},
+      {"MetricName": "unknown", "MetricExpr": "NOPE"}
+    ]"#;
+    let opts = Options {
+        target: Some(target()),
+        ..Options::default()
+    };
+    let out = import(&files(&[("ev.json", ev), ("m.json", m)]), &opts).unwrap();
+    let y = &out.yaml;
+    for want in [
+        r#"event: ["msr/tsc/"]"#,
+        r#"expr: "perf_tsc_total / perf_inst_retired_any_total""#,
+        r#"event: ["uncore_imc_*/cas_count_read/"]"#,
+        // Compat `0x43c`: the second CMN_B entry, not the first.
+        r#"event: ["arm_cmn/event=0x3/"]"#,
+    ] {
+        assert!(y.contains(want), "missing {want} in\n{y}");
+    }
+    let why: Vec<(&str, &str)> = out
+        .skipped
+        .iter()
+        .map(|s| (s.metric.as_str(), s.why.as_str()))
+        .collect();
+    assert_eq!(
+        why,
+        [
+            ("pkg", "`PKG_X` is counted once per package (PerPkg) but the target's uncore_cbox has no cpumask: opened on every CPU, its count would be summed once per CPU"),
+            ("cmn_a_count", "`CMN_A` is for other versions of arm_cmn: its Compat `(434|436|43c|43a).*` matches no identifier of the target's (0x43c)"),
+            ("amb", "`c6-residency` is an event of several PMUs of the target (cstate_pkg, power): write `pmu@c6-residency@` in the expression"),
+            ("unknown", "`NOPE` is neither an event of the files given nor a metric, nor a sysfs event of the target"),
+        ]
+    );
+    // Without a target, the files alone: TSC is unknown, Compat and
+    // PerPkg are not judged.
+    let out = import(
+        &files(&[("ev.json", ev), ("m.json", m)]),
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(out.skipped[0].metric, "tsc_per_inst");
+    assert!(out.yaml.contains(r#"event: ["arm_cmn/event=0x2/"]"#));
+    assert!(out.yaml.contains("perf_pkg_x_total"));
+}
