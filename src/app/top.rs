@@ -17,7 +17,7 @@
 use super::host::{Host, HostSettings};
 use super::AppError;
 use crate::engine::sample::{can_sample, By, SampleError, Sampling, SamplingSettings, Table};
-use crate::perf::{EventAttr, Kernel, SampleRate, SampleSpec};
+use crate::perf::{CallchainSpec, EventAttr, Kernel, SampleRate, SampleSpec};
 use crate::privilege::Privilege;
 use crate::resolve::resolve_sampled;
 use crate::spec::{self, EventSpec};
@@ -49,6 +49,8 @@ pub struct TopSettings {
     pub cpus: Option<Vec<u32>>,
     /// `-n`: rows of the table.
     pub rows: usize,
+    /// Call stacks with each sample (`record`, `/api/v1/profile`).
+    pub callchain: Option<CallchainSpec>,
 }
 
 /// The event `top` samples, resolved for each CPU.
@@ -114,6 +116,7 @@ fn specs(
                     cgroup: s.by.needs_cgroup(),
                     ring_pages: s.ring_pages,
                     watermark: 0,
+                    callchain: s.callchain,
                 },
             )
         })
