@@ -202,8 +202,7 @@ mod tests {
 
     #[test]
     fn one_profile_at_a_time() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+        let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
