@@ -309,7 +309,7 @@ fn a_stripped_binary_keeps_build_id_and_offset_frames() {
 fn a_process_that_exits_mid_profile_keeps_its_symbols() {
     let (_s, dir, bin) = setup();
     let f = dir.path().join("brief.pb.gz");
-    let mut rec = Command::new(EXPORTER)
+    let rec = Command::new(EXPORTER)
         .args([
             "record",
             "-d",
