@@ -348,3 +348,27 @@ fn a_process_that_exits_mid_profile_keeps_its_symbols() {
         "the exited process's samples are symbolized:\n{top}"
     );
 }
+
+#[test]
+fn top_call_graph_in_tmux_shows_the_hot_stack() {
+    use common::tmux::{wait_pane, Session};
+    let (_s, _dir, bin) = setup();
+    let w = Workload::start(&bin, "spin");
+    let cmd = format!(
+        "{EXPORTER} --log.level=warn top --call-graph -e cpu-clock -I 500ms -n 5 --by process; echo EXIT=$?; sleep 60"
+    );
+    let session = Session::start(&format!("profile-top-{}", std::process::id()), &cmd);
+    // hot_spin, called (through driver) from main, all symbolized.
+    wait_pane(
+        &session.0,
+        "the hottest stacks name hot_spin",
+        std::time::Duration::from_secs(30),
+        |p| {
+            p.contains("hottest stacks")
+                && p.lines()
+                    .any(|l| l.contains("hot: hot_spin <- ") && l.contains(" <- main"))
+        },
+    );
+    session.ctrl_c_exits_0();
+    drop(w);
+}

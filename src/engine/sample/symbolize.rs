@@ -267,17 +267,29 @@ impl Symbolizer {
     /// Resolves the frames of `pid`'s stacks: kernel frames in one batch
     /// from kallsyms, user frames through the process's mappings.
     pub fn resolve(&mut self, bz: &Backend, pid: u32, frames: &[(Space, u64)]) -> Vec<Frame> {
-        let missing: Vec<u64> = frames
+        // The first frame of each context is where it was interrupted;
+        // the others are return addresses, just past their call: looked
+        // up one byte before (a call that ends a function, to a function
+        // that does not return, would otherwise name the next one).
+        let lookups: Vec<(Space, u64, u64)> = frames
             .iter()
-            .filter(|(s, ip)| *s == Space::Kernel && !self.kernel.contains_key(ip))
-            .map(|(_, ip)| *ip)
+            .enumerate()
+            .map(|(i, &(s, ip))| {
+                let first = i == 0 || frames[i - 1].0 != s;
+                (s, ip, if first { ip } else { ip.saturating_sub(1) })
+            })
+            .collect();
+        let missing: Vec<u64> = lookups
+            .iter()
+            .filter(|(s, _, at)| *s == Space::Kernel && !self.kernel.contains_key(at))
+            .map(|(_, _, at)| *at)
             .collect();
         if !missing.is_empty() {
             self.kernel_batch(bz, &missing);
         }
-        frames
+        lookups
             .iter()
-            .map(|&(s, ip)| self.frame(bz, pid, s, ip))
+            .map(|&(s, ip, at)| self.frame(bz, pid, s, ip, at))
             .collect()
     }
 
@@ -304,30 +316,32 @@ impl Symbolizer {
         }
     }
 
-    fn frame(&mut self, bz: &Backend, pid: u32, space: Space, ip: u64) -> Frame {
+    /// The frame at `ip`, its symbol looked up at `at`.
+    fn frame(&mut self, bz: &Backend, pid: u32, space: Space, ip: u64, at: u64) -> Frame {
         match space {
             Space::Kernel => Frame {
-                function: self.kernel.get(&ip).cloned().flatten(),
+                function: self.kernel.get(&at).cloned().flatten(),
                 module: KERNEL_MODULE.into(),
                 build_id: None,
                 address: ip,
             },
-            Space::User => self.user(bz, pid, ip),
+            Space::User => self.user(bz, pid, ip, at),
             Space::Other => unknown(ip),
         }
     }
 
-    fn user(&mut self, bz: &Backend, pid: u32, ip: u64) -> Frame {
+    fn user(&mut self, bz: &Backend, pid: u32, ip: u64, at: u64) -> Frame {
         let Some(m) = self
             .maps
             .get(&pid)
-            .and_then(|maps| maps.iter().find(|m| m.start <= ip && ip < m.end))
+            .and_then(|maps| maps.iter().find(|m| m.start <= at && at < m.end))
             .cloned()
         else {
             return unknown(ip);
         };
-        let offset = ip - m.start + m.offset;
-        let key = (m.module.key.clone(), offset);
+        let offset = ip.saturating_sub(m.start) + m.offset;
+        let lookup = at - m.start + m.offset;
+        let key = (m.module.key.clone(), lookup);
         let function = match self.cache.get(&key) {
             Some(f) => f.clone(),
             None => {
@@ -336,7 +350,7 @@ impl Symbolizer {
                         debug_syms: false,
                         ..Elf::new(path.clone())
                     });
-                    match bz.0.symbolize_single(&src, Input::FileOffset(offset)) {
+                    match bz.0.symbolize_single(&src, Input::FileOffset(lookup)) {
                         Ok(s) => name_of(&s),
                         Err(_) => None,
                     }
@@ -442,9 +456,17 @@ zz-yy r-xp 0 fd:01 1 /x
         let f = s.resolve(
             &Backend::new(),
             1,
-            &[(Space::Kernel, 0xffff_ffff_8100_0110), (Space::User, 5)],
+            &[
+                (Space::Kernel, 0xffff_ffff_8100_0110),
+                (Space::Kernel, 0xffff_ffff_8100_0200),
+                (Space::User, 5),
+            ],
         );
         assert_eq!(f[0].function.as_deref(), Some("do_work"));
+        // A return address just past the end of do_work is do_work's.
+        assert_eq!(f[1].function.as_deref(), Some("do_work"));
+        assert_eq!(f[1].address, 0xffff_ffff_8100_0200);
+        let f = &f[1..];
         assert_eq!(&*f[0].module, KERNEL_MODULE);
         // No maps for pid 1 under this root: the address is kept.
         assert_eq!(
