@@ -278,8 +278,14 @@ pub fn perf_record(data: &[u8]) -> Result<(), String> {
             .filter(|(i, _)| byte & (1 << i) != 0)
             .fold(0, |a, (_, b)| a | b)
     };
+    // The fourth bit of `rf` adds PERF_SAMPLE_CALLCHAIN.
+    let chain = if rf & 8 != 0 {
+        abi::SAMPLE_CALLCHAIN
+    } else {
+        0
+    };
     let fmt = Format {
-        sample_type: pick(*sel, &bits),
+        sample_type: pick(*sel, &bits) | chain,
         read_format: abi::FORMAT_GROUP
             | abi::FORMAT_ID
             | pick(
@@ -312,6 +318,14 @@ pub fn perf_record(data: &[u8]) -> Result<(), String> {
                     broken = Some(format!("{} group members in {} bytes", g.len(), rec.len()));
                 }
                 let _ = g.iter().count();
+            }
+            if let Some(c) = s.callchain {
+                if c.len() > crate::perf::record::MAX_CALLCHAIN || c.len() * 8 > rec.len() {
+                    broken = Some(format!("{} chain entries in {} bytes", c.len(), rec.len()));
+                }
+                if c.frames().count() > c.len() {
+                    broken = Some("more frames than chain entries".into());
+                }
             }
         }
     });

@@ -11,6 +11,7 @@ mod host;
 mod import;
 pub mod logfmt;
 mod opening;
+mod record;
 /// The book's reference pages, generated from the code.
 pub mod reference;
 mod reload;
@@ -22,6 +23,7 @@ mod serve;
 mod stat;
 pub use stat::StatSettings;
 mod top;
+pub use record::{ProfileSettings, RecordSettings, PROFILE_RING_PAGES};
 pub use top::TopSettings;
 
 use host::Host;
@@ -67,6 +69,8 @@ pub enum Command {
     Stat(StatSettings),
     /// Sampling in the terminal: who the samples go to.
     Top(TopSettings),
+    /// A profile with call stacks, written as gzipped pprof.
+    Record(RecordSettings),
     /// Resolve the config (and validate a web config).
     Check {
         /// JSON output.
@@ -192,6 +196,9 @@ pub enum AppError {
     /// `top` cannot sample (its `-e`, `-C`, or every CPU refused).
     #[error("top: {0}")]
     Top(String),
+    /// `record` cannot write its profile.
+    #[error("record: {0}")]
+    Record(String),
     /// `metrics import`: a file that cannot be read or taken.
     #[error("metrics import: {0}")]
     Import(String),
@@ -319,6 +326,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
         Command::Serve(web) => serve::serve(s.host, *web).map(|()| Output::ok(String::new())),
         Command::Stat(st) => stat::stat(s.host, st).map(|()| Output::ok(String::new())),
         Command::Top(t) => top::top(s.host, t).map(|()| Output::ok(String::new())),
+        Command::Record(r) => record::record(s.host, r).map(Output::ok),
         Command::Reference { out, cli } => reference::write(&out, &cli).map(Output::ok),
         Command::MetricsImport {
             files,

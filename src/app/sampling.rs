@@ -45,6 +45,7 @@ fn settings(c: &SamplingConfig) -> TopSettings {
         ring_pages: c.ring_pages,
         cpus: None,
         rows: c.top,
+        callchain: None,
     }
 }
 

@@ -220,6 +220,7 @@ async fn start(
         procfs: src.host.procfs.clone(),
     });
     let deadline = src.deadline.clone();
+    let (kernel_for_profiles, host_for_profiles) = (p.kernel.clone(), src.host.clone());
     let mut job = Job {
         sources: src,
         table: p.loaded.table,
@@ -233,6 +234,10 @@ async fn start(
     if web.enable_lifecycle {
         state.set_lifecycle(Arc::new(reloader.clone()));
     }
+    state.set_profiler(Arc::new(super::record::ServeProfiler {
+        kernel: kernel_for_profiles,
+        host: host_for_profiles,
+    }));
     let pusher = match (otlp, stats) {
         (Some(settings), Some(stats)) => {
             match start_push(settings, stats, &engine, deadline, &mut signals).await? {

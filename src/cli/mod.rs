@@ -302,6 +302,8 @@ enum Cmd {
     },
     /// Sampling in the terminal, like `perf top` by process: who the samples of an event go to (process, thread, cgroup or pod), refreshed; lost and throttled records shown; a summary at the end (also on Ctrl-C).
     Top(Box<TopArgs>),
+    /// A profile with call stacks (kernel and user, frame pointers), symbolized, written as a gzipped pprof profile (as `go tool pprof` reads), like `perf record -a -g`; the same as serve's /api/v1/profile.
+    Record(Box<RecordArgs>),
     /// Resolve the config and report each metric's winning event (and validate --web.config.file, when given).
     Check {
         /// JSON output.
@@ -431,6 +433,7 @@ impl Args {
                 None,
             ),
             Some(Cmd::Top(t)) => (Command::Top(t.settings()), None),
+            Some(Cmd::Record(r)) => (Command::Record(r.settings()), None),
             Some(Cmd::Metrics(MetricsCmd::Import {
                 files,
                 output,
@@ -514,6 +517,9 @@ struct TopArgs {
     /// Rows of the table.
     #[arg(short = 'n', long = "rows", default_value = "20", value_name = "N")]
     rows: usize,
+    /// Call stacks with each sample (kernel and user, frame pointers): the hottest stacks since the start, symbolized, under each refresh's table (not in --json).
+    #[arg(short = 'g', long = "call-graph")]
+    call_graph: bool,
 }
 
 impl TopArgs {
@@ -535,6 +541,81 @@ impl TopArgs {
             ring_pages: self.ring_pages,
             cpus: self.cpus.clone().map(|c| c.0),
             rows: self.rows,
+            callchain: self.call_graph.then(crate::perf::CallchainSpec::default),
+        }
+    }
+}
+
+/// `record`'s flags.
+#[derive(Debug, clap::Args)]
+struct RecordArgs {
+    /// Sample for DURATION, e.g. 10s.
+    #[arg(short = 'd', long = "duration", default_value = "10s", value_name = "DURATION", value_parser = crate::duration::parse)]
+    duration: Duration,
+    /// Write the profile (gzipped pprof) to FILE.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: PathBuf,
+    /// The event to sample (default: cycles, or cpu-clock without a hardware PMU), with perf's modifiers if wanted.
+    #[arg(short = 'e', long = "event", value_name = "EVENT")]
+    event: Option<String>,
+    /// Samples per second on each CPU.
+    #[arg(short = 'F', long = "freq", default_value = "99", value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    freq: u64,
+    /// The label samples go under (pod_uid, cgroup or process).
+    #[arg(long = "by", default_value = "process", value_parser = ["process", "cgroup", "pod"])]
+    by: String,
+    /// Only the samples of this process.
+    #[arg(long = "pid", value_name = "PID", conflicts_with_all = ["cgroup", "pod"])]
+    pid: Option<u32>,
+    /// Only the samples of this cgroup (its path from the cgroupfs root, e.g. /system.slice/x.service); implies --by cgroup.
+    #[arg(long = "cgroup", value_name = "PATH", conflicts_with = "pod")]
+    cgroup: Option<String>,
+    /// Only the samples of this pod (its uid); implies --by pod.
+    #[arg(long = "pod", value_name = "UID")]
+    pod: Option<String>,
+    /// Frames per stack at most (sample_max_stack; the kernel caps it at kernel.perf_event_max_stack).
+    #[arg(long = "max-stack", default_value_t = crate::perf::DEFAULT_MAX_STACK, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1020))]
+    max_stack: u16,
+    /// No kernel frames (exclude_callchain_kernel).
+    #[arg(long = "no-kernel-stack")]
+    no_kernel_stack: bool,
+    /// No user frames (exclude_callchain_user).
+    #[arg(long = "no-user-stack")]
+    no_user_stack: bool,
+    /// Data pages of each CPU's ring (a power of two, at most 512).
+    #[arg(long = "ring-pages", default_value_t = crate::app::PROFILE_RING_PAGES, value_name = "N", value_parser = ring_pages)]
+    ring_pages: usize,
+}
+
+impl RecordArgs {
+    fn settings(&self) -> crate::app::RecordSettings {
+        use crate::engine::sample::{By, ProfileFilter};
+        let by = match (self.by.as_str(), &self.pod, &self.cgroup) {
+            (_, Some(_), _) | ("pod", ..) => By::Pod,
+            (_, _, Some(_)) | ("cgroup", ..) => By::Cgroup,
+            _ => By::Process,
+        };
+        let filter = match (&self.pid, &self.cgroup, &self.pod) {
+            (Some(p), ..) => ProfileFilter::Pid(*p),
+            (_, Some(c), _) => ProfileFilter::Name(c.clone()),
+            (.., Some(p)) => ProfileFilter::Name(p.clone()),
+            _ => ProfileFilter::All,
+        };
+        crate::app::RecordSettings {
+            profile: crate::app::ProfileSettings {
+                duration: self.duration,
+                event: self.event.clone(),
+                freq: self.freq,
+                by,
+                filter,
+                callchain: crate::perf::CallchainSpec {
+                    max_stack: self.max_stack,
+                    exclude_kernel: self.no_kernel_stack,
+                    exclude_user: self.no_user_stack,
+                },
+                ring_pages: self.ring_pages,
+            },
+            output: self.output.clone(),
         }
     }
 }

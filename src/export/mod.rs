@@ -7,6 +7,7 @@
 
 pub mod live;
 pub(crate) mod otlp;
+pub mod pprof;
 pub mod prometheus;
 
 /// An exporter that pushes collections on its own schedule, on a thread

@@ -31,7 +31,8 @@ pub mod sim;
 use crate::problem::{OpenFailure, Problem};
 use crate::sys::abi;
 pub use cgroup::{CgroupHandle, CgroupOpenError};
-pub use ring_open::{SampleRate, SampleSpec, Sampler};
+pub use ring_open::{CallchainSpec, SampleRate, SampleSpec, Sampler};
+pub use sample_spec::DEFAULT_MAX_STACK;
 use std::fmt;
 
 /// `PERF_FORMAT_TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID | GROUP`.
@@ -615,6 +616,7 @@ mod tests {
             cgroup: false,
             ring_pages: 1,
             watermark: 0,
+            callchain: None,
         };
         let e = Nothing.open_sampler(&spec, 2).unwrap_err();
         assert_eq!((e.op, e.errno, e.cpu), ("open", libc::EOPNOTSUPP, 2));

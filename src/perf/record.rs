@@ -9,8 +9,10 @@
 //! * `PERF_RECORD_SAMPLE`: the fields `sample_type` asked for, in the
 //!   ABI's order: `IDENTIFIER`, `IP`, `TID` (`u32 pid, tid`), `TIME`,
 //!   `ADDR`, `ID`, `STREAM_ID`, `CPU` (`u32 cpu, res`), `PERIOD`, `READ`,
-//!   ... `CGROUP` (`u64`, after the callchain/raw/branch/regs fields,
-//!   which a sampler here never asks for);
+//!   `CALLCHAIN` (`u64 nr; u64 ips[nr]`, the kernel's frame-pointer walk:
+//!   `PERF_CONTEXT_*` markers say where kernel and user frames start),
+//!   ... `CGROUP` (`u64`, after the raw/branch/regs fields, which a
+//!   sampler here never asks for);
 //! * `READ` with `PERF_FORMAT_GROUP | ID`: `u64 nr; [time_enabled];
 //!   [time_running]; { u64 value; u64 id; [u64 lost] } * nr`;
 //! * `PERF_RECORD_COMM`: `u32 pid, tid; char comm[]` (NUL-terminated,
@@ -96,6 +98,87 @@ pub struct Sample<'a> {
     pub cgroup: Option<u64>,
     /// The group read (`READ` with `PERF_FORMAT_GROUP`).
     pub read: Option<GroupValues<'a>>,
+    /// The call chain (`CALLCHAIN`).
+    pub callchain: Option<Callchain<'a>>,
+}
+
+/// The most entries a call chain is decoded with (frames and context
+/// markers): the kernel stops at `kernel.perf_event_max_stack` (127 by
+/// default, at most 65535 by sysctl) plus a marker per context; a chain
+/// claiming more is refused as malformed rather than walked.
+pub const MAX_CALLCHAIN: usize = 1024;
+
+/// `PERF_CONTEXT_*`: the markers in a call chain, as `u64` (they are
+/// negative numbers in the ABI, above any address the kernel reports).
+pub mod context {
+    /// `PERF_CONTEXT_HV`.
+    pub const HV: u64 = -32i64 as u64;
+    /// `PERF_CONTEXT_KERNEL`: kernel frames follow.
+    pub const KERNEL: u64 = -128i64 as u64;
+    /// `PERF_CONTEXT_USER`: user frames follow.
+    pub const USER: u64 = -512i64 as u64;
+    /// `PERF_CONTEXT_GUEST`.
+    pub const GUEST: u64 = -2048i64 as u64;
+    /// `PERF_CONTEXT_GUEST_KERNEL`.
+    pub const GUEST_KERNEL: u64 = -2176i64 as u64;
+    /// `PERF_CONTEXT_GUEST_USER`.
+    pub const GUEST_USER: u64 = -2560i64 as u64;
+    /// `PERF_CONTEXT_MAX`: every value at or above it is a marker.
+    pub const MAX: u64 = -4095i64 as u64;
+}
+
+/// Where a call-chain frame ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Space {
+    /// The kernel (`PERF_CONTEXT_KERNEL`).
+    Kernel,
+    /// The sampled task's user space (`PERF_CONTEXT_USER`).
+    User,
+    /// A hypervisor or guest context: kept as addresses, never symbolized.
+    Other,
+}
+
+/// A sample's call chain: the raw `u64`s, markers included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Callchain<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Callchain<'a> {
+    /// The raw entries (frames and markers), innermost first.
+    pub fn raw(&self) -> impl Iterator<Item = u64> + 'a {
+        self.bytes.chunks_exact(8).map(|c| u64_at(c, 0))
+    }
+
+    /// The raw entries (markers included).
+    pub fn len(&self) -> usize {
+        self.bytes.len() / 8
+    }
+
+    /// Whether there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The frames, innermost first, each with the context it ran in
+    /// (the last marker before it; [`Space::User`] before any marker, as
+    /// a user-space-only chain has none on old kernels). Unknown markers
+    /// switch to [`Space::Other`].
+    pub fn frames(&self) -> impl Iterator<Item = (Space, u64)> + 'a {
+        let mut space = Space::User;
+        self.raw().filter_map(move |ip| {
+            if ip >= context::MAX {
+                space = match ip {
+                    context::KERNEL => Space::Kernel,
+                    context::USER => Space::User,
+                    _ => Space::Other,
+                };
+                None
+            } else {
+                Some((space, ip))
+            }
+        })
+    }
 }
 
 /// One decoded record.
@@ -282,6 +365,7 @@ const KNOWN: u64 = abi::SAMPLE_IDENTIFIER
     | abi::SAMPLE_CPU
     | abi::SAMPLE_PERIOD
     | abi::SAMPLE_READ
+    | abi::SAMPLE_CALLCHAIN
     | abi::SAMPLE_CGROUP;
 
 fn sample<'a>(c: &mut Cursor<'a>, fmt: &Format) -> Result<Sample<'a>, RecordError> {
@@ -311,10 +395,24 @@ fn sample<'a>(c: &mut Cursor<'a>, fmt: &Format) -> Result<Sample<'a>, RecordErro
     if t & abi::SAMPLE_READ != 0 {
         s.read = Some(read(c, fmt.read_format)?);
     }
+    if t & abi::SAMPLE_CALLCHAIN != 0 {
+        s.callchain = Some(callchain(c)?);
+    }
     if t & abi::SAMPLE_CGROUP != 0 {
         s.cgroup = Some(c.u64()?);
     }
     Ok(s)
+}
+
+fn callchain<'a>(c: &mut Cursor<'a>) -> Result<Callchain<'a>, RecordError> {
+    let nr = c.u64()?;
+    let n = usize::try_from(nr)
+        .ok()
+        .filter(|&n| n <= MAX_CALLCHAIN)
+        .ok_or_else(|| c.err("call chain deeper than MAX_CALLCHAIN"))?;
+    Ok(Callchain {
+        bytes: c.take(n * 8)?,
+    })
 }
 
 fn read<'a>(c: &mut Cursor<'a>, rf: u64) -> Result<GroupValues<'a>, RecordError> {
@@ -376,6 +474,23 @@ pub mod encode {
         b.extend(cpu.to_ne_bytes());
         b.extend(0u32.to_ne_bytes());
         b.extend(period.to_ne_bytes());
+        if let Some(c) = cgroup {
+            b.extend(c.to_ne_bytes());
+        }
+        b
+    }
+
+    /// The body of a sample with `TID | TIME | CPU | PERIOD | CALLCHAIN`
+    /// (+ `CGROUP`): `chain` is the raw entries, markers included.
+    pub fn sample_body_with_chain(
+        pid: u32,
+        period: u64,
+        chain: &[u64],
+        cgroup: Option<u64>,
+    ) -> Vec<u8> {
+        let mut b = sample_body(pid, pid, 1, 0, period, None);
+        b.extend((chain.len() as u64).to_ne_bytes());
+        b.extend(chain.iter().flat_map(|w| w.to_ne_bytes()));
         if let Some(c) = cgroup {
             b.extend(c.to_ne_bytes());
         }
@@ -480,6 +595,102 @@ mod tests {
         assert!(decode(&record(abi::RECORD_SAMPLE, &bad), &fmt).is_err());
         bad[16..24].copy_from_slice(&u64::MAX.to_ne_bytes());
         assert!(decode(&record(abi::RECORD_SAMPLE, &bad), &fmt).is_err());
+    }
+
+    #[test]
+    fn a_sample_with_a_call_chain() {
+        let fmt = Format {
+            sample_type: FMT.sample_type | abi::SAMPLE_CALLCHAIN,
+            read_format: 0,
+        };
+        let chain = [
+            context::KERNEL,
+            0xffff_ffff_8100_0010,
+            0xffff_ffff_8100_0020,
+            context::USER,
+            0x40_1000,
+            0x40_2000,
+            context::GUEST,
+            0x77,
+        ];
+        let r = record(
+            abi::RECORD_SAMPLE,
+            &sample_body_with_chain(9, 100, &chain, Some(5)),
+        );
+        let Record::Sample(s) = decode(&r, &fmt).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!(s.cgroup, Some(5), "the cgroup id after the chain");
+        let cc = s.callchain.unwrap();
+        assert_eq!(cc.len(), 8);
+        let frames: Vec<_> = cc.frames().collect();
+        assert_eq!(
+            frames,
+            vec![
+                (Space::Kernel, 0xffff_ffff_8100_0010),
+                (Space::Kernel, 0xffff_ffff_8100_0020),
+                (Space::User, 0x40_1000),
+                (Space::User, 0x40_2000),
+                (Space::Other, 0x77),
+            ]
+        );
+        // Without markers, frames are the user's.
+        let r = record(
+            abi::RECORD_SAMPLE,
+            &sample_body_with_chain(9, 1, &[5, 6], None),
+        );
+        let fmt2 = Format {
+            sample_type: fmt.sample_type & !abi::SAMPLE_CGROUP,
+            read_format: 0,
+        };
+        let Record::Sample(s) = decode(&r, &fmt2).unwrap() else {
+            panic!("not a sample")
+        };
+        assert!(s
+            .callchain
+            .unwrap()
+            .frames()
+            .all(|(sp, _)| sp == Space::User));
+    }
+
+    #[test]
+    fn malformed_call_chains_are_errors() {
+        let fmt = Format {
+            sample_type: abi::SAMPLE_TID
+                | abi::SAMPLE_TIME
+                | abi::SAMPLE_CPU
+                | abi::SAMPLE_PERIOD
+                | abi::SAMPLE_CALLCHAIN,
+            read_format: 0,
+        };
+        let body = sample_body_with_chain(1, 1, &[context::USER, 1, 2, 3], None);
+        let nr_at = 32; // after TID, TIME, CPU, PERIOD
+                        // A count past the record, absurd, or the largest u64.
+        for nr in [5u64, MAX_CALLCHAIN as u64 + 1, 1 << 40, u64::MAX] {
+            let mut b = body.clone();
+            b[nr_at..nr_at + 8].copy_from_slice(&nr.to_ne_bytes());
+            assert!(
+                decode(&record(abi::RECORD_SAMPLE, &b), &fmt).is_err(),
+                "{nr}"
+            );
+        }
+        // Every truncation fails.
+        let r = record(abi::RECORD_SAMPLE, &body);
+        for n in 8..r.len() {
+            let mut t = r[..n].to_vec();
+            t[6..8].copy_from_slice(&(n as u16).to_ne_bytes());
+            assert!(decode(&t, &fmt).is_err(), "{n} bytes");
+        }
+        // At the bound it decodes (a record of 1024 entries fits in u16).
+        let deep: Vec<u64> = (0..MAX_CALLCHAIN as u64).collect();
+        let r = record(
+            abi::RECORD_SAMPLE,
+            &sample_body_with_chain(1, 1, &deep, None),
+        );
+        let Record::Sample(s) = decode(&r, &fmt).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!(s.callchain.unwrap().frames().count(), MAX_CALLCHAIN);
     }
 
     #[test]

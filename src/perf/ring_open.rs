@@ -16,6 +16,8 @@
 //!   the id → path of every cgroup created while sampling), and
 //!   `sample_id_all = 1` (those records end with the sample's TID, TIME,
 //!   CPU fields too);
+//! * with call stacks (`callchain`), `PERF_SAMPLE_CALLCHAIN`,
+//!   `sample_max_stack` and `exclude_callchain_kernel`/`_user`;
 //! * `watermark = 1` with `wakeup_watermark` bytes: the fd polls readable
 //!   once that much is in the ring, so a reader sleeps in `epoll` between
 //!   batches instead of polling.
@@ -26,7 +28,7 @@
 //! the previous sample on the CPU is what the member counted in between.
 
 use super::ring::{Drained, Ring, RingError};
-pub use super::sample_spec::{SampleRate, SampleSpec};
+pub use super::sample_spec::{CallchainSpec, SampleRate, SampleSpec};
 use super::EventAttr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use tokio::io::unix::AsyncFd;
@@ -134,6 +136,11 @@ fn attr_of(spec: &SampleSpec, e: &EventAttr, leader: bool) -> sys::bindings::per
         a.set_cgroup(u64::from(spec.cgroup));
         a.set_sample_id_all(1);
         a.set_watermark(1);
+        if let Some(cc) = spec.callchain {
+            a.sample_max_stack = cc.max_stack;
+            a.set_exclude_callchain_kernel(u64::from(cc.exclude_kernel));
+            a.set_exclude_callchain_user(u64::from(cc.exclude_user));
+        }
         let data = spec.ring_pages * super::ring::page_size();
         a.__bindgen_anon_2.wakeup_watermark = spec.watermark_for(data);
     }

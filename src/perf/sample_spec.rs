@@ -15,6 +15,33 @@ pub enum SampleRate {
     Period(u64),
 }
 
+/// Call stacks with each sample (`PERF_SAMPLE_CALLCHAIN`): what the
+/// kernel walks (frame pointers) and how deep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallchainSpec {
+    /// `sample_max_stack`: frames per sample at most (the kernel also
+    /// caps it at `kernel.perf_event_max_stack`).
+    pub max_stack: u16,
+    /// `exclude_callchain_kernel`: no kernel frames.
+    pub exclude_kernel: bool,
+    /// `exclude_callchain_user`: no user frames.
+    pub exclude_user: bool,
+}
+
+/// The default depth of a sampled call chain: the kernel's default
+/// `kernel.perf_event_max_stack`.
+pub const DEFAULT_MAX_STACK: u16 = 127;
+
+impl Default for CallchainSpec {
+    fn default() -> Self {
+        CallchainSpec {
+            max_stack: DEFAULT_MAX_STACK,
+            exclude_kernel: false,
+            exclude_user: false,
+        }
+    }
+}
+
 /// What a sampler opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SampleSpec {
@@ -30,6 +57,9 @@ pub struct SampleSpec {
     pub ring_pages: usize,
     /// Bytes in the ring before the fd polls readable (0: half the ring).
     pub watermark: u32,
+    /// Call stacks with each sample (none unless asked: they cost ring
+    /// space and the kernel's walk).
+    pub callchain: Option<CallchainSpec>,
 }
 
 impl SampleSpec {
@@ -49,6 +79,7 @@ impl SampleSpec {
             cgroup: false,
             ring_pages: super::ring::DEFAULT_RING_PAGES,
             watermark: 0,
+            callchain: None,
         }
     }
 
@@ -60,6 +91,9 @@ impl SampleSpec {
         }
         if !self.members.is_empty() {
             t |= abi::SAMPLE_READ;
+        }
+        if self.callchain.is_some() {
+            t |= abi::SAMPLE_CALLCHAIN;
         }
         t
     }

@@ -131,6 +131,8 @@ pub const SAMPLE_CPU: u64 = b::PERF_SAMPLE_CPU as u64;
 pub const SAMPLE_PERIOD: u64 = b::PERF_SAMPLE_PERIOD as u64;
 /// `PERF_SAMPLE_IDENTIFIER`: `u64 id`, first.
 pub const SAMPLE_IDENTIFIER: u64 = b::PERF_SAMPLE_IDENTIFIER as u64;
+/// `PERF_SAMPLE_CALLCHAIN`: `u64 nr; u64 ips[nr]`.
+pub const SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
 /// `PERF_SAMPLE_CGROUP` (Linux ≥ 5.7): `u64 cgroup id`.
 pub const SAMPLE_CGROUP: u64 = b::PERF_SAMPLE_CGROUP as u64;
 /// `PERF_FORMAT_LOST` (Linux ≥ 6.0): a `u64 lost` after each id.

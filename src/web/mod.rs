@@ -41,6 +41,10 @@ mod h2;
 mod landing;
 pub mod origin;
 mod process;
+mod profile;
+pub use profile::{
+    ProfileRequest, Profiler, DEFAULT_PROFILE_SECS, MAX_PROFILE_HZ, MAX_PROFILE_SECS,
+};
 mod reload;
 mod routes;
 mod scrape;
@@ -243,6 +247,8 @@ pub struct State {
     max_requests: usize,
     /// `POST /-/reload`, with `--web.enable-lifecycle`.
     lifecycle: OnceLock<Arc<dyn Lifecycle>>,
+    /// `/api/v1/profile`'s profiler and its one profile in flight.
+    profiles: profile::Slot,
     connections: Option<Arc<Semaphore>>,
     /// Open live-view streams, under [`stream_limit`].
     streams: Option<Arc<Semaphore>>,
@@ -302,6 +308,7 @@ impl State {
             inflight: (o.max_requests > 0).then(|| Arc::new(Semaphore::new(o.max_requests))),
             max_requests: o.max_requests,
             lifecycle: OnceLock::new(),
+            profiles: profile::Slot::default(),
             connections: (o.max_connections > 0)
                 .then(|| Arc::new(Semaphore::new(o.max_connections))),
             streams: (max_streams > 0).then(|| Arc::new(Semaphore::new(max_streams))),
@@ -323,6 +330,11 @@ impl State {
     /// Enables `POST /-/reload` (`--web.enable-lifecycle`).
     pub fn set_lifecycle(&self, l: Arc<dyn Lifecycle>) {
         let _ = self.lifecycle.set(l);
+    }
+
+    /// Enables `GET /api/v1/profile`.
+    pub fn set_profiler(&self, p: Arc<dyn Profiler>) {
+        self.profiles.set(p);
     }
 
     /// Serves a new web config from the next connection and request on.

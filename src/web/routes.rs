@@ -172,6 +172,12 @@ async fn route(
         "/api/v1/stream" if req.method() != Method::GET => method_not_allowed("GET"),
         "/api/v1/stream" => stream_ws::upgrade(st, web, req),
         "/api/v1/snapshot" => snapshot(st, req.uri().query()).await,
+        "/api/v1/profile" if !get => method_not_allowed("GET, HEAD"),
+        "/api/v1/profile" => match super::profile::handle(&st.profiles, req.uri().query()).await {
+            Ok(gz) => respond(StatusCode::OK, "application/octet-stream", gz),
+            Err(super::profile::Refused::Busy(wait)) => too_many(Some(wait)),
+            Err(super::profile::Refused::Status(code, msg)) => text(code, msg),
+        },
         "/" => {
             let s = st.clone();
             match tokio::task::spawn_blocking(move || landing::landing(&s)).await {

@@ -24,6 +24,7 @@ mod faults;
 mod hardware_pmu;
 mod live;
 mod load;
+mod profile;
 mod read_timeout;
 mod stat;
 mod top;

@@ -122,6 +122,8 @@ pub struct Aggregate {
     pub health: HashMap<u32, CpuHealth>,
     /// Samples in total.
     pub samples: u64,
+    /// Call stacks, when collected ([`Aggregate::with_stacks`]).
+    pub stacks: Option<super::stacks::Stacks>,
     /// The previous group read per CPU (values by member position).
     last_read: HashMap<u32, Vec<u64>>,
     /// Tasks that exited in the window whose sums name them (at most one
@@ -250,6 +252,12 @@ impl Aggregate {
         }
     }
 
+    /// Also collects the samples' call stacks.
+    pub fn with_stacks(mut self) -> Self {
+        self.stacks = Some(super::stacks::Stacks::default());
+        self
+    }
+
     /// Adds one decoded record, from the ring of `cpu`.
     pub fn add(&mut self, cpu: u32, r: &Record<'_>) {
         match r {
@@ -347,6 +355,9 @@ impl Aggregate {
             self.touch(s.tid);
         }
         self.samples += 1;
+        if let (Some(st), Some(cc)) = (&mut self.stacks, &s.callchain) {
+            st.add(key, s.pid, s.period, cc);
+        }
         let e = self.sums.entry(key).or_default();
         e.samples += 1;
         e.events += s.period;

@@ -24,10 +24,19 @@
 
 mod agg;
 mod families;
+mod profile;
+mod stacks;
+mod symbolize;
 mod table;
 
 pub use agg::{Aggregate, By, CpuHealth, Forgotten, Sums, MAX_TASKS, OVER_BOUND};
 pub use families::{SampledFamilies, FAMILIES, OTHER};
+pub use profile::{ProfileFilter, ProfileSample};
+pub use stacks::{StackKey, StackSums, Stacks, MAX_PIDS, MAX_STACKS};
+pub use symbolize::{
+    Frame, Symbolizer, KERNEL_MODULE, MAX_MAPPED_PIDS, MAX_MAPPINGS, MAX_MODULES, MAX_SYMBOLS,
+    UNKNOWN_MODULE,
+};
 pub use table::{pod_of, Entry, Namer, Table, NO_POD};
 
 use crate::perf::record::{decode, Format};
@@ -103,6 +112,8 @@ pub struct Sampling {
     fmt: Format,
     agg: Aggregate,
     namer: Namer,
+    /// With call stacks: the maps of their processes, read after drains.
+    symbols: Option<Symbolizer>,
     /// CPUs that could not be sampled, with why.
     pub failed: Vec<PerfError>,
 }
@@ -119,6 +130,7 @@ impl Sampling {
             sample_type: first.sample_type(),
             read_format: first.read_format(),
         };
+        let stacks = first.callchain.is_some();
         let seen = (kernel.hotplug_generation(), Vec::new());
         let (rings, mut failed) = open_rings(kernel, &s.cpus)?;
         if rings.is_empty() {
@@ -130,7 +142,12 @@ impl Sampling {
             seen,
             rings,
             fmt,
-            agg: Aggregate::new(s.by),
+            agg: if stacks {
+                Aggregate::new(s.by).with_stacks()
+            } else {
+                Aggregate::new(s.by)
+            },
+            symbols: stacks.then(|| Symbolizer::new(&s.procfs)),
             namer: Namer::new(s.procfs, s.cgroupfs),
             failed,
         })
@@ -307,7 +324,43 @@ impl Sampling {
         }
         let n = self.drain();
         self.namer.prefetch(&self.agg);
+        if let (Some(sy), Some(st)) = (&mut self.symbols, &self.agg.stacks) {
+            sy.prefetch(&st.pids);
+        }
         n
+    }
+
+    /// The stacks sampled so far that `filter` keeps, named and
+    /// symbolized (`None` when stacks were not asked for). Symbolizing
+    /// reads files: called once, at the end of a profile.
+    pub fn profile(&mut self, filter: &ProfileFilter) -> Option<Vec<ProfileSample>> {
+        self.hottest(filter, None)
+    }
+
+    /// [`profile`](Self::profile), only the `limit` hottest stacks (when
+    /// given) symbolized and returned.
+    pub fn hottest(
+        &mut self,
+        filter: &ProfileFilter,
+        limit: Option<usize>,
+    ) -> Option<Vec<ProfileSample>> {
+        let (Some(sy), Some(st)) = (&mut self.symbols, &self.agg.stacks) else {
+            return None;
+        };
+        sy.prefetch(&st.pids);
+        Some(profile::build(
+            st,
+            sy,
+            &self.agg,
+            &mut self.namer,
+            filter,
+            limit,
+        ))
+    }
+
+    /// Samples whose stacks were not kept (over [`MAX_STACKS`]).
+    pub fn stacks_dropped(&self) -> u64 {
+        self.agg.stacks.as_ref().map_or(0, |s| s.dropped)
     }
 
     /// The aggregate so far.

@@ -223,20 +223,27 @@ impl Namer {
         self.comm.len()
     }
 
+    /// The name of `key` of `agg` (a process's or thread's name, a
+    /// cgroup's path, a pod's uid), and its pid or tid (by process or
+    /// thread).
+    pub fn name(&mut self, agg: &Aggregate, key: u64) -> (String, Option<u32>) {
+        match agg.by {
+            _ if key == OVER_BOUND_KEY => (OVER_BOUND.to_string(), None),
+            By::Process | By::Thread => {
+                let pid = agg.pids.get(&key).copied().unwrap_or(key as u32);
+                let thread = agg.by == By::Thread;
+                (self.comm(agg, pid, key as u32, thread), Some(key as u32))
+            }
+            By::Cgroup => (self.cgroup(agg, key), None),
+            By::Pod => (pod_of(&self.cgroup(agg, key)), None),
+        }
+    }
+
     /// The table of `agg`, entries named.
     pub fn table(&mut self, agg: &Aggregate) -> Table {
         let mut rows: HashMap<(String, Option<u32>), Sums> = HashMap::new();
         for (&key, sums) in &agg.sums {
-            let (name, pid) = match agg.by {
-                _ if key == OVER_BOUND_KEY => (OVER_BOUND.to_string(), None),
-                By::Process | By::Thread => {
-                    let pid = agg.pids.get(&key).copied().unwrap_or(key as u32);
-                    let thread = agg.by == By::Thread;
-                    (self.comm(agg, pid, key as u32, thread), Some(key as u32))
-                }
-                By::Cgroup => (self.cgroup(agg, key), None),
-                By::Pod => (pod_of(&self.cgroup(agg, key)), None),
-            };
+            let (name, pid) = self.name(agg, key);
             let row = rows.entry((name, pid)).or_default();
             row.samples += sums.samples;
             row.events += sums.events;

@@ -42,6 +42,8 @@ pub(crate) const TASKS: [SimTask; 5] = [
 pub(crate) struct SimSampler {
     cpu: u32,
     cgroup: bool,
+    /// Samples carry a call chain.
+    chain: bool,
     /// The group's ids (leader first) when samples carry a group read.
     group: Vec<u64>,
     /// Samples per second.
@@ -74,6 +76,7 @@ impl SimSampler {
         SimSampler {
             cpu,
             cgroup: spec.cgroup,
+            chain: spec.callchain.is_some(),
             group: if spec.members.is_empty() {
                 Vec::new()
             } else {
@@ -138,6 +141,17 @@ impl SimSampler {
                     body.extend(id.to_ne_bytes());
                 }
             }
+            if self.chain {
+                // PERF_SAMPLE_CALLCHAIN: a user-space chain of two
+                // frames, distinct per task (no binary maps them).
+                let chain = [
+                    crate::perf::record::context::USER,
+                    0x1000 + u64::from(t.0),
+                    0x2000,
+                ];
+                body.extend((chain.len() as u64).to_ne_bytes());
+                body.extend(chain.iter().flat_map(|w| w.to_ne_bytes()));
+            }
             if let Some(c) = cg {
                 body.extend(c.to_ne_bytes());
             }
@@ -174,6 +188,7 @@ mod tests {
             cgroup: true,
             ring_pages: 1,
             watermark: 0,
+            callchain: None,
         }
     }
 
