@@ -109,6 +109,13 @@ impl Signals {
 async fn run(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
     let mut signals = Signals::new().map_err(AppError::Runtime)?;
     let otlp = OtlpSettings::resolve(&web.otlp, &otlp::process_env, &host.procfs)?;
+    if web.otlp.profiles && otlp.is_none() {
+        return Err(otlp::OtlpError::Invalid {
+            origin: "--otlp.profiles".into(),
+            msg: "profiles are pushed with the metrics: give an endpoint (--otlp.endpoint, OTEL_EXPORTER_OTLP_ENDPOINT) or --otlp.only, and no OTEL_SDK_DISABLED=true".into(),
+        }
+        .into());
+    }
     let src = Sources {
         host,
         web_config_file: web.web_config_file.clone(),
@@ -217,6 +224,14 @@ async fn start(
     });
     let deadline = src.deadline.clone();
     let (kernel_for_profiles, host_for_profiles) = (p.kernel.clone(), src.host.clone());
+    // --otlp.profiles: the profile push, with the metrics' settings.
+    let profiles = match &otlp {
+        Some(s) if web.otlp.profiles => Some((
+            s.clone(),
+            super::profile_push::take(p.kernel.clone(), src.host.clone()),
+        )),
+        _ => None,
+    };
     let mut job = Job {
         sources: src,
         table: p.loaded.table,
@@ -243,12 +258,19 @@ async fn start(
         }
         _ => None,
     };
+    let profile_pusher = match profiles {
+        Some((settings, take)) => Some(otlp::start_profiles(settings, take)?),
+        None => None,
+    };
     let shutdown = signals.until_shutdown(reloader);
     match listener {
         Some(l) => web::serve(l, state, shutdown).await,
         None => shutdown.await,
     }
-    if let Some(p) = pusher {
+    let pushes = pusher
+        .into_iter()
+        .chain(profile_pusher.map(|p| Box::new(p) as Box<dyn Push>));
+    for p in pushes {
         tracing::debug!(exporter = p.name(), "stopping the push");
         p.shutdown();
     }

@@ -49,6 +49,9 @@ pub(super) struct OtlpArgs {
     /// Push only: no HTTP listener (OTEL_SDK_DISABLED=true makes this an error).
     #[arg(long = "otlp.only")]
     only: bool,
+    /// Push profiles too: call stacks of cycles (cpu-clock without a hardware PMU) at 99 Hz on every CPU, one profile per --otlp.interval, by process, with the same endpoint and settings (gRPC: the profiles service; http/protobuf: /v1development/profiles). The OTLP profiles signal is still in development in the protocol: receivers must take v1development. Off by default; nothing is sampled without it.
+    #[arg(long = "otlp.profiles")]
+    profiles: bool,
 }
 
 /// A duration flag checked by the one duration grammar; the OTLP settings
@@ -73,6 +76,7 @@ impl OtlpArgs {
             service_name: self.service_name,
             resource_attributes: self.resource_attributes,
             only: self.only,
+            profiles: self.profiles,
         }
     }
 }

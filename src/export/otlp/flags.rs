@@ -34,6 +34,8 @@ pub struct OtlpFlags {
     pub resource_attributes: Option<String>,
     /// `--otlp.only`: push only, no HTTP listener.
     pub only: bool,
+    /// `--otlp.profiles`: push profiles too (the development signal).
+    pub profiles: bool,
 }
 
 /// An environment to read variables from (tests pass a map).

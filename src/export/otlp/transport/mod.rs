@@ -12,6 +12,7 @@ mod tls;
 use super::parse::Protocol;
 use super::{OtlpError, OtlpSettings};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use std::error::Error as StdError;
 use std::time::Duration;
 
@@ -124,6 +125,19 @@ impl Transport {
         match &mut self.0 {
             Inner::Http(h) => h.export(&req).await,
             Inner::Grpc(g) => g.export(req).await,
+        }
+    }
+
+    /// Sends one profiles request: over HTTP to `http_url` (the profiles
+    /// URL), over gRPC to the profiles service of the same channel.
+    pub(super) async fn export_profiles(
+        &mut self,
+        http_url: &reqwest::Url,
+        req: ExportProfilesServiceRequest,
+    ) -> Result<(), ExportError> {
+        match &mut self.0 {
+            Inner::Http(h) => h.export_profiles(http_url.clone(), &req).await,
+            Inner::Grpc(g) => g.export_profiles(req).await,
         }
     }
 }
