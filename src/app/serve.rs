@@ -224,14 +224,7 @@ async fn start(
     });
     let deadline = src.deadline.clone();
     let (kernel_for_profiles, host_for_profiles) = (p.kernel.clone(), src.host.clone());
-    // --otlp.profiles: the profile push, with the metrics' settings.
-    let profiles = match &otlp {
-        Some(s) if web.otlp.profiles => Some((
-            s.clone(),
-            super::profile_push::take(p.kernel.clone(), src.host.clone()),
-        )),
-        _ => None,
-    };
+    let pushes = super::profile_push::start(otlp.as_ref(), &web.otlp, &p.kernel, &src.host)?;
     let mut job = Job {
         sources: src,
         table: p.loaded.table,
@@ -258,19 +251,12 @@ async fn start(
         }
         _ => None,
     };
-    let profile_pusher = match profiles {
-        Some((settings, take)) => Some(otlp::start_profiles(settings, take)?),
-        None => None,
-    };
     let shutdown = signals.until_shutdown(reloader);
     match listener {
         Some(l) => web::serve(l, state, shutdown).await,
         None => shutdown.await,
     }
-    let pushes = pusher
-        .into_iter()
-        .chain(profile_pusher.map(|p| Box::new(p) as Box<dyn Push>));
-    for p in pushes {
+    for p in pusher.into_iter().chain(pushes) {
         tracing::debug!(exporter = p.name(), "stopping the push");
         p.shutdown();
     }

@@ -36,6 +36,8 @@ pub struct OtlpFlags {
     pub only: bool,
     /// `--otlp.profiles`: push profiles too (the development signal).
     pub profiles: bool,
+    /// `--otlp.profiles-by`: what the profiles' samples are attributed to.
+    pub profiles_by: crate::engine::sample::By,
 }
 
 /// An environment to read variables from (tests pass a map).

@@ -88,7 +88,15 @@ async fn run(
                     _ = stop.changed() => break,
                 }
             }
-            Err(e) => Err(format!("sampling failed: {e}")),
+            Err(e) => {
+                // Not at once again: wait an interval (samplers that
+                // cannot open fail fast).
+                tokio::select! {
+                    () = tokio::time::sleep(settings.interval) => {}
+                    _ = stop.changed() => break,
+                }
+                Err(format!("sampling failed: {e}"))
+            }
         };
         match r {
             Ok(stacks) => {
