@@ -100,7 +100,7 @@ pub(super) struct Transport(Inner);
 
 enum Inner {
     Http(http::Http),
-    Grpc(grpc::Grpc),
+    Grpc(Box<grpc::Grpc>),
 }
 
 impl Transport {
@@ -113,7 +113,7 @@ impl Transport {
         let material = tls::load(&s.tls)?;
         Ok(Transport(match s.protocol {
             Protocol::HttpProtobuf => Inner::Http(http::Http::new(s, &material)?),
-            Protocol::Grpc => Inner::Grpc(grpc::Grpc::new(s, &material)?),
+            Protocol::Grpc => Inner::Grpc(Box::new(grpc::Grpc::new(s, &material)?)),
         }))
     }
 
