@@ -59,9 +59,11 @@ scripts/images.sh # container runtimes and stand-in base images (tests/deploy/te
 # fuse-overlayfs (a hung mount: tests/live/read_timeout.rs), clang and llvm (the
 # BPF object's rebuild check below), the aarch64 cross linker and C library
 # (the arm64 build: its clippy check below and the emulated-PMU tests),
-# iproute2 (`ss -tm`: the live streams' socket send buffers, tests/e2e/live_stream.rs).
+# iproute2 (`ss -tm`: the live streams' socket send buffers, tests/e2e/live_stream.rs),
+# golang-go (`go tool pprof` reads the profiles: tests/live/profile.rs) and
+# binutils (strip, nm, readelf: the stripped-binary profile test).
 need=()
-for p in chromium tmux linux-perf strace fuse-overlayfs clang llvm gcc-aarch64-linux-gnu libc6-dev-arm64-cross iproute2; do
+for p in chromium tmux linux-perf strace fuse-overlayfs clang llvm gcc-aarch64-linux-gnu libc6-dev-arm64-cross iproute2 golang-go binutils curl; do
   dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if ((${#need[@]})); then

@@ -48,6 +48,9 @@ pub struct RecordSettings {
 /// as call chains make samples up to ~1 KiB.
 pub const PROFILE_RING_PAGES: usize = 64;
 
+/// How often a profile's rings are drained at the latest.
+const DRAIN_EVERY: Duration = Duration::from_millis(250);
+
 /// Samples `s.duration` and returns the gzipped pprof profile and the
 /// notes said about it (the fallback event, CPUs not sampled). Runs on
 /// the current tokio runtime (with I/O).
@@ -89,9 +92,16 @@ pub(super) async fn sample(
     notes.extend(smp.failed.iter().map(|e| format!("not sampled: {e}")));
     let start = SystemTime::now();
     let began = tokio::time::Instant::now();
-    let until = began + s.duration;
-    while tokio::time::Instant::now() < until {
-        smp.wait(until).await;
+    let end = began + s.duration;
+    // Drained at least every DRAIN_EVERY: the maps of the processes seen
+    // are read then, while they run (one that exits later keeps its
+    // symbols).
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= end {
+            break;
+        }
+        smp.wait(end.min(now + DRAIN_EVERY)).await;
     }
     smp.drain();
     let samples = smp.profile(&s.filter).unwrap_or_default();

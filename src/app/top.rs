@@ -9,6 +9,10 @@
 //! Sampling `cycles`, `instructions` is read with each sample (a group,
 //! `PERF_SAMPLE_READ`), giving each entry's estimated IPC.
 //!
+//! `--call-graph`: call stacks with each sample (`PERF_SAMPLE_CALLCHAIN`),
+//! and under each refresh's table the hottest stacks since the start,
+//! symbolized in the refresh (not while draining).
+//!
 //! `--json`: one object per refresh (`event`, `samples`, `lost`,
 //! `throttled`, `entries`: `name`, `pid` with `--by process|thread`,
 //! `samples`, `share`, `events`), the refresh's own samples; then
@@ -16,12 +20,14 @@
 
 use super::host::{Host, HostSettings};
 use super::AppError;
-use crate::engine::sample::{can_sample, By, SampleError, Sampling, SamplingSettings, Table};
+use crate::engine::sample::{
+    can_sample, By, ProfileFilter, SampleError, Sampling, SamplingSettings, Table,
+};
 use crate::perf::{CallchainSpec, EventAttr, Kernel, SampleRate, SampleSpec};
 use crate::privilege::Privilege;
 use crate::resolve::resolve_sampled;
 use crate::spec::{self, EventSpec};
-use crate::view::top::{Layout, Rate, View};
+use crate::view::top::{Layout, Rate, View, STACK_ROWS};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
@@ -328,6 +334,11 @@ async fn run(host: HostSettings, s: TopSettings) -> Result<(), AppError> {
         if !stopped && until == next {
             let cur = smp.table();
             view.refresh(out, &cur.since(&prev), &r.note, now.duration_since(start))?;
+            if !s.json {
+                if let Some(st) = smp.hottest(&ProfileFilter::All, Some(STACK_ROWS)) {
+                    view.stacks(out, &st, smp.aggregate().samples)?;
+                }
+            }
             prev = cur;
         }
         if done {

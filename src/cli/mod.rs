@@ -490,6 +490,9 @@ struct TopArgs {
     /// Rows of the table.
     #[arg(short = 'n', long = "rows", default_value = "20", value_name = "N")]
     rows: usize,
+    /// Call stacks with each sample (kernel and user, frame pointers): the hottest stacks since the start, symbolized, under each refresh's table (not in --json).
+    #[arg(short = 'g', long = "call-graph")]
+    call_graph: bool,
 }
 
 impl TopArgs {
@@ -511,7 +514,7 @@ impl TopArgs {
             ring_pages: self.ring_pages,
             cpus: self.cpus.clone().map(|c| c.0),
             rows: self.rows,
-            callchain: None,
+            callchain: self.call_graph.then(crate::perf::CallchainSpec::default),
         }
     }
 }

@@ -15,6 +15,7 @@
 use crate::engine::sample::{Frame, ProfileSample};
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// `ValueType`.
@@ -207,96 +208,106 @@ pub(crate) fn unit(event: &str) -> &'static str {
     }
 }
 
+/// The tables a profile's samples refer to, each entry once.
+#[derive(Default)]
+struct Tables {
+    st: Strings,
+    mappings: HashMap<(Arc<str>, Option<Arc<str>>), u64>,
+    mapping: Vec<Mapping>,
+    functions: HashMap<Arc<str>, u64>,
+    function: Vec<Function>,
+    locations: HashMap<Frame, u64>,
+    location: Vec<Location>,
+}
+
+impl Tables {
+    fn mapping(&mut self, f: &Frame) -> u64 {
+        let mk = (f.module.clone(), f.build_id.clone());
+        if let Some(&id) = self.mappings.get(&mk) {
+            return id;
+        }
+        let id = self.mapping.len() as u64 + 1;
+        self.mapping.push(Mapping {
+            id,
+            memory_start: 0,
+            memory_limit: u64::MAX,
+            file_offset: 0,
+            filename: self.st.id(&mk.0),
+            build_id: mk.1.as_deref().map_or(0, |b| self.st.id(b)),
+            has_functions: false,
+        });
+        self.mappings.insert(mk, id);
+        id
+    }
+
+    fn function(&mut self, name: &Arc<str>) -> u64 {
+        if let Some(&id) = self.functions.get(name) {
+            return id;
+        }
+        let id = self.function.len() as u64 + 1;
+        let n = self.st.id(name);
+        self.function.push(Function {
+            id,
+            name: n,
+            system_name: n,
+        });
+        self.functions.insert(name.clone(), id);
+        id
+    }
+
+    fn location(&mut self, f: &Frame) -> u64 {
+        if let Some(&id) = self.locations.get(f) {
+            return id;
+        }
+        let mapping_id = self.mapping(f);
+        let line = match &f.function {
+            Some(name) => {
+                if let Some(m) = self.mapping.get_mut(mapping_id as usize - 1) {
+                    m.has_functions = true;
+                }
+                vec![Line {
+                    function_id: self.function(name),
+                }]
+            }
+            None => Vec::new(),
+        };
+        let id = self.location.len() as u64 + 1;
+        self.location.push(Location {
+            id,
+            mapping_id,
+            address: f.address,
+            line,
+        });
+        self.locations.insert(f.clone(), id);
+        id
+    }
+}
+
 /// The profile message of `samples`.
 pub fn profile(meta: &Meta, samples: &[ProfileSample]) -> Profile {
-    let mut st = Strings::default();
-    st.id("");
+    let mut t = Tables::default();
+    t.st.id("");
+    let value_type = |t: &mut Tables| ValueType {
+        r#type: t.st.id(&meta.event),
+        unit: t.st.id(unit(&meta.event)),
+    };
     let sample_type = vec![
         ValueType {
-            r#type: st.id("samples"),
-            unit: st.id("count"),
+            r#type: t.st.id("samples"),
+            unit: t.st.id("count"),
         },
-        ValueType {
-            r#type: st.id(&meta.event),
-            unit: st.id(unit(&meta.event)),
-        },
+        value_type(&mut t),
     ];
-    let mut mappings: HashMap<(String, Option<String>), u64> = HashMap::new();
-    let mut mapping = Vec::new();
-    let mut functions: HashMap<String, u64> = HashMap::new();
-    let mut function = Vec::new();
-    let mut locations: HashMap<Frame, u64> = HashMap::new();
-    let mut location = Vec::new();
-    let mut out = Vec::with_capacity(samples.len());
-    let (key_label, pid_label) = (st.id(meta.label), st.id("pid"));
-    for s in samples {
-        let mut ids = Vec::with_capacity(s.frames.len());
-        for f in &s.frames {
-            if let Some(&id) = locations.get(f) {
-                ids.push(id);
-                continue;
-            }
-            let mk = (
-                f.module.to_string(),
-                f.build_id.as_deref().map(str::to_string),
-            );
-            let mapping_id = match mappings.get(&mk) {
-                Some(&id) => id,
-                None => {
-                    let id = mapping.len() as u64 + 1;
-                    mapping.push(Mapping {
-                        id,
-                        memory_start: 0,
-                        memory_limit: u64::MAX,
-                        file_offset: 0,
-                        filename: st.id(&mk.0),
-                        build_id: mk.1.as_deref().map_or(0, |b| st.id(b)),
-                        has_functions: false,
-                    });
-                    mappings.insert(mk, id);
-                    id
-                }
-            };
-            let line = match &f.function {
-                Some(name) => {
-                    if let Some(m) = mapping.get_mut(mapping_id as usize - 1) {
-                        m.has_functions = true;
-                    }
-                    let fid = match functions.get(name.as_ref()) {
-                        Some(&id) => id,
-                        None => {
-                            let id = function.len() as u64 + 1;
-                            let n = st.id(name);
-                            function.push(Function {
-                                id,
-                                name: n,
-                                system_name: n,
-                            });
-                            functions.insert(name.to_string(), id);
-                            id
-                        }
-                    };
-                    vec![Line { function_id: fid }]
-                }
-                None => Vec::new(),
-            };
-            let id = location.len() as u64 + 1;
-            location.push(Location {
-                id,
-                mapping_id,
-                address: f.address,
-                line,
-            });
-            locations.insert(f.clone(), id);
-            ids.push(id);
-        }
-        out.push(Sample {
-            location_id: ids,
+    let (key_label, pid_label) = (t.st.id(meta.label), t.st.id("pid"));
+    let sample = samples
+        .iter()
+        .map(|s| Sample {
+            location_id: s.frames.iter().map(|f| t.location(f)).collect(),
             value: vec![i64_of(s.samples), i64_of(s.events)],
             label: vec![
                 Label {
                     key: key_label,
-                    str: st.id(&s.name),
+                    str: t.st.id(&s.name),
                     num: 0,
                 },
                 Label {
@@ -305,25 +316,22 @@ pub fn profile(meta: &Meta, samples: &[ProfileSample]) -> Profile {
                     num: i64::from(s.pid),
                 },
             ],
-        });
-    }
-    let comment = meta.comments.iter().map(|c| st.id(c)).collect();
-    let period_type = Some(ValueType {
-        r#type: st.id(&meta.event),
-        unit: st.id(unit(&meta.event)),
-    });
-    let default_sample_type = st.id(&meta.event);
+        })
+        .collect();
+    let comment = meta.comments.iter().map(|c| t.st.id(c)).collect();
+    let period_type = Some(value_type(&mut t));
+    let default_sample_type = t.st.id(&meta.event);
     let time_nanos = meta
         .start
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
     Profile {
         sample_type,
-        sample: out,
-        mapping,
-        location,
-        function,
-        string_table: st.table,
+        sample,
+        mapping: t.mapping,
+        location: t.location,
+        function: t.function,
+        string_table: t.st.table,
         time_nanos,
         duration_nanos: i64::try_from(meta.duration.as_nanos()).unwrap_or(i64::MAX),
         period_type,
@@ -343,7 +351,6 @@ pub fn encode(meta: &Meta, samples: &[ProfileSample]) -> std::io::Result<Vec<u8>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn frame(f: Option<&str>, module: &str, address: u64) -> Frame {
         Frame {

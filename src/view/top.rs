@@ -1,9 +1,10 @@
 //! How `top` prints: a refreshing terminal table (the screen cleared at
 //! each refresh when standard output is a terminal), or a JSON object per
-//! refresh; and the summary.
+//! refresh; and the summary. With `--call-graph`, the hottest stacks
+//! under each refresh's table.
 
 use super::ViewError;
-use crate::engine::sample::{By, CpuHealth, Entry, Table};
+use crate::engine::sample::{By, CpuHealth, Entry, ProfileSample, Table};
 use crate::terminal::escape;
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
@@ -230,6 +231,48 @@ impl View {
         Ok(())
     }
 
+    /// `--call-graph`: the hottest stacks since the start (text only),
+    /// each's share of the `total` samples, innermost frame first; a frame without a symbol is its module's
+    /// file name and offset.
+    pub(crate) fn stacks(
+        &self,
+        out: &mut impl Write,
+        stacks: &[ProfileSample],
+        total: u64,
+    ) -> Result<(), ViewError> {
+        if self.json {
+            return Ok(());
+        }
+        writeln!(out, "hottest stacks (since the start, innermost first):")?;
+        for s in stacks.iter().take(STACK_ROWS) {
+            let frames: Vec<String> = s
+                .frames
+                .iter()
+                .take(STACK_FRAMES)
+                .map(|f| match &f.function {
+                    Some(n) => escape(n).into_owned(),
+                    None => {
+                        let m = f.module.rsplit('/').next().unwrap_or(&f.module);
+                        format!("{}+{:#x}", escape(m), f.address)
+                    }
+                })
+                .collect();
+            let more = if s.frames.len() > STACK_FRAMES {
+                " <- ..."
+            } else {
+                ""
+            };
+            writeln!(
+                out,
+                "{:>6.1}%  {}: {}{more}",
+                s.samples as f64 * 100.0 / total.max(1) as f64,
+                escape(&s.name),
+                frames.join(" <- ")
+            )?;
+        }
+        Ok(out.flush()?)
+    }
+
     /// The summary over the whole run, with ring health per CPU.
     pub(crate) fn summary(
         &self,
@@ -273,6 +316,11 @@ impl View {
         Ok(out.flush()?)
     }
 }
+
+/// Stacks shown by `--call-graph`.
+pub(crate) const STACK_ROWS: usize = 5;
+/// Frames shown of each.
+const STACK_FRAMES: usize = 8;
 
 fn name_header(by: By) -> &'static str {
     match by {

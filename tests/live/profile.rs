@@ -31,7 +31,17 @@ fn build(dir: &Path) -> PathBuf {
     out
 }
 
-/// Runs the workload (`spin` or `sys`), killed on drop.
+/// The serial lock (these tests sample the whole machine), root, a
+/// temporary directory and the workload built in it.
+fn setup() -> (common::Serial, tempfile::TempDir, PathBuf) {
+    let s = serial();
+    common::require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path());
+    (s, dir, bin)
+}
+
+/// Runs the workload (`spin`, `sys` or `brief`), killed on drop.
 struct Workload(Child);
 
 impl Workload {
@@ -124,10 +134,7 @@ fn record(args: &[&str]) -> (bool, String) {
 
 #[test]
 fn the_endpoint_attributes_the_hot_function_under_its_cgroup_and_pod() {
-    let _s = serial();
-    common::require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let bin = build(dir.path());
+    let (_s, dir, bin) = setup();
     let tree = CgroupTree::new("profile", "ep");
     let pod = "pod3f1c2a4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b";
     tree.mkdir(pod);
@@ -193,8 +200,7 @@ fn the_endpoint_attributes_the_hot_function_under_its_cgroup_and_pod() {
 
 #[test]
 fn record_resolves_kernel_frames_from_kallsyms() {
-    let _s = serial();
-    common::require_root();
+    let (_s, dir, bin) = setup();
     let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap();
     let want = ["entry_SYSCALL_64", "do_syscall_64"];
     assert!(
@@ -202,8 +208,6 @@ fn record_resolves_kernel_frames_from_kallsyms() {
             .any(|w| kallsyms.lines().any(|l| l.ends_with(&format!(" {w}")))),
         "this kernel names its syscall entry otherwise"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let bin = build(dir.path());
     let w = Workload::start(&bin, "sys");
     let f = dir.path().join("sys.pb.gz");
     let (ok, err) = record(&[
@@ -228,10 +232,7 @@ fn record_resolves_kernel_frames_from_kallsyms() {
 
 #[test]
 fn a_stripped_binary_keeps_build_id_and_offset_frames() {
-    let _s = serial();
-    common::require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let bin = build(dir.path());
+    let (_s, dir, bin) = setup();
     let stripped = dir.path().join("hot-stripped");
     let st = Command::new("strip")
         .arg("-o")
@@ -302,4 +303,72 @@ fn a_stripped_binary_keeps_build_id_and_offset_frames() {
         !top.contains("hot_spin"),
         "a stripped binary has no symbol:\n{top}"
     );
+}
+
+#[test]
+fn a_process_that_exits_mid_profile_keeps_its_symbols() {
+    let (_s, dir, bin) = setup();
+    let f = dir.path().join("brief.pb.gz");
+    let rec = Command::new(EXPORTER)
+        .args([
+            "record",
+            "-d",
+            "3s",
+            "-e",
+            "cpu-clock",
+            "--by",
+            "process",
+            "-o",
+        ])
+        .arg(&f)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run perf-exporter record");
+    // The workload spins about a second and exits, well before the
+    // profile ends.
+    let mut w = Workload::start(&bin, "brief");
+    let st = w.0.wait().expect("wait for the workload");
+    assert!(st.success());
+    let out = rec.wait_with_output().expect("record");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Shares of the whole machine's profile: hot_spin's of the process's.
+    let top = pprof(&["-top", "-tagfocus=process=hot"], &f);
+    let shares = flat_shares(&top);
+    let all: f64 = shares.iter().map(|s| s.1).sum();
+    let hot = shares
+        .iter()
+        .find(|(n, _)| n == "hot_spin")
+        .map_or(0.0, |s| s.1);
+    assert!(
+        all > 0.0 && hot / all >= 0.9,
+        "the exited process's samples are symbolized:\n{top}"
+    );
+}
+
+#[test]
+fn top_call_graph_in_tmux_shows_the_hot_stack() {
+    use common::tmux::{wait_pane, Session};
+    let (_s, _dir, bin) = setup();
+    let w = Workload::start(&bin, "spin");
+    let cmd = format!(
+        "{EXPORTER} --log.level=warn top --call-graph -e cpu-clock -I 500ms -n 5 --by process; echo EXIT=$?; sleep 60"
+    );
+    let session = Session::start(&format!("profile-top-{}", std::process::id()), &cmd);
+    // hot_spin, called (through driver) from main, all symbolized.
+    wait_pane(
+        &session.0,
+        "the hottest stacks name hot_spin",
+        std::time::Duration::from_secs(30),
+        |p| {
+            p.contains("hottest stacks")
+                && p.lines()
+                    .any(|l| l.contains("hot: hot_spin <- ") && l.contains(" <- main"))
+        },
+    );
+    session.ctrl_c_exits_0();
+    drop(w);
 }

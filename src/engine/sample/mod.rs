@@ -334,11 +334,28 @@ impl Sampling {
     /// symbolized (`None` when stacks were not asked for). Symbolizing
     /// reads files: called once, at the end of a profile.
     pub fn profile(&mut self, filter: &ProfileFilter) -> Option<Vec<ProfileSample>> {
+        self.hottest(filter, None)
+    }
+
+    /// [`profile`](Self::profile), only the `limit` hottest stacks (when
+    /// given) symbolized and returned.
+    pub fn hottest(
+        &mut self,
+        filter: &ProfileFilter,
+        limit: Option<usize>,
+    ) -> Option<Vec<ProfileSample>> {
         let (Some(sy), Some(st)) = (&mut self.symbols, &self.agg.stacks) else {
             return None;
         };
         sy.prefetch(&st.pids);
-        Some(profile::build(st, sy, &self.agg, &mut self.namer, filter))
+        Some(profile::build(
+            st,
+            sy,
+            &self.agg,
+            &mut self.namer,
+            filter,
+            limit,
+        ))
     }
 
     /// Samples whose stacks were not kept (over [`MAX_STACKS`]).

@@ -36,18 +36,29 @@ pub struct ProfileSample {
 }
 
 /// The samples of `stacks` that `filter` keeps, named and symbolized,
-/// sorted by samples (most first).
+/// sorted by samples (most first); with `limit`, only that many of the
+/// hottest stacks (before symbolization, so only they cost lookups).
 pub(super) fn build(
     stacks: &Stacks,
     sy: &mut Symbolizer,
     agg: &Aggregate,
     namer: &mut Namer,
     filter: &ProfileFilter,
+    limit: Option<usize>,
 ) -> Vec<ProfileSample> {
     let bz = Backend::new();
     let mut names: HashMap<u64, String> = HashMap::new();
     let mut out: HashMap<(String, u32, Vec<Frame>), (u64, u64)> = HashMap::new();
-    for (k, sums) in &stacks.map {
+    // With a limit, only the hottest raw stacks are symbolized.
+    let mut raw: Vec<_> = stacks.map.iter().collect();
+    if limit.is_some() {
+        raw.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(b.0)));
+    }
+    let mut kept = 0usize;
+    for (k, sums) in raw {
+        if limit.is_some_and(|l| kept >= l) {
+            break;
+        }
         if let ProfileFilter::Pid(p) = filter {
             if k.pid != *p {
                 continue;
@@ -62,6 +73,7 @@ pub(super) fn build(
                 continue;
             }
         }
+        kept += 1;
         let frames = sy.resolve(&bz, k.pid, &k.frames);
         let e = out.entry((name, k.pid, frames)).or_default();
         e.0 += sums.samples;

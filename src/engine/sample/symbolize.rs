@@ -13,6 +13,11 @@
 //!   the file and the GNU build-id (hex), as profile formats want for
 //!   later symbolization: a stripped binary, a file replaced on disk, a
 //!   process whose maps could not be read.
+//! * **The right file.** Symbols are read from a file whose build-id is
+//!   the one of the mapped file, read when the maps were: the mapping
+//!   itself (`<procfs>/<pid>/map_files/<range>`) while the process lives,
+//!   else the path through its root, else the path as named. A binary
+//!   replaced on disk after its process exited is not read for it.
 //! * **Bounds.** Maps of at most [`MAX_MAPPED_PIDS`] processes with at
 //!   most [`MAX_MAPPINGS`] executable file mappings each (a maps file is
 //!   read up to 4 MiB); symbols cached per (module, offset) up to
@@ -71,11 +76,42 @@ struct Mapping {
 struct Module {
     /// Its path, as the maps file says.
     path: Arc<str>,
-    /// Where it was opened (through the process's root).
-    open_at: PathBuf,
+    /// Where it can be opened, best first: the mapping itself
+    /// (`map_files`, while the process lives, even if the file was
+    /// replaced or deleted), through the process's root, as named.
+    candidates: Vec<PathBuf>,
+    /// The first candidate whose build-id is the mapped file's, found at
+    /// the first lookup (`None` inside: none is, e.g. the binary was
+    /// replaced on disk after its process exited).
+    open_at: std::sync::OnceLock<Option<PathBuf>>,
     build_id: Option<Arc<str>>,
     /// The cache key: the build-id, else device and inode.
     key: Arc<str>,
+}
+
+impl Module {
+    /// The file to read symbols from: one with the mapped file's build-id
+    /// (without one, the first that exists).
+    fn source(&self) -> Option<&PathBuf> {
+        self.open_at
+            .get_or_init(|| {
+                self.candidates
+                    .iter()
+                    .find(|c| match &self.build_id {
+                        Some(want) => build_id_of(c).as_ref() == Some(want),
+                        None => c.exists(),
+                    })
+                    .cloned()
+            })
+            .as_ref()
+    }
+}
+
+fn build_id_of(p: &Path) -> Option<Arc<str>> {
+    blazesym::helper::read_elf_build_id(p)
+        .ok()
+        .flatten()
+        .map(|b| Arc::<str>::from(hex(&b)))
 }
 
 /// Resolves frames; see the module's comment.
@@ -192,22 +228,22 @@ impl Symbolizer {
             let module = match self.modules.get(&key) {
                 Some(m) => m.clone(),
                 None => {
-                    let open_at = p.join("root").join(path.trim_start_matches('/'));
-                    let open_at = if open_at.exists() {
-                        open_at
-                    } else {
-                        PathBuf::from(&path)
-                    };
-                    let build_id = blazesym::helper::read_elf_build_id(&open_at)
-                        .ok()
-                        .flatten()
-                        .map(|b| Arc::<str>::from(hex(&b)));
+                    let candidates = vec![
+                        p.join("map_files").join(format!("{start:x}-{end:x}")),
+                        p.join("root").join(path.trim_start_matches('/')),
+                        PathBuf::from(&path),
+                    ];
+                    // The mapped file's own build-id: through the first
+                    // candidate that opens (the mapping itself while the
+                    // process lives).
+                    let build_id = candidates.iter().find_map(|c| build_id_of(c));
                     let mkey: Arc<str> = build_id
                         .clone()
                         .unwrap_or_else(|| format!("{}:{}", key.0, key.1).into());
                     let m = Arc::new(Module {
                         path: path.into(),
-                        open_at,
+                        candidates,
+                        open_at: std::sync::OnceLock::new(),
                         build_id,
                         key: mkey,
                     });
@@ -231,17 +267,29 @@ impl Symbolizer {
     /// Resolves the frames of `pid`'s stacks: kernel frames in one batch
     /// from kallsyms, user frames through the process's mappings.
     pub fn resolve(&mut self, bz: &Backend, pid: u32, frames: &[(Space, u64)]) -> Vec<Frame> {
-        let missing: Vec<u64> = frames
+        // The first frame of each context is where it was interrupted;
+        // the others are return addresses, just past their call: looked
+        // up one byte before (a call that ends a function, to a function
+        // that does not return, would otherwise name the next one).
+        let lookups: Vec<(Space, u64, u64)> = frames
             .iter()
-            .filter(|(s, ip)| *s == Space::Kernel && !self.kernel.contains_key(ip))
-            .map(|(_, ip)| *ip)
+            .enumerate()
+            .map(|(i, &(s, ip))| {
+                let first = i == 0 || frames[i - 1].0 != s;
+                (s, ip, if first { ip } else { ip.saturating_sub(1) })
+            })
+            .collect();
+        let missing: Vec<u64> = lookups
+            .iter()
+            .filter(|(s, _, at)| *s == Space::Kernel && !self.kernel.contains_key(at))
+            .map(|(_, _, at)| *at)
             .collect();
         if !missing.is_empty() {
             self.kernel_batch(bz, &missing);
         }
-        frames
+        lookups
             .iter()
-            .map(|&(s, ip)| self.frame(bz, pid, s, ip))
+            .map(|&(s, ip, at)| self.frame(bz, pid, s, ip, at))
             .collect()
     }
 
@@ -268,41 +316,45 @@ impl Symbolizer {
         }
     }
 
-    fn frame(&mut self, bz: &Backend, pid: u32, space: Space, ip: u64) -> Frame {
+    /// The frame at `ip`, its symbol looked up at `at`.
+    fn frame(&mut self, bz: &Backend, pid: u32, space: Space, ip: u64, at: u64) -> Frame {
         match space {
             Space::Kernel => Frame {
-                function: self.kernel.get(&ip).cloned().flatten(),
+                function: self.kernel.get(&at).cloned().flatten(),
                 module: KERNEL_MODULE.into(),
                 build_id: None,
                 address: ip,
             },
-            Space::User => self.user(bz, pid, ip),
+            Space::User => self.user(bz, pid, ip, at),
             Space::Other => unknown(ip),
         }
     }
 
-    fn user(&mut self, bz: &Backend, pid: u32, ip: u64) -> Frame {
+    fn user(&mut self, bz: &Backend, pid: u32, ip: u64, at: u64) -> Frame {
         let Some(m) = self
             .maps
             .get(&pid)
-            .and_then(|maps| maps.iter().find(|m| m.start <= ip && ip < m.end))
+            .and_then(|maps| maps.iter().find(|m| m.start <= at && at < m.end))
             .cloned()
         else {
             return unknown(ip);
         };
-        let offset = ip - m.start + m.offset;
-        let key = (m.module.key.clone(), offset);
+        let offset = ip.saturating_sub(m.start) + m.offset;
+        let lookup = at - m.start + m.offset;
+        let key = (m.module.key.clone(), lookup);
         let function = match self.cache.get(&key) {
             Some(f) => f.clone(),
             None => {
-                let src = Source::Elf(Elf {
-                    debug_syms: false,
-                    ..Elf::new(m.module.open_at.clone())
+                let f = m.module.source().and_then(|path| {
+                    let src = Source::Elf(Elf {
+                        debug_syms: false,
+                        ..Elf::new(path.clone())
+                    });
+                    match bz.0.symbolize_single(&src, Input::FileOffset(lookup)) {
+                        Ok(s) => name_of(&s),
+                        Err(_) => None,
+                    }
                 });
-                let f = match bz.0.symbolize_single(&src, Input::FileOffset(offset)) {
-                    Ok(s) => name_of(&s),
-                    Err(_) => None,
-                };
                 if self.cache.len() >= MAX_SYMBOLS {
                     self.cache.clear();
                 }
@@ -368,6 +420,30 @@ zz-yy r-xp 0 fd:01 1 /x
     }
 
     #[test]
+    fn symbols_are_read_only_from_a_file_with_the_mapped_build_id() {
+        // This test binary stands for the mapped file, and for a file
+        // replaced on disk when the build-id recorded differs.
+        let exe = std::env::current_exe().unwrap();
+        let Some(id) = build_id_of(&exe) else {
+            panic!("the test binary has no GNU build-id");
+        };
+        let module = |build_id: Option<Arc<str>>| Module {
+            path: "/x".into(),
+            candidates: vec!["/nonexistent/x".into(), exe.clone()],
+            open_at: std::sync::OnceLock::new(),
+            build_id,
+            key: "k".into(),
+        };
+        assert_eq!(module(Some(id.clone())).source(), Some(&exe));
+        assert_eq!(module(Some("00ff".into())).source(), None, "replaced");
+        assert_eq!(
+            module(None).source(),
+            Some(&exe),
+            "no build-id: the first that exists"
+        );
+    }
+
+    #[test]
     fn kernel_frames_resolve_from_a_kallsyms_file() {
         let dir = std::env::temp_dir().join(format!("pe-kallsyms-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -380,9 +456,17 @@ zz-yy r-xp 0 fd:01 1 /x
         let f = s.resolve(
             &Backend::new(),
             1,
-            &[(Space::Kernel, 0xffff_ffff_8100_0110), (Space::User, 5)],
+            &[
+                (Space::Kernel, 0xffff_ffff_8100_0110),
+                (Space::Kernel, 0xffff_ffff_8100_0200),
+                (Space::User, 5),
+            ],
         );
         assert_eq!(f[0].function.as_deref(), Some("do_work"));
+        // A return address just past the end of do_work is do_work's.
+        assert_eq!(f[1].function.as_deref(), Some("do_work"));
+        assert_eq!(f[1].address, 0xffff_ffff_8100_0200);
+        let f = &f[1..];
         assert_eq!(&*f[0].module, KERNEL_MODULE);
         // No maps for pid 1 under this root: the address is kept.
         assert_eq!(
