@@ -53,7 +53,7 @@ pub(super) struct OtlpArgs {
     /// Push profiles too: call stacks of cycles (cpu-clock without a hardware PMU) at 99 Hz on every CPU, one profile per --otlp.interval, attributed as --otlp.profiles-by says, with the same endpoint and settings (gRPC: the profiles service; http/protobuf: /v1development/profiles). The OTLP profiles signal is still in development in the protocol: receivers must take v1development. Off by default; nothing is sampled without it.
     #[arg(long = "otlp.profiles")]
     profiles: bool,
-    /// With --otlp.profiles: the attribute each sample carries besides process.pid: process (process.executable.name), cgroup (its path) or pod (k8s.pod.uid)..
+    /// With --otlp.profiles: the attribute each sample carries besides process.pid: process (process.executable.name), cgroup (its path) or pod (k8s.pod.uid).
     #[arg(long = "otlp.profiles-by", default_value = "process", value_parser = ["process", "cgroup", "pod"])]
     profiles_by: String,
 }
