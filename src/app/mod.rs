@@ -11,6 +11,7 @@ mod host;
 mod import;
 pub mod logfmt;
 mod opening;
+mod profile_push;
 mod record;
 /// The book's reference pages, generated from the code.
 pub mod reference;

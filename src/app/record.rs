@@ -9,7 +9,7 @@
 use super::host::{Host, HostSettings};
 use super::top::{self, TopSettings};
 use super::AppError;
-use crate::engine::sample::{By, ProfileFilter};
+use crate::engine::sample::{By, ProfileFilter, ProfileSample};
 use crate::export::pprof;
 use crate::perf::{CallchainSpec, Kernel};
 use std::path::PathBuf;
@@ -60,6 +60,20 @@ pub(super) async fn profile(
     h: &Host,
     s: &ProfileSettings,
 ) -> Result<(Vec<u8>, Vec<String>), AppError> {
+    let (meta, samples) = sample(kernel, host, h, s).await?;
+    let gz = pprof::encode(&meta, &samples).map_err(AppError::Runtime)?;
+    Ok((gz, meta.comments))
+}
+
+/// Samples `s.duration`: the profile's samples and what it was taken of
+/// (its comments: the notes said about it). Runs on the current tokio
+/// runtime (with I/O).
+pub(super) async fn sample(
+    kernel: &Arc<dyn Kernel>,
+    host: &HostSettings,
+    h: &Host,
+    s: &ProfileSettings,
+) -> Result<(pprof::Meta, Vec<ProfileSample>), AppError> {
     let ts = TopSettings {
         freq: s.freq,
         period: None,
@@ -107,10 +121,9 @@ pub(super) async fn profile(
         label: s.by.label(),
         start,
         duration: began.elapsed(),
-        comments: notes.clone(),
+        comments: notes,
     };
-    let gz = pprof::encode(&meta, &samples).map_err(AppError::Runtime)?;
-    Ok((gz, notes))
+    Ok((meta, samples))
 }
 
 /// `perf-exporter record`: writes the profile to `-o`.

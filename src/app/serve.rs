@@ -109,6 +109,13 @@ impl Signals {
 async fn run(host: HostSettings, web: WebSettings) -> Result<(), AppError> {
     let mut signals = Signals::new().map_err(AppError::Runtime)?;
     let otlp = OtlpSettings::resolve(&web.otlp, &otlp::process_env, &host.procfs)?;
+    if web.otlp.profiles && otlp.is_none() {
+        return Err(otlp::OtlpError::Invalid {
+            origin: "--otlp.profiles".into(),
+            msg: "profiles are pushed with the metrics: give an endpoint (--otlp.endpoint, OTEL_EXPORTER_OTLP_ENDPOINT) or --otlp.only, and no OTEL_SDK_DISABLED=true".into(),
+        }
+        .into());
+    }
     let src = Sources {
         host,
         web_config_file: web.web_config_file.clone(),
@@ -221,6 +228,7 @@ async fn start(
     });
     let deadline = src.deadline.clone();
     let (kernel_for_profiles, host_for_profiles) = (p.kernel.clone(), src.host.clone());
+    let pushes = super::profile_push::start(otlp.as_ref(), &web.otlp, &p.kernel, &src.host)?;
     let mut job = Job {
         sources: src,
         table: p.loaded.table,
@@ -252,7 +260,7 @@ async fn start(
         Some(l) => web::serve(l, state, shutdown).await,
         None => shutdown.await,
     }
-    if let Some(p) = pusher {
+    for p in pusher.into_iter().chain(pushes) {
         tracing::debug!(exporter = p.name(), "stopping the push");
         p.shutdown();
     }

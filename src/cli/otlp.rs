@@ -1,6 +1,7 @@
 //! The OTLP push flags. Each overrides its OpenTelemetry environment
 //! variable; [`crate::export::otlp::OtlpSettings`] resolves the two.
 
+use crate::engine::sample::By;
 use crate::export::otlp::OtlpFlags;
 use std::path::PathBuf;
 
@@ -49,6 +50,12 @@ pub(super) struct OtlpArgs {
     /// Push only: no HTTP listener (OTEL_SDK_DISABLED=true makes this an error).
     #[arg(long = "otlp.only")]
     only: bool,
+    /// Push profiles too: call stacks of cycles (cpu-clock without a hardware PMU) at 99 Hz on every CPU, one profile per --otlp.interval, attributed as --otlp.profiles-by says, with the same endpoint and settings (gRPC: the profiles service; http/protobuf: /v1development/profiles). The OTLP profiles signal is still in development in the protocol: receivers must take v1development. Off by default; nothing is sampled without it.
+    #[arg(long = "otlp.profiles")]
+    profiles: bool,
+    /// With --otlp.profiles: the attribute each sample carries besides process.pid: process (process.executable.name), cgroup (its path) or pod (k8s.pod.uid).
+    #[arg(long = "otlp.profiles-by", default_value = "process", value_parser = ["process", "cgroup", "pod"])]
+    profiles_by: String,
 }
 
 /// A duration flag checked by the one duration grammar; the OTLP settings
@@ -73,6 +80,12 @@ impl OtlpArgs {
             service_name: self.service_name,
             resource_attributes: self.resource_attributes,
             only: self.only,
+            profiles: self.profiles,
+            profiles_by: match self.profiles_by.as_str() {
+                "pod" => By::Pod,
+                "cgroup" => By::Cgroup,
+                _ => By::Process,
+            },
         }
     }
 }

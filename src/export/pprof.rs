@@ -199,7 +199,7 @@ fn i64_of(v: u64) -> i64 {
 }
 
 /// The unit of `event`'s values.
-fn unit(event: &str) -> &'static str {
+pub(crate) fn unit(event: &str) -> &'static str {
     let base = event.split(':').next().unwrap_or(event);
     if matches!(base, "cpu-clock" | "task-clock") {
         "nanoseconds"

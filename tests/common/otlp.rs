@@ -14,6 +14,12 @@ use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
+use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_server::{
+    ProfilesService, ProfilesServiceServer,
+};
+use opentelemetry_proto::tonic::collector::profiles::v1development::{
+    ExportProfilesServiceRequest, ExportProfilesServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point, Metric, NumberDataPoint};
 use serde_json::Value;
@@ -219,6 +225,24 @@ pub(crate) struct Received {
 #[derive(Debug, Clone, Default)]
 struct Sink(Arc<Mutex<Vec<Received>>>);
 
+/// The profiles service (the protocol's development signal): each
+/// request decoded by the official definitions, kept.
+#[derive(Debug, Clone, Default)]
+struct ProfilesSink(Arc<Mutex<Vec<ExportProfilesServiceRequest>>>);
+
+#[tonic::async_trait]
+impl ProfilesService for ProfilesSink {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportProfilesServiceRequest>,
+    ) -> Result<tonic::Response<ExportProfilesServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().push(request.into_inner());
+        Ok(tonic::Response::new(ExportProfilesServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
 #[tonic::async_trait]
 impl MetricsService for Sink {
     async fn export(
@@ -244,6 +268,7 @@ pub(crate) struct Receiver {
     /// `127.0.0.1:PORT`.
     pub addr: String,
     sink: Sink,
+    profiles: ProfilesSink,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -256,6 +281,8 @@ impl Receiver {
         let addr = l.local_addr().unwrap().to_string();
         let sink = Sink::default();
         let s2 = sink.clone();
+        let profiles = ProfilesSink::default();
+        let p2 = profiles.clone();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -273,6 +300,10 @@ impl Receiver {
                     MetricsServiceServer::new(s2)
                         .accept_compressed(tonic::codec::CompressionEncoding::Gzip),
                 )
+                .add_service(
+                    ProfilesServiceServer::new(p2)
+                        .accept_compressed(tonic::codec::CompressionEncoding::Gzip),
+                )
                 .serve_with_incoming_shutdown(incoming, async {
                     let _ = rx.await;
                 })
@@ -283,6 +314,7 @@ impl Receiver {
         Receiver {
             addr,
             sink,
+            profiles,
             stop: Some(tx),
             thread: Some(thread),
         }
@@ -291,6 +323,12 @@ impl Receiver {
     /// Every export so far.
     pub(crate) fn received(&self) -> Vec<Received> {
         self.sink.0.lock().unwrap().clone()
+    }
+
+    /// Every profiles export so far.
+    #[allow(dead_code)] // not every suite that includes this pushes profiles
+    pub(crate) fn profiles(&self) -> Vec<ExportProfilesServiceRequest> {
+        self.profiles.0.lock().unwrap().clone()
     }
 }
 

@@ -24,6 +24,7 @@ mod live_view;
 mod model_events;
 mod otlp;
 mod otlp_failures;
+mod otlp_profiles;
 mod reload;
 mod sampling;
 mod topdown;

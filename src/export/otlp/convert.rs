@@ -49,7 +49,7 @@ fn attribute_key(label: &str) -> &str {
     }
 }
 
-fn string_kv(k: &str, v: &str) -> KeyValue {
+pub(super) fn string_kv(k: &str, v: &str) -> KeyValue {
     KeyValue {
         key: k.to_string(),
         value: Some(AnyValue {

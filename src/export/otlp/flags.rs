@@ -34,6 +34,10 @@ pub struct OtlpFlags {
     pub resource_attributes: Option<String>,
     /// `--otlp.only`: push only, no HTTP listener.
     pub only: bool,
+    /// `--otlp.profiles`: push profiles too (the development signal).
+    pub profiles: bool,
+    /// `--otlp.profiles-by`: what the profiles' samples are attributed to.
+    pub profiles_by: crate::engine::sample::By,
 }
 
 /// An environment to read variables from (tests pass a map).

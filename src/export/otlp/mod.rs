@@ -18,7 +18,10 @@
 //! * `derived`: the config's derived metrics as gauges over the push
 //!   interval (`perf.derived.*`);
 //! * `transport`: `http` and `grpc`, and the TLS material both read;
-//! * `push`: the push loop; `pusher`: the push thread ([`Pusher`]).
+//! * `push`: the push loop; `pusher`: the push thread ([`Pusher`]);
+//! * `profiles` and `profile_push`: OTLP profiles (`--otlp.profiles`,
+//!   the protocol's development `profiles` signal), one profile per
+//!   interval, with the same settings.
 //!
 //! # One collection per export
 //!
@@ -50,6 +53,8 @@ mod flags;
 mod host;
 mod naming;
 mod parse;
+mod profile_push;
+mod profiles;
 mod push;
 mod pusher;
 mod resource;
@@ -61,6 +66,7 @@ mod table;
 mod transport;
 
 use parse::redact_url;
+pub(crate) use profile_push::{start as start_profiles, TakeProfile};
 pub(crate) use pusher::Pusher;
 pub(crate) use settings::{process_env, OtlpFlags, OtlpSettings};
 pub(crate) use stats::{ExportStats, EXPORTS_HELP, EXPORTS_NAME};

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 /// The running push: a thread with its own runtime.
 #[derive(Debug)]
 pub(crate) struct Pusher {
+    name: &'static str,
     stop: tokio::sync::watch::Sender<bool>,
     done: std::sync::mpsc::Receiver<()>,
     bound: Duration,
@@ -29,52 +30,71 @@ impl Pusher {
         stats: Arc<ExportStats>,
     ) -> Result<Pusher, OtlpError> {
         let counting_since = SystemTime::now();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), OtlpError>>();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let bound = settings.shutdown_timeout();
-        std::thread::Builder::new()
-            .name("otlp-push".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
+        spawn("otlp", bound, move |stop| {
+            let p = PushLoop::new(settings, collect, stats, counting_since)?;
+            Ok(p.run(stop))
+        })
+    }
+}
+
+/// Starts a push on a thread named `name` with its own single-threaded
+/// runtime: `make` builds it there (a gRPC channel lives on the runtime)
+/// and returns the loop, which runs until the stop signal; `bound` is how
+/// long its shutdown may take.
+pub(super) fn spawn<L>(
+    name: &'static str,
+    bound: Duration,
+    make: impl FnOnce(tokio::sync::watch::Receiver<bool>) -> Result<L, OtlpError> + Send + 'static,
+) -> Result<Pusher, OtlpError>
+where
+    L: std::future::Future<Output = ()>,
+{
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), OtlpError>>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    std::thread::Builder::new()
+        .name(format!("{name}-push"))
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(OtlpError::Start(e.to_string())));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                match make(stop_rx) {
+                    Ok(run) => {
+                        let _ = ready_tx.send(Ok(()));
+                        run.await;
+                    }
                     Err(e) => {
-                        let _ = ready_tx.send(Err(OtlpError::Start(e.to_string())));
-                        return;
+                        let _ = ready_tx.send(Err(e));
                     }
-                };
-                rt.block_on(async move {
-                    match PushLoop::new(settings, collect, stats, counting_since) {
-                        Ok(p) => {
-                            let _ = ready_tx.send(Ok(()));
-                            p.run(stop_rx).await;
-                        }
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e));
-                        }
-                    }
-                });
-                let _ = done_tx.send(());
-            })
-            .map_err(|e| OtlpError::Start(e.to_string()))?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Pusher {
-                stop: stop_tx,
-                done: done_rx,
-                bound,
-            }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(OtlpError::Start("the push thread exited".into())),
-        }
+                }
+            });
+            let _ = done_tx.send(());
+        })
+        .map_err(|e| OtlpError::Start(e.to_string()))?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(Pusher {
+            name,
+            stop: stop_tx,
+            done: done_rx,
+            bound,
+        }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(OtlpError::Start("the push thread exited".into())),
     }
 }
 
 impl crate::export::Push for Pusher {
     fn name(&self) -> &'static str {
-        "otlp"
+        self.name
     }
 
     /// Stops the push: cancels an export in flight, pushes once more

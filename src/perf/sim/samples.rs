@@ -37,6 +37,9 @@ pub(crate) const TASKS: [SimTask; 5] = [
     (733, "sshd", 1, 104, "/system.slice/ssh.service"),
 ];
 
+/// The kernel frame of every simulated call chain.
+pub(crate) const SIM_KERNEL_FRAME: u64 = 0xffff_ffff_8100_0040;
+
 /// One simulated sampler (one CPU).
 #[derive(Debug)]
 pub(crate) struct SimSampler {
@@ -142,9 +145,13 @@ impl SimSampler {
                 }
             }
             if self.chain {
-                // PERF_SAMPLE_CALLCHAIN: a user-space chain of two
-                // frames, distinct per task (no binary maps them).
+                // PERF_SAMPLE_CALLCHAIN: a kernel frame (named by a
+                // kallsyms the test gives in --path.procfs) and a
+                // user-space chain of two frames, distinct per task (no
+                // binary maps them).
                 let chain = [
+                    crate::perf::record::context::KERNEL,
+                    SIM_KERNEL_FRAME,
                     crate::perf::record::context::USER,
                     0x1000 + u64::from(t.0),
                     0x2000,

@@ -9,6 +9,8 @@ use super::tls::TlsMaterial;
 use super::ExportError;
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::profiles::v1development::profiles_service_client::ProfilesServiceClient;
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use tonic::codec::CompressionEncoding;
 use tonic::metadata::{MetadataKey, MetadataMap};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
@@ -17,6 +19,9 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 pub(super) struct Grpc {
     client: MetricsServiceClient<Channel>,
     metadata: MetadataMap,
+    /// The channel, for the profiles service.
+    channel: Channel,
+    gzip: bool,
 }
 
 fn build_err(what: &str, e: impl std::fmt::Display) -> OtlpError {
@@ -52,11 +57,18 @@ impl Grpc {
                 .map_err(|e| build_err(&format!("header `{k}`"), e))?;
             metadata.insert(key, val);
         }
-        let mut client = MetricsServiceClient::new(ep.connect_lazy());
-        if s.compression == Compression::Gzip {
+        let channel = ep.connect_lazy();
+        let mut client = MetricsServiceClient::new(channel.clone());
+        let gzip = s.compression == Compression::Gzip;
+        if gzip {
             client = client.send_compressed(CompressionEncoding::Gzip);
         }
-        Ok(Grpc { client, metadata })
+        Ok(Grpc {
+            client,
+            metadata,
+            channel,
+            gzip,
+        })
     }
 
     pub(super) async fn export(
@@ -65,22 +77,37 @@ impl Grpc {
     ) -> Result<(), ExportError> {
         let mut r = tonic::Request::new(req);
         *r.metadata_mut() = self.metadata.clone();
-        match self.client.export(r).await {
-            Ok(_) => Ok(()),
-            Err(st) => {
-                let mut message = st.message().to_string();
-                if let Some(src) = std::error::Error::source(&st) {
-                    let e = ExportError::from_chain(src);
-                    if !matches!(e, ExportError::Network(_)) {
-                        return Err(e);
-                    }
-                    message = format!("{message}: {}", super::render(src));
-                }
-                Err(ExportError::Grpc {
-                    code: format!("{:?}", st.code()),
-                    message,
-                })
-            }
+        self.client.export(r).await.map(drop).map_err(status_error)
+    }
+
+    /// Sends one profiles request (the development profiles service), on
+    /// the same channel, with the same metadata and compression.
+    pub(super) async fn export_profiles(
+        &mut self,
+        req: ExportProfilesServiceRequest,
+    ) -> Result<(), ExportError> {
+        let mut client = ProfilesServiceClient::new(self.channel.clone());
+        if self.gzip {
+            client = client.send_compressed(CompressionEncoding::Gzip);
         }
+        let mut r = tonic::Request::new(req);
+        *r.metadata_mut() = self.metadata.clone();
+        client.export(r).await.map(drop).map_err(status_error)
+    }
+}
+
+/// What a gRPC status says went wrong.
+fn status_error(st: tonic::Status) -> ExportError {
+    let mut message = st.message().to_string();
+    if let Some(src) = std::error::Error::source(&st) {
+        let e = ExportError::from_chain(src);
+        if !matches!(e, ExportError::Network(_)) {
+            return e;
+        }
+        message = format!("{message}: {}", super::render(src));
+    }
+    ExportError::Grpc {
+        code: format!("{:?}", st.code()),
+        message,
     }
 }

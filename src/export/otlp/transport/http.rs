@@ -14,7 +14,7 @@ use super::super::OtlpError;
 use super::tls::TlsMaterial;
 use super::ExportError;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use prost::Message as _;
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_ENCODING, CONTENT_TYPE};
 use std::io::Write as _;
 
@@ -76,6 +76,11 @@ pub(super) struct Http {
     gzip: bool,
 }
 
+/// A request that can be sent as an OTLP/HTTP body.
+pub(super) trait Body: prost::Message {}
+impl Body for ExportMetricsServiceRequest {}
+impl Body for ExportProfilesServiceRequest {}
+
 impl Http {
     pub(super) fn new(s: &OtlpSettings, tls: &TlsMaterial) -> Result<Http, OtlpError> {
         let url = reqwest::Url::parse(&s.endpoint).map_err(|e| OtlpError::Build(e.to_string()))?;
@@ -115,7 +120,7 @@ impl Http {
         })
     }
 
-    fn body(&self, req: &ExportMetricsServiceRequest) -> Result<Vec<u8>, ExportError> {
+    fn body(&self, req: &impl Body) -> Result<Vec<u8>, ExportError> {
         let raw = req.encode_to_vec();
         if !self.gzip {
             return Ok(raw);
@@ -130,9 +135,22 @@ impl Http {
         &self,
         req: &ExportMetricsServiceRequest,
     ) -> Result<(), ExportError> {
+        self.post(self.url.clone(), req).await
+    }
+
+    /// Sends one profiles request to `url`, with the same client.
+    pub(super) async fn export_profiles(
+        &self,
+        url: reqwest::Url,
+        req: &ExportProfilesServiceRequest,
+    ) -> Result<(), ExportError> {
+        self.post(url, req).await
+    }
+
+    async fn post(&self, url: reqwest::Url, req: &impl Body) -> Result<(), ExportError> {
         let mut rb = self
             .client
-            .post(self.url.clone())
+            .post(url)
             .header(CONTENT_TYPE, "application/x-protobuf")
             .body(self.body(req)?);
         if self.gzip {

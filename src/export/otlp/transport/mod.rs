@@ -12,6 +12,7 @@ mod tls;
 use super::parse::Protocol;
 use super::{OtlpError, OtlpSettings};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use std::error::Error as StdError;
 use std::time::Duration;
 
@@ -99,7 +100,7 @@ pub(super) struct Transport(Inner);
 
 enum Inner {
     Http(http::Http),
-    Grpc(grpc::Grpc),
+    Grpc(Box<grpc::Grpc>),
 }
 
 impl Transport {
@@ -112,7 +113,7 @@ impl Transport {
         let material = tls::load(&s.tls)?;
         Ok(Transport(match s.protocol {
             Protocol::HttpProtobuf => Inner::Http(http::Http::new(s, &material)?),
-            Protocol::Grpc => Inner::Grpc(grpc::Grpc::new(s, &material)?),
+            Protocol::Grpc => Inner::Grpc(Box::new(grpc::Grpc::new(s, &material)?)),
         }))
     }
 
@@ -124,6 +125,19 @@ impl Transport {
         match &mut self.0 {
             Inner::Http(h) => h.export(&req).await,
             Inner::Grpc(g) => g.export(req).await,
+        }
+    }
+
+    /// Sends one profiles request: over HTTP to `http_url` (the profiles
+    /// URL), over gRPC to the profiles service of the same channel.
+    pub(super) async fn export_profiles(
+        &mut self,
+        http_url: &reqwest::Url,
+        req: ExportProfilesServiceRequest,
+    ) -> Result<(), ExportError> {
+        match &mut self.0 {
+            Inner::Http(h) => h.export_profiles(http_url.clone(), &req).await,
+            Inner::Grpc(g) => g.export_profiles(req).await,
         }
     }
 }
