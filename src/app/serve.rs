@@ -227,7 +227,10 @@ async fn start(
         procfs: src.host.procfs.clone(),
     });
     let deadline = src.deadline.clone();
-    let (kernel_for_profiles, host_for_profiles) = (p.kernel.clone(), src.host.clone());
+    state.set_profiler(Arc::new(super::record::ServeProfiler {
+        kernel: p.kernel.clone(),
+        host: src.host.clone(),
+    }));
     let pushes = super::profile_push::start(otlp.as_ref(), &web.otlp, &p.kernel, &src.host)?;
     let mut job = Job {
         sources: src,
@@ -242,10 +245,6 @@ async fn start(
     if web.enable_lifecycle {
         state.set_lifecycle(Arc::new(reloader.clone()));
     }
-    state.set_profiler(Arc::new(super::record::ServeProfiler {
-        kernel: kernel_for_profiles,
-        host: host_for_profiles,
-    }));
     let pusher = match (otlp, stats) {
         (Some(settings), Some(stats)) => {
             match start_push(settings, stats, &engine, deadline, &mut signals).await? {

@@ -431,25 +431,14 @@ fn alternatives(
     Ok((first, formulas))
 }
 
-/// Parses and resolves the section.
-pub(super) fn convert(
-    raw: Vec<RawDerived>,
-    sets: &[SetConfig],
-    file: &str,
-) -> Result<DerivedTable, ConfigError> {
-    let invalid_at = |(line, column): (u64, u64), msg: String| ConfigError::Invalid {
-        file: file.into(),
-        line,
-        column,
-        msg,
-    };
-    let invalid = |at: &Location, msg: String| invalid_at((at.line(), at.column()), msg);
-    if let Some(r) = raw.get(MAX_DERIVED) {
-        return Err(invalid(
-            &r.name.referenced,
-            format!("more than {MAX_DERIVED} derived metrics"),
-        ));
-    }
+/// The names a derived expression may read: the config's event metrics
+/// and specs, and the derived metrics (each checked: valid, not an event
+/// metric's, not twice).
+fn names_of<'a>(
+    raw: &'a [RawDerived],
+    sets: &'a [SetConfig],
+    invalid: &impl Fn(&Location, String) -> ConfigError,
+) -> Result<Names<'a>, ConfigError> {
     let mut names = Names {
         metrics: BTreeSet::new(),
         specs: Vec::new(),
@@ -465,7 +454,7 @@ pub(super) fn convert(
             }
         }
     }
-    for r in &raw {
+    for r in raw {
         let n = r.name.value.as_str();
         let at = &r.name.referenced;
         if !names::valid_syntax(n) {
@@ -488,6 +477,29 @@ pub(super) fn convert(
         }
         names.derived.push(n);
     }
+    Ok(names)
+}
+
+/// Parses and resolves the section.
+pub(super) fn convert(
+    raw: Vec<RawDerived>,
+    sets: &[SetConfig],
+    file: &str,
+) -> Result<DerivedTable, ConfigError> {
+    let invalid_at = |(line, column): (u64, u64), msg: String| ConfigError::Invalid {
+        file: file.into(),
+        line,
+        column,
+        msg,
+    };
+    let invalid = |at: &Location, msg: String| invalid_at((at.line(), at.column()), msg);
+    if let Some(r) = raw.get(MAX_DERIVED) {
+        return Err(invalid(
+            &r.name.referenced,
+            format!("more than {MAX_DERIVED} derived metrics"),
+        ));
+    }
+    let names = names_of(&raw, sets, &invalid)?;
     let mut by_name: BTreeMap<String, Derived> = BTreeMap::new();
     let mut written = Vec::new();
     for r in &raw {
