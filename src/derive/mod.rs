@@ -359,6 +359,30 @@ impl Expr {
     }
 
     /// Pre-order walk (recursion bounded by [`MAX_DEPTH`]).
+    /// `self` with each `#` literal that `value` gives replaced by that
+    /// number (a host's literals are constant: folded in once, when the
+    /// config is resolved on the host); the others stay.
+    #[must_use]
+    pub fn fold_literals(&self, value: &dyn Fn(Literal) -> Option<f64>) -> Expr {
+        let fold = |e: &Expr| Box::new(e.fold_literals(value));
+        match self {
+            Expr::Literal(l) => value(*l).map_or(Expr::Literal(*l), Expr::Number),
+            Expr::Neg(a) => Expr::Neg(fold(a)),
+            Expr::Binary(op, a, b) => Expr::Binary(*op, fold(a), fold(b)),
+            Expr::Call(func, a, b) => Expr::Call(*func, fold(a), fold(b)),
+            Expr::If {
+                then,
+                cond,
+                otherwise,
+            } => Expr::If {
+                then: fold(then),
+                cond: fold(cond),
+                otherwise: fold(otherwise),
+            },
+            other => other.clone(),
+        }
+    }
+
     fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
         f(self);
         match self {

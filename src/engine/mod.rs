@@ -508,9 +508,15 @@ impl Engine {
     }
 
     /// The config's derived metrics, evaluated by the readers of this
-    /// engine's collections (`stat`, the live view, OTLP).
+    /// engine's collections (`stat`, the live view, OTLP): each entry
+    /// with the alternative of its `expr:` this host takes (the first
+    /// whose inputs the engine counts), and the host's `#` literals
+    /// (read once from the engine's sysfs root) folded in.
     pub fn set_derived(&mut self, derived: Arc<crate::config::derived::DerivedTable>) {
-        self.derived = derived;
+        use crate::resolve::{derived::resolve_derived, literals::HostLiterals};
+        let literals = HostLiterals::discover(&self.table);
+        let host = resolve_derived(&derived, &self.resolution, &literals);
+        self.derived = Arc::new(host.host_table(&derived, &literals));
     }
 
     /// The config's derived metrics ([`Engine::set_derived`]; none until

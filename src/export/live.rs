@@ -374,7 +374,7 @@ fn derive(f: &mut Frame, table: &DerivedTable, secs: f64) {
         table.evaluate(
             &|m| counts.get(m).copied(),
             (secs > 0.0).then_some(secs),
-            &|l| Err(format!("`{l}` is not given to derived metrics yet")),
+            &|l| Err(format!("`{l}` has no value on this host")),
         )
     };
     for (name, v) in values {

@@ -71,6 +71,18 @@ impl DerivedResolution {
     pub fn table(&self, table: &DerivedTable) -> DerivedTable {
         table.choose(&|n| self.get(n).and_then(|d| d.chosen))
     }
+
+    /// [`Self::table`] with the host's `#` literals folded in as numbers:
+    /// what every consumer of this host's collections evaluates (`stat`,
+    /// the live view, OTLP). A literal without a value here stays, and
+    /// its evaluation says so.
+    pub fn host_table(&self, table: &DerivedTable, literals: &HostLiterals) -> DerivedTable {
+        let mut t = self.table(table);
+        for d in &mut t.metrics {
+            d.formula.expr = d.formula.expr.fold_literals(&|l| literals.get(l).ok());
+        }
+        t
+    }
 }
 
 /// An input's reason with the input named (the reasons whose text is a

@@ -128,16 +128,36 @@ fn assert_counter_state_keys(m: &Value) {
     assert_eq!(keys(st), want, "{m}");
 }
 
+/// The top-level keys of `check --json` with the default config.
+const CHECK_KEYS: [&str; 5] = [
+    "counters",
+    "cpu_identities",
+    "derived",
+    "metrics",
+    "series_budget",
+];
+
+/// The default config's derived metrics in `check --json`, each with the
+/// expression this host takes and every alternative tried.
+fn assert_derived_keys(v: &Value) {
+    let ds = v["derived"].as_array().expect("a derived array");
+    assert!(!ds.is_empty(), "{v}");
+    for d in ds {
+        assert_eq!(keys(d), vec!["class", "expr", "name", "status", "tried"]);
+        for t in d["tried"].as_array().unwrap() {
+            assert_eq!(keys(t), vec!["event", "problem", "reason", "what_to_do"]);
+        }
+    }
+}
+
 #[test]
 fn check_json_has_exactly_the_contract_keys() {
     let skx = fixture("intel-skx");
     let o = run(&["check", "--json", "--path.sysfs", skx.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(
-        keys(&v),
-        vec!["counters", "cpu_identities", "metrics", "series_budget"]
-    );
+    assert_eq!(keys(&v), CHECK_KEYS);
+    assert_derived_keys(&v);
     // A fixture without --simulate has no kernel to measure the counter budget on.
     assert_eq!(v["counters"], serde_json::json!([]));
     assert_eq!(keys(&v["series_budget"]), vec!["cpus", "families", "total"]);

@@ -153,3 +153,65 @@ fn skx_falls_back_to_the_skylake_formula_and_says_why_in_json() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `stat`'s summary of a one-second run of [`CFG`] on `fixture` (the
+/// simulated kernel): its frame as JSON.
+fn stat_summary(fixture: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("td.yaml");
+    std::fs::write(&cfg, CFG).unwrap();
+    let sysfs = root().join("tests/fixtures/sysfs").join(fixture);
+    let o = Command::new(env!("CARGO_BIN_EXE_perf-exporter"))
+        .args(["--simulate", "--path.sysfs"])
+        .arg(&sysfs)
+        .arg("--config.file")
+        .arg(&cfg)
+        .args(["stat", "-I", "500ms", "-d", "1s", "--json"])
+        .output()
+        .expect("binary runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let last = out.lines().last().expect("stat prints a summary");
+    serde_json::from_str::<Value>(last).expect("JSON")["summary"].clone()
+}
+
+/// The evaluator that `stat` (and the live view, OTLP) use takes the
+/// alternative `check` reports for the host, with the host's `#`
+/// literals in it: on Skylake-SP (SMT on, so `#smt_on` is 1) retiring is
+/// the uop-slots formula over the same window's counts, on the hybrid
+/// the perf-metrics one; `per_slot` reads `#slots`, which neither host
+/// gives, and is unavailable with that reason, never a number.
+#[test]
+fn stat_evaluates_the_alternative_and_the_literals_of_the_host() {
+    let skx = stat_summary("intel-skx");
+    let c = |s: &Value, m: &str| {
+        s["counts"][m]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no count of {m}: {s:#}"))
+    };
+    let want = c(&skx, "uops_retired_slots_total") / (4.0 * c(&skx, "cycles_total") / 2.0);
+    let got = skx["derived"]["retiring"]
+        .as_f64()
+        .expect("retiring on skx");
+    assert!(
+        (got - want).abs() <= 1e-12 * want.abs(),
+        "skx retiring {got}, the Skylake formula with #smt_on=1 gives {want}: {skx:#}"
+    );
+    let hybrid = stat_summary("intel-hybrid");
+    let want = c(&hybrid, "retiring_slots_total") / c(&hybrid, "slots_total");
+    let got = hybrid["derived"]["retiring"]
+        .as_f64()
+        .expect("retiring on the hybrid");
+    assert!(
+        (got - want).abs() <= 1e-12 * want.abs(),
+        "hybrid retiring {got}, the perf-metrics formula gives {want}: {hybrid:#}"
+    );
+    for s in [&skx, &hybrid] {
+        assert_eq!(s["derived"].get("per_slot"), None, "{s:#}");
+        let why = s["unavailable"]["per_slot"].to_string();
+        assert!(
+            why.contains("#slots"),
+            "per_slot's reason names #slots: {why}"
+        );
+    }
+}
