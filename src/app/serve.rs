@@ -297,7 +297,11 @@ async fn start_push(
                 .map_err(AppError::from)
         })
     };
-    signals.unless_terminated("otlp-start", start).await
+    let started = signals.unless_terminated("otlp-start", start).await?;
+    if started.is_some() {
+        tracing::info!("OTLP push started");
+    }
+    Ok(started)
 }
 
 fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {

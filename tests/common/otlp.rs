@@ -58,7 +58,7 @@ pub(crate) struct Exporter {
 
 impl Exporter {
     /// Starts the binary and waits until it answers `/-/ready` (or, with
-    /// `--otlp.only`, until it logs its OTLP settings).
+    /// `--otlp.only`, until it logs that its push started).
     pub(crate) fn start(args: &[&str], env: &[(&str, String)]) -> Exporter {
         let only = args.contains(&"--otlp.only");
         let mut proc = exporter_proc(args, env);
@@ -68,7 +68,9 @@ impl Exporter {
                 panic!("perf-exporter exited ({st}) at start:\n{}", proc.output());
             }
             match only {
-                true => proc.output().contains("OTLP push"),
+                // The pusher is up (a SIGTERM before then ends the
+                // start-up with no final push).
+                true => proc.output().contains("msg=\"OTLP push started\""),
                 false => get_text(&addr, "/-/ready").0 == 200,
             }
         });
