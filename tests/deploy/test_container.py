@@ -239,7 +239,14 @@ def podman(store, image: str, caps: list[str], *, no_new_privs: bool = True, use
             r = get(f"http://127.0.0.1:{port}/metrics")
             if r and r[0] == 200 and all(s in r[1] for s in SOFTWARE):
                 return "served"
-            state = store.podman("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name).stdout.split()
+            r = store.podman("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name, check=False)
+            if r.returncode != 0 and "no such process" in r.stderr:
+                # podman reads the container's /proc/PID/cgroup while it
+                # exits: a race of its own, polled again.
+                return None
+            if r.returncode != 0:
+                raise AssertionError(f"podman inspect {name} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+            state = r.stdout.split()
             return state[0] == "exited" and f"exited {state[1]}"
         got = poll(f"podman {image} serves or exits", outcome, 30)
         log = store.podman("logs", name, check=False)
