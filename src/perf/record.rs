@@ -480,6 +480,17 @@ pub mod encode {
         b
     }
 
+    /// The format of [`sample_body_with_chain`]'s samples (without
+    /// `CGROUP`).
+    pub const CHAIN_FORMAT: super::Format = super::Format {
+        sample_type: abi::SAMPLE_TID
+            | abi::SAMPLE_TIME
+            | abi::SAMPLE_CPU
+            | abi::SAMPLE_PERIOD
+            | abi::SAMPLE_CALLCHAIN,
+        read_format: 0,
+    };
+
     /// The body of a sample with `TID | TIME | CPU | PERIOD | CALLCHAIN`
     /// (+ `CGROUP`): `chain` is the raw entries, markers included.
     pub fn sample_body_with_chain(
@@ -655,14 +666,7 @@ mod tests {
 
     #[test]
     fn malformed_call_chains_are_errors() {
-        let fmt = Format {
-            sample_type: abi::SAMPLE_TID
-                | abi::SAMPLE_TIME
-                | abi::SAMPLE_CPU
-                | abi::SAMPLE_PERIOD
-                | abi::SAMPLE_CALLCHAIN,
-            read_format: 0,
-        };
+        let fmt = CHAIN_FORMAT;
         let body = sample_body_with_chain(1, 1, &[context::USER, 1, 2, 3], None);
         let nr_at = 32; // after TID, TIME, CPU, PERIOD
                         // A count past the record, absurd, or the largest u64.

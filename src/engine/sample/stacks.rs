@@ -84,19 +84,12 @@ impl Stacks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::record::encode::{record, sample_body_with_chain};
-    use crate::perf::record::{context, decode, Format, Record};
+    use crate::perf::record::encode::{record, sample_body_with_chain, CHAIN_FORMAT};
+    use crate::perf::record::{context, decode, Record};
     use crate::sys::abi;
 
     fn add(s: &mut Stacks, pid: u32, chain: &[u64]) {
-        let fmt = Format {
-            sample_type: abi::SAMPLE_TID
-                | abi::SAMPLE_TIME
-                | abi::SAMPLE_CPU
-                | abi::SAMPLE_PERIOD
-                | abi::SAMPLE_CALLCHAIN,
-            read_format: 0,
-        };
+        let fmt = CHAIN_FORMAT;
         let r = record(
             abi::RECORD_SAMPLE,
             &sample_body_with_chain(pid, 10, chain, None),

@@ -443,6 +443,30 @@ zz-yy r-xp 0 fd:01 1 /x
         );
     }
 
+    /// A Rust function of this test binary, its name mangled in the
+    /// ELF symbols (`_ZN...17h<hash>E`).
+    #[inline(never)]
+    fn demangled_probe(n: u64) -> u64 {
+        std::hint::black_box(n).wrapping_mul(3)
+    }
+
+    #[test]
+    fn rust_functions_are_demangled() {
+        // This process's own frame, through its maps in /proc: blazesym's
+        // `demangle` feature gives the path without the hash.
+        let addr = demangled_probe as fn(u64) -> u64 as usize as u64;
+        assert_eq!(demangled_probe(2), 6);
+        let pid = std::process::id();
+        let mut s = Symbolizer::new(Path::new("/proc"));
+        s.prefetch([&pid]);
+        let f = s.resolve(&Backend::new(), pid, &[(Space::User, addr)]);
+        assert_eq!(
+            f[0].function.as_deref(),
+            Some("perf_exporter::engine::sample::symbolize::tests::demangled_probe"),
+            "{f:?}"
+        );
+    }
+
     #[test]
     fn kernel_frames_resolve_from_a_kallsyms_file() {
         let dir = std::env::temp_dir().join(format!("pe-kallsyms-{}", std::process::id()));
