@@ -12,17 +12,24 @@ use common::{serial, EXPORTER};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// The workload, compiled into `dir` (`strip`ped too when asked).
+/// The workload, compiled into `dir`.
 fn build(dir: &Path) -> PathBuf {
+    compile(dir, "hot", &[])
+}
+
+/// `hot.c` compiled into `dir/name` with frame pointers and extra `cc`
+/// arguments.
+fn compile(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let src = common::repo_root().join("tests/fixtures/profile/hot.c");
-    let out = dir.join("hot");
+    let out = dir.join(name);
     let st = Command::new("cc")
         .args([
             "-O1",
             "-fno-omit-frame-pointer",
             "-mno-omit-leaf-frame-pointer",
-            "-o",
         ])
+        .args(extra)
+        .arg("-o")
         .arg(&out)
         .arg(&src)
         .status()
@@ -101,6 +108,15 @@ fn flat_shares(top: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// `function`'s flat share (percent) in `go tool pprof -top`, 0 when
+/// absent.
+fn share_of(top: &str, function: &str) -> f64 {
+    flat_shares(top)
+        .iter()
+        .find(|(n, _)| n == function)
+        .map_or(0.0, |s| s.1)
+}
+
 /// GETs `path` from the exporter at `addr` into `file` with curl;
 /// returns the status and the headers.
 fn fetch(addr: &str, path: &str, file: &Path) -> (u16, String) {
@@ -118,6 +134,21 @@ fn fetch(addr: &str, path: &str, file: &Path) -> (u16, String) {
         .parse()
         .unwrap_or(0);
     (code, text)
+}
+
+/// `record -d 2s -e cpu-clock --pid PID -o FILE`, which must succeed.
+fn record_pid(pid: u32, file: &Path) {
+    let (ok, err) = record(&[
+        "-d",
+        "2s",
+        "-e",
+        "cpu-clock",
+        "--pid",
+        &pid.to_string(),
+        "-o",
+        file.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
 }
 
 fn record(args: &[&str]) -> (bool, String) {
@@ -152,11 +183,7 @@ fn the_endpoint_attributes_the_hot_function_under_its_cgroup_and_pod() {
     let (code, head) = fetch(&p.addr, &q, &f);
     assert_eq!(code, 200, "{head}");
     let top = pprof(&["-top"], &f);
-    let shares = flat_shares(&top);
-    let hot = shares
-        .iter()
-        .find(|(n, _)| n == "hot_spin")
-        .map_or(0.0, |s| s.1);
+    let hot = share_of(&top, "hot_spin");
     assert!(hot >= 90.0, "hot_spin has {hot}% of the samples:\n{top}");
     assert!(top.contains("Type: cpu-clock"), "{top}");
     let tags = pprof(&["-tags"], &f);
@@ -174,10 +201,7 @@ fn the_endpoint_attributes_the_hot_function_under_its_cgroup_and_pod() {
     );
     assert_eq!(code, 200, "{head}");
     let top = pprof(&["-top"], &f);
-    let hot = flat_shares(&top)
-        .iter()
-        .find(|(n, _)| n == "hot_spin")
-        .map_or(0.0, |s| s.1);
+    let hot = share_of(&top, "hot_spin");
     assert!(
         hot >= 90.0,
         "hot_spin has {hot}% of the pod's samples:\n{top}"
@@ -210,17 +234,7 @@ fn record_resolves_kernel_frames_from_kallsyms() {
     );
     let w = Workload::start(&bin, "sys");
     let f = dir.path().join("sys.pb.gz");
-    let (ok, err) = record(&[
-        "-d",
-        "2s",
-        "-e",
-        "cpu-clock",
-        "--pid",
-        &w.pid().to_string(),
-        "-o",
-        f.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    record_pid(w.pid(), &f);
     let top = pprof(&["-top"], &f);
     assert!(
         want.iter().any(|w| top.contains(w)),
@@ -228,6 +242,51 @@ fn record_resolves_kernel_frames_from_kallsyms() {
     );
     assert!(top.contains("syscalls"), "the user frame under it:\n{top}");
     drop(w);
+}
+
+/// `name`'s start and size in `bin`'s symbols (`nm -S`). For these
+/// builds the executable segment's file offsets are its addresses, so
+/// this is also the range of offsets in the file.
+fn symbol_range(bin: &Path, name: &str) -> (u64, u64) {
+    let nm = Command::new("nm").arg("-S").arg(bin).output().expect("nm");
+    let nm = String::from_utf8_lossy(&nm.stdout);
+    nm.lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 4 && f[3] == name).then(|| {
+                (
+                    u64::from_str_radix(f[0], 16).unwrap(),
+                    u64::from_str_radix(f[1], 16).unwrap(),
+                )
+            })
+        })
+        .unwrap_or_else(|| panic!("{name} in nm of {}", bin.display()))
+}
+
+/// `bin`'s GNU build-id (`readelf -n`), hex.
+fn build_id(bin: &Path) -> String {
+    let readelf = Command::new("readelf")
+        .arg("-n")
+        .arg(bin)
+        .output()
+        .expect("readelf");
+    let notes = String::from_utf8_lossy(&readelf.stdout);
+    notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .expect("a GNU build-id note")
+        .to_string()
+}
+
+/// The address of the hottest frame of `module` (its file name) in
+/// `go tool pprof -top -addresses`.
+fn hottest_address(top: &str, module: &str) -> u64 {
+    let first = top
+        .lines()
+        .find(|l| l.contains(&format!("[{module}]")))
+        .unwrap_or_else(|| panic!("no frame of {module} without a symbol:\n{top}"));
+    let f: Vec<&str> = first.split_whitespace().collect();
+    u64::from_str_radix(f[5], 16).unwrap()
 }
 
 #[test]
@@ -241,46 +300,11 @@ fn a_stripped_binary_keeps_build_id_and_offset_frames() {
         .status()
         .expect("strip");
     assert!(st.success());
-    // hot_spin's range in the unstripped file (for this non-relocated
-    // build, the executable segment's file offsets are its addresses).
-    let nm = Command::new("nm").arg("-S").arg(&bin).output().expect("nm");
-    let nm = String::from_utf8_lossy(&nm.stdout);
-    let (start, size) = nm
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() == 4 && f[3] == "hot_spin").then(|| {
-                (
-                    u64::from_str_radix(f[0], 16).unwrap(),
-                    u64::from_str_radix(f[1], 16).unwrap(),
-                )
-            })
-        })
-        .expect("hot_spin in nm");
-    let readelf = Command::new("readelf")
-        .arg("-n")
-        .arg(&stripped)
-        .output()
-        .expect("readelf");
-    let notes = String::from_utf8_lossy(&readelf.stdout);
-    let build_id = notes
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Build ID: "))
-        .expect("a GNU build-id note")
-        .to_string();
+    let (start, size) = symbol_range(&bin, "hot_spin");
+    let build_id = build_id(&stripped);
     let w = Workload::start(&stripped, "spin");
     let f = dir.path().join("stripped.pb.gz");
-    let (ok, err) = record(&[
-        "-d",
-        "2s",
-        "-e",
-        "cpu-clock",
-        "--pid",
-        &w.pid().to_string(),
-        "-o",
-        f.to_str().unwrap(),
-    ]);
-    assert!(ok, "{err}");
+    record_pid(w.pid(), &f);
     drop(w);
     let raw = pprof(&["-raw"], &f);
     assert!(
@@ -289,12 +313,7 @@ fn a_stripped_binary_keeps_build_id_and_offset_frames() {
         "the mapping keeps the build-id {build_id}:\n{raw}"
     );
     let top = pprof(&["-top", "-addresses"], &f);
-    let first = top
-        .lines()
-        .find(|l| l.contains("[hot-stripped]"))
-        .unwrap_or_else(|| panic!("no frame of the stripped binary:\n{top}"));
-    let f: Vec<&str> = first.split_whitespace().collect();
-    let addr = u64::from_str_radix(f[5], 16).unwrap();
+    let addr = hottest_address(&top, "hot-stripped");
     assert!(
         (start..start + size).contains(&addr),
         "the hottest offset {addr:#x} is in hot_spin [{start:#x}, +{size:#x}):\n{top}"
@@ -309,44 +328,101 @@ fn a_stripped_binary_keeps_build_id_and_offset_frames() {
 fn a_process_that_exits_mid_profile_keeps_its_symbols() {
     let (_s, dir, bin) = setup();
     let f = dir.path().join("brief.pb.gz");
-    let rec = Command::new(EXPORTER)
-        .args([
-            "record",
-            "-d",
-            "3s",
-            "-e",
-            "cpu-clock",
-            "--by",
-            "process",
-            "-o",
-        ])
-        .arg(&f)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run perf-exporter record");
+    let rec = spawn_record(&["--by", "process"], &f);
     // The workload spins about a second and exits, well before the
     // profile ends.
     let mut w = Workload::start(&bin, "brief");
-    let st = w.0.wait().expect("wait for the workload");
-    assert!(st.success());
+    assert!(w.0.wait().expect("wait for the workload").success());
+    record_ends(rec);
+    // Shares of the whole machine's profile: hot_spin's of the process's.
+    let top = pprof(&["-top", "-tagfocus=process=hot"], &f);
+    let shares = flat_shares(&top);
+    let all: f64 = shares.iter().map(|s| s.1).sum();
+    let hot = share_of(&top, "hot_spin");
+    assert!(
+        all > 0.0 && hot / all >= 0.9,
+        "the exited process's samples are symbolized:\n{top}"
+    );
+}
+
+/// Spawns `record -d 3s -e cpu-clock ARGS -o FILE`.
+fn spawn_record(args: &[&str], file: &Path) -> Child {
+    Command::new(EXPORTER)
+        .args(["record", "-d", "3s", "-e", "cpu-clock"])
+        .args(args)
+        .arg("-o")
+        .arg(file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run perf-exporter record")
+}
+
+/// Waits for `record`, which must succeed.
+fn record_ends(rec: Child) {
     let out = rec.wait_with_output().expect("record");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // Shares of the whole machine's profile: hot_spin's of the process's.
-    let top = pprof(&["-top", "-tagfocus=process=hot"], &f);
-    let shares = flat_shares(&top);
-    let all: f64 = shares.iter().map(|s| s.1).sum();
-    let hot = shares
-        .iter()
-        .find(|(n, _)| n == "hot_spin")
-        .map_or(0.0, |s| s.1);
+}
+
+#[test]
+fn a_binary_replaced_on_disk_never_lends_its_symbols() {
+    let (_s, dir, bin) = setup();
+    // The replacement: the same code with its functions renamed, so the
+    // profiled file's offsets fall in functions of other names there.
+    let renamed = [
+        "-Dhot_spin=replaced_spin",
+        "-Ddriver=replaced_driver",
+        "-Dsyscalls=replaced_syscalls",
+    ];
+    let decoy = compile(dir.path(), "decoy", &renamed);
+    let (old_id, new_id) = (build_id(&bin), build_id(&decoy));
+    assert_ne!(old_id, new_id, "the replacement's build-id differs");
+    let (start, size) = symbol_range(&bin, "hot_spin");
+    let brief = dir.path().join("brief");
+    std::fs::copy(&bin, &brief).unwrap();
+    let decoy2 = dir.path().join("decoy2");
+    std::fs::copy(&decoy, &decoy2).unwrap();
+
+    // 1. Replaced (renamed over) while its process runs and is profiled:
+    // the mapping itself still reads the old file, whose symbols name
+    // the frames.
+    let w = Workload::start(&bin, "spin");
+    let f = dir.path().join("live.pb.gz");
+    let rec = spawn_record(&["--pid", &w.pid().to_string()], &f);
+    std::fs::rename(&decoy, &bin).expect("replace the running binary");
+    record_ends(rec);
+    drop(w);
+    let top = pprof(&["-top"], &f);
+    let hot = share_of(&top, "hot_spin");
+    assert!(hot >= 90.0, "the old file's symbols:\n{top}");
+    assert!(!top.contains("replaced_"), "the new file's symbols:\n{top}");
+
+    // 2. Replaced after its process exited, before the profile is built:
+    // only the path is left, and its build-id is not the mapped one, so
+    // the frames keep the old build-id and their offsets.
+    let f = dir.path().join("gone.pb.gz");
+    let rec = spawn_record(&["--by", "process"], &f);
+    let mut w = Workload::start(&brief, "brief");
+    assert!(w.0.wait().expect("wait for the workload").success());
+    std::fs::rename(&decoy2, &brief).expect("replace the exited binary");
+    record_ends(rec);
+    let top = pprof(&["-top", "-addresses", "-tagfocus=process=brief"], &f);
+    assert!(!top.contains("replaced_"), "the new file's symbols:\n{top}");
+    let addr = hottest_address(&top, "brief");
     assert!(
-        all > 0.0 && hot / all >= 0.9,
-        "the exited process's samples are symbolized:\n{top}"
+        (start..start + size).contains(&addr),
+        "the hottest offset {addr:#x} is in hot_spin [{start:#x}, +{size:#x}):\n{top}"
     );
+    let raw = pprof(&["-raw"], &f);
+    let mapping = |id: &str| raw.lines().any(|l| l.contains("/brief") && l.contains(id));
+    assert!(
+        mapping(&old_id),
+        "the mapping keeps the build-id {old_id}:\n{raw}"
+    );
+    assert!(!mapping(&new_id), "not the new file's build-id:\n{raw}");
 }
 
 #[test]
