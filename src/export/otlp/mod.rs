@@ -153,6 +153,10 @@ impl std::fmt::Debug for OtlpSettings {
             .collect();
         f.debug_struct("OtlpSettings")
             .field("endpoint", &redact_url(&self.endpoint))
+            .field(
+                "base_endpoint",
+                &self.base_endpoint.as_deref().map(redact_url),
+            )
             .field("protocol", &self.protocol)
             .field("headers", &headers)
             .field("timeout", &self.timeout)

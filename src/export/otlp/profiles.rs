@@ -294,6 +294,16 @@ pub(crate) fn http_url(metrics: &str) -> Option<String> {
     Some(u.to_string())
 }
 
+/// The OTLP/HTTP URL of profiles under a base URL (the generic
+/// endpoint): [`HTTP_PATH`] appended to its path, as `/v1/metrics` is for
+/// the metrics; `None` when it is not a URL.
+pub(crate) fn http_url_under(base: &str) -> Option<String> {
+    let mut u = reqwest::Url::parse(base).ok()?;
+    let path = format!("{}{HTTP_PATH}", u.path().trim_end_matches('/'));
+    u.set_path(&path);
+    Some(u.to_string())
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -37,6 +37,11 @@ pub(crate) struct OtlpSettings {
     /// The URL requests go to. It may hold secrets (userinfo, query
     /// values): log [`super::describe`], which redacts them, never this.
     pub endpoint: String,
+    /// The generic endpoint as given (`--otlp.endpoint`,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`), when there is one: the base of the
+    /// other signals (profiles), whatever the metrics' own endpoint. It
+    /// may hold secrets, as `endpoint`.
+    pub base_endpoint: Option<String>,
     /// The transport.
     pub protocol: Protocol,
     /// Extra request headers (gRPC metadata).
@@ -190,6 +195,7 @@ impl OtlpSettings {
         let protocol = protocol(&i)?;
         Ok(Some(OtlpSettings {
             endpoint: endpoint(signal.as_ref(), generic.as_ref(), protocol)?,
+            base_endpoint: generic.map(|g| g.value.trim().to_string()),
             protocol,
             headers: headers(&i)?,
             timeout: timeout(&i)?,
