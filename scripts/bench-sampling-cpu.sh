@@ -4,6 +4,7 @@
 # --json` with its output thrown away, timed by /usr/bin/time (user + sys
 # seconds over wall seconds). The samplers drain on the kernel's wakeup
 # watermark (half the ring), so the process sleeps between batches.
+# With call stacks (a profile): scripts/bench-profile-cpu.sh.
 #
 #   scripts/bench-sampling-cpu.sh [--bin PATH] [--seconds N] [--event E]
 #
