@@ -3,7 +3,9 @@
 //! hot function, in a cgroup of its own, profiled through serve's
 //! `GET /api/v1/profile` and `perf-exporter record`, and read by an
 //! independent consumer, `go tool pprof` (Debian's `golang-go`, which
-//! scripts/test.sh installs: a missing `go` fails these tests).
+//! scripts/test.sh installs: a missing `go` fails these tests). A C++
+//! workload (clang++, which scripts/test.sh installs too) shows its
+//! functions demangled.
 
 use crate::common;
 
@@ -423,6 +425,32 @@ fn a_binary_replaced_on_disk_never_lends_its_symbols() {
         "the mapping keeps the build-id {old_id}:\n{raw}"
     );
     assert!(!mapping(&new_id), "not the new file's build-id:\n{raw}");
+}
+
+#[test]
+fn cpp_functions_show_demangled() {
+    let (_s, dir, _) = setup();
+    let src = common::repo_root().join("tests/fixtures/profile/hot.cpp");
+    let bin = dir.path().join("hotcpp");
+    let st = Command::new("clang++")
+        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .expect("clang++ is needed to build the C++ workload");
+    assert!(st.success(), "clang++ failed on {}", src.display());
+    let w = Workload::start(&bin, "spin");
+    let f = dir.path().join("cpp.pb.gz");
+    record_pid(w.pid(), &f);
+    drop(w);
+    // -raw: the names as the profile holds them (pprof shortens C++
+    // names in its reports).
+    let raw = pprof(&["-raw"], &f);
+    assert!(
+        raw.contains("workload::Spinner<unsigned long>::spin(unsigned long)"),
+        "the function demangled:\n{raw}"
+    );
+    assert!(!raw.contains("_ZN8workload"), "a mangled name:\n{raw}");
 }
 
 #[test]
