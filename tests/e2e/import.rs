@@ -214,7 +214,12 @@ fn amd_zen4_pipeline_utilisation_imports_and_check_accepts_every_metric() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["metric"].as_str().unwrap_or("").to_string(), m["status"].to_string()))
+        .map(|m| {
+            (
+                m["metric"].as_str().unwrap_or("").to_string(),
+                m["status"].to_string(),
+            )
+        })
         .collect();
     let resolved = |names: &[&str]| -> Vec<(String, String)> {
         names

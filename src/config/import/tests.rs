@@ -284,7 +284,11 @@ fn merged_metrics_read_the_configs_metrics_and_scales() {
       {"MetricName": "a", "MetricExpr": "X / cycles"},
       {"MetricName": "b", "MetricExpr": "2 * a"}]"#;
     let m = merged_derived(&files(&[("x.json", j)]), &sets).unwrap();
-    let why: Vec<String> = m.skipped.iter().map(|s| format!("{}: {}", s.metric, s.why)).collect();
+    let why: Vec<String> = m
+        .skipped
+        .iter()
+        .map(|s| format!("{}: {}", s.metric, s.why))
+        .collect();
     assert_eq!(
         why,
         [
