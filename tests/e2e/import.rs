@@ -170,3 +170,108 @@ fn a_target_sysfs_resolves_tsc_and_check_accepts_every_metric() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--target /nonexistent: "));
 }
+
+/// A non-Intel sample: the default config's AMD Zen 4 source
+/// (config/metrics/amdzen4.json, the kernel's amdzen4 pipeline
+/// utilisation level 1 and the events it reads) imported for the amd-zen4
+/// fixture: every metric taken, and `check --strict` resolves every event
+/// and every derived metric there, each with the expression written.
+#[test]
+fn amd_zen4_pipeline_utilisation_imports_and_check_accepts_every_metric() {
+    let zen4 = root().join("tests/fixtures/sysfs/amd-zen4");
+    let zen4 = zen4.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("zen4.yaml");
+    let o = run(&[
+        "metrics",
+        "import",
+        "config/metrics/amdzen4.json",
+        "--target",
+        zen4,
+        "-o",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("wrote {}: 6 metrics taken, 0 left out\n", cfg.display())
+    );
+    let yaml = std::fs::read_to_string(&cfg).unwrap();
+    let golden: PathBuf = root().join("tests/golden/import/amdzen4-target.yaml");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden, &yaml).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).expect("golden (UPDATE_GOLDEN=1 writes it)");
+    assert_eq!(
+        yaml,
+        want,
+        "the imported config differs from {}",
+        golden.display()
+    );
+
+    let v = strict_check("amd-zen4", &cfg);
+    let metrics: Vec<(String, String)> = v["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["metric"].as_str().unwrap_or("").to_string(),
+                m["status"].to_string(),
+            )
+        })
+        .collect();
+    let resolved = |names: &[&str]| -> Vec<(String, String)> {
+        names
+            .iter()
+            .map(|n| ((*n).to_string(), "\"resolved\"".to_string()))
+            .collect()
+    };
+    assert_eq!(
+        metrics,
+        resolved(&[
+            "perf_ls_not_halted_cyc_total",
+            "perf_de_no_dispatch_per_slot_no_ops_from_frontend_total",
+            "perf_de_src_op_disp_all_total",
+            "perf_ex_ret_ops_total",
+            "perf_de_no_dispatch_per_slot_backend_stalls_total",
+            "perf_de_no_dispatch_per_slot_smt_contention_total",
+        ])
+    );
+    let derived: Vec<(String, String, String)> = v["derived"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["name"].as_str().unwrap_or("").to_string(),
+                d["status"].as_str().unwrap_or("").to_string(),
+                d["expr"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String, String)> = [
+        ("total_dispatch_slots", "6 * perf_ls_not_halted_cyc_total"),
+        (
+            "frontend_bound",
+            "d_ratio(perf_de_no_dispatch_per_slot_no_ops_from_frontend_total, total_dispatch_slots)",
+        ),
+        (
+            "bad_speculation",
+            "d_ratio(perf_de_src_op_disp_all_total - perf_ex_ret_ops_total, total_dispatch_slots)",
+        ),
+        (
+            "backend_bound",
+            "d_ratio(perf_de_no_dispatch_per_slot_backend_stalls_total, total_dispatch_slots)",
+        ),
+        (
+            "smt_contention",
+            "d_ratio(perf_de_no_dispatch_per_slot_smt_contention_total, total_dispatch_slots)",
+        ),
+        ("retiring", "d_ratio(perf_ex_ret_ops_total, total_dispatch_slots)"),
+    ]
+    .iter()
+    .map(|(n, e)| ((*n).to_string(), "resolved".to_string(), (*e).to_string()))
+    .collect();
+    assert_eq!(derived, want);
+}

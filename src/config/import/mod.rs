@@ -77,6 +77,7 @@
 //! Input is hostile and bounded: at most [`MAX_ENTRIES`] objects in all.
 
 mod json;
+mod merge;
 mod operand;
 mod pack;
 mod take;
@@ -85,6 +86,8 @@ mod tests;
 mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
+
+pub use merge::{merged_derived, Merged, BEGIN, END};
 
 /// The most JSON objects (events and metrics) one import reads.
 pub const MAX_ENTRIES: usize = 200_000;
@@ -276,6 +279,7 @@ pub(super) enum Resolved {
 
 /// A metric taken: its entry and the events it reads (its own and those
 /// of the metrics it references).
+#[derive(Clone)]
 pub(super) struct Taken {
     pub(super) name: String,
     pub(super) expr: String,

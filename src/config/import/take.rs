@@ -130,7 +130,9 @@ impl<'a> Importer<'a> {
         })
     }
 
-    pub(super) fn run(&self, files: &[(String, String)]) -> Imported {
+    /// Every metric taken (file order, each derived name once), the
+    /// metrics left out and the thresholds dropped.
+    pub(super) fn taken(&self) -> (Vec<Taken>, Vec<Skipped>, Vec<Skipped>) {
         let mut taken: BTreeMap<String, Result<Taken, String>> = BTreeMap::new();
         let mut skipped = Vec::new();
         let mut dropped = Vec::new();
@@ -142,14 +144,14 @@ impl<'a> Importer<'a> {
         }
         // File order, each metric once; two perf names that give one
         // derived name keep the first.
-        let mut order: Vec<&Taken> = Vec::new();
+        let mut order: Vec<Taken> = Vec::new();
         for m in &self.metrics {
             let key = m.name.to_ascii_lowercase();
             if !names_seen.insert(key.clone()) {
                 continue;
             }
-            match &taken[&key] {
-                Ok(t) => {
+            match taken.get(&key) {
+                Some(Ok(t)) => {
                     if order.iter().any(|o| o.name == t.name) {
                         skipped.push(Skipped {
                             metric: m.name.clone(),
@@ -166,14 +168,21 @@ impl<'a> Importer<'a> {
                             why: "its threshold does not parse in perf's grammar, or reads what is not taken".into(),
                         });
                     }
-                    order.push(t);
+                    order.push(t.clone());
                 }
-                Err(why) => skipped.push(Skipped {
+                Some(Err(why)) => skipped.push(Skipped {
                     metric: m.name.clone(),
                     why: why.clone(),
                 }),
+                None => {}
             }
         }
+        (order, skipped, dropped)
+    }
+
+    pub(super) fn run(&self, files: &[(String, String)]) -> Imported {
+        let (order, skipped, dropped) = self.taken();
+        let order: Vec<&Taken> = order.iter().collect();
         // A metric read by another must come first: the config resolves
         // references in any order, so file order is kept.
         let sets = super::pack::pack(&order, self.opts);

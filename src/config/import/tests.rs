@@ -229,3 +229,71 @@ fn a_target_resolves_bare_names_and_honours_compat_and_per_pkg() {
     assert!(out.yaml.contains(r#"event: ["arm_cmn/event=0x2/"]"#));
     assert!(out.yaml.contains("perf_pkg_x_total"));
 }
+
+/// The platforms whose perf metric JSON the default config's imported
+/// `derived:` entries come from, in the order their alternatives are
+/// tried (config/metrics/README.md).
+const DEFAULT_SOURCES: [(&str, &str); 2] = [
+    (
+        "config/metrics/skylakex.json",
+        include_str!("../../../config/metrics/skylakex.json"),
+    ),
+    (
+        "config/metrics/amdzen4.json",
+        include_str!("../../../config/metrics/amdzen4.json"),
+    ),
+];
+
+#[test]
+fn the_default_configs_imported_derived_metrics_are_the_importers_output() {
+    let shipped = include_str!("../../../config/default.yaml");
+    let sets = crate::config::Config::default_config().sets;
+    let m = merged_derived(&files(&DEFAULT_SOURCES), &sets).unwrap();
+    assert!(m.skipped.is_empty(), "{:?}", m.skipped);
+    let begin = shipped.find(BEGIN).expect("the BEGIN marker");
+    let end = shipped.find(END).expect("the END marker") + END.len() + 1;
+    let want = format!("{}{}{}", &shipped[..begin], m.yaml, &shipped[end..]);
+    if std::env::var_os("UPDATE_DEFAULT").is_some() && shipped != want {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.yaml");
+        std::fs::write(path, &want).unwrap();
+        return;
+    }
+    assert!(
+        shipped == want,
+        "config/default.yaml's imported derived metrics drifted from config/metrics/*.json; run `UPDATE_DEFAULT=1 cargo test --lib config::import`:\n{}",
+        m.yaml
+    );
+}
+
+#[test]
+fn merged_metrics_read_the_configs_metrics_and_scales() {
+    let sets = crate::config::Config::default_config().sets;
+    let m = merged_derived(&files(&DEFAULT_SOURCES), &sets).unwrap();
+    for want in [
+        // Skylake: UOPS_RETIRED.RETIRE_SLOTS is the topdown set's
+        // retiring metric; CPU_CLK_UNHALTED.THREAD its slots over 4.
+        r#""perf_topdown_retiring_slots_total / (4 * (perf_topdown_slots_total / 4))""#,
+        // Zen 4: the same metrics, 6 slots per cycle.
+        r#""6 * (perf_topdown_slots_total / 6)""#,
+        r#"      - "d_ratio(perf_topdown_frontend_bound_slots_total, total_dispatch_slots)""#,
+    ] {
+        assert!(m.yaml.contains(want), "{want} in\n{}", m.yaml);
+    }
+    // An event no set counts leaves its metric (and those reading it) out.
+    let j = r#"[{"EventName": "X", "EventCode": "0x99"},
+      {"MetricName": "a", "MetricExpr": "X / cycles"},
+      {"MetricName": "b", "MetricExpr": "2 * a"}]"#;
+    let m = merged_derived(&files(&[("x.json", j)]), &sets).unwrap();
+    let why: Vec<String> = m
+        .skipped
+        .iter()
+        .map(|s| format!("{}: {}", s.metric, s.why))
+        .collect();
+    assert_eq!(
+        why,
+        [
+            "x.json: a: `perf_x_total` (cpu/event=0x99/) is counted by no set of the config",
+            "x.json: b: it reads `a`, which is left out",
+        ]
+    );
+}

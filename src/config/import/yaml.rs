@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{Counted, Skipped, Taken};
 
 /// A YAML string: JSON's double-quoted form is YAML's.
-fn q(s: &str) -> String {
+pub(super) fn q(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
 }
 

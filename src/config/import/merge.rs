@@ -1,0 +1,267 @@
+//! The default config's imported `derived:` entries: perf's metric JSON
+//! of several platforms taken against a config's own sets (no `sets:`
+//! written), merged by metric name into `expr:` lists.
+//!
+//! Each file is one platform's (its events and its metrics, as
+//! [`super::import`] reads them). A perf event a metric reads becomes the
+//! event metric of the base config whose fallback chain holds that
+//! encoding (one spec of an alternative, compared by PMU, `cpu` and
+//! `core` alike, and by terms as numbers, or a generic name as written);
+//! where that alternative has a `scale:` the count is the metric divided
+//! by it (`INT_MISC.RECOVERY_CYCLES` is `(perf_topdown_recovery_slots_total
+//! / 4)`). A metric with an event no set counts is left out, saying so.
+//!
+//! Then the metrics of the same derived name are merged in file order:
+//! help, unit and group from the first file that gives each, the
+//! expressions as the alternatives of `expr:` (one that another file
+//! already gives is not repeated). An alternative is taken on a host
+//! where its inputs are counted, the first that is: give the platform
+//! whose formulas read the most specific events first.
+//!
+//! Plain data, no I/O: the caller reads the files and splices
+//! [`Merged::yaml`] between [`BEGIN`] and [`END`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::yaml::q;
+use super::{Counted, ImportError, Importer, Options, Skipped, Taken};
+use crate::config::SetConfig;
+use crate::derive;
+
+/// The line before the generated entries.
+pub const BEGIN: &str = "  # BEGIN imported derived metrics";
+
+/// The line after them.
+pub const END: &str = "  # END imported derived metrics";
+
+/// The merged entries.
+#[derive(Debug, Clone)]
+pub struct Merged {
+    /// The `derived:` entries (indented as list items of `derived:`),
+    /// from [`BEGIN`] to [`END`] inclusive, each line ending in `\n`.
+    pub yaml: String,
+    /// Metrics left out, each named `file: MetricName`.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A spec as compared: the PMU (`core` for every core PMU name) and the
+/// terms as numbers; a generic name as written.
+#[derive(Debug, PartialEq, Eq)]
+enum Key {
+    Pmu(String, BTreeMap<String, u64>),
+    Name(String),
+}
+
+fn key(spec: &str) -> Key {
+    let parsed = spec
+        .strip_suffix('/')
+        .and_then(|s| s.split_once('/'))
+        .and_then(|(pmu, terms)| {
+            let pmu = if pmu == "cpu" || pmu == "core" {
+                "core"
+            } else {
+                pmu
+            };
+            let mut t = BTreeMap::new();
+            for term in terms.split(',') {
+                let (k, v) = term.split_once('=').unwrap_or((term, "1"));
+                let v = v.trim();
+                let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+                    Some(h) => u64::from_str_radix(h, 16).ok()?,
+                    None => v.parse().ok()?,
+                };
+                t.insert(k.trim().to_string(), n);
+            }
+            Some(Key::Pmu(pmu.to_string(), t))
+        });
+    parsed.unwrap_or_else(|| Key::Name(spec.to_string()))
+}
+
+/// What the base config's sets count `c` as: the operand text that
+/// stands for `c`'s count (the metric, or the metric over its scale).
+fn counted_as(c: &Counted, sets: &[SetConfig]) -> Result<String, String> {
+    let want: Vec<Key> = c.specs.iter().map(|s| key(s)).collect();
+    let mut found: Vec<(String, f64)> = Vec::new();
+    for m in sets.iter().flat_map(|s| &s.events) {
+        for alt in &m.event.value {
+            if alt.specs.len() != 1 {
+                continue;
+            }
+            if want.contains(&key(&alt.specs[0].text)) {
+                let f = (m.metric.value.clone(), alt.scale.unwrap_or(1.0));
+                if !found.contains(&f) {
+                    found.push(f);
+                }
+            }
+        }
+    }
+    match found.as_slice() {
+        [] => Err(format!(
+            "`{}` ({}) is counted by no set of the config",
+            c.metric,
+            c.specs.join(" or ")
+        )),
+        [(m, s)] if *s == 1.0 => Ok(m.clone()),
+        [(m, s)] => Ok(format!("({m} / {s})")),
+        more => Err(format!(
+            "`{}` ({}) is counted by several metrics of the config ({})",
+            c.metric,
+            c.specs.join(" or "),
+            more.iter()
+                .map(|(m, _)| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// `t`'s expression over the base config's metrics.
+fn over_sets(t: &Taken, sets: &[SetConfig]) -> Result<String, String> {
+    // Only the events the expression names (`t.events` holds those of
+    // the metrics it reads too).
+    let parsed = derive::parse(&t.expr).map_err(|e| format!("its expression: {e}"))?;
+    let names: Vec<String> = parsed
+        .operands()
+        .into_iter()
+        .chain(parsed.probes())
+        .map(|o| o.name.clone())
+        .collect();
+    let mut to: BTreeMap<&str, String> = BTreeMap::new();
+    for c in t.events.iter().filter(|c| names.contains(&c.metric)) {
+        to.insert(c.metric.as_str(), counted_as(c, sets)?);
+    }
+    // `rename` escapes what it writes, so a quotient goes in as a
+    // placeholder name first.
+    let mut placeholders: Vec<(String, String)> = Vec::new();
+    let text = derive::rename(&t.expr, &mut |n| {
+        let v = to.get(n)?;
+        if v.starts_with('(') {
+            let p = format!("imported_placeholder_{}", placeholders.len());
+            placeholders.push((p.clone(), v.clone()));
+            Some(p)
+        } else {
+            Some(v.clone())
+        }
+    })
+    .map_err(|e| format!("its expression: {e}"))?;
+    // Longest first: `_10` before `_1`.
+    placeholders.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(b.0.cmp(&a.0)));
+    Ok(placeholders
+        .iter()
+        .fold(text, |acc, (p, v)| acc.replace(p.as_str(), v)))
+}
+
+struct Entry {
+    name: String,
+    help: Option<String>,
+    unit: Option<String>,
+    group: Option<String>,
+    exprs: Vec<String>,
+}
+
+/// Takes each file's metrics against `sets` and merges them (see the
+/// module docs).
+pub fn merged_derived(
+    files: &[(String, String)],
+    sets: &[SetConfig],
+) -> Result<Merged, ImportError> {
+    let opts = Options::default();
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut skipped = Vec::new();
+    for (file, text) in files {
+        let one = [(file.clone(), text.clone())];
+        let read = super::json::read(&one, &opts)?;
+        if read.metrics.is_empty() {
+            return Err(ImportError::NoMetrics);
+        }
+        let (taken, left, _) = Importer::new(read, &opts).taken();
+        let mut out: Vec<String> = Vec::new();
+        skipped.extend(left.into_iter().map(|s| Skipped {
+            metric: format!("{file}: {}", s.metric),
+            why: s.why,
+        }));
+        for t in &taken {
+            // A metric that reads one left out here is left out too.
+            let expr = match derive::parse(&t.expr) {
+                Ok(p) => match p.operands().iter().find(|o| out.contains(&o.name)) {
+                    Some(o) => Err(format!("it reads `{}`, which is left out", o.name)),
+                    None => over_sets(t, sets),
+                },
+                Err(e) => Err(format!("its expression: {e}")),
+            };
+            let expr = match expr {
+                Ok(e) => e,
+                Err(why) => {
+                    out.push(t.name.clone());
+                    skipped.push(Skipped {
+                        metric: format!("{file}: {}", t.name),
+                        why,
+                    });
+                    continue;
+                }
+            };
+            match entries.iter_mut().find(|e| e.name == t.name) {
+                Some(e) => {
+                    e.help = e.help.take().or_else(|| t.help.clone());
+                    e.unit = e.unit.take().or_else(|| t.unit.clone());
+                    e.group = e.group.take().or_else(|| t.group.clone());
+                    if !e.exprs.contains(&expr) {
+                        e.exprs.push(expr);
+                    }
+                }
+                None => entries.push(Entry {
+                    name: t.name.clone(),
+                    help: t.help.clone(),
+                    unit: t.unit.clone(),
+                    group: t.group.clone(),
+                    exprs: vec![expr],
+                }),
+            }
+        }
+    }
+    Ok(Merged {
+        yaml: write(files, &entries),
+        skipped,
+    })
+}
+
+fn write(files: &[(String, String)], entries: &[Entry]) -> String {
+    let mut y = String::new();
+    let _ = writeln!(y, "{BEGIN}");
+    let _ = writeln!(
+        y,
+        "  # Written by the importer from perf's metric JSON: {}.",
+        files
+            .iter()
+            .map(|(f, _)| f.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(
+        y,
+        "  # Do not edit: change those files and run `UPDATE_DEFAULT=1 cargo test --lib config::import`."
+    );
+    for e in entries {
+        let _ = writeln!(y, "  - name: {}", q(&e.name));
+        if let Some(h) = &e.help {
+            let _ = writeln!(y, "    help: {}", q(h));
+        }
+        if let Some(u) = &e.unit {
+            let _ = writeln!(y, "    unit: {}", q(u));
+        }
+        if let Some(g) = &e.group {
+            let _ = writeln!(y, "    group: {}", q(g));
+        }
+        if let [one] = e.exprs.as_slice() {
+            let _ = writeln!(y, "    expr: {}", q(one));
+        } else {
+            let _ = writeln!(y, "    expr:");
+            for x in &e.exprs {
+                let _ = writeln!(y, "      - {}", q(x));
+            }
+        }
+    }
+    let _ = writeln!(y, "{END}");
+    y
+}
