@@ -158,6 +158,9 @@ struct Report {
     heap_grew: u64,
     rss_before: u64,
     rss_after: u64,
+    /// Before the cgroups attach: heap in use, and the simulated kernel's
+    /// tables (bytes in use, allocated; `None` on the live kernel).
+    node_heap: (u64, Option<(u64, u64)>),
     bytes_before: (usize, usize),
     bytes: (usize, usize),
     rescan: f64,
@@ -187,6 +190,16 @@ fn print(r: &Report) {
         status_kib(std::process::id(), "VmHWM").unwrap_or(0) as f64 / 1024.0
     );
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let (heap, sim) = r.node_heap;
+    println!("  heap before the cgroups      {:>10.1} MiB", mib(heap));
+    if let Some((used, allocated)) = sim {
+        println!(
+            "  of which the simulated kernel {:>9.1} MiB ({:.1} MiB in use), the exporter {:.1} MiB",
+            mib(allocated),
+            mib(used),
+            mib(heap.saturating_sub(allocated))
+        );
+    }
     println!(
         "  heap grown by the cgroups    {:>10.1} MiB",
         mib(r.heap_grew)
@@ -287,6 +300,10 @@ fn simulated(n: usize, short: bool) -> Result<Report, Error> {
         heap_grew,
         rss_before,
         rss_after,
+        node_heap: (
+            heap_before,
+            Some((sim_before.used as u64, sim_before.allocated as u64)),
+        ),
         bytes_before,
         bytes,
         rescan: rescan_cost(&cg, &rels, n.max(20)),
@@ -344,6 +361,7 @@ fn live(n: usize) -> Result<Report, Error> {
         heap_grew: heap_bytes().saturating_sub(heap_before),
         rss_before,
         rss_after: rss_kib(),
+        node_heap: (heap_before, None),
         bytes_before,
         bytes,
         rescan: rescan_cost(&root, &rels, n.max(20)),

@@ -1,15 +1,23 @@
 //! `Accept-Encoding` negotiation and gzip compression of `/metrics`, as
 //! node_exporter does (Prometheus always asks for gzip; a scrape of a
-//! large host shrinks about eightfold).
+//! large host shrinks six- to eightfold).
 //!
 //! One deflate compressor is kept per thread that compresses (the few
-//! threads of the runtime and the collector, so about 300 KiB each) and
+//! threads of the runtime and the collector, a few hundred KiB each) and
 //! reset between responses: building one per response (a `GzEncoder`)
-//! cost about 90 µs whatever the body's size, because miniz_oxide
-//! allocates and clears that state each time (issue 29; the figures are
-//! in docs/src/performance.md). The gzip header and trailer (RFC 1952) are
+//! cost about 90 µs whatever the body's size, because the compressor's
+//! state is allocated and cleared each time (issue 29; the figures are in
+//! docs/src/performance.md). The gzip header and trailer (RFC 1952) are
 //! written here around the raw deflate stream, the bytes `GzEncoder`
 //! wrote.
+//!
+//! The backend is flate2's `zlib-rs` (the `zlib-rs` feature in
+//! Cargo.toml) at level 1, zlib's "quick" strategy with the fixed Huffman
+//! codes: on the five-event body of a 2-CPU host (7 KB) it deflates in
+//! about half the CPU of miniz_oxide's level 1, its reset included, for
+//! a body about 15% larger (2.4 against 2.1 KB); on a 200 KB body it is
+//! as fast and about 25% larger. Level 2 (dynamic codes) is the size of
+//! miniz_oxide's level 1 and twice the CPU on large bodies.
 
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 use std::cell::RefCell;

@@ -8,10 +8,10 @@ use super::process::{Process, Reading};
 use super::{gzip, State, CLOSE_REASONS, REJECT_REASONS};
 use crate::export::otlp;
 use crate::export::prometheus::{self, Format};
-use crate::snapshot::{Family, Kind, Sample};
+use crate::snapshot::{Family, Kind, Labels, Sample};
 use hyper::body::Bytes;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A `/metrics` body as sent: an exposition format, gzip-compressed or
 /// not. A collection keeps one body of each.
@@ -250,41 +250,62 @@ const BACK: &[SelfMetric] = &[
     },
 ];
 
-fn sample(labels: Vec<(&'static str, String)>, value: f64) -> Sample {
+fn sample(labels: Labels, value: f64) -> Sample {
     Sample {
-        labels: labels.into(),
+        labels,
         value,
         start_unix_nanos: 0,
     }
 }
 
-fn build_info(c: &Ctx<'_>) -> Vec<Sample> {
-    let labels = vec![
-        ("version", crate::VERSION.into()),
-        ("revision", crate::REVISION.into()),
-        ("simulated", c.state.simulated.to_string()),
-    ];
-    vec![sample(labels, 1.0)]
+/// Label sets made once per process and shared by every scrape (a
+/// [`Labels`] is rendered once and cloned by reference count).
+fn cached<const N: usize>(
+    cell: &'static OnceLock<[Labels; N]>,
+    make: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> &'static [Labels; N] {
+    cell.get_or_init(|| std::array::from_fn(|i| Labels::new(make(i))))
 }
 
-/// One sample per reason, labelled `reason`, from its counter.
-fn by_reason(reasons: &[&str], counts: &[std::sync::atomic::AtomicU64]) -> Vec<Sample> {
-    reasons
+fn build_info(c: &Ctx<'_>) -> Vec<Sample> {
+    // One label set for each value of `simulated`.
+    static LABELS: OnceLock<[Labels; 2]> = OnceLock::new();
+    let labels = cached(&LABELS, |i| {
+        vec![
+            ("version", crate::VERSION.into()),
+            ("revision", crate::REVISION.into()),
+            ("simulated", (i == 1).to_string()),
+        ]
+    });
+    vec![sample(labels[usize::from(c.state.simulated)].clone(), 1.0)]
+}
+
+/// One sample per reason, labelled `reason` (`labels`, in the order of
+/// `counts`), from its counter.
+fn by_reason(labels: &[Labels], counts: &[std::sync::atomic::AtomicU64]) -> Vec<Sample> {
+    labels
         .iter()
         .zip(counts)
-        .map(|(reason, n)| {
-            let labels = vec![("reason", (*reason).to_string())];
-            sample(labels, n.load(Ordering::Relaxed) as f64)
-        })
+        .map(|(l, n)| sample(l.clone(), n.load(Ordering::Relaxed) as f64))
         .collect()
 }
 
+/// The `reason` label set of each of `reasons`, made once.
+fn reason_labels<const N: usize>(
+    cell: &'static OnceLock<[Labels; N]>,
+    reasons: &'static [&'static str; N],
+) -> &'static [Labels; N] {
+    cached(cell, |i| vec![("reason", reasons[i].to_string())])
+}
+
 fn rejected(c: &Ctx<'_>) -> Vec<Sample> {
-    by_reason(&REJECT_REASONS, &c.state.rejected)
+    static LABELS: OnceLock<[Labels; REJECT_REASONS.len()]> = OnceLock::new();
+    by_reason(reason_labels(&LABELS, &REJECT_REASONS), &c.state.rejected)
 }
 
 fn streams_closed(c: &Ctx<'_>) -> Vec<Sample> {
-    by_reason(&CLOSE_REASONS, &c.state.hub.closed)
+    static LABELS: OnceLock<[Labels; CLOSE_REASONS.len()]> = OnceLock::new();
+    by_reason(reason_labels(&LABELS, &CLOSE_REASONS), &c.state.hub.closed)
 }
 
 /// Only when OTLP pushes.
@@ -295,13 +316,19 @@ fn otlp_exports(c: &Ctx<'_>) -> Vec<Sample> {
         .map_or_else(Vec::new, |st| st.samples())
 }
 
+/// The empty label set, shared.
+fn unlabelled() -> Labels {
+    static NONE: OnceLock<Labels> = OnceLock::new();
+    NONE.get_or_init(|| Labels::new(Vec::new())).clone()
+}
+
 /// The table's families with their samples, those without any left out.
 fn families(table: &[SelfMetric], c: &Ctx<'_>) -> Vec<Family> {
     table
         .iter()
         .filter_map(|m| {
             let samples = match m.get {
-                Get::One(f) => vec![sample(Vec::new(), f(c)?)],
+                Get::One(f) => vec![sample(unlabelled(), f(c)?)],
                 Get::Many(f) => f(c),
             };
             (!samples.is_empty()).then(|| Family {
