@@ -486,7 +486,7 @@ fn a_framer_follows_series_that_move_between_cpus() {
 /// columns; a config that writes one otherwise changes the page's.
 #[test]
 fn per_cpu_formulas_are_the_configs() {
-    let forms = per_cpu::formulas(&table());
+    let forms = per_cpu::formulas(table());
     for name in per_cpu::PER_CPU {
         let d = table().get(name).unwrap();
         let (_, form) = forms.iter().find(|(n, _)| n == name).unwrap();
