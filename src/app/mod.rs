@@ -375,13 +375,13 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
                 crate::engine::counters::measure(k, &h.table, &online, &facts, &[])
             });
             let series = budget(&h, &s.host, res.clone(), &budgets);
-            let derived = crate::resolve::derived::resolve_derived(
-                &cfg.derived,
+            let derived = crate::engine::HostDerived::resolve(
+                std::sync::Arc::new(cfg.derived),
                 &res,
-                &crate::resolve::literals::HostLiterals::discover(&h.table),
+                &h.table,
             );
             let mut r = CheckReport::new(&res)
-                .with_derived(&derived)
+                .with_derived(&derived.resolution)
                 .with_identities(&h.table)
                 .with_counters(budgets)
                 .with_self_test(self_test);

@@ -394,7 +394,43 @@ fn metrics_page(fixtures: &Path) -> String {
         );
     }
     out.push_str(&cgroup_section(&cfg));
+    out.push_str(&derived_section(&cfg.derived));
     out.push_str(&defined_sections());
+    out
+}
+
+/// The default config's derived metrics: each a recording rule (the
+/// record name `perf-exporter rules` gives it) or a gauge of `/metrics`
+/// (its family, and why PromQL cannot give it).
+fn derived_section(table: &crate::config::derived::DerivedTable) -> String {
+    use crate::export::prometheus::derived::{gauge_name, partition, Form};
+    let mut out = String::from(
+        "\n## Derived metrics\n\n\
+         The default config's `derived:` table ([configuration guide](../guide/configuration.md)): \
+         each entry is either a Prometheus recording rule (`perf-exporter rules` writes it; PromQL \
+         computes it from the counters' rates) or, where PromQL cannot express it, a gauge of \
+         `/metrics` the exporter evaluates over the window between its last two collections \
+         (`perf_event_available{metric=\"perf_derived_<name>\"}` says whether this host can give it). \
+         `stat`, the live view and OTLP evaluate every entry.\n\n\
+         | derived metric | on Prometheus | as | why | help |\n|---|---|---|---|---|\n",
+    );
+    for (d, form) in partition(table) {
+        let (kind, name, why) = match form {
+            Form::Rule(_) => (
+                "recording rule",
+                super::rules::record(d),
+                "PromQL gives it from the counters' rates".to_string(),
+            ),
+            Form::Gauge(why) => ("exporter gauge", gauge_name(d), why),
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {kind} | `{name}` | {} | {} |",
+            d.name,
+            cell(&why),
+            cell(d.help.as_deref().unwrap_or(""))
+        );
+    }
     out
 }
 

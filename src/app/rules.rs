@@ -4,7 +4,9 @@
 //! ([`crate::derive::promql`]) becomes a rule named by its `record:`
 //! (`instance:perf_<name>:rate5m` without one) over the node's summed
 //! 5-minute rates; each other entry becomes a comment saying why: the
-//! exporter evaluates it (`stat`, the live view, OTLP gauges).
+//! exporter evaluates it (`stat`, the live view, OTLP gauges, and the
+//! `/metrics` gauge `perf_derived_<name>`:
+//! [`crate::export::prometheus::derived`], which partitions the table).
 //!
 //! Without `--splice` the output is a rules file of one group,
 //! `perf-exporter.derived.rules`. With `--splice FILE` the rules replace
@@ -17,9 +19,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{AppError, Output};
-use crate::config::derived::{Derived, DerivedTable, Source, DURATION};
-use crate::derive::promql::{self, Leaf, Rates};
-use crate::derive::{Expr, Operand};
+use crate::config::derived::{Derived, DerivedTable};
+use crate::export::prometheus::derived::{gauge_name, partition, Form};
 use crate::terminal::escape;
 
 /// The line before the generated rules in a spliced file.
@@ -27,54 +28,14 @@ pub(super) const BEGIN: &str = "# BEGIN perf-exporter rules";
 /// The line after them.
 pub(super) const END: &str = "# END perf-exporter rules";
 
-/// The selector every rule's counters have.
-const SELECTOR: &str = "job=\"perf-exporter\"";
-
-/// How deep derived metrics may read each other for a rule (each level
-/// inlined into the rule's expression).
-const MAX_INLINE: usize = 8;
-
 /// The largest file `--splice` reads.
 const MAX_FILE: u64 = 4 << 20;
 
 /// Rule items' indentation (under `groups: - rules:`).
 const INDENT: &str = "      ";
 
-/// `d`'s expression with its inputs as exported names: event metrics by
-/// name, derived metrics inlined, `duration_time` kept.
-fn inlined(table: &DerivedTable, d: &Derived, depth: usize) -> Result<Expr, String> {
-    if depth > MAX_INLINE {
-        return Err(format!(
-            "reads derived metrics more than {MAX_INLINE} levels deep"
-        ));
-    }
-    promql::substitute(&d.formula.expr, &mut |o: &Operand| {
-        let source = d
-            .formula
-            .inputs
-            .iter()
-            .find(|i| i.operand == o.name)
-            .map(|i| &i.source);
-        let name = match source {
-            Some(Source::Metric(m)) => m.clone(),
-            Some(Source::Duration) => DURATION.to_string(),
-            Some(Source::Derived(x)) => {
-                let inner = table
-                    .get(x)
-                    .ok_or_else(|| format!("`{x}` is not in the table"))?;
-                return inlined(table, inner, depth + 1);
-            }
-            None => return Err(format!("`{}` is not resolved", o.name)),
-        };
-        Ok(Expr::Operand(Operand {
-            name,
-            column: o.column,
-        }))
-    })
-}
-
 /// The record name of `d`.
-fn record(d: &Derived) -> String {
+pub(super) fn record(d: &Derived) -> String {
     d.record
         .clone()
         .unwrap_or_else(|| format!("instance:perf_{}:rate5m", d.name))
@@ -89,24 +50,11 @@ fn comment(out: &mut String, text: &str) {
 
 /// The rule items of `table` (each at [`INDENT`]), in the table's order.
 pub(super) fn rule_items(table: &DerivedTable) -> String {
-    let rates = Rates {
-        by: "job, instance",
-        selector: SELECTOR,
-        range: "5m",
-    };
-    let leaf = |n: &str| {
-        Some(if n == DURATION {
-            Leaf::Duration
-        } else {
-            Leaf::Counter(n.to_string())
-        })
-    };
     let mut out = String::new();
-    for d in &table.metrics {
+    for (d, form) in partition(table) {
         let what = format!("derived metric `{}`: {}", d.name, d.formula.text);
-        let q = inlined(table, d, 0).and_then(|e| promql::to_promql(&e, &leaf, &rates));
-        match q {
-            Ok(q) => {
+        match form {
+            Form::Rule(q) => {
                 match &d.help {
                     Some(h) => comment(&mut out, &format!("{h} ({what})")),
                     None => comment(&mut out, &format!("({what})")),
@@ -117,9 +65,12 @@ pub(super) fn rule_items(table: &DerivedTable) -> String {
                     let _ = writeln!(out, "{INDENT}    {line}");
                 }
             }
-            Err(why) => comment(
+            Form::Gauge(why) => comment(
                 &mut out,
-                &format!("No rule for the {what}\n  {why}: the exporter evaluates it (stat, the live view, OTLP)."),
+                &format!(
+                    "No rule for the {what}\n  {why}: the exporter evaluates it (stat, the live view, OTLP; /metrics as the gauge {}).",
+                    gauge_name(d)
+                ),
             ),
         }
     }
@@ -216,7 +167,7 @@ mod tests {
              \x20       expr: |\n\
              \x20         2 * ({a} / {b})\n\
              \x20     # No rule for the derived metric `smt`: ab if #smt_on else 0\n\
-             \x20     #   `if else` has no rate form here: the exporter evaluates it (stat, the live view, OTLP).\n"
+             \x20     #   `if else` has no rate form here: the exporter evaluates it (stat, the live view, OTLP; /metrics as the gauge perf_derived_smt).\n"
         );
         assert_eq!(file, want);
     }

@@ -112,6 +112,7 @@ pub mod cgroup;
 mod count;
 pub mod counters;
 mod cpus;
+mod derived;
 mod hotplug;
 mod open;
 mod plan;
@@ -130,6 +131,7 @@ pub use budget::Fds;
 pub use build::{Opening, ToCount};
 pub use count::series_budget;
 pub use counters::{BudgetProbe, MeasuredBudget, PmuCounters};
+pub use derived::HostDerived;
 pub use hotplug::{follow_hotplug, HotplugFollower};
 pub use plausible::{BusyRead, BusyTimes};
 pub use read::{monotonic_delta, mux_factor};
@@ -315,7 +317,7 @@ pub struct Engine {
     detail_builds: std::sync::atomic::AtomicU64,
     /// The config's derived metrics (`derived:`), which every reader of
     /// this engine's collections evaluates over its windows.
-    derived: Arc<crate::config::derived::DerivedTable>,
+    derived: Arc<HostDerived>,
 }
 
 impl Engine {
@@ -508,20 +510,25 @@ impl Engine {
     }
 
     /// The config's derived metrics, evaluated by the readers of this
-    /// engine's collections (`stat`, the live view, OTLP): each entry
-    /// with the alternative of its `expr:` this host takes (the first
-    /// whose inputs the engine counts), and the host's `#` literals
-    /// (read once from the engine's sysfs root) folded in.
+    /// engine's collections (`stat`, the live view, OTLP, the `/metrics`
+    /// gauges): resolved on this host ([`HostDerived::resolve`]: each
+    /// entry with the alternative of its `expr:` this host takes, the
+    /// first whose inputs the engine counts, and the host's `#` literals
+    /// folded in).
     pub fn set_derived(&mut self, derived: Arc<crate::config::derived::DerivedTable>) {
-        use crate::resolve::{derived::resolve_derived, literals::HostLiterals};
-        let literals = HostLiterals::discover(&self.table);
-        let host = resolve_derived(&derived, &self.resolution, &literals);
-        self.derived = Arc::new(host.host_table(&derived, &literals));
+        let host = HostDerived::resolve(derived, &self.resolution, &self.table);
+        self.derived = Arc::new(host);
     }
 
-    /// The config's derived metrics ([`Engine::set_derived`]; none until
-    /// set).
+    /// The table this host evaluates ([`Engine::set_derived`]; empty
+    /// until set).
     pub fn derived(&self) -> &Arc<crate::config::derived::DerivedTable> {
+        &self.derived.table
+    }
+
+    /// The derived metrics as resolved on this host: the config's table,
+    /// each one's resolution and the table evaluated.
+    pub fn host_derived(&self) -> &Arc<HostDerived> {
         &self.derived
     }
 

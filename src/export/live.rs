@@ -163,11 +163,12 @@ impl PerCpuDetail {
         }
     }
 
-    /// Whether a frame with this detail has a per-CPU column of `metric`.
-    fn wants(self, metric: &str) -> bool {
+    /// Whether a frame with this detail has a per-CPU column of `metric`
+    /// (`forms`: the per-CPU derived values).
+    fn wants(self, metric: &str, forms: &[(&'static str, per_cpu::Form)]) -> bool {
         match self {
             Self::Off => false,
-            Self::Derived => per_cpu::is_input(metric),
+            Self::Derived => per_cpu::is_input(metric, forms),
             Self::All => true,
         }
     }
@@ -305,6 +306,10 @@ impl Framer {
             ..Frame::default()
         };
         let mut cpus = (detail != PerCpuDetail::Off).then(|| CpuColumns::new(&mut self.cpus));
+        // The per-CPU derived values, from the table served.
+        let forms = cpus
+            .as_ref()
+            .map_or_else(Vec::new, |_| per_cpu::formulas(derived));
         let mut cgroups = CgroupRows::default();
         let untrusted = implausible(cur);
         for (i, fam) in cur.iter().enumerate() {
@@ -329,7 +334,10 @@ impl Framer {
             f.counts.insert(fam.name.clone(), sum(d));
             // An implausible count is no measurement, per CPU either.
             let trusted = !untrusted.contains_key(fam.name.as_str());
-            if let Some(c) = cpus.as_mut().filter(|_| trusted && detail.wants(&fam.name)) {
+            if let Some(c) = cpus
+                .as_mut()
+                .filter(|_| trusted && detail.wants(&fam.name, &forms))
+            {
                 c.add_family(i, &fam.name, &fam.samples, d);
             }
             if let Some((_, rate)) = DRAM_RATES.iter().find(|(m, _)| *m == fam.name) {
@@ -345,7 +353,7 @@ impl Framer {
             f.implausible.insert(m.to_string());
         }
         derive(&mut f, derived, secs);
-        f.per_cpu = cpus.map(|c| c.finish(secs));
+        f.per_cpu = cpus.map(|c| c.finish(secs, forms));
         f.per_cgroup = cgroups.finish(&f.counts, secs);
         f
     }

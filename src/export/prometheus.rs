@@ -6,7 +6,9 @@
 //! prometheus-client only writes OpenMetrics, so the classic format is
 //! written here; both come from the same snapshot.
 
-use crate::snapshot::{Family, Kind};
+pub mod derived;
+
+use crate::snapshot::{Family, Kind, Sample};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -130,39 +132,70 @@ fn write_value(v: f64, out: &mut String) {
 /// Encodes families in the classic Prometheus text format (0.0.4).
 pub fn encode_text(families: &[Family], out: &mut String) {
     for f in families {
-        if f.samples.is_empty() {
-            continue;
-        }
-        out.push_str("# HELP ");
-        out.push_str(&f.name);
-        out.push(' ');
-        escape_help(&f.help, false, out);
-        out.push_str("\n# TYPE ");
-        out.push_str(&f.name);
-        out.push_str(match f.kind {
-            Kind::Counter => " counter\n",
-            Kind::Gauge => " gauge\n",
-        });
-        for s in &f.samples {
-            out.push_str(&f.name);
-            out.push_str(s.labels.rendered());
-            out.push(' ');
-            write_value(s.value, out);
-            out.push('\n');
-        }
+        write_family(f, &[], out);
     }
+}
+
+/// One family in the classic format, its samples then `extra` (another
+/// part's samples of the same family); nothing when it has none.
+fn write_family(f: &Family, extra: &[Sample], out: &mut String) {
+    if f.samples.is_empty() && extra.is_empty() {
+        return;
+    }
+    out.push_str("# HELP ");
+    out.push_str(&f.name);
+    out.push(' ');
+    escape_help(&f.help, false, out);
+    out.push_str("\n# TYPE ");
+    out.push_str(&f.name);
+    out.push_str(match f.kind {
+        Kind::Counter => " counter\n",
+        Kind::Gauge => " gauge\n",
+    });
+    for s in f.samples.iter().chain(extra) {
+        out.push_str(&f.name);
+        out.push_str(s.labels.rendered());
+        out.push(' ');
+        write_value(s.value, out);
+        out.push('\n');
+    }
+}
+
+/// The families of `parts`, in order, each with the samples of the
+/// family of `more` of the same name; then the families of `more` no
+/// part has.
+fn merged<'a>(
+    parts: &'a [Arc<Vec<Family>>],
+    more: &'a [Family],
+) -> impl Iterator<Item = (&'a Family, &'a [Sample])> {
+    let extra = |name: &str| {
+        more.iter()
+            .find(|m| m.name == name)
+            .map_or(&[][..], |m| m.samples.as_slice())
+    };
+    let known = |name: &str| parts.iter().any(|p| p.iter().any(|f| f.name == name));
+    parts
+        .iter()
+        .flat_map(|p| p.iter())
+        .map(move |f| (f, extra(&f.name)))
+        .chain(
+            more.iter()
+                .filter(move |m| !known(&m.name))
+                .map(|m| (m, &[][..])),
+        )
 }
 
 /// The families, in parts shared with the caller (a collection shared by
 /// concurrent scrapes, plus each scrape's own self-metrics), so that
-/// encoding needs no copy.
+/// encoding needs no copy; `.1` adds samples to their families, or
+/// families of its own after them ([`merged`]).
 #[derive(Debug)]
-struct SnapshotCollector(Vec<Arc<Vec<Family>>>);
+struct SnapshotCollector(Vec<Arc<Vec<Family>>>, Arc<Vec<Family>>);
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        for f in self.0.iter().flat_map(|p| p.iter()) {
-            if f.samples.is_empty() {
+        for (f, extra) in merged(&self.0, &self.1) {
+            if f.samples.is_empty() && extra.is_empty() {
                 continue;
             }
             let (name, ty) = match f.kind {
@@ -177,7 +210,7 @@ impl Collector for SnapshotCollector {
             let mut help = String::with_capacity(f.help.len());
             escape_help(&f.help, true, &mut help);
             let mut fam = encoder.encode_descriptor(name, &help, None, ty)?;
-            for s in &f.samples {
+            for s in f.samples.iter().chain(extra) {
                 let labels: &[(&'static str, String)] = &s.labels;
                 let me = fam.encode_family(&labels)?;
                 match f.kind {
@@ -195,17 +228,18 @@ pub fn encode_openmetrics(
     families: Arc<Vec<Family>>,
     out: &mut String,
 ) -> Result<(), std::fmt::Error> {
-    encode_openmetrics_parts(vec![families], out)
+    encode_openmetrics_parts(vec![families], Arc::default(), out)
 }
 
 /// Encodes the families of several parts, in order, as one OpenMetrics
-/// exposition.
+/// exposition, with the samples and families of `more` ([`merged`]).
 pub fn encode_openmetrics_parts(
     parts: Vec<Arc<Vec<Family>>>,
+    more: Arc<Vec<Family>>,
     out: &mut String,
 ) -> Result<(), std::fmt::Error> {
     let mut reg = Registry::default();
-    reg.register_collector(Box::new(SnapshotCollector(parts)));
+    reg.register_collector(Box::new(SnapshotCollector(parts, more)));
     prometheus_client::encoding::text::encode(out, &reg)
 }
 
@@ -213,21 +247,24 @@ pub fn encode_openmetrics_parts(
 /// copying them, in `format` into a body of `capacity` bytes to start with
 /// (the size of the previous scrape, so the buffer is allocated once, not
 /// grown). OpenMetrics falls back to the classic format if its encoder
-/// fails. Returns the body and the format it is in.
+/// fails. `more` adds samples to the parts' families of its names, and
+/// its other families after them ([`merged`]: the derived gauges and
+/// their availability). Returns the body and the format it is in.
 pub fn encode_parts(
     parts: &[Arc<Vec<Family>>],
+    more: &Arc<Vec<Family>>,
     format: Format,
     capacity: usize,
 ) -> (String, Format) {
     let mut out = String::with_capacity(capacity.max(4096));
     if format == Format::OpenMetrics {
-        if encode_openmetrics_parts(parts.to_vec(), &mut out).is_ok() {
+        if encode_openmetrics_parts(parts.to_vec(), more.clone(), &mut out).is_ok() {
             return (out, Format::OpenMetrics);
         }
         out.clear();
     }
-    for p in parts {
-        encode_text(p, &mut out);
+    for (f, extra) in merged(parts, more) {
+        write_family(f, extra, &mut out);
     }
     (out, Format::Text)
 }

@@ -31,8 +31,9 @@
 use super::scrape::{self, Encoded, Want};
 use super::State;
 use crate::bounded::lock;
-use crate::engine::Engine;
-use crate::snapshot::{Family, Snapshot};
+use crate::engine::{Engine, HostDerived};
+use crate::export::prometheus::derived::{Gauges, Window};
+use crate::snapshot::{Family, Kind, Snapshot};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
@@ -54,6 +55,10 @@ pub(super) struct Collected {
     /// The exporter's own metrics as of the end of this collection: before
     /// (`.0`) and after (`.1`) the engine's families in a scrape.
     pub(super) own: (Arc<Vec<Family>>, Arc<Vec<Family>>),
+    /// The derived gauges of `/metrics` over the window ending with this
+    /// collection, and their `perf_event_available` samples
+    /// ([`crate::export::prometheus::derived`]): a scrape's only.
+    pub(super) derived: Arc<Vec<Family>>,
     /// The `/metrics` bodies made from it, one slot per [`Want`].
     bodies: [OnceLock<Encoded>; Want::ALL.len()],
 }
@@ -80,7 +85,7 @@ impl Collected {
                 self.families.clone(),
                 self.own.1.clone(),
             ];
-            scrape::encode(state, &parts, want)
+            scrape::encode(state, &parts, &self.derived, want)
         })
     }
 }
@@ -173,11 +178,14 @@ impl State {
                 *lock(&st.flight_started) = Some(Instant::now());
                 let clear = Clear(&st);
                 let start = Instant::now();
-                let (snap, detail) = collect(&st.engine, &asked);
+                let (snap, detail, host) = collect(&st.engine, &asked);
                 let secs = start.elapsed().as_secs_f64();
                 let own = scrape::own_metrics(&st, secs);
+                let families = Arc::new(snap.families);
+                let derived = lock(&st.derived).families(&families, start, host);
                 let c = Arc::new(Collected {
-                    families: Arc::new(snap.families),
+                    families,
+                    derived: Arc::new(derived),
                     detail: detail.map(Arc::new),
                     at: start,
                     own: (Arc::new(own.0), Arc::new(own.1)),
@@ -231,15 +239,57 @@ impl State {
     }
 }
 
-/// One engine collection, and the per-CPU families of the metrics it
-/// sums when a viewer asked for them (`detail`, read once the reads are
-/// done). A poisoned lock's engine is used as it is, as scrapes always
-/// did.
-fn collect(engine: &Mutex<Engine>, detail: &AtomicBool) -> (Snapshot, Option<Vec<Family>>) {
+/// One engine collection, the per-CPU families of the metrics it sums
+/// when a viewer asked for them (`detail`, read once the reads are
+/// done), and the engine's derived metrics. A poisoned lock's engine is
+/// used as it is, as scrapes always did.
+fn collect(
+    engine: &Mutex<Engine>,
+    detail: &AtomicBool,
+) -> (Snapshot, Option<Vec<Family>>, Arc<HostDerived>) {
     let mut e = lock(engine);
     let s = e.collect();
     let d = detail.load(Ordering::SeqCst).then(|| e.detail_families());
-    (s, d)
+    (s, d, e.host_derived().clone())
+}
+
+/// The `/metrics` derived gauges between collections: the window, and
+/// the gauges of the engine's derived table (worked out again when a
+/// reload changes it).
+#[derive(Debug, Default)]
+pub(super) struct DerivedGauges {
+    window: Window,
+    of: Option<(Arc<HostDerived>, Gauges)>,
+}
+
+impl DerivedGauges {
+    /// The gauges over the window ending with `families` (collected at
+    /// `at`) and, when there are gauges, their `perf_event_available`
+    /// samples.
+    fn families(
+        &mut self,
+        families: &Arc<Vec<Family>>,
+        at: Instant,
+        host: Arc<HostDerived>,
+    ) -> Vec<Family> {
+        if !self.of.as_ref().is_some_and(|(h, _)| Arc::ptr_eq(h, &host)) {
+            let gauges = Gauges::of(&host.config);
+            self.of = Some((host, gauges));
+        }
+        let Some((host, gauges)) = &self.of else {
+            return Vec::new();
+        };
+        let mut out = gauges.families(&mut self.window, families, at, &host.table);
+        if !gauges.is_empty() {
+            out.push(Family {
+                name: "perf_event_available".into(),
+                help: "Whether a configured metric is counted on this host (1) or not (0).".into(),
+                kind: Kind::Gauge,
+                samples: gauges.available(&host.resolution),
+            });
+        }
+        out
+    }
 }
 
 #[cfg(test)]

@@ -237,6 +237,8 @@ pub struct State {
     collector: OnceLock<std::sync::mpsc::Sender<collect::Job>>,
     /// The size of the last response, to allocate the next one at once.
     last_len: AtomicUsize,
+    /// The `/metrics` derived gauges' window (collector thread only).
+    derived: Mutex<collect::DerivedGauges>,
     telemetry_path: String,
     simulated: bool,
     config_name: String,
@@ -298,6 +300,7 @@ impl State {
             flight_started: Mutex::new(None),
             collector: OnceLock::new(),
             last_len: AtomicUsize::new(0),
+            derived: Mutex::default(),
             telemetry_path: o.telemetry_path,
             process: o.process_metrics.then(|| process::Process::new(&o.procfs)),
             route_prefix: o.route_prefix,

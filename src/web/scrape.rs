@@ -81,11 +81,17 @@ pub(super) struct Encoded {
 
 /// Encodes the body `want` asks for from a shared collection's parts, in
 /// order: the exporter's own metrics before the engine's families, the
-/// families, its own metrics after them.
-pub(super) fn encode(state: &State, parts: &[Arc<Vec<Family>>; 3], want: Want) -> Encoded {
+/// families, its own metrics after them; then the derived gauges of
+/// `derived`, whose `perf_event_available` samples join the engine's.
+pub(super) fn encode(
+    state: &State,
+    parts: &[Arc<Vec<Family>>; 3],
+    derived: &Arc<Vec<Family>>,
+    want: Want,
+) -> Encoded {
     // Room for the last response plus some growth.
     let hint = state.last_len.load(Ordering::Relaxed);
-    let (text, format) = prometheus::encode_parts(parts, want.format(), hint + hint / 8);
+    let (text, format) = prometheus::encode_parts(parts, derived, want.format(), hint + hint / 8);
     state.last_len.store(text.len(), Ordering::Relaxed);
     // Sent as it is should deflate ever fail (in memory it does not).
     let (body, gzip) = match want.gzip().then(|| gzip::compress(text.as_bytes())) {

@@ -249,3 +249,78 @@ fn stat_live_view_otlp_and_rules_agree_on_the_simulated_skylake() {
     // IPC as the simulated rates make it: 3e9 instructions, 2e9 cycles a second.
     assert_eq!(stat["ipc"].as_f64(), Some(1.5));
 }
+
+/// A config whose derived table PromQL can express only in part:
+/// `ipc_here` is a rule; `ipc_capped` (`min()`), `running` (`if else`, a
+/// comparison) and `per_slot` (a `#` literal) are not.
+const INEXPRESSIBLE: &str = "sets:
+  - name: core
+    events:
+      - metric: perf_cycles_total
+        event: cycles
+      - metric: perf_instructions_total
+        event: instructions
+derived:
+  - name: ipc_here
+    help: Instructions per cycle.
+    expr: perf_instructions_total / perf_cycles_total
+  - name: ipc_capped
+    help: IPC, at most 1.
+    unit: ratio
+    expr: min(ipc_here, 1)
+  - name: running
+    help: 1 while cycles are counted.
+    expr: 1 if perf_cycles_total > 0 else 0
+  - name: per_slot
+    help: IPC per pipeline slot.
+    expr: \"ipc_here / #slots\"
+";
+
+/// Issue 30: the derived metrics the rule generator cannot express are
+/// gauges of `/metrics` (`perf_derived_<name>`, with its unit's suffix),
+/// evaluated over the window between two collections; one whose input
+/// the host cannot give has no sample, and `perf_event_available` says
+/// why. The rule (`ipc_here`) is no gauge. Exact output on the
+/// simulated Skylake-SP (IPC 1.5 there: capped to 1).
+#[test]
+fn metrics_exposes_the_derived_metrics_promql_cannot_express_as_gauges() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("derived.yaml");
+    std::fs::write(&cfg, INEXPRESSIBLE).unwrap();
+    let ex = simulated(&["--config.file", cfg.to_str().unwrap()], &[]);
+    let derived_lines = |text: &str| -> String {
+        text.lines()
+            .filter(|l| {
+                l.contains("perf_derived_") && !l.starts_with("# HELP perf_event_available")
+            })
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    // The first collection has no window: availability only.
+    let first = derived_lines(&ex.scrape().0);
+    let available = "perf_event_available{metric=\"perf_derived_ipc_capped_ratio\"} 1\n\
+         perf_event_available{metric=\"perf_derived_running\"} 1\n\
+         perf_event_available{metric=\"perf_derived_per_slot\",event=\"ipc_here / #slots\",reason=\"literal_unavailable\",class=\"not_on_platform\"} 0\n";
+    assert_eq!(first, available);
+    let mut second = String::new();
+    wait_for("the derived gauges", Duration::from_secs(20), || {
+        std::thread::sleep(Duration::from_millis(100));
+        second = derived_lines(&ex.scrape().0);
+        second.contains("# TYPE perf_derived_")
+    });
+    assert_eq!(
+        second,
+        format!(
+            "{available}\
+             # HELP perf_derived_ipc_capped_ratio IPC, at most 1. (evaluated by the exporter over the last collection window: `min()` has no rate form here)\n\
+             # TYPE perf_derived_ipc_capped_ratio gauge\n\
+             perf_derived_ipc_capped_ratio 1\n\
+             # HELP perf_derived_running 1 while cycles are counted. (evaluated by the exporter over the last collection window: `if else` has no rate form here)\n\
+             # TYPE perf_derived_running gauge\n\
+             perf_derived_running 1\n"
+        )
+    );
+    // No gauge for a rule.
+    assert!(!second.contains("perf_derived_ipc_here"), "{second}");
+    assert!(!second.contains("perf_derived_ipc "), "{second}");
+}

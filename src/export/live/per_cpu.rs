@@ -22,7 +22,8 @@
 //!   `null`: that CPU has no series of the metric in the window (a CPU
 //!   that went offline, a PMU that counts on some CPUs only).
 //! * `formulas`: the per-CPU derived values whose inputs are in `counts`
-//!   ([`PER_CPU`], and `busy_ratio` = MPERF/TSC, the share of
+//!   ([`PER_CPU`]'s entries of the served derived table, [`formulas`],
+//!   and `busy_ratio` = MPERF/TSC, the share of
 //!   time the CPU was not halted): `{"ratio": [numerator, denominator]}`
 //!   (no value where the denominator is 0 or either input is `null`) or
 //!   `{"rate": metric}` (the count over `interval_seconds`).
@@ -34,6 +35,8 @@
 //! parsed from its labels at every frame.
 
 use super::{label, numbers, Formula};
+use crate::config::derived::{Derived, DerivedTable, Source};
+use crate::derive::{BinOp, Expr};
 use crate::snapshot::{Labels, Sample};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -48,37 +51,74 @@ const MAX_CPU: u32 = 1 << 13;
 /// No CPU (in [`CpuIndex`]).
 const NO_CPU: u32 = u32::MAX;
 
-/// The values the page shows per CPU, as it computes them from the
-/// columns: the same quotients as the default config's derived metrics
-/// of these names (a test keeps them equal), in a form the page's script
-/// evaluates. Node-wide, every derived value comes from the config's
-/// table.
-pub(super) const PER_CPU: &[(&str, Formula)] = &[
-    (
-        "ipc",
-        Formula::Ratio("perf_instructions_total", "perf_cpu_cycles_total"),
-    ),
-    (
-        "context_switches_per_second",
-        Formula::Rate("perf_context_switches_total"),
-    ),
-    (
-        "interrupts_per_second",
-        Formula::Rate("perf_interrupts_total"),
-    ),
-    ("softirqs_per_second", Formula::Rate("perf_softirqs_total")),
+/// The derived metrics the page shows per CPU, by name. How each is
+/// computed is the served derived table's ([`formulas`]): its entry of
+/// that name, where its expression has a per-CPU form (`a / b` of two
+/// counted metrics, or `a / duration_time`). Node-wide, every derived
+/// value comes from the table.
+pub(super) const PER_CPU: &[&str] = &[
+    "ipc",
+    "context_switches_per_second",
+    "interrupts_per_second",
+    "softirqs_per_second",
 ];
 
-/// The derived values given per CPU, by name.
-fn per_cpu_formulas() -> impl Iterator<Item = (&'static str, Formula)> {
-    PER_CPU.iter().copied().chain([("busy_ratio", BUSY)])
+/// How the page computes a per-CPU derived value from the columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Form {
+    /// `numerator / denominator` over the interval.
+    Ratio(String, String),
+    /// `metric / interval_seconds`.
+    Rate(String),
 }
 
-/// Whether `metric` is an input of a per-CPU derived value.
-pub(super) fn is_input(metric: &str) -> bool {
-    per_cpu_formulas().any(|(_, f)| match f {
-        Formula::Ratio(n, d) => n == metric || d == metric,
-        Formula::Rate(m) => m == metric,
+impl From<Formula> for Form {
+    fn from(f: Formula) -> Self {
+        match f {
+            Formula::Ratio(n, d) => Form::Ratio(n.into(), d.into()),
+            Formula::Rate(m) => Form::Rate(m.into()),
+        }
+    }
+}
+
+/// `d`'s per-CPU form: its expression is `a / b` of two event metrics
+/// (a ratio) or of one and `duration_time` (a rate).
+fn form_of(d: &Derived) -> Option<Form> {
+    let Expr::Binary(BinOp::Div, a, b) = &d.formula.expr else {
+        return None;
+    };
+    let source = |e: &Expr| match e {
+        Expr::Operand(o) => d
+            .formula
+            .inputs
+            .iter()
+            .find(|i| i.operand == o.name)
+            .map(|i| &i.source),
+        _ => None,
+    };
+    match (source(a)?, source(b)?) {
+        (Source::Metric(n), Source::Metric(m)) => Some(Form::Ratio(n.clone(), m.clone())),
+        (Source::Metric(n), Source::Duration) => Some(Form::Rate(n.clone())),
+        _ => None,
+    }
+}
+
+/// The derived values given per CPU, by name: the [`PER_CPU`] entries of
+/// `table` (the one the engine serves) that have a per-CPU form, and
+/// `busy_ratio`.
+pub(super) fn formulas(table: &DerivedTable) -> Vec<(&'static str, Form)> {
+    PER_CPU
+        .iter()
+        .filter_map(|&n| Some((n, form_of(table.get(n)?)?)))
+        .chain([("busy_ratio", BUSY.into())])
+        .collect()
+}
+
+/// Whether `metric` is an input of a per-CPU derived value of `forms`.
+pub(super) fn is_input(metric: &str, forms: &[(&'static str, Form)]) -> bool {
+    forms.iter().any(|(_, f)| match f {
+        Form::Ratio(n, d) => n == metric || d == metric,
+        Form::Rate(m) => m == metric,
     })
 }
 
@@ -96,7 +136,7 @@ pub struct PerCpu {
     /// The columns, one after the other: `cpus.len()` values each.
     values: Vec<Option<f64>>,
     /// The per-CPU derived values whose inputs are columns (those kept).
-    derived: Vec<(&'static str, Formula)>,
+    derived: Vec<(&'static str, Form)>,
 }
 
 impl PerCpu {
@@ -130,12 +170,12 @@ impl PerCpu {
         let (_, form) = self.derived.iter().find(|(n, _)| *n == name)?;
         let i = self.slot(cpu)?;
         let at = |m: &str| self.values_of(m).and_then(|c| c[i]);
-        match *form {
-            Formula::Ratio(n, d) => {
+        match form {
+            Form::Ratio(n, d) => {
                 let (n, d) = (at(n)?, at(d)?);
                 (d > 0.0).then(|| n / d)
             }
-            Formula::Rate(m) => at(m).filter(|_| self.secs > 0.0).map(|v| v / self.secs),
+            Form::Rate(m) => at(m).filter(|_| self.secs > 0.0).map(|v| v / self.secs),
         }
     }
 
@@ -254,7 +294,7 @@ impl<'a> CpuColumns<'a> {
 
     /// The detail: the CPUs that had a series in the window, in order,
     /// and the metrics in name order.
-    pub(super) fn finish(self, secs: f64) -> PerCpu {
+    pub(super) fn finish(self, secs: f64, forms: Vec<(&'static str, Form)>) -> PerCpu {
         let w = self.index.width;
         let cpus: Vec<u32> = (0..w as u32)
             .filter(|&c| self.present[c as usize])
@@ -275,10 +315,11 @@ impl<'a> CpuColumns<'a> {
         let mut order: Vec<usize> = (0..self.metrics.len()).collect();
         order.sort_by(|&a, &b| self.metrics[a].cmp(&self.metrics[b]));
         let has = |m: &str| self.metrics.iter().any(|x| x == m);
-        let mut derived: Vec<(&'static str, Formula)> = per_cpu_formulas()
-            .filter(|(_, f)| match *f {
-                Formula::Ratio(n, d) => has(n) && has(d),
-                Formula::Rate(m) => has(m),
+        let mut derived: Vec<(&'static str, Form)> = forms
+            .into_iter()
+            .filter(|(_, f)| match f {
+                Form::Ratio(n, d) => has(n) && has(d),
+                Form::Rate(m) => has(m),
             })
             .collect();
         derived.sort_by_key(|(n, _)| *n);
@@ -360,26 +401,26 @@ pub(super) fn write_str(out: &mut Vec<u8>, s: &str) {
     let _ = serde_json::to_writer(&mut *out, s);
 }
 
-struct Formulas<'a>(&'a [(&'static str, Formula)]);
+struct Formulas<'a>(&'a [(&'static str, Form)]);
 
 impl Serialize for Formulas<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(self.0.len()))?;
         for (name, form) in self.0 {
-            m.serialize_entry(name, &FormulaJson(*form))?;
+            m.serialize_entry(name, &FormulaJson(form))?;
         }
         m.end()
     }
 }
 
-struct FormulaJson(Formula);
+struct FormulaJson<'a>(&'a Form);
 
-impl Serialize for FormulaJson {
+impl Serialize for FormulaJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(1))?;
         match self.0 {
-            Formula::Ratio(n, d) => m.serialize_entry("ratio", &[n, d])?,
-            Formula::Rate(r) => m.serialize_entry("rate", r)?,
+            Form::Ratio(n, d) => m.serialize_entry("ratio", &[n, d])?,
+            Form::Rate(r) => m.serialize_entry("rate", r)?,
         }
         m.end()
     }

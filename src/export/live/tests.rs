@@ -481,16 +481,35 @@ fn a_framer_follows_series_that_move_between_cpus() {
     assert_eq!(json, frame(&a, &b, 1.0, &r, table()).to_json());
 }
 
-/// The per-CPU values the page computes are the default config's derived
-/// metrics of the same names, applied to one CPU's columns.
+/// The per-CPU values the page computes are generated from the served
+/// derived table: its entries of those names, applied to one CPU's
+/// columns; a config that writes one otherwise changes the page's.
 #[test]
 fn per_cpu_formulas_are_the_configs() {
-    for (name, form) in per_cpu::PER_CPU {
+    let forms = per_cpu::formulas(table());
+    for name in per_cpu::PER_CPU {
         let d = table().get(name).unwrap();
+        let (_, form) = forms.iter().find(|(n, _)| n == name).unwrap();
         let want = match form {
-            Formula::Ratio(n, d) => format!("{n} / {d}"),
-            Formula::Rate(m) => format!("{m} / duration_time"),
+            per_cpu::Form::Ratio(n, d) => format!("{n} / {d}"),
+            per_cpu::Form::Rate(m) => format!("{m} / duration_time"),
         };
         assert_eq!(d.formula.text, want, "{name}");
     }
+    let yaml = "sets:\n  - name: s\n    events:\n      - metric: perf_a_total\n        event: instructions\n      - metric: perf_b_total\n        event: cycles\nderived:\n  - name: ipc\n    expr: perf_b_total / perf_a_total\n  - name: context_switches_per_second\n    expr: 2 * perf_a_total / duration_time\n";
+    let cfg = crate::config::Config::parse(yaml, "t.yaml").unwrap();
+    let forms = per_cpu::formulas(&cfg.derived);
+    assert_eq!(
+        forms,
+        [
+            (
+                "ipc",
+                per_cpu::Form::Ratio("perf_b_total".into(), "perf_a_total".into())
+            ),
+            (
+                "busy_ratio",
+                per_cpu::Form::Ratio("perf_msr_mperf_total".into(), "perf_msr_tsc_total".into())
+            ),
+        ]
+    );
 }

@@ -13,18 +13,18 @@
 //! rules make of a `_ratio` gauge).
 
 use crate::config::derived::DerivedTable;
-use crate::export::live::{Framer, PerCpuDetail, Reasons};
-use crate::snapshot::{Family, Kind, Labels, Sample};
+use crate::export::prometheus::derived::{gauge_families, Window};
+use crate::snapshot::Family;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The prefix of the derived gauges' names.
-pub(crate) const PREFIX: &str = "perf_derived_";
+pub(crate) const PREFIX: &str = crate::export::prometheus::derived::PREFIX;
 
 /// The previous export's collection and what frames are built with.
 #[derive(Debug, Default)]
 pub(super) struct DerivedGauges {
-    prev: Option<(Instant, Vec<Family>)>,
-    framer: Framer,
+    window: Window,
 }
 
 impl DerivedGauges {
@@ -36,37 +36,20 @@ impl DerivedGauges {
         at: Instant,
         table: &DerivedTable,
     ) -> Vec<Family> {
-        let prev = self.prev.replace((at, families.to_vec()));
-        let Some((t0, old)) = prev else {
+        let Some(f) = self.window.frame(&Arc::new(families.to_vec()), at, table) else {
             return Vec::new();
         };
-        let secs = at.duration_since(t0).as_secs_f64();
-        let f = self.framer.frame(
-            &old,
-            families,
-            secs,
-            &Reasons::new(),
-            PerCpuDetail::Off,
-            table,
-        );
-        table
-            .metrics
-            .iter()
-            .filter_map(|d| {
-                let v = f.derived.get(&d.name).copied().flatten()?;
-                Some(Family {
-                    name: format!("{PREFIX}{}", d.name),
-                    help: d.help.clone().unwrap_or_else(|| {
+        gauge_families(
+            &f,
+            table.metrics.iter().map(|d| {
+                (
+                    d.name.as_str(),
+                    format!("{PREFIX}{}", d.name),
+                    d.help.clone().unwrap_or_else(|| {
                         format!("Derived metric {}: {}", d.name, d.formula.text)
                     }),
-                    kind: Kind::Gauge,
-                    samples: vec![Sample {
-                        labels: Labels::new(Vec::new()),
-                        value: v,
-                        start_unix_nanos: 0,
-                    }],
-                })
-            })
-            .collect()
+                )
+            }),
+        )
     }
 }
