@@ -335,3 +335,51 @@ fn the_page_paints_from_the_snapshot_without_a_stream() {
             drop(held);
         });
 }
+
+/// The flame graph's honest states: the simulated PMU's kernel gives no
+/// samples, and after a pod's row is picked the page says there were
+/// none, drawing nothing.
+#[test]
+fn the_flame_graph_says_there_were_no_samples() {
+    let (p, _dir) = common::kubernetes_exporter();
+    let browser = Browser::start();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
+            const CLICK: &str = r##"(() => {
+  document.getElementById("flame-seconds").value = "5";
+  const b = document.querySelector("#cgroup-top tr.cgroup-row button.profile");
+  if (!b) return "false";
+  b.click();
+  return "true";
+})()"##;
+            const STATE: &str = r##"JSON.stringify({
+  state: document.querySelector("#flame .state").dataset.state,
+  text: document.querySelector("#flame .state").textContent,
+  frames: document.querySelectorAll("#flame svg g.frame").length })"##;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut clicked = false;
+            let f = loop {
+                clicked = clicked || tab.eval(CLICK).await == Value::Bool(true);
+                let f = tab.eval(STATE).await;
+                if clicked && f["state"] != "sampling" {
+                    break f;
+                }
+                if Instant::now() > deadline {
+                    let shot = tab.screenshot("flame-no-profile").await;
+                    panic!("no answer in 30s; screenshot {}", shot.display());
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            };
+            assert_eq!(f["state"], "empty", "{f:#}");
+            let text = f["text"].as_str().unwrap();
+            assert!(
+                text.starts_with("no samples of pod ") && text.contains(" in the 5.0 s to "),
+                "{text}"
+            );
+            assert_eq!(f["frames"], 0, "{f:#}");
+        });
+}

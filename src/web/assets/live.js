@@ -266,7 +266,7 @@ async function takeProfile(target) {
     const at = new Date().toLocaleTimeString();
     if (data.root.samples === 0) {
       flameState("empty", `no samples of ${target.what} in the ${data.seconds.toFixed(1)} s to ${at}` +
-        ` (${data.event}): it did not run on a CPU then`);
+        ` (${data.event})`);
       document.querySelector("#flame .graph").replaceChildren();
       return;
     }
