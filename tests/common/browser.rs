@@ -152,3 +152,11 @@ impl Tab {
         path
     }
 }
+
+/// The current-thread runtime the DevTools sessions run on.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}

@@ -51,34 +51,30 @@ const DOM: &str = r##"JSON.stringify({
 /// summary and the screenshot's path.
 fn load_page(p: &Proc, name: &str, frames: u64, mut check: impl FnMut(&Value)) {
     let browser = Browser::start();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async {
-            let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let dom = loop {
-                let dom = tab.eval(DOM).await;
-                if dom["frames"].as_u64().unwrap_or(0) >= frames {
-                    break dom;
-                }
-                if Instant::now() > deadline {
-                    let shot = tab.screenshot(name).await;
-                    panic!(
-                        "fewer than {frames} frames after 30s; screenshot {}; DOM {dom:#}; output:\n{}",
-                        shot.display(),
-                        p.output()
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            };
-            let shot = tab.screenshot(name).await;
-            eprintln!("screenshot: {}", shot.display());
-            let guard = Screenshot(shot, dom.to_string());
-            check(&dom);
-            std::mem::forget(guard);
-        });
+    common::browser::runtime().block_on(async {
+        let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let dom = loop {
+            let dom = tab.eval(DOM).await;
+            if dom["frames"].as_u64().unwrap_or(0) >= frames {
+                break dom;
+            }
+            if Instant::now() > deadline {
+                let shot = tab.screenshot(name).await;
+                panic!(
+                    "fewer than {frames} frames after 30s; screenshot {}; DOM {dom:#}; output:\n{}",
+                    shot.display(),
+                    p.output()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let shot = tab.screenshot(name).await;
+        eprintln!("screenshot: {}", shot.display());
+        let guard = Screenshot(shot, dom.to_string());
+        check(&dom);
+        std::mem::forget(guard);
+    });
 }
 
 /// Names the screenshot and the DOM when an assertion fails.
@@ -295,45 +291,41 @@ fn the_page_paints_from_the_snapshot_without_a_stream() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let p = exporter(&args);
     let browser = Browser::start();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async {
-            let (mut held, _) =
-                tokio_tungstenite::connect_async(format!("ws://{}/api/v1/stream", p.addr))
-                    .await
-                    .expect("the one stream");
-            // The held stream delivers: the limit is taken.
-            held.next().await.expect("a frame").expect("a frame");
-            let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let dom = loop {
-                let dom = tab.eval(DOM).await;
-                let painted = dom["cards"]["ipc"]["raw"]
-                    .as_str()
-                    .is_some_and(|r| !r.is_empty());
-                if painted {
-                    break dom;
-                }
-                if Instant::now() > deadline {
-                    let shot = tab.screenshot("snapshot-first").await;
-                    panic!(
-                        "the page painted nothing in 30s; screenshot {}; DOM {dom:#}",
-                        shot.display()
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            };
-            assert_eq!(dom["frames"], 0, "no stream frame: {dom:#}");
-            let ipc: f64 = dom["cards"]["ipc"]["raw"]
+    common::browser::runtime().block_on(async {
+        let (mut held, _) =
+            tokio_tungstenite::connect_async(format!("ws://{}/api/v1/stream", p.addr))
+                .await
+                .expect("the one stream");
+        // The held stream delivers: the limit is taken.
+        held.next().await.expect("a frame").expect("a frame");
+        let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let dom = loop {
+            let dom = tab.eval(DOM).await;
+            let painted = dom["cards"]["ipc"]["raw"]
                 .as_str()
-                .and_then(|r| r.parse().ok())
-                .expect("IPC");
-            assert!((ipc - 1.5).abs() < 0.01, "{dom:#}");
-            assert_eq!(dom["heatmap"]["metric"], "ipc", "{dom:#}");
-            drop(held);
-        });
+                .is_some_and(|r| !r.is_empty());
+            if painted {
+                break dom;
+            }
+            if Instant::now() > deadline {
+                let shot = tab.screenshot("snapshot-first").await;
+                panic!(
+                    "the page painted nothing in 30s; screenshot {}; DOM {dom:#}",
+                    shot.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(dom["frames"], 0, "no stream frame: {dom:#}");
+        let ipc: f64 = dom["cards"]["ipc"]["raw"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .expect("IPC");
+        assert!((ipc - 1.5).abs() < 0.01, "{dom:#}");
+        assert_eq!(dom["heatmap"]["metric"], "ipc", "{dom:#}");
+        drop(held);
+    });
 }
 
 /// The flame graph's honest states: the simulated PMU's kernel gives no
@@ -343,43 +335,39 @@ fn the_page_paints_from_the_snapshot_without_a_stream() {
 fn the_flame_graph_says_there_were_no_samples() {
     let (p, _dir) = common::kubernetes_exporter();
     let browser = Browser::start();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async {
-            let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
-            const CLICK: &str = r##"(() => {
+    common::browser::runtime().block_on(async {
+        let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
+        const CLICK: &str = r##"(() => {
   document.getElementById("flame-seconds").value = "5";
   const b = document.querySelector("#cgroup-top tr.cgroup-row button.profile");
   if (!b) return "false";
   b.click();
   return "true";
 })()"##;
-            const STATE: &str = r##"JSON.stringify({
+        const STATE: &str = r##"JSON.stringify({
   state: document.querySelector("#flame .state").dataset.state,
   text: document.querySelector("#flame .state").textContent,
   frames: document.querySelectorAll("#flame svg g.frame").length })"##;
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let mut clicked = false;
-            let f = loop {
-                clicked = clicked || tab.eval(CLICK).await == Value::Bool(true);
-                let f = tab.eval(STATE).await;
-                if clicked && f["state"] != "sampling" {
-                    break f;
-                }
-                if Instant::now() > deadline {
-                    let shot = tab.screenshot("flame-no-profile").await;
-                    panic!("no answer in 30s; screenshot {}", shot.display());
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            };
-            assert_eq!(f["state"], "empty", "{f:#}");
-            let text = f["text"].as_str().unwrap();
-            assert!(
-                text.starts_with("no samples of pod ") && text.contains(" in the 5.0 s to "),
-                "{text}"
-            );
-            assert_eq!(f["frames"], 0, "{f:#}");
-        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut clicked = false;
+        let f = loop {
+            clicked = clicked || tab.eval(CLICK).await == Value::Bool(true);
+            let f = tab.eval(STATE).await;
+            if clicked && f["state"] != "sampling" {
+                break f;
+            }
+            if Instant::now() > deadline {
+                let shot = tab.screenshot("flame-no-profile").await;
+                panic!("no answer in 30s; screenshot {}", shot.display());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(f["state"], "empty", "{f:#}");
+        let text = f["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("no samples of pod ") && text.contains(" in the 5.0 s to "),
+            "{text}"
+        );
+        assert_eq!(f["frames"], 0, "{f:#}");
+    });
 }

@@ -97,103 +97,99 @@ fn the_live_page_draws_the_flame_graph_of_a_picked_workload() {
     p.wait_log("cgroups counted", Duration::from_secs(10));
     let browser = Browser::start();
     let addr = p.addr.clone();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async {
-            let mut tab = browser.open(&format!("http://{addr}/")).await;
-            // The workload's row, once the stream has listed it.
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let mut listed = false;
-            while !listed && Instant::now() < deadline {
-                let f = tab.eval(FLAME).await;
-                listed = f["rows"].as_array().is_some_and(|r| {
-                    r.iter()
-                        .any(|c| c.as_str().map(|c| c.trim_start_matches('/')) == Some(&cg))
-                });
-                if !listed {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
+    common::browser::runtime().block_on(async {
+        let mut tab = browser.open(&format!("http://{addr}/")).await;
+        // The workload's row, once the stream has listed it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut listed = false;
+        while !listed && Instant::now() < deadline {
             let f = tab.eval(FLAME).await;
-            assert!(listed, "no row of {cg} in 30 s: {f:#}\n{}", p.output());
-            assert_eq!(f["hidden"], false, "{f:#}");
-            // Another client's profile (JSON) holds the exporter's one
-            // slot: the page says it is busy, and why.
-            let a = addr.clone();
-            let q = format!(
-                "/api/v1/profile?format=json&seconds=3&cgroup={}",
-                common::urlencode(&cg)
-            );
-            let other = std::thread::spawn(move || common::get(&a, &q));
-            let started = Instant::now();
-            let busy = loop {
-                assert!(pick(&mut tab, &cg).await, "the row left the list");
-                let f = settled(&mut tab, Duration::from_secs(10)).await;
-                if f["state"] == "busy" || started.elapsed() > Duration::from_secs(2) {
-                    break f;
-                }
-            };
-            assert_eq!(busy["state"], "busy", "{busy:#}");
-            let text = busy["text"].as_str().unwrap();
-            assert!(
-                text.contains("one at a time per exporter") && text.contains("Retry-After"),
-                "{text}"
-            );
-            // The JSON form: the workload's samples, nearly all in
-            // hot_spin called (through driver) from main.
-            let r = other.join().expect("the other profile");
-            assert_eq!(r.status, 200, "{}", r.body);
-            assert!(
-                r.headers
-                    .iter()
-                    .any(|(k, v)| k == "content-type" && v == "application/json"),
-                "{:?}",
-                r.headers
-            );
-            let j: Value = serde_json::from_str(&r.body).expect("JSON");
-            assert_eq!(j["label"], "cgroup");
-            let total = j["root"]["samples"].as_u64().unwrap();
-            assert!(total > 0, "{j:#}");
-            let hot = samples_in(&j["root"], "hot_spin", false);
-            assert!(hot * 10 >= total * 9, "hot_spin {hot} of {total}: {j:#}");
-            // Now the page's own profile: the drawn graph names hot_spin,
-            // about as wide as the graph.
-            assert!(pick(&mut tab, &cg).await, "the row left the list");
-            let f = settled(&mut tab, Duration::from_secs(40)).await;
-            tab.eval(r#"document.getElementById("flame").scrollIntoView(), "null""#)
-                .await;
-            let shot = tab.screenshot("flame-graph").await;
-            eprintln!("screenshot: {}", shot.display());
-            assert_eq!(f["state"], "drawn", "screenshot {}: {f:#}", shot.display());
-            let frames = f["frames"].as_array().unwrap();
-            let hot = frames
-                .iter()
-                .find(|g| g["name"] == "hot_spin")
-                .unwrap_or_else(|| panic!("no hot_spin frame drawn: {f:#}"));
-            assert_eq!(hot["label"], "hot_spin", "{f:#}");
-            assert_eq!(hot["kind"], "user", "{f:#}");
-            let width = f["width"].as_f64().unwrap();
-            assert!(
-                hot["width"].as_f64().unwrap() >= 0.85 * width,
-                "hot_spin is {} of {width} px: {f:#}",
-                hot["width"]
-            );
-            let text = f["text"].as_str().unwrap();
-            assert!(text.contains(&cg), "{text}");
-            // This machine has no hardware PMU: cycles fell back to
-            // cpu-clock, and the page says so.
-            if text.contains("samples of cpu-clock") {
-                assert!(
-                    f["notes"].as_array().unwrap().iter().any(|n| n
-                        .as_str()
-                        .unwrap_or("")
-                        .contains("cpu-clock instead of cycles")),
-                    "{f:#}"
-                );
+            listed = f["rows"].as_array().is_some_and(|r| {
+                r.iter()
+                    .any(|c| c.as_str().map(|c| c.trim_start_matches('/')) == Some(&cg))
+            });
+            if !listed {
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
-        });
+        }
+        let f = tab.eval(FLAME).await;
+        assert!(listed, "no row of {cg} in 30 s: {f:#}\n{}", p.output());
+        assert_eq!(f["hidden"], false, "{f:#}");
+        // Another client's profile (JSON) holds the exporter's one
+        // slot: the page says it is busy, and why.
+        let a = addr.clone();
+        let q = format!(
+            "/api/v1/profile?format=json&seconds=3&cgroup={}",
+            common::urlencode(&cg)
+        );
+        let other = std::thread::spawn(move || common::get(&a, &q));
+        let started = Instant::now();
+        let busy = loop {
+            assert!(pick(&mut tab, &cg).await, "the row left the list");
+            let f = settled(&mut tab, Duration::from_secs(10)).await;
+            if f["state"] == "busy" || started.elapsed() > Duration::from_secs(2) {
+                break f;
+            }
+        };
+        assert_eq!(busy["state"], "busy", "{busy:#}");
+        let text = busy["text"].as_str().unwrap();
+        assert!(
+            text.contains("one at a time per exporter") && text.contains("Retry-After"),
+            "{text}"
+        );
+        // The JSON form: the workload's samples, nearly all in
+        // hot_spin called (through driver) from main.
+        let r = other.join().expect("the other profile");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(
+            r.headers
+                .iter()
+                .any(|(k, v)| k == "content-type" && v == "application/json"),
+            "{:?}",
+            r.headers
+        );
+        let j: Value = serde_json::from_str(&r.body).expect("JSON");
+        assert_eq!(j["label"], "cgroup");
+        let total = j["root"]["samples"].as_u64().unwrap();
+        assert!(total > 0, "{j:#}");
+        let hot = samples_in(&j["root"], "hot_spin", false);
+        assert!(hot * 10 >= total * 9, "hot_spin {hot} of {total}: {j:#}");
+        // Now the page's own profile: the drawn graph names hot_spin,
+        // about as wide as the graph.
+        assert!(pick(&mut tab, &cg).await, "the row left the list");
+        let f = settled(&mut tab, Duration::from_secs(40)).await;
+        tab.eval(r#"document.getElementById("flame").scrollIntoView(), "null""#)
+            .await;
+        let shot = tab.screenshot("flame-graph").await;
+        eprintln!("screenshot: {}", shot.display());
+        assert_eq!(f["state"], "drawn", "screenshot {}: {f:#}", shot.display());
+        let frames = f["frames"].as_array().unwrap();
+        let hot = frames
+            .iter()
+            .find(|g| g["name"] == "hot_spin")
+            .unwrap_or_else(|| panic!("no hot_spin frame drawn: {f:#}"));
+        assert_eq!(hot["label"], "hot_spin", "{f:#}");
+        assert_eq!(hot["kind"], "user", "{f:#}");
+        let width = f["width"].as_f64().unwrap();
+        assert!(
+            hot["width"].as_f64().unwrap() >= 0.85 * width,
+            "hot_spin is {} of {width} px: {f:#}",
+            hot["width"]
+        );
+        let text = f["text"].as_str().unwrap();
+        assert!(text.contains(&cg), "{text}");
+        // This machine has no hardware PMU: cycles fell back to
+        // cpu-clock, and the page says so.
+        if text.contains("samples of cpu-clock") {
+            assert!(
+                f["notes"].as_array().unwrap().iter().any(|n| n
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("cpu-clock instead of cycles")),
+                "{f:#}"
+            );
+        }
+    });
     drop(p);
     drop(w);
 }
