@@ -1,6 +1,6 @@
 //! Profiles with call stacks: `perf-exporter record -d 10s -o out.pb.gz`
-//! and `serve`'s `GET /api/v1/profile` ([`ServeProfiler`]), one code
-//! path. The samplers are `top`'s (the same event choice: `cycles`, or
+//! and `serve`'s `GET /api/v1/profile` ([`ServeProfiler`]: the samples,
+//! which the web layer writes as pprof or a flame graph), one code path. The samplers are `top`'s (the same event choice: `cycles`, or
 //! `cpu-clock` without a hardware PMU, said so) with
 //! `PERF_SAMPLE_CALLCHAIN`, opened for the profile only and closed after
 //! it; the stacks are named, filtered, symbolized and written as a
@@ -160,7 +160,10 @@ pub(super) struct ServeProfiler {
 }
 
 impl crate::web::Profiler for ServeProfiler {
-    fn profile(&self, req: &crate::web::ProfileRequest) -> Result<Vec<u8>, String> {
+    fn profile(
+        &self,
+        req: &crate::web::ProfileRequest,
+    ) -> Result<(pprof::Meta, Vec<ProfileSample>), String> {
         let s = ProfileSettings {
             duration: req.duration,
             event: req.event.clone(),
@@ -176,9 +179,8 @@ impl crate::web::Profiler for ServeProfiler {
             .map_err(|e| e.to_string())?;
         rt.block_on(async {
             let h = Host::open(&self.host).map_err(|e| e.to_string())?;
-            profile(&self.kernel, &self.host, &h, &s)
+            sample(&self.kernel, &self.host, &h, &s)
                 .await
-                .map(|(gz, _)| gz)
                 .map_err(|e| e.to_string())
         })
     }

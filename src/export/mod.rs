@@ -1,10 +1,12 @@
 //! Exporters of an engine [`crate::snapshot::Snapshot`]: Prometheus text on
-//! scrape, OTLP push, JSON frames of the live view.
+//! scrape, OTLP push, JSON frames of the live view, profiles (pprof, and
+//! a flame graph's tree for the live page).
 //!
 //! A scrape is answered by the web layer with [`prometheus`]; an exporter
 //! that pushes on its own schedule (OTLP today) is a [`Push`], started by
 //! the application with a way to collect and stopped at shutdown.
 
+pub mod flame;
 pub mod live;
 pub(crate) mod otlp;
 pub mod pprof;

@@ -43,7 +43,7 @@ pub mod origin;
 mod process;
 mod profile;
 pub use profile::{
-    ProfileRequest, Profiler, DEFAULT_PROFILE_SECS, MAX_PROFILE_HZ, MAX_PROFILE_SECS,
+    ProfileFormat, ProfileRequest, Profiler, DEFAULT_PROFILE_SECS, MAX_PROFILE_HZ, MAX_PROFILE_SECS,
 };
 mod reload;
 mod routes;

@@ -1,11 +1,13 @@
-//! `GET /api/v1/profile?seconds=N&event=E&by=pod|cgroup|process&pod=..|cgroup=..|process=..`:
-//! a gzipped pprof profile of call stacks, taken by the application's
-//! [`Profiler`] on a blocking thread. One profile at a time per exporter:
+//! `GET /api/v1/profile?seconds=N&event=E&by=pod|cgroup|process&pod=..|cgroup=..|process=..[&format=pprof|json]`:
+//! a gzipped pprof profile of call stacks (or, with `format=json`, the
+//! flame graph's tree the live page draws: [`crate::export::flame`]),
+//! taken by the application's [`Profiler`] on a blocking thread. One profile at a time per exporter:
 //! another request meanwhile gets 429 with `Retry-After` (the seconds
 //! left of the one running). Authenticated like `/metrics` (the route
 //! comes after the same admission).
 
-use crate::engine::sample::{By, ProfileFilter};
+use crate::engine::sample::{By, ProfileFilter, ProfileSample};
+use crate::export::{flame, pprof};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -29,12 +31,43 @@ pub struct ProfileRequest {
     pub by: By,
     /// Which samples are kept.
     pub filter: ProfileFilter,
+    /// What the answer is written as.
+    pub format: ProfileFormat,
+}
+
+/// What a profile is answered as (`format=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProfileFormat {
+    /// A gzipped pprof profile (`application/octet-stream`).
+    #[default]
+    Pprof,
+    /// The flame graph's tree ([`flame`], `application/json`).
+    Json,
+}
+
+impl ProfileFormat {
+    /// The answer's content type.
+    pub(super) fn content_type(self) -> &'static str {
+        match self {
+            ProfileFormat::Pprof => "application/octet-stream",
+            ProfileFormat::Json => "application/json",
+        }
+    }
+
+    /// `samples` written in this format.
+    fn write(self, meta: &pprof::Meta, samples: &[ProfileSample]) -> Result<Vec<u8>, String> {
+        match self {
+            ProfileFormat::Pprof => pprof::encode(meta, samples).map_err(|e| e.to_string()),
+            ProfileFormat::Json => Ok(flame::json(meta, samples)),
+        }
+    }
 }
 
 /// Takes profiles (the application's; blocking).
 pub trait Profiler: Send + Sync + std::fmt::Debug {
-    /// Samples as asked and returns the gzipped pprof profile, or why not.
-    fn profile(&self, req: &ProfileRequest) -> Result<Vec<u8>, String>;
+    /// Samples as asked and returns the samples and what they were taken
+    /// of, or why not.
+    fn profile(&self, req: &ProfileRequest) -> Result<(pprof::Meta, Vec<ProfileSample>), String>;
 }
 
 /// The profiler and the one profile in flight.
@@ -95,7 +128,11 @@ pub(super) fn parse(query: Option<&str>) -> Result<ProfileRequest, String> {
     let filter = match (pod, cgroup, process) {
         (None, None, None) => ProfileFilter::All,
         (Some(p), None, None) if by == By::Pod => ProfileFilter::Name(p),
-        (None, Some(c), None) if by == By::Cgroup => ProfileFilter::Name(c),
+        // A path from the cgroupfs root, with or without its leading `/`
+        // (the `cgroup` label of the metrics has none).
+        (None, Some(c), None) if by == By::Cgroup => {
+            ProfileFilter::Name(format!("/{}", c.trim_start_matches('/')))
+        }
         (None, None, Some(p)) => match p.parse::<u32>() {
             Ok(pid) => ProfileFilter::Pid(pid),
             Err(_) if by == By::Process => ProfileFilter::Name(p),
@@ -108,17 +145,27 @@ pub(super) fn parse(query: Option<&str>) -> Result<ProfileRequest, String> {
         }
     };
     let event = param(query, "event")?.filter(|e| !e.is_empty());
+    let format = match param(query, "format")?.as_deref() {
+        None | Some("pprof") => ProfileFormat::Pprof,
+        Some("json") => ProfileFormat::Json,
+        Some(other) => return Err(format!("`format={other}`: pprof or json")),
+    };
     Ok(ProfileRequest {
         duration: Duration::from_secs(seconds),
         event,
         freq,
         by,
         filter,
+        format,
     })
 }
 
-/// Takes the profile a query asks for, unless one is running.
-pub(super) async fn handle(slot: &Slot, query: Option<&str>) -> Result<Vec<u8>, Refused> {
+/// Takes the profile a query asks for, unless one is running: its
+/// content type and bytes.
+pub(super) async fn handle(
+    slot: &Slot,
+    query: Option<&str>,
+) -> Result<(&'static str, Vec<u8>), Refused> {
     let req = parse(query).map_err(bad)?;
     let Some(p) = slot.profiler.get().cloned() else {
         return Err(Refused::Status(
@@ -138,10 +185,15 @@ pub(super) async fn handle(slot: &Slot, query: Option<&str>) -> Result<Vec<u8>, 
         }
         *busy = Some(now + req.duration);
     }
-    let r = tokio::task::spawn_blocking(move || p.profile(&req)).await;
+    let format = req.format;
+    let r = tokio::task::spawn_blocking(move || {
+        p.profile(&req)
+            .and_then(|(meta, samples)| format.write(&meta, &samples))
+    })
+    .await;
     *crate::bounded::lock(&slot.busy_until) = None;
     match r {
-        Ok(Ok(gz)) => Ok(gz),
+        Ok(Ok(body)) => Ok((format.content_type(), body)),
         Ok(Err(e)) => Err(Refused::Status(
             hyper::StatusCode::INTERNAL_SERVER_ERROR,
             format!("profile failed: {e}\n"),
@@ -172,6 +224,11 @@ mod tests {
         let r = parse(Some("by=cgroup&cgroup=%2Fa%2Fb&event=cpu-clock")).unwrap();
         assert_eq!(r.filter, ProfileFilter::Name("/a/b".into()));
         assert_eq!(r.event.as_deref(), Some("cpu-clock"));
+        assert_eq!(r.format, ProfileFormat::Pprof);
+        // The metrics' label (no leading `/`) names the same cgroup.
+        let r = parse(Some("cgroup=a%2Fb&format=json")).unwrap();
+        assert_eq!(r.filter, ProfileFilter::Name("/a/b".into()));
+        assert_eq!(r.format, ProfileFormat::Json);
         assert_eq!(
             parse(Some("process=42")).unwrap().filter,
             ProfileFilter::Pid(42)
@@ -186,6 +243,7 @@ mod tests {
             "pod=a&cgroup=b",
             "by=pod&process=name",
             "hz=100000",
+            "format=svg",
         ] {
             assert!(parse(Some(bad)).is_err(), "{bad}");
         }
@@ -194,11 +252,25 @@ mod tests {
     #[derive(Debug)]
     struct Slow;
     impl Profiler for Slow {
-        fn profile(&self, _: &ProfileRequest) -> Result<Vec<u8>, String> {
+        fn profile(&self, _: &ProfileRequest) -> Result<(pprof::Meta, Vec<ProfileSample>), String> {
             std::thread::sleep(Duration::from_millis(300));
-            Ok(vec![1])
+            let meta = pprof::Meta {
+                event: "cpu-clock".into(),
+                label: "pod_uid",
+                start: std::time::SystemTime::UNIX_EPOCH,
+                duration: Duration::from_secs(1),
+                comments: Vec::new(),
+            };
+            Ok((meta, Vec::new()))
         }
     }
+
+    /// The flame graph of [`Slow`]'s empty profile.
+    const EMPTY: &str = concat!(
+        r#"{"event":"cpu-clock","unit":"nanoseconds","label":"pod_uid","seconds":1.0,"#,
+        r#""notes":[],"frames_left_out":0,"#,
+        r#""root":{"name":"all","kind":"root","samples":0,"events":0,"children":[]}}"#
+    );
 
     #[test]
     fn one_profile_at_a_time() {
@@ -226,8 +298,13 @@ mod tests {
             }
             let second = handle(&slot, Some("seconds=1")).await;
             assert!(matches!(second, Err(Refused::Busy(d)) if d >= Duration::from_secs(1)));
-            assert_eq!(first.await.unwrap(), Ok(vec![1]));
-            assert_eq!(handle(&slot, Some("seconds=1")).await, Ok(vec![1]));
+            let (ctype, gz) = first.await.unwrap().unwrap();
+            assert_eq!(ctype, "application/octet-stream");
+            assert_eq!(&gz[..2], [0x1f, 0x8b], "gzip");
+            assert_eq!(
+                handle(&slot, Some("seconds=1&format=json")).await,
+                Ok(("application/json", EMPTY.as_bytes().to_vec()))
+            );
         });
     }
 }

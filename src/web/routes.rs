@@ -174,8 +174,15 @@ async fn route(
         "/api/v1/snapshot" => snapshot(st, req.uri().query()).await,
         "/api/v1/profile" if !get => method_not_allowed("GET, HEAD"),
         "/api/v1/profile" => match super::profile::handle(&st.profiles, req.uri().query()).await {
-            Ok(gz) => respond(StatusCode::OK, "application/octet-stream", gz),
-            Err(super::profile::Refused::Busy(wait)) => too_many(Some(wait)),
+            Ok((ctype, body)) => respond(StatusCode::OK, ctype, body),
+            Err(super::profile::Refused::Busy(wait)) => {
+                let mut r = too_many(Some(wait));
+                *r.body_mut() = Body::new(format!(
+                    "another profile is being taken (one at a time per exporter): retry after {} s\n",
+                    whole_secs(wait)
+                ));
+                r
+            }
             Err(super::profile::Refused::Status(code, msg)) => text(code, msg),
         },
         "/" => {

@@ -6,6 +6,7 @@
 //!   dies or never gets ready; signals, log and readiness waits (deadline
 //!   polls); [`KeepAlive`], a keep-alive client.
 //! * [`exporter`]: starts `perf-exporter` with the given arguments.
+//! * [`browser`]: a headless Chromium driven over the DevTools protocol.
 //! * [`cgroup`]: cgroup trees (real ones removed on drop), the
 //!   `cgroups:` section of a one-set config.
 //! * [`tls`]: a test PKI and an HTTPS client; [`exposition`]: a strict
@@ -24,6 +25,7 @@
 //! subset of it.
 #![allow(dead_code, unused_imports)]
 
+pub(crate) mod browser;
 pub(crate) mod cgroup;
 pub(crate) mod clocks;
 pub(crate) mod exposition;

@@ -13,156 +13,13 @@
 
 use crate::common;
 
+use common::browser::Browser;
 use common::{exporter, parse_exposition, simulated_exporter, Proc};
-use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
+use futures_util::StreamExt;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tokio_tungstenite::tungstenite::Message;
-
-/// A headless Chromium with the DevTools protocol on a loopback port.
-struct Browser {
-    child: Child,
-    port: u16,
-    /// The browser's DevTools path (`/devtools/browser/<id>`).
-    path: String,
-    _profile: tempfile::TempDir,
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Browser {
-    fn start() -> Browser {
-        common::require_tool("chromium");
-        let profile = tempfile::tempdir().expect("tempdir");
-        let child = Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--remote-debugging-address=127.0.0.1",
-                "--remote-debugging-port=0",
-                "--window-size=1200,1000",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg("about:blank")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start chromium");
-        // Chromium writes the port it chose to DevToolsActivePort.
-        let file = profile.path().join("DevToolsActivePort");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let (port, path) = loop {
-            let text = std::fs::read_to_string(&file).unwrap_or_default();
-            let mut lines = text.lines();
-            if let (Some(Ok(port)), Some(path)) =
-                (lines.next().map(|l| l.trim().parse()), lines.next())
-            {
-                break (port, path.trim().to_string());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "chromium did not start within 30s"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        Browser {
-            child,
-            port,
-            path,
-            _profile: profile,
-        }
-    }
-
-    /// Opens `url` in a new tab (through the browser's own DevTools
-    /// endpoint, `Target.createTarget`) and connects to the tab.
-    async fn open(&self, url: &str) -> Tab {
-        let browser = format!("ws://127.0.0.1:{}{}", self.port, self.path);
-        let (ws, _) = tokio_tungstenite::connect_async(browser)
-            .await
-            .expect("DevTools browser connect");
-        let mut b = Tab { ws, id: 0 };
-        let r = b.call("Target.createTarget", json!({ "url": url })).await;
-        let target = r["targetId"].as_str().expect("targetId").to_string();
-        let page = format!("ws://127.0.0.1:{}/devtools/page/{target}", self.port);
-        let (ws, _) = tokio_tungstenite::connect_async(page)
-            .await
-            .expect("DevTools page connect");
-        Tab { ws, id: 0 }
-    }
-}
-
-/// One DevTools session on a tab.
-struct Tab {
-    ws: tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
-    id: u64,
-}
-
-impl Tab {
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.id += 1;
-        let msg = json!({"id": self.id, "method": method, "params": params});
-        self.ws
-            .send(Message::Text(msg.to_string().into()))
-            .await
-            .expect("DevTools send");
-        loop {
-            let m = tokio::time::timeout(Duration::from_secs(30), self.ws.next())
-                .await
-                .expect("DevTools answer within 30s")
-                .expect("DevTools open")
-                .expect("DevTools message");
-            if let Message::Text(t) = m {
-                let v: Value = serde_json::from_str(&t).expect("DevTools JSON");
-                if v["id"] == json!(self.id) {
-                    return v["result"].clone();
-                }
-            }
-        }
-    }
-
-    /// Evaluates `expr` in the page (which must return a JSON string).
-    async fn eval(&mut self, expr: &str) -> Value {
-        let r = self
-            .call(
-                "Runtime.evaluate",
-                json!({"expression": expr, "returnByValue": true}),
-            )
-            .await;
-        let s = r["result"]["value"].as_str().unwrap_or("null");
-        serde_json::from_str(s).unwrap_or(Value::Null)
-    }
-
-    /// Saves a screenshot; returns its path.
-    async fn screenshot(&mut self, name: &str) -> PathBuf {
-        use base64::Engine as _;
-        let r = self
-            .call("Page.captureScreenshot", json!({"format": "png"}))
-            .await;
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(r["data"].as_str().unwrap_or(""))
-            .expect("base64 PNG");
-        let dir = std::env::var_os("PERF_EXPORTER_TEST_ARTIFACTS")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
-            .join("live_view");
-        std::fs::create_dir_all(&dir).expect("screenshot dir");
-        let path = dir.join(format!("{name}.png"));
-        std::fs::write(&path, png).expect("write screenshot");
-        path
-    }
-}
 
 /// What the page shows: frames so far, each card, the heatmap.
 const DOM: &str = r##"JSON.stringify({
@@ -194,34 +51,30 @@ const DOM: &str = r##"JSON.stringify({
 /// summary and the screenshot's path.
 fn load_page(p: &Proc, name: &str, frames: u64, mut check: impl FnMut(&Value)) {
     let browser = Browser::start();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async {
-            let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let dom = loop {
-                let dom = tab.eval(DOM).await;
-                if dom["frames"].as_u64().unwrap_or(0) >= frames {
-                    break dom;
-                }
-                if Instant::now() > deadline {
-                    let shot = tab.screenshot(name).await;
-                    panic!(
-                        "fewer than {frames} frames after 30s; screenshot {}; DOM {dom:#}; output:\n{}",
-                        shot.display(),
-                        p.output()
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            };
-            let shot = tab.screenshot(name).await;
-            eprintln!("screenshot: {}", shot.display());
-            let guard = Screenshot(shot, dom.to_string());
-            check(&dom);
-            std::mem::forget(guard);
-        });
+    common::browser::runtime().block_on(async {
+        let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let dom = loop {
+            let dom = tab.eval(DOM).await;
+            if dom["frames"].as_u64().unwrap_or(0) >= frames {
+                break dom;
+            }
+            if Instant::now() > deadline {
+                let shot = tab.screenshot(name).await;
+                panic!(
+                    "fewer than {frames} frames after 30s; screenshot {}; DOM {dom:#}; output:\n{}",
+                    shot.display(),
+                    p.output()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let shot = tab.screenshot(name).await;
+        eprintln!("screenshot: {}", shot.display());
+        let guard = Screenshot(shot, dom.to_string());
+        check(&dom);
+        std::mem::forget(guard);
+    });
 }
 
 /// Names the screenshot and the DOM when an assertion fails.
@@ -438,43 +291,83 @@ fn the_page_paints_from_the_snapshot_without_a_stream() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let p = exporter(&args);
     let browser = Browser::start();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async {
-            let (mut held, _) =
-                tokio_tungstenite::connect_async(format!("ws://{}/api/v1/stream", p.addr))
-                    .await
-                    .expect("the one stream");
-            // The held stream delivers: the limit is taken.
-            held.next().await.expect("a frame").expect("a frame");
-            let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let dom = loop {
-                let dom = tab.eval(DOM).await;
-                let painted = dom["cards"]["ipc"]["raw"]
-                    .as_str()
-                    .is_some_and(|r| !r.is_empty());
-                if painted {
-                    break dom;
-                }
-                if Instant::now() > deadline {
-                    let shot = tab.screenshot("snapshot-first").await;
-                    panic!(
-                        "the page painted nothing in 30s; screenshot {}; DOM {dom:#}",
-                        shot.display()
-                    );
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            };
-            assert_eq!(dom["frames"], 0, "no stream frame: {dom:#}");
-            let ipc: f64 = dom["cards"]["ipc"]["raw"]
+    common::browser::runtime().block_on(async {
+        let (mut held, _) =
+            tokio_tungstenite::connect_async(format!("ws://{}/api/v1/stream", p.addr))
+                .await
+                .expect("the one stream");
+        // The held stream delivers: the limit is taken.
+        held.next().await.expect("a frame").expect("a frame");
+        let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let dom = loop {
+            let dom = tab.eval(DOM).await;
+            let painted = dom["cards"]["ipc"]["raw"]
                 .as_str()
-                .and_then(|r| r.parse().ok())
-                .expect("IPC");
-            assert!((ipc - 1.5).abs() < 0.01, "{dom:#}");
-            assert_eq!(dom["heatmap"]["metric"], "ipc", "{dom:#}");
-            drop(held);
-        });
+                .is_some_and(|r| !r.is_empty());
+            if painted {
+                break dom;
+            }
+            if Instant::now() > deadline {
+                let shot = tab.screenshot("snapshot-first").await;
+                panic!(
+                    "the page painted nothing in 30s; screenshot {}; DOM {dom:#}",
+                    shot.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(dom["frames"], 0, "no stream frame: {dom:#}");
+        let ipc: f64 = dom["cards"]["ipc"]["raw"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .expect("IPC");
+        assert!((ipc - 1.5).abs() < 0.01, "{dom:#}");
+        assert_eq!(dom["heatmap"]["metric"], "ipc", "{dom:#}");
+        drop(held);
+    });
+}
+
+/// The flame graph's honest states: the simulated PMU's kernel gives no
+/// samples, and after a pod's row is picked the page says there were
+/// none, drawing nothing.
+#[test]
+fn the_flame_graph_says_there_were_no_samples() {
+    let (p, _dir) = common::kubernetes_exporter();
+    let browser = Browser::start();
+    common::browser::runtime().block_on(async {
+        let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
+        const CLICK: &str = r##"(() => {
+  document.getElementById("flame-seconds").value = "5";
+  const b = document.querySelector("#cgroup-top tr.cgroup-row button.profile");
+  if (!b) return "false";
+  b.click();
+  return "true";
+})()"##;
+        const STATE: &str = r##"JSON.stringify({
+  state: document.querySelector("#flame .state").dataset.state,
+  text: document.querySelector("#flame .state").textContent,
+  frames: document.querySelectorAll("#flame svg g.frame").length })"##;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut clicked = false;
+        let f = loop {
+            clicked = clicked || tab.eval(CLICK).await == Value::Bool(true);
+            let f = tab.eval(STATE).await;
+            if clicked && f["state"] != "sampling" {
+                break f;
+            }
+            if Instant::now() > deadline {
+                let shot = tab.screenshot("flame-no-profile").await;
+                panic!("no answer in 30s; screenshot {}", shot.display());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(f["state"], "empty", "{f:#}");
+        let text = f["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("no samples of pod ") && text.contains(" in the 5.0 s to "),
+            "{text}"
+        );
+        assert_eq!(f["frames"], 0, "{f:#}");
+    });
 }

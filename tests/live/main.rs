@@ -21,6 +21,7 @@ mod cgroup_hybrid;
 mod cgroup_live;
 mod cgroup_usage;
 mod faults;
+mod flame;
 mod hardware_pmu;
 mod live;
 mod load;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 /// The workload, compiled into `dir`.
-fn build(dir: &Path) -> PathBuf {
+pub(crate) fn build(dir: &Path) -> PathBuf {
     compile(dir, "hot", &[])
 }
 
@@ -51,10 +51,10 @@ fn setup() -> (common::Serial, tempfile::TempDir, PathBuf) {
 }
 
 /// Runs the workload (`spin`, `sys` or `brief`), killed on drop.
-struct Workload(Child);
+pub(crate) struct Workload(Child);
 
 impl Workload {
-    fn start(bin: &Path, mode: &str) -> Workload {
+    pub(crate) fn start(bin: &Path, mode: &str) -> Workload {
         Workload(
             Command::new(bin)
                 .arg(mode)
@@ -64,7 +64,7 @@ impl Workload {
         )
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.0.id()
     }
 }

@@ -170,6 +170,15 @@ function cgroupRows(rows, depth, out) {
       td.textContent = v === undefined ? "n/a" : v === null ? "–" : fmt(v);
       tr.append(td);
     }
+    const act = document.createElement("td");
+    const btn = document.createElement("button");
+    btn.className = "profile";
+    btn.textContent = "flame graph";
+    btn.disabled = flameBusy;
+    act.append(btn);
+    tr.append(act);
+    tr.classList.toggle("picked", flamePicked !== null && flamePicked.cgroup === row.cgroup);
+    tr.flameTarget = flameTarget(row);
     out.push(tr);
     cgroupRows(row.nested || [], depth + 1, out);
   }
@@ -179,12 +188,188 @@ function cgroupRows(rows, depth, out) {
 window.showCgroups = (top) => {
   const sec = document.getElementById("cgroup-top");
   sec.hidden = false;
+  document.getElementById("flame").hidden = false;
   const shown = top.top.length;
   sec.querySelector(".summary").textContent =
     `${top.counted} cgroups counted; the ${shown} busiest by ${top.rank_by}` +
     " (n/a: not counted per cgroup on this host).";
   sec.querySelector("tbody").replaceChildren(...cgroupRows(top.top, 0, []));
 };
+
+// The flame graph (an icicle: the outermost frame on top) of a workload
+// picked in the top list: GET api/v1/profile?format=json samples it for
+// the seconds chosen, and the tree it answers (src/export/flame.rs) is
+// drawn here as SVG. Names go into the page as text only.
+let flamePicked = null; // {cgroup, query, what}
+let flameBusy = false;
+let flameData = null;
+let flameZoom = [];
+const SVG = "http://www.w3.org/2000/svg";
+const FLAME_ROW = 17;
+
+// What a row's profile asks: a pod by its uid (its containers too), else
+// the cgroup itself (the processes in it, not those of cgroups below it).
+function flameTarget(row) {
+  const uid = row.labels.pod_uid;
+  if (uid && !row.labels.container_id) {
+    return { cgroup: row.cgroup, query: "pod=" + encodeURIComponent(uid), what: "pod " + uid };
+  }
+  return {
+    cgroup: row.cgroup,
+    query: "cgroup=" + encodeURIComponent(row.cgroup),
+    what: `cgroup ${row.cgroup} (its own processes, not those of cgroups below it)`,
+  };
+}
+
+function flameState(state, text) {
+  const p = document.querySelector("#flame .state");
+  p.dataset.state = state;
+  p.textContent = text;
+}
+
+function flameButtons() {
+  for (const b of document.querySelectorAll("#cgroup-top button.profile")) b.disabled = flameBusy;
+}
+
+async function takeProfile(target) {
+  flamePicked = target;
+  flameBusy = true;
+  flameButtons();
+  for (const tr of document.querySelectorAll("#cgroup-top tr.cgroup-row")) {
+    tr.classList.toggle("picked", tr.dataset.cgroup === target.cgroup);
+  }
+  const secs = Number(document.getElementById("flame-seconds").value) || 10;
+  document.querySelector("#flame .notes").replaceChildren();
+  flameState("sampling", `sampling ${target.what} for ${secs} s…`);
+  try {
+    const r = await fetch(`${BASE}api/v1/profile?format=json&seconds=${secs}&${target.query}`, {
+      cache: "no-store",
+    });
+    if (r.status === 429) {
+      const wait = r.headers.get("Retry-After");
+      flameState("busy", `profiling is busy: ${(await r.text()).trim()}` +
+        (wait ? ` (Retry-After: ${wait} s)` : ""));
+      return;
+    }
+    if (!r.ok) {
+      flameState("failed", `no profile (HTTP ${r.status}): ${(await r.text()).trim()}`);
+      return;
+    }
+    const data = await r.json();
+    document.querySelector("#flame .notes").replaceChildren(...data.notes.map((n) => {
+      const li = document.createElement("li");
+      li.textContent = n;
+      return li;
+    }));
+    flameData = data;
+    flameZoom = [data.root];
+    const at = new Date().toLocaleTimeString();
+    if (data.root.samples === 0) {
+      flameState("empty", `no samples of ${target.what} in the ${data.seconds.toFixed(1)} s to ${at}` +
+        ` (${data.event})`);
+      document.querySelector("#flame .graph").replaceChildren();
+      return;
+    }
+    const left = data.frames_left_out ? `; ${data.frames_left_out} colder frames left out` : "";
+    flameState("drawn", `${target.what}: ${data.root.samples} samples of ${data.event} in the ` +
+      `${data.seconds.toFixed(1)} s to ${at}${left}`);
+    drawFlame();
+  } catch (e) {
+    flameState("failed", `no profile: ${e}`);
+  } finally {
+    flameBusy = false;
+    flameButtons();
+  }
+}
+
+// A frame's colour: kernel frames orange, user frames warm (by name),
+// frames without a symbol grey.
+function flameColour(node) {
+  if (node.kind === "kernel") return "hsl(28, 85%, 62%)";
+  if (node.kind === "unsymbolized") return "hsl(0, 0%, 75%)";
+  if (node.kind === "root") return "hsl(210, 20%, 80%)";
+  let h = 0;
+  for (let i = 0; i < node.name.length; i++) h = (h * 31 + node.name.charCodeAt(i)) % 997;
+  return `hsl(${5 + (h % 50)}, 75%, ${58 + (h % 12)}%)`;
+}
+
+function drawFlame() {
+  const graph = document.querySelector("#flame .graph");
+  const data = flameData;
+  const width = Math.max(graph.clientWidth, 300);
+  const value = (n) => (data.root.events > 0 ? n.events : n.samples);
+  const top = flameZoom[flameZoom.length - 1];
+  const total = value(top) || 1;
+  const frames = [];
+  // The zoomed frame's callers, full width above it.
+  flameZoom.forEach((n, depth) => frames.push([n, depth, 0, width, depth < flameZoom.length - 1]));
+  const walk = (n, depth, x, w) => {
+    let cx = x;
+    for (const c of n.children) {
+      const cw = (w * value(c)) / (value(n) || 1);
+      if (cw >= 0.5) {
+        frames.push([c, depth + 1, cx, cw, false]);
+        walk(c, depth + 1, cx, cw);
+      }
+      cx += cw;
+    }
+  };
+  walk(top, flameZoom.length - 1, 0, width);
+  const depth = Math.max(...frames.map((f) => f[1])) + 1;
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", String(width));
+  svg.setAttribute("height", String(depth * FLAME_ROW));
+  for (const [n, d, x, w, caller] of frames) {
+    const g = document.createElementNS(SVG, "g");
+    g.setAttribute("class", "frame");
+    g.dataset.name = n.name;
+    g.dataset.kind = n.kind;
+    g.dataset.samples = String(n.samples);
+    const rect = document.createElementNS(SVG, "rect");
+    rect.setAttribute("x", x.toFixed(1));
+    rect.setAttribute("y", String(d * FLAME_ROW));
+    rect.setAttribute("width", Math.max(w, 0.5).toFixed(1));
+    rect.setAttribute("height", String(FLAME_ROW - 1));
+    rect.setAttribute("fill", caller ? "hsl(0, 0%, 88%)" : flameColour(n));
+    const title = document.createElementNS(SVG, "title");
+    const share = (100 * value(n)) / (value(data.root) || 1);
+    title.textContent = `${n.name}: ${n.samples} samples, ${share.toFixed(2)}% of all` +
+      (n.kind === "kernel" ? " (kernel)" : n.kind === "unsymbolized" ? " (no symbol)" : "");
+    g.append(title, rect);
+    const fits = Math.floor((w - 6) / 7);
+    if (fits >= 3) {
+      const text = document.createElementNS(SVG, "text");
+      text.setAttribute("x", (x + 3).toFixed(1));
+      text.setAttribute("y", String(d * FLAME_ROW + 12));
+      text.textContent = n.name.length <= fits ? n.name : n.name.slice(0, fits - 1) + "…";
+      g.append(text);
+    }
+    g.addEventListener("click", () => {
+      // A caller (or the top) zooms out to it, a callee in.
+      const at = flameZoom.indexOf(n);
+      flameZoom = at >= 0 ? flameZoom.slice(0, at + 1) : flameZoom.concat(flamePath(top, n).slice(1));
+      drawFlame();
+    });
+    svg.append(g);
+  }
+  graph.replaceChildren(svg);
+}
+
+// The frames from `from` down to `to` (both included).
+function flamePath(from, to) {
+  if (from === to) return [from];
+  for (const c of from.children) {
+    const p = flamePath(c, to);
+    if (p) return [from, ...p];
+  }
+  return null;
+}
+
+document.querySelector("#cgroup-top tbody").addEventListener("click", (e) => {
+  const btn = e.target.closest("button.profile");
+  const tr = btn && btn.closest("tr");
+  if (tr && tr.flameTarget && !flameBusy) takeProfile(tr.flameTarget);
+});
 
 function show(frame) {
   frames += 1;
