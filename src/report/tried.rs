@@ -87,3 +87,51 @@ impl Row<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The head says what is taken, or why nothing is (in the table's
+    /// own words); a line follows for each rejected alternative only.
+    #[test]
+    fn a_row_says_what_is_taken_or_why_not_and_what_was_rejected() {
+        let absent = Problem::NotOnPlatform {
+            event: "cpu/slots/".into(),
+            detail: "no PMU matches `cpu/slots/` on this host".into(),
+        };
+        let tried = [
+            CheckTried::of(&Tried {
+                event: "cpu/slots/".into(),
+                problem: Some(absent),
+            }),
+            CheckTried::of(&Tried {
+                event: "cycles".into(),
+                problem: None,
+            }),
+        ];
+        assert_eq!(tried[1].reason, SELECTED);
+        let row = |class, taken| Row {
+            name: "m",
+            status: "fallback",
+            class,
+            taken,
+            should_be: "computable",
+            tried: &tried,
+        };
+        let mut s = String::new();
+        row(None, Some("cycles")).head(&mut s, 6);
+        row(Some("not_on_platform"), None).head(&mut s, 6);
+        row(Some("failed"), None).head(&mut s, 6);
+        row(None, None).head(&mut s, 6);
+        row(None, Some("cycles")).rejected(&mut s, 6);
+        assert_eq!(
+            s,
+            "m       fallback     cycles\n\
+             m       fallback     - (not on this platform)\n\
+             m       fallback     - (failed: should be computable here)\n\
+             m       fallback     -\n\
+             \x20         tried cpu/slots/: no PMU matches `cpu/slots/` on this host\n"
+        );
+    }
+}
