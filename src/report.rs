@@ -26,6 +26,17 @@ pub use list::{ListEvent, ListReport};
 pub use refusal::{diagnose, explain_first, nothing_to_count, Counting, NothingToCount};
 pub use tried::CheckTried;
 
+/// The width of a name column: its widest name, or its heading if wider,
+/// at most [`MAX_COLUMN`].
+fn column<'a>(names: impl Iterator<Item = &'a str>, heading: &str) -> usize {
+    names
+        .map(str::len)
+        .max()
+        .unwrap_or(0)
+        .max(heading.len())
+        .min(MAX_COLUMN)
+}
+
 fn hex(v: u64) -> String {
     format!("{v:#x}")
 }

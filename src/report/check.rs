@@ -5,8 +5,8 @@
 use super::refusal::{nothing_to_count, Counting, NothingToCount};
 use super::tried::{CheckTried, Row};
 use super::{
-    counters, derived, hex, identity, selftest, CheckBudget, CheckCgroups, CheckDerived,
-    CheckIdentity, MAX_COLUMN,
+    column, counters, derived, hex, identity, selftest, CheckBudget, CheckCgroups, CheckDerived,
+    CheckIdentity,
 };
 use crate::pmu::PmuTable;
 use crate::problem::{Class, Problem};
@@ -251,13 +251,7 @@ impl CheckReport {
     /// Human-readable text.
     pub fn text(&self) -> String {
         let mut s = String::new();
-        let w = self
-            .metrics
-            .iter()
-            .map(|m| m.metric.len())
-            .max()
-            .unwrap_or(6)
-            .clamp(6, MAX_COLUMN);
+        let w = column(self.metrics.iter().map(|m| m.metric.as_str()), "METRIC");
         s.push_str(&identity::identity_text(&self.cpu_identities));
         let _ = writeln!(s, "{:w$}  {:11}  EVENT", "METRIC", "STATUS");
         for m in &self.metrics {

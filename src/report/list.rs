@@ -1,7 +1,7 @@
 //! The `list` report: every event the host offers and, when probed,
 //! whether it opens.
 
-use super::{hex, MAX_COLUMN};
+use super::{column, hex};
 use crate::pmu::PmuTable;
 use crate::privilege::Privilege;
 use crate::problem::Problem;
@@ -179,13 +179,7 @@ impl ListReport {
     /// Human-readable text, ending with the summary line.
     pub fn text(&self) -> String {
         let mut s = String::new();
-        let w = self
-            .events
-            .iter()
-            .map(|e| e.name.len())
-            .max()
-            .unwrap_or(5)
-            .clamp(5, MAX_COLUMN);
+        let w = column(self.events.iter().map(|e| e.name.as_str()), "EVENT");
         let _ = writeln!(
             s,
             "{:w$}  {:10}  {:>4}  {:>18}  AVAILABLE",
