@@ -54,7 +54,6 @@ pub fn prober(kernel: &dyn Kernel) -> impl Fn(&str, &Instance) -> Result<(), Pro
 mod tests {
     use super::*;
     use crate::perf::sim::SimKernel;
-    use crate::pmu::PmuTable;
 
     fn instance(pmu: &str, type_: u32, config: u64, cpu: u32) -> Instance {
         Instance {
@@ -75,9 +74,7 @@ mod tests {
     /// reason stays a refusal.
     #[test]
     fn a_perf_metrics_event_is_probed_under_a_slots_leader() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/sysfs/intel-hybrid");
-        let k = SimKernel::with_manual_clock(PmuTable::discover(&root).unwrap());
+        let k = SimKernel::with_manual_clock(crate::pmu::fixtures::table("intel-hybrid"));
         let retiring = instance("cpu_core", 4, 0x8000, 0);
         let alone = EventAttr {
             type_: 4,

@@ -44,6 +44,25 @@ pub struct HostSettings {
 }
 
 impl HostSettings {
+    /// The simulated PMU of the sysfs tree `sysfs`, with the embedded
+    /// default config and every other setting off.
+    pub fn simulated(sysfs: PathBuf, procfs: PathBuf) -> Self {
+        HostSettings {
+            sysfs,
+            procfs,
+            tracefs: None,
+            cgroupfs: None,
+            simulate: true,
+            simulate_read_delay: None,
+            simulate_refuse: Vec::new(),
+            simulate_guest_rate: Vec::new(),
+            self_test: false,
+            simulate_open_delay: None,
+            config_file: None,
+            aggregate_cpus: false,
+        }
+    }
+
     /// The start-up self-test's verdicts on `kernel` (`--collector.self-test`;
     /// empty without it, or without a kernel to count on).
     pub fn self_test(

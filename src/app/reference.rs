@@ -241,18 +241,8 @@ fn count_on(
     seen: &mut BTreeMap<String, Seen>,
 ) {
     let settings = HostSettings {
-        sysfs: sysfs.to_path_buf(),
-        procfs: procfs.to_path_buf(),
         tracefs: Some(tracefs.to_path_buf()),
-        cgroupfs: None,
-        simulate: true,
-        simulate_read_delay: None,
-        simulate_refuse: Vec::new(),
-        simulate_guest_rate: Vec::new(),
-        self_test: false,
-        simulate_open_delay: None,
-        config_file: None,
-        aggregate_cpus: false,
+        ..HostSettings::simulated(sysfs.to_path_buf(), procfs.to_path_buf())
     };
     let Ok(h) = Host::open(&settings) else {
         return;

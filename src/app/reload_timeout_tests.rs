@@ -23,18 +23,11 @@ fn sources(dir: &Path, limit: Duration) -> Sources {
     std::fs::write(&cfg, ONE_SET).expect("write the config");
     Sources {
         host: HostSettings {
-            sysfs: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx"),
-            procfs: "/proc".into(),
-            tracefs: None,
-            cgroupfs: None,
-            simulate: true,
-            simulate_read_delay: None,
-            simulate_refuse: Vec::new(),
-            simulate_guest_rate: Vec::new(),
-            self_test: false,
-            simulate_open_delay: None,
             config_file: Some(cfg),
-            aggregate_cpus: false,
+            ..HostSettings::simulated(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx"),
+                "/proc".into(),
+            )
         },
         web_config_file: None,
         allow_downgrade: false,
@@ -77,21 +70,9 @@ fn a_read_that_never_returns_fails_that_reload_only() {
     );
     let engine = Arc::new(Mutex::new(engine));
     let state = State::new(web::Options {
-        engine: engine.clone(),
-        telemetry_path: "/metrics".into(),
-        route_prefix: String::new(),
-        simulated: true,
         config_name: cfg.display().to_string(),
-        otlp: None,
-        web_config: WebConfig::default(),
-        max_requests: 0,
-        max_connections: 0,
-        max_streams: 0,
-        process_metrics: true,
-        allowed_origins: Vec::new(),
-        read_header_timeout: Duration::from_secs(10),
-        request_timeout: Duration::from_secs(10),
         procfs: src.host.procfs.clone(),
+        ..web::Options::for_tests(engine.clone())
     });
     let mut job = Job {
         guard: Guard::of(&WebConfig::default()),

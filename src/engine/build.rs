@@ -126,9 +126,7 @@ mod tests {
     /// from its enable.
     #[test]
     fn an_engine_opened_disabled_is_the_same_once_enabled() {
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
-        let t = PmuTable::discover(&root).unwrap();
+        let t = crate::pmu::fixtures::table("intel-skx");
         let cfg = Config::default_config();
         let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
         assert_eq!(

@@ -568,14 +568,8 @@ fn sample(labels: Vec<(&'static str, String)>, value: f64) -> Sample {
 mod tests {
     use super::*;
     use crate::perf::sim::SimKernel;
+    use crate::pmu::fixtures::table;
     use crate::problem::Reason;
-
-    fn table(f: &str) -> PmuTable {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/sysfs")
-            .join(f);
-        PmuTable::discover(&root).unwrap()
-    }
 
     fn codes(b: &PmuCounters) -> Vec<&'static str> {
         b.held.iter().map(Reason::code).collect()

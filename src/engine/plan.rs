@@ -252,9 +252,7 @@ pub(super) mod tests {
     /// table, the kernel and the resolution (also for the per-cgroup
     /// planning's test).
     pub(in crate::engine) fn hybrid_topdown_resolution() -> (PmuTable, Arc<SimKernel>, Resolution) {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/sysfs/intel-hybrid");
-        let table = PmuTable::discover(&root).unwrap();
+        let table = crate::pmu::fixtures::table("intel-hybrid");
         let yaml = r#"
 sets:
   - name: td
@@ -362,9 +360,7 @@ sets:
     /// split again (else it would be re-split at every other collection).
     #[test]
     fn a_split_keeps_the_perf_metrics_unit() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/sysfs/intel-hybrid");
-        let table = PmuTable::discover(&root).unwrap();
+        let table = crate::pmu::fixtures::table("intel-hybrid");
         let member = |config: u64| MemberPlan {
             metric: 0,
             attr: EventAttr {

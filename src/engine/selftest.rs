@@ -400,14 +400,8 @@ pub fn family(tests: &[SelfTest]) -> Option<Family> {
 mod tests {
     use super::*;
     use crate::perf::sim::SimKernel;
+    use crate::pmu::fixtures::table;
     use crate::problem::plausible::FreqSource;
-
-    fn table(f: &str) -> PmuTable {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/sysfs")
-            .join(f);
-        PmuTable::discover(&root).unwrap()
-    }
 
     fn run_sim(k: &SimKernel) -> Vec<SelfTest> {
         let t = k.table().clone();

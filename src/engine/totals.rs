@@ -378,7 +378,6 @@ mod tests {
         use crate::config::Config;
         use crate::engine::Fds;
         use crate::perf::sim::SimKernel;
-        use crate::pmu::PmuTable;
         use std::sync::Arc;
         const N: usize = 500;
         let mut yaml = String::from("sets:\n");
@@ -388,9 +387,7 @@ mod tests {
             ));
         }
         let cfg = Config::parse(&yaml, "n.yaml").unwrap();
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/vm-no-pmu");
-        let t = PmuTable::discover(&root).unwrap();
+        let t = crate::pmu::fixtures::table("vm-no-pmu");
         let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
         let mut old = Engine::for_config(k.clone(), t.clone(), &cfg, Fds::Unbounded);
         old.collect();
@@ -529,7 +526,6 @@ mod tests {
         use crate::config::Config;
         use crate::engine::Fds;
         use crate::perf::sim::SimKernel;
-        use crate::pmu::PmuTable;
         use std::sync::Arc;
         let sets = |n: usize| {
             let mut yaml = String::from("sets:\n");
@@ -540,9 +536,7 @@ mod tests {
             }
             Config::parse(&yaml, "n.yaml").unwrap()
         };
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/vm-no-pmu");
-        let t = PmuTable::discover(&root).unwrap();
+        let t = crate::pmu::fixtures::table("vm-no-pmu");
         let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
         let engine = |n: usize| Engine::for_config(k.clone(), t.clone(), &sets(n), Fds::Unbounded);
         let mut a = engine(2);

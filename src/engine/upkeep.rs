@@ -125,14 +125,11 @@ mod tests {
     use crate::config::Config;
     use crate::engine::Fds;
     use crate::perf::sim::SimKernel;
-    use crate::pmu::PmuTable;
 
     const SEC: u64 = 1_000_000_000;
 
     fn engine(setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
-        let t = PmuTable::discover(&root).unwrap();
+        let t = crate::pmu::fixtures::table("intel-skx");
         let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
         setup(&k);
         let cfg = Config::default_config();

@@ -26,6 +26,8 @@
 
 pub mod cpuclock;
 pub mod cpuid;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod host;
 pub mod virt;
 

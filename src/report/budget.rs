@@ -68,13 +68,7 @@ impl CheckBudget {
             self.cpus,
             self.total as f64 / self.cpus.max(1) as f64
         );
-        let w = self
-            .families
-            .iter()
-            .map(|f| f.family.len())
-            .max()
-            .unwrap_or(0)
-            .min(super::MAX_COLUMN);
+        let w = super::column(self.families.iter().map(|f| f.family.as_str()), "");
         for f in &self.families {
             let _ = writeln!(s, "  {:w$}  {:>6}", escape(&f.family), f.series);
         }

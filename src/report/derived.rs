@@ -1,11 +1,9 @@
 //! The derived metrics in the `check` report: which alternative of each
 //! `expr:` this host takes, and why the others (or all) were rejected.
 
-use super::CheckTried;
-use crate::problem::{Class, Problem};
-use crate::resolve::chain::SELECTED;
+use super::tried::{CheckTried, Row};
+use crate::problem::Class;
 use crate::resolve::derived::DerivedResolution;
-use crate::terminal::escape;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -34,19 +32,7 @@ impl CheckDerived {
                 status: d.status.as_str(),
                 class: d.class().map(Class::as_str),
                 expr: d.expr.clone(),
-                tried: d
-                    .tried
-                    .iter()
-                    .map(|t| CheckTried {
-                        event: t.event.clone(),
-                        reason: t
-                            .problem
-                            .as_ref()
-                            .map_or(SELECTED.into(), ToString::to_string),
-                        problem: t.problem.as_ref().map(Problem::code),
-                        what_to_do: t.problem.as_ref().map(Problem::what_to_do),
-                    })
-                    .collect(),
+                tried: d.tried.iter().map(CheckTried::of).collect(),
             })
             .collect()
     }
@@ -61,26 +47,16 @@ pub(super) fn text(rows: &[CheckDerived], w: usize) -> String {
     }
     let _ = writeln!(s, "{:w$}  {:11}  EXPR", "DERIVED", "STATUS");
     for d in rows {
-        let _ = writeln!(
-            s,
-            "{:w$}  {:11}  {}",
-            escape(&d.name),
-            d.status,
-            escape(match d.class {
-                Some("not_on_platform") => "- (not on this platform)",
-                Some(_) => "- (failed: should be computable here)",
-                None => d.expr.as_deref().unwrap_or("-"),
-            })
-        );
-        for t in d.tried.iter().filter(|t| t.problem.is_some()) {
-            let _ = writeln!(
-                s,
-                "{:w$}    tried {}: {}",
-                "",
-                escape(&t.event),
-                escape(&t.reason)
-            );
-        }
+        let row = Row {
+            name: &d.name,
+            status: d.status,
+            class: d.class,
+            taken: d.expr.as_deref(),
+            should_be: "computable",
+            tried: &d.tried,
+        };
+        row.head(&mut s, w);
+        row.rejected(&mut s, w);
     }
     let n = |st: &str| rows.iter().filter(|d| d.status == st).count();
     let _ = writeln!(

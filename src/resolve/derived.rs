@@ -202,10 +202,8 @@ pub fn resolve_derived(
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::pmu::PmuTable;
     use crate::resolve::chain::resolve_config;
     use crate::resolve::Context;
-    use std::path::Path;
 
     /// Perf's two top-down level-1 formulas for "retiring": the
     /// perf-metrics events (Ice Lake and later: `topdown-retiring` over
@@ -235,10 +233,7 @@ derived:
 "#;
 
     fn on(fixture: &str) -> DerivedResolution {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/sysfs")
-            .join(fixture);
-        let table = PmuTable::discover(&root).unwrap();
+        let table = crate::pmu::fixtures::table(fixture);
         let cfg = Config::parse(CFG, "t.yaml").unwrap();
         let res = resolve_config(&cfg, &table, &Context::default(), None);
         resolve_derived(&cfg.derived, &res, &HostLiterals::discover(&table))

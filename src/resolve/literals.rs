@@ -121,13 +121,9 @@ impl HostLiterals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     fn on(fixture: &str) -> HostLiterals {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/sysfs")
-            .join(fixture);
-        HostLiterals::discover(&PmuTable::discover(&root).unwrap())
+        HostLiterals::discover(&crate::pmu::fixtures::table(fixture))
     }
 
     fn all(h: &HostLiterals) -> Vec<(&'static str, Result<f64, String>)> {

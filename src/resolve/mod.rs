@@ -728,15 +728,7 @@ fn placement(table: &PmuTable, p: &Pmu, alias: Option<&PmuEvent>) -> (Vec<u32>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pmu::PmuTable;
-    use std::path::Path;
-
-    fn fixture(name: &str) -> PmuTable {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/sysfs")
-            .join(name);
-        PmuTable::discover(&root).unwrap()
-    }
+    use crate::pmu::fixtures::table as fixture;
 
     #[test]
     fn imc_on_skx() {

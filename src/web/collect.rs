@@ -298,37 +298,18 @@ mod tests {
     use crate::config::Config;
     use crate::engine::Fds;
     use crate::perf::sim::SimKernel;
-    use crate::pmu::PmuTable;
-    use crate::web::config::WebConfig;
+    use crate::pmu::fixtures::table;
     use std::time::Duration;
 
     /// A server's state over the default config on intel-skx's simulated
     /// PMU (its core sets summed per socket: per-CPU detail to build).
     fn state() -> (Arc<State>, Arc<Mutex<Engine>>, Arc<SimKernel>) {
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-skx");
-        let t = PmuTable::discover(&root).unwrap();
+        let t = table("intel-skx");
         let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
         let mut e = Engine::for_config(k.clone(), t, &Config::default_config(), Fds::Unbounded);
         e.check_plausibility("/nonexistent/proc".into());
         let engine = Arc::new(Mutex::new(e));
-        let st = State::new(crate::web::Options {
-            engine: engine.clone(),
-            telemetry_path: "/metrics".into(),
-            route_prefix: String::new(),
-            simulated: true,
-            config_name: "test".into(),
-            otlp: None,
-            web_config: WebConfig::default(),
-            max_requests: 0,
-            max_connections: 0,
-            max_streams: 0,
-            process_metrics: true,
-            allowed_origins: Vec::new(),
-            read_header_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_secs(10),
-            procfs: "/nonexistent/proc".into(),
-        });
+        let st = State::new(crate::web::Options::for_tests(engine.clone()));
         (st, engine, k)
     }
 

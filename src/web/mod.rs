@@ -139,6 +139,32 @@ pub struct Options {
     pub procfs: std::path::PathBuf,
 }
 
+#[cfg(test)]
+impl Options {
+    /// A test server's options over `engine`: simulated, without limits,
+    /// OTLP or a web config file, the config named `test`, the process
+    /// metrics read under a procfs that does not exist.
+    pub(crate) fn for_tests(engine: Arc<Mutex<Engine>>) -> Self {
+        Options {
+            engine,
+            telemetry_path: "/metrics".into(),
+            route_prefix: String::new(),
+            simulated: true,
+            config_name: "test".into(),
+            otlp: None,
+            web_config: WebConfig::default(),
+            max_requests: 0,
+            max_connections: 0,
+            max_streams: 0,
+            process_metrics: true,
+            allowed_origins: Vec::new(),
+            read_header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(10),
+            procfs: "/nonexistent/proc".into(),
+        }
+    }
+}
+
 /// The web config as served: the file plus its auth and rate limiter.
 #[derive(Debug)]
 struct WebRuntime {

@@ -3,27 +3,26 @@
 # rotation, so that every set has many turns and the fixed kernel time
 # around the loop weighs 0.1%.
 N=100000000
+# around_workload CONFIG LOG HAS READY BEFORE WORKLOAD AFTER: serves CONFIG
+# (its log in LOG), waits until HAS in section READY, scrapes in sections
+# BEFORE and AFTER around the workload (section WORKLOAD) and stops.
+around_workload() {
+  perf-exporter --config.file "$1" serve --web.listen-address 127.0.0.1:9659 >"$2" 2>&1 &
+  pid=$!
+  section "$4" poll 300 "$3"
+  section "$5" wget -q -O - $URL
+  section "$6" workload $N /sys/fs/cgroup/wl cycles-only
+  section "$7" wget -q -O - $URL
+  kill $pid
+  wait $pid
+}
 has_series() { wget -q -O - $URL | grep -q '^perf_cgroup_mux_a_instructions_total{.*cgroup="wl"'; }
 echo +pids >/sys/fs/cgroup/cgroup.subtree_control
 mkdir -p /sys/fs/cgroup/wl
-perf-exporter --config.file mux.yaml serve --web.listen-address 127.0.0.1:9659 >/tmp/exp.log 2>&1 &
-pid=$!
-section ready poll 300 has_series
-section metrics-before wget -q -O - $URL
-section workload workload $N /sys/fs/cgroup/wl cycles-only
-section metrics-after wget -q -O - $URL
-kill $pid
-wait $pid
+around_workload mux.yaml /tmp/exp.log has_series ready metrics-before workload metrics-after
 section log cat /tmp/exp.log
 
 # The eight single-event sets alone, node-wide: each runs about 6/8 of
 # the time.
 has_mux8() { wget -q -O - $URL | grep -q '^perf_mux_a_instructions_total'; }
-perf-exporter --config.file mux8.yaml serve --web.listen-address 127.0.0.1:9659 >/tmp/exp8.log 2>&1 &
-pid=$!
-section ready8 poll 300 has_mux8
-section mux8-before wget -q -O - $URL
-section workload8 workload $N /sys/fs/cgroup/wl cycles-only
-section mux8-after wget -q -O - $URL
-kill $pid
-wait $pid
+around_workload mux8.yaml /tmp/exp8.log has_mux8 ready8 mux8-before workload8 mux8-after

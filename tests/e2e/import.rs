@@ -38,17 +38,25 @@ fn strict_check(fixture: &str, cfg: &Path) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
-const SKX: [&str; 2] = [
-    "tests/fixtures/perf-json/skylakex/events.json",
-    "tests/fixtures/perf-json/skylakex/skx-metrics.json",
-];
+/// The `key` array of a `check --json` report (`metrics`, `derived`),
+/// which must hold `n` entries, each resolved.
+fn all_resolved<'a>(v: &'a Value, key: &str, n: usize) -> &'a [Value] {
+    let all = v[key].as_array().unwrap();
+    assert_eq!(all.len(), n, "{key}");
+    for e in all {
+        assert_eq!(e["status"], "resolved", "{e}");
+    }
+    all
+}
 
-#[test]
-fn perf_json_becomes_a_config_check_accepts_on_the_matching_fixture() {
-    let o = run(&["metrics", "import", SKX[0], SKX[1]]);
+/// `metrics import` of `args`, which must succeed and print the golden
+/// `tests/golden/import/<golden>` (`UPDATE_GOLDEN=1` writes it): the
+/// config printed.
+fn import_is_golden(args: &[&str], golden: &str) -> String {
+    let o = run(&[&["metrics", "import"], args].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let yaml = String::from_utf8(o.stdout).expect("UTF-8");
-    let golden: PathBuf = root().join("tests/golden/import/skylakex.yaml");
+    let golden: PathBuf = root().join("tests/golden/import").join(golden);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
         std::fs::write(&golden, &yaml).unwrap();
@@ -60,6 +68,17 @@ fn perf_json_becomes_a_config_check_accepts_on_the_matching_fixture() {
         "the imported config differs from {}",
         golden.display()
     );
+    yaml
+}
+
+const SKX: [&str; 2] = [
+    "tests/fixtures/perf-json/skylakex/events.json",
+    "tests/fixtures/perf-json/skylakex/skx-metrics.json",
+];
+
+#[test]
+fn perf_json_becomes_a_config_check_accepts_on_the_matching_fixture() {
+    let want = import_is_golden(&SKX, "skylakex.yaml");
 
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("skx.yaml");
@@ -82,11 +101,7 @@ fn perf_json_becomes_a_config_check_accepts_on_the_matching_fixture() {
     assert_eq!(std::fs::read_to_string(&cfg).unwrap(), want);
 
     let v = strict_check("intel-skx", &cfg);
-    let metrics = v["metrics"].as_array().unwrap();
-    assert_eq!(metrics.len(), 13);
-    for m in metrics {
-        assert_eq!(m["status"], "resolved", "{m}");
-    }
+    all_resolved(&v, "metrics", 13);
 }
 
 #[test]
@@ -118,20 +133,7 @@ fn files_that_are_not_perf_json_are_refused_by_name_and_line() {
 fn a_target_sysfs_resolves_tsc_and_check_accepts_every_metric() {
     let skx = root().join("tests/fixtures/sysfs/intel-skx");
     let skx = skx.to_str().unwrap();
-    let o = run(&["metrics", "import", SKX[0], SKX[1], "--target", skx]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let yaml = String::from_utf8(o.stdout).expect("UTF-8");
-    let golden: PathBuf = root().join("tests/golden/import/skylakex-target.yaml");
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&golden, &yaml).unwrap();
-    }
-    let want = std::fs::read_to_string(&golden).expect("golden (UPDATE_GOLDEN=1 writes it)");
-    assert_eq!(
-        yaml,
-        want,
-        "the imported config differs from {}",
-        golden.display()
-    );
+    let yaml = import_is_golden(&[SKX[0], SKX[1], "--target", skx], "skylakex-target.yaml");
     assert!(yaml.contains("# 14 metrics taken, 0 left out."));
     assert!(yaml.contains(r#"event: ["msr/tsc/"]"#));
 
@@ -139,16 +141,8 @@ fn a_target_sysfs_resolves_tsc_and_check_accepts_every_metric() {
     let cfg = dir.path().join("skx.yaml");
     std::fs::write(&cfg, &yaml).unwrap();
     let v = strict_check("intel-skx", &cfg);
-    let metrics = v["metrics"].as_array().unwrap();
-    assert_eq!(metrics.len(), 15);
-    for m in metrics {
-        assert_eq!(m["status"], "resolved", "{m}");
-    }
-    let derived = v["derived"].as_array().unwrap();
-    assert_eq!(derived.len(), 14);
-    for d in derived {
-        assert_eq!(d["status"], "resolved", "{d}");
-    }
+    all_resolved(&v, "metrics", 15);
+    let derived = all_resolved(&v, "derived", 14);
     let c6 = derived
         .iter()
         .find(|d| d["name"] == "c6_core_residency")

@@ -393,12 +393,9 @@ impl SimKernel {
 mod tests {
     use super::*;
     use crate::perf::{Counter, GroupReading, Kernel};
-    use crate::pmu::PmuTable;
 
     fn hybrid() -> SimKernel {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/sysfs/intel-hybrid");
-        SimKernel::with_manual_clock(PmuTable::discover(&root).unwrap())
+        SimKernel::with_manual_clock(crate::pmu::fixtures::table("intel-hybrid"))
     }
 
     fn open(k: &SimKernel, pmu: &str, config: u64, g: Option<&Counter>) -> Result<Counter, i32> {

@@ -2,17 +2,11 @@
 
 use super::*;
 use crate::perf::{Counter, ErrorKind, EventAttr, GroupReading, Kernel};
+use crate::pmu::fixtures::table as fixture;
 use crate::sys::abi::{TYPE_HARDWARE, TYPE_HW_CACHE, TYPE_SOFTWARE, TYPE_TRACEPOINT};
 use std::path::Path;
 
 const SEC: u64 = 1_000_000_000;
-
-fn fixture(name: &str) -> PmuTable {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/sysfs")
-        .join(name);
-    PmuTable::discover(&root).unwrap()
-}
 
 fn sim(name: &str) -> SimKernel {
     SimKernel::with_manual_clock(fixture(name))
