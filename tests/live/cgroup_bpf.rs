@@ -255,6 +255,38 @@ fn pinned_ping_pong(n: u32, cpu: u32) -> String {
     )
 }
 
+/// The context switches each workload printed (it has exited after).
+fn own_switches<const N: usize>(workloads: [Python; N]) -> Vec<f64> {
+    workloads
+        .into_iter()
+        .map(|w| {
+            w.output()
+                .trim()
+                .parse()
+                .expect("python printed its switches")
+        })
+        .collect()
+}
+
+/// A cgroup's CPU clock (seconds) agrees with its cpu.stat's growth.
+fn assert_cpu_clock(c: &str, cpu: f64, stat: f64) {
+    assert!(
+        (cpu - stat).abs() <= 0.02 * stat + 0.003,
+        "{c}: cpu clock {cpu} s vs cpu.stat {stat} s"
+    );
+}
+
+/// A tree whose top has the children `a` and `b`, all three listed:
+/// the tree (removed on drop), the listing and their paths (top, a, b).
+fn parent_and_two(tag: &str) -> (CgroupTree, Listed, [String; 3]) {
+    let tree = CgroupTree::new("pe-bpf", tag);
+    let (a, b) = (rel(&tree, "a"), rel(&tree, "b"));
+    let parent = tree.top.file_name().unwrap().to_string_lossy().to_string();
+    let d = Listed::new(&tree);
+    d.set(vec![parent.clone(), a.clone(), b.clone()]);
+    (tree, d, [parent, a, b])
+}
+
 /// Two cgroups, each a ping-pong of two processes, all four pinned to one
 /// CPU: most switches stay within a cgroup's css_set, where the program
 /// charges nothing until the next switch to another css_set (or a read),
@@ -265,11 +297,7 @@ fn pinned_ping_pong(n: u32, cpu: u32) -> String {
 #[test]
 fn bpf_switches_within_one_cgroup_lose_nothing() {
     let _s = serial();
-    let tree = CgroupTree::new("pe-bpf", "within");
-    let (a, b) = (rel(&tree, "a"), rel(&tree, "b"));
-    let parent = tree.top.file_name().unwrap().to_string_lossy().to_string();
-    let d = Listed::new(&tree);
-    d.set(vec![parent.clone(), a.clone(), b.clone()]);
+    let (_tree, d, [parent, a, b]) = parent_and_two("within");
     let mut e = engine(Which::Bpf(64), &d);
     let dirs = [d.root.join(&a), d.root.join(&b)];
     let stat0 = usages(&[&dirs[0], &dirs[1]]);
@@ -278,15 +306,7 @@ fn bpf_switches_within_one_cgroup_lose_nothing() {
         Python::start(&dirs[0], &pinned_ping_pong(20000, 0)),
         Python::start(&dirs[1], &pinned_ping_pong(20000, 0)),
     ];
-    let reported: Vec<f64> = workloads
-        .into_iter()
-        .map(|w| {
-            w.output()
-                .trim()
-                .parse()
-                .expect("python printed its switches")
-        })
-        .collect();
+    let reported = own_switches(workloads);
     // Both have exited: their cgroups are empty, cpu.stat is final.
     let after = e.collect();
     let stat1 = usages(&[&dirs[0], &dirs[1]]);
@@ -299,10 +319,7 @@ fn bpf_switches_within_one_cgroup_lose_nothing() {
             "{c}: cpu clock {cpu:.4} s (cpu.stat {stat:.4} s), switches {sw} (own {})",
             reported[i]
         );
-        assert!(
-            (cpu - stat).abs() <= 0.02 * stat + 0.003,
-            "{c}: cpu clock {cpu} s vs cpu.stat {stat} s"
-        );
+        assert_cpu_clock(c, cpu, stat);
         assert!(reported[i] >= 20000.0);
         common::cgroup::assert_own_switches(sw, reported[i]);
         sums[0] += cpu;
@@ -362,24 +379,13 @@ fn bpf_switches_between_cgroups_with_the_same_owners_lose_nothing() {
         Python::start(&dir(&p), &cross_ping_pong(&dir(&x), &dir(&y), 20000, 0)),
         Python::start(&dir(&u), &cross_ping_pong(&dir(&u), &dir(&v), 20000, 0)),
     ];
-    let reported: Vec<f64> = workloads
-        .into_iter()
-        .map(|w| {
-            w.output()
-                .trim()
-                .parse()
-                .expect("python printed its switches")
-        })
-        .collect();
+    let reported = own_switches(workloads);
     let after = e.collect();
     let stat = usage_usec(&dir(&p)) as f64 * 1e-6 - stat0;
     let cpu = delta(&before, &after, "perf_cgroup_cpu_clock_seconds_total", &p);
     let sw = delta(&before, &after, "perf_cgroup_context_switches_total", &p);
     eprintln!("{p}: cpu clock {cpu:.4} s (cpu.stat {stat:.4} s), switches {sw} (own {reported:?})");
-    assert!(
-        (cpu - stat).abs() <= 0.02 * stat + 0.003,
-        "{p}: cpu clock {cpu} s vs cpu.stat {stat} s"
-    );
+    assert_cpu_clock(&p, cpu, stat);
     assert!(reported[0] >= 20000.0);
     common::cgroup::assert_own_switches(sw, reported[0]);
 }
@@ -407,11 +413,7 @@ fn ping_pong_then_move(to: &Path, n: u32, cpu: u32) -> String {
 #[test]
 fn bpf_a_task_moving_itself_mid_interval_takes_nothing_with_it() {
     let _s = serial();
-    let tree = CgroupTree::new("pe-bpf", "moves");
-    let (a, b) = (rel(&tree, "a"), rel(&tree, "b"));
-    let parent = tree.top.file_name().unwrap().to_string_lossy().to_string();
-    let d = Listed::new(&tree);
-    d.set(vec![parent.clone(), a.clone(), b.clone()]);
+    let (_tree, d, [parent, a, b]) = parent_and_two("moves");
     let mut e = engine(Which::Bpf(64), &d);
     let before = e.collect();
     let out = Python::start(
