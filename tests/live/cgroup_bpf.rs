@@ -665,7 +665,7 @@ fn bpf_counts_are_kept_when_a_cpu_comes_back() {
         let mut f = Vec::new();
         cc.families(&mut f);
         let s = Snapshot { families: f };
-        value(&s, "perf_cgroup_cpu_clock_seconds_total", &c).unwrap()
+        value(&s, "perf_cgroup_cpu_clock_seconds_total", c).unwrap()
     };
     let dirs = [dir.as_path()];
     let without: Vec<u32> = online.iter().copied().filter(|&x| x != online[1]).collect();
@@ -673,14 +673,14 @@ fn bpf_counts_are_kept_when_a_cpu_comes_back() {
         "cpu-clock across a reopen vs cpu.stat (bpf)",
         LARGE_GAP,
         |_| {
-            let b0 = bracket(|| usages(&dirs), || read(&mut *cc, &online));
-            wait_usage(&dir, 500_000);
+            let b0 = bracket(|| usages(&dirs), || read(&mut *cc, online));
+            wait_usage(dir, 500_000);
             let v1 = read(&mut *cc, &without);
-            let v2 = read(&mut *cc, &online); // back: new counters on that CPU
+            let v2 = read(&mut *cc, online); // back: new counters on that CPU
             let v0 = b0.value;
             assert!(v2 >= v1 && v1 >= v0, "{v0} {v1} {v2}");
-            wait_usage(&dir, 500_000);
-            let b3 = bracket(|| usages(&dirs), || read(&mut *cc, &online));
+            wait_usage(dir, 500_000);
+            let b3 = bracket(|| usages(&dirs), || read(&mut *cc, online));
             let ours = b3.value - v0;
             agrees_with_stat("cpu-clock across the reopen", ours, &b0, &b3)
         },
@@ -823,7 +823,7 @@ fn bpf_per_cpu_series_sum_to_cpu_stat() {
         ..
     } = w;
     let per_cpu = |cc: &mut CgroupCounting| -> Vec<(String, f64)> {
-        cc.collect(&online);
+        cc.collect(online);
         let mut f = Vec::new();
         cc.families(&mut f);
         let fam = f
@@ -848,7 +848,7 @@ fn bpf_per_cpu_series_sum_to_cpu_stat() {
         LARGE_GAP,
         |_| {
             let a = bracket(|| usages(&dirs), || per_cpu(&mut *cc));
-            wait_usage(&dir, 1_000_000);
+            wait_usage(dir, 1_000_000);
             let b = bracket(|| usages(&dirs), || per_cpu(&mut *cc));
             assert_eq!(b.value.len(), online.len(), "{:?}", b.value);
             let sum: f64 =
