@@ -7,16 +7,27 @@
 // one map per k, as loaders size a PERF_EVENT_ARRAY to the possible CPUs).
 // `on_switch` is attached to the `sched_switch` raw tracepoint, which
 // __schedule() hits before the switch, while the previous task is still
-// `current`. When the next task is in the same css_set as the previous one
-// (the same cgroup), it does nothing: the interval since the last charge
-// still belongs to that one cgroup, and is charged at the next switch to
-// another css_set or at a read. Otherwise it reads every counter of this CPU
-// and charges the delta since the last charge on this CPU to the cgroup that
-// was running and to each of its ancestors that user space selected (`slots`:
-// cgroup id -> slot). User space also runs it on each CPU with
-// BPF_PROG_TEST_RUN at every scrape (with no previous task: it always
-// charges), so the running cgroup's time since the last charge is not
-// missing.
+// `current`. It reads every counter of this CPU and charges the delta since
+// the last charge on this CPU (an "interval") to the cgroup that was running
+// and to each of its ancestors that user space selected (`slots`: cgroup id
+// -> slot), except at a switch between two tasks of the css_set the interval
+// began with (the same cgroup): the interval then goes on, and is charged at
+// the first switch to or from another css_set, at a read, or when a task
+// moves itself to another cgroup (`on_attach`). User space also runs
+// `on_switch` on each CPU with BPF_PROG_TEST_RUN at every scrape (with no
+// previous task: it always charges), so the running cgroup's time since
+// the last charge is not missing.
+//
+// An interval's owners are those of the css_set it began with: found at
+// its first skipped switch (the task leaving is then in that css_set) and
+// kept with it, so a task leaving that css_set while it runs cannot take
+// the interval's earlier tasks' time with it. A task that moves itself
+// (a shell's `echo $$ > cgroup.procs`) is charged at the move
+// (`on_attach`, the `cgroup_attach_task` tracepoint, which the kernel hits
+// after the move): the interval up to then goes to the owners it began
+// with, the rest to the new cgroup. A task moved by another while it runs
+// here is noticed at its switch: its own run since it was switched in is
+// charged whole to one of the two cgroups, as without the skip.
 //
 // Why sched_switch and not the `cgroup-switches` software event (bperf's
 // choice): measured here with it, 1-3 % too much CPU time and switches for a
@@ -62,13 +73,16 @@ static __u64 (*bpf_get_current_ancestor_cgroup_id)(int level) =
 static __u64 (*bpf_get_current_cgroup_id)(void) = (void *)BPF_FUNC_get_current_cgroup_id;
 static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *src) =
 	(void *)BPF_FUNC_probe_read_kernel;
+static __u64 (*bpf_get_current_task)(void) = (void *)BPF_FUNC_get_current_task;
+static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)BPF_FUNC_get_current_pid_tgid;
 
-// The one field of the kernel's task_struct read here (its css_set: the
-// cgroups it is in). Its offset is the running kernel's: a CO-RE
-// relocation, fixed up by the loader from the kernel's BTF.
+// The fields of the kernel's task_struct read here (its css_set: the
+// cgroups it is in; its thread group). Their offsets are the running
+// kernel's: CO-RE relocations, fixed up by the loader from the kernel's BTF.
 struct css_set;
 struct task_struct {
 	struct css_set *cgroups;
+	int tgid;
 } __attribute__((preserve_access_index));
 
 // Set by the loader: counters opened on the CPU with the most of them.
@@ -103,11 +117,16 @@ EVENTS(14);
 EVENTS(15);
 
 // Per CPU: the readings of the last charge, the generation of this CPU's
-// counters they belong to (a CPU back online gets new counters from 0), and
-// the version of `slots` at that charge.
+// counters they belong to (a CPU back online gets new counters from 0), the
+// version of `slots` at that charge, and the interval since: the css_set it
+// began with and, once found (`owned`), that css_set's owner slots.
 struct last {
 	__u64 generation;
 	__u64 version;
+	__u64 css;
+	__u32 owned;
+	__u32 nowners;
+	__u32 owner[MAX_OWNERS];
 	struct bpf_perf_event_value v[MAX_EVENTS];
 };
 
@@ -248,13 +267,11 @@ static __always_inline struct owners *owners_of_current(__u64 ver)
 }
 
 // Reads every counter of this CPU and charges the deltas since the last
-// charge to `own` (none: the counters are read all the same, the next
-// charge starts here).
-static __always_inline void charge(struct last *prev, struct owners *own, __u64 ver)
+// charge to the `nowners` slots at `owner` (none: the counters are read all
+// the same, the next charge starts here).
+static __always_inline void charge(struct last *prev, __u32 *owner, int nowners, __u64 ver)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
-	__u32 *owner = 0;
-	int nowners = 0;
 
 	struct cpu_counters *cc = bpf_map_lookup_elem(&generation, &cpu);
 	if (!cc || cc->paused)
@@ -266,10 +283,6 @@ static __always_inline void charge(struct last *prev, struct owners *own, __u64 
 		prev->generation = cc->generation;
 	}
 	prev->version = ver;
-	if (own) {
-		owner = own->slot;
-		nowners = own->n;
-	}
 	charge_one(&events0, 0, cpu, prev, leaders, owner, nowners);
 	charge_one(&events1, 1, cpu, prev, leaders, owner, nowners);
 	charge_one(&events2, 2, cpu, prev, leaders, owner, nowners);
@@ -288,32 +301,66 @@ static __always_inline void charge(struct last *prev, struct owners *own, __u64 
 	charge_one(&events15, 15, cpu, prev, leaders, owner, nowners);
 }
 
+// Keeps `own` (or nothing) as the owners of the interval `l` began.
+static __always_inline void keep_owners(struct last *l, struct owners *own)
+{
+	l->owned = 0;
+	if (!own)
+		return;
+	__u32 n = own->n;
+#pragma clang loop unroll(disable)
+	for (int o = 0; o < MAX_OWNERS; o++)
+		l->owner[o] = own->slot[o];
+	l->nowners = n;
+	l->owned = 1;
+}
+
+// Ends the interval `l` when the task leaving (or running, at a read or a
+// move) is in css_set `a`, and begins the next with the task coming in
+// (css_set `b`; the same at a read or a move).
+static __always_inline void switch_interval(struct last *l, __u64 ver, __u64 a, __u64 b)
+{
+	struct owners *own = owners_of_current(ver);
+	if (l->owned && l->version == ver && a != l->css) {
+		// The task leaving left the interval's css_set while it ran
+		// (moved by another task): the interval's earlier tasks were
+		// that css_set's, charged to its owners.
+		__u32 n = l->nowners;
+		charge(l, l->owner, n, ver);
+	} else if (own) {
+		charge(l, own->slot, own->n, ver);
+	} else {
+		charge(l, 0, 0, ver);
+	}
+	l->css = b;
+	keep_owners(l, a && a == b ? own : 0);
+}
+
+// A task's css_set, 0 if unknown.
+static __always_inline __u64 css_of(struct task_struct *t)
+{
+	struct css_set *c = 0;
+	if (!t || bpf_probe_read_kernel(&c, sizeof(c), &t->cgroups))
+		return 0;
+	return (__u64)c;
+}
+
 // Attached to sched_switch (args: preempt, prev, next, ...), and run by
 // user space on each CPU at a read (args all 0: no previous task: always a
 // charge).
 //
-// A switch between two tasks of one css_set (so of one cgroup) is not
-// charged: the interval since the last charge stays that cgroup's, and is
-// charged at the first switch to another css_set, or at a read. Only while
-// `slots` is at the version of the last charge: after a change the owners of
-// the interval so far may differ, and the next switch charges it.
-//
-// A task that moves itself to another cgroup while running takes the
-// interval since the last charge with it: the whole run of same-css_set
-// switches before (as without the skip it took its own run since it was
-// switched in). Bounded by the next read. Switches between two cgroups with
-// the same owners (e.g. two cgroups nobody selected, found in the owners
-// cache) are not skipped as well: tried, it charged a selected cgroup 5-17 %
-// too much CPU time (tests/live/cgroup_bpf.rs, both switch tests), most
-// likely (not proven) because runs between unselected cgroups get long and
-// a process moving itself into a selected cgroup (a shell's
-// `echo $$ > cgroup.procs`, as the tests start their workloads) takes the
-// whole run with it.
+// A switch between two tasks of the css_set the interval began with is not
+// charged (only while `slots` is at the version of the last charge: after a
+// change the owners may differ, and the next switch charges). The first
+// such switch of an interval finds the owners (of the task leaving, in that
+// css_set) and keeps them with the interval. Switches between two cgroups
+// with the same owners (e.g. two cgroups nobody selected) are charged: a
+// version skipping them charged a selected cgroup 5-17 % too much CPU time
+// (tests/live/cgroup_bpf.rs, both switch tests).
 SEC("raw_tp")
 int on_switch(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *prev = (void *)ctx->args[1], *next = (void *)ctx->args[2];
-	struct css_set *a = 0, *b = 0;
 	__u32 zero = 0;
 
 	struct last *l = bpf_map_lookup_elem(&last, &zero);
@@ -324,12 +371,53 @@ int on_switch(struct bpf_raw_tracepoint_args *ctx)
 	// bumps the version after, so what the walk found is not used past this
 	// run.
 	__u64 ver = *version;
-	int known = same_css_skip && prev && next && l->version == ver &&
-		    !bpf_probe_read_kernel(&a, sizeof(a), &prev->cgroups) &&
-		    !bpf_probe_read_kernel(&b, sizeof(b), &next->cgroups) && a && b;
-	if (known && a == b)
+	if (!same_css_skip) {
+		struct owners *own = owners_of_current(ver);
+		if (own)
+			charge(l, own->slot, own->n, ver);
+		else
+			charge(l, 0, 0, ver);
 		return 0;
-	charge(l, owners_of_current(ver), ver);
+	}
+	if (!prev)
+		prev = (void *)bpf_get_current_task();
+	__u64 a = css_of(prev), b = next ? css_of(next) : a;
+	if (next && a && a == b && a == l->css && l->version == ver) {
+		if (!l->owned)
+			keep_owners(l, owners_of_current(ver));
+		return 0;
+	}
+	switch_interval(l, ver, a, b);
+	return 0;
+}
+
+// Attached to the cgroup_attach_task tracepoint (args: dst_cgrp, path,
+// task, threadgroup), which the kernel hits after moving `task` (and its
+// thread group) to another cgroup, in the task that wrote cgroup.procs.
+// When that is the task moved, the interval up to the move is charged to
+// the owners it began with and a new one begins in the new cgroup.
+SEC("raw_tp")
+int on_attach(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task = (void *)ctx->args[2];
+	struct task_struct *cur = (void *)bpf_get_current_task();
+	__u32 zero = 0;
+	int tgid = 0;
+
+	if (!same_css_skip)
+		return 0;
+	if (task != cur) {
+		if (!ctx->args[3] || bpf_probe_read_kernel(&tgid, sizeof(tgid), &task->tgid) ||
+		    tgid != (int)(bpf_get_current_pid_tgid() >> 32))
+			return 0;
+	}
+	struct last *l = bpf_map_lookup_elem(&last, &zero);
+	__u64 *version = bpf_map_lookup_elem(&slots_version, &zero);
+	if (!l || !version)
+		return 0;
+	__u64 ver = *version;
+	__u64 a = css_of(cur);
+	switch_interval(l, ver, a, a);
 	return 0;
 }
 

@@ -17,9 +17,9 @@
 #
 # PINGPONG_SAME=1 puts both processes in the one cgroup a: every switch is
 # then within one cgroup (one css_set), which the bpf program does not
-# charge (the interval stays that cgroup's until a switch to another
-# css_set or a read); without it every switch crosses two cgroups, the
-# program's worst case (it reads every counter at each).
+# charge (the interval stays that cgroup's until a switch to or from
+# another css_set, a read or a move); without it every switch crosses two
+# cgroups, the program's worst case (it reads every counter at each).
 #
 # kernel.bpf_stats_enabled is OFF (0) during these rounds: the statistics add
 # two clock reads to every run of the program. The program's own mean run
@@ -135,7 +135,9 @@ for n in $counts; do
       serve bpf
       echo 1 >/proc/sys/kernel/bpf_stats_enabled
       measure >/dev/null
-      prog=$(awk '/^run_time_ns/ { t = $2 } /^run_cnt/ { c = $2 } END { if (c) printf ", program %d ns per run (%d runs, stats on)", t / c, c }' \
+      # Summed over the exporter's programs (on_switch; on_attach runs only
+      # when a task moves itself to another cgroup).
+      prog=$(awk '/^run_time_ns/ { t += $2 } /^run_cnt/ { c += $2 } END { if (c) printf ", program %d ns per run (%d runs, stats on)", t / c, c }' \
         $(grep -l '^prog_type' /proc/"$pid"/fdinfo/* 2>/dev/null))
       echo 0 >/proc/sys/kernel/bpf_stats_enabled
       stop

@@ -9,14 +9,18 @@
 //!   map per k: aya sizes such a map to the possible CPUs).
 //! * `on_switch` is attached to the `sched_switch` raw tracepoint, which
 //!   `__schedule()` hits before the switch: `current` is still the task
-//!   leaving, so its cgroup is charged, at every switch. The program can
-//!   return at once when the next task is in the same css_set
-//!   (`task->cgroups`, two probe reads at offsets the loader relocates
-//!   from the kernel's BTF), leaving the interval to the first switch to
-//!   another css_set or a read; that skip is loaded turned off
-//!   ([`SAME_CSS_SKIP`]): a task that moves itself to another cgroup
-//!   would take the pending interval of its old css_set with it, as the
-//!   arm64 guest's exact per-cgroup count showed. (bperf attaches to the
+//!   leaving, so its cgroup is charged. At a switch between two tasks of
+//!   the css_set the pending interval began with (`task->cgroups`, two
+//!   probe reads at offsets the loader relocates from the kernel's BTF)
+//!   it returns at once, leaving the interval to the first switch to or
+//!   from another css_set, a read, or a move. The interval keeps the
+//!   owners of the css_set it began with (found at its first skipped
+//!   switch), so a task that leaves that css_set while it runs cannot take
+//!   the earlier tasks' time with it, and `on_attach`, on the
+//!   `cgroup_attach_task` tracepoint (hit after a move, in the task that
+//!   wrote `cgroup.procs`), charges the interval when a task moves itself.
+//!   Without the kernel's BTF the skip is off: every switch is charged
+//!   (the offsets would be the compiled ones). (bperf attaches to the
 //!   `cgroup-switches` software event instead, raised only when the perf
 //!   cgroup changes; measured here with it: 1-3 % too much CPU time. A
 //!   program on a sampling event runs from its overflow handler, which the
@@ -53,11 +57,11 @@ use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
-/// Whether the program skips switches within one css_set: off (0) until
-/// it records an interval's owners when the interval begins, so that a
-/// task moving itself to another cgroup cannot take the interval with it
-/// ([`BpfCounter::load`]).
-const SAME_CSS_SKIP: u32 = 0;
+/// The programs of the object, attached to [`TRACEPOINTS`] in order.
+const PROGRAMS: [&str; 2] = ["on_switch", "on_attach"];
+
+/// The raw tracepoints the [`PROGRAMS`] are attached to.
+const TRACEPOINTS: [&str; 2] = ["sched_switch", "cgroup_attach_task"];
 
 /// Counters per CPU the program reads (the `MAX_EVENTS` of the C source).
 pub const MAX_EVENTS: u32 = 16;
@@ -122,9 +126,11 @@ pub enum BpfError {
         /// The loader's message (with the verifier's first lines).
         msg: String,
     },
-    /// The program could not be attached to `sched_switch`.
-    #[error("attach the BPF program to the sched_switch tracepoint: {msg}")]
+    /// A program could not be attached to its tracepoint.
+    #[error("attach the BPF program to the {tracepoint} tracepoint: {msg}")]
     Attach {
+        /// The tracepoint.
+        tracepoint: &'static str,
         /// Why.
         msg: String,
     },
@@ -181,8 +187,9 @@ pub struct BpfCounter {
     /// Possible CPUs (the per-CPU maps' width).
     possible: u32,
     max_slots: u32,
-    /// The switch program's link to `sched_switch`.
-    link: Option<RawTracePointLinkId>,
+    /// The programs' links to their tracepoints ([`PROGRAMS`]), once
+    /// attached.
+    links: Vec<RawTracePointLinkId>,
 }
 
 impl std::fmt::Debug for BpfCounter {
@@ -190,7 +197,7 @@ impl std::fmt::Debug for BpfCounter {
         f.debug_struct("BpfCounter")
             .field("possible", &self.possible)
             .field("max_slots", &self.max_slots)
-            .field("attached", &self.link.is_some())
+            .field("attached", &!self.links.is_empty())
             .finish_non_exhaustive()
     }
 }
@@ -210,15 +217,12 @@ impl BpfCounter {
             .map_err(|(p, e)| load("possible CPUs", format!("{p}: {e}")))?
             as u32;
         let max_slots = max_slots.max(1);
-        // The program can skip a switch within one css_set (it reads
-        // `task->cgroups` at the offset the loader relocates from the
-        // kernel's BTF). The skip stays off: a task that moves itself to
-        // another cgroup takes the whole pending interval of its old
-        // css_set with it, which the arm64 guest's exact per-cgroup count
-        // caught (+8.7% of a 40,000,004-instruction workload); every
-        // switch is charged, as the per-switch figures in the manual say.
+        // The program skips a switch within one css_set only with the
+        // kernel's BTF: it reads `task->cgroups` (and `tgid`) at the
+        // offsets the loader relocates from it; without it aya leaves them
+        // as compiled, and every switch is charged.
         let btf = aya::Btf::from_sys_fs().ok();
-        let same_css_skip = SAME_CSS_SKIP;
+        let same_css_skip = u32::from(btf.is_some());
         let mut ebpf = EbpfLoader::new()
             .btf(btf.as_ref())
             .override_global("nr_events", &nr_events, true)
@@ -228,12 +232,14 @@ impl BpfCounter {
             .map_max_entries("counts", max_slots * MAX_EVENTS)
             .load(OBJECT)
             .map_err(|e| load("object", chain(&e)))?;
-        let p = ebpf
-            .program_mut("on_switch")
-            .ok_or_else(|| load("on_switch", "missing from the object".into()))?;
-        <&mut RawTracePoint>::try_from(p)
-            .and_then(|p| p.load())
-            .map_err(|e| load("on_switch", chain(&e)))?;
+        for name in PROGRAMS {
+            let p = ebpf
+                .program_mut(name)
+                .ok_or_else(|| load(name, "missing from the object".into()))?;
+            <&mut RawTracePoint>::try_from(p)
+                .and_then(|p| p.load())
+                .map_err(|e| load(name, chain(&e)))?;
+        }
         let mut events = Vec::new();
         for k in 0..MAX_EVENTS {
             let name = format!("events{k}");
@@ -261,7 +267,7 @@ impl BpfCounter {
             counts,
             possible,
             max_slots,
-            link: None,
+            links: Vec::new(),
         })
     }
 
@@ -270,27 +276,31 @@ impl BpfCounter {
         self.max_slots
     }
 
-    /// Attaches the switch program to `sched_switch` (once: the tracepoint
-    /// is every CPU's, online or back online).
+    /// Attaches the programs to their tracepoints ([`PROGRAMS`]; once:
+    /// a tracepoint is every CPU's, online or back online).
     pub fn attach(&mut self) -> Result<(), BpfError> {
-        if self.link.is_some() {
+        if !self.links.is_empty() {
             return Ok(());
         }
-        let err = |msg| BpfError::Attach { msg };
-        let p: &mut RawTracePoint = self
-            .ebpf
-            .program_mut("on_switch")
-            .and_then(|p| p.try_into().ok())
-            .ok_or_else(|| err("on_switch is not loaded".into()))?;
-        self.link = Some(p.attach("sched_switch").map_err(|e| err(chain(&e)))?);
+        let mut links = Vec::new();
+        for (name, tracepoint) in PROGRAMS.iter().zip(TRACEPOINTS) {
+            let err = |msg| BpfError::Attach { tracepoint, msg };
+            let p: &mut RawTracePoint = self
+                .ebpf
+                .program_mut(name)
+                .and_then(|p| p.try_into().ok())
+                .ok_or_else(|| err(format!("{name} is not loaded")))?;
+            links.push(p.attach(tracepoint).map_err(|e| err(chain(&e)))?);
+        }
+        self.links = links;
         Ok(())
     }
 
-    /// Descriptors of the program, its link and maps.
+    /// Descriptors of the programs, their links and the maps.
     pub fn fds(&self) -> usize {
         // events<k>, last, generation, slots, slots_version, owners, counts,
-        // the program, the link.
-        MAX_EVENTS as usize + 7 + usize::from(self.link.is_some())
+        // the programs, their links.
+        MAX_EVENTS as usize + 6 + PROGRAMS.len() + self.links.len()
     }
 
     /// Puts `counter` as the `k`-th counter of `cpu`. It must be a live
