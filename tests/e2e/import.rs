@@ -56,10 +56,17 @@ fn import_is_golden(args: &[&str], golden: &str) -> String {
     let o = run(&[&["metrics", "import"], args].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let yaml = String::from_utf8(o.stdout).expect("UTF-8");
-    let golden: PathBuf = root().join("tests/golden/import").join(golden);
+    assert_golden(&yaml, golden);
+    yaml
+}
+
+/// `yaml` compared with `tests/golden/import/<name>` (`UPDATE_GOLDEN=1`
+/// writes it).
+fn assert_golden(yaml: &str, name: &str) {
+    let golden: PathBuf = root().join("tests/golden/import").join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
-        std::fs::write(&golden, &yaml).unwrap();
+        std::fs::write(&golden, yaml).unwrap();
     }
     let want = std::fs::read_to_string(&golden).expect("golden (UPDATE_GOLDEN=1 writes it)");
     assert_eq!(
@@ -68,7 +75,6 @@ fn import_is_golden(args: &[&str], golden: &str) -> String {
         "the imported config differs from {}",
         golden.display()
     );
-    yaml
 }
 
 const SKX: [&str; 2] = [
@@ -191,17 +197,7 @@ fn amd_zen4_pipeline_utilisation_imports_and_check_accepts_every_metric() {
         format!("wrote {}: 6 metrics taken, 0 left out\n", cfg.display())
     );
     let yaml = std::fs::read_to_string(&cfg).unwrap();
-    let golden: PathBuf = root().join("tests/golden/import/amdzen4-target.yaml");
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&golden, &yaml).unwrap();
-    }
-    let want = std::fs::read_to_string(&golden).expect("golden (UPDATE_GOLDEN=1 writes it)");
-    assert_eq!(
-        yaml,
-        want,
-        "the imported config differs from {}",
-        golden.display()
-    );
+    assert_golden(&yaml, "amdzen4-target.yaml");
 
     let v = strict_check("amd-zen4", &cfg);
     let metrics: Vec<(String, String)> = v["metrics"]
