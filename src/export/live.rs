@@ -19,8 +19,9 @@
 //!   "per_socket":  { "0": { "dram_read_bytes_per_second": 1.1e9, "dram_write_bytes_per_second": 4e8 } },
 //!   "unavailable": { "perf_cpu_cycles_total": "needs a hardware PMU ...", "ipc": "needs perf_cpu_cycles_total: ..." },
 //!   "per_cpu":     { "cpus": [0, 1], "counts": { "perf_instructions_total": [1900000000, 0], ... },
-//!                    "formulas": { "ipc": { "ratio": ["perf_instructions_total", "perf_cpu_cycles_total"] }, ... } },
-//!   "per_cgroup":  { "counted": 7, "rank_by": "...", "top": [ { "cgroup": "...", ... } ] }
+//!                    "formulas": { "ipc": { "ratio": ["perf_instructions_total", "perf_cpu_cycles_total"], "format": "ratio" }, ... } },
+//!   "per_cgroup":  { "counted": 7, "rank_by": "...", "derived": [ { "name": "ipc", "format": "ratio" }, ... ],
+//!                    "top": [ { "cgroup": "...", ... } ] }
 //! }
 //! ```
 //!
@@ -46,10 +47,11 @@
 //!   order (integers where they are: event counts, bytes); by default the
 //!   metrics the per-CPU derived values are computed from, every per-CPU
 //!   counter with `?per_cpu=all` ([`PerCpuDetail`]); and how the
-//!   per-CPU derived values are computed from those arrays (`ipc` and
-//!   the OS event rates, as the config's derived table defines them
-//!   node-wide, plus `busy_ratio` (MPERF/TSC, the share of
-//!   time the CPU was not halted, where the `msr` PMU has both). The
+//!   per-CPU derived values are computed from those arrays, each with how
+//!   to show it (`format`): the config's derived entries `ipc`,
+//!   `busy_ratio` (MPERF/TSC, the share of time the CPU was not halted)
+//!   and the OS event rates, as its table defines them (one it leaves out
+//!   is not there), in the order the page's heatmap prefers them. The
 //!   reader computes them ([`PerCpu`]; `per_cpu.rs`).
 //! * `multiplexed` (only when some metric was): metric → the mean share
 //!   of the window its counters were on the PMU (`perf_counter_running_ratio`,
@@ -64,8 +66,10 @@
 //!   Their value is not a measurement: they are in `unavailable`, with
 //!   why, never in `counts` nor in `per_cpu`.
 //! * `per_cgroup` (where cgroups are counted): the busiest
-//!   [`TOP_CGROUPS`] cgroups with their counts and derived values, counted
-//!   cgroups inside them nested ([`CgroupTop`]; `cgroups.rs`).
+//!   [`TOP_CGROUPS`] cgroups with their counts and derived values (the
+//!   derived table's entries all of whose inputs are counted per cgroup,
+//!   listed with their format), counted cgroups inside them nested
+//!   ([`CgroupTop`]; `cgroups.rs`).
 //!
 //! [`FRAME_KEYS`] are the keys every frame has.
 
@@ -80,8 +84,8 @@ pub use cgroups::{CgroupRow, CgroupTop, CGROUP_PREFIX, TOP_CGROUPS};
 const CGROUP_STATE: &str = "perf_cgroup_counter_state";
 pub use per_cpu::PerCpu;
 
-use crate::config::derived::{DerivedTable, Source};
-use crate::derive::DeriveError;
+use crate::config::derived::{Derived, DerivedTable, Source};
+use crate::derive::{BinOp, DeriveError, Expr};
 use crate::problem::CounterState;
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use cgroups::CgroupRows;
@@ -90,14 +94,36 @@ use per_cpu::{CpuColumns, CpuIndex};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How a per-CPU or per-cgroup value is computed from its columns (the
-/// page computes them: `per_cpu.formulas`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Formula {
-    /// `numerator / denominator` over the interval.
-    Ratio(&'static str, &'static str),
-    /// `metric / interval_seconds`.
-    Rate(&'static str),
+/// How the page shows a derived value (its `unit:`, as written): a
+/// share as a percentage (`ratio`, `1`), a rate per second (a unit per
+/// second, or an expression over `duration_time`), else a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// A share of 1, shown as a percentage.
+    Percent,
+    /// Per second.
+    Rate,
+    /// A plain number (IPC, MPKI).
+    Ratio,
+}
+
+impl Format {
+    /// The format of `d`'s values.
+    pub fn of(d: &Derived) -> Self {
+        let unit = d.unit.as_deref().unwrap_or("").trim().to_ascii_lowercase();
+        let over_time = matches!(
+            &d.formula.expr,
+            Expr::Binary(BinOp::Div, _, b) if matches!(&**b, Expr::Operand(o)
+                if d.formula.inputs.iter().any(|i| i.operand == o.name && i.source == Source::Duration))
+        );
+        match unit.as_str() {
+            "ratio" | "1" => Self::Percent,
+            u if u.ends_with("per second") || u.ends_with("/s") => Self::Rate,
+            _ if over_time => Self::Rate,
+            _ => Self::Ratio,
+        }
+    }
 }
 
 /// The engine's own counter families (group times and read errors, per
@@ -165,7 +191,7 @@ impl PerCpuDetail {
 
     /// Whether a frame with this detail has a per-CPU column of `metric`
     /// (`forms`: the per-CPU derived values).
-    fn wants(self, metric: &str, forms: &[(&'static str, per_cpu::Form)]) -> bool {
+    fn wants(self, metric: &str, forms: &[per_cpu::Column]) -> bool {
         match self {
             Self::Off => false,
             Self::Derived => per_cpu::is_input(metric, forms),
@@ -354,7 +380,7 @@ impl Framer {
         }
         derive(&mut f, derived, secs);
         f.per_cpu = cpus.map(|c| c.finish(secs, forms));
-        f.per_cgroup = cgroups.finish(&f.counts, secs);
+        f.per_cgroup = cgroups.finish(derived, secs);
         f
     }
 
@@ -428,25 +454,6 @@ fn derive(f: &mut Frame, table: &DerivedTable, secs: f64) {
             }
         }
     }
-}
-
-/// The value of a per-cgroup `form`, or the input it lacks.
-fn eval(
-    form: Formula,
-    counts: &BTreeMap<String, f64>,
-    secs: f64,
-) -> Result<Option<f64>, &'static str> {
-    let get = |m: &'static str| counts.get(m).copied().ok_or(m);
-    Ok(match form {
-        Formula::Ratio(n, d) => {
-            let (n, d) = (get(n)?, get(d)?);
-            (d > 0.0).then(|| n / d)
-        }
-        Formula::Rate(m) => {
-            let v = get(m)?;
-            (secs > 0.0).then(|| v / secs)
-        }
-    })
 }
 
 /// Configured metrics not counted on this host, with why. A metric counted

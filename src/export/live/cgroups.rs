@@ -15,11 +15,12 @@
 //! "per_cgroup": {
 //!   "counted": 7,
 //!   "rank_by": "perf_cgroup_cpu_clock_seconds_total",
+//!   "derived": [ { "name": "ipc", "format": "ratio" }, { "name": "cpus_utilized", "format": "ratio" }, ... ],
 //!   "top": [
 //!     { "cgroup": "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice",
 //!       "labels": { "pod_uid": "<uid>", "qos_class": "burstable" },
 //!       "counts": { "perf_cgroup_cpu_clock_seconds_total": 0.42, ... },
-//!       "derived": { "cpu_share": 0.21, "context_switches_per_second": 310.0, "ipc": null, ... },
+//!       "derived": { "cpus_utilized": 0.42, "context_switches_per_second": 310.0, "ipc": null, ... },
 //!       "nested": [ { "cgroup": ".../cri-containerd-<id>.scope", "labels": { "container_id": "<id>", ... }, ... } ] }
 //!   ]
 //! }
@@ -30,18 +31,31 @@
 //! * `rank_by`: the family the rows are sorted by, busiest first: CPU
 //!   cycles where they are counted per cgroup, else CPU time
 //!   (`cpu-clock`), else context switches.
+//! * `derived`: the derived values of the rows, each with how to show it
+//!   (`format`, from its `unit:`: `percent` for a share, `rate` per
+//!   second, `ratio` a plain number): the entries of the served derived
+//!   table (the config's `derived:`, or the default's) all of whose inputs
+//!   are counted per cgroup (a metric whose `perf_cgroup_*` family is in
+//!   the collection, another such entry, `duration_time`), in the table's
+//!   order, evaluated by [`DerivedTable::evaluate`] over the row's counts
+//!   as node-wide over the node's. An entry with an input not counted per
+//!   cgroup has no per-cgroup value (a node-wide count in a cgroup's ratio
+//!   would say something false).
 //! * `top`: at most [`TOP_CGROUPS`] outermost counted cgroups, each with
 //!   at most [`TOP_CGROUPS`] rows in `nested` (recursively).
 //! * Each row: `cgroup` (the path under the cgroup root), its other labels
 //!   (`pod_uid`, `qos_class`, `container_id`), `counts` (each
 //!   `perf_cgroup_*` family's increase, summed over CPUs), `derived`
-//!   ([`CGROUP_DERIVED`], present where the inputs are counted per cgroup;
-//!   `null` where the denominator did not move) and, where a family's
+//!   (the values of `derived`; `null` where undefined in the window, a
+//!   denominator that did not move; left out where an input has no count
+//!   in this cgroup) and, where a family's
 //!   counters never ran in the cgroup (`perf_cgroup_counter_state`
 //!   `never_ran`), `not_counted` (family → why; perf's `<not counted>`):
 //!   such a family has no count unless another CPU of it counted.
 
-use super::{label, Formula};
+use super::{label, Format};
+use crate::config::derived::{DerivedTable, Input, Source};
+use crate::derive::DeriveError;
 use crate::problem::CounterState;
 use crate::snapshot::{Family, Labels, Sample};
 use serde::Serialize;
@@ -62,41 +76,6 @@ const GROUP_TIMES: &str = "perf_cgroup_group_";
 /// it is not in a row's counts (`cpu_share` is from `cpu-clock`).
 const CPU_STAT_USAGE: &str = "perf_cgroup_cpu_usage_seconds_total";
 
-/// How a row's derived value is computed.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum CgroupFormula {
-    /// A ratio or rate of the row's own counts.
-    Own(Formula),
-    /// The row's count over the node-level count of the same quantity.
-    Share(&'static str, &'static str),
-}
-
-/// The derived values of a row.
-pub(super) const CGROUP_DERIVED: &[(&str, CgroupFormula)] = &[
-    (
-        "cpu_share",
-        CgroupFormula::Share(
-            "perf_cgroup_cpu_clock_seconds_total",
-            "perf_cpu_clock_seconds_total",
-        ),
-    ),
-    (
-        "cycles_share",
-        CgroupFormula::Share("perf_cgroup_cpu_cycles_total", "perf_cpu_cycles_total"),
-    ),
-    (
-        "ipc",
-        CgroupFormula::Own(Formula::Ratio(
-            "perf_cgroup_instructions_total",
-            "perf_cgroup_cpu_cycles_total",
-        )),
-    ),
-    (
-        "context_switches_per_second",
-        CgroupFormula::Own(Formula::Rate("perf_cgroup_context_switches_total")),
-    ),
-];
-
 /// What the rows are ranked by, the first counted.
 const RANK_BY: &[&str] = &[
     "perf_cgroup_cpu_cycles_total",
@@ -111,8 +90,20 @@ pub struct CgroupTop {
     pub counted: usize,
     /// The family the rows are sorted by (descending).
     pub rank_by: String,
+    /// The derived values of the rows: the entries of the served derived
+    /// table all of whose inputs are counted per cgroup, in its order.
+    pub derived: Vec<CgroupDerived>,
     /// The busiest outermost cgroups.
     pub top: Vec<CgroupRow>,
+}
+
+/// A derived value the rows have (a column of the page's table).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CgroupDerived {
+    /// The derived table's name of it.
+    pub name: String,
+    /// How to show it ([`Format::of`] its `unit:`).
+    pub format: Format,
 }
 
 /// One cgroup of the top list.
@@ -124,7 +115,9 @@ pub struct CgroupRow {
     pub labels: BTreeMap<String, String>,
     /// `perf_cgroup_*` family → increase over the window, summed over CPUs.
     pub counts: BTreeMap<String, f64>,
-    /// [`CGROUP_DERIVED`] whose inputs are counted.
+    /// The [`CgroupTop::derived`] values of this cgroup: `None` (JSON
+    /// `null`) where undefined in the window (a zero divisor); left out
+    /// where an input has no count in this cgroup (it never ran here).
     pub derived: BTreeMap<String, Option<f64>>,
     /// `perf_cgroup_*` family → why it was not counted in this cgroup in
     /// the window (a series of it `never_ran`: `perf_cgroup_counter_state`);
@@ -152,6 +145,8 @@ struct Acc<'a> {
 pub(super) struct CgroupRows<'a> {
     index: HashMap<&'a str, usize>,
     rows: Vec<Acc<'a>>,
+    /// The per-cgroup families of the collection (counted per cgroup).
+    families: Vec<&'a str>,
 }
 
 impl<'a> CgroupRows<'a> {
@@ -161,6 +156,7 @@ impl<'a> CgroupRows<'a> {
         if fam.name.starts_with(GROUP_TIMES) || fam.name == CPU_STAT_USAGE {
             return;
         }
+        self.families.push(&fam.name);
         for (s, d) in deltas {
             let Some(path) = label(&s.labels, "cgroup") else {
                 continue;
@@ -210,8 +206,10 @@ impl<'a> CgroupRows<'a> {
         }
     }
 
-    /// The top list, or `None` where no cgroup is counted.
-    pub(super) fn finish(self, node: &BTreeMap<String, f64>, secs: f64) -> Option<CgroupTop> {
+    /// The top list, or `None` where no cgroup is counted; the rows'
+    /// derived values are `table`'s entries that apply per cgroup
+    /// ([`per_cgroup`]), over the window of `secs`.
+    pub(super) fn finish(self, table: &DerivedTable, secs: f64) -> Option<CgroupTop> {
         if self.rows.is_empty() {
             return None;
         }
@@ -252,16 +250,25 @@ impl<'a> CgroupRows<'a> {
                 None => outer.push(i),
             }
         }
+        let table = per_cgroup(table, &self.families);
         let b = Build {
             rows: &self.rows,
             children: &children,
             rank: &rank,
-            node,
+            table: &table,
             secs,
         };
         Some(CgroupTop {
             counted: self.rows.len(),
             rank_by: rank_by.to_string(),
+            derived: table
+                .metrics
+                .iter()
+                .map(|d| CgroupDerived {
+                    name: d.name.clone(),
+                    format: Format::of(d),
+                })
+                .collect(),
             top: b.level(outer),
         })
     }
@@ -272,7 +279,8 @@ struct Build<'b, 'a> {
     rows: &'b [Acc<'a>],
     children: &'b [Vec<usize>],
     rank: &'b [f64],
-    node: &'b BTreeMap<String, f64>,
+    /// The entries that apply per cgroup, reading the per-cgroup families.
+    table: &'b DerivedTable,
     secs: f64,
 }
 
@@ -304,12 +312,7 @@ impl Build<'_, '_> {
             .iter()
             .map(|n| (n.to_string(), why.to_string()))
             .collect();
-        let mut derived = BTreeMap::new();
-        for (name, form) in CGROUP_DERIVED {
-            if let Some(v) = value(*form, &counts, self.node, self.secs) {
-                derived.insert(name.to_string(), v);
-            }
-        }
+        let derived = values(self.table, &counts, self.secs);
         CgroupRow {
             cgroup: a.path.to_string(),
             labels: a
@@ -326,19 +329,96 @@ impl Build<'_, '_> {
     }
 }
 
-/// A row's derived value: `None` where an input is not counted,
-/// `Some(None)` where the denominator did not move.
-fn value(
-    form: CgroupFormula,
-    counts: &BTreeMap<String, f64>,
-    node: &BTreeMap<String, f64>,
-    secs: f64,
-) -> Option<Option<f64>> {
-    match form {
-        CgroupFormula::Own(f) => super::eval(f, counts, secs).ok(),
-        CgroupFormula::Share(own, total) => {
-            let (v, t) = (counts.get(own)?, node.get(total)?);
-            Some((*t > 0.0).then(|| v / t))
+/// The family a node metric is counted in per cgroup: `perf_` becomes
+/// `perf_cgroup_`, as the engine names them.
+fn cgroup_family(node: &str) -> String {
+    format!(
+        "{CGROUP_PREFIX}{}",
+        node.strip_prefix("perf_").unwrap_or(node)
+    )
+}
+
+/// The entries of `table` that apply per cgroup: all of whose inputs are
+/// counted per cgroup (a metric whose family is among `families`, another
+/// such entry, or the window's length), with their metric inputs reading
+/// the per-cgroup families. An entry with an input that is not counted
+/// per cgroup has no per-cgroup value at all: a node-wide count in a
+/// cgroup's ratio would say something false.
+fn per_cgroup(table: &DerivedTable, families: &[&str]) -> DerivedTable {
+    let mut out = DerivedTable::default();
+    for d in &table.metrics {
+        let mut d = d.clone();
+        if !d
+            .formula
+            .inputs
+            .iter_mut()
+            .all(|i| to_cgroup(i, families, &out))
+        {
+            continue;
         }
+        // A probe of something not counted per cgroup is 0, as in perf.
+        d.formula
+            .probes
+            .retain_mut(|i| to_cgroup(i, families, &out));
+        d.threshold = None;
+        out.metrics.push(d);
     }
+    out
+}
+
+/// Makes `input` read its per-cgroup family; whether it is counted per
+/// cgroup (`families`; a derived input: whether it is in `done`, the
+/// entries that apply).
+fn to_cgroup(input: &mut Input, families: &[&str], done: &DerivedTable) -> bool {
+    match &input.source {
+        Source::Metric(m) => {
+            let f = cgroup_family(m);
+            let counted = families.contains(&f.as_str());
+            input.source = Source::Metric(f);
+            counted
+        }
+        Source::Derived(x) => done.get(x).is_some(),
+        Source::Duration => true,
+    }
+}
+
+/// A row's values of the per-cgroup `table` over the window: `None` where
+/// undefined (a zero divisor, or a derived input that is), left out where
+/// an input has no count in the row.
+fn values(
+    table: &DerivedTable,
+    counts: &BTreeMap<String, f64>,
+    secs: f64,
+) -> BTreeMap<String, Option<f64>> {
+    let mut out = BTreeMap::new();
+    let all = table.evaluate(
+        &|m| counts.get(m).copied(),
+        (secs > 0.0).then_some(secs),
+        &|l| Err(format!("`{l}` has no value on this host")),
+    );
+    for (name, v) in all {
+        let v = match v {
+            Ok(v) => Some(v),
+            Err(DeriveError::Undefined) => None,
+            Err(DeriveError::Missing(op)) => {
+                let source = table.get(name).and_then(|d| {
+                    d.formula
+                        .inputs
+                        .iter()
+                        .find(|i| i.operand == op)
+                        .map(|i| &i.source)
+                });
+                match source {
+                    // An empty window; a derived input undefined here.
+                    Some(Source::Duration) => None,
+                    Some(Source::Derived(x)) if out.contains_key(x) => None,
+                    // An input this cgroup has no count of.
+                    _ => continue,
+                }
+            }
+            Err(_) => continue,
+        };
+        out.insert(name.to_string(), v);
+    }
+    out
 }

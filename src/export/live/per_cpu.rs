@@ -10,8 +10,8 @@
 //!   "cpus":     [0, 1, 2],
 //!   "counts":   { "perf_context_switches_total": [120, 80, null],
 //!                 "perf_cpu_clock_seconds_total": [1.000000417, 0.999999982, null] },
-//!   "formulas": { "context_switches_per_second": { "rate": "perf_context_switches_total" },
-//!                 "ipc": { "ratio": ["perf_instructions_total", "perf_cpu_cycles_total"] } }
+//!   "formulas": { "ipc": { "ratio": ["perf_instructions_total", "perf_cpu_cycles_total"], "format": "ratio" },
+//!                 "context_switches_per_second": { "rate": "perf_context_switches_total", "format": "rate" } }
 //! }
 //! ```
 //!
@@ -22,11 +22,15 @@
 //!   `null`: that CPU has no series of the metric in the window (a CPU
 //!   that went offline, a PMU that counts on some CPUs only).
 //! * `formulas`: the per-CPU derived values whose inputs are in `counts`
-//!   ([`PER_CPU`]'s entries of the served derived table, [`formulas`],
-//!   and `busy_ratio` = MPERF/TSC, the share of
-//!   time the CPU was not halted): `{"ratio": [numerator, denominator]}`
-//!   (no value where the denominator is 0 or either input is `null`) or
-//!   `{"rate": metric}` (the count over `interval_seconds`).
+//!   ([`PER_CPU`]'s entries of the served derived table, [`formulas`]:
+//!   `ipc`, `busy_ratio` (MPERF/TSC, the share of time the CPU was not
+//!   halted) and the OS event rates, as the config defines them; one the
+//!   config does not define is not here), in the order the page's heatmap
+//!   prefers them: `{"ratio": [numerator, denominator]}` (no value where
+//!   the denominator is 0 or either input is `null`) or `{"rate": metric}`
+//!   (the count over `interval_seconds`), with `format`, how to show the
+//!   value (from the entry's `unit:`: `percent` for a share, `rate` per
+//!   second, `ratio` a plain number).
 //!
 //! Cost. At 512 CPUs this is the bulk of a frame: with every per-CPU
 //! counter (`per_cpu=all`), about 10,000 numbers. They are kept in one flat array while the frame is built, and which CPU
@@ -34,15 +38,12 @@
 //! [`Framer`](super::Framer) from one frame to the next) instead of being
 //! parsed from its labels at every frame.
 
-use super::{label, numbers, Formula};
+use super::{label, numbers, Format};
 use crate::config::derived::{Derived, DerivedTable, Source};
 use crate::derive::{BinOp, Expr};
 use crate::snapshot::{Labels, Sample};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-
-/// MPERF over TSC per CPU: the share of time not halted.
-const BUSY: Formula = Formula::Ratio("perf_msr_mperf_total", "perf_msr_tsc_total");
 
 /// CPU numbers from this on are not given per CPU (Linux has at most
 /// 8192 CPUs); their counts are still in the frame's sums.
@@ -51,13 +52,16 @@ const MAX_CPU: u32 = 1 << 13;
 /// No CPU (in [`CpuIndex`]).
 const NO_CPU: u32 = u32::MAX;
 
-/// The derived metrics the page shows per CPU, by name. How each is
-/// computed is the served derived table's ([`formulas`]): its entry of
-/// that name, where its expression has a per-CPU form (`a / b` of two
-/// counted metrics, or `a / duration_time`). Node-wide, every derived
-/// value comes from the table.
+/// The derived metrics the page shows per CPU, by name, in the order its
+/// heatmap prefers them (IPC where there is a PMU, else the busy share
+/// from MPERF/TSC, else the OS event rates). Whether each is given, and
+/// how it is computed, is the served derived table's ([`formulas`]): its
+/// entry of that name, where the table has one and its expression has a
+/// per-CPU form (`a / b` of two counted metrics, or `a / duration_time`).
+/// Node-wide, every derived value comes from the table.
 pub(super) const PER_CPU: &[&str] = &[
     "ipc",
+    "busy_ratio",
     "context_switches_per_second",
     "interrupts_per_second",
     "softirqs_per_second",
@@ -72,14 +76,9 @@ pub(super) enum Form {
     Rate(String),
 }
 
-impl From<Formula> for Form {
-    fn from(f: Formula) -> Self {
-        match f {
-            Formula::Ratio(n, d) => Form::Ratio(n.into(), d.into()),
-            Formula::Rate(m) => Form::Rate(m.into()),
-        }
-    }
-}
+/// A per-CPU derived value: its name, how the page computes it, and how
+/// it shows it (the entry's `unit:`, [`Format::of`]).
+pub(super) type Column = (&'static str, Form, Format);
 
 /// `d`'s per-CPU form: its expression is `a / b` of two event metrics
 /// (a ratio) or of one and `duration_time` (a rate).
@@ -103,20 +102,22 @@ fn form_of(d: &Derived) -> Option<Form> {
     }
 }
 
-/// The derived values given per CPU, by name: the [`PER_CPU`] entries of
-/// `table` (the one the engine serves) that have a per-CPU form, and
-/// `busy_ratio`.
-pub(super) fn formulas(table: &DerivedTable) -> Vec<(&'static str, Form)> {
+/// The derived values given per CPU, in [`PER_CPU`]'s order: its entries
+/// of `table` (the one the engine serves) that have a per-CPU form, each
+/// with its format. A config without one of them has no such column.
+pub(super) fn formulas(table: &DerivedTable) -> Vec<Column> {
     PER_CPU
         .iter()
-        .filter_map(|&n| Some((n, form_of(table.get(n)?)?)))
-        .chain([("busy_ratio", BUSY.into())])
+        .filter_map(|&n| {
+            let d = table.get(n)?;
+            Some((n, form_of(d)?, Format::of(d)))
+        })
         .collect()
 }
 
 /// Whether `metric` is an input of a per-CPU derived value of `forms`.
-pub(super) fn is_input(metric: &str, forms: &[(&'static str, Form)]) -> bool {
-    forms.iter().any(|(_, f)| match f {
+pub(super) fn is_input(metric: &str, forms: &[Column]) -> bool {
+    forms.iter().any(|(_, f, _)| match f {
         Form::Ratio(n, d) => n == metric || d == metric,
         Form::Rate(m) => m == metric,
     })
@@ -135,8 +136,9 @@ pub struct PerCpu {
     order: Vec<usize>,
     /// The columns, one after the other: `cpus.len()` values each.
     values: Vec<Option<f64>>,
-    /// The per-CPU derived values whose inputs are columns (those kept).
-    derived: Vec<(&'static str, Form)>,
+    /// The per-CPU derived values whose inputs are columns (those kept),
+    /// in [`PER_CPU`]'s order.
+    derived: Vec<Column>,
 }
 
 impl PerCpu {
@@ -159,15 +161,16 @@ impl PerCpu {
         Some(self.column(c))
     }
 
-    /// The per-CPU derived values given (module docs), in name order.
+    /// The per-CPU derived values given (module docs), in the order the
+    /// heatmap prefers them ([`PER_CPU`]).
     pub fn derived_names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.derived.iter().map(|(n, _)| *n)
+        self.derived.iter().map(|(n, ..)| *n)
     }
 
     /// The derived value `name` on `cpu`: `None` where an input is missing
     /// there or the denominator did not move.
     pub fn derived(&self, name: &str, cpu: u32) -> Option<f64> {
-        let (_, form) = self.derived.iter().find(|(n, _)| *n == name)?;
+        let (_, form, _) = self.derived.iter().find(|(n, ..)| *n == name)?;
         let i = self.slot(cpu)?;
         let at = |m: &str| self.values_of(m).and_then(|c| c[i]);
         match form {
@@ -181,7 +184,7 @@ impl PerCpu {
 
     /// Keeps the derived values `keep` says yes to.
     pub fn retain_derived(&mut self, mut keep: impl FnMut(&str) -> bool) {
-        self.derived.retain(|(n, _)| keep(n));
+        self.derived.retain(|(n, ..)| keep(n));
     }
 
     fn column(&self, c: usize) -> &[Option<f64>] {
@@ -294,7 +297,7 @@ impl<'a> CpuColumns<'a> {
 
     /// The detail: the CPUs that had a series in the window, in order,
     /// and the metrics in name order.
-    pub(super) fn finish(self, secs: f64, forms: Vec<(&'static str, Form)>) -> PerCpu {
+    pub(super) fn finish(self, secs: f64, forms: Vec<Column>) -> PerCpu {
         let w = self.index.width;
         let cpus: Vec<u32> = (0..w as u32)
             .filter(|&c| self.present[c as usize])
@@ -315,14 +318,13 @@ impl<'a> CpuColumns<'a> {
         let mut order: Vec<usize> = (0..self.metrics.len()).collect();
         order.sort_by(|&a, &b| self.metrics[a].cmp(&self.metrics[b]));
         let has = |m: &str| self.metrics.iter().any(|x| x == m);
-        let mut derived: Vec<(&'static str, Form)> = forms
+        let derived: Vec<Column> = forms
             .into_iter()
-            .filter(|(_, f)| match f {
+            .filter(|(_, f, _)| match f {
                 Form::Ratio(n, d) => has(n) && has(d),
                 Form::Rate(m) => has(m),
             })
             .collect();
-        derived.sort_by_key(|(n, _)| *n);
         PerCpu {
             cpus,
             secs,
@@ -401,27 +403,28 @@ pub(super) fn write_str(out: &mut Vec<u8>, s: &str) {
     let _ = serde_json::to_writer(&mut *out, s);
 }
 
-struct Formulas<'a>(&'a [(&'static str, Form)]);
+struct Formulas<'a>(&'a [Column]);
 
 impl Serialize for Formulas<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (name, form) in self.0 {
-            m.serialize_entry(name, &FormulaJson(form))?;
+        for (name, form, format) in self.0 {
+            m.serialize_entry(name, &FormulaJson(form, *format))?;
         }
         m.end()
     }
 }
 
-struct FormulaJson<'a>(&'a Form);
+struct FormulaJson<'a>(&'a Form, Format);
 
 impl Serialize for FormulaJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(1))?;
+        let mut m = s.serialize_map(Some(2))?;
         match self.0 {
             Form::Ratio(n, d) => m.serialize_entry("ratio", &[n, d])?,
             Form::Rate(r) => m.serialize_entry("rate", r)?,
         }
+        m.serialize_entry("format", &self.1)?;
         m.end()
     }
 }

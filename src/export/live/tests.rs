@@ -96,9 +96,10 @@ fn deltas_ratios_and_rates() {
     assert_eq!(c.derived("ipc", 1), None);
     assert_eq!(c.derived("context_switches_per_second", 1), Some(20.0));
     assert_eq!(c.count("perf_context_switches_total", 1), Some(40.0));
+    // In the order the heatmap prefers them.
     assert_eq!(
         c.derived_names().collect::<Vec<_>>(),
-        ["context_switches_per_second", "ipc"]
+        ["ipc", "context_switches_per_second"]
     );
     // The per-CPU detail is in by default; left out, the rest is the same.
     assert_eq!(frame(&prev, &cur, 2.0, &Reasons::new(), table()), f);
@@ -329,7 +330,8 @@ fn nested_cgroups_are_never_counted_twice() {
     assert_eq!(p.counts.len(), 1, "group times are not counts: {p:?}");
     assert_eq!(p.labels["pod_uid"], "1");
     assert!(!p.labels.contains_key("cpu"));
-    assert_eq!(p.derived["cpu_share"], Some(0.3));
+    // CPUs' worth of time: 0.6 s of cpu-clock in 1 s.
+    assert_eq!(p.derived["cpus_utilized"], Some(0.6));
     assert_eq!(p.nested.len(), 1);
     assert_eq!(p.nested[0].cgroup, ctr);
     assert_eq!(
@@ -343,8 +345,10 @@ fn nested_cgroups_are_never_counted_twice() {
         .map(|r| r.counts["perf_cgroup_cpu_clock_seconds_total"])
         .sum();
     assert!(outer <= f.counts["perf_cpu_clock_seconds_total"]);
-    // No cycles per cgroup: no IPC or cycles share in the rows.
+    // No cycles per cgroup: no IPC in the rows, nor among the columns.
     assert!(!p.derived.contains_key("ipc"));
+    let columns: Vec<&str> = top.derived.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(columns, ["cpus_utilized"]);
 }
 
 #[test]
@@ -417,7 +421,7 @@ fn per_cpu_json_is_columns_of_integers_and_formulas() {
             r#""perf_cpu_clock_seconds_total":[1.000000417,1.5,0.25],"#,
             r#""perf_cpu_cycles_total":[200,0,null],"#,
             r#""perf_instructions_total":[300,0,null]},"#,
-            r#""formulas":{"ipc":{"ratio":["perf_instructions_total","perf_cpu_cycles_total"]}}}"#
+            r#""formulas":{"ipc":{"ratio":["perf_instructions_total","perf_cpu_cycles_total"],"format":"ratio"}}}"#
         )
     );
     // The frame's JSON carries the same object.
@@ -483,33 +487,193 @@ fn a_framer_follows_series_that_move_between_cpus() {
 
 /// The per-CPU values the page computes are generated from the served
 /// derived table: its entries of those names, applied to one CPU's
-/// columns; a config that writes one otherwise changes the page's.
+/// columns; a config that writes one otherwise changes the page's, and
+/// one that leaves one out (here `busy_ratio`) has no such column.
 #[test]
 fn per_cpu_formulas_are_the_configs() {
     let forms = per_cpu::formulas(table());
     for name in per_cpu::PER_CPU {
         let d = table().get(name).unwrap();
-        let (_, form) = forms.iter().find(|(n, _)| n == name).unwrap();
+        let (_, form, _) = forms.iter().find(|(n, ..)| n == name).unwrap();
         let want = match form {
             per_cpu::Form::Ratio(n, d) => format!("{n} / {d}"),
             per_cpu::Form::Rate(m) => format!("{m} / duration_time"),
         };
         assert_eq!(d.formula.text, want, "{name}");
     }
+    let names: Vec<&str> = forms.iter().map(|(n, ..)| *n).collect();
+    assert_eq!(names, per_cpu::PER_CPU);
+    let formats: Vec<Format> = forms.iter().map(|(.., f)| *f).collect();
+    assert_eq!(
+        formats,
+        [
+            Format::Ratio,
+            Format::Percent,
+            Format::Rate,
+            Format::Rate,
+            Format::Rate
+        ]
+    );
     let yaml = "sets:\n  - name: s\n    events:\n      - metric: perf_a_total\n        event: instructions\n      - metric: perf_b_total\n        event: cycles\nderived:\n  - name: ipc\n    expr: perf_b_total / perf_a_total\n  - name: context_switches_per_second\n    expr: 2 * perf_a_total / duration_time\n";
     let cfg = crate::config::Config::parse(yaml, "t.yaml").unwrap();
     let forms = per_cpu::formulas(&cfg.derived);
     assert_eq!(
         forms,
-        [
-            (
-                "ipc",
-                per_cpu::Form::Ratio("perf_b_total".into(), "perf_a_total".into())
+        [(
+            "ipc",
+            per_cpu::Form::Ratio("perf_b_total".into(), "perf_a_total".into()),
+            Format::Ratio
+        )]
+    );
+}
+
+/// Two software counters, node-wide per CPU and per cgroup (one cgroup),
+/// for the frames of a config's own derived table.
+fn cgroup_collection(k: f64) -> Vec<Family> {
+    vec![
+        per_cpu("perf_context_switches_total", &[100.0 * k, 300.0 * k]),
+        per_cpu("perf_cpu_clock_seconds_total", &[k, k]),
+        per_cpu("perf_interrupts_total", &[10.0 * k, 30.0 * k]),
+        counter(
+            "perf_cgroup_context_switches_total",
+            vec![sample(&[("cgroup", "app"), ("cpu", "0")], 50.0 * k, 1)],
+        ),
+        counter(
+            "perf_cgroup_cpu_clock_seconds_total",
+            vec![sample(&[("cgroup", "app"), ("cpu", "0")], 0.25 * k, 1)],
+        ),
+    ]
+}
+
+/// A config's `derived:` (not the default's), with three software
+/// metrics; `extra` is appended to its derived entries.
+fn software_config(extra: &str) -> DerivedTable {
+    let yaml = format!(
+        "sets:\n  - name: s\n    events:\n      - metric: perf_context_switches_total\n        event: context-switches\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n      - metric: perf_interrupts_total\n        event: \"irq:irq_handler_entry\"\nderived:\n  - name: context_switches_per_second\n    unit: per second\n    expr: perf_context_switches_total / duration_time\n  - name: irq_per_switch\n    expr: perf_interrupts_total / perf_context_switches_total\n{extra}"
+    );
+    crate::config::Config::parse(&yaml, "t.yaml")
+        .unwrap()
+        .derived
+}
+
+/// The per-cgroup columns and the heatmap's choices are the config's
+/// derived table: a custom entry whose inputs are counted per cgroup is a
+/// column with its value in each row (evaluated over the row's counts),
+/// one with an input not counted per cgroup (`irq_per_switch`: no
+/// per-cgroup interrupts) is no column, and the per-CPU formulas are
+/// the config's entries of the heatmap's names. The exact frames.
+#[test]
+fn per_cgroup_columns_are_the_configs_derived_entries() {
+    let with = software_config(
+        "  - name: switches_per_cpu_second\n    expr: perf_context_switches_total / perf_cpu_clock_seconds_total\n  - name: busy_share\n    unit: ratio\n    expr: perf_cpu_clock_seconds_total / (2 * duration_time)\n",
+    );
+    let f = Framer::default().frame(
+        &cgroup_collection(0.0),
+        &cgroup_collection(1.0),
+        2.0,
+        &Reasons::new(),
+        PerCpuDetail::Derived,
+        &with,
+    );
+    assert_eq!(
+        f.to_json(),
+        concat!(
+            r#"{"interval_seconds":2.0,"#,
+            r#""counts":{"perf_context_switches_total":400.0,"perf_cpu_clock_seconds_total":2.0,"perf_interrupts_total":40.0},"#,
+            r#""derived":{"busy_share":0.5,"context_switches_per_second":200.0,"irq_per_switch":0.1,"switches_per_cpu_second":200.0},"#,
+            r#""per_socket":{},"#,
+            r#""per_cpu":{"cpus":[0,1],"counts":{"perf_context_switches_total":[100,300]},"#,
+            r#""formulas":{"context_switches_per_second":{"rate":"perf_context_switches_total","format":"rate"}}},"#,
+            r#""unavailable":{},"#,
+            r#""per_cgroup":{"counted":1,"rank_by":"perf_cgroup_cpu_clock_seconds_total","#,
+            r#""derived":[{"name":"context_switches_per_second","format":"rate"},"#,
+            r#"{"name":"switches_per_cpu_second","format":"ratio"},"#,
+            r#"{"name":"busy_share","format":"percent"}],"#,
+            r#""top":[{"cgroup":"app","labels":{},"#,
+            r#""counts":{"perf_cgroup_context_switches_total":50.0,"perf_cgroup_cpu_clock_seconds_total":0.25},"#,
+            r#""derived":{"busy_share":0.0625,"context_switches_per_second":25.0,"switches_per_cpu_second":200.0}}]}}"#
+        )
+    );
+    // The same config without the custom entries: no such columns.
+    let without = software_config("");
+    let f = Framer::default().frame(
+        &cgroup_collection(0.0),
+        &cgroup_collection(1.0),
+        2.0,
+        &Reasons::new(),
+        PerCpuDetail::Derived,
+        &without,
+    );
+    assert_eq!(
+        f.to_json(),
+        concat!(
+            r#"{"interval_seconds":2.0,"#,
+            r#""counts":{"perf_context_switches_total":400.0,"perf_cpu_clock_seconds_total":2.0,"perf_interrupts_total":40.0},"#,
+            r#""derived":{"context_switches_per_second":200.0,"irq_per_switch":0.1},"#,
+            r#""per_socket":{},"#,
+            r#""per_cpu":{"cpus":[0,1],"counts":{"perf_context_switches_total":[100,300]},"#,
+            r#""formulas":{"context_switches_per_second":{"rate":"perf_context_switches_total","format":"rate"}}},"#,
+            r#""unavailable":{},"#,
+            r#""per_cgroup":{"counted":1,"rank_by":"perf_cgroup_cpu_clock_seconds_total","#,
+            r#""derived":[{"name":"context_switches_per_second","format":"rate"}],"#,
+            r#""top":[{"cgroup":"app","labels":{},"#,
+            r#""counts":{"perf_cgroup_context_switches_total":50.0,"perf_cgroup_cpu_clock_seconds_total":0.25},"#,
+            r#""derived":{"context_switches_per_second":25.0}}]}}"#
+        )
+    );
+    // A config whose table is empty (`derived: []`; without the section
+    // it has the default's): no per-cgroup column, and the heatmap has
+    // nothing to offer.
+    let yaml = "sets:\n  - name: s\n    events:\n      - metric: perf_context_switches_total\n        event: context-switches\nderived: []\n";
+    let none = crate::config::Config::parse(yaml, "t.yaml")
+        .unwrap()
+        .derived;
+    let f = Framer::default().frame(
+        &cgroup_collection(0.0),
+        &cgroup_collection(1.0),
+        2.0,
+        &Reasons::new(),
+        PerCpuDetail::Derived,
+        &none,
+    );
+    let json: serde_json::Value = serde_json::from_str(&f.to_json()).unwrap();
+    assert_eq!(json["per_cpu"]["formulas"], serde_json::json!({}));
+    assert_eq!(json["per_cgroup"]["derived"], serde_json::json!([]));
+    assert_eq!(
+        json["per_cgroup"]["top"][0]["derived"],
+        serde_json::json!({})
+    );
+}
+
+/// A row whose input never moved has a `null` ratio (undefined), and one
+/// without a count of an input (it never ran in that cgroup) has none.
+#[test]
+fn per_cgroup_values_are_null_when_undefined_and_absent_without_counts() {
+    let table = software_config(
+        "  - name: switches_per_cpu_second\n    expr: perf_context_switches_total / perf_cpu_clock_seconds_total\n",
+    );
+    let fams = |k: f64| {
+        vec![
+            counter(
+                "perf_cgroup_context_switches_total",
+                vec![
+                    sample(&[("cgroup", "idle")], 0.0, 1),
+                    sample(&[("cgroup", "busy")], 10.0 * k, 1),
+                ],
             ),
-            (
-                "busy_ratio",
-                per_cpu::Form::Ratio("perf_msr_mperf_total".into(), "perf_msr_tsc_total".into())
+            counter(
+                "perf_cgroup_cpu_clock_seconds_total",
+                vec![sample(&[("cgroup", "idle")], 0.0, 1)],
             ),
         ]
+    };
+    let f = frame(&fams(0.0), &fams(1.0), 1.0, &Reasons::new(), &table);
+    let top = f.per_cgroup.unwrap();
+    let row = |c: &str| top.top.iter().find(|r| r.cgroup == c).unwrap();
+    assert_eq!(row("idle").derived["switches_per_cpu_second"], None);
+    assert_eq!(row("busy").derived.get("switches_per_cpu_second"), None);
+    assert_eq!(
+        row("busy").derived["context_switches_per_second"],
+        Some(10.0)
     );
 }

@@ -63,13 +63,22 @@ function showCard(card, frame) {
   }
 }
 
-// Per-CPU heatmap: IPC where there is a PMU, else busy time (MPERF/TSC),
-// else context switches/s as a sign of activity.
-const HEAT = [
-  ["ipc", "IPC", FORMAT.ratio],
-  ["busy_ratio", "busy (MPERF/TSC)", FORMAT.percent],
-  ["context_switches_per_second", "context switches/s (no PMU, no MPERF here)", human],
-];
+// A derived value's name as a heading ("busy_ratio" -> "busy ratio").
+function title(name) {
+  return name.replace(/_/g, " ");
+}
+
+// The format the frame gives a derived value (percent, rate or ratio).
+function formatOf(hint) {
+  return FORMAT[hint] || FORMAT.ratio;
+}
+
+// Per-CPU heatmap. Its choices are the per-CPU derived values of the
+// frame (per_cpu.formulas: the config's derived table, in the order the
+// server prefers them: IPC where there is a PMU, else busy time from
+// MPERF/TSC, else the OS event rates); the first with a value is shown
+// unless one is picked in the card's list.
+let heatPicked = "";
 
 // frame.per_cpu is in columns: the CPU numbers once, an array of counts
 // per metric in that order, and the formulas of the per-CPU derived
@@ -89,19 +98,38 @@ function perCpuColumn(pc, interval, key) {
 
 function showHeatmap(frame) {
   const pc = frame.per_cpu || { cpus: [], counts: {}, formulas: {} };
-  const cols = HEAT.map(([k]) => perCpuColumn(pc, frame.interval_seconds, k));
-  const at = cols.findIndex((c) => c && c.some((v) => typeof v === "number"));
-  const pick = HEAT[at];
   const card = document.getElementById("heatmap");
+  const formulas = pc.formulas || {};
+  const choices = Object.keys(formulas)
+    .map((k) => [k, perCpuColumn(pc, frame.interval_seconds, k)])
+    .filter(([, c]) => c && c.some((v) => typeof v === "number"));
+  const select = card.querySelector("select.pick");
+  const names = choices.map(([k]) => k);
+  if (select.dataset.choices !== names.join(",")) {
+    select.dataset.choices = names.join(",");
+    select.replaceChildren(...names.map((k) => {
+      const o = document.createElement("option");
+      o.value = k;
+      o.textContent = title(k);
+      return o;
+    }));
+  }
+  select.hidden = names.length < 2;
+  const pick = choices.find(([k]) => k === heatPicked) || choices[0];
+  card.classList.toggle("unavailable", !pick);
   if (!pick) {
-    card.classList.add("unavailable");
+    card.dataset.metric = "";
+    card.querySelector(".cells").replaceChildren();
     card.querySelector(".reason").textContent = frame.unavailable.ipc || "no per-CPU values";
     return;
   }
-  const [key, label, fmt] = pick;
-  const col = cols[at];
+  card.querySelector(".reason").textContent = "";
+  const [key, col] = pick;
+  const fmt = formatOf(formulas[key].format);
+  select.value = key;
   card.dataset.metric = key;
-  card.querySelector("h2").textContent = "Per-CPU " + label;
+  card.dataset.format = formulas[key].format || "";
+  card.querySelector("h2").textContent = "Per-CPU " + title(key);
   // The colours span this frame's lowest to highest value (blue to red),
   // as the legend says; values within 0.5% of each other are one
   // neutral colour: equal is not "hot".
@@ -137,12 +165,8 @@ const NEUTRAL = "hsl(210, 15%, 85%)";
 // The per-workload top list (frame.per_cgroup): the busiest cgroups, with
 // the cgroups counted inside them (a pod's containers) on indented rows.
 // A container's counts are already in its pod's: rows are never summed.
-const CGROUP_COLUMNS = [
-  ["cpu_share", FORMAT.percent],
-  ["cycles_share", FORMAT.percent],
-  ["ipc", FORMAT.ratio],
-  ["context_switches_per_second", FORMAT.rate],
-];
+// Its columns are the frame's (per_cgroup.derived: the derived values of
+// the config's table whose inputs are counted per cgroup).
 
 function cgroupName(row) {
   const l = row.labels;
@@ -151,7 +175,7 @@ function cgroupName(row) {
   return row.cgroup;
 }
 
-function cgroupRows(rows, depth, out) {
+function cgroupRows(rows, depth, out, columns) {
   for (const row of rows) {
     const tr = document.createElement("tr");
     tr.className = "cgroup-row" + (depth > 0 ? " nested" : "");
@@ -162,12 +186,12 @@ function cgroupRows(rows, depth, out) {
     name.title = row.cgroup;
     name.style.paddingLeft = `${0.3 + 1.5 * depth}em`;
     tr.append(name);
-    for (const [key, fmt] of CGROUP_COLUMNS) {
+    for (const c of columns) {
       const td = document.createElement("td");
-      const v = row.derived[key];
-      td.dataset.key = key;
+      const v = row.derived[c.name];
+      td.dataset.key = c.name;
       td.dataset.raw = v == null ? "" : String(v);
-      td.textContent = v === undefined ? "n/a" : v === null ? "–" : fmt(v);
+      td.textContent = v === undefined ? "n/a" : v === null ? "–" : formatOf(c.format)(v);
       tr.append(td);
     }
     const act = document.createElement("td");
@@ -180,7 +204,7 @@ function cgroupRows(rows, depth, out) {
     tr.classList.toggle("picked", flamePicked !== null && flamePicked.cgroup === row.cgroup);
     tr.flameTarget = flameTarget(row);
     out.push(tr);
-    cgroupRows(row.nested || [], depth + 1, out);
+    cgroupRows(row.nested || [], depth + 1, out, columns);
   }
   return out;
 }
@@ -190,10 +214,23 @@ window.showCgroups = (top) => {
   sec.hidden = false;
   document.getElementById("flame").hidden = false;
   const shown = top.top.length;
+  const columns = top.derived || [];
   sec.querySelector(".summary").textContent =
     `${top.counted} cgroups counted; the ${shown} busiest by ${top.rank_by}` +
-    " (n/a: not counted per cgroup on this host).";
-  sec.querySelector("tbody").replaceChildren(...cgroupRows(top.top, 0, []));
+    " (derived values whose inputs are counted per cgroup; n/a: an input did not count in that cgroup).";
+  const head = sec.querySelector("thead tr");
+  const keys = columns.map((c) => c.name).join(",");
+  if (head.dataset.keys !== keys) {
+    head.dataset.keys = keys;
+    const th = (text, key) => {
+      const e = document.createElement("th");
+      e.textContent = text;
+      if (key) e.dataset.key = key;
+      return e;
+    };
+    head.replaceChildren(th("cgroup"), ...columns.map((c) => th(title(c.name), c.name)), th("profile"));
+  }
+  sec.querySelector("tbody").replaceChildren(...cgroupRows(top.top, 0, [], columns));
 };
 
 // The flame graph (an icicle: the outermost frame on top) of a workload
@@ -371,7 +408,14 @@ document.querySelector("#cgroup-top tbody").addEventListener("click", (e) => {
   if (tr && tr.flameTarget && !flameBusy) takeProfile(tr.flameTarget);
 });
 
+document.querySelector("#heatmap select.pick").addEventListener("change", (e) => {
+  heatPicked = e.target.value;
+  if (lastFrame) showHeatmap(lastFrame);
+});
+let lastFrame = null;
+
 function show(frame) {
+  lastFrame = frame;
   frames += 1;
   for (const card of document.querySelectorAll(".card[data-derived]")) showCard(card, frame);
   showHeatmap(frame);
@@ -395,6 +439,7 @@ async function paintSnapshot() {
     const frame = await r.json();
     if (frames > 0) return;
     for (const card of document.querySelectorAll(".card[data-derived]")) showCard(card, frame);
+    lastFrame = frame;
     showHeatmap(frame);
     if (frame.per_cgroup) window.showCgroups(frame.per_cgroup);
     const st = document.getElementById("status");
