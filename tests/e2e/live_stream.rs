@@ -949,7 +949,7 @@ fn frames_list_the_busiest_pods_with_their_containers() {
     let pods: f64 = rows.iter().map(clock).sum();
     assert!(pods > 0.0 && pods <= node, "pods {pods} node {node}");
     assert!(
-        rows[0]["derived"]["cpu_share"].as_f64().unwrap() > 0.0,
+        rows[0]["derived"]["cpus_utilized"].as_f64().unwrap() > 0.0,
         "{pc}"
     );
 }

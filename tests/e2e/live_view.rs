@@ -31,6 +31,7 @@ const DOM: &str = r##"JSON.stringify({
       raw: c.querySelector(".value").dataset.raw,
       reason: c.querySelector(".reason").textContent }])),
   heatmap: { metric: document.getElementById("heatmap").dataset.metric,
+             choices: [...document.querySelectorAll("#heatmap select.pick option")].map((o) => o.value),
              cells: document.querySelectorAll("#heatmap .cell").length,
              raws: [...document.querySelectorAll("#heatmap .cell")].map((c) => c.dataset.raw),
              colours: [...document.querySelectorAll("#heatmap .cell")].map((c) => c.style.background),
@@ -40,11 +41,12 @@ const DOM: &str = r##"JSON.stringify({
   notes: [...document.querySelectorAll("#not-available .note")].map((n) => n.textContent),
   cgroups: { hidden: document.getElementById("cgroup-top").hidden,
              summary: document.querySelector("#cgroup-top .summary").textContent,
+             columns: [...document.querySelectorAll("#cgroup-top thead th[data-key]")].map((t) => t.dataset.key),
              rows: [...document.querySelectorAll("#cgroup-top tr.cgroup-row")].map((r) => ({
                cgroup: r.dataset.cgroup, depth: Number(r.dataset.depth),
                name: r.cells[0].textContent,
-               cpu_share: r.querySelector('td[data-key="cpu_share"]').dataset.raw,
-               ipc: r.querySelector('td[data-key="ipc"]').textContent })) },
+               cpus: r.querySelector('td[data-key="cpus_utilized"]')?.dataset.raw ?? null,
+               ipc: r.querySelector('td[data-key="ipc"]')?.textContent ?? null })) },
 })"##;
 
 /// Opens the page of `p` and waits for `frames` frames; returns the DOM
@@ -121,6 +123,15 @@ fn simulated_skx_page_agrees_with_metrics() {
     let d = |m: &str| sum(&b, m) - sum(&a, m);
     let ipc = d("perf_instructions_total") / d("perf_cpu_cycles_total");
     let cs = d("perf_context_switches_total") / secs;
+    // The heatmap's choices are the frame's per-CPU derived values (the
+    // derived table's), not a list of the page's.
+    let snap: Value = serde_json::from_str(&p.get("/api/v1/snapshot").body).expect("JSON");
+    let offered: Vec<String> = snap["per_cpu"]["formulas"]
+        .as_object()
+        .expect("formulas")
+        .keys()
+        .cloned()
+        .collect();
     load_page(&p, "simulated-intel-skx", 3, |dom| {
         let shown = raw(dom, "ipc");
         assert!(
@@ -138,6 +149,17 @@ fn simulated_skx_page_agrees_with_metrics() {
         // of the frame: the simulated rates make it 1.5 on each of the
         // fixture's 8 CPUs (to a count in 2e9: the counts are whole).
         assert_eq!(dom["heatmap"]["metric"], "ipc", "{dom:#}");
+        let mut choices: Vec<String> = dom["heatmap"]["choices"]
+            .as_array()
+            .expect("choices")
+            .iter()
+            .map(|c| c.as_str().expect("a name").to_string())
+            .collect();
+        // In the frame's order (the server's preference): IPC first.
+        assert_eq!(choices.first().map(String::as_str), Some("ipc"), "{dom:#}");
+        choices.sort();
+        assert_eq!(choices, offered, "{dom:#}");
+        assert!(offered.len() >= 2, "{snap:#}");
         let cells: Vec<f64> = dom["heatmap"]["raws"]
             .as_array()
             .expect("cells")
@@ -252,7 +274,18 @@ fn the_page_lists_the_busiest_pods_and_their_containers() {
             rows.iter().any(|r| r["depth"] == 1),
             "no container row: {dom:#}"
         );
-        let share = |r: &Value| r["cpu_share"].as_str().unwrap().parse::<f64>().unwrap();
+        // The columns are the frame's: the derived table's entries whose
+        // inputs are counted per cgroup (no cycles here: no IPC).
+        let columns: Vec<&str> = snap["per_cgroup"]["derived"]
+            .as_array()
+            .expect("columns")
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(c["columns"], serde_json::json!(columns), "{dom:#}");
+        assert!(columns.contains(&"cpus_utilized"), "{columns:?}");
+        assert!(!columns.contains(&"ipc"), "{columns:?}");
+        let share = |r: &Value| r["cpus"].as_str().unwrap().parse::<f64>().unwrap();
         assert!(
             pods.windows(2).all(|w| share(w[0]) >= share(w[1])),
             "{dom:#}"
@@ -267,8 +300,8 @@ fn the_page_lists_the_busiest_pods_and_their_containers() {
                 assert!(cg.starts_with(&format!("{pod}/")), "{r} not under {pod}");
                 assert!(r["name"].as_str().unwrap().starts_with("container "), "{r}");
             }
-            // No cycles here: IPC is not counted per cgroup.
-            assert_eq!(r["ipc"], "n/a", "{r}");
+            // No cycles here: IPC is not counted per cgroup, so no cell.
+            assert_eq!(r["ipc"], Value::Null, "{r}");
         }
     });
 }
