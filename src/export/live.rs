@@ -96,7 +96,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// How the page shows a derived value (its `unit:`, as written): a
 /// share as a percentage (`ratio`, `1`), a rate per second (a unit per
-/// second, or an expression over `duration_time`), else a number.
+/// second, or, without a unit, an expression over `duration_time`), else
+/// a number (`CPUs` is one, though it is over `duration_time`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
@@ -120,7 +121,7 @@ impl Format {
         match unit.as_str() {
             "ratio" | "1" => Self::Percent,
             u if u.ends_with("per second") || u.ends_with("/s") => Self::Rate,
-            _ if over_time => Self::Rate,
+            "" if over_time => Self::Rate,
             _ => Self::Ratio,
         }
     }

@@ -514,6 +514,9 @@ fn per_cpu_formulas_are_the_configs() {
             Format::Rate
         ]
     );
+    // A unit that is no rate is shown as a number, also over time.
+    let cpus = table().get("cpus_utilized").unwrap();
+    assert_eq!(Format::of(cpus), Format::Ratio);
     let yaml = "sets:\n  - name: s\n    events:\n      - metric: perf_a_total\n        event: instructions\n      - metric: perf_b_total\n        event: cycles\nderived:\n  - name: ipc\n    expr: perf_b_total / perf_a_total\n  - name: context_switches_per_second\n    expr: 2 * perf_a_total / duration_time\n";
     let cfg = crate::config::Config::parse(yaml, "t.yaml").unwrap();
     let forms = per_cpu::formulas(&cfg.derived);
