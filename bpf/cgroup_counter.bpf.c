@@ -128,6 +128,8 @@ struct last {
 	__u32 nowners;
 	__u32 owner[MAX_OWNERS];
 	struct bpf_perf_event_value v[MAX_EVENTS];
+	// Scratch: the deltas of the charge running (too large for the stack).
+	struct bpf_perf_event_value d[MAX_EVENTS];
 };
 
 struct {
@@ -196,23 +198,33 @@ struct {
 	__uint(max_entries, OWNER_CACHE);
 } owners SEC(".maps");
 
-// Per CPU, at `slot * MAX_EVENTS + k`: the count, enabled and running time
-// charged to the slot's cgroup by the k-th counter of that CPU.
+// Per CPU, at `slot`: the count, enabled and running time charged to the
+// slot's cgroup by each counter of that CPU (the k-th at `v[k]`). One
+// element per slot: a charge looks up each owner once, not once per
+// counter, and a slot's counts are contiguous.
+struct charged {
+	struct bpf_perf_event_value v[MAX_EVENTS];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
-	__type(value, struct bpf_perf_event_value);
-	__uint(max_entries, 1); // slots * MAX_EVENTS, set by the loader
+	__type(value, struct charged);
+	__uint(max_entries, 1); // slots, set by the loader
 } counts SEC(".maps");
 
-// Charges the k-th counter of this CPU (in `map`) to the owners.
-static __always_inline void charge_one(void *map, __u32 k, __u32 cpu, struct last *prev,
-				       __u32 leaders, __u32 *owner, int nowners)
+// Reads the k-th counter of this CPU (in `map`) into `prev->v[k]` and its
+// delta since the last reading into `prev->d[k]` (0 when it cannot be read).
+static __always_inline void read_one(void *map, __u32 k, __u32 cpu, struct last *prev,
+				     __u32 leaders)
 {
 	struct bpf_perf_event_value now = {};
 
 	if (k >= nr_events)
 		return;
+	prev->d[k].counter = 0;
+	prev->d[k].enabled = 0;
+	prev->d[k].running = 0;
 	if (leaders & (1u << k)) {
 		if (bpf_perf_event_read_value(map, cpu, &now, sizeof(now)))
 			return;
@@ -222,20 +234,10 @@ static __always_inline void charge_one(void *map, __u32 k, __u32 cpu, struct las
 			return; // an errno: no counter at k on this CPU
 		now.counter = v;
 	}
-	__u64 dc = now.counter - prev->v[k].counter;
-	__u64 de = now.enabled - prev->v[k].enabled;
-	__u64 dr = now.running - prev->v[k].running;
+	prev->d[k].counter = now.counter - prev->v[k].counter;
+	prev->d[k].enabled = now.enabled - prev->v[k].enabled;
+	prev->d[k].running = now.running - prev->v[k].running;
 	prev->v[k] = now;
-#pragma clang loop unroll(disable)
-	for (int o = 0; o < MAX_OWNERS && o < nowners; o++) {
-		__u32 key = owner[o] * MAX_EVENTS + k;
-		struct bpf_perf_event_value *c = bpf_map_lookup_elem(&counts, &key);
-		if (!c)
-			continue;
-		c->counter += dc;
-		c->enabled += de;
-		c->running += dr;
-	}
 }
 
 // The selected cgroups that own the running task (its cgroup and its
@@ -283,22 +285,37 @@ static __always_inline void charge(struct last *prev, __u32 *owner, int nowners,
 		prev->generation = cc->generation;
 	}
 	prev->version = ver;
-	charge_one(&events0, 0, cpu, prev, leaders, owner, nowners);
-	charge_one(&events1, 1, cpu, prev, leaders, owner, nowners);
-	charge_one(&events2, 2, cpu, prev, leaders, owner, nowners);
-	charge_one(&events3, 3, cpu, prev, leaders, owner, nowners);
-	charge_one(&events4, 4, cpu, prev, leaders, owner, nowners);
-	charge_one(&events5, 5, cpu, prev, leaders, owner, nowners);
-	charge_one(&events6, 6, cpu, prev, leaders, owner, nowners);
-	charge_one(&events7, 7, cpu, prev, leaders, owner, nowners);
-	charge_one(&events8, 8, cpu, prev, leaders, owner, nowners);
-	charge_one(&events9, 9, cpu, prev, leaders, owner, nowners);
-	charge_one(&events10, 10, cpu, prev, leaders, owner, nowners);
-	charge_one(&events11, 11, cpu, prev, leaders, owner, nowners);
-	charge_one(&events12, 12, cpu, prev, leaders, owner, nowners);
-	charge_one(&events13, 13, cpu, prev, leaders, owner, nowners);
-	charge_one(&events14, 14, cpu, prev, leaders, owner, nowners);
-	charge_one(&events15, 15, cpu, prev, leaders, owner, nowners);
+	read_one(&events0, 0, cpu, prev, leaders);
+	read_one(&events1, 1, cpu, prev, leaders);
+	read_one(&events2, 2, cpu, prev, leaders);
+	read_one(&events3, 3, cpu, prev, leaders);
+	read_one(&events4, 4, cpu, prev, leaders);
+	read_one(&events5, 5, cpu, prev, leaders);
+	read_one(&events6, 6, cpu, prev, leaders);
+	read_one(&events7, 7, cpu, prev, leaders);
+	read_one(&events8, 8, cpu, prev, leaders);
+	read_one(&events9, 9, cpu, prev, leaders);
+	read_one(&events10, 10, cpu, prev, leaders);
+	read_one(&events11, 11, cpu, prev, leaders);
+	read_one(&events12, 12, cpu, prev, leaders);
+	read_one(&events13, 13, cpu, prev, leaders);
+	read_one(&events14, 14, cpu, prev, leaders);
+	read_one(&events15, 15, cpu, prev, leaders);
+#pragma clang loop unroll(disable)
+	for (int o = 0; o < MAX_OWNERS && o < nowners; o++) {
+		__u32 key = owner[o];
+		struct charged *c = bpf_map_lookup_elem(&counts, &key);
+		if (!c)
+			continue;
+#pragma clang loop unroll(full)
+		for (int k = 0; k < MAX_EVENTS; k++) {
+			if (k >= nr_events)
+				break;
+			c->v[k].counter += prev->d[k].counter;
+			c->v[k].enabled += prev->d[k].enabled;
+			c->v[k].running += prev->d[k].running;
+		}
+	}
 }
 
 // Keeps `own` (or nothing) as the owners of the interval `l` began.

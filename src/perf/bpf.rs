@@ -36,7 +36,8 @@
 //!   the leader's), and charges the delta since the last
 //!   charge on this CPU to every selected cgroup among the running task's
 //!   cgroup and its ancestors (`bpf_get_current_ancestor_cgroup_id()`,
-//!   level 0 upwards), in a per-CPU array at `slot * MAX_EVENTS + k`. User
+//!   level 0 upwards), in a per-CPU array at `slot` (the k-th counter's
+//!   at `[k]` of it: one lookup per owner, whatever the counters). User
 //!   space assigns the slots (a hash map: cgroup id → slot), which bounds
 //!   the maps and makes reclaiming a removed cgroup's entry one delete.
 //!   The owner slots found for a cgroup are cached per CPU (16 entries,
@@ -97,6 +98,16 @@ pub struct Charged {
 // SAFETY: `Charged` is `repr(C)`, three u64s with no padding: every bit
 // pattern of its size is a valid value, as aya's `Pod` requires.
 unsafe impl aya::Pod for Charged {}
+
+/// What the counters of one CPU charged to one cgroup (`struct charged`
+/// of the C source): the k-th counter's at `[k]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SlotCharged([Charged; MAX_EVENTS as usize]);
+
+// SAFETY: `SlotCharged` is `repr(C)`, an array of `Charged` (u64s, no
+// padding): every bit pattern of its size is a valid value.
+unsafe impl aya::Pod for SlotCharged {}
 
 /// Per CPU, what the program needs about its counters (`struct
 /// cpu_counters` of the C source).
@@ -183,7 +194,7 @@ pub struct BpfCounter {
     /// it found per cgroup and version).
     slots_version: Array<MapData, u64>,
     version: u64,
-    counts: PerCpuArray<MapData, Charged>,
+    counts: PerCpuArray<MapData, SlotCharged>,
     /// Possible CPUs (the per-CPU maps' width).
     possible: u32,
     max_slots: u32,
@@ -229,7 +240,7 @@ impl BpfCounter {
             .override_global("same_css_skip", &same_css_skip, true)
             .map_max_entries("generation", possible)
             .map_max_entries("slots", max_slots)
-            .map_max_entries("counts", max_slots * MAX_EVENTS)
+            .map_max_entries("counts", max_slots)
             .load(OBJECT)
             .map_err(|e| load("object", chain(&e)))?;
         for name in PROGRAMS {
@@ -352,18 +363,15 @@ impl BpfCounter {
 
     /// Assigns `slot` to the cgroup `id`: its counts start from zero.
     pub fn assign(&mut self, slot: u32, id: u64) -> Result<(), BpfError> {
-        for k in 0..MAX_EVENTS {
-            let key = slot * MAX_EVENTS + k;
-            let zeros = PerCpuValues::try_from(vec![Charged::default(); self.possible as usize])
-                .map_err(|e| BpfError::Map {
-                    map: "counts",
-                    key: key.into(),
-                    msg: e.to_string(),
-                })?;
-            self.counts
-                .set(key, zeros, 0)
-                .map_err(map_err("counts", key.into()))?;
-        }
+        let zeros = PerCpuValues::try_from(vec![SlotCharged::default(); self.possible as usize])
+            .map_err(|e| BpfError::Map {
+                map: "counts",
+                key: slot.into(),
+                msg: e.to_string(),
+            })?;
+        self.counts
+            .set(slot, zeros, 0)
+            .map_err(map_err("counts", slot.into()))?;
         self.slots
             .insert(id, slot, 0)
             .map_err(map_err("slots", id))?;
@@ -406,15 +414,17 @@ impl BpfCounter {
         })
     }
 
-    /// What the `k`-th counters charged to `slot`, per possible CPU.
-    pub fn read(&self, slot: u32, k: u32, out: &mut Vec<Charged>) -> Result<(), BpfError> {
-        let key = slot * MAX_EVENTS + k;
+    /// What the counters charged to `slot`, per possible CPU: the k-th
+    /// counters' into `out[k]` (one map lookup for every counter and CPU).
+    pub fn read(&self, slot: u32, out: &mut [Vec<Charged>]) -> Result<(), BpfError> {
         let v = self
             .counts
-            .get(&key, 0)
-            .map_err(map_err("counts", key.into()))?;
-        out.clear();
-        out.extend(v.iter().copied());
+            .get(&slot, 0)
+            .map_err(map_err("counts", slot.into()))?;
+        for (k, o) in out.iter_mut().enumerate() {
+            o.clear();
+            o.extend(v.iter().filter_map(|c| c.0.get(k).copied()));
+        }
         Ok(())
     }
 }
