@@ -5,7 +5,8 @@
 // User space opens the counters of `cgroups.sets` once per CPU and puts their
 // fds in `events<k>` at index `cpu` (k: the k-th counter opened on that CPU;
 // one map per k, as loaders size a PERF_EVENT_ARRAY to the possible CPUs).
-// `on_switch` is attached to the `sched_switch` raw tracepoint, which
+// `on_switch_btf` (`on_switch` without the kernel's BTF) is attached to
+// the `sched_switch` tracepoint, which
 // __schedule() hits before the switch, while the previous task is still
 // `current`. It reads every counter of this CPU and charges the delta since
 // the last charge on this CPU (an "interval") to the cgroup that was running
@@ -42,7 +43,9 @@
 // Its cost does not depend on the number of cgroups.
 //
 // What a charge costs is almost all the counter reads (one helper call per
-// counter, mostly cache misses on the kernel's perf_event structures).
+// counter, mostly cache misses on the kernel's perf_event structures): the
+// rest is kept to one lookup per owner (a slot's counts are one element)
+// and, with BTF, no helper call for the css_sets.
 //
 // Built by scripts/build-bpf.sh; the object is committed and embedded.
 
@@ -362,9 +365,10 @@ static __always_inline __u64 css_of(struct task_struct *t)
 	return (__u64)c;
 }
 
-// Attached to sched_switch (args: preempt, prev, next, ...), and run by
-// user space on each CPU at a read (args all 0: no previous task: always a
-// charge).
+// Run at every switch, from sched_switch (`a`, `b`: the css_sets of the
+// task leaving and of the task coming in, `is_switch` 1), and by user space
+// on each CPU at a read (`is_switch` 0, `a` and `b` the running task's:
+// always a charge). The css_sets are read only with `same_css_skip`.
 //
 // A switch between two tasks of the css_set the interval began with is not
 // charged (only while `slots` is at the version of the last charge: after a
@@ -374,10 +378,8 @@ static __always_inline __u64 css_of(struct task_struct *t)
 // with the same owners (e.g. two cgroups nobody selected) are charged: a
 // version skipping them charged a selected cgroup 5-17 % too much CPU time
 // (tests/live/cgroup_bpf.rs, both switch tests).
-SEC("raw_tp")
-int on_switch(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int switched(__u64 a, __u64 b, int is_switch)
 {
-	struct task_struct *prev = (void *)ctx->args[1], *next = (void *)ctx->args[2];
 	__u32 zero = 0;
 
 	struct last *l = bpf_map_lookup_elem(&last, &zero);
@@ -396,16 +398,45 @@ int on_switch(struct bpf_raw_tracepoint_args *ctx)
 			charge(l, 0, 0, ver);
 		return 0;
 	}
-	if (!prev)
-		prev = (void *)bpf_get_current_task();
-	__u64 a = css_of(prev), b = next ? css_of(next) : a;
-	if (next && a && a == b && a == l->css && l->version == ver) {
+	if (is_switch && a && a == b && a == l->css && l->version == ver) {
 		if (!l->owned)
 			keep_owners(l, owners_of_current(ver));
 		return 0;
 	}
 	switch_interval(l, ver, a, b);
 	return 0;
+}
+
+// Attached to the sched_switch raw tracepoint (args: preempt, prev, next,
+// ...) where the kernel's BTF is missing (then `same_css_skip` is 0), and
+// the program user space runs at a read (args all 0: no previous task).
+// Its css_sets are probe reads (a helper call each).
+SEC("raw_tp")
+int on_switch(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *prev = (void *)ctx->args[1], *next = (void *)ctx->args[2];
+	__u64 a = 0, b = 0;
+
+	if (same_css_skip) {
+		if (!prev)
+			prev = (void *)bpf_get_current_task();
+		a = css_of(prev);
+		b = next ? css_of(next) : a;
+	}
+	return switched(a, b, next != 0);
+}
+
+// Attached to sched_switch where the kernel has BTF (the loader sets
+// `same_css_skip` then): the same as `on_switch`, but the tasks are typed
+// pointers, so their css_sets are plain loads, not helper calls. (A
+// BTF-typed tracepoint program cannot be run by user space: reads run
+// `on_switch`.)
+SEC("tp_btf/sched_switch")
+int on_switch_btf(__u64 *ctx)
+{
+	struct task_struct *prev = (void *)ctx[1], *next = (void *)ctx[2];
+
+	return switched((__u64)prev->cgroups, (__u64)next->cgroups, 1);
 }
 
 // Attached to the cgroup_attach_task tracepoint (args: dst_cgrp, path,

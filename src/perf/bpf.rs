@@ -10,9 +10,11 @@
 //! * `on_switch` is attached to the `sched_switch` raw tracepoint, which
 //!   `__schedule()` hits before the switch: `current` is still the task
 //!   leaving, so its cgroup is charged. At a switch between two tasks of
-//!   the css_set the pending interval began with (`task->cgroups`, two
-//!   probe reads at offsets the loader relocates from the kernel's BTF)
-//!   it returns at once, leaving the interval to the first switch to or
+//!   the css_set the pending interval began with (`task->cgroups`, at
+//!   the offset the loader relocates from the kernel's BTF; read by a
+//!   plain load, as the program attached is the BTF-typed tracepoint
+//!   program `on_switch_btf`, whose task pointers the verifier knows) it
+//!   returns at once, leaving the interval to the first switch to or
 //!   from another css_set, a read, or a move. The interval keeps the
 //!   owners of the css_set it began with (found at its first skipped
 //!   switch), so a task that leaves that css_set while it runs cannot take
@@ -54,12 +56,19 @@
 use super::{Counter, CounterInner};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues};
 use aya::programs::raw_trace_point::RawTracePointLinkId;
-use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
+use aya::programs::tp_btf::BtfTracePointLinkId;
+use aya::programs::{BtfTracePoint, RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
-/// The programs of the object, attached to [`TRACEPOINTS`] in order.
+/// The programs of the object, attached to [`TRACEPOINTS`] in order
+/// (`on_switch` only without the kernel's BTF: else [`SWITCH_BTF`] is
+/// attached in its place, and `on_switch` is only run at reads).
 const PROGRAMS: [&str; 2] = ["on_switch", "on_attach"];
+
+/// `on_switch` as a BTF-typed tracepoint program (`tp_btf`): its task
+/// pointers are typed, so it reads their css_sets without a helper call.
+const SWITCH_BTF: &str = "on_switch_btf";
 
 /// The raw tracepoints the [`PROGRAMS`] are attached to.
 const TRACEPOINTS: [&str; 2] = ["sched_switch", "cgroup_attach_task"];
@@ -201,6 +210,10 @@ pub struct BpfCounter {
     /// The programs' links to their tracepoints ([`PROGRAMS`]), once
     /// attached.
     links: Vec<RawTracePointLinkId>,
+    /// Whether [`SWITCH_BTF`] is loaded (then attached instead of
+    /// `on_switch`), and its link once attached.
+    switch_btf: bool,
+    switch_btf_link: Option<BtfTracePointLinkId>,
 }
 
 impl std::fmt::Debug for BpfCounter {
@@ -251,6 +264,18 @@ impl BpfCounter {
                 .and_then(|p| p.load())
                 .map_err(|e| load(name, chain(&e)))?;
         }
+        let switch_btf = match &btf {
+            Some(btf) => {
+                let p = ebpf
+                    .program_mut(SWITCH_BTF)
+                    .ok_or_else(|| load(SWITCH_BTF, "missing from the object".into()))?;
+                <&mut BtfTracePoint>::try_from(p)
+                    .and_then(|p| p.load("sched_switch", btf))
+                    .map_err(|e| load(SWITCH_BTF, chain(&e)))?;
+                true
+            }
+            None => false,
+        };
         let mut events = Vec::new();
         for k in 0..MAX_EVENTS {
             let name = format!("events{k}");
@@ -279,6 +304,8 @@ impl BpfCounter {
             possible,
             max_slots,
             links: Vec::new(),
+            switch_btf,
+            switch_btf_link: None,
         })
     }
 
@@ -296,6 +323,18 @@ impl BpfCounter {
         let mut links = Vec::new();
         for (name, tracepoint) in PROGRAMS.iter().zip(TRACEPOINTS) {
             let err = |msg| BpfError::Attach { tracepoint, msg };
+            if *name == "on_switch" && self.switch_btf {
+                if self.switch_btf_link.is_some() {
+                    continue;
+                }
+                let p: &mut BtfTracePoint = self
+                    .ebpf
+                    .program_mut(SWITCH_BTF)
+                    .and_then(|p| p.try_into().ok())
+                    .ok_or_else(|| err(format!("{SWITCH_BTF} is not loaded")))?;
+                self.switch_btf_link = Some(p.attach().map_err(|e| err(chain(&e)))?);
+                continue;
+            }
             let p: &mut RawTracePoint = self
                 .ebpf
                 .program_mut(name)
@@ -311,7 +350,12 @@ impl BpfCounter {
     pub fn fds(&self) -> usize {
         // events<k>, last, generation, slots, slots_version, owners, counts,
         // the programs, their links.
-        MAX_EVENTS as usize + 6 + PROGRAMS.len() + self.links.len()
+        MAX_EVENTS as usize
+            + 6
+            + PROGRAMS.len()
+            + self.links.len()
+            + usize::from(self.switch_btf)
+            + usize::from(self.switch_btf_link.is_some())
     }
 
     /// Puts `counter` as the `k`-th counter of `cpu`. It must be a live
