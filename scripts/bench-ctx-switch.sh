@@ -160,6 +160,13 @@ for n in $counts; do
       echo "  ns added/switch by CPU time: $(summary <"$tmp/cpu$i")"
       echo "  ns added/switch by wall clock: $(summary <"$tmp/wall$i")"
     done
+    if ((${#bins[@]} == 2)); then
+      # Paired per round: the second binary minus the first.
+      if [[ -s $tmp/prog0 ]]; then
+        echo "  second - first, program ns per run: $(paste "$tmp/prog0" "$tmp/prog1" | awk '{ print $2 - $1 }' | summary)"
+      fi
+      echo "  second - first, ns added/switch by CPU time: $(paste "$tmp/cpu0" "$tmp/cpu1" | awk '{ print $2 - $1 }' | summary)"
+    fi
     echo "  baseline by CPU time: $(summary <"$tmp/base" | tr -d +)"
   done
 done
