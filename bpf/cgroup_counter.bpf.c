@@ -5,7 +5,8 @@
 // User space opens the counters of `cgroups.sets` once per CPU and puts their
 // fds in `events<k>` at index `cpu` (k: the k-th counter opened on that CPU;
 // one map per k, as loaders size a PERF_EVENT_ARRAY to the possible CPUs).
-// `on_switch` is attached to the `sched_switch` raw tracepoint, which
+// `on_switch_btf` (`on_switch` without the kernel's BTF) is attached to
+// the `sched_switch` tracepoint, which
 // __schedule() hits before the switch, while the previous task is still
 // `current`. It reads every counter of this CPU and charges the delta since
 // the last charge on this CPU (an "interval") to the cgroup that was running
@@ -42,7 +43,9 @@
 // Its cost does not depend on the number of cgroups.
 //
 // What a charge costs is almost all the counter reads (one helper call per
-// counter, mostly cache misses on the kernel's perf_event structures).
+// counter, mostly cache misses on the kernel's perf_event structures): the
+// rest is kept to one lookup per owner (a slot's counts are one element)
+// and, with BTF, no helper call for the css_sets.
 //
 // Built by scripts/build-bpf.sh; the object is committed and embedded.
 
@@ -128,6 +131,8 @@ struct last {
 	__u32 nowners;
 	__u32 owner[MAX_OWNERS];
 	struct bpf_perf_event_value v[MAX_EVENTS];
+	// Scratch: the deltas of the charge running (too large for the stack).
+	struct bpf_perf_event_value d[MAX_EVENTS];
 };
 
 struct {
@@ -196,23 +201,33 @@ struct {
 	__uint(max_entries, OWNER_CACHE);
 } owners SEC(".maps");
 
-// Per CPU, at `slot * MAX_EVENTS + k`: the count, enabled and running time
-// charged to the slot's cgroup by the k-th counter of that CPU.
+// Per CPU, at `slot`: the count, enabled and running time charged to the
+// slot's cgroup by each counter of that CPU (the k-th at `v[k]`). One
+// element per slot: a charge looks up each owner once, not once per
+// counter, and a slot's counts are contiguous.
+struct charged {
+	struct bpf_perf_event_value v[MAX_EVENTS];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
-	__type(value, struct bpf_perf_event_value);
-	__uint(max_entries, 1); // slots * MAX_EVENTS, set by the loader
+	__type(value, struct charged);
+	__uint(max_entries, 1); // slots, set by the loader
 } counts SEC(".maps");
 
-// Charges the k-th counter of this CPU (in `map`) to the owners.
-static __always_inline void charge_one(void *map, __u32 k, __u32 cpu, struct last *prev,
-				       __u32 leaders, __u32 *owner, int nowners)
+// Reads the k-th counter of this CPU (in `map`) into `prev->v[k]` and its
+// delta since the last reading into `prev->d[k]` (0 when it cannot be read).
+static __always_inline void read_one(void *map, __u32 k, __u32 cpu, struct last *prev,
+				     __u32 leaders)
 {
 	struct bpf_perf_event_value now = {};
 
 	if (k >= nr_events)
 		return;
+	prev->d[k].counter = 0;
+	prev->d[k].enabled = 0;
+	prev->d[k].running = 0;
 	if (leaders & (1u << k)) {
 		if (bpf_perf_event_read_value(map, cpu, &now, sizeof(now)))
 			return;
@@ -222,20 +237,10 @@ static __always_inline void charge_one(void *map, __u32 k, __u32 cpu, struct las
 			return; // an errno: no counter at k on this CPU
 		now.counter = v;
 	}
-	__u64 dc = now.counter - prev->v[k].counter;
-	__u64 de = now.enabled - prev->v[k].enabled;
-	__u64 dr = now.running - prev->v[k].running;
+	prev->d[k].counter = now.counter - prev->v[k].counter;
+	prev->d[k].enabled = now.enabled - prev->v[k].enabled;
+	prev->d[k].running = now.running - prev->v[k].running;
 	prev->v[k] = now;
-#pragma clang loop unroll(disable)
-	for (int o = 0; o < MAX_OWNERS && o < nowners; o++) {
-		__u32 key = owner[o] * MAX_EVENTS + k;
-		struct bpf_perf_event_value *c = bpf_map_lookup_elem(&counts, &key);
-		if (!c)
-			continue;
-		c->counter += dc;
-		c->enabled += de;
-		c->running += dr;
-	}
 }
 
 // The selected cgroups that own the running task (its cgroup and its
@@ -283,22 +288,37 @@ static __always_inline void charge(struct last *prev, __u32 *owner, int nowners,
 		prev->generation = cc->generation;
 	}
 	prev->version = ver;
-	charge_one(&events0, 0, cpu, prev, leaders, owner, nowners);
-	charge_one(&events1, 1, cpu, prev, leaders, owner, nowners);
-	charge_one(&events2, 2, cpu, prev, leaders, owner, nowners);
-	charge_one(&events3, 3, cpu, prev, leaders, owner, nowners);
-	charge_one(&events4, 4, cpu, prev, leaders, owner, nowners);
-	charge_one(&events5, 5, cpu, prev, leaders, owner, nowners);
-	charge_one(&events6, 6, cpu, prev, leaders, owner, nowners);
-	charge_one(&events7, 7, cpu, prev, leaders, owner, nowners);
-	charge_one(&events8, 8, cpu, prev, leaders, owner, nowners);
-	charge_one(&events9, 9, cpu, prev, leaders, owner, nowners);
-	charge_one(&events10, 10, cpu, prev, leaders, owner, nowners);
-	charge_one(&events11, 11, cpu, prev, leaders, owner, nowners);
-	charge_one(&events12, 12, cpu, prev, leaders, owner, nowners);
-	charge_one(&events13, 13, cpu, prev, leaders, owner, nowners);
-	charge_one(&events14, 14, cpu, prev, leaders, owner, nowners);
-	charge_one(&events15, 15, cpu, prev, leaders, owner, nowners);
+	read_one(&events0, 0, cpu, prev, leaders);
+	read_one(&events1, 1, cpu, prev, leaders);
+	read_one(&events2, 2, cpu, prev, leaders);
+	read_one(&events3, 3, cpu, prev, leaders);
+	read_one(&events4, 4, cpu, prev, leaders);
+	read_one(&events5, 5, cpu, prev, leaders);
+	read_one(&events6, 6, cpu, prev, leaders);
+	read_one(&events7, 7, cpu, prev, leaders);
+	read_one(&events8, 8, cpu, prev, leaders);
+	read_one(&events9, 9, cpu, prev, leaders);
+	read_one(&events10, 10, cpu, prev, leaders);
+	read_one(&events11, 11, cpu, prev, leaders);
+	read_one(&events12, 12, cpu, prev, leaders);
+	read_one(&events13, 13, cpu, prev, leaders);
+	read_one(&events14, 14, cpu, prev, leaders);
+	read_one(&events15, 15, cpu, prev, leaders);
+#pragma clang loop unroll(disable)
+	for (int o = 0; o < MAX_OWNERS && o < nowners; o++) {
+		__u32 key = owner[o];
+		struct charged *c = bpf_map_lookup_elem(&counts, &key);
+		if (!c)
+			continue;
+#pragma clang loop unroll(full)
+		for (int k = 0; k < MAX_EVENTS; k++) {
+			if (k >= nr_events)
+				break;
+			c->v[k].counter += prev->d[k].counter;
+			c->v[k].enabled += prev->d[k].enabled;
+			c->v[k].running += prev->d[k].running;
+		}
+	}
 }
 
 // Keeps `own` (or nothing) as the owners of the interval `l` began.
@@ -345,9 +365,10 @@ static __always_inline __u64 css_of(struct task_struct *t)
 	return (__u64)c;
 }
 
-// Attached to sched_switch (args: preempt, prev, next, ...), and run by
-// user space on each CPU at a read (args all 0: no previous task: always a
-// charge).
+// Run at every switch, from sched_switch (`a`, `b`: the css_sets of the
+// task leaving and of the task coming in, `is_switch` 1), and by user space
+// on each CPU at a read (`is_switch` 0, `a` and `b` the running task's:
+// always a charge). The css_sets are read only with `same_css_skip`.
 //
 // A switch between two tasks of the css_set the interval began with is not
 // charged (only while `slots` is at the version of the last charge: after a
@@ -357,10 +378,8 @@ static __always_inline __u64 css_of(struct task_struct *t)
 // with the same owners (e.g. two cgroups nobody selected) are charged: a
 // version skipping them charged a selected cgroup 5-17 % too much CPU time
 // (tests/live/cgroup_bpf.rs, both switch tests).
-SEC("raw_tp")
-int on_switch(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int switched(__u64 a, __u64 b, int is_switch)
 {
-	struct task_struct *prev = (void *)ctx->args[1], *next = (void *)ctx->args[2];
 	__u32 zero = 0;
 
 	struct last *l = bpf_map_lookup_elem(&last, &zero);
@@ -379,16 +398,45 @@ int on_switch(struct bpf_raw_tracepoint_args *ctx)
 			charge(l, 0, 0, ver);
 		return 0;
 	}
-	if (!prev)
-		prev = (void *)bpf_get_current_task();
-	__u64 a = css_of(prev), b = next ? css_of(next) : a;
-	if (next && a && a == b && a == l->css && l->version == ver) {
+	if (is_switch && a && a == b && a == l->css && l->version == ver) {
 		if (!l->owned)
 			keep_owners(l, owners_of_current(ver));
 		return 0;
 	}
 	switch_interval(l, ver, a, b);
 	return 0;
+}
+
+// Attached to the sched_switch raw tracepoint (args: preempt, prev, next,
+// ...) where the kernel's BTF is missing (then `same_css_skip` is 0), and
+// the program user space runs at a read (args all 0: no previous task).
+// Its css_sets are probe reads (a helper call each).
+SEC("raw_tp")
+int on_switch(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *prev = (void *)ctx->args[1], *next = (void *)ctx->args[2];
+	__u64 a = 0, b = 0;
+
+	if (same_css_skip) {
+		if (!prev)
+			prev = (void *)bpf_get_current_task();
+		a = css_of(prev);
+		b = next ? css_of(next) : a;
+	}
+	return switched(a, b, next != 0);
+}
+
+// Attached to sched_switch where the kernel has BTF (the loader sets
+// `same_css_skip` then): the same as `on_switch`, but the tasks are typed
+// pointers, so their css_sets are plain loads, not helper calls. (A
+// BTF-typed tracepoint program cannot be run by user space: reads run
+// `on_switch`.)
+SEC("tp_btf/sched_switch")
+int on_switch_btf(__u64 *ctx)
+{
+	struct task_struct *prev = (void *)ctx[1], *next = (void *)ctx[2];
+
+	return switched((__u64)prev->cgroups, (__u64)next->cgroups, 1);
 }
 
 // Attached to the cgroup_attach_task tracepoint (args: dst_cgrp, path,

@@ -29,12 +29,18 @@
 #   sudo scripts/bench-ctx-switch.sh [BINARY] [COUNTS] [ROUND_TRIPS] [ROUNDS] [BACKENDS]
 #   # defaults: target/debug/perf-exporter, "10 100 200 500", 50000, 10, "bpf perf"
 #
+# BINARY may name several binaries, space-separated (an A/B comparison of
+# two builds): each round then measures the baseline and each binary in
+# turn, and for the bpf backend each binary's program run time once more,
+# interleaved, so the machine's load changes both alike; the figures are
+# printed per binary.
+#
 # Root on cgroup v2 (the v2 mount from /proc/self/mounts). The kernel does
 # the counting: the exporter's own build profile does not matter. Give the
 # load (uptime) next to the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=${1:-target/debug/perf-exporter}
+read -r -a bins <<<"${1:-target/debug/perf-exporter}"
 counts=${2:-10 100 200 500}
 trips=${3:-50000}
 rounds=${4:-10}
@@ -81,10 +87,10 @@ q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
 print(f"median {statistics.median(v):+.0f} (middle half {q[0]:+.0f}..{q[2]:+.0f}, range {v[0]:+.0f}..{v[-1]:+.0f}, n={len(v)})")'
 }
 
-# Starts the exporter watching $dir/* with backend $1; waits until every
-# cgroup is counted.
+# Starts the exporter binary $2 watching $dir/* with backend $1; waits
+# until every cgroup is counted.
 serve() {
-  local backend=$1
+  local backend=$1 bin=$2
   # The default config's sets, counted per cgroup with its default
   # `cgroups.sets` (core, cache, software: what this host has of them).
   { cat config/default.yaml
@@ -117,34 +123,50 @@ made=2
 for n in $counts; do
   while ((made < n)); do mkdir "$dir/idle$made"; made=$((made + 1)); done
   for backend in $backends; do
-    : >"$tmp/cpu"
-    : >"$tmp/wall"
     : >"$tmp/base"
+    for i in "${!bins[@]}"; do : >"$tmp/cpu$i"; : >"$tmp/wall$i"; : >"$tmp/prog$i"; done
     for _ in $(seq "$rounds"); do
       read -r bc bw <<<"$(measure)"
-      serve "$backend"
-      read -r vc vw <<<"$(measure)"
-      stop
       echo "$bc" >>"$tmp/base"
-      echo $((vc - bc)) >>"$tmp/cpu"
-      echo $((vw - bw)) >>"$tmp/wall"
+      for i in "${!bins[@]}"; do
+        serve "$backend" "${bins[$i]}"
+        read -r vc vw <<<"$(measure)"
+        stop
+        fdsv[i]=$fds
+        echo $((vc - bc)) >>"$tmp/cpu$i"
+        echo $((vw - bw)) >>"$tmp/wall$i"
+      done
+      [[ $backend == bpf ]] || continue
+      for i in "${!bins[@]}"; do
+        # With the statistics on: the program's own run time.
+        serve bpf "${bins[$i]}"
+        echo 1 >/proc/sys/kernel/bpf_stats_enabled
+        measure >/dev/null
+        # Summed over the exporter's programs (on_switch; on_attach runs
+        # only when a task moves itself to another cgroup).
+        awk '/^run_time_ns/ { t += $2 } /^run_cnt/ { c += $2 } END { if (c) printf "%d\n", t / c }' \
+          $(grep -l '^prog_type' /proc/"$pid"/fdinfo/* 2>/dev/null) >>"$tmp/prog$i"
+        echo 0 >/proc/sys/kernel/bpf_stats_enabled
+        stop
+      done
     done
-    prog=
-    if [[ $backend == bpf ]]; then
-      # Separate rounds with the statistics on: the program's own run time.
-      serve bpf
-      echo 1 >/proc/sys/kernel/bpf_stats_enabled
-      measure >/dev/null
-      # Summed over the exporter's programs (on_switch; on_attach runs only
-      # when a task moves itself to another cgroup).
-      prog=$(awk '/^run_time_ns/ { t += $2 } /^run_cnt/ { c += $2 } END { if (c) printf ", program %d ns per run (%d runs, stats on)", t / c, c }' \
-        $(grep -l '^prog_type' /proc/"$pid"/fdinfo/* 2>/dev/null))
-      echo 0 >/proc/sys/kernel/bpf_stats_enabled
-      stop
+    for i in "${!bins[@]}"; do
+      label="$backend backend, $n cgroups"
+      ((${#bins[@]} > 1)) && label="$label, ${bins[$i]}"
+      echo "$label: exporter fds ${fdsv[$i]}"
+      if [[ -s $tmp/prog$i ]]; then
+        echo "  program ns per run (stats on): $(summary <"$tmp/prog$i" | tr -d +)"
+      fi
+      echo "  ns added/switch by CPU time: $(summary <"$tmp/cpu$i")"
+      echo "  ns added/switch by wall clock: $(summary <"$tmp/wall$i")"
+    done
+    if ((${#bins[@]} == 2)); then
+      # Paired per round: the second binary minus the first.
+      if [[ -s $tmp/prog0 ]]; then
+        echo "  second - first, program ns per run: $(paste "$tmp/prog0" "$tmp/prog1" | awk '{ print $2 - $1 }' | summary)"
+      fi
+      echo "  second - first, ns added/switch by CPU time: $(paste "$tmp/cpu0" "$tmp/cpu1" | awk '{ print $2 - $1 }' | summary)"
     fi
-    echo "$backend backend, $n cgroups: exporter fds $fds$prog"
-    echo "  ns added/switch by CPU time: $(summary <"$tmp/cpu")"
-    echo "  ns added/switch by wall clock: $(summary <"$tmp/wall")"
     echo "  baseline by CPU time: $(summary <"$tmp/base" | tr -d +)"
   done
 done

@@ -10,9 +10,11 @@
 //! * `on_switch` is attached to the `sched_switch` raw tracepoint, which
 //!   `__schedule()` hits before the switch: `current` is still the task
 //!   leaving, so its cgroup is charged. At a switch between two tasks of
-//!   the css_set the pending interval began with (`task->cgroups`, two
-//!   probe reads at offsets the loader relocates from the kernel's BTF)
-//!   it returns at once, leaving the interval to the first switch to or
+//!   the css_set the pending interval began with (`task->cgroups`, at
+//!   the offset the loader relocates from the kernel's BTF; read by a
+//!   plain load, as the program attached is the BTF-typed tracepoint
+//!   program `on_switch_btf`, whose task pointers the verifier knows) it
+//!   returns at once, leaving the interval to the first switch to or
 //!   from another css_set, a read, or a move. The interval keeps the
 //!   owners of the css_set it began with (found at its first skipped
 //!   switch), so a task that leaves that css_set while it runs cannot take
@@ -36,7 +38,8 @@
 //!   the leader's), and charges the delta since the last
 //!   charge on this CPU to every selected cgroup among the running task's
 //!   cgroup and its ancestors (`bpf_get_current_ancestor_cgroup_id()`,
-//!   level 0 upwards), in a per-CPU array at `slot * MAX_EVENTS + k`. User
+//!   level 0 upwards), in a per-CPU array at `slot` (the k-th counter's
+//!   at `[k]` of it: one lookup per owner, whatever the counters). User
 //!   space assigns the slots (a hash map: cgroup id → slot), which bounds
 //!   the maps and makes reclaiming a removed cgroup's entry one delete.
 //!   The owner slots found for a cgroup are cached per CPU (16 entries,
@@ -53,12 +56,19 @@
 use super::{Counter, CounterInner};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues};
 use aya::programs::raw_trace_point::RawTracePointLinkId;
-use aya::programs::{RawTracePoint, RawTracePointRunOptions, TestRun};
+use aya::programs::tp_btf::BtfTracePointLinkId;
+use aya::programs::{BtfTracePoint, RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
-/// The programs of the object, attached to [`TRACEPOINTS`] in order.
+/// The programs of the object, attached to [`TRACEPOINTS`] in order
+/// (`on_switch` only without the kernel's BTF: else [`SWITCH_BTF`] is
+/// attached in its place, and `on_switch` is only run at reads).
 const PROGRAMS: [&str; 2] = ["on_switch", "on_attach"];
+
+/// `on_switch` as a BTF-typed tracepoint program (`tp_btf`): its task
+/// pointers are typed, so it reads their css_sets without a helper call.
+const SWITCH_BTF: &str = "on_switch_btf";
 
 /// The raw tracepoints the [`PROGRAMS`] are attached to.
 const TRACEPOINTS: [&str; 2] = ["sched_switch", "cgroup_attach_task"];
@@ -97,6 +107,16 @@ pub struct Charged {
 // SAFETY: `Charged` is `repr(C)`, three u64s with no padding: every bit
 // pattern of its size is a valid value, as aya's `Pod` requires.
 unsafe impl aya::Pod for Charged {}
+
+/// What the counters of one CPU charged to one cgroup (`struct charged`
+/// of the C source): the k-th counter's at `[k]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SlotCharged([Charged; MAX_EVENTS as usize]);
+
+// SAFETY: `SlotCharged` is `repr(C)`, an array of `Charged` (u64s, no
+// padding): every bit pattern of its size is a valid value.
+unsafe impl aya::Pod for SlotCharged {}
 
 /// Per CPU, what the program needs about its counters (`struct
 /// cpu_counters` of the C source).
@@ -183,13 +203,17 @@ pub struct BpfCounter {
     /// it found per cgroup and version).
     slots_version: Array<MapData, u64>,
     version: u64,
-    counts: PerCpuArray<MapData, Charged>,
+    counts: PerCpuArray<MapData, SlotCharged>,
     /// Possible CPUs (the per-CPU maps' width).
     possible: u32,
     max_slots: u32,
     /// The programs' links to their tracepoints ([`PROGRAMS`]), once
     /// attached.
     links: Vec<RawTracePointLinkId>,
+    /// Whether [`SWITCH_BTF`] is loaded (then attached instead of
+    /// `on_switch`), and its link once attached.
+    switch_btf: bool,
+    switch_btf_link: Option<BtfTracePointLinkId>,
 }
 
 impl std::fmt::Debug for BpfCounter {
@@ -229,7 +253,7 @@ impl BpfCounter {
             .override_global("same_css_skip", &same_css_skip, true)
             .map_max_entries("generation", possible)
             .map_max_entries("slots", max_slots)
-            .map_max_entries("counts", max_slots * MAX_EVENTS)
+            .map_max_entries("counts", max_slots)
             .load(OBJECT)
             .map_err(|e| load("object", chain(&e)))?;
         for name in PROGRAMS {
@@ -240,6 +264,18 @@ impl BpfCounter {
                 .and_then(|p| p.load())
                 .map_err(|e| load(name, chain(&e)))?;
         }
+        let switch_btf = match &btf {
+            Some(btf) => {
+                let p = ebpf
+                    .program_mut(SWITCH_BTF)
+                    .ok_or_else(|| load(SWITCH_BTF, "missing from the object".into()))?;
+                <&mut BtfTracePoint>::try_from(p)
+                    .and_then(|p| p.load("sched_switch", btf))
+                    .map_err(|e| load(SWITCH_BTF, chain(&e)))?;
+                true
+            }
+            None => false,
+        };
         let mut events = Vec::new();
         for k in 0..MAX_EVENTS {
             let name = format!("events{k}");
@@ -268,6 +304,8 @@ impl BpfCounter {
             possible,
             max_slots,
             links: Vec::new(),
+            switch_btf,
+            switch_btf_link: None,
         })
     }
 
@@ -285,6 +323,18 @@ impl BpfCounter {
         let mut links = Vec::new();
         for (name, tracepoint) in PROGRAMS.iter().zip(TRACEPOINTS) {
             let err = |msg| BpfError::Attach { tracepoint, msg };
+            if *name == "on_switch" && self.switch_btf {
+                if self.switch_btf_link.is_some() {
+                    continue;
+                }
+                let p: &mut BtfTracePoint = self
+                    .ebpf
+                    .program_mut(SWITCH_BTF)
+                    .and_then(|p| p.try_into().ok())
+                    .ok_or_else(|| err(format!("{SWITCH_BTF} is not loaded")))?;
+                self.switch_btf_link = Some(p.attach().map_err(|e| err(chain(&e)))?);
+                continue;
+            }
             let p: &mut RawTracePoint = self
                 .ebpf
                 .program_mut(name)
@@ -300,7 +350,12 @@ impl BpfCounter {
     pub fn fds(&self) -> usize {
         // events<k>, last, generation, slots, slots_version, owners, counts,
         // the programs, their links.
-        MAX_EVENTS as usize + 6 + PROGRAMS.len() + self.links.len()
+        MAX_EVENTS as usize
+            + 6
+            + PROGRAMS.len()
+            + self.links.len()
+            + usize::from(self.switch_btf)
+            + usize::from(self.switch_btf_link.is_some())
     }
 
     /// Puts `counter` as the `k`-th counter of `cpu`. It must be a live
@@ -352,18 +407,15 @@ impl BpfCounter {
 
     /// Assigns `slot` to the cgroup `id`: its counts start from zero.
     pub fn assign(&mut self, slot: u32, id: u64) -> Result<(), BpfError> {
-        for k in 0..MAX_EVENTS {
-            let key = slot * MAX_EVENTS + k;
-            let zeros = PerCpuValues::try_from(vec![Charged::default(); self.possible as usize])
-                .map_err(|e| BpfError::Map {
-                    map: "counts",
-                    key: key.into(),
-                    msg: e.to_string(),
-                })?;
-            self.counts
-                .set(key, zeros, 0)
-                .map_err(map_err("counts", key.into()))?;
-        }
+        let zeros = PerCpuValues::try_from(vec![SlotCharged::default(); self.possible as usize])
+            .map_err(|e| BpfError::Map {
+                map: "counts",
+                key: slot.into(),
+                msg: e.to_string(),
+            })?;
+        self.counts
+            .set(slot, zeros, 0)
+            .map_err(map_err("counts", slot.into()))?;
         self.slots
             .insert(id, slot, 0)
             .map_err(map_err("slots", id))?;
@@ -406,15 +458,17 @@ impl BpfCounter {
         })
     }
 
-    /// What the `k`-th counters charged to `slot`, per possible CPU.
-    pub fn read(&self, slot: u32, k: u32, out: &mut Vec<Charged>) -> Result<(), BpfError> {
-        let key = slot * MAX_EVENTS + k;
+    /// What the counters charged to `slot`, per possible CPU: the k-th
+    /// counters' into `out[k]` (one map lookup for every counter and CPU).
+    pub fn read(&self, slot: u32, out: &mut [Vec<Charged>]) -> Result<(), BpfError> {
         let v = self
             .counts
-            .get(&key, 0)
-            .map_err(map_err("counts", key.into()))?;
-        out.clear();
-        out.extend(v.iter().copied());
+            .get(&slot, 0)
+            .map_err(map_err("counts", slot.into()))?;
+        for (k, o) in out.iter_mut().enumerate() {
+            o.clear();
+            o.extend(v.iter().filter_map(|c| c.0.get(k).copied()));
+        }
         Ok(())
     }
 }

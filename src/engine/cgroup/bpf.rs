@@ -251,11 +251,9 @@ impl BpfBackend {
         let ncols = self.cols.len();
         for t in self.tracked.values_mut() {
             t.s.time_open.fill(false);
-            // One map lookup per (cgroup, k) gives every CPU's value.
-            for (k, buf) in self.buf.iter_mut().enumerate() {
-                if self.bpf.read(t.slot, k as u32, buf).is_err() {
-                    buf.clear();
-                }
+            // One map lookup per cgroup gives every counter's and CPU's value.
+            if self.bpf.read(t.slot, &mut self.buf).is_err() {
+                self.buf.iter_mut().for_each(Vec::clear);
             }
             for (i, sl) in self.slots.iter().enumerate() {
                 let at = |k: u32| self.buf.get(k as usize)?.get(sl.cpu as usize);
