@@ -78,18 +78,80 @@ fn key(spec: &str) -> Key {
     parsed.unwrap_or_else(|| Key::Name(spec.to_string()))
 }
 
+/// A perf event the base config counts under another spec.
+struct Equivalent {
+    /// The event as the importer writes it.
+    perf: &'static str,
+    /// The spec of an alternative of the config's chain.
+    config: &'static str,
+    /// The config metric's increase per count of the perf event.
+    per_count: f64,
+}
+
+/// The events the default config counts under other specs than perf's
+/// JSON gives them (config/metrics/README.md says which metric reads
+/// which, and why each holds).
+const EQUIVALENT: [Equivalent; 5] = [
+    // INST_RETIRED.ANY: the kernel's `instructions` on Intel is 0x00c0
+    // (arch/x86/events/intel/core.c, intel_perfmon_event_map), the same
+    // count.
+    Equivalent {
+        perf: "cpu/event=0xc0/",
+        config: "instructions",
+        per_count: 1.0,
+    },
+    // MEM_LOAD_RETIRED.L1_MISS (0xD1/0x08): the config's L1 data cache
+    // load misses stand in for it (not the same count: the kernel's
+    // generic event on Skylake is L1D.REPLACEMENT, 0x0151).
+    Equivalent {
+        perf: "cpu/event=0xd1,umask=0x08/",
+        config: "L1-dcache-load-misses",
+        per_count: 1.0,
+    },
+    // MEM_LOAD_RETIRED.L3_MISS (0xD1/0x20): the config's last-level
+    // cache load misses stand in for it (the kernel's generic event on
+    // Skylake is an OFFCORE_RESPONSE event).
+    Equivalent {
+        perf: "cpu/event=0xd1,umask=0x20/",
+        config: "LLC-load-misses",
+        per_count: 1.0,
+    },
+    // UNC_M_CAS_COUNT.RD and .WR (0x04/0x03, 0x04/0x0C) are the sysfs
+    // `cas_count_read`/`cas_count_write` of the server memory controllers
+    // (arch/x86/events/intel/uncore_snbep.c), whose sysfs scale,
+    // 6.103515625e-5 MiB, is 64 bytes per CAS: the config counts bytes.
+    Equivalent {
+        perf: "uncore_imc_*/event=0x04,umask=0x03/",
+        config: "uncore_imc_*/cas_count_read/",
+        per_count: 64.0,
+    },
+    Equivalent {
+        perf: "uncore_imc_*/event=0x04,umask=0x0c/",
+        config: "uncore_imc_*/cas_count_write/",
+        per_count: 64.0,
+    },
+];
+
 /// What the base config's sets count `c` as: the operand text that
-/// stands for `c`'s count (the metric, or the metric over its scale).
+/// stands for `c`'s count (the metric over its scale, and over the
+/// increase per count of an [`EQUIVALENT`] spec).
 fn counted_as(c: &Counted, sets: &[SetConfig]) -> Result<String, String> {
-    let want: Vec<Key> = c.specs.iter().map(|s| key(s)).collect();
+    let mut want: Vec<(Key, f64)> = c.specs.iter().map(|s| (key(s), 1.0)).collect();
+    for e in &EQUIVALENT {
+        let k = key(e.perf);
+        if want.iter().any(|(w, _)| *w == k) {
+            want.push((key(e.config), e.per_count));
+        }
+    }
     let mut found: Vec<(String, f64)> = Vec::new();
     for m in sets.iter().flat_map(|s| &s.events) {
         for alt in &m.event.value {
             if alt.specs.len() != 1 {
                 continue;
             }
-            if want.contains(&key(&alt.specs[0].text)) {
-                let f = (m.metric.value.clone(), alt.scale.unwrap_or(1.0));
+            let k = key(&alt.specs[0].text);
+            if let Some((_, per)) = want.iter().find(|(w, _)| *w == k) {
+                let f = (m.metric.value.clone(), alt.scale.unwrap_or(1.0) * per);
                 if !found.contains(&f) {
                     found.push(f);
                 }
@@ -157,6 +219,7 @@ struct Entry {
     help: Option<String>,
     unit: Option<String>,
     group: Option<String>,
+    record: Option<String>,
     exprs: Vec<String>,
 }
 
@@ -206,6 +269,7 @@ pub fn merged_derived(
                     e.help = e.help.take().or_else(|| t.help.clone());
                     e.unit = e.unit.take().or_else(|| t.unit.clone());
                     e.group = e.group.take().or_else(|| t.group.clone());
+                    e.record = e.record.take().or_else(|| t.record.clone());
                     if !e.exprs.contains(&expr) {
                         e.exprs.push(expr);
                     }
@@ -215,6 +279,7 @@ pub fn merged_derived(
                     help: t.help.clone(),
                     unit: t.unit.clone(),
                     group: t.group.clone(),
+                    record: t.record.clone(),
                     exprs: vec![expr],
                 }),
             }
@@ -260,6 +325,9 @@ fn write(files: &[(String, String)], entries: &[Entry]) -> String {
             for x in &e.exprs {
                 let _ = writeln!(y, "      - {}", q(x));
             }
+        }
+        if let Some(r) = &e.record {
+            let _ = writeln!(y, "    record: {}", q(r));
         }
     }
     let _ = writeln!(y, "{END}");

@@ -38,9 +38,9 @@ fn encodings_follow_jevents() {
         r#"event: ["amd_df/event=0x1/"]"#,
         r#"event: ["cpu/event=0x51,umask=0x1,cmask=1/"]"#,
         r#"expr: "perf_l1d_replacement_total / perf_inst_retired_any_total""#,
-        r#"expr: "perf_unc_m_cas_count_rd_total * 64 / 1e6 / duration_time""#,
+        r#"expr: "1000000 * (perf_unc_m_cas_count_rd_total * 64 / 1e6 / duration_time)""#,
         r#"unit: "per_instr""#,
-        r#"unit: "MB/s""#,
+        r#"unit: "bytes per second""#,
         r#"unit: "ratio""#,
         r#"expr: "perf_cpu_l1d_replacement_cmask_1_total / perf_cpu_clk_unhalted_thread_total""#,
         r#"threshold: "pct > 0.5 & l1d_mpi > 1""#,
@@ -294,6 +294,37 @@ fn merged_metrics_read_the_configs_metrics_and_scales() {
         [
             "x.json: a: `perf_x_total` (cpu/event=0x99/) is counted by no set of the config",
             "x.json: b: it reads `a`, which is left out",
+        ]
+    );
+}
+
+#[test]
+fn merged_metrics_read_equivalent_events_with_their_factor() {
+    // perf's encodings of INST_RETIRED.ANY, MEM_LOAD_RETIRED.L1_MISS and
+    // UNC_M_CAS_COUNT.RD/WR are counted by the default config as
+    // `instructions`, `L1-dcache-load-misses` and the bytes of
+    // `cas_count_read`/`cas_count_write` (64 per CAS).
+    let sets = crate::config::Config::default_config().sets;
+    let j = r#"[{"EventName": "INST_RETIRED.ANY"},
+      {"EventName": "MEM_LOAD_RETIRED.L1_MISS", "EventCode": "0xD1", "UMask": "0x08"},
+      {"EventName": "UNC_M_CAS_COUNT.RD", "EventCode": "0x04", "UMask": "0x03", "Unit": "iMC"},
+      {"EventName": "UNC_M_CAS_COUNT.WR", "EventCode": "0x04", "UMask": "0x0C", "Unit": "iMC"},
+      {"MetricName": "L1MPKI", "MetricExpr": "1000 * MEM_LOAD_RETIRED.L1_MISS / INST_RETIRED.ANY"},
+      {"MetricName": "bw", "MetricExpr": "(UNC_M_CAS_COUNT.RD + UNC_M_CAS_COUNT.WR) * 64 / 1e6 / duration_time",
+       "ScaleUnit": "1MB/s", "PrometheusRecord": "instance:perf_bw:rate5m"}]"#;
+    let m = merged_derived(&files(&[("x.json", j)]), &sets).unwrap();
+    assert!(m.skipped.is_empty(), "{:?}", m.skipped);
+    let body: Vec<&str> = m.yaml.lines().skip(3).collect();
+    assert_eq!(
+        body,
+        [
+            r#"  - name: "l1mpki""#,
+            r#"    expr: "1000 * perf_l1d_read_misses_total / perf_instructions_total""#,
+            r#"  - name: "bw""#,
+            r#"    unit: "bytes per second""#,
+            r#"    expr: "1000000 * (((perf_dram_read_bytes_total / 64) + (perf_dram_write_bytes_total / 64)) * 64 / 1e6 / duration_time)""#,
+            r#"    record: "instance:perf_bw:rate5m""#,
+            "  # END imported derived metrics",
         ]
     );
 }
