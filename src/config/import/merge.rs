@@ -91,7 +91,7 @@ struct Equivalent {
 /// The events the default config counts under other specs than perf's
 /// JSON gives them (config/metrics/README.md says which metric reads
 /// which, and why each holds).
-const EQUIVALENT: [Equivalent; 5] = [
+const EQUIVALENT: [Equivalent; 10] = [
     // INST_RETIRED.ANY: the kernel's `instructions` on Intel is 0x00c0
     // (arch/x86/events/intel/core.c, intel_perfmon_event_map), the same
     // count.
@@ -129,6 +129,36 @@ const EQUIVALENT: [Equivalent; 5] = [
         perf: "uncore_imc_*/event=0x04,umask=0x0c/",
         config: "uncore_imc_*/cas_count_write/",
         per_count: 64.0,
+    },
+    // The perf-metrics events of Intel cores (Ice Lake and later, the
+    // P-cores of hybrid parts): the kernel's sysfs aliases `slots`
+    // (event=0x00,umask=0x4) and `topdown-retiring`, `-bad-spec`,
+    // `-fe-bound`, `-be-bound` (umask 0x80 to 0x83), the same encodings
+    // (arch/x86/events/intel/core.c; the intel-hybrid fixture's cpu_core).
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x04/",
+        config: "core/slots/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x80/",
+        config: "core/topdown-retiring/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x81/",
+        config: "core/topdown-bad-spec/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x82/",
+        config: "core/topdown-fe-bound/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x83/",
+        config: "core/topdown-be-bound/",
+        per_count: 1.0,
     },
 ];
 
@@ -230,8 +260,9 @@ pub fn merged_derived(
     sets: &[SetConfig],
 ) -> Result<Merged, ImportError> {
     let opts = Options::default();
-    let mut entries: Vec<Entry> = Vec::new();
     let mut skipped = Vec::new();
+    // Each file's metrics over the sets, in file order.
+    let mut per_file: Vec<Vec<(Taken, String)>> = Vec::new();
     for (file, text) in files {
         let one = [(file.clone(), text.clone())];
         let read = super::json::read(&one, &opts)?;
@@ -240,25 +271,54 @@ pub fn merged_derived(
         }
         let (taken, left, _) = Importer::new(read, &opts).taken();
         let mut out: Vec<String> = Vec::new();
+        let mut mine: Vec<(Taken, String)> = Vec::new();
         skipped.extend(left.into_iter().map(|s| Skipped {
             metric: format!("{file}: {}", s.metric),
             why: s.why,
         }));
-        for t in &taken {
+        for t in taken {
             // A metric that reads one left out here is left out too.
             let expr = match derive::parse(&t.expr) {
                 Ok(p) => match p.operands().iter().find(|o| out.contains(&o.name)) {
                     Some(o) => Err(format!("it reads `{}`, which is left out", o.name)),
-                    None => over_sets(t, sets),
+                    None => over_sets(&t, sets),
                 },
                 Err(e) => Err(format!("its expression: {e}")),
             };
-            let expr = match expr {
-                Ok(e) => e,
+            match expr {
+                Ok(e) => mine.push((t, e)),
                 Err(why) => {
                     out.push(t.name.clone());
                     skipped.push(Skipped {
                         metric: format!("{file}: {}", t.name),
+                        why,
+                    });
+                }
+            }
+        }
+        per_file.push(mine);
+    }
+    // A metric several files give is taken per host from the first
+    // alternative whose inputs are counted, maybe another platform's:
+    // a file's formula that reads it reads its own file's formula
+    // instead, inlined.
+    let mut given: BTreeMap<&str, usize> = BTreeMap::new();
+    for (t, _) in per_file.iter().flatten() {
+        *given.entry(t.name.as_str()).or_default() += 1;
+    }
+    let shared: Vec<String> = given
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(k, _)| k.to_string())
+        .collect();
+    let mut entries: Vec<Entry> = Vec::new();
+    for (i, mine) in per_file.iter().enumerate() {
+        for (t, expr) in mine {
+            let expr = match inline_shared(expr, mine, &shared) {
+                Ok(e) => e,
+                Err(why) => {
+                    skipped.push(Skipped {
+                        metric: format!("{}: {}", files[i].0, t.name),
                         why,
                     });
                     continue;
@@ -289,6 +349,35 @@ pub fn merged_derived(
         yaml: write(files, &entries),
         skipped,
     })
+}
+
+/// `expr` with each reference to a `shared` metric of `mine` (one
+/// file's) replaced by that metric's expression in parentheses, until
+/// none is left.
+fn inline_shared(expr: &str, mine: &[(Taken, String)], shared: &[String]) -> Result<String, String> {
+    let mut text = expr.to_string();
+    for _ in 0..=derive::MAX_DEPTH {
+        let mut placeholders: Vec<(String, String)> = Vec::new();
+        let next = derive::rename(&text, &mut |n| {
+            if !shared.iter().any(|s| s == n) {
+                return None;
+            }
+            let (_, x) = mine.iter().find(|(t, _)| t.name == n)?;
+            let p = format!("imported_inline_{}", placeholders.len());
+            placeholders.push((p.clone(), format!("({x})")));
+            Some(p)
+        })
+        .map_err(|e| format!("inlining: {e}"))?;
+        if placeholders.is_empty() {
+            return Ok(text);
+        }
+        // Longest first: `_10` before `_1`.
+        placeholders.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(b.0.cmp(&a.0)));
+        text = placeholders
+            .iter()
+            .fold(next, |acc, (p, v)| acc.replace(p.as_str(), v));
+    }
+    Err("metric references nest too deep (or form a cycle)".into())
 }
 
 fn write(files: &[(String, String)], entries: &[Entry]) -> String {
