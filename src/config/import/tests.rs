@@ -235,16 +235,16 @@ fn a_target_resolves_bare_names_and_honours_compat_and_per_pkg() {
 /// tried (config/metrics/README.md).
 const DEFAULT_SOURCES: [(&str, &str); 3] = [
     (
-        "config/metrics/alderlake.json",
-        include_str!("../../../config/metrics/alderlake.json"),
-    ),
-    (
         "config/metrics/skylakex.json",
         include_str!("../../../config/metrics/skylakex.json"),
     ),
     (
         "config/metrics/amdzen4.json",
         include_str!("../../../config/metrics/amdzen4.json"),
+    ),
+    (
+        "config/metrics/alderlake.json",
+        include_str!("../../../config/metrics/alderlake.json"),
     ),
 ];
 
