@@ -332,3 +332,31 @@ fn merged_metrics_read_equivalent_events_with_their_factor() {
         ]
     );
 }
+
+#[test]
+fn a_formula_reading_a_metric_other_files_give_reads_its_own_files_formula() {
+    // `a` is given by both files: `y.json`'s `b` reads its own `a`,
+    // inlined; `c` (only `y.json` gives it) stays a reference.
+    let sets = crate::config::Config::default_config().sets;
+    let x = r#"[{"MetricName": "a", "MetricExpr": "cycles / instructions"}]"#;
+    let y = r#"[{"MetricName": "a", "MetricExpr": "instructions / cycles"},
+      {"MetricName": "c", "MetricExpr": "2 * cycles"},
+      {"MetricName": "b", "MetricExpr": "max(1 - a, 0) + c"}]"#;
+    let m = merged_derived(&files(&[("x.json", x), ("y.json", y)]), &sets).unwrap();
+    assert!(m.skipped.is_empty(), "{:?}", m.skipped);
+    let body: Vec<&str> = m.yaml.lines().skip(3).collect();
+    assert_eq!(
+        body,
+        [
+            r#"  - name: "a""#,
+            "    expr:",
+            r#"      - "perf_cpu_cycles_total / perf_instructions_total""#,
+            r#"      - "perf_instructions_total / perf_cpu_cycles_total""#,
+            r#"  - name: "c""#,
+            r#"    expr: "2 * perf_cpu_cycles_total""#,
+            r#"  - name: "b""#,
+            r#"    expr: "max(1 - (perf_instructions_total / perf_cpu_cycles_total), 0) + c""#,
+            "  # END imported derived metrics",
+        ]
+    );
+}
