@@ -301,7 +301,12 @@ fn alder_lake_topdown_level_1_imports_and_check_accepts_every_metric() {
         .collect();
     assert_eq!(
         names,
-        ["frontend_bound", "retiring", "backend_bound", "bad_speculation"]
+        [
+            "frontend_bound",
+            "retiring",
+            "backend_bound",
+            "bad_speculation"
+        ]
     );
 }
 
@@ -331,7 +336,12 @@ fn the_default_configs_top_down_shares_resolve_on_intel_hybrid() {
             .find(|d| d["name"] == n)
             .unwrap_or_else(|| panic!("{n} in {v}"))
     };
-    for n in ["frontend_bound", "backend_bound", "retiring", "bad_speculation"] {
+    for n in [
+        "frontend_bound",
+        "backend_bound",
+        "retiring",
+        "bad_speculation",
+    ] {
         assert_ne!(find(n)["status"], "unavailable", "{}", find(n));
     }
     let sum = "(perf_topdown_frontend_bound_slots_total + perf_topdown_bad_speculation_slots_total + perf_topdown_retiring_slots_total + perf_topdown_backend_bound_slots_total)";

@@ -6,13 +6,21 @@
 //! [`super::import`] reads them). A perf event a metric reads becomes the
 //! event metric of the base config whose fallback chain holds that
 //! encoding (one spec of an alternative, compared by PMU, `cpu` and
-//! `core` alike, and by terms as numbers, or a generic name as written);
-//! where that alternative has a `scale:` the count is the metric divided
-//! by it (`INT_MISC.RECOVERY_CYCLES` is `(perf_topdown_recovery_slots_total
-//! / 4)`). A metric with an event no set counts is left out, saying so.
+//! `core` alike, and by terms as numbers, or a generic name as written),
+//! or an [`EQUIVALENT`] spec (an encoding the config counts under another
+//! spec, with the config metric's increase per count: one CAS is 64
+//! bytes); where that alternative has a `scale:` the count is the metric
+//! divided by it (`INT_MISC.RECOVERY_CYCLES` is
+//! `(perf_topdown_recovery_slots_total / 4)`). A metric with an event no
+//! set counts is left out, saying so.
+//!
+//! A file's formula that reads a metric other files give too reads its
+//! own file's formula for it, inlined in parentheses (a reference by name
+//! could resolve to another platform's alternative on a host); a metric
+//! only one file gives stays a reference.
 //!
 //! Then the metrics of the same derived name are merged in file order:
-//! help, unit and group from the first file that gives each, the
+//! help, unit, group and record from the first file that gives each, the
 //! expressions as the alternatives of `expr:` (one that another file
 //! already gives is not repeated). An alternative is taken on a host
 //! where its inputs are counted, the first that is: give the platform
@@ -354,7 +362,11 @@ pub fn merged_derived(
 /// `expr` with each reference to a `shared` metric of `mine` (one
 /// file's) replaced by that metric's expression in parentheses, until
 /// none is left.
-fn inline_shared(expr: &str, mine: &[(Taken, String)], shared: &[String]) -> Result<String, String> {
+fn inline_shared(
+    expr: &str,
+    mine: &[(Taken, String)],
+    shared: &[String],
+) -> Result<String, String> {
     let mut text = expr.to_string();
     for _ in 0..=derive::MAX_DEPTH {
         let mut placeholders: Vec<(String, String)> = Vec::new();
