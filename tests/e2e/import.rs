@@ -265,3 +265,90 @@ fn amd_zen4_pipeline_utilisation_imports_and_check_accepts_every_metric() {
     .collect();
     assert_eq!(derived, want);
 }
+
+/// The Alder Lake / Raptor Lake P-core top-down level 1
+/// (config/metrics/alderlake.json: the kernel's perf-metrics formulas)
+/// imported for the intel-hybrid fixture: every metric taken, and
+/// `check --strict` resolves every event and every derived metric there.
+#[test]
+fn alder_lake_topdown_level_1_imports_and_check_accepts_every_metric() {
+    let hybrid = root().join("tests/fixtures/sysfs/intel-hybrid");
+    let hybrid = hybrid.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("adl.yaml");
+    let o = run(&[
+        "metrics",
+        "import",
+        "config/metrics/alderlake.json",
+        "--target",
+        hybrid,
+        "-o",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("wrote {}: 4 metrics taken, 0 left out\n", cfg.display())
+    );
+    let yaml = std::fs::read_to_string(&cfg).unwrap();
+    assert_golden(&yaml, "alderlake-target.yaml");
+
+    let v = strict_check("intel-hybrid", &cfg);
+    all_resolved(&v, "metrics", 6);
+    let names: Vec<&str> = all_resolved(&v, "derived", 4)
+        .iter()
+        .map(|d| d["name"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "frontend_bound",
+            "retiring",
+            "backend_bound",
+            "bad_speculation"
+        ]
+    );
+}
+
+/// The default config on the intel-hybrid fixture (Raptor Lake): every
+/// top-down level-1 share resolves, `bad_speculation` through the
+/// imported Alder Lake formula (no other platform's inputs are counted
+/// there), its references to the other shares inlined.
+#[test]
+fn the_default_configs_top_down_shares_resolve_on_intel_hybrid() {
+    let sysfs = root().join("tests/fixtures/sysfs/intel-hybrid");
+    let procfs = root().join("tests/fixtures/procfs/intel-hybrid");
+    let o = run(&[
+        "check",
+        "--json",
+        "--simulate",
+        "--path.sysfs",
+        sysfs.to_str().unwrap(),
+        "--path.procfs",
+        procfs.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let derived = v["derived"].as_array().unwrap();
+    let find = |n: &str| {
+        derived
+            .iter()
+            .find(|d| d["name"] == n)
+            .unwrap_or_else(|| panic!("{n} in {v}"))
+    };
+    for n in [
+        "frontend_bound",
+        "backend_bound",
+        "retiring",
+        "bad_speculation",
+    ] {
+        assert_ne!(find(n)["status"], "unavailable", "{}", find(n));
+    }
+    let sum = "(perf_topdown_frontend_bound_slots_total + perf_topdown_bad_speculation_slots_total + perf_topdown_retiring_slots_total + perf_topdown_backend_bound_slots_total)";
+    assert_eq!(
+        find("bad_speculation")["expr"],
+        format!(
+            "max(1 - ((perf_topdown_frontend_bound_slots_total / {sum} - perf_topdown_uop_dropping_slots_total / perf_topdown_slots_total) + (perf_topdown_backend_bound_slots_total / {sum} + 0*perf_topdown_slots_total) + (perf_topdown_retiring_slots_total / {sum} + 0*perf_topdown_slots_total)), 0)"
+        )
+    );
+}

@@ -96,6 +96,7 @@ pub(super) fn read(files: &[(String, String)], opts: &Options) -> Result<Read, I
                     group: s("MetricGroup"),
                     scale_unit: s("ScaleUnit"),
                     threshold: s("MetricThreshold"),
+                    record: s("PrometheusRecord"),
                 });
             } else if let Some(name) = s("EventName") {
                 let key = name.to_ascii_lowercase();

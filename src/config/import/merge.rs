@@ -6,13 +6,21 @@
 //! [`super::import`] reads them). A perf event a metric reads becomes the
 //! event metric of the base config whose fallback chain holds that
 //! encoding (one spec of an alternative, compared by PMU, `cpu` and
-//! `core` alike, and by terms as numbers, or a generic name as written);
-//! where that alternative has a `scale:` the count is the metric divided
-//! by it (`INT_MISC.RECOVERY_CYCLES` is `(perf_topdown_recovery_slots_total
-//! / 4)`). A metric with an event no set counts is left out, saying so.
+//! `core` alike, and by terms as numbers, or a generic name as written),
+//! or an [`EQUIVALENT`] spec (an encoding the config counts under another
+//! spec, with the config metric's increase per count: one CAS is 64
+//! bytes); where that alternative has a `scale:` the count is the metric
+//! divided by it (`INT_MISC.RECOVERY_CYCLES` is
+//! `(perf_topdown_recovery_slots_total / 4)`). A metric with an event no
+//! set counts is left out, saying so.
+//!
+//! A file's formula that reads a metric other files give too reads its
+//! own file's formula for it, inlined in parentheses (a reference by name
+//! could resolve to another platform's alternative on a host); a metric
+//! only one file gives stays a reference.
 //!
 //! Then the metrics of the same derived name are merged in file order:
-//! help, unit and group from the first file that gives each, the
+//! help, unit, group and record from the first file that gives each, the
 //! expressions as the alternatives of `expr:` (one that another file
 //! already gives is not repeated). An alternative is taken on a host
 //! where its inputs are counted, the first that is: give the platform
@@ -78,18 +86,110 @@ fn key(spec: &str) -> Key {
     parsed.unwrap_or_else(|| Key::Name(spec.to_string()))
 }
 
+/// A perf event the base config counts under another spec.
+struct Equivalent {
+    /// The event as the importer writes it.
+    perf: &'static str,
+    /// The spec of an alternative of the config's chain.
+    config: &'static str,
+    /// The config metric's increase per count of the perf event.
+    per_count: f64,
+}
+
+/// The events the default config counts under other specs than perf's
+/// JSON gives them (config/metrics/README.md says which metric reads
+/// which, and why each holds).
+const EQUIVALENT: [Equivalent; 10] = [
+    // INST_RETIRED.ANY: the kernel's `instructions` on Intel is 0x00c0
+    // (arch/x86/events/intel/core.c, intel_perfmon_event_map), the same
+    // count.
+    Equivalent {
+        perf: "cpu/event=0xc0/",
+        config: "instructions",
+        per_count: 1.0,
+    },
+    // MEM_LOAD_RETIRED.L1_MISS (0xD1/0x08): the config's L1 data cache
+    // load misses stand in for it (not the same count: the kernel's
+    // generic event on Skylake is L1D.REPLACEMENT, 0x0151).
+    Equivalent {
+        perf: "cpu/event=0xd1,umask=0x08/",
+        config: "L1-dcache-load-misses",
+        per_count: 1.0,
+    },
+    // MEM_LOAD_RETIRED.L3_MISS (0xD1/0x20): the config's last-level
+    // cache load misses stand in for it (the kernel's generic event on
+    // Skylake is an OFFCORE_RESPONSE event).
+    Equivalent {
+        perf: "cpu/event=0xd1,umask=0x20/",
+        config: "LLC-load-misses",
+        per_count: 1.0,
+    },
+    // UNC_M_CAS_COUNT.RD and .WR (0x04/0x03, 0x04/0x0C) are the sysfs
+    // `cas_count_read`/`cas_count_write` of the server memory controllers
+    // (arch/x86/events/intel/uncore_snbep.c), whose sysfs scale,
+    // 6.103515625e-5 MiB, is 64 bytes per CAS: the config counts bytes.
+    Equivalent {
+        perf: "uncore_imc_*/event=0x04,umask=0x03/",
+        config: "uncore_imc_*/cas_count_read/",
+        per_count: 64.0,
+    },
+    Equivalent {
+        perf: "uncore_imc_*/event=0x04,umask=0x0c/",
+        config: "uncore_imc_*/cas_count_write/",
+        per_count: 64.0,
+    },
+    // The perf-metrics events of Intel cores (Ice Lake and later, the
+    // P-cores of hybrid parts): the kernel's sysfs aliases `slots`
+    // (event=0x00,umask=0x4) and `topdown-retiring`, `-bad-spec`,
+    // `-fe-bound`, `-be-bound` (umask 0x80 to 0x83), the same encodings
+    // (arch/x86/events/intel/core.c; the intel-hybrid fixture's cpu_core).
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x04/",
+        config: "core/slots/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x80/",
+        config: "core/topdown-retiring/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x81/",
+        config: "core/topdown-bad-spec/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x82/",
+        config: "core/topdown-fe-bound/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x83/",
+        config: "core/topdown-be-bound/",
+        per_count: 1.0,
+    },
+];
+
 /// What the base config's sets count `c` as: the operand text that
-/// stands for `c`'s count (the metric, or the metric over its scale).
+/// stands for `c`'s count (the metric over its scale, and over the
+/// increase per count of an [`EQUIVALENT`] spec).
 fn counted_as(c: &Counted, sets: &[SetConfig]) -> Result<String, String> {
-    let want: Vec<Key> = c.specs.iter().map(|s| key(s)).collect();
+    let mut want: Vec<(Key, f64)> = c.specs.iter().map(|s| (key(s), 1.0)).collect();
+    for e in &EQUIVALENT {
+        let k = key(e.perf);
+        if want.iter().any(|(w, _)| *w == k) {
+            want.push((key(e.config), e.per_count));
+        }
+    }
     let mut found: Vec<(String, f64)> = Vec::new();
     for m in sets.iter().flat_map(|s| &s.events) {
         for alt in &m.event.value {
             if alt.specs.len() != 1 {
                 continue;
             }
-            if want.contains(&key(&alt.specs[0].text)) {
-                let f = (m.metric.value.clone(), alt.scale.unwrap_or(1.0));
+            let k = key(&alt.specs[0].text);
+            if let Some((_, per)) = want.iter().find(|(w, _)| *w == k) {
+                let f = (m.metric.value.clone(), alt.scale.unwrap_or(1.0) * per);
                 if !found.contains(&f) {
                     found.push(f);
                 }
@@ -157,6 +257,7 @@ struct Entry {
     help: Option<String>,
     unit: Option<String>,
     group: Option<String>,
+    record: Option<String>,
     exprs: Vec<String>,
 }
 
@@ -167,8 +268,9 @@ pub fn merged_derived(
     sets: &[SetConfig],
 ) -> Result<Merged, ImportError> {
     let opts = Options::default();
-    let mut entries: Vec<Entry> = Vec::new();
     let mut skipped = Vec::new();
+    // Each file's metrics over the sets, in file order.
+    let mut per_file: Vec<Vec<(Taken, String)>> = Vec::new();
     for (file, text) in files {
         let one = [(file.clone(), text.clone())];
         let read = super::json::read(&one, &opts)?;
@@ -177,25 +279,54 @@ pub fn merged_derived(
         }
         let (taken, left, _) = Importer::new(read, &opts).taken();
         let mut out: Vec<String> = Vec::new();
+        let mut mine: Vec<(Taken, String)> = Vec::new();
         skipped.extend(left.into_iter().map(|s| Skipped {
             metric: format!("{file}: {}", s.metric),
             why: s.why,
         }));
-        for t in &taken {
+        for t in taken {
             // A metric that reads one left out here is left out too.
             let expr = match derive::parse(&t.expr) {
                 Ok(p) => match p.operands().iter().find(|o| out.contains(&o.name)) {
                     Some(o) => Err(format!("it reads `{}`, which is left out", o.name)),
-                    None => over_sets(t, sets),
+                    None => over_sets(&t, sets),
                 },
                 Err(e) => Err(format!("its expression: {e}")),
             };
-            let expr = match expr {
-                Ok(e) => e,
+            match expr {
+                Ok(e) => mine.push((t, e)),
                 Err(why) => {
                     out.push(t.name.clone());
                     skipped.push(Skipped {
                         metric: format!("{file}: {}", t.name),
+                        why,
+                    });
+                }
+            }
+        }
+        per_file.push(mine);
+    }
+    // A metric several files give is taken per host from the first
+    // alternative whose inputs are counted, maybe another platform's:
+    // a file's formula that reads it reads its own file's formula
+    // instead, inlined.
+    let mut given: BTreeMap<&str, usize> = BTreeMap::new();
+    for (t, _) in per_file.iter().flatten() {
+        *given.entry(t.name.as_str()).or_default() += 1;
+    }
+    let shared: Vec<String> = given
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(k, _)| k.to_string())
+        .collect();
+    let mut entries: Vec<Entry> = Vec::new();
+    for (i, mine) in per_file.iter().enumerate() {
+        for (t, expr) in mine {
+            let expr = match inline_shared(expr, mine, &shared) {
+                Ok(e) => e,
+                Err(why) => {
+                    skipped.push(Skipped {
+                        metric: format!("{}: {}", files[i].0, t.name),
                         why,
                     });
                     continue;
@@ -206,6 +337,7 @@ pub fn merged_derived(
                     e.help = e.help.take().or_else(|| t.help.clone());
                     e.unit = e.unit.take().or_else(|| t.unit.clone());
                     e.group = e.group.take().or_else(|| t.group.clone());
+                    e.record = e.record.take().or_else(|| t.record.clone());
                     if !e.exprs.contains(&expr) {
                         e.exprs.push(expr);
                     }
@@ -215,6 +347,7 @@ pub fn merged_derived(
                     help: t.help.clone(),
                     unit: t.unit.clone(),
                     group: t.group.clone(),
+                    record: t.record.clone(),
                     exprs: vec![expr],
                 }),
             }
@@ -224,6 +357,39 @@ pub fn merged_derived(
         yaml: write(files, &entries),
         skipped,
     })
+}
+
+/// `expr` with each reference to a `shared` metric of `mine` (one
+/// file's) replaced by that metric's expression in parentheses, until
+/// none is left.
+fn inline_shared(
+    expr: &str,
+    mine: &[(Taken, String)],
+    shared: &[String],
+) -> Result<String, String> {
+    let mut text = expr.to_string();
+    for _ in 0..=derive::MAX_DEPTH {
+        let mut placeholders: Vec<(String, String)> = Vec::new();
+        let next = derive::rename(&text, &mut |n| {
+            if !shared.iter().any(|s| s == n) {
+                return None;
+            }
+            let (_, x) = mine.iter().find(|(t, _)| t.name == n)?;
+            let p = format!("imported_inline_{}", placeholders.len());
+            placeholders.push((p.clone(), format!("({x})")));
+            Some(p)
+        })
+        .map_err(|e| format!("inlining: {e}"))?;
+        if placeholders.is_empty() {
+            return Ok(text);
+        }
+        // Longest first: `_10` before `_1`.
+        placeholders.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(b.0.cmp(&a.0)));
+        text = placeholders
+            .iter()
+            .fold(next, |acc, (p, v)| acc.replace(p.as_str(), v));
+    }
+    Err("metric references nest too deep (or form a cycle)".into())
 }
 
 fn write(files: &[(String, String)], entries: &[Entry]) -> String {
@@ -260,6 +426,9 @@ fn write(files: &[(String, String)], entries: &[Entry]) -> String {
             for x in &e.exprs {
                 let _ = writeln!(y, "      - {}", q(x));
             }
+        }
+        if let Some(r) = &e.record {
+            let _ = writeln!(y, "    record: {}", q(r));
         }
     }
     let _ = writeln!(y, "{END}");

@@ -209,6 +209,8 @@ pub(super) struct JsonMetric {
     pub(super) group: Option<String>,
     pub(super) scale_unit: Option<String>,
     pub(super) threshold: Option<String>,
+    /// `PrometheusRecord` (ours, not perf's): the recording rule's name.
+    pub(super) record: Option<String>,
 }
 
 /// An event a metric reads, as the config will count it.
@@ -287,6 +289,7 @@ pub(super) struct Taken {
     pub(super) unit: Option<String>,
     pub(super) group: Option<String>,
     pub(super) threshold: Option<String>,
+    pub(super) record: Option<String>,
     pub(super) events: BTreeSet<Counted>,
 }
 

@@ -126,6 +126,7 @@ impl<'a> Importer<'a> {
             unit,
             group: m.group.clone(),
             threshold,
+            record: m.record.clone(),
             events,
         })
     }
@@ -212,7 +213,9 @@ fn rename(
 }
 
 /// `ScaleUnit` (`100%`, `1per_instr`, `1e3MB/s`): the factor and the unit.
-/// A percentage stays a fraction (factor 1, unit `ratio`).
+/// Prometheus's base units: a percentage stays a fraction (factor 1, unit
+/// `ratio`), a byte rate in decimal multiples (`B/s`, `kB/s`, `MB/s`,
+/// `GB/s`) becomes bytes per second (`1MB/s` is the factor 1e6).
 fn scale_unit(s: &str) -> (f64, Option<String>) {
     let s = s.trim();
     let split = s
@@ -226,8 +229,13 @@ fn scale_unit(s: &str) -> (f64, Option<String>) {
         .map_or(s.len(), |(i, _)| i);
     let (num, unit) = s.split_at(split);
     let factor = num.parse::<f64>().unwrap_or(1.0);
+    let bytes = |m: f64| (factor * m, Some("bytes per second".to_string()));
     match unit {
         "%" => (1.0, Some("ratio".into())),
+        "B/s" => bytes(1.0),
+        "kB/s" | "KB/s" => bytes(1e3),
+        "MB/s" => bytes(1e6),
+        "GB/s" => bytes(1e9),
         "" => (factor, None),
         u => (factor, Some(u.to_string())),
     }

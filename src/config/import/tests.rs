@@ -38,9 +38,9 @@ fn encodings_follow_jevents() {
         r#"event: ["amd_df/event=0x1/"]"#,
         r#"event: ["cpu/event=0x51,umask=0x1,cmask=1/"]"#,
         r#"expr: "perf_l1d_replacement_total / perf_inst_retired_any_total""#,
-        r#"expr: "perf_unc_m_cas_count_rd_total * 64 / 1e6 / duration_time""#,
+        r#"expr: "1000000 * (perf_unc_m_cas_count_rd_total * 64 / 1e6 / duration_time)""#,
         r#"unit: "per_instr""#,
-        r#"unit: "MB/s""#,
+        r#"unit: "bytes per second""#,
         r#"unit: "ratio""#,
         r#"expr: "perf_cpu_l1d_replacement_cmask_1_total / perf_cpu_clk_unhalted_thread_total""#,
         r#"threshold: "pct > 0.5 & l1d_mpi > 1""#,
@@ -233,7 +233,7 @@ fn a_target_resolves_bare_names_and_honours_compat_and_per_pkg() {
 /// The platforms whose perf metric JSON the default config's imported
 /// `derived:` entries come from, in the order their alternatives are
 /// tried (config/metrics/README.md).
-const DEFAULT_SOURCES: [(&str, &str); 2] = [
+const DEFAULT_SOURCES: [(&str, &str); 3] = [
     (
         "config/metrics/skylakex.json",
         include_str!("../../../config/metrics/skylakex.json"),
@@ -241,6 +241,10 @@ const DEFAULT_SOURCES: [(&str, &str); 2] = [
     (
         "config/metrics/amdzen4.json",
         include_str!("../../../config/metrics/amdzen4.json"),
+    ),
+    (
+        "config/metrics/alderlake.json",
+        include_str!("../../../config/metrics/alderlake.json"),
     ),
 ];
 
@@ -294,6 +298,65 @@ fn merged_metrics_read_the_configs_metrics_and_scales() {
         [
             "x.json: a: `perf_x_total` (cpu/event=0x99/) is counted by no set of the config",
             "x.json: b: it reads `a`, which is left out",
+        ]
+    );
+}
+
+#[test]
+fn merged_metrics_read_equivalent_events_with_their_factor() {
+    // perf's encodings of INST_RETIRED.ANY, MEM_LOAD_RETIRED.L1_MISS and
+    // UNC_M_CAS_COUNT.RD/WR are counted by the default config as
+    // `instructions`, `L1-dcache-load-misses` and the bytes of
+    // `cas_count_read`/`cas_count_write` (64 per CAS).
+    let sets = crate::config::Config::default_config().sets;
+    let j = r#"[{"EventName": "INST_RETIRED.ANY"},
+      {"EventName": "MEM_LOAD_RETIRED.L1_MISS", "EventCode": "0xD1", "UMask": "0x08"},
+      {"EventName": "UNC_M_CAS_COUNT.RD", "EventCode": "0x04", "UMask": "0x03", "Unit": "iMC"},
+      {"EventName": "UNC_M_CAS_COUNT.WR", "EventCode": "0x04", "UMask": "0x0C", "Unit": "iMC"},
+      {"MetricName": "L1MPKI", "MetricExpr": "1000 * MEM_LOAD_RETIRED.L1_MISS / INST_RETIRED.ANY"},
+      {"MetricName": "bw", "MetricExpr": "(UNC_M_CAS_COUNT.RD + UNC_M_CAS_COUNT.WR) * 64 / 1e6 / duration_time",
+       "ScaleUnit": "1MB/s", "PrometheusRecord": "instance:perf_bw:rate5m"}]"#;
+    let m = merged_derived(&files(&[("x.json", j)]), &sets).unwrap();
+    assert!(m.skipped.is_empty(), "{:?}", m.skipped);
+    let body: Vec<&str> = m.yaml.lines().skip(3).collect();
+    assert_eq!(
+        body,
+        [
+            r#"  - name: "l1mpki""#,
+            r#"    expr: "1000 * perf_l1d_read_misses_total / perf_instructions_total""#,
+            r#"  - name: "bw""#,
+            r#"    unit: "bytes per second""#,
+            r#"    expr: "1000000 * (((perf_dram_read_bytes_total / 64) + (perf_dram_write_bytes_total / 64)) * 64 / 1e6 / duration_time)""#,
+            r#"    record: "instance:perf_bw:rate5m""#,
+            "  # END imported derived metrics",
+        ]
+    );
+}
+
+#[test]
+fn a_formula_reading_a_metric_other_files_give_reads_its_own_files_formula() {
+    // `a` is given by both files: `y.json`'s `b` reads its own `a`,
+    // inlined; `c` (only `y.json` gives it) stays a reference.
+    let sets = crate::config::Config::default_config().sets;
+    let x = r#"[{"MetricName": "a", "MetricExpr": "cycles / instructions"}]"#;
+    let y = r#"[{"MetricName": "a", "MetricExpr": "instructions / cycles"},
+      {"MetricName": "c", "MetricExpr": "2 * cycles"},
+      {"MetricName": "b", "MetricExpr": "max(1 - a, 0) + c"}]"#;
+    let m = merged_derived(&files(&[("x.json", x), ("y.json", y)]), &sets).unwrap();
+    assert!(m.skipped.is_empty(), "{:?}", m.skipped);
+    let body: Vec<&str> = m.yaml.lines().skip(3).collect();
+    assert_eq!(
+        body,
+        [
+            r#"  - name: "a""#,
+            "    expr:",
+            r#"      - "perf_cpu_cycles_total / perf_instructions_total""#,
+            r#"      - "perf_instructions_total / perf_cpu_cycles_total""#,
+            r#"  - name: "c""#,
+            r#"    expr: "2 * perf_cpu_cycles_total""#,
+            r#"  - name: "b""#,
+            r#"    expr: "max(1 - (perf_instructions_total / perf_cpu_cycles_total), 0) + c""#,
+            "  # END imported derived metrics",
         ]
     );
 }

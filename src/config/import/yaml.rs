@@ -77,6 +77,9 @@ pub(super) fn write_yaml(
         if let Some(th) = &t.threshold {
             let _ = writeln!(y, "    threshold: {}", q(th));
         }
+        if let Some(r) = &t.record {
+            let _ = writeln!(y, "    record: {}", q(r));
+        }
     }
     y
 }
