@@ -189,6 +189,7 @@ async fn start(
     engine.set_host_facts(src.host.facts());
     engine.set_self_test(self_test);
     engine.set_derived(p.loaded.derived.clone());
+    engine.host_derived().log_left_out();
     log_engine(&engine, privilege.as_ref());
     let cgroups = p.loaded.cgroups.as_ref();
     super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None)?;
