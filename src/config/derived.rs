@@ -368,11 +368,12 @@ impl Names<'_> {
             return Ok(Source::Derived(operand.to_string()));
         }
         let event_form = operand.replace('@', "/");
-        if let Ok(parsed) = spec::parse(&event_form) {
+        let parsed = spec::parse(&event_form);
+        if let Ok(parsed) = &parsed {
             let mut owners: Vec<&str> = self
                 .specs
                 .iter()
-                .filter(|(e, _, _)| **e == parsed)
+                .filter(|(e, _, _)| *e == parsed)
                 .map(|(_, _, m)| *m)
                 .collect();
             owners.dedup();
@@ -400,7 +401,26 @@ impl Names<'_> {
             .chain(std::iter::once(DURATION));
         let near = suggest(operand, candidates);
         let hint = if near.is_empty() {
-            "an operand is a metric of the config, an event spec one of its metrics counts, another derived metric, or `duration_time`".to_string()
+            // Nothing close: the names of the config that come closest
+            // all the same, so the message says what there is.
+            let mut all: Vec<&str> = self
+                .metrics
+                .iter()
+                .copied()
+                .chain(self.derived.iter().copied())
+                .collect();
+            let score = |n: &str| strsim::jaro_winkler(operand, n);
+            all.sort_by(|a, b| score(b).total_cmp(&score(a)).then(a.cmp(b)));
+            let closest: Vec<String> = all.iter().take(3).map(|n| (*n).to_string()).collect();
+            let what = if parsed.is_ok() {
+                "no metric or derived metric of the config has this name and none of its metrics counts this event"
+            } else {
+                "no metric or derived metric of the config has this name"
+            };
+            format!(
+                "{what} (the closest names: {}); an operand is a metric of the config, an event spec one of its metrics counts, another derived metric, or `duration_time`",
+                quote_list(&closest)
+            )
         } else {
             format!("did you mean {}?", quote_list(&near))
         };
