@@ -189,7 +189,6 @@ async fn start(
     engine.set_host_facts(src.host.facts());
     engine.set_self_test(self_test);
     engine.set_derived(p.loaded.derived.clone());
-    engine.host_derived().log_left_out();
     log_engine(&engine, privilege.as_ref());
     let cgroups = p.loaded.cgroups.as_ref();
     super::cgroups::attach(&mut engine, p.kernel.clone(), cgroups, &src.host, None)?;
@@ -306,6 +305,7 @@ async fn start_push(
 }
 
 fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
+    engine.host_derived().log_left_out();
     let problems = engine.problems();
     log_problems(problems.iter().map(|(m, p)| (m.as_str(), p)));
     let counted = engine.runtime().iter().filter(|r| r.open_fds > 0).count();
