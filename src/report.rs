@@ -20,7 +20,7 @@ mod tried;
 pub use budget::{BudgetFamily, CheckBudget};
 pub use cgroups::{backend_line, cgroup_rows, CgroupRow, CheckBackend, CheckCgroups};
 pub use check::{CheckInstance, CheckMetric, CheckReport};
-pub use derived::CheckDerived;
+pub use derived::{CheckDefaultTable, CheckDerived};
 pub use identity::CheckIdentity;
 pub use list::{ListEvent, ListReport};
 pub use refusal::{diagnose, explain_first, nothing_to_count, Counting, NothingToCount};

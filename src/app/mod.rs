@@ -382,6 +382,7 @@ pub fn run(s: Settings) -> Result<Output, AppError> {
             );
             let mut r = CheckReport::new(&res)
                 .with_derived(&derived.resolution)
+                .with_default_derived(derived.config.implicit.as_deref())
                 .with_identities(&h.table)
                 .with_counters(budgets)
                 .with_self_test(self_test);

@@ -398,10 +398,13 @@ fn derived_section(table: &crate::config::derived::DerivedTable) -> String {
         "\n## Derived metrics\n\n\
          The default config's `derived:` table ([configuration guide](../guide/configuration.md)): \
          each entry is either a Prometheus recording rule (`perf-exporter rules` writes it; PromQL \
-         computes it from the counters' rates) or, where PromQL cannot express it, a gauge of \
+         computes it from the counters' rates; an entry with alternatives is one rule joining them \
+         with `or`, so each platform's series give its value) or, where PromQL cannot express one of \
+         its alternatives, a gauge of \
          `/metrics` the exporter evaluates over the window between its last two collections \
          (`perf_event_available{metric=\"perf_derived_<name>\"}` says whether this host can give it). \
-         `stat`, the live view and OTLP evaluate every entry.\n\n\
+         `stat`, the live view and OTLP evaluate every entry. A config without a `derived:` section \
+         takes the entries whose inputs it counts (`check` lists the others).\n\n\
          | derived metric | on Prometheus | as | why | help |\n|---|---|---|---|---|\n",
     );
     for (d, form) in partition(table) {

@@ -299,6 +299,7 @@ impl Job {
         ne.set_host_facts(host.facts());
         ne.set_self_test(self_test);
         ne.set_derived(derived.clone());
+        ne.host_derived().log_left_out();
         let continued = ne.carry_over(totals);
         if let Err(e) =
             super::cgroups::attach(&mut ne, self.kernel.clone(), cgroups, host, cg_totals)

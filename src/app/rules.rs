@@ -3,7 +3,10 @@
 //! OTLP evaluate. Each entry whose expression has a rate form
 //! ([`crate::derive::promql`]) becomes a rule named by its `record:`
 //! (`instance:perf_<name>:rate5m` without one) over the node's summed
-//! 5-minute rates; each other entry becomes a comment saying why: the
+//! 5-minute rates; an entry with alternatives (`expr:` as a list) is one
+//! rule joining all of them with `or`, so the series each platform
+//! exports give its value (and is a rule only when every alternative has
+//! a rate form). Each other entry becomes a comment saying why: the
 //! exporter evaluates it (`stat`, the live view, OTLP gauges, and the
 //! `/metrics` gauge `perf_derived_<name>`:
 //! [`crate::export::prometheus::derived`], which partitions the table).
@@ -52,7 +55,9 @@ fn comment(out: &mut String, text: &str) {
 pub(super) fn rule_items(table: &DerivedTable) -> String {
     let mut out = String::new();
     for (d, form) in partition(table) {
-        let what = format!("derived metric `{}`: {}", d.name, d.formula.text);
+        // Every alternative, as the rule holds them all.
+        let texts: Vec<&str> = d.formulas().map(|f| f.text.as_str()).collect();
+        let what = format!("derived metric `{}`: {}", d.name, texts.join("; or "));
         match form {
             Form::Rule(q) => {
                 match &d.help {

@@ -305,6 +305,7 @@ async fn start_push(
 }
 
 fn log_engine(engine: &Engine, privilege: Option<&Privilege>) {
+    engine.host_derived().log_left_out();
     let problems = engine.problems();
     log_problems(problems.iter().map(|(m, p)| (m.as_str(), p)));
     let counted = engine.runtime().iter().filter(|r| r.open_fds > 0).count();

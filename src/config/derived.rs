@@ -149,6 +149,23 @@ pub struct Derived {
 pub struct DerivedTable {
     /// In evaluation order.
     pub metrics: Vec<Derived>,
+    /// Set when this is the default config's table, taken because the
+    /// config has no `derived:` section ([`DerivedTable::for_metrics`]):
+    /// the default entries left out because the config does not count
+    /// their inputs (empty when every one applies).
+    pub implicit: Option<Vec<LeftOut>>,
+}
+
+/// A default derived metric left out of a config that has no `derived:`
+/// section: no alternative of its `expr:` reads only metrics the config
+/// counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Its name.
+    pub name: String,
+    /// The inputs of its first alternative the config does not count
+    /// (event metrics, or derived metrics left out themselves).
+    pub missing: Vec<String>,
 }
 
 impl Derived {
@@ -179,7 +196,78 @@ impl DerivedTable {
                 }
             })
             .collect();
-        DerivedTable { metrics }
+        DerivedTable {
+            metrics,
+            implicit: self.implicit.clone(),
+        }
+    }
+
+    /// The default table as a config without a `derived:` section takes
+    /// it: only the alternatives whose inputs are all metrics in
+    /// `counted` (or derived metrics kept, or `duration_time`), and only
+    /// the entries left an alternative; the others are listed in
+    /// [`DerivedTable::implicit`] with what they miss. A threshold that
+    /// reads something left out is dropped; a `has_event(..)` probe of
+    /// something not counted is 0, as in a written table.
+    #[must_use]
+    pub fn for_metrics(&self, counted: &BTreeSet<&str>) -> DerivedTable {
+        let mut kept: BTreeSet<String> = BTreeSet::new();
+        let mut metrics = Vec::new();
+        let mut left_out = Vec::new();
+        // Evaluation order: a derived input is decided before its readers.
+        for d in &self.metrics {
+            let missing = |f: &Formula| -> Vec<String> {
+                f.inputs
+                    .iter()
+                    .filter_map(|i| match &i.source {
+                        Source::Metric(m) if !counted.contains(m.as_str()) => Some(m.clone()),
+                        Source::Derived(x) if !kept.contains(x) && *x != d.name => Some(x.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let keep_probes = |f: &Formula| Formula {
+                probes: f
+                    .probes
+                    .iter()
+                    .filter(|i| match &i.source {
+                        Source::Metric(m) => counted.contains(m.as_str()),
+                        Source::Derived(x) => kept.contains(x),
+                        Source::Duration => true,
+                    })
+                    .cloned()
+                    .collect(),
+                ..f.clone()
+            };
+            let mut usable = d
+                .formulas()
+                .filter(|f| missing(f).is_empty())
+                .map(keep_probes);
+            let Some(first) = usable.next() else {
+                left_out.push(LeftOut {
+                    name: d.name.clone(),
+                    missing: missing(&d.formula),
+                });
+                continue;
+            };
+            let fallbacks = usable.collect();
+            let threshold = d
+                .threshold
+                .as_ref()
+                .filter(|t| missing(t).is_empty())
+                .map(keep_probes);
+            kept.insert(d.name.clone());
+            metrics.push(Derived {
+                formula: first,
+                fallbacks,
+                threshold,
+                ..d.clone()
+            });
+        }
+        DerivedTable {
+            metrics,
+            implicit: Some(left_out),
+        }
     }
 
     /// The entry named `name`.
@@ -280,11 +368,12 @@ impl Names<'_> {
             return Ok(Source::Derived(operand.to_string()));
         }
         let event_form = operand.replace('@', "/");
-        if let Ok(parsed) = spec::parse(&event_form) {
+        let parsed = spec::parse(&event_form);
+        if let Ok(parsed) = &parsed {
             let mut owners: Vec<&str> = self
                 .specs
                 .iter()
-                .filter(|(e, _, _)| **e == parsed)
+                .filter(|(e, _, _)| *e == parsed)
                 .map(|(_, _, m)| *m)
                 .collect();
             owners.dedup();
@@ -312,7 +401,26 @@ impl Names<'_> {
             .chain(std::iter::once(DURATION));
         let near = suggest(operand, candidates);
         let hint = if near.is_empty() {
-            "an operand is a metric of the config, an event spec one of its metrics counts, another derived metric, or `duration_time`".to_string()
+            // Nothing close: the names of the config that come closest
+            // all the same, so the message says what there is.
+            let mut all: Vec<&str> = self
+                .metrics
+                .iter()
+                .copied()
+                .chain(self.derived.iter().copied())
+                .collect();
+            let score = |n: &str| strsim::jaro_winkler(operand, n);
+            all.sort_by(|a, b| score(b).total_cmp(&score(a)).then(a.cmp(b)));
+            let closest: Vec<String> = all.iter().take(3).map(|n| (*n).to_string()).collect();
+            let what = if parsed.is_ok() {
+                "no metric or derived metric of the config has this name and none of its metrics counts this event"
+            } else {
+                "no metric or derived metric of the config has this name"
+            };
+            format!(
+                "{what} (the closest names: {}); an operand is a metric of the config, an event spec one of its metrics counts, another derived metric, or `duration_time`",
+                quote_list(&closest)
+            )
         } else {
             format!("did you mean {}?", quote_list(&near))
         };
@@ -557,7 +665,10 @@ pub(super) fn convert(
         .into_iter()
         .filter_map(|n| by_name.remove(&n))
         .collect();
-    Ok(DerivedTable { metrics })
+    Ok(DerivedTable {
+        metrics,
+        implicit: None,
+    })
 }
 
 /// Whether `s` is a Prometheus metric name (a recording rule's `record`).
@@ -653,10 +764,74 @@ mod tests {
     #[test]
     fn absent_section_is_the_defaults_and_an_empty_one_is_empty() {
         let c = Config::parse(SETS, "t.yaml").unwrap();
-        assert_eq!(c.derived, Config::default_config().derived);
-        assert!(c.derived.get("ipc").is_some());
+        let default = Config::default_config().derived;
+        assert_eq!(default.implicit, None);
+        // Only the default entries whose inputs this config counts
+        // (`perf_cpu_cycles_total`, `perf_instructions_total`,
+        // `perf_l1d_read_misses_total`): the others are left out.
+        let names: Vec<&str> = c.derived.metrics.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["ipc", "l1d_read_mpki"]);
+        assert_eq!(c.derived.get("ipc"), default.get("ipc"));
+        let left = c.derived.implicit.as_ref().unwrap();
+        assert_eq!(left.len() + 2, default.metrics.len());
+        let l1d = left.iter().find(|l| l.name == "l1d_miss_ratio").unwrap();
+        assert_eq!(l1d.missing, ["perf_l1d_reads_total"]);
         let c = Config::parse(&format!("{SETS}derived: []\n"), "t.yaml").unwrap();
         assert!(c.derived.metrics.is_empty());
+        assert_eq!(c.derived.implicit, None);
+    }
+
+    /// The default table over a config's metrics: an alternative reading
+    /// a metric it does not count goes, an entry with none left goes
+    /// (and so does, transitively, an entry reading it), a threshold
+    /// reading something left out goes, a probe of it is dropped (0).
+    #[test]
+    fn the_default_table_keeps_what_the_config_counts() {
+        let table = with(concat!(
+            "  - name: ipc\n    expr: [perf_instructions_total / perf_ref_total, instructions / cycles]\n    threshold: ipc < perf_l1d_read_misses_total\n",
+            "  - name: refs\n    expr: perf_ref_total / duration_time if has_event(perf_ref_total) else 0\n",
+            "  - name: per_ref\n    expr: refs / ipc\n",
+            "  - name: cpi\n    expr: 1 / ipc\n    threshold: cpi > 1 if has_event(perf_ref_total) else 0\n",
+        ))
+        .unwrap()
+        .derived;
+        let counted: BTreeSet<&str> = ["perf_instructions_total", "perf_cpu_cycles_total"]
+            .into_iter()
+            .collect();
+        let t = table.for_metrics(&counted);
+        let names: Vec<&str> = t.metrics.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["ipc", "cpi"]);
+        let ipc = t.get("ipc").unwrap();
+        assert_eq!(ipc.formula.text, "instructions / cycles");
+        assert!(ipc.fallbacks.is_empty());
+        assert_eq!(ipc.threshold, None);
+        let cpi = t.get("cpi").unwrap();
+        assert!(cpi.threshold.as_ref().unwrap().probes.is_empty());
+        assert_eq!(
+            t.implicit,
+            Some(vec![
+                LeftOut {
+                    name: "refs".into(),
+                    missing: vec!["perf_ref_total".into()],
+                },
+                LeftOut {
+                    name: "per_ref".into(),
+                    missing: vec!["refs".into()],
+                },
+            ])
+        );
+        // A config counting everything keeps the table as it is.
+        let all: BTreeSet<&str> = [
+            "perf_instructions_total",
+            "perf_cpu_cycles_total",
+            "perf_ref_total",
+            "perf_l1d_read_misses_total",
+        ]
+        .into_iter()
+        .collect();
+        let t = table.for_metrics(&all);
+        assert_eq!(t.metrics, table.metrics);
+        assert_eq!(t.implicit, Some(Vec::new()));
     }
 
     #[test]

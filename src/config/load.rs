@@ -98,14 +98,21 @@ impl Config {
             Some(s) => Some(sampling::convert(s, &invalid)?),
             None => None,
         };
-        // Without a `derived:` section, the default config's (resolved
-        // against the default's metrics: a metric this config does not
-        // count leaves the values it feeds unavailable, "not in the
-        // config"). `derived: []` has none.
+        // Without a `derived:` section, the default config's entries
+        // whose inputs this config counts (by the default's metric
+        // names); the others are left out, and said so (`check`, the
+        // log). `derived: []` has none.
         let derived = match raw.derived {
             Some(d) => derived::convert(d, &out, file)?,
             None if file == DEFAULT_NAME => derived::DerivedTable::default(),
-            None => Self::default_config().derived,
+            None => {
+                let counted = out
+                    .iter()
+                    .flat_map(|s| &s.events)
+                    .map(|m| m.metric.value.as_str())
+                    .collect();
+                Self::default_config().derived.for_metrics(&counted)
+            }
         };
         Ok(Config {
             sets: out,

@@ -10,18 +10,22 @@
 //! duration_time`), and sums and differences of such terms. There the
 //! window's length becomes 1 and each count its summed rate.
 //!
+//! `d_ratio(a, b)` (0 when `b` is 0) is `(a / (b != 0) or 0 * b)`: the
+//! comparison drops the series whose divisor is 0, and `or` gives 0 for
+//! them (its divisor must read a counter: a constant one is refused).
+//!
 //! What the translation refuses, with why (the exporter evaluates those:
 //! `stat`, the live view, OTLP): an expression whose value depends on the
 //! window's length (a plain count, `a * b`, `a + 1`), and the parts
 //! PromQL has no counterpart of here: `if else`, comparisons and logical
-//! operators, `min`/`max`/`d_ratio`, `%`, `source_count`, `has_event`,
+//! operators, `min`/`max`, `%`, `source_count`, `has_event`,
 //! `strcmp_cpuid_str`, and the `#` literals (facts of the host that the
 //! exporter would have to supply).
 //!
-//! A division by zero gives PromQL's `NaN` or `±Inf` where the exporter
-//! gives no value.
+//! A division by zero (other than `d_ratio`'s) gives PromQL's `NaN` or
+//! `±Inf` where the exporter gives no value.
 
-use super::{BinOp, Expr, Operand, MAX_DEPTH};
+use super::{BinOp, Expr, Func, Operand, MAX_DEPTH};
 
 /// What an operand of the expression reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +110,13 @@ fn degree(e: &Expr, leaf: &dyn Fn(&str) -> Option<Leaf>, depth: usize) -> Result
             "the operator `{}` has no rate form here",
             op.symbol()
         )),
+        Expr::Call(Func::DRatio, a, b) => {
+            if reads_counter(b, leaf) {
+                Ok(d(a)? - d(b)?)
+            } else {
+                Err("`d_ratio()` of a divisor that reads no counter has no rate form here".into())
+            }
+        }
         Expr::Call(f, _, _) => Err(format!("`{}()` has no rate form here", f.name())),
         Expr::If { .. } => Err("`if else` has no rate form here".into()),
         Expr::Literal(l) => Err(format!("the literal `{l}` is a fact the exporter supplies")),
@@ -113,6 +124,14 @@ fn degree(e: &Expr, leaf: &dyn Fn(&str) -> Option<Leaf>, depth: usize) -> Result
         Expr::HasEvent(_) => Err("`has_event()` is known to the exporter only".into()),
         Expr::CpuidIs(_) => Err("`strcmp_cpuid_str()` is known to the exporter only".into()),
     }
+}
+
+/// Whether `e` reads an exported counter (a PromQL vector, not a
+/// number).
+pub fn reads_counter(e: &Expr, leaf: &dyn Fn(&str) -> Option<Leaf>) -> bool {
+    e.operands()
+        .iter()
+        .any(|o| matches!(leaf(&o.name), Some(Leaf::Counter(_))))
 }
 
 /// `e` as PromQL over the rates of the counters `leaf` names, each summed
@@ -185,6 +204,17 @@ impl Writer<'_> {
                     self.child(b, p, true)
                 )
             }
+            // 0 where the divisor is 0: the comparison drops that series,
+            // `or` puts 0 in its place (module docs).
+            Expr::Call(Func::DRatio, a, b) => {
+                let (div, mul) = (BinOp::Div.precedence(), BinOp::Mul.precedence());
+                format!(
+                    "({} / ({} != 0) or 0 * {})",
+                    self.child(a, div, false),
+                    self.write(b),
+                    self.child(b, mul, true)
+                )
+            }
             // `degree` refused the rest.
             other => other.to_string(),
         }
@@ -232,6 +262,15 @@ mod tests {
         );
         assert_eq!(q("(a + b) / duration_time").unwrap(), format!("{a} + {b}"));
         assert_eq!(q("-(a / b)").unwrap(), format!("-({a} / {b})"));
+        // d_ratio: 0 where the divisor is 0.
+        assert_eq!(
+            q("d_ratio(a, b)").unwrap(),
+            format!("({a} / ({b} != 0) or 0 * {b})")
+        );
+        assert_eq!(
+            q("1 - d_ratio(a - c, 6 * (b / 6))").unwrap(),
+            format!("1 - (({a} - {c}) / (6 * ({b} / 6) != 0) or 0 * (6 * ({b} / 6)))")
+        );
     }
 
     #[test]
@@ -241,7 +280,12 @@ mod tests {
             ("a * b", "scales with the window"),
             ("a + 1", "scale differently"),
             ("a / b if a > b else 0", "`if else`"),
-            ("d_ratio(a, b)", "`d_ratio()`"),
+            (
+                "d_ratio(a, 4)",
+                "`d_ratio()` of a divisor that reads no counter",
+            ),
+            ("d_ratio(a, b) * a", "a count over the window"),
+            ("min(a, b)", "`min()`"),
             ("a / b * #num_cores", "`#num_cores`"),
             ("source_count(a)", "`source_count()`"),
             ("x / a", "`x` is not an exported counter"),

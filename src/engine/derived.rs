@@ -38,4 +38,30 @@ impl HostDerived {
             table,
         }
     }
+
+    /// Logs what became of the default table when the config has no
+    /// `derived:` section: how many entries apply (info), and each one
+    /// left out with the inputs the config does not count (debug).
+    pub fn log_left_out(&self) {
+        let Some(left) = self.config.implicit.as_deref() else {
+            return;
+        };
+        if left.is_empty() {
+            return;
+        }
+        let names: Vec<&str> = left.iter().map(|l| l.name.as_str()).collect();
+        tracing::info!(
+            applied = self.config.metrics.len(),
+            left_out = left.len(),
+            names = %names.join(","),
+            "derived metrics: the default table (the config has no `derived:`); entries whose inputs the config does not count are left out"
+        );
+        for l in left {
+            tracing::debug!(
+                derived = %l.name,
+                missing = %l.missing.join(","),
+                "derived metric of the default table left out: the config does not count its inputs"
+            );
+        }
+    }
 }

@@ -5,8 +5,8 @@
 use super::refusal::{nothing_to_count, Counting, NothingToCount};
 use super::tried::{CheckTried, Row};
 use super::{
-    column, counters, derived, hex, identity, selftest, CheckBudget, CheckCgroups, CheckDerived,
-    CheckIdentity,
+    column, counters, derived, hex, identity, selftest, CheckBudget, CheckCgroups,
+    CheckDefaultTable, CheckDerived, CheckIdentity,
 };
 use crate::pmu::PmuTable;
 use crate::problem::{Class, Problem};
@@ -90,6 +90,10 @@ pub struct CheckReport {
     /// this host takes (absent without a `derived:` section).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub derived: Vec<CheckDerived>,
+    /// Without a `derived:` section: the default table, and the entries
+    /// left out because the config does not count their inputs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub derived_default: Option<CheckDefaultTable>,
     /// Why `serve` would refuse this config on this host.
     #[serde(skip)]
     pub refusal: Option<NothingToCount>,
@@ -155,6 +159,7 @@ impl CheckReport {
             cpu_identities: Vec::new(),
             metrics: r.metrics.iter().map(check_metric).collect(),
             derived: Vec::new(),
+            derived_default: None,
             refusal: nothing_to_count(Counting::Resolved(r), None),
             counters: Vec::new(),
             budgets: Vec::new(),
@@ -168,6 +173,17 @@ impl CheckReport {
     /// Adds the derived metrics as resolved on this host.
     pub fn with_derived(mut self, d: &crate::resolve::derived::DerivedResolution) -> Self {
         self.derived = CheckDerived::of(d);
+        self
+    }
+
+    /// Adds what became of the default table when the config has no
+    /// `derived:` section (`implicit`: the entries left out;
+    /// [`crate::config::derived::DerivedTable::implicit`]).
+    pub fn with_default_derived(
+        mut self,
+        implicit: Option<&[crate::config::derived::LeftOut]>,
+    ) -> Self {
+        self.derived_default = implicit.map(|l| CheckDefaultTable::of(self.derived.len(), l));
         self
     }
 
@@ -307,6 +323,9 @@ impl CheckReport {
             }
         }
         s.push_str(&derived::text(&self.derived, w));
+        if let Some(d) = &self.derived_default {
+            s.push_str(&d.text());
+        }
         s.push_str(&counters::text(&self.budgets));
         s.push_str(&selftest::text(&self.self_tests));
         // The series budget, then the summary (the last line without cgroups).

@@ -111,7 +111,16 @@ fn rejected(
 ) -> Option<Problem> {
     for i in &f.inputs {
         let why = match &i.source {
-            Source::Metric(m) => events.get(m.as_str()).cloned().flatten(),
+            // A metric the config does not count never has a value
+            // (the config's table names counted ones only; a narrowed
+            // config, `stat -e`, may not count them all).
+            Source::Metric(m) => match events.get(m.as_str()) {
+                Some(why) => why.clone(),
+                None => Some(Problem::Config {
+                    event: m.clone(),
+                    detail: format!("`{m}` is not counted by this config"),
+                }),
+            },
             Source::Derived(d) => done.get(d).cloned().flatten(),
             Source::Duration => None,
         };

@@ -215,3 +215,148 @@ fn stat_evaluates_the_alternative_and_the_literals_of_the_host() {
         );
     }
 }
+
+/// node_exporter 1.9's perf collector's software profilers as one set
+/// (`benches/support/five_software.rs`): no `derived:` section, and none
+/// of the default table's inputs counted but context switches and page
+/// faults.
+const FIVE_SOFTWARE: &str = "sets:
+  - name: software
+    events:
+      - metric: perf_context_switches_total
+        event: context-switches
+      - metric: perf_cpu_migrations_total
+        event: cpu-migrations
+      - metric: perf_page_faults_total
+        event: page-faults
+      - metric: perf_minor_faults_total
+        event: minor-faults
+      - metric: perf_major_faults_total
+        event: major-faults
+";
+
+/// `check --simulate` on intel-skx with `yaml` as the config file.
+fn check_config(yaml: &str, json: bool) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(&cfg, yaml).unwrap();
+    let sysfs = root().join("tests/fixtures/sysfs/intel-skx");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_perf-exporter"));
+    cmd.args(["check", "--simulate", "--path.sysfs"])
+        .arg(&sysfs)
+        .arg("--config.file")
+        .arg(&cfg);
+    if json {
+        cmd.arg("--json");
+    }
+    cmd.output().expect("binary runs")
+}
+
+/// Without `derived:`, the default table applies only where the config
+/// counts its inputs: `check` shows the two entries that apply and says
+/// how many were left out and which (the `--json` report with what each
+/// misses), never "resolved" for a value that cannot come.
+#[test]
+fn the_default_table_leaves_out_what_the_config_does_not_count() {
+    let o = check_config(FIVE_SOFTWARE, false);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = String::from_utf8_lossy(&o.stdout);
+    let from = t.find("DERIVED").expect("a DERIVED table");
+    let to = t.find("\ncounters:").expect("the counters after it");
+    assert_eq!(
+        &t[from..=to],
+        concat!(
+            "DERIVED                      STATUS       EXPR\n",
+            "context_switches_per_second  resolved     perf_context_switches_total / duration_time\n",
+            "page_faults_per_second       resolved     perf_page_faults_total / duration_time\n",
+            "2 derived: 2 resolved, 0 fallback, 0 unavailable\n",
+            "21 derived (default table, the config has no `derived:`): 2 apply to this config's metrics, ",
+            "19 left out because their inputs are not counted: ipc, l1d_miss_ratio, l1i_miss_ratio, ",
+            "llc_miss_ratio, cache_miss_ratio, branch_miss_ratio, l1d_read_mpki, l1i_read_mpki, ",
+            "llc_read_mpki, dram_read_bytes_per_second, dram_write_bytes_per_second, interrupts_per_second, ",
+            "softirqs_per_second, total_dispatch_slots, frontend_bound, bad_speculation, backend_bound, ",
+            "retiring, smt_contention\n",
+        )
+    );
+    let o = check_config(FIVE_SOFTWARE, true);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = &v["derived_default"];
+    assert_eq!(
+        (d["entries"].as_u64(), d["applied"].as_u64()),
+        (Some(21), Some(2))
+    );
+    let left = d["left_out"].as_array().unwrap();
+    assert_eq!(left.len(), 19);
+    assert_eq!(
+        left[0],
+        json!({"name": "ipc", "missing": ["perf_instructions_total", "perf_cpu_cycles_total"]})
+    );
+    // Left out through another derived metric it reads.
+    let smt = left.iter().find(|l| l["name"] == "smt_contention").unwrap();
+    assert_eq!(
+        smt["missing"],
+        json!([
+            "perf_topdown_smt_contention_slots_total",
+            "total_dispatch_slots"
+        ])
+    );
+    assert_eq!(v["derived"].as_array().unwrap().len(), 2);
+}
+
+/// `/metrics` of the same config: no derived gauge and no availability
+/// sample of one for an entry left out (`perf_derived_total_dispatch_slots`
+/// was "available" with no value ever coming).
+#[test]
+fn the_default_tables_left_out_entries_are_not_on_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("five.yaml");
+    std::fs::write(&cfg, FIVE_SOFTWARE).unwrap();
+    let cfg = cfg.to_str().unwrap().to_string();
+    let p =
+        crate::common::simulated_exporter_with("intel-skx", &["--config.file".to_string(), cfg]);
+    // Two collections: a derived gauge has a window from the second on.
+    let first = p.scrape();
+    assert!(first.contains_key("perf_event_available{metric=\"perf_context_switches_total\"}"));
+    let s = p.scrape_until(
+        std::time::Duration::from_secs(10),
+        "a second collection",
+        |s| s != &first,
+    );
+    let derived: Vec<&String> = s
+        .keys()
+        .filter(|k| k.starts_with("perf_derived_") || k.contains("metric=\"perf_derived_"))
+        .collect();
+    assert!(derived.is_empty(), "{derived:?}");
+}
+
+/// A written `derived:` table is refused at load when an operand names
+/// nothing of the config, with the entry, the operand and the closest
+/// names.
+#[test]
+fn a_written_tables_unknown_operand_is_refused_with_the_closest_names() {
+    let yaml = format!(
+        "{FIVE_SOFTWARE}derived:\n  - name: switches_per_fault\n    expr: perf_context_switches_total / perf_page_fault_total\n  - name: faults\n    expr: perf_page_faults_totl / duration_time\n"
+    );
+    let o = check_config(&yaml, false);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let err = err.split_once(".yaml:").map_or(&*err, |(_, r)| r);
+    assert_eq!(
+        err,
+        "16:41: derived metric `switches_per_fault`: `expr` column 31: unknown operand `perf_page_fault_total`: \
+         did you mean `perf_page_faults_total`, `perf_minor_faults_total` or `perf_major_faults_total`?\n"
+    );
+    // Events the config does not count, named by their spec.
+    let yaml = format!("{FIVE_SOFTWARE}derived:\n  - name: ipc\n    expr: instructions / cycles\n");
+    let o = check_config(&yaml, false);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let err = err.split_once(".yaml:").map_or(&*err, |(_, r)| r);
+    assert_eq!(
+        err,
+        "16:11: derived metric `ipc`: `expr` column 1: unknown operand `instructions`: \
+         no metric or derived metric of the config has this name and none of its metrics counts this event \
+         (the closest names: `perf_cpu_migrations_total`, `ipc` or `perf_context_switches_total`); \
+         an operand is a metric of the config, an event spec one of its metrics counts, another derived metric, \
+         or `duration_time`\n"
+    );
+}

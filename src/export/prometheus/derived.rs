@@ -1,9 +1,10 @@
 //! The config's derived metrics on the Prometheus side, partitioned in
-//! two: each entry whose expression PromQL can give over `rate()` of the
-//! exported counters ([`crate::derive::promql`]) is a recording rule
-//! (`perf-exporter rules` writes it; Prometheus evaluates it), every
-//! other is a gauge of `/metrics`, evaluated by the exporter. Every entry
-//! is exactly one of the two ([`partition`]).
+//! two: each entry whose every alternative PromQL can give over `rate()`
+//! of the exported counters ([`crate::derive::promql`]) is a recording
+//! rule (`perf-exporter rules` writes it, the alternatives joined with
+//! `or`; Prometheus evaluates it), every other is a gauge of `/metrics`,
+//! evaluated by the exporter. Every entry is exactly one of the two
+//! ([`partition`], [`rule_expr`]).
 //!
 //! A gauge is named `perf_derived_<name>` (the OTLP gauges' name), with
 //! the Prometheus base-unit suffix of the entry's `unit:` where it has
@@ -20,7 +21,7 @@
 //! fixed problem code of its first input without a value (`reason`) and
 //! `class` (as `check` reports the derived metric).
 
-use crate::config::derived::{Derived, DerivedTable, Source, DURATION};
+use crate::config::derived::{Derived, DerivedTable, Formula, Source, DURATION};
 use crate::derive::promql::{self, Leaf, Rates};
 use crate::derive::{Expr, Operand};
 use crate::export::live::{Frame, Framer, PerCpuDetail, Reasons};
@@ -41,41 +42,93 @@ pub const SELECTOR: &str = "job=\"perf-exporter\"";
 /// inlined into the rule's expression).
 const MAX_INLINE: usize = 8;
 
-/// `d`'s expression with its inputs as exported names: event metrics by
-/// name, derived metrics inlined, `duration_time` kept.
-fn inlined(table: &DerivedTable, d: &Derived, depth: usize) -> Result<Expr, String> {
+/// The most expressions one rule joins with `or` (its alternatives, and
+/// those of the derived metrics it reads, combined).
+const MAX_JOINED: usize = 16;
+
+/// Every expression `f` stands for with its inputs as exported names:
+/// event metrics by name, `duration_time` kept, and each derived metric
+/// it reads inlined, once per alternative of that one (every
+/// combination, in the order written: the first is every first
+/// alternative).
+fn expansions(table: &DerivedTable, f: &Formula, depth: usize) -> Result<Vec<Expr>, String> {
     if depth > MAX_INLINE {
         return Err(format!(
             "reads derived metrics more than {MAX_INLINE} levels deep"
         ));
     }
-    promql::substitute(&d.formula.expr, &mut |o: &Operand| {
-        let source = d
-            .formula
-            .inputs
-            .iter()
-            .find(|i| i.operand == o.name)
-            .map(|i| &i.source);
-        let name = match source {
-            Some(Source::Metric(m)) => m.clone(),
-            Some(Source::Duration) => DURATION.to_string(),
-            Some(Source::Derived(x)) => {
-                let inner = table
-                    .get(x)
-                    .ok_or_else(|| format!("`{x}` is not in the table"))?;
-                return inlined(table, inner, depth + 1);
+    let mut inner: Vec<(&str, Vec<Expr>)> = Vec::new();
+    for i in &f.inputs {
+        if let Source::Derived(x) = &i.source {
+            let d = table
+                .get(x)
+                .ok_or_else(|| format!("`{x}` is not in the table"))?;
+            let mut all: Vec<Expr> = Vec::new();
+            for g in d.formulas() {
+                for e in expansions(table, g, depth + 1)? {
+                    if !all.contains(&e) {
+                        all.push(e);
+                    }
+                }
             }
-            None => return Err(format!("`{}` is not resolved", o.name)),
-        };
-        Ok(Expr::Operand(Operand {
-            name,
-            column: o.column,
-        }))
-    })
+            inner.push((i.operand.as_str(), all));
+        }
+    }
+    let combinations = inner
+        .iter()
+        .try_fold(1usize, |n, (_, v)| n.checked_mul(v.len()))
+        .filter(|n| *n <= MAX_JOINED)
+        .ok_or_else(|| {
+            format!("the derived metrics it reads have more than {MAX_JOINED} combinations of alternatives")
+        })?;
+    let mut out = Vec::with_capacity(combinations);
+    for k in 0..combinations {
+        // The k-th combination, the last input's alternative varying
+        // fastest.
+        let mut picks = vec![0; inner.len()];
+        let mut rest = k;
+        for (p, (_, v)) in picks.iter_mut().zip(&inner).rev() {
+            *p = rest % v.len();
+            rest /= v.len();
+        }
+        let e = promql::substitute(&f.expr, &mut |o: &Operand| {
+            let source = f
+                .inputs
+                .iter()
+                .find(|i| i.operand == o.name)
+                .map(|i| &i.source);
+            let name = match source {
+                Some(Source::Metric(m)) => m.clone(),
+                Some(Source::Duration) => DURATION.to_string(),
+                Some(Source::Derived(_)) => {
+                    let at = inner.iter().position(|(n, _)| *n == o.name);
+                    return at
+                        .map(|j| inner[j].1[picks[j]].clone())
+                        .ok_or_else(|| format!("`{}` is not resolved", o.name));
+                }
+                None => return Err(format!("`{}` is not resolved", o.name)),
+            };
+            Ok(Expr::Operand(Operand {
+                name,
+                column: o.column,
+            }))
+        })?;
+        out.push(e);
+    }
+    Ok(out)
 }
 
 /// `d`'s recording rule expression (PromQL over the node's summed
 /// 5-minute rates), or why PromQL cannot give it: then `d` is a gauge.
+///
+/// Every alternative of its `expr:` (and of the derived metrics it
+/// reads) is in the rule, joined with `or` in the order written, so each
+/// platform's series give the value its alternative gives there (`or`
+/// keeps the left side's series for a `job, instance` and adds the
+/// others'). An entry is a rule only when PromQL can give every one of
+/// its alternatives: one it cannot makes the whole entry a gauge (the
+/// exporter evaluates the alternative each host takes), so an entry is
+/// one of the two on every host.
 pub fn rule_expr(table: &DerivedTable, d: &Derived) -> Result<String, String> {
     let rates = Rates {
         by: "job, instance",
@@ -89,7 +142,46 @@ pub fn rule_expr(table: &DerivedTable, d: &Derived) -> Result<String, String> {
             Leaf::Counter(n.to_string())
         })
     };
-    inlined(table, d, 0).and_then(|e| promql::to_promql(&e, &leaf, &rates))
+    let many = !d.fallbacks.is_empty();
+    let mut joined: Vec<String> = Vec::new();
+    for (i, f) in d.formulas().enumerate() {
+        let named = |why: String| {
+            if many {
+                format!("alternative {} ({}): {why}", i + 1, f.text)
+            } else {
+                why
+            }
+        };
+        let exprs = expansions(table, f, 0).map_err(named)?;
+        let several = many || exprs.len() > 1;
+        for e in exprs {
+            let q = promql::to_promql(&e, &leaf, &rates).map_err(named)?;
+            if several && !promql::reads_counter(&e, &leaf) {
+                return Err(named(
+                    "it reads no counter, so no series can select it among alternatives".into(),
+                ));
+            }
+            if !joined.contains(&q) {
+                joined.push(q);
+            }
+        }
+    }
+    if joined.len() > MAX_JOINED {
+        return Err(format!(
+            "it has more than {MAX_JOINED} alternatives with their inputs' alternatives"
+        ));
+    }
+    if let [one] = joined.as_slice() {
+        return Ok(one.clone());
+    }
+    let parts: Vec<String> = joined
+        .iter()
+        .map(|q| {
+            let body: Vec<String> = q.lines().map(|l| format!("  {l}")).collect();
+            format!("(\n{}\n)", body.join("\n"))
+        })
+        .collect();
+    Ok(parts.join("\nor\n"))
 }
 
 /// How Prometheus gets a derived metric.
@@ -101,8 +193,9 @@ pub enum Form {
     Gauge(String),
 }
 
-/// Every entry of `table` (the config's, first alternatives: what
-/// `rules` reads), in its order, as a rule or a gauge: each exactly one.
+/// Every entry of `table` (the config's, every alternative: what
+/// `rules` reads), in its order, as a rule or a gauge: each exactly one
+/// ([`rule_expr`]: a rule only when PromQL gives every alternative).
 pub fn partition(table: &DerivedTable) -> Vec<(&Derived, Form)> {
     table
         .metrics
@@ -343,6 +436,52 @@ mod tests {
                 "perf_derived_count_seconds",
                 "perf_derived_smt"
             ]
+        );
+    }
+
+    /// A rule holds every alternative, joined with `or` in the order
+    /// written (those of a derived input too, each combination); one
+    /// alternative PromQL cannot give makes the entry a gauge, naming it.
+    #[test]
+    fn a_rule_joins_every_alternative_and_one_inexpressible_makes_a_gauge() {
+        let yaml = "sets:\n  - name: s\n    events:\n      - metric: perf_a_total\n        event: instructions\n      - metric: perf_b_total\n        event: cycles\n      - metric: perf_c_total\n        event: ref-cycles\nderived:\n  - name: ab\n    expr: [perf_a_total / perf_b_total, \"d_ratio(perf_a_total, perf_c_total)\"]\n  - name: half\n    expr: ab / 2\n  - name: same\n    expr: [perf_a_total / perf_b_total, perf_a_total / perf_b_total]\n  - name: smt\n    expr: [perf_a_total / perf_b_total, \"ab if #smt_on else 0\"]\n";
+        let cfg = Config::parse(yaml, "t.yaml").unwrap();
+        let t = &cfg.derived;
+        let r =
+            |m: &str| format!("sum by (job, instance) (rate(perf_{m}_total{{{SELECTOR}}}[5m]))");
+        let (a, b, c) = (r("a"), r("b"), r("c"));
+        let forms: Vec<(&str, Form)> = partition(t)
+            .into_iter()
+            .map(|(d, f)| (d.name.as_str(), f))
+            .collect();
+        assert_eq!(
+            forms[0],
+            (
+                "ab",
+                Form::Rule(format!(
+                    "(\n  {a}\n  /\n  {b}\n)\nor\n(\n  ({a} / ({c} != 0) or 0 * {c})\n)"
+                ))
+            )
+        );
+        assert_eq!(
+            forms[1],
+            (
+                "half",
+                Form::Rule(format!(
+                    "(\n  {a} / {b}\n  /\n  2\n)\nor\n(\n  ({a} / ({c} != 0) or 0 * {c})\n  /\n  2\n)"
+                ))
+            )
+        );
+        // Alternatives PromQL writes alike are one.
+        assert_eq!(forms[2], ("same", Form::Rule(format!("{a}\n/\n{b}"))));
+        assert_eq!(
+            forms[3],
+            (
+                "smt",
+                Form::Gauge(
+                    "alternative 2 (ab if #smt_on else 0): `if else` has no rate form here".into()
+                )
+            )
         );
     }
 
