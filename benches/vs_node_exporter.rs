@@ -22,8 +22,13 @@
 //! socket I/O, event loop, files, other).
 //!
 //! ```sh
-//! cargo bench --bench vs_node_exporter -- --node-exporter PATH [--short] [--scrapes N] [--gzip]
+//! cargo bench --bench vs_node_exporter -- --node-exporter PATH [--short] [--scrapes N] [--gzip] [--also PATH]
 //! ```
+//! `--also PATH` (repeatable): another build of perf-exporter (an A/B of
+//! a change), run with the same arguments and scraped in the same
+//! interleaving (A B C A B C ...), reported in a column of its own (named
+//! by its file name); the targets are judged on the first (this tree's
+//! build).
 //! Needs root (system-wide counting, strace). `scripts/bench.sh` fetches
 //! node_exporter and runs this. Exits non-zero only when it cannot run;
 //! whether the targets are met is printed, not enforced.
@@ -104,22 +109,28 @@ fn run() -> Result<(), Error> {
         .map(PathBuf::from)
         .ok_or_else(|| err("--node-exporter PATH (or PERF_EXPORTER_TEST_NODE_EXPORTER) is required; scripts/bench.sh fetches it"))?;
     let strace = PathBuf::from(arg_value(&args, "--strace").unwrap_or_else(|| "strace".into()));
+    let also: Vec<PathBuf> = args
+        .windows(2)
+        .filter(|w| w[0] == "--also")
+        .map(|w| PathBuf::from(&w[1]))
+        .collect();
 
     let dir = tempfile::tempdir()?;
     let cfg = dir.path().join("software.yaml");
     std::fs::write(&cfg, five_software::CONFIG)?;
+    let ours_args = [
+        "--config.file".into(),
+        cfg.display().to_string(),
+        "--web.listen-address".into(),
+        "127.0.0.1:{port}".into(),
+        "--log.level".into(),
+        "warn".into(),
+        "--web.disable-exporter-metrics".into(),
+    ];
     let ours = Server::start(
         "perf-exporter",
         PathBuf::from(env!("CARGO_BIN_EXE_perf-exporter")).as_path(),
-        &[
-            "--config.file".into(),
-            cfg.display().to_string(),
-            "--web.listen-address".into(),
-            "127.0.0.1:{port}".into(),
-            "--log.level".into(),
-            "warn".into(),
-            "--web.disable-exporter-metrics".into(),
-        ],
+        &ours_args,
         "/metrics",
     )?;
     let theirs = Server::start(
@@ -136,8 +147,15 @@ fn run() -> Result<(), Error> {
         ],
         "/metrics",
     )?;
+    let mut servers = vec![ours, theirs];
+    for path in &also {
+        let name = path
+            .file_name()
+            .map_or("--also".into(), |n| n.to_string_lossy());
+        servers.push(Server::start(&name, path, &ours_args, "/metrics")?);
+    }
     let mut sides = Vec::new();
-    for server in [ours, theirs] {
+    for server in servers {
         let mut conn = HttpConn::connect(server.port)?;
         if gzip {
             conn = conn.accept_gzip();
@@ -221,72 +239,84 @@ fn run() -> Result<(), Error> {
         traced_scrapes,
         if short { " (short mode)" } else { "" }
     );
-    println!("| | perf-exporter | node_exporter | ours/theirs |");
-    println!("|---|---:|---:|---:|");
-    let row = |name: &str, a: f64, b: f64, unit: &str, prec: usize| {
+    // Columns: every exporter, then each perf-exporter's ratio to
+    // node_exporter (the second side).
+    let ours_idx: Vec<usize> = (0..sides.len()).filter(|&i| i != 1).collect();
+    let heads: Vec<&str> = sides.iter().map(|s| s.server.name.as_str()).collect();
+    let ratios: Vec<String> = ours_idx
+        .iter()
+        .map(|&i| format!("{}/theirs", if i == 0 { "ours" } else { heads[i] }))
+        .collect();
+    println!("| | {} | {} |", heads.join(" | "), ratios.join(" | "));
+    println!("|---|{}", "---:|".repeat(heads.len() + ratios.len()));
+    let row = |name: &str, v: &[f64], unit: &str, prec: usize| {
         let u = if unit.is_empty() {
             String::new()
         } else {
             format!(" {unit}")
         };
-        println!("| {name} | {a:.prec$}{u} | {b:.prec$}{u} | {:.2} |", a / b);
+        let cells: Vec<String> = v.iter().map(|x| format!("{x:.prec$}{u}")).collect();
+        let r: Vec<String> = ours_idx
+            .iter()
+            .map(|&i| format!("{:.2}", v[i] / v[1]))
+            .collect();
+        println!("| {name} | {} | {} |", cells.join(" | "), r.join(" | "));
     };
+    let each = |f: &dyn Fn(usize) -> f64| (0..sides.len()).map(f).collect::<Vec<f64>>();
     row(
         "CPU per scrape (user+sys, /proc/pid/stat)",
-        ms(cpu[0].0),
-        ms(cpu[1].0),
+        &each(&|i| ms(cpu[i].0)),
         "ms",
         3,
     );
     row(
         "CPU per scrape (threads' schedstat)",
-        ms(cpu[0].1),
-        ms(cpu[1].1),
+        &each(&|i| ms(cpu[i].1)),
         "ms",
         3,
     );
     row(
         "median scrape latency",
-        ms(quantile(&sides[0].latencies, 0.5)),
-        ms(quantile(&sides[1].latencies, 0.5)),
+        &each(&|i| ms(quantile(&sides[i].latencies, 0.5))),
         "ms",
         3,
     );
     row(
         "p99 scrape latency",
-        ms(quantile(&sides[0].latencies, 0.99)),
-        ms(quantile(&sides[1].latencies, 0.99)),
+        &each(&|i| ms(quantile(&sides[i].latencies, 0.99))),
         "ms",
         3,
     );
     row(
         "peak RSS (VmHWM)",
-        rss[0] as f64 / 1024.0,
-        rss[1] as f64 / 1024.0,
+        &each(&|i| rss[i] as f64 / 1024.0),
         "MiB",
         1,
     );
     let total = |m: &BTreeMap<SyscallClass, f64>| m.values().sum::<f64>();
     row(
         "syscalls per scrape",
-        total(&syscalls[0]),
-        total(&syscalls[1]),
+        &each(&|i| total(&syscalls[i])),
         "",
         1,
     );
+    let blank = "| ".repeat(ratios.len());
     for class in SyscallClass::ALL {
-        let get = |m: &BTreeMap<SyscallClass, f64>| m.get(&class).copied().unwrap_or(0.0);
+        let cells: Vec<String> = syscalls
+            .iter()
+            .map(|m| format!("{:.1}", m.get(&class).copied().unwrap_or(0.0)))
+            .collect();
         println!(
-            "| &nbsp;&nbsp;{} | {:.1} | {:.1} | |",
+            "| &nbsp;&nbsp;{} | {} {blank}|",
             class.name(),
-            get(&syscalls[0]),
-            get(&syscalls[1])
+            cells.join(" | ")
         );
     }
-    println!(
-        "| response size | {} B, {} samples | {} B, {} samples | |",
-        sides[0].bytes, sides[0].series, sides[1].bytes, sides[1].series
-    );
+    let sizes: Vec<String> = sides
+        .iter()
+        .map(|s| format!("{} B, {} samples", s.bytes, s.series))
+        .collect();
+    println!("| response size | {} {blank}|", sizes.join(" | "));
     for (side, n) in sides.iter().zip(&names) {
         let list: Vec<String> = n.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
         println!(
@@ -369,24 +399,32 @@ fn body_bytes(port: u16, gzip: bool) -> Result<usize, Error> {
 }
 
 /// Defect 3 of issue 10: the bytes gzip saves on the intel-hybrid fixture
-/// and on a simulated 512-CPU node (default config).
+/// and on a simulated 512-CPU node, with the default config and with the
+/// same config at full resolution (every `per:` set to `cpu`). The
+/// default sums its sets per socket or node (issue 29), so its body is
+/// about the same size on both hosts; the per-CPU body is the one that
+/// grows with the CPUs (the table used to show only the default, the
+/// same size twice).
 fn gzip_sizes() -> Result<(), Error> {
     let tmp = tempfile::tempdir()?;
     let root = tmp.path().join("sys");
     std::fs::create_dir_all(&root)?;
     sysfs_gen::generate(&root, sysfs_gen::SHAPE_512)?;
+    let per_cpu = tmp.path().join("per-cpu.yaml");
+    std::fs::write(
+        &per_cpu,
+        full_resolution(perf_exporter::config::DEFAULT_CONFIG),
+    )?;
     let hybrid = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/intel-hybrid");
-    println!("\n## /metrics with and without gzip (default config, simulated PMU)\n");
-    println!("| host | identity | gzip | saved |");
-    println!("|---|---:|---:|---:|");
+    println!("\n## /metrics with and without gzip (simulated PMU)\n");
+    println!("| host | config | identity | gzip | saved |");
+    println!("|---|---|---:|---:|---:|");
     for (name, sysfs) in [
         ("intel-hybrid fixture", hybrid),
         ("512 CPUs, 2 sockets", root),
     ] {
-        let server = Server::start(
-            name,
-            PathBuf::from(env!("CARGO_BIN_EXE_perf-exporter")).as_path(),
-            &[
+        for (config, file) in [("default", None), ("per-CPU", Some(&per_cpu))] {
+            let mut args = vec![
                 "--simulate".into(),
                 "--path.sysfs".into(),
                 sysfs.display().to_string(),
@@ -394,18 +432,38 @@ fn gzip_sizes() -> Result<(), Error> {
                 "127.0.0.1:{port}".into(),
                 "--log.level".into(),
                 "error".into(),
-            ],
-            "/metrics",
-        )?;
-        let plain = body_bytes(server.port, false)?;
-        let gz = body_bytes(server.port, true)?;
-        println!(
-            "| {name} | {:.1} KiB | {:.1} KiB | {:.1} KiB ({:.0}%) |",
-            plain as f64 / 1024.0,
-            gz as f64 / 1024.0,
-            (plain - gz.min(plain)) as f64 / 1024.0,
-            100.0 * (1.0 - gz as f64 / plain as f64)
-        );
+            ];
+            if let Some(f) = file {
+                args.extend(["--config.file".into(), f.display().to_string()]);
+            }
+            let server = Server::start(
+                name,
+                PathBuf::from(env!("CARGO_BIN_EXE_perf-exporter")).as_path(),
+                &args,
+                "/metrics",
+            )?;
+            let plain = body_bytes(server.port, false)?;
+            let gz = body_bytes(server.port, true)?;
+            println!(
+                "| {name} | {config} | {:.1} KiB | {:.1} KiB | {:.1} KiB ({:.0}%) |",
+                plain as f64 / 1024.0,
+                gz as f64 / 1024.0,
+                (plain - gz.min(plain)) as f64 / 1024.0,
+                100.0 * (1.0 - gz as f64 / plain as f64)
+            );
+        }
     }
     Ok(())
+}
+
+/// `config` (YAML) with every set's `per:` level set to `cpu`.
+fn full_resolution(config: &str) -> String {
+    config
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix("per:") {
+            Some(_) => format!("{}per: cpu", &l[..l.len() - l.trim_start().len()]),
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -7,10 +7,11 @@
 # latency, peak RSS, and syscalls per scrape by class (strace). See
 # benches/vs_node_exporter.rs.
 #
-#   scripts/bench-vs-node-exporter.sh [--short] [--scrapes N] [--gzip]
+#   scripts/bench-vs-node-exporter.sh [--short] [--scrapes N] [--gzip] [--also PATH]...
 #
 # --gzip: every scrape asks for gzip (Accept-Encoding: gzip), as Prometheus
-# does.
+# does. --also PATH (repeatable): another perf-exporter build, scraped in
+# the same interleaving and reported in a column of its own (an A/B).
 #
 # Needs root (system-wide perf counting, strace attaching) and strace
 # (installed with apt-get when missing and possible). node_exporter comes

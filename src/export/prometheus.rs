@@ -83,6 +83,16 @@ fn wants_openmetrics(accept: &str) -> bool {
 /// OpenMetrics (`quote`), whose HELP is an escaped string; the classic
 /// text format has no `\\"` escape in HELP.
 fn escape_help(s: &str, quote: bool, out: &mut String) {
+    // The fast path, taken by every HELP the exporter writes itself:
+    // printable ASCII with nothing to escape is copied whole (a scrape of
+    // a small host is mostly HELP text, and testing it char by char
+    // against `unsafe_char` cost more than the copy).
+    if s.bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'\\' && !(quote && b == b'"'))
+    {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
