@@ -176,14 +176,16 @@ struct SeriesState {
     trust: Option<(CounterState, f64)>,
     /// Scratch of one collection: what its groups' windows say.
     window: trust::Window,
-    /// `perf_counter_state`'s labels for the current state (rebuilt when
-    /// it changes, never per collection).
-    state_labels: Labels,
-    /// `perf_counter_running_ratio`'s labels.
-    ratio_labels: Labels,
+    /// `perf_counter_state`'s labels for the state they were built in
+    /// and `perf_counter_running_ratio`'s: built when an exported series
+    /// first is not `counting` (rebuilt when its state changes, never per
+    /// collection), so the per-CPU detail of a summed set and a healthy
+    /// host's series carry none.
+    trouble_labels: Option<(Labels, Labels)>,
     /// Why it is `implausible`, with `perf_counter_implausible_info`'s
     /// labels (rebuilt when the reason changes).
-    implausible: Option<(Implausible, Labels)>,
+    /// Boxed: rare, and a series carries it in one word.
+    implausible: Option<Box<(Implausible, Labels)>>,
     /// In the exposition (the series of the set's level).
     exported: bool,
     /// A per-CPU series (uncore: per instance), for the live view and
@@ -218,8 +220,9 @@ struct Member {
     /// it runs, and is judged for plausibility (`trust.rs`).
     role: Option<crate::problem::plausible::Count>,
     /// Its plausibility: the count at the last check and the verdict
-    /// (`plausible.rs`).
-    check: plausible::MemberCheck,
+    /// (`plausible.rs`); only for a member with a `role` (boxed: the
+    /// others, most of them, carry one word).
+    check: Option<Box<plausible::MemberCheck>>,
     /// Its raw count at the last read.
     last_raw: u64,
     /// Collections in a row it ran and its count stood still.

@@ -207,8 +207,8 @@ impl Engine {
         let now = now_unix_nanos();
         let mut members = Vec::with_capacity(opened.len());
         for (plan, counter) in opened {
-            let series = self.series.of(&self.resolution, &plan.series);
-            let detail = self.series.of(&self.resolution, &plan.detail);
+            let series = self.series.of(&plan.series);
+            let detail = self.series.of(&plan.detail);
             for (i, exported) in [(series, true), (detail, false)] {
                 let st = &mut self.series[i];
                 st.live = true;
@@ -222,9 +222,10 @@ impl Engine {
                     st.start_ns = now;
                 }
             }
+            let role = super::trust::role(&self.table, &plan.attr);
             members.push(Member {
-                role: super::trust::role(&self.table, &plan.attr),
-                check: super::plausible::MemberCheck::default(),
+                role,
+                check: role.map(|_| Box::default()),
                 plan,
                 series,
                 detail,

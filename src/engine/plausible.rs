@@ -325,7 +325,7 @@ impl Engine {
         if c.flagged > 0 {
             for g in &self.groups {
                 for m in &g.members {
-                    let Some(why) = m.check.verdict else {
+                    let Some(why) = m.check.as_ref().and_then(|c| c.verdict) else {
                         continue;
                     };
                     // The exported series and the per-CPU one (the same
@@ -464,10 +464,10 @@ impl Engine {
         for (gi, g) in self.groups.iter_mut().enumerate() {
             let (en, run) = (g.last_enabled, g.last_running);
             for (mi, m) in g.members.iter_mut().enumerate() {
-                let Some(count) = m.role else {
+                let (Some(count), Some(check)) = (m.role, m.check.as_deref_mut()) else {
                     continue;
                 };
-                let last = m.check.mark.replace((m.high, en, run));
+                let last = check.mark.replace((m.high, en, run));
                 let Some((high, en0, run0)) = last else {
                     continue;
                 };
@@ -499,7 +499,10 @@ impl Engine {
         else {
             return;
         };
-        let was = std::mem::replace(&mut m.check.verdict, why);
+        let Some(check) = m.check.as_deref_mut() else {
+            return;
+        };
+        let was = std::mem::replace(&mut check.verdict, why);
         let metric = self
             .resolution
             .metrics

@@ -1,10 +1,10 @@
 //! The series table: every counter and gauge series ever planned, by
-//! index, with its total, its start time and its labels rendered once;
-//! per metric, its series in export order; and the gauge series, whose
+//! index, with its total, its start time and its labels (each distinct
+//! label set rendered once and shared by its series); per metric, its series in export order; and the gauge series, whose
 //! readings of one collection are averaged over their groups.
 //!
-//! Invariants: `index` maps each key to the one series holding it (its
-//! `metric` and labels are the key's); series are never removed, so an
+//! Invariants: `index` maps each key (metric, label set) to the one
+//! series holding it (its `metric` and labels are the key's); series are never removed, so an
 //! index stays valid for the engine's life; after
 //! [`SeriesTable::refresh`], `order[m]` holds exactly metric `m`'s series
 //! in numeric label order (cpu 2 < 10) and `gauges` the series of open
@@ -12,15 +12,17 @@
 
 use super::plan::label_order;
 use super::{trust, SeriesKey, SeriesState};
-use crate::problem::CounterState;
-use crate::resolve::chain::Resolution;
 use crate::snapshot::Labels;
 use std::collections::HashMap;
 
 #[derive(Debug, Default)]
 pub(super) struct SeriesTable {
     all: Vec<SeriesState>,
-    index: HashMap<SeriesKey, usize>,
+    /// Each distinct label set once, rendered, with its number: the
+    /// series of every metric on one CPU share its `{cpu="N"}`.
+    label_sets: HashMap<Vec<(&'static str, String)>, (usize, Labels)>,
+    /// (metric, label set number) → its series.
+    index: HashMap<(usize, usize), usize>,
     /// Per metric: its series in export order.
     order: Vec<Vec<usize>>,
     /// Series of open snapshot (gauge) members.
@@ -58,24 +60,26 @@ impl SeriesTable {
     }
 
     /// The index of a series, created on first use.
-    pub(super) fn of(&mut self, res: &Resolution, key: &SeriesKey) -> usize {
-        if let Some(&i) = self.index.get(key) {
+    pub(super) fn of(&mut self, key: &SeriesKey) -> usize {
+        let (set, labels) = match self.label_sets.get(key.1.as_slice()) {
+            Some(known) => known.clone(),
+            None => {
+                let new = (self.label_sets.len(), Labels::new(key.1.clone()));
+                self.label_sets.insert(key.1.clone(), new.clone());
+                new
+            }
+        };
+        if let Some(&i) = self.index.get(&(key.0, set)) {
             return i;
         }
         let i = self.all.len();
-        let metric = res
-            .metrics
-            .get(key.0)
-            .map_or_else(String::new, |m| m.metric.clone());
-        let ratio_labels = trust::ratio_labels(&metric, &key.1);
         self.all.push(SeriesState {
-            state_labels: trust::state_labels(&ratio_labels, CounterState::Counting),
-            ratio_labels,
+            trouble_labels: None,
             trust: None,
             implausible: None,
             window: trust::Window::default(),
             metric: key.0,
-            labels: Labels::new(key.1.clone()),
+            labels,
             value: 0.0,
             has_data: false,
             live: false,
@@ -86,15 +90,15 @@ impl SeriesTable {
             exported: false,
             detail: false,
         });
-        self.index.insert(key.clone(), i);
+        self.index.insert((key.0, set), i);
         i
     }
 
     /// Every series with its key (for the totals of a reload).
-    pub(super) fn keyed(&self) -> impl Iterator<Item = (&SeriesKey, &SeriesState)> + '_ {
-        self.index
+    pub(super) fn keyed(&self) -> impl Iterator<Item = (SeriesKey, &SeriesState)> + '_ {
+        self.all
             .iter()
-            .filter_map(|(key, &i)| self.all.get(i).map(|st| (key, st)))
+            .map(|st| ((st.metric, st.labels.to_vec()), st))
     }
 
     /// Per metric, its series in export order.
@@ -168,35 +172,30 @@ mod tests {
         (metric, vec![("cpu", cpu.to_string())])
     }
 
-    fn empty() -> Resolution {
-        Resolution {
-            sets: Vec::new(),
-            metrics: Vec::new(),
-        }
-    }
-
     #[test]
     fn a_key_is_one_series_for_good() {
         let mut t = SeriesTable::new(2);
-        let r = empty();
-        let a = t.of(&r, &key(0, "1"));
-        let b = t.of(&r, &key(1, "1"));
+        let a = t.of(&key(0, "1"));
+        let b = t.of(&key(1, "1"));
         assert_ne!(a, b);
-        assert_eq!(t.of(&r, &key(0, "1")), a);
+        assert_eq!(t.of(&key(0, "1")), a);
         assert_eq!(t.len(), 2);
         assert_eq!(t[b].metric, 1);
         assert_eq!(t[a].labels.rendered(), r#"{cpu="1"}"#);
         assert_eq!(t.keyed().count(), 2);
         assert!(t.keyed().all(|(k, st)| k.0 == st.metric));
+        assert!(
+            t[a].labels.same(&t[b].labels),
+            "one label set, shared by the metrics"
+        );
     }
 
     #[test]
     fn refresh_orders_numerically_and_marks_the_live() {
         let mut t = SeriesTable::new(1);
-        let r = empty();
-        let ten = t.of(&r, &key(0, "10"));
-        let two = t.of(&r, &key(0, "2"));
-        let one = t.of(&r, &key(0, "1"));
+        let ten = t.of(&key(0, "10"));
+        let two = t.of(&key(0, "2"));
+        let one = t.of(&key(0, "1"));
         t.refresh([ten, one], []);
         assert_eq!(t.order(), [vec![one, two, ten]]);
         assert!(t[ten].live && t[one].live && !t[two].live);
@@ -212,7 +211,7 @@ mod tests {
     #[test]
     fn a_gauge_is_the_mean_of_its_groups() {
         let mut t = SeriesTable::new(1);
-        let g = t.of(&empty(), &key(0, "0"));
+        let g = t.of(&key(0, "0"));
         t.refresh([g], [g, g]);
         for (group, v) in [(0, 2.0), (1, 4.0)] {
             let st = &mut t[g];

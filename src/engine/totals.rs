@@ -183,7 +183,7 @@ impl Engine {
                 .series
                 .keyed()
                 .map(|(key, st)| SeriesTotal {
-                    key: key.clone(),
+                    key,
                     value: st.value,
                     has_data: st.has_data,
                     start_ns: st.start_ns,
@@ -249,7 +249,7 @@ impl Engine {
             };
             let labels = s.key.1;
             let gauge = self.resolution.metrics[ni].gauge;
-            let idx = self.series.of(&self.resolution, &(ni, labels));
+            let idx = self.series.of(&(ni, labels));
             let st = &mut self.series[idx];
             if gauge {
                 if !st.has_data {

@@ -270,25 +270,36 @@ impl Engine {
     /// Turns this collection's windows into each series' state and ratio,
     /// and clears them. Allocates only when a state changes.
     pub(super) fn finish_states(&mut self) {
+        let metrics = &self.resolution.metrics;
         for st in &mut self.series {
             let Some((worst, ratio, why)) = st.window.take_verdict_why() else {
                 continue;
             };
-            // The labels were built for `counting` before any verdict.
-            let labelled = st.trust.map_or(CounterState::Counting, |t| t.0);
-            if labelled != worst {
-                st.state_labels = state_labels(&st.ratio_labels, worst);
-            }
+            let previous = st.trust.map(|t| t.0);
             st.trust = Some((worst, ratio));
+            let metric = metrics.get(st.metric).map_or("", |m| m.metric.as_str());
+            // An exported series not counting needs its labels: built the
+            // first time, the state's rebuilt when it changes.
+            let stale = previous != Some(worst) || st.trouble_labels.is_none();
+            if worst != CounterState::Counting && st.exported && stale {
+                let ratio = st
+                    .trouble_labels
+                    .take()
+                    .map_or_else(|| ratio_labels(metric, &st.labels), |(_, r)| r);
+                st.trouble_labels = Some((state_labels(&ratio, worst), ratio));
+            }
             let why = why.filter(|_| worst == CounterState::Implausible);
-            match (why, st.implausible.as_mut()) {
+            match (why, st.implausible.as_deref_mut()) {
                 // The same reason: its labels stay, its figures follow.
                 (Some(w), Some((old, _))) if old.code() == w.code() => *old = w,
                 (w, _) => {
                     st.implausible = w.map(|w| {
-                        let mut v = st.ratio_labels.to_vec();
+                        let mut v = match &st.trouble_labels {
+                            Some((_, ratio)) => ratio.to_vec(),
+                            None => ratio_labels(metric, &st.labels).to_vec(),
+                        };
                         v.push(("reason", w.code().to_string()));
-                        (w, Labels::new(v))
+                        Box::new((w, Labels::new(v)))
                     });
                 }
             }
@@ -415,10 +426,12 @@ impl Engine {
             help: "1 for the current state of each counter series that is not counting (multiplexed, stalled, never_ran, implausible; a series summed over CPUs takes its worst CPU's); counters that are counting have no series here (see perf_counter_states).".into(),
             kind: Kind::Gauge,
             samples: troubled()
-                .map(|(st, _, _)| Sample {
-                    labels: st.state_labels.clone(),
-                    value: 1.0,
-                    start_unix_nanos: 0,
+                .filter_map(|(st, _, _)| {
+                    Some(Sample {
+                        labels: st.trouble_labels.as_ref()?.0.clone(),
+                        value: 1.0,
+                        start_unix_nanos: 0,
+                    })
                 })
                 .collect(),
         });
@@ -429,7 +442,7 @@ impl Engine {
             samples: self
                 .judged_series()
                 .filter_map(|(st, s, _)| {
-                    let (_, l) = st.implausible.as_ref().filter(|_| s == CounterState::Implausible)?;
+                    let (_, l) = st.implausible.as_deref().filter(|_| s == CounterState::Implausible)?;
                     Some(Sample {
                         labels: l.clone(),
                         value: 1.0,
@@ -443,10 +456,12 @@ impl Engine {
             help: "The share of the last collection's window a counter series that is not counting was on the PMU (time_running / time_enabled, summed over the CPUs of a summed series): below 1 when multiplexed, 0 when it never ran; counters that are counting (1) have no series here.".into(),
             kind: Kind::Gauge,
             samples: troubled()
-                .map(|(st, _, ratio)| Sample {
-                    labels: st.ratio_labels.clone(),
-                    value: ratio,
-                    start_unix_nanos: 0,
+                .filter_map(|(st, _, ratio)| {
+                    Some(Sample {
+                        labels: st.trouble_labels.as_ref()?.1.clone(),
+                        value: ratio,
+                        start_unix_nanos: 0,
+                    })
                 })
                 .collect(),
         });

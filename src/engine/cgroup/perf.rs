@@ -14,6 +14,7 @@ use super::series::Series;
 use super::{CgroupBackend, CgroupIssue, CgroupTotals, SetGap};
 use crate::cgroup::rank::read_usage;
 use crate::cgroup::{Cgroup, Selection};
+use crate::engine::trust::{must_move, Stall};
 use crate::perf::{CgroupHandle, Counter, GroupReading, Kernel, PerfError};
 use crate::problem::{log_reason, LogFields};
 use crate::resolve::chain::Resolution;
@@ -28,9 +29,6 @@ pub(super) struct CgMember {
     pub(super) counter: Counter,
     /// High-water mark of the scaled estimate (raw units).
     pub(super) high: f64,
-    /// Its stall detection's memory (`stalled`: it runs, its count does
-    /// not move).
-    pub(super) stall: crate::engine::trust::Stall,
 }
 
 #[derive(Debug)]
@@ -42,6 +40,11 @@ pub(super) struct CgGroup {
     /// Column of its CPU (0 when summed over CPUs).
     pub(super) col: usize,
     pub(super) members: Vec<CgMember>,
+    /// The stall detection's memory (`stalled`: it runs, its count does
+    /// not move) of each member that must move (cycles, instructions:
+    /// [`must_move`]), in member order: the others need none, and at
+    /// 512 CPUs × 200 cgroups a word per counter is 19 MiB.
+    pub(super) stalls: Box<[Stall]>,
     pub(super) last_enabled: u64,
     pub(super) last_running: u64,
 }
@@ -233,11 +236,7 @@ impl PerfBackend {
         for (metric, attr, _) in &gp.members {
             let leader = members.first().map(|m| &m.counter);
             match self.kernel.open_in_cgroup(attr, cg, gp.cpu, leader) {
-                Ok(counter) => members.push(CgMember {
-                    counter,
-                    high: 0.0,
-                    stall: Default::default(),
-                }),
+                Ok(counter) => members.push(CgMember { counter, high: 0.0 }),
                 Err(e) if vanishing(e.errno) && !cg.dir.is_dir() => {
                     return Err(Unopenable::Gone(e.errno))
                 }
@@ -283,6 +282,12 @@ impl PerfBackend {
             cpu: gp.cpu,
             col: self.col_of(gp.cpu),
             members,
+            stalls: gp
+                .members
+                .iter()
+                .filter(|(_, attr, _)| must_move(attr))
+                .map(|_| Stall::default())
+                .collect(),
             last_enabled: 0,
             last_running: 0,
         }))

@@ -45,14 +45,17 @@ impl PerfBackend {
                 // cgroup runs on the CPU: both 0 means it has not run there
                 // and its count is exactly 0; enabled without running is a
                 // group the PMU never scheduled (no estimate: nothing).
+                let mut stalls = g.stalls.iter_mut();
                 for (k, (m, (metric, attr, scale))) in
                     g.members.iter_mut().zip(&plan.members).enumerate()
                 {
                     let raw = value_of(&self.buf.values, k, m.counter.id);
                     let i = metric * ncols + g.col;
                     t.s.add(i, (d_en, d_run), (en, run), raw, &mut m.high, *scale);
-                    let must = must_move(attr);
-                    t.s.judge_stall(i, &mut m.stall, must, (d_en, d_run), raw);
+                    // Only a member that must move has a stall memory.
+                    if let Some(stall) = must_move(attr).then(|| stalls.next()).flatten() {
+                        t.s.judge_stall(i, stall, true, (d_en, d_run), raw);
+                    }
                 }
             }
             t.s.flag_implausible(&self.roles, ncols);
