@@ -7,7 +7,7 @@ use crate::bounded::lock;
 use crate::config::derived::Source;
 use crate::problem::{Class, Problem};
 use crate::resolve::chain::{ResolvedMetric, Status};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// HTML-escaped, after controls and bidi overrides (a cgroup named with
 /// U+202E shows reversed) are written as visible escapes
@@ -130,8 +130,9 @@ pub(super) fn landing(state: &State) -> String {
         e.cgroups().map(cgroup_section).unwrap_or_default()
     );
     let causes = causes(&e);
+    let table: BTreeSet<String> = e.derived().metrics.iter().map(|d| d.name.clone()).collect();
     drop(e);
-    page(state, &rows, &cgroups, &causes)
+    page(state, &rows, &cgroups, &causes, &table)
 }
 
 /// The cards that are not available for one cause, said once: a note per
@@ -382,10 +383,23 @@ const CARDS: &[(&str, &str, &str, &str, &str)] = &[
     ),
 ];
 
-fn page(state: &State, rows: &str, cgroups: &str, causes: &BTreeMap<String, Problem>) -> String {
+/// The page, with a card for each of [`CARDS`] the derived `table` has (a
+/// config's own `derived:`, or the default's entries whose inputs it
+/// counts: a card for a value the config never computes would wait for
+/// it forever).
+fn page(
+    state: &State,
+    rows: &str,
+    cgroups: &str,
+    causes: &BTreeMap<String, Problem>,
+    table: &BTreeSet<String>,
+) -> String {
     let (short, notes) = card_notes(causes);
     let mut cards = String::new();
     for (key, title, hint, unit, kind) in CARDS {
+        if !table.contains(*key) {
+            continue;
+        }
         let why = short
             .get(key)
             .map(|w| format!(" data-why=\"{}\"", esc(w)))

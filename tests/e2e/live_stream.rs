@@ -139,7 +139,7 @@ fn assert_schema(f: &Value, per_cpu: bool) {
         assert!(cs.iter().all(|v| v.is_u64() || v.is_null()), "{f}");
         assert_eq!(
             pc["formulas"]["context_switches_per_second"],
-            serde_json::json!({ "rate": "perf_context_switches_total" }),
+            serde_json::json!({ "rate": "perf_context_switches_total", "format": "rate" }),
             "{f}"
         );
     }
@@ -285,7 +285,7 @@ fn per_cpu_detail_agrees_with_the_simulated_pmu() {
     }
     assert_eq!(
         pc["formulas"]["ipc"],
-        serde_json::json!({ "ratio": ["perf_instructions_total", "perf_cpu_cycles_total"] }),
+        serde_json::json!({ "ratio": ["perf_instructions_total", "perf_cpu_cycles_total"], "format": "ratio" }),
         "{f}"
     );
     // Uncore counters have no CPU: not per CPU, only summed.

@@ -49,6 +49,10 @@ function showCard(card, frame) {
   }
   reason.textContent = "";
   const v = frame.derived[key];
+  // A value this config does not compute: no card (the server leaves
+  // such cards out; this keeps one frame from stopping the page).
+  card.hidden = v === undefined;
+  if (v === undefined) return;
   value.dataset.raw = v === null ? "" : String(v);
   value.textContent = v === null ? "– (no events this interval)" : FORMAT[card.dataset.unit](v);
   spark(card, key, v);
