@@ -95,6 +95,10 @@ fn degree(e: &Expr, leaf: &dyn Fn(&str) -> Option<Leaf>, depth: usize) -> Result
         Expr::Neg(a) => d(a),
         Expr::Binary(BinOp::Mul, a, b) => Ok(d(a)? + d(b)?),
         Expr::Binary(BinOp::Div, a, b) => Ok(d(a)? - d(b)?),
+        // `x + 0 * y` (perf's way to make a metric read `y`): a zero term
+        // takes the other's scale.
+        Expr::Binary(BinOp::Add | BinOp::Sub, a, b) if is_zero_product(b) => d(a),
+        Expr::Binary(BinOp::Add, a, b) if is_zero_product(a) => d(b),
         Expr::Binary(op @ (BinOp::Add | BinOp::Sub), a, b) => {
             let (x, y) = (d(a)?, d(b)?);
             if x == y {
@@ -117,12 +121,30 @@ fn degree(e: &Expr, leaf: &dyn Fn(&str) -> Option<Leaf>, depth: usize) -> Result
                 Err("`d_ratio()` of a divisor that reads no counter has no rate form here".into())
             }
         }
+        // `max(x, n)` and `min(x, n)` with a number: `clamp_min`/`clamp_max`.
+        Expr::Call(Func::Max | Func::Min, a, b) if clamp(a, b).is_some() => {
+            clamp(a, b).map_or(Ok(0), |(x, _)| d(x))
+        }
         Expr::Call(f, _, _) => Err(format!("`{}()` has no rate form here", f.name())),
         Expr::If { .. } => Err("`if else` has no rate form here".into()),
         Expr::Literal(l) => Err(format!("the literal `{l}` is a fact the exporter supplies")),
         Expr::SourceCount(_) => Err("`source_count()` is known to the exporter only".into()),
         Expr::HasEvent(_) => Err("`has_event()` is known to the exporter only".into()),
         Expr::CpuidIs(_) => Err("`strcmp_cpuid_str()` is known to the exporter only".into()),
+    }
+}
+
+/// Whether `e` is `0 * x` or `x * 0`: zero whatever `x` scales as.
+fn is_zero_product(e: &Expr) -> bool {
+    matches!(e, Expr::Binary(BinOp::Mul, a, b)
+        if matches!(**a, Expr::Number(n) if n == 0.0) || matches!(**b, Expr::Number(n) if n == 0.0))
+}
+
+/// The operand and the number of `max(x, n)`/`min(x, n)` (either order).
+fn clamp<'e>(a: &'e Expr, b: &'e Expr) -> Option<(&'e Expr, f64)> {
+    match (a, b) {
+        (x, Expr::Number(n)) | (Expr::Number(n), x) => Some((x, *n)),
+        _ => None,
     }
 }
 
@@ -215,6 +237,17 @@ impl Writer<'_> {
                     self.child(b, mul, true)
                 )
             }
+            // PromQL's clamps keep a NaN where perf's `max(NaN, 0)` gives 0:
+            // a window with no slots has no share either way.
+            Expr::Call(f @ (Func::Max | Func::Min), a, b) if clamp(a, b).is_some() => {
+                let (x, n) = clamp(a, b).unwrap_or((a, 0.0));
+                let name = if *f == Func::Max {
+                    "clamp_min"
+                } else {
+                    "clamp_max"
+                };
+                format!("{name}({}, {n})", self.write(x))
+            }
             // `degree` refused the rest.
             other => other.to_string(),
         }
@@ -270,6 +303,25 @@ mod tests {
         assert_eq!(
             q("1 - d_ratio(a - c, 6 * (b / 6))").unwrap(),
             format!("1 - (({a} - {c}) / (6 * ({b} / 6) != 0) or 0 * (6 * ({b} / 6)))")
+        );
+    }
+
+    /// perf's `+ 0*SLOTS` and `max(x, 0)` (Alder Lake's top-down level 1)
+    /// have PromQL forms: the zero term keeps the ratio's scale, the
+    /// number bound is a clamp.
+    #[test]
+    fn zero_terms_and_number_bounds_have_promql_forms() {
+        assert_eq!(
+            q("a / b + 0 * b").unwrap(),
+            format!("{} / {} + 0 * {}", rate("a"), rate("b"), rate("b"))
+        );
+        assert_eq!(
+            q("max(1 - a / b, 0)").unwrap(),
+            format!("clamp_min(1 - {} / {}, 0)", rate("a"), rate("b"))
+        );
+        assert_eq!(
+            q("min(a / b, 1)").unwrap(),
+            format!("clamp_max({} / {}, 1)", rate("a"), rate("b"))
         );
     }
 

@@ -267,7 +267,7 @@ derived:
   - name: ipc_capped
     help: IPC, at most 1.
     unit: ratio
-    expr: min(ipc_here, 1)
+    expr: min(ipc_here, perf_instructions_total / perf_instructions_total)
   - name: running
     help: 1 while cycles are counted.
     expr: 1 if perf_cycles_total > 0 else 0

@@ -401,7 +401,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
 
-    const CFG: &str = "sets:\n  - name: s\n    events:\n      - metric: perf_a_total\n        event: instructions\n      - metric: perf_b_total\n        event: cycles\nderived:\n  - name: ab\n    expr: perf_a_total / perf_b_total\n  - name: capped\n    unit: ratio\n    expr: min(ab, 1)\n  - name: twice\n    expr: 2 * ab\n  - name: count\n    unit: seconds\n    expr: perf_a_total\n  - name: smt\n    expr: \"ab if #smt_on else 0\"\n  - name: a_per_second\n    unit: per second\n    expr: perf_a_total / duration_time\n";
+    const CFG: &str = "sets:\n  - name: s\n    events:\n      - metric: perf_a_total\n        event: instructions\n      - metric: perf_b_total\n        event: cycles\nderived:\n  - name: ab\n    expr: perf_a_total / perf_b_total\n  - name: capped\n    unit: ratio\n    expr: min(ab, perf_b_total / perf_b_total)\n  - name: twice\n    expr: 2 * ab\n  - name: count\n    unit: seconds\n    expr: perf_a_total\n  - name: smt\n    expr: \"ab if #smt_on else 0\"\n  - name: a_per_second\n    unit: per second\n    expr: perf_a_total / duration_time\n";
 
     /// Every derived metric is exactly one of a rule and a gauge: the
     /// rules `perf-exporter rules` writes and the gauges `/metrics`
