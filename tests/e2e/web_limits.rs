@@ -192,20 +192,28 @@ fn concurrent_scrapes_share_one_collection() {
 
 #[test]
 fn a_collection_over_the_request_timeout_gets_503() {
-    let (p, _d) = slow_exporter("1s", &["--web.request-timeout", "500ms"]);
+    // The collection (2 x 2.5 s) overruns the 500 ms timeout by 4.5 s, so
+    // that the health check below still falls inside it on a loaded
+    // machine (with a 2 s collection, a run at load 15 asked after it had
+    // ended).
+    let (p, _d) = slow_exporter("2500ms", &["--web.request-timeout", "500ms"]);
     let r = p.get("/metrics");
     assert_eq!(r.status, 503, "{}", r.body);
     assert!(r.body.contains("--web.request-timeout"), "{}", r.body);
     // No scrape can succeed while the collection overruns the timeout: not
     // healthy then (issue 11), healthy again once it has ended.
     let h = p.get("/-/healthy");
-    assert_eq!(h.status, 503, "{}", h.body);
+    assert_eq!(
+        h.status, 503,
+        "healthy while the 5 s collection should still run (a machine so loaded that 4.5 s passed between the 503 and this request fails here too): {}",
+        h.body
+    );
     assert!(
         h.body.contains("longer than --web.request-timeout (500ms)"),
         "{}",
         h.body
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(15);
     while p.get("/-/healthy").status != 200 {
         assert!(
             Instant::now() < deadline,
