@@ -9,8 +9,9 @@
 //! with their gzip body) cost less than handing them to another thread
 //! and back, which took six of a scrape's eleven syscalls (two futex
 //! calls, an eventfd `write` and its `epoll_wait` each way) and two
-//! context switches. The first collection, those of a large host, and
-//! a viewer's (which builds the per-CPU detail) run on a thread of their
+//! context switches. The first collection (and the first after a
+//! reload), those of a large host, and a viewer's (which builds the
+//! per-CPU detail) run on a thread of their
 //! own (the `collector`), never on the runtime thread, which stays free
 //! for timeouts and other connections: a large host's collection would
 //! hold it for milliseconds. As only one collection runs at a time, one
@@ -473,8 +474,8 @@ mod tests {
 
     /// Issue 29 (the hand-off): once a scrape's collection has been short,
     /// the next scrape collects on its own thread; the first, a viewer's
-    /// (per-CPU detail) and one after a long collection go to the
-    /// collector. Inline or not, the body and the flight are the same.
+    /// (per-CPU detail), one after a long collection and the first after
+    /// a reload go to the collector. Inline or not, the body and the flight are the same.
     #[test]
     fn a_short_collection_runs_on_the_scrapes_thread() {
         let (st, _engine, k) = state();
@@ -501,6 +502,10 @@ mod tests {
         set_inline(&st, false);
         assert_ne!(on(Want::Text).thread, here, "long: the collector");
         set_inline(&st, true);
+        assert_eq!(on(Want::Text).thread, here);
+        // A new config's cost is not known: the collector, then here.
+        st.record_reload(true);
+        assert_ne!(on(Want::Text).thread, here, "after a reload: the collector");
         assert_eq!(on(Want::Text).thread, here);
     }
 

@@ -399,10 +399,13 @@ impl State {
     }
 
     /// Records a reload's outcome for `perf_config_last_reload_successful`
-    /// (and its timestamp).
+    /// (and its timestamp). After a successful one, the next scrape's
+    /// collection runs on the collector thread: the new config's cost is
+    /// not known yet.
     pub fn record_reload(&self, ok: bool) {
         self.reload_ok.store(ok, Ordering::Relaxed);
         if ok {
+            self.last_took.store(u64::MAX, Ordering::Relaxed);
             if let Some(p) = &self.process {
                 p.reread_limits();
             }
