@@ -1,18 +1,28 @@
 //! One collection shared by concurrent scrapes: a scrape arriving while a
 //! collection is in progress waits for it instead of reading every group
-//! again.
+//! again. One collection runs at a time, wherever it runs.
 //!
-//! Collections run on a thread of their own (the `collector`), never on
-//! the runtime thread, which stays free for timeouts and other
-//! connections. As only one collection runs at a time, one thread is
-//! enough, and handing work to a parked thread over a channel costs about
-//! two futex calls per scrape, where tokio's blocking pool (shared with
-//! bcrypt and the landing page) cost about five on a busy machine: its
-//! lock is met by both threads.
+//! A scrape's collection runs on the scrape's own thread (the runtime's)
+//! when the last scrape's collection, its body included, took less than
+//! [`INLINE_BELOW`] and the engine's lock is free at once: a few perf
+//! groups (the five software events of a small host take about 100 µs
+//! with their gzip body) cost less than handing them to another thread
+//! and back, which took six of a scrape's eleven syscalls (two futex
+//! calls, an eventfd `write` and its `epoll_wait` each way) and two
+//! context switches. The first collection (and the first after a
+//! reload), those of a large host, and a viewer's (which builds the
+//! per-CPU detail) run on a thread of their
+//! own (the `collector`), never on the runtime thread, which stays free
+//! for timeouts and other connections: a large host's collection would
+//! hold it for milliseconds. As only one collection runs at a time, one
+//! thread is enough, and handing work to a parked thread over a channel
+//! costs about two futex calls per scrape, where tokio's blocking pool
+//! (shared with bcrypt and the landing page) cost about five on a busy
+//! machine: its lock is met by both threads.
 //!
 //! The scrape that starts a collection says which body it wants
-//! ([`Want`]: format and compression), and the collector encodes that body
-//! right after collecting, on the same thread, once for every scrape that
+//! ([`Want`]: format and compression), and that body is encoded right
+//! after collecting, on the same thread, once for every scrape that
 //! joins: the 17,000 samples of a 512-CPU host are then read by the
 //! thread that just wrote them, not by a runtime thread on another core
 //! (that cost about a third more CPU per sample). A scrape that joins
@@ -26,7 +36,8 @@
 //! detail collects again. After the collection, once its scrapes have
 //! their answer, the collector runs the work the engine leaves for after
 //! a collection ([`crate::engine::after_collection`]: the plausibility
-//! check's busy-time reading, at most every 10 s).
+//! check's busy-time reading, at most every 10 s), also after a
+//! collection that ran on a scrape's thread (it reads files).
 
 use super::scrape::{self, Encoded, Want};
 use super::State;
@@ -36,8 +47,8 @@ use crate::export::prometheus::derived::{Gauges, Window};
 use crate::snapshot::{Family, Kind, Snapshot};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::{mpsc, Arc, MutexGuard, OnceLock, TryLockError};
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// One shared collection: the snapshot, the exporter's own metrics taken
@@ -61,6 +72,9 @@ pub(super) struct Collected {
     pub(super) derived: Arc<Vec<Family>>,
     /// The `/metrics` bodies made from it, one slot per [`Want`].
     bodies: [OnceLock<Encoded>; Want::ALL.len()],
+    /// The thread it ran on.
+    #[cfg(test)]
+    thread: std::thread::ThreadId,
 }
 
 impl Collected {
@@ -102,6 +116,13 @@ pub(super) struct Flight {
 /// (each but the first begins after a scrape's collection it joined too
 /// late, so the second has it unless another scrape came first).
 const DETAIL_TRIES: usize = 3;
+
+/// A scrape's collection runs on its own thread when the last scrape's
+/// collection took less than this, its body included (wall time, so a
+/// collection preempted on a busy machine sends the next one to the
+/// collector, which measures again). A 2-CPU host's five software events
+/// take about 100 µs; the default config's 512-CPU simulation, 1.6 ms.
+pub(super) const INLINE_BELOW: Duration = Duration::from_micros(500);
 
 /// Work for the collector thread.
 pub(super) type Job = Box<dyn FnOnce() + Send>;
@@ -164,47 +185,112 @@ impl State {
             }
         };
         if let Some((tx, asked)) = lead {
-            let st = self.clone();
-            // Runs to the end even if every scrape waiting for it gives up.
-            self.on_collector(Box::new(move || {
-                // Clears the flight however the collection ends.
-                struct Clear<'a>(&'a State);
-                impl Drop for Clear<'_> {
-                    fn drop(&mut self) {
-                        *lock(&self.0.flight) = None;
-                        *lock(&self.0.flight_started) = None;
+            match self.inline_engine(detail) {
+                // A scrape's short collection runs here, on its own
+                // thread: handing it to the collector and back costs
+                // more than it does.
+                Some(engine) => {
+                    let run = AssertUnwindSafe(|| self.run_collection(engine, &asked, want, tx));
+                    // A panicking collection fails its scrapes (the
+                    // flight is cleared, its sender dropped), as on the
+                    // collector thread.
+                    let _ = std::panic::catch_unwind(run);
+                    // The busy-time reading a check is due at reads files:
+                    // on the collector thread, as after its collections.
+                    if let Some(r) = lock(&self.engine).busy_read() {
+                        let engine = self.engine.clone();
+                        self.on_collector(Box::new(move || {
+                            let times = r.run();
+                            lock(&engine).judge_plausibility(times);
+                        }));
                     }
                 }
-                *lock(&st.flight_started) = Some(Instant::now());
-                let clear = Clear(&st);
-                let start = Instant::now();
-                let (snap, detail, host) = collect(&st.engine, &asked);
-                let secs = start.elapsed().as_secs_f64();
-                let own = scrape::own_metrics(&st, secs);
-                let families = Arc::new(snap.families);
-                let derived = lock(&st.derived).families(&families, start, host);
-                let c = Arc::new(Collected {
-                    families,
-                    derived: Arc::new(derived),
-                    detail: detail.map(Arc::new),
-                    at: start,
-                    own: (Arc::new(own.0), Arc::new(own.1)),
-                    bodies: Default::default(),
-                });
-                if let Some(w) = want {
-                    c.body(&st, w);
+                None => {
+                    let st = self.clone();
+                    // Runs to the end even if every scrape waiting for it
+                    // gives up.
+                    self.on_collector(Box::new(move || {
+                        st.run_collection(lock(&st.engine), &asked, want, tx);
+                        // Between scrapes: what the collection left for
+                        // after it.
+                        crate::engine::after_collection(&st.engine);
+                    }));
                 }
-                drop(clear);
-                let _ = tx.send(Some(c));
-                // Between scrapes: what the collection left for after it.
-                crate::engine::after_collection(&st.engine);
-            }));
+            }
         }
         let got = match rx.wait_for(Option::is_some).await {
             Ok(v) => v.clone(),
             Err(_) => None,
         };
         got
+    }
+
+    /// The engine, locked, when a collection may run on the calling
+    /// thread: a scrape's (`detail` false; a viewer's builds the per-CPU
+    /// detail), the last scrape's collection took less than
+    /// [`INLINE_BELOW`] with its body, and the engine is not in use (a
+    /// reload, the OTLP push, the collector's busy-time reading), so that
+    /// the runtime thread never waits for a lock.
+    fn inline_engine(&self, detail: bool) -> Option<MutexGuard<'_, Engine>> {
+        let below = self.inline_below.load(Ordering::Relaxed);
+        if detail || self.last_took.load(Ordering::Relaxed) >= below {
+            return None;
+        }
+        match self.engine.try_lock() {
+            Ok(e) => Some(e),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// One collection with `engine` (locked until its reads are done),
+    /// its self-metrics and derived gauges, and the body `want` asks for;
+    /// sent to the scrapes waiting on `tx`. Clears the flight however it
+    /// ends. How long it took (body included) is kept for a scrape's
+    /// collection, for the next scrape's choice of thread.
+    fn run_collection(
+        &self,
+        mut engine: MutexGuard<'_, Engine>,
+        asked: &AtomicBool,
+        want: Option<Want>,
+        tx: watch::Sender<Option<Arc<Collected>>>,
+    ) {
+        // Clears the flight however the collection ends.
+        struct Clear<'a>(&'a State);
+        impl Drop for Clear<'_> {
+            fn drop(&mut self) {
+                *lock(&self.0.flight) = None;
+                *lock(&self.0.flight_started) = None;
+            }
+        }
+        *lock(&self.flight_started) = Some(Instant::now());
+        let clear = Clear(self);
+        let start = Instant::now();
+        let (snap, detail, host) = collect(&mut engine, asked);
+        drop(engine);
+        let secs = start.elapsed().as_secs_f64();
+        let own = scrape::own_metrics(self, secs);
+        let families = Arc::new(snap.families);
+        let derived = lock(&self.derived).families(&families, start, host);
+        let c = Arc::new(Collected {
+            families,
+            derived: Arc::new(derived),
+            detail: detail.map(Arc::new),
+            at: start,
+            own: (Arc::new(own.0), Arc::new(own.1)),
+            bodies: Default::default(),
+            #[cfg(test)]
+            thread: std::thread::current().id(),
+        });
+        if let Some(w) = want {
+            c.body(self, w);
+        }
+        if c.detail.is_none() {
+            let took = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.last_took.store(took, Ordering::Relaxed);
+        }
+        drop(clear);
+        let _ = tx.send(Some(c));
     }
 
     /// Runs `job` on the collector thread (started on first use); on the
@@ -241,13 +327,11 @@ impl State {
 
 /// One engine collection, the per-CPU families of the metrics it sums
 /// when a viewer asked for them (`detail`, read once the reads are
-/// done), and the engine's derived metrics. A poisoned lock's engine is
-/// used as it is, as scrapes always did.
+/// done), and the engine's derived metrics.
 fn collect(
-    engine: &Mutex<Engine>,
+    e: &mut Engine,
     detail: &AtomicBool,
 ) -> (Snapshot, Option<Vec<Family>>, Arc<HostDerived>) {
-    let mut e = lock(engine);
     let s = e.collect();
     let d = detail.load(Ordering::SeqCst).then(|| e.detail_families());
     (s, d, e.host_derived().clone())
@@ -299,6 +383,7 @@ mod tests {
     use crate::engine::Fds;
     use crate::perf::sim::SimKernel;
     use crate::pmu::fixtures::table;
+    use std::sync::Mutex;
     use std::time::Duration;
 
     /// A server's state over the default config on intel-skx's simulated
@@ -344,24 +429,120 @@ mod tests {
 
     /// Issue 27 items 1 and 2 through the server: scrapes open no counter
     /// and read no busy time; the collector reads the busy times after the
-    /// collection a check is due at, once.
+    /// collection a check is due at, once, whether the scrape collected on
+    /// its own thread or on the collector's.
     #[test]
     fn a_scrape_opens_nothing_and_reads_no_busy_time() {
-        let (st, _engine, k) = state();
-        let opens = k.opens().len();
-        block_on(async {
-            for _ in 0..12 {
-                st.shared_collect_for(Some(Want::Text)).await.unwrap();
-                k.advance(1_000_000_000);
+        for inline in [false, true] {
+            let (st, _engine, k) = state();
+            set_inline(&st, inline);
+            let opens = k.opens().len();
+            block_on(async {
+                for _ in 0..12 {
+                    st.shared_collect_for(Some(Want::Text)).await.unwrap();
+                    k.advance(1_000_000_000);
+                }
+            });
+            // The reading runs on the collector thread after the answer:
+            // wait for it (the 0 s and 10 s checks).
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while k.cpu_time_reads() < 2 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
             }
-        });
-        // The reading runs on the collector thread after the answer: wait
-        // for it (the 0 s and 10 s checks).
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while k.cpu_time_reads() < 2 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+            assert_eq!(k.cpu_time_reads(), 2, "one reading per check, after it");
+            assert_eq!(k.opens().len(), opens, "no counter opened by a scrape");
         }
-        assert_eq!(k.cpu_time_reads(), 2, "one reading per check, after it");
-        assert_eq!(k.opens().len(), opens, "no counter opened by a scrape");
+    }
+
+    /// Whether every scrape's collection may run on the scrape's thread
+    /// (whatever it took: a debug build on a busy machine is slow) or
+    /// none may.
+    fn set_inline(st: &State, inline: bool) {
+        let below = if inline { u64::MAX - 1 } else { 0 };
+        st.inline_below.store(below, Ordering::Relaxed);
+    }
+
+    /// Waits until the collector thread has run every job given to it
+    /// (the busy-time reading after a collection holds the engine).
+    fn collector_idle(st: &State) {
+        let (tx, rx) = mpsc::channel();
+        st.on_collector(Box::new(move || {
+            let _ = tx.send(());
+        }));
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
+
+    /// Issue 29 (the hand-off): once a scrape's collection has been short,
+    /// the next scrape collects on its own thread; the first, a viewer's
+    /// (per-CPU detail), one after a long collection and the first after
+    /// a reload go to the collector. Inline or not, the body and the flight are the same.
+    #[test]
+    fn a_short_collection_runs_on_the_scrapes_thread() {
+        let (st, _engine, k) = state();
+        set_inline(&st, true);
+        let here = std::thread::current().id();
+        let on = |want| {
+            let c = block_on(st.shared_collect_for(Some(want))).unwrap();
+            k.advance(1_000_000_000);
+            assert!(lock(&st.flight).is_none(), "the flight is cleared");
+            collector_idle(&st);
+            c
+        };
+        let first = on(Want::TextGzip);
+        assert_ne!(first.thread, here, "nothing measured yet: the collector");
+        let second = on(Want::TextGzip);
+        assert_eq!(second.thread, here, "short: on the scrape's thread");
+        assert!(second.body(&st, Want::TextGzip).gzip);
+        assert!(second.detail.is_none());
+        let viewer = block_on(st.shared_collect()).unwrap();
+        assert_ne!(viewer.thread, here, "a viewer's collection: the collector");
+        assert!(viewer.detail.is_some());
+        assert_eq!(on(Want::Text).thread, here);
+        // A bound no collection is under.
+        set_inline(&st, false);
+        assert_ne!(on(Want::Text).thread, here, "long: the collector");
+        set_inline(&st, true);
+        assert_eq!(on(Want::Text).thread, here);
+        // A new config's cost is not known: the collector, then here.
+        st.record_reload(true);
+        assert_ne!(on(Want::Text).thread, here, "after a reload: the collector");
+        assert_eq!(on(Want::Text).thread, here);
+    }
+
+    /// A scrape never waits for the engine's lock on its own thread: with
+    /// the engine in use (a reload, the OTLP push), its collection goes to
+    /// the collector, which waits for it.
+    #[test]
+    fn an_engine_in_use_sends_the_collection_to_the_collector() {
+        let (st, engine, _k) = state();
+        set_inline(&st, true);
+        block_on(st.shared_collect_for(Some(Want::Text))).unwrap();
+        let (locked_tx, locked) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let g = lock(&engine);
+            locked_tx.send(()).unwrap();
+            let _ = release_rx.recv();
+            drop(g);
+        });
+        locked.recv().unwrap();
+        let st2 = st.clone();
+        let scrape = std::thread::spawn(move || {
+            let c = block_on(st2.shared_collect_for(Some(Want::Text))).unwrap();
+            (c.thread, std::thread::current().id())
+        });
+        // Release the engine once the scrape's collection is in flight.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while lock(&st.flight).is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            lock(&st.flight).is_some(),
+            "the scrape started a collection"
+        );
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        let (ran_on, scraped_on) = scrape.join().unwrap();
+        assert_ne!(ran_on, scraped_on, "the collector waited for the engine");
     }
 }

@@ -2,9 +2,10 @@
 //! node_exporter does (Prometheus always asks for gzip; a scrape of a
 //! large host shrinks six- to eightfold).
 //!
-//! One deflate compressor is kept per thread that compresses (the few
-//! threads of the runtime and the collector, a few hundred KiB each) and
-//! reset between responses: building one per response (a `GzEncoder`)
+//! One deflate compressor is kept per thread that compresses (the
+//! runtime's thread, where a small host's scrapes collect and encode, and
+//! the collector thread, where a large host's do; a few hundred KiB each)
+//! and reset between responses: building one per response (a `GzEncoder`)
 //! cost about 90 µs whatever the body's size, because the compressor's
 //! state is allocated and cleared each time (issue 29; the figures are in
 //! docs/src/performance.md). The gzip header and trailer (RFC 1952) are
@@ -18,8 +19,16 @@
 //! a body about 15% larger (2.4 against 2.1 KB); on a 200 KB body it is
 //! as fast and about 25% larger. Scraped interleaved with a miniz_oxide
 //! build of the same commit and node_exporter, it cost 10–16% less CPU
-//! per gzip scrape (docs/src/performance.md, "Scrapes"). Level 2 (dynamic codes) is the size of
-//! miniz_oxide's level 1 and twice the CPU on large bodies.
+//! per gzip scrape (docs/src/performance.md, "Scrapes"). Level 2 (dynamic
+//! codes) is the size of miniz_oxide's level 1 and twice the CPU on large
+//! bodies.
+//!
+//! A reset clears zlib-rs's hash table of 65,536 two-byte heads (128 KiB,
+//! about 4 µs), whatever the body's size: the table's size is a constant
+//! of zlib-rs (`HASH_SIZE` in `src/deflate.rs` of zlib-rs 0.6.8), not
+//! derived from the window bits or the memory level, so a smaller window
+//! (`Compress::new_with_window_bits`, which the `zlib-rs` feature
+//! enables) would not make a small body's reset cheaper.
 
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 use std::cell::RefCell;

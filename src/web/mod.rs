@@ -263,6 +263,13 @@ pub struct State {
     collector: OnceLock<std::sync::mpsc::Sender<collect::Job>>,
     /// The size of the last response, to allocate the next one at once.
     last_len: AtomicUsize,
+    /// How long the last scrape's collection took, its body included, in
+    /// nanoseconds (`u64::MAX` before the first): whether the next one
+    /// runs on the scrape's own thread (see `collect`).
+    last_took: AtomicU64,
+    /// The bound on `last_took` below which a scrape collects on its own
+    /// thread, in nanoseconds ([`collect::INLINE_BELOW`]; tests move it).
+    inline_below: AtomicU64,
     /// The `/metrics` derived gauges' window (collector thread only).
     derived: Mutex<collect::DerivedGauges>,
     telemetry_path: String,
@@ -326,6 +333,8 @@ impl State {
             flight_started: Mutex::new(None),
             collector: OnceLock::new(),
             last_len: AtomicUsize::new(0),
+            last_took: AtomicU64::new(u64::MAX),
+            inline_below: AtomicU64::new(collect::INLINE_BELOW.as_nanos() as u64),
             derived: Mutex::default(),
             telemetry_path: o.telemetry_path,
             process: o.process_metrics.then(|| process::Process::new(&o.procfs)),
@@ -390,10 +399,13 @@ impl State {
     }
 
     /// Records a reload's outcome for `perf_config_last_reload_successful`
-    /// (and its timestamp).
+    /// (and its timestamp). After a successful one, the next scrape's
+    /// collection runs on the collector thread: the new config's cost is
+    /// not known yet.
     pub fn record_reload(&self, ok: bool) {
         self.reload_ok.store(ok, Ordering::Relaxed);
         if ok {
+            self.last_took.store(u64::MAX, Ordering::Relaxed);
             if let Some(p) = &self.process {
                 p.reread_limits();
             }
