@@ -45,7 +45,8 @@
 // What a charge costs is almost all the counter reads (one helper call per
 // counter, mostly cache misses on the kernel's perf_event structures): the
 // rest is kept to one lookup per owner (a slot's counts are one element)
-// and, with BTF, no helper call for the css_sets.
+// and, with BTF, no helper call for the css_sets or the running cgroup's
+// id (plain loads through the typed task pointers).
 //
 // Built by scripts/build-bpf.sh; the object is committed and embedded.
 
@@ -80,9 +81,19 @@ static __u64 (*bpf_get_current_task)(void) = (void *)BPF_FUNC_get_current_task;
 static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)BPF_FUNC_get_current_pid_tgid;
 
 // The fields of the kernel's task_struct read here (its css_set: the
-// cgroups it is in; its thread group). Their offsets are the running
+// cgroups it is in; its thread group), and the way from a css_set to the
+// id of its cgroup v2 cgroup (css_set->dfl_cgrp->kn->id, what
+// bpf_get_current_cgroup_id() returns for the running task). Their offsets are the running
 // kernel's: CO-RE relocations, fixed up by the loader from the kernel's BTF.
-struct css_set;
+struct kernfs_node {
+	__u64 id;
+} __attribute__((preserve_access_index));
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+struct css_set {
+	struct cgroup *dfl_cgrp;
+} __attribute__((preserve_access_index));
 struct task_struct {
 	struct css_set *cgroups;
 	int tgid;
@@ -185,7 +196,7 @@ struct {
 // `slots`. A cgroup's ancestors never change and ids are not reused, so
 // while the version holds, the walk of the ancestors (a hash lookup per
 // level) is skipped: a CPU switches among a few cgroups.
-#define OWNER_CACHE 16
+#define OWNER_CACHE 64
 
 struct owners {
 	__u64 version;
@@ -245,10 +256,13 @@ static __always_inline void read_one(void *map, __u32 k, __u32 cpu, struct last 
 
 // The selected cgroups that own the running task (its cgroup and its
 // ancestors) at version `ver` of `slots`, from this CPU's cache or found and
-// cached.
-static __always_inline struct owners *owners_of_current(__u64 ver)
+// cached. `id` is the running task's cgroup id when the caller has it (a
+// BTF-typed program reads it with plain loads), else 0: then it is asked
+// for (a helper call).
+static __always_inline struct owners *owners_of_current(__u64 ver, __u64 id)
 {
-	__u64 id = bpf_get_current_cgroup_id();
+	if (!id)
+		id = bpf_get_current_cgroup_id();
 	__u32 at = id % OWNER_CACHE;
 	struct owners *own = bpf_map_lookup_elem(&owners, &at);
 	if (!own)
@@ -338,9 +352,10 @@ static __always_inline void keep_owners(struct last *l, struct owners *own)
 // Ends the interval `l` when the task leaving (or running, at a read or a
 // move) is in css_set `a`, and begins the next with the task coming in
 // (css_set `b`; the same at a read or a move).
-static __always_inline void switch_interval(struct last *l, __u64 ver, __u64 a, __u64 b)
+static __always_inline void switch_interval(struct last *l, __u64 ver, __u64 a, __u64 b,
+					    __u64 id)
 {
-	struct owners *own = owners_of_current(ver);
+	struct owners *own = owners_of_current(ver, id);
 	if (l->owned && l->version == ver && a != l->css) {
 		// The task leaving left the interval's css_set while it ran
 		// (moved by another task): the interval's earlier tasks were
@@ -378,7 +393,7 @@ static __always_inline __u64 css_of(struct task_struct *t)
 // with the same owners (e.g. two cgroups nobody selected) are charged: a
 // version skipping them charged a selected cgroup 5-17 % too much CPU time
 // (tests/live/cgroup_bpf.rs, both switch tests).
-static __always_inline int switched(__u64 a, __u64 b, int is_switch)
+static __always_inline int switched(__u64 a, __u64 b, int is_switch, __u64 id)
 {
 	__u32 zero = 0;
 
@@ -391,7 +406,7 @@ static __always_inline int switched(__u64 a, __u64 b, int is_switch)
 	// run.
 	__u64 ver = *version;
 	if (!same_css_skip) {
-		struct owners *own = owners_of_current(ver);
+		struct owners *own = owners_of_current(ver, id);
 		if (own)
 			charge(l, own->slot, own->n, ver);
 		else
@@ -400,10 +415,10 @@ static __always_inline int switched(__u64 a, __u64 b, int is_switch)
 	}
 	if (is_switch && a && a == b && a == l->css && l->version == ver) {
 		if (!l->owned)
-			keep_owners(l, owners_of_current(ver));
+			keep_owners(l, owners_of_current(ver, id));
 		return 0;
 	}
-	switch_interval(l, ver, a, b);
+	switch_interval(l, ver, a, b, id);
 	return 0;
 }
 
@@ -423,20 +438,23 @@ int on_switch(struct bpf_raw_tracepoint_args *ctx)
 		a = css_of(prev);
 		b = next ? css_of(next) : a;
 	}
-	return switched(a, b, next != 0);
+	return switched(a, b, next != 0, 0);
 }
 
 // Attached to sched_switch where the kernel has BTF (the loader sets
 // `same_css_skip` then): the same as `on_switch`, but the tasks are typed
-// pointers, so their css_sets are plain loads, not helper calls. (A
+// pointers, so their css_sets and prev's cgroup id are plain loads, not
+// helper calls. (A
 // BTF-typed tracepoint program cannot be run by user space: reads run
 // `on_switch`.)
 SEC("tp_btf/sched_switch")
 int on_switch_btf(__u64 *ctx)
 {
 	struct task_struct *prev = (void *)ctx[1], *next = (void *)ctx[2];
+	struct css_set *a = prev->cgroups;
 
-	return switched((__u64)prev->cgroups, (__u64)next->cgroups, 1);
+	// prev is the running task: its cgroup id without a helper call.
+	return switched((__u64)a, (__u64)next->cgroups, 1, a->dfl_cgrp->kn->id);
 }
 
 // Attached to the cgroup_attach_task tracepoint (args: dst_cgrp, path,
@@ -465,7 +483,7 @@ int on_attach(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	__u64 ver = *version;
 	__u64 a = css_of(cur);
-	switch_interval(l, ver, a, a);
+	switch_interval(l, ver, a, a, 0);
 	return 0;
 }
 

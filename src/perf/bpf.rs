@@ -13,8 +13,9 @@
 //!   the css_set the pending interval began with (`task->cgroups`, at
 //!   the offset the loader relocates from the kernel's BTF; read by a
 //!   plain load, as the program attached is the BTF-typed tracepoint
-//!   program `on_switch_btf`, whose task pointers the verifier knows) it
-//!   returns at once, leaving the interval to the first switch to or
+//!   program `on_switch_btf`, whose task pointers the verifier knows, as
+//!   is the leaving task's cgroup id, `cgroups->dfl_cgrp->kn->id`, the
+//!   key of the owner cache below) it returns at once, leaving the interval to the first switch to or
 //!   from another css_set, a read, or a move. The interval keeps the
 //!   owners of the css_set it began with (found at its first skipped
 //!   switch), so a task that leaves that css_set while it runs cannot take
@@ -29,7 +30,9 @@
 //!   kernel skips while another BPF program is active on the CPU and
 //!   throttles above `perf_event_max_sample_rate / HZ` per tick; each
 //!   skipped charge lands an interval on the wrong cgroup. See the C
-//!   source.)
+//!   source.) Exactly one of `on_switch_btf` and `on_switch` is attached
+//!   (`on_switch` where `on_switch_btf` does not attach), once:
+//!   [`BpfCounter::switch_attachments`] counts the kernel's links to them.
 //! * The program reads each counter of its CPU: a group leader with
 //!   `bpf_perf_event_read_value()` (the kernel's `perf_event_read_local()`:
 //!   the event must be on this CPU, not inherited; it returns the count and
@@ -42,7 +45,7 @@
 //!   at `[k]` of it: one lookup per owner, whatever the counters). User
 //!   space assigns the slots (a hash map: cgroup id → slot), which bounds
 //!   the maps and makes reclaiming a removed cgroup's entry one delete.
-//!   The owner slots found for a cgroup are cached per CPU (16 entries,
+//!   The owner slots found for a cgroup are cached per CPU (64 entries,
 //!   direct-mapped by cgroup id) with the version of `slots` they were
 //!   found at; user space bumps `slots_version` after every change, so the
 //!   walk of the ancestors runs only for a cgroup new to the CPU's cache.
@@ -56,7 +59,6 @@
 use super::{Counter, CounterInner};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuValues};
 use aya::programs::raw_trace_point::RawTracePointLinkId;
-use aya::programs::tp_btf::BtfTracePointLinkId;
 use aya::programs::{BtfTracePoint, RawTracePoint, RawTracePointRunOptions, TestRun};
 use aya::{Ebpf, EbpfLoader};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -174,6 +176,12 @@ pub enum BpfError {
         /// The errno.
         errno: i32,
     },
+    /// The kernel's BPF links could not be listed.
+    #[error("list the kernel's BPF links: {msg}")]
+    Links {
+        /// Why.
+        msg: String,
+    },
     /// Running the charge on a CPU failed.
     #[error("charge on CPU {cpu}: {msg}")]
     Charge {
@@ -207,13 +215,25 @@ pub struct BpfCounter {
     /// Possible CPUs (the per-CPU maps' width).
     possible: u32,
     max_slots: u32,
-    /// The programs' links to their tracepoints ([`PROGRAMS`]), once
-    /// attached.
-    links: Vec<RawTracePointLinkId>,
     /// Whether [`SWITCH_BTF`] is loaded (then attached instead of
-    /// `on_switch`), and its link once attached.
+    /// `on_switch`).
     switch_btf: bool,
-    switch_btf_link: Option<BtfTracePointLinkId>,
+    /// The one program attached to `sched_switch`, once attached.
+    switch_link: Option<SwitchLink>,
+    /// `on_attach`'s link to `cgroup_attach_task`, once attached.
+    attach_link: Option<RawTracePointLinkId>,
+}
+
+/// Which program runs at `sched_switch`: exactly one of the two, so a
+/// switch is never charged twice over (a second run would charge the
+/// nanoseconds since the first, but cost a whole second run).
+/// (The program keeps its link: dropping the object detaches it.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SwitchLink {
+    /// [`SWITCH_BTF`], where the kernel has BTF.
+    Btf,
+    /// `on_switch`, without BTF, or where [`SWITCH_BTF`] did not attach.
+    Raw,
 }
 
 impl std::fmt::Debug for BpfCounter {
@@ -221,7 +241,8 @@ impl std::fmt::Debug for BpfCounter {
         f.debug_struct("BpfCounter")
             .field("possible", &self.possible)
             .field("max_slots", &self.max_slots)
-            .field("attached", &!self.links.is_empty())
+            .field("switch", &self.switch_link)
+            .field("attach", &self.attach_link.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -303,9 +324,9 @@ impl BpfCounter {
             counts,
             possible,
             max_slots,
-            links: Vec::new(),
             switch_btf,
-            switch_btf_link: None,
+            switch_link: None,
+            attach_link: None,
         })
     }
 
@@ -314,36 +335,85 @@ impl BpfCounter {
         self.max_slots
     }
 
-    /// Attaches the programs to their tracepoints ([`PROGRAMS`]; once:
-    /// a tracepoint is every CPU's, online or back online).
+    /// Attaches the programs to their tracepoints ([`TRACEPOINTS`]; once:
+    /// a tracepoint is every CPU's, online or back online): at
+    /// `sched_switch` [`SWITCH_BTF`] where it is loaded, else (or where it
+    /// does not attach) `on_switch`; never both. Each program is attached
+    /// once: after a failure, calling it again attaches only what is not
+    /// attached yet.
     pub fn attach(&mut self) -> Result<(), BpfError> {
-        if !self.links.is_empty() {
-            return Ok(());
-        }
-        let mut links = Vec::new();
-        for (name, tracepoint) in PROGRAMS.iter().zip(TRACEPOINTS) {
-            let err = |msg| BpfError::Attach { tracepoint, msg };
-            if *name == "on_switch" && self.switch_btf {
-                if self.switch_btf_link.is_some() {
-                    continue;
-                }
-                let p: &mut BtfTracePoint = self
+        let [switch, attach] = TRACEPOINTS;
+        if self.switch_link.is_none() {
+            let err = |msg| BpfError::Attach {
+                tracepoint: switch,
+                msg,
+            };
+            let mut btf_failed = None;
+            if self.switch_btf {
+                let p: Option<&mut BtfTracePoint> = self
                     .ebpf
                     .program_mut(SWITCH_BTF)
-                    .and_then(|p| p.try_into().ok())
-                    .ok_or_else(|| err(format!("{SWITCH_BTF} is not loaded")))?;
-                self.switch_btf_link = Some(p.attach().map_err(|e| err(chain(&e)))?);
-                continue;
+                    .and_then(|p| p.try_into().ok());
+                match p.map(|p| p.attach()) {
+                    Some(Ok(_)) => self.switch_link = Some(SwitchLink::Btf),
+                    Some(Err(e)) => btf_failed = Some(format!("{SWITCH_BTF}: {}", chain(&e))),
+                    None => btf_failed = Some(format!("{SWITCH_BTF} is not loaded")),
+                }
             }
-            let p: &mut RawTracePoint = self
-                .ebpf
-                .program_mut(name)
-                .and_then(|p| p.try_into().ok())
-                .ok_or_else(|| err(format!("{name} is not loaded")))?;
-            links.push(p.attach(tracepoint).map_err(|e| err(chain(&e)))?);
+            if self.switch_link.is_none() {
+                // `on_switch` reads the css_sets with helper calls: with
+                // the kernel's BTF its offsets are right all the same.
+                self.raw("on_switch")
+                    .map_err(&err)?
+                    .attach(switch)
+                    .map_err(|e| {
+                        let why = chain(&e);
+                        err(match &btf_failed {
+                            Some(b) => format!("{b}; on_switch: {why}"),
+                            None => why,
+                        })
+                    })?;
+                if let Some(b) = btf_failed {
+                    tracing::warn!(error = %b, "the BTF-typed switch program did not attach: on_switch (helper calls per switch) is attached instead");
+                }
+                self.switch_link = Some(SwitchLink::Raw);
+            }
         }
-        self.links = links;
+        if self.attach_link.is_none() {
+            let err = |msg| BpfError::Attach {
+                tracepoint: attach,
+                msg,
+            };
+            let id = self
+                .raw("on_attach")
+                .map_err(&err)?
+                .attach(attach)
+                .map_err(|e| err(chain(&e)))?;
+            self.attach_link = Some(id);
+        }
         Ok(())
+    }
+
+    /// The loaded raw tracepoint program `name`.
+    fn raw(&mut self, name: &str) -> Result<&mut RawTracePoint, String> {
+        self.ebpf
+            .program_mut(name)
+            .and_then(|p| p.try_into().ok())
+            .ok_or_else(|| format!("{name} is not loaded"))
+    }
+
+    /// How many times the kernel runs a switch program (`on_switch` or
+    /// [`SWITCH_BTF`]) of this object per switch: their BPF links, whoever
+    /// holds them. 1 once attached.
+    pub fn switch_attachments(&self) -> Result<usize, BpfError> {
+        let err = |e: i32| BpfError::Links { msg: errno_text(e) };
+        let mut ids = Vec::new();
+        for name in ["on_switch", SWITCH_BTF] {
+            if let Some(Ok(fd)) = self.ebpf.program(name).map(|p| p.fd()) {
+                ids.push(sys_prog_id(fd.as_fd()).map_err(err)?);
+            }
+        }
+        sys_links_of(&ids).map_err(err)
     }
 
     /// Descriptors of the programs, their links and the maps.
@@ -353,9 +423,9 @@ impl BpfCounter {
         MAX_EVENTS as usize
             + 6
             + PROGRAMS.len()
-            + self.links.len()
             + usize::from(self.switch_btf)
-            + usize::from(self.switch_btf_link.is_some())
+            + usize::from(self.switch_link.is_some())
+            + usize::from(self.attach_link.is_some())
     }
 
     /// Puts `counter` as the `k`-th counter of `cpu`. It must be a live
@@ -489,6 +559,112 @@ fn chain(e: &dyn std::error::Error) -> String {
         s = format!("...{}", &s[cut..]);
     }
     s
+}
+
+/// An errno as text.
+fn errno_text(errno: i32) -> String {
+    format!(
+        "{} (errno {errno})",
+        std::io::Error::from_raw_os_error(errno)
+    )
+}
+
+/// `bpf(cmd, attr)` with `attr` a prefix of `union bpf_attr` (the kernel
+/// takes the rest as zero): its result, or the errno.
+///
+/// # Safety
+/// Every pointer inside `attr` must be valid for what `cmd` does with it
+/// (reads or writes of the sizes `attr` gives) for the whole call.
+unsafe fn sys_bpf<T>(cmd: libc::c_long, attr: &mut T) -> Result<i64, i32> {
+    // SAFETY: the kernel reads and writes at most `size_of::<T>()` bytes of
+    // `attr`, a live exclusive borrow; the pointers inside are the
+    // caller's to keep valid (this function's contract).
+    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
+    if r < 0 {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO))
+    } else {
+        Ok(r)
+    }
+}
+
+/// `bpf(BPF_OBJ_GET_INFO_BY_FD)`: the first `N` u32s of the object's
+/// info (`struct bpf_prog_info`, `struct bpf_link_info`).
+fn sys_info<const N: usize>(fd: BorrowedFd<'_>) -> Result<[u32; N], i32> {
+    /// The `BPF_OBJ_GET_INFO_BY_FD` member of `union bpf_attr`.
+    #[repr(C)]
+    struct InfoAttr {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    let mut info = [0u32; N];
+    let mut attr = InfoAttr {
+        bpf_fd: fd.as_raw_fd() as u32,
+        info_len: (N * 4) as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    // SAFETY: the kernel writes at most `info_len` bytes (the size of
+    // `info`, alive on this frame) at `attr.info`.
+    unsafe { sys_bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
+    Ok(info)
+}
+
+/// A loaded program's id (`struct bpf_prog_info`: type, id, ...).
+fn sys_prog_id(fd: BorrowedFd<'_>) -> Result<u32, i32> {
+    sys_info::<2>(fd).map(|[_, id]| id)
+}
+
+/// How many BPF links in the kernel (anyone's) run one of the programs
+/// `prog_ids`: `BPF_LINK_GET_NEXT_ID` over every link, the program of
+/// each from its info (`struct bpf_link_info`: type, id, prog_id, ...).
+fn sys_links_of(prog_ids: &[u32]) -> Result<usize, i32> {
+    /// The `BPF_*_GET_NEXT_ID` and `BPF_*_GET_FD_BY_ID` member of
+    /// `union bpf_attr`.
+    #[repr(C)]
+    struct IdAttr {
+        id: u32,
+        next_id: u32,
+        open_flags: u32,
+    }
+    const BPF_LINK_GET_FD_BY_ID: libc::c_long = 30;
+    const BPF_LINK_GET_NEXT_ID: libc::c_long = 31;
+    let (mut id, mut n) = (0u32, 0usize);
+    // Bounded: link ids only grow, and the kernel's run out.
+    loop {
+        let mut next = IdAttr {
+            id,
+            next_id: 0,
+            open_flags: 0,
+        };
+        // SAFETY: the attribute holds no pointers.
+        match unsafe { sys_bpf(BPF_LINK_GET_NEXT_ID, &mut next) } {
+            Ok(_) => id = next.next_id,
+            Err(libc::ENOENT) => return Ok(n),
+            Err(e) => return Err(e),
+        }
+        let mut by_id = IdAttr {
+            id,
+            next_id: 0,
+            open_flags: 0,
+        };
+        // SAFETY: the attribute holds no pointers.
+        let fd = match unsafe { sys_bpf(BPF_LINK_GET_FD_BY_ID, &mut by_id) } {
+            Ok(fd) => i32::try_from(fd).map_err(|_| libc::EBADF)?,
+            // Gone since: not counted.
+            Err(libc::ENOENT) => continue,
+            Err(e) => return Err(e),
+        };
+        // SAFETY: the kernel just returned `fd`, a new descriptor nothing
+        // else owns: the OwnedFd closes it.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let [_, _, prog_id] = sys_info::<3>(fd.as_fd())?;
+        if prog_ids.contains(&prog_id) {
+            n += 1;
+        }
+    }
 }
 
 /// `bpf(BPF_MAP_UPDATE_ELEM)` of a `u32` key and value: aya has no typed

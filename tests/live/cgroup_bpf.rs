@@ -535,6 +535,42 @@ fn bpf_fds_do_not_grow_with_cgroups_and_removed_cgroups_are_reclaimed() {
     );
 }
 
+/// The switch program runs once per switch: one link to it in the
+/// kernel, with `attach` called for every CPU opened, for a CPU back
+/// online, and again directly (a second link would run it twice per
+/// switch: no count changes, the cost doubles).
+#[test]
+fn bpf_switch_program_is_attached_exactly_once() {
+    let _s = serial();
+    common::require_root();
+    common::require_perf_privilege();
+    let mut c = perf_exporter::perf::bpf::BpfCounter::load(2, 1).unwrap();
+    assert_eq!(c.switch_attachments().unwrap(), 0, "nothing attached yet");
+    c.attach().unwrap();
+    c.attach().unwrap();
+    assert_eq!(c.switch_attachments().unwrap(), 1);
+    drop(c);
+
+    let t = PmuTable::discover(Path::new("/sys")).unwrap();
+    let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
+    let cfg = Config::parse(YAML, "t.yaml").unwrap();
+    let e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
+    let cpus = e.online_cpus().to_vec();
+    let sets = vec!["software".to_string()];
+    let mut b = BpfBackend::new(k, e.resolution(), &sets, &cpus, false, 4).unwrap();
+    assert_eq!(b.switch_attachments().unwrap(), 1, "CPUs {cpus:?}");
+    // A CPU "back online" is reopened, and attach runs again.
+    if let Some((last, rest)) = cpus.split_last() {
+        b.cpus_changed(rest);
+        b.cpus_changed(&cpus);
+        assert_eq!(
+            b.switch_attachments().unwrap(),
+            1,
+            "after CPU {last} returned"
+        );
+    }
+}
+
 /// A config counting the cgroups below `top` with `backend`.
 /// The program caches per CPU which selected cgroups own a cgroup (itself
 /// and its ancestors); selecting an ancestor later must reach that cache

@@ -149,6 +149,12 @@ impl BpfBackend {
         Ok(b)
     }
 
+    /// How many times the kernel runs the switch program per switch (its
+    /// links): 1 once loaded, whatever the CPUs opened or reopened.
+    pub fn switch_attachments(&self) -> Result<usize, BpfError> {
+        self.bpf.switch_attachments()
+    }
+
     /// Opens `cpu`'s groups, puts them in the program's maps and attaches
     /// the switch program (once). A counter the kernel refuses is an issue
     /// (its group is left out); a map or attach failure is an error.
