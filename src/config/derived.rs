@@ -12,6 +12,9 @@
 //!     expr: 1e3 * L1\-dcache\-load\-misses / instructions
 //!     threshold: l1d_mpki > 20
 //!     record: instance:perf_l1d:mpki_rate5m     # the recording rule's name
+//!   - name: context_switches_per_second
+//!     expr: perf_context_switches_total / duration_time
+//!     per_cpu: true           # also per CPU (the live page's heatmap)
 //!   - name: slots_per_thread
 //!     expr: "slots / 2 if #smt_on else slots"   # quoted: ` #` starts a YAML comment
 //! ```
@@ -67,6 +70,8 @@ pub struct RawDerived {
     threshold: Option<Spanned<String>>,
     #[serde(default)]
     record: Option<Spanned<String>>,
+    #[serde(default)]
+    per_cpu: Option<Spanned<bool>>,
 }
 
 /// `expr:` as written: one expression, or a list of alternatives tried in
@@ -139,6 +144,11 @@ pub struct Derived {
     /// `perf-exporter rules` names it `instance:perf_<name>:rate5m`
     /// otherwise).
     pub record: Option<String>,
+    /// Whether the value is also computed per CPU (`per_cpu: true`: the
+    /// live page's per-CPU heat map), from the per-CPU counts of its
+    /// inputs ([`Formula::per_cpu`] is its form). A value that sums over
+    /// CPUs (`cpus_utilized`: the CPUs counted) is not.
+    pub per_cpu: bool,
     /// Where `name:` is written (line, column).
     pub at: (u64, u64),
 }
@@ -166,6 +176,40 @@ pub struct LeftOut {
     /// The inputs of its first alternative the config does not count
     /// (event metrics, or derived metrics left out themselves).
     pub missing: Vec<String>,
+}
+
+/// How a per-CPU value is computed from its inputs' per-CPU counts
+/// ([`Formula::per_cpu`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PerCpuForm {
+    /// `numerator / denominator`, two event metrics.
+    Ratio(String, String),
+    /// An event metric over `duration_time`: a rate per second.
+    Rate(String),
+}
+
+impl Formula {
+    /// The form this value takes per CPU: `a / b` of two event metrics
+    /// (a ratio) or of one and `duration_time` (a rate); `None` for any
+    /// other expression.
+    pub fn per_cpu(&self) -> Option<PerCpuForm> {
+        let Expr::Binary(derive::BinOp::Div, a, b) = &self.expr else {
+            return None;
+        };
+        let source = |e: &Expr| match e {
+            Expr::Operand(o) => self
+                .inputs
+                .iter()
+                .find(|i| i.operand == o.name)
+                .map(|i| &i.source),
+            _ => None,
+        };
+        match (source(a)?, source(b)?) {
+            (Source::Metric(n), Source::Metric(m)) => Some(PerCpuForm::Ratio(n.clone(), m.clone())),
+            (Source::Metric(n), Source::Duration) => Some(PerCpuForm::Rate(n.clone())),
+            _ => None,
+        }
+    }
 }
 
 impl Derived {
@@ -635,6 +679,18 @@ pub(super) fn convert(
                 ));
             }
         }
+        let per_cpu = r.per_cpu.as_ref().is_some_and(|p| p.value);
+        if let Some(p) = r.per_cpu.as_ref().filter(|p| p.value) {
+            if let Some(g) = std::iter::once(&f)
+                .chain(&formulas)
+                .find(|g| g.per_cpu().is_none())
+            {
+                return Err(invalid(
+                    &p.referenced,
+                    format!("derived metric `{name}` has `per_cpu: true`, but `{}` has no per-CPU form: per CPU, a value is `a / b` of two event metrics or `a / duration_time`", g.text),
+                ));
+            }
+        }
         written.push(name.clone());
         by_name.insert(
             name.clone(),
@@ -647,6 +703,7 @@ pub(super) fn convert(
                 fallbacks: formulas,
                 threshold,
                 record: r.record.as_ref().map(|x| x.value.clone()),
+                per_cpu,
                 at: (r.name.referenced.line(), r.name.referenced.column()),
             },
         );

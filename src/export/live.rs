@@ -48,11 +48,12 @@
 //!   metrics the per-CPU derived values are computed from, every per-CPU
 //!   counter with `?per_cpu=all` ([`PerCpuDetail`]); and how the
 //!   per-CPU derived values are computed from those arrays, each with how
-//!   to show it (`format`): the config's derived entries `ipc`,
-//!   `busy_ratio` (MPERF/TSC, the share of time the CPU was not halted)
-//!   and the OS event rates, as its table defines them (one it leaves out
-//!   is not there), in the order the page's heatmap prefers them. The
-//!   reader computes them ([`PerCpu`]; `per_cpu.rs`).
+//!   to show it (`format`): the config's derived entries marked
+//!   `per_cpu: true` (in the default config `ipc`, `busy_ratio`
+//!   (MPERF/TSC, the share of time the CPU was not halted) and the OS
+//!   event rates; never a value that sums over CPUs, `cpus_utilized`), in
+//!   the table's order, the page's heatmap's preference. The reader
+//!   computes them ([`PerCpu`]; `per_cpu.rs`).
 //! * `multiplexed` (only when some metric was): metric → the mean share
 //!   of the window its counters were on the PMU (`perf_counter_running_ratio`,
 //!   perf's `(xx.xx%)`).
@@ -143,6 +144,12 @@ const DRAM_RATES: &[(&str, &str)] = &[
     ("perf_dram_write_bytes_total", "dram_write_bytes_per_second"),
 ];
 
+/// Whether the frame gives the derived value `name` per socket too
+/// (`per_socket`: the DRAM rates).
+pub fn is_per_socket(name: &str) -> bool {
+    DRAM_RATES.iter().any(|(_, rate)| *rate == name)
+}
+
 /// The keys of every frame (`per_cpu` unless `?per_cpu=0`; not the
 /// `per_cgroup` list, which is there only where cgroups are counted), in
 /// the order JSON objects list them (sorted).
@@ -168,9 +175,10 @@ pub enum PerCpuDetail {
     /// No `per_cpu` (`per_cpu=0`).
     Off,
     /// The inputs of the per-CPU derived values (`per_cpu=1`, the
-    /// default): instructions and cycles for `ipc`, MPERF and TSC for
+    /// default): the entries marked `per_cpu: true` (in the default
+    /// config, instructions and cycles for `ipc`, MPERF and TSC for
     /// `busy_ratio`, the context switches, interrupts and softirqs for
-    /// their rates.
+    /// their rates).
     #[default]
     Derived,
     /// Every counter that has a `cpu` label (`per_cpu=all`; `stat` always).
@@ -413,47 +421,60 @@ fn derive(f: &mut Frame, table: &DerivedTable, secs: f64) {
         )
     };
     for (name, v) in values {
-        let why = match v {
-            Ok(v) => {
-                f.derived.insert(name.to_string(), Some(v));
-                continue;
-            }
-            Err(DeriveError::Undefined) => None,
-            Err(DeriveError::Missing(op)) => {
-                let source = table.get(name).and_then(|d| {
-                    d.formula
-                        .inputs
-                        .iter()
-                        .chain(&d.formula.probes)
-                        .find(|i| i.operand == op)
-                        .map(|i| &i.source)
-                });
-                match source {
-                    Some(Source::Metric(m)) => Some(format!(
-                        "needs {m}: {}",
-                        f.unavailable
-                            .get(m)
-                            .cloned()
-                            .unwrap_or_else(|| not_configured(m))
-                    )),
-                    Some(Source::Derived(d)) => {
-                        f.unavailable.get(d).map(|why| format!("needs {d}: {why}"))
+        let v = match v {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let unavailable = &f.unavailable;
+                match why_missing(table, name, e, &|x| unavailable.get(x).cloned()) {
+                    Some(why) => {
+                        f.unavailable.insert(name.to_string(), why);
+                        continue;
                     }
-                    // An empty window: no value, as a zero divisor.
-                    Some(Source::Duration) => None,
-                    None => Some(format!("needs {op}: {}", not_configured(&op))),
+                    None => None,
                 }
             }
-            Err(e) => Some(e.to_string()),
         };
-        match why {
-            Some(why) => {
-                f.unavailable.insert(name.to_string(), why);
-            }
-            None => {
-                f.derived.insert(name.to_string(), None);
-            }
-        }
+        f.derived.insert(name.to_string(), v);
+    }
+}
+
+/// Why the derived value `name` of `table` has no number, from its
+/// evaluation's error: `None` where it is undefined in the window (a zero
+/// divisor, an empty window, a derived input that is undefined itself),
+/// else why, naming the operand it lacks (an input or a `has_event`
+/// probe) with that operand's own reason, so that a derived input's is
+/// the whole chain (`needs b: needs perf_x_total: ...`). `why` gives the
+/// reason of an event metric or derived value that is unavailable (an
+/// event metric it has none for is not in the config). The node's values
+/// and each cgroup's ([`cgroups`]) say it the same way.
+pub(super) fn why_missing(
+    table: &DerivedTable,
+    name: &str,
+    err: DeriveError,
+    why: &dyn Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let op = match err {
+        DeriveError::Undefined => return None,
+        DeriveError::Missing(op) => op,
+        e => return Some(e.to_string()),
+    };
+    let source = table.get(name).and_then(|d| {
+        d.formula
+            .inputs
+            .iter()
+            .chain(&d.formula.probes)
+            .find(|i| i.operand == op)
+            .map(|i| &i.source)
+    });
+    match source {
+        Some(Source::Metric(m)) => Some(format!(
+            "needs {m}: {}",
+            why(m).unwrap_or_else(|| not_configured(m))
+        )),
+        Some(Source::Derived(d)) => why(d).map(|w| format!("needs {d}: {w}")),
+        // An empty window: no value, as a zero divisor.
+        Some(Source::Duration) => None,
+        None => Some(format!("needs {op}: {}", not_configured(&op))),
     }
 }
 

@@ -7,7 +7,7 @@ use crate::bounded::lock;
 use crate::config::derived::Source;
 use crate::problem::{Class, Problem};
 use crate::resolve::chain::{ResolvedMetric, Status};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// HTML-escaped, after controls and bidi overrides (a cgroup named with
 /// U+202E shows reversed) are written as visible escapes
@@ -130,9 +130,9 @@ pub(super) fn landing(state: &State) -> String {
         e.cgroups().map(cgroup_section).unwrap_or_default()
     );
     let causes = causes(&e);
-    let table: BTreeSet<String> = e.derived().metrics.iter().map(|d| d.name.clone()).collect();
+    let cards = cards(e.derived());
     drop(e);
-    page(state, &rows, &cgroups, &causes, &table)
+    page(state, &rows, &cgroups, &causes, &cards)
 }
 
 /// The cards that are not available for one cause, said once: a note per
@@ -140,19 +140,25 @@ pub(super) fn landing(state: &State) -> String {
 /// card the short reason it shows (the cause, without the alternatives
 /// and what to do, which the note has). A card with a cause of its own
 /// shows the frame's reason, as before.
-fn card_notes(causes: &BTreeMap<String, Problem>) -> (BTreeMap<&'static str, String>, String) {
-    let unavailable = CARDS
+fn card_notes(
+    cards: &[Card],
+    causes: &BTreeMap<String, Problem>,
+) -> (BTreeMap<String, String>, String) {
+    let unavailable = cards
         .iter()
-        .filter_map(|(key, title, ..)| Some((*title, causes.get(*key)?)));
+        .filter_map(|c| Some((c.title(), causes.get(&c.name)?)));
     let mut short = BTreeMap::new();
     let mut notes = String::new();
     for (i, g) in crate::problem::group(unavailable).iter().enumerate() {
         if g.subjects.len() < 2 {
             continue;
         }
-        for (key, title, ..) in CARDS {
-            if g.subjects.iter().any(|s| s == title) {
-                short.insert(*key, format!("{} (see below the cards)", g.problem.cause()));
+        for c in cards {
+            if g.subjects.iter().any(|s| *s == c.title()) {
+                short.insert(
+                    c.name.clone(),
+                    format!("{} (see below the cards)", g.problem.cause()),
+                );
             }
         }
         notes.push_str(&format!(
@@ -314,106 +320,110 @@ fn cgroup_section(c: &crate::engine::cgroup::CgroupCounting) -> String {
     out
 }
 
-/// The cards: the derived value each shows (a key of the frame's
-/// `derived`), title, hint, format (`assets/live.js`) and size.
-const CARDS: &[(&str, &str, &str, &str, &str)] = &[
-    ("ipc", "IPC", "instructions per cycle", "ratio", "big"),
-    (
-        "l1d_miss_ratio",
-        "L1d miss ratio",
-        "L1 data cache load misses / loads",
-        "percent",
-        "",
-    ),
-    (
-        "l1i_miss_ratio",
-        "L1i miss ratio",
-        "L1 instruction cache load misses / loads",
-        "percent",
-        "",
-    ),
-    (
-        "llc_miss_ratio",
-        "LLC miss ratio",
-        "last-level cache load misses / loads",
-        "percent",
-        "",
-    ),
-    (
-        "branch_miss_ratio",
-        "Branch miss ratio",
-        "mispredicted / all branches",
-        "percent",
-        "",
-    ),
-    (
-        "dram_read_bytes_per_second",
-        "DRAM read",
-        "per socket",
-        "mbps",
-        "dram",
-    ),
-    (
-        "dram_write_bytes_per_second",
-        "DRAM write",
-        "per socket",
-        "mbps",
-        "dram",
-    ),
-    (
-        "context_switches_per_second",
-        "Context switches",
-        "per second, all CPUs",
-        "rate",
-        "",
-    ),
-    (
-        "interrupts_per_second",
-        "Interrupts",
-        "hardware interrupt handlers per second",
-        "rate",
-        "",
-    ),
-    (
-        "softirqs_per_second",
-        "Softirqs",
-        "softirqs per second",
-        "rate",
-        "",
-    ),
-];
-
-/// The page, with a card for each of [`CARDS`] the derived `table` has (a
+/// A card of the page: one entry of the served derived table (the
 /// config's own `derived:`, or the default's entries whose inputs it
-/// counts: a card for a value the config never computes would wait for
-/// it forever).
+/// counts), as the table gives it. Nothing is listed by the page: every
+/// entry is a card, in the table's order, and a value the config does
+/// not compute has none (it would wait for it forever).
+#[derive(Debug, Clone, PartialEq)]
+struct Card {
+    /// The entry's name (the key of the frame's `derived`).
+    name: String,
+    /// Its `help:`.
+    help: Option<String>,
+    /// Its `unit:`, as written.
+    unit: Option<String>,
+    /// How `assets/live.js` shows the value: the frame's format of it
+    /// ([`Format::of`]), or `mbps` for a DRAM rate given per socket.
+    format: &'static str,
+    /// Whether the frame gives it per socket (`per_socket`).
+    per_socket: bool,
+}
+
+impl Card {
+    /// The heading: the name, `_` as spaces (as the page's other
+    /// headings of derived values).
+    fn title(&self) -> String {
+        self.name.replace('_', " ")
+    }
+}
+
+/// The cards of `table`.
+fn cards(table: &crate::config::derived::DerivedTable) -> Vec<Card> {
+    use crate::export::live::{is_per_socket, Format};
+    table
+        .metrics
+        .iter()
+        .map(|d| {
+            let per_socket = is_per_socket(&d.name);
+            let format = match Format::of(d) {
+                _ if per_socket => "mbps",
+                Format::Percent => "percent",
+                Format::Rate => "rate",
+                Format::Ratio => "ratio",
+            };
+            Card {
+                name: d.name.clone(),
+                help: d.help.clone(),
+                unit: d.unit.clone(),
+                format,
+                per_socket,
+            }
+        })
+        .collect()
+}
+
+/// The cards' HTML, in the order of `table`; `short`: the short reason of
+/// a card whose cause is said once below them ([`card_notes`]).
+fn cards_html(table: &[Card], short: &BTreeMap<String, String>) -> String {
+    let mut cards = String::new();
+    for (i, c) in table.iter().enumerate() {
+        let why = short
+            .get(&c.name)
+            .map(|w| format!(" data-why=\"{}\"", esc(w)))
+            .unwrap_or_default();
+        let mut class = String::from("card");
+        if i == 0 {
+            class.push_str(" big");
+        }
+        let sockets = if c.per_socket {
+            class.push_str(" dram");
+            "<ul class=\"sockets\"></ul>"
+        } else {
+            ""
+        };
+        let hint = c
+            .help
+            .as_deref()
+            .map(|h| format!("<p class=\"hint\">{}</p>", esc(h)))
+            .unwrap_or_default();
+        let unit = c
+            .unit
+            .as_deref()
+            .map(|u| format!("<p class=\"hint unit\">unit: {}</p>", esc(u)))
+            .unwrap_or_default();
+        cards.push_str(&format!(
+            "<section class=\"{class}\" data-derived=\"{}\" data-unit=\"{}\"{why}><h2>{}</h2>{hint}{unit}\
+<div class=\"value\">…</div><svg class=\"spark\" viewBox=\"0 0 180 40\" preserveAspectRatio=\"none\"><polyline/></svg>{sockets}<p class=\"reason\"></p></section>\n",
+            esc(&c.name),
+            c.format,
+            esc(&c.title()),
+        ));
+    }
+    cards
+}
+
+/// The page, with a card for each entry of the derived table
+/// ([`cards`]); the first is shown large.
 fn page(
     state: &State,
     rows: &str,
     cgroups: &str,
     causes: &BTreeMap<String, Problem>,
-    table: &BTreeSet<String>,
+    table: &[Card],
 ) -> String {
-    let (short, notes) = card_notes(causes);
-    let mut cards = String::new();
-    for (key, title, hint, unit, kind) in CARDS {
-        if !table.contains(*key) {
-            continue;
-        }
-        let why = short
-            .get(key)
-            .map(|w| format!(" data-why=\"{}\"", esc(w)))
-            .unwrap_or_default();
-        let sockets = if *kind == "dram" {
-            "<ul class=\"sockets\"></ul>"
-        } else {
-            ""
-        };
-        cards.push_str(&format!(
-            "<section class=\"card {kind}\" data-derived=\"{key}\" data-unit=\"{unit}\"{why}><h2>{title}</h2><p class=\"hint\">{hint}</p>\
-<div class=\"value\">…</div><svg class=\"spark\" viewBox=\"0 0 180 40\" preserveAspectRatio=\"none\"><polyline/></svg>{sockets}<p class=\"reason\"></p></section>\n"
-        ));
-    }
+    let (short, notes) = card_notes(table, causes);
+    let cards = cards_html(table, &short);
     let version = format!(
         "{}{}",
         crate::LONG_VERSION,
@@ -490,11 +500,15 @@ mod tests {
         causes.insert("interrupts_per_second".into(), tracefs);
         // Not a card: not on the page.
         causes.insert("perf_cpu_cycles_total".into(), hw.clone());
-        let (short, notes) = card_notes(&causes);
+        let table = crate::config::Config::parse(crate::config::DEFAULT_CONFIG, "<default>")
+            .unwrap()
+            .derived;
+        let cards = cards(&table);
+        let (short, notes) = card_notes(&cards, &causes);
         let hw_short =
             "needs a hardware PMU, which this host does not have (see below the cards)".to_string();
         let imc_short = format!("{imc} (see below the cards)");
-        let want: BTreeMap<&str, String> = [
+        let want: BTreeMap<String, String> = [
             ("ipc", hw_short.clone()),
             ("l1d_miss_ratio", hw_short.clone()),
             ("l1i_miss_ratio", hw_short.clone()),
@@ -504,22 +518,68 @@ mod tests {
             ("dram_write_bytes_per_second", imc_short),
         ]
         .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
         .collect();
         assert_eq!(short, want);
         assert_eq!(
             notes,
             format!(
                 "<section class=\"card wide notes\" id=\"not-available\"><h2>Not available on this host</h2>\n\
-<p class=\"note\" id=\"why-0\">5 cards need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?): IPC, L1d miss ratio, L1i miss ratio, LLC miss ratio, Branch miss ratio; what to do: {}</p>\n\
-<p class=\"note\" id=\"why-1\">DRAM read, DRAM write: no PMU matches `uncore_imc_*` on this host; what to do: {}</p>\n\
+<p class=\"note\" id=\"why-0\">5 cards need a hardware PMU, which this host does not have (no core PMU in sysfs: no `cpu`, `cpu_core`/`cpu_atom` or `armv8_pmuv3_*`; a VM without a virtual PMU?): ipc, l1d miss ratio, l1i miss ratio, llc miss ratio, branch miss ratio; what to do: {}</p>\n\
+<p class=\"note\" id=\"why-2\">dram read bytes per second, dram write bytes per second: no PMU matches `uncore_imc_*` on this host; what to do: {}</p>\n\
 </section>\n",
                 esc(&hw.what_to_do()),
                 esc(&imc.what_to_do())
             )
         );
         assert_eq!(
-            card_notes(&BTreeMap::new()),
+            card_notes(&cards, &BTreeMap::new()),
             (BTreeMap::new(), String::new())
+        );
+    }
+
+    /// Issue 30: the cards are the served derived table's entries, as it
+    /// gives them (name, help, unit, format), in its order; nothing is
+    /// listed by the page, so a config's own entry has its card, and the
+    /// default's `cpus_utilized` says it is a node-wide sum.
+    #[test]
+    fn the_cards_are_the_derived_tables_entries() {
+        let yaml = "sets:\n  - name: s\n    events:\n      - metric: perf_context_switches_total\n        event: context-switches\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\nderived:\n  - name: switches_per_cpu_second\n    help: Context switches per second of <CPU> time.\n    unit: per second\n    expr: perf_context_switches_total / perf_cpu_clock_seconds_total\n  - name: busy_share\n    unit: ratio\n    expr: perf_cpu_clock_seconds_total / (2 * duration_time)\n";
+        let table = crate::config::Config::parse(yaml, "t.yaml")
+            .unwrap()
+            .derived;
+        let own = cards(&table);
+        let html = cards_html(&own, &BTreeMap::new());
+        assert_eq!(
+            html,
+            "<section class=\"card big\" data-derived=\"switches_per_cpu_second\" data-unit=\"rate\"><h2>switches per cpu second</h2>\
+<p class=\"hint\">Context switches per second of &lt;CPU&gt; time.</p><p class=\"hint unit\">unit: per second</p>\
+<div class=\"value\">…</div><svg class=\"spark\" viewBox=\"0 0 180 40\" preserveAspectRatio=\"none\"><polyline/></svg><p class=\"reason\"></p></section>\n\
+<section class=\"card\" data-derived=\"busy_share\" data-unit=\"percent\"><h2>busy share</h2><p class=\"hint unit\">unit: ratio</p>\
+<div class=\"value\">…</div><svg class=\"spark\" viewBox=\"0 0 180 40\" preserveAspectRatio=\"none\"><polyline/></svg><p class=\"reason\"></p></section>\n"
+        );
+        // The default: a card per entry, in the table's order; the DRAM
+        // rates with their sockets.
+        let default = crate::config::Config::parse(crate::config::DEFAULT_CONFIG, "<default>")
+            .unwrap()
+            .derived;
+        let cards = cards(&default);
+        let names: Vec<&str> = cards.iter().map(|c| c.name.as_str()).collect();
+        let want: Vec<&str> = default.metrics.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, want);
+        let dram = cards
+            .iter()
+            .find(|c| c.name == "dram_read_bytes_per_second")
+            .unwrap();
+        assert!(dram.per_socket && dram.format == "mbps", "{dram:?}");
+        let cpus = cards.iter().find(|c| c.name == "cpus_utilized").unwrap();
+        assert_eq!(cpus.format, "ratio");
+        assert!(
+            cpus.help
+                .as_deref()
+                .unwrap()
+                .starts_with("Node-wide sum over CPUs, not a per-CPU value"),
+            "{cpus:?}"
         );
     }
 

@@ -217,23 +217,10 @@ fn stat_evaluates_the_alternative_and_the_literals_of_the_host() {
 }
 
 /// node_exporter 1.9's perf collector's software profilers as one set
-/// (`benches/support/five_software.rs`): no `derived:` section, and none
-/// of the default table's inputs counted but context switches and page
-/// faults.
-const FIVE_SOFTWARE: &str = "sets:
-  - name: software
-    events:
-      - metric: perf_context_switches_total
-        event: context-switches
-      - metric: perf_cpu_migrations_total
-        event: cpu-migrations
-      - metric: perf_page_faults_total
-        event: page-faults
-      - metric: perf_minor_faults_total
-        event: minor-faults
-      - metric: perf_major_faults_total
-        event: major-faults
-";
+/// (`tests/configs/five_software.yaml`, which the benchmarks run too): no
+/// `derived:` section, and none of the default table's inputs counted but
+/// context switches and page faults.
+const FIVE_SOFTWARE: &str = include_str!("../configs/five_software.yaml");
 
 /// `check --simulate` on intel-skx with `yaml` as the config file.
 fn check_config(yaml: &str, json: bool) -> Output {
@@ -341,10 +328,12 @@ fn a_written_tables_unknown_operand_is_refused_with_the_closest_names() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     let err = err.split_once(".yaml:").map_or(&*err, |(_, r)| r);
+    // The second `expr:` line after the config's own lines.
+    let line = FIVE_SOFTWARE.lines().count() + 3;
     assert_eq!(
         err,
-        "16:41: derived metric `switches_per_fault`: `expr` column 31: unknown operand `perf_page_fault_total`: \
-         did you mean `perf_page_faults_total`, `perf_minor_faults_total` or `perf_major_faults_total`?\n"
+        format!("{line}:41: derived metric `switches_per_fault`: `expr` column 31: unknown operand `perf_page_fault_total`: \
+         did you mean `perf_page_faults_total`, `perf_minor_faults_total` or `perf_major_faults_total`?\n")
     );
     // Events the config does not count, named by their spec.
     let yaml = format!("{FIVE_SOFTWARE}derived:\n  - name: ipc\n    expr: instructions / cycles\n");
@@ -353,10 +342,10 @@ fn a_written_tables_unknown_operand_is_refused_with_the_closest_names() {
     let err = err.split_once(".yaml:").map_or(&*err, |(_, r)| r);
     assert_eq!(
         err,
-        "16:11: derived metric `ipc`: `expr` column 1: unknown operand `instructions`: \
+        format!("{line}:11: derived metric `ipc`: `expr` column 1: unknown operand `instructions`: \
          no metric or derived metric of the config has this name and none of its metrics counts this event \
          (the closest names: `perf_cpu_migrations_total`, `ipc` or `perf_context_switches_total`); \
          an operand is a metric of the config, an event spec one of its metrics counts, another derived metric, \
-         or `duration_time`\n"
+         or `duration_time`\n")
     );
 }

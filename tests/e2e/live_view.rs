@@ -225,8 +225,10 @@ fn live_page_says_why_ipc_is_not_available() {
         );
         let note = dom["notes"][0].as_str().expect("a note");
         assert!(
-            note.starts_with("5 cards need a hardware PMU, which this host does not have")
-                && note.contains(": IPC, L1d miss ratio, L1i miss ratio, LLC miss ratio, Branch miss ratio; what to do: "),
+            note.starts_with("15 cards need a hardware PMU, which this host does not have")
+                && note.contains(": ipc, l1d miss ratio, l1i miss ratio, llc miss ratio, cache miss ratio, \
+                    branch miss ratio, l1i read mpki, total dispatch slots, frontend bound, bad speculation, \
+                    backend bound, retiring, l1d read mpki, llc read mpki, smt contention; what to do: "),
             "{note}"
         );
         // The legend names the range (both ends, or that they are equal).
@@ -402,5 +404,167 @@ fn the_flame_graph_says_there_were_no_samples() {
             "{text}"
         );
         assert_eq!(f["frames"], 0, "{f:#}");
+    });
+}
+
+/// Opens the page of `p`, waits for `frames` frames, and returns the tab
+/// (the caller acts on it) with the DOM summary; a timeout names the
+/// screenshot.
+async fn open_after(
+    browser: &Browser,
+    p: &Proc,
+    name: &str,
+    frames: u64,
+) -> (common::browser::Tab, Value) {
+    let mut tab = browser.open(&format!("http://{}/", p.addr)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let dom = tab.eval(DOM).await;
+        if dom["frames"].as_u64().unwrap_or(0) >= frames {
+            return (tab, dom);
+        }
+        if Instant::now() > deadline {
+            let shot = tab.screenshot(name).await;
+            panic!(
+                "fewer than {frames} frames after 30s; screenshot {}; DOM {dom:#}; output:\n{}",
+                shot.display(),
+                p.output()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The cells of the heatmap, as numbers.
+fn cells(dom: &Value) -> Vec<f64> {
+    dom["heatmap"]["raws"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .map(|r| {
+            r.as_str()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or_else(|| panic!("a cell without a number: {dom:#}"))
+        })
+        .collect()
+}
+
+/// Issue 30: each entry of the heatmap's drop-down, picked, shows that
+/// metric's values on every CPU: the simulated intel-skx counts at
+/// constant rates (`src/perf/sim/rates.rs`: instructions 3e9/s and
+/// cycles 2e9/s, MPERF and TSC 2.5e9/s each, context switches 2000/s,
+/// tracepoints such as `irq:irq_handler_entry` and
+/// `irq:softirq_entry` 500/s, per CPU), so IPC is 1.5, the busy share 1
+/// and the rates those numbers. The choices are the default table's
+/// `per_cpu: true` entries, in its order: never `cpus_utilized`, a sum
+/// over CPUs.
+#[test]
+fn each_heatmap_choice_shows_its_values() {
+    let p = simulated_exporter("intel-skx");
+    let browser = Browser::start();
+    common::browser::runtime().block_on(async {
+        let (mut tab, dom) = open_after(&browser, &p, "heatmap-choices", 3).await;
+        let choices: Vec<String> = dom["heatmap"]["choices"]
+            .as_array()
+            .expect("choices")
+            .iter()
+            .map(|c| c.as_str().expect("a name").to_string())
+            .collect();
+        // (value, relative tolerance): ratios of whole counts are exact
+        // to a count in 1e9; a rate is a count over the frame's measured
+        // interval, which the simulated counters' enabled time matches to
+        // the scheduling of two reads.
+        let want: &[(&str, f64, f64)] = &[
+            ("ipc", 1.5, 1e-6),
+            ("busy_ratio", 1.0, 1e-6),
+            ("context_switches_per_second", 2000.0, 0.02),
+            ("interrupts_per_second", 500.0, 0.02),
+            ("softirqs_per_second", 500.0, 0.02),
+        ];
+        let names: Vec<&str> = want.iter().map(|w| w.0).collect();
+        assert_eq!(choices, names, "{dom:#}");
+        for (key, value, tolerance) in want {
+            tab.eval(&format!(
+                r##"(() => {{ const s = document.querySelector("#heatmap select.pick");
+                   s.value = {key:?}; s.dispatchEvent(new Event("change")); return s.value; }})()"##
+            ))
+            .await;
+            let dom = tab.eval(DOM).await;
+            assert_eq!(dom["heatmap"]["metric"], *key, "{dom:#}");
+            let cells = cells(&dom);
+            assert_eq!(cells.len(), 8, "{key}: {dom:#}");
+            for v in &cells {
+                assert!(
+                    (v - value).abs() <= tolerance * value,
+                    "{key}: a CPU shows {v}, the simulated PMU counts {value}: {cells:?}"
+                );
+            }
+        }
+        // The pick stays across frames.
+        let frames = tab.eval(DOM).await["frames"].as_u64().unwrap_or(0);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let dom = loop {
+            let dom = tab.eval(DOM).await;
+            if dom["frames"].as_u64().unwrap_or(0) > frames || Instant::now() > deadline {
+                break dom;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(dom["frames"].as_u64().unwrap_or(0) > frames, "{dom:#}");
+        assert_eq!(dom["heatmap"]["metric"], "softirqs_per_second", "{dom:#}");
+        // `cpus_utilized` is a card (node-wide: the 8 CPUs counted), not
+        // a per-CPU value.
+        let cpus = raw(&dom, "cpus_utilized");
+        assert!((cpus - 8.0).abs() < 0.1, "{dom:#}");
+    });
+}
+
+/// Issue 30: a config's own derived entry gets its card, with its help,
+/// its unit and its value, and the page lists no card of the default
+/// table that config does not have (`tests/configs/five_software.yaml`
+/// plus a `derived:` section). Context switches count 2000/s and page
+/// faults 1000/s per CPU on the simulated PMU: 2 switches per fault.
+#[test]
+fn a_configs_own_derived_entry_gets_its_card() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("five.yaml");
+    let yaml = format!(
+        "{}derived:\n  - name: switches_per_fault\n    help: Context switches per page fault.\n    unit: switches per fault\n    expr: perf_context_switches_total / perf_page_faults_total\n  - name: context_switches_per_second\n    unit: per second\n    per_cpu: true\n    expr: perf_context_switches_total / duration_time\n",
+        include_str!("../configs/five_software.yaml")
+    );
+    std::fs::write(&cfg, yaml).expect("config");
+    let p = common::simulated_exporter_with(
+        "intel-skx",
+        &[
+            "--config.file".to_string(),
+            cfg.to_str().expect("utf-8").to_string(),
+        ],
+    );
+    let page = p.get("/").body;
+    assert!(
+        page.contains("<h2>switches per fault</h2><p class=\"hint\">Context switches per page fault.</p><p class=\"hint unit\">unit: switches per fault</p>"),
+        "{page}"
+    );
+    load_page(&p, "own-derived-card", 3, |dom| {
+        let cards: Vec<&String> = dom["cards"].as_object().expect("cards").keys().collect();
+        assert_eq!(
+            cards,
+            ["context_switches_per_second", "switches_per_fault"],
+            "{dom:#}"
+        );
+        let v = raw(dom, "switches_per_fault");
+        // Two counters read one after the other: 2 to a part in 100.
+        assert!((v - 2.0).abs() < 0.02, "{dom:#}");
+        // Shown as its unit says: a plain number.
+        assert_eq!(
+            dom["cards"]["switches_per_fault"]["text"],
+            format!("{v:.3}"),
+            "{dom:#}"
+        );
+        assert_eq!(
+            dom["heatmap"]["choices"],
+            serde_json::json!(["context_switches_per_second"]),
+            "{dom:#}"
+        );
     });
 }

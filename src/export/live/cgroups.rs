@@ -48,14 +48,14 @@
 //!   `perf_cgroup_*` family's increase, summed over CPUs), `derived`
 //!   (the values of `derived`; `null` where undefined in the window, a
 //!   denominator that did not move; left out where an input has no count
-//!   in this cgroup) and, where a family's
+//!   in this cgroup, and then in `unavailable`, with the input it lacks
+//!   and why, as the frame's `unavailable` says the node's) and, where a family's
 //!   counters never ran in the cgroup (`perf_cgroup_counter_state`
 //!   `never_ran`), `not_counted` (family → why; perf's `<not counted>`):
 //!   such a family has no count unless another CPU of it counted.
 
 use super::{label, Format};
 use crate::config::derived::{DerivedTable, Input, Source};
-use crate::derive::DeriveError;
 use crate::problem::CounterState;
 use crate::snapshot::{Family, Labels, Sample};
 use serde::Serialize;
@@ -117,8 +117,15 @@ pub struct CgroupRow {
     pub counts: BTreeMap<String, f64>,
     /// The [`CgroupTop::derived`] values of this cgroup: `None` (JSON
     /// `null`) where undefined in the window (a zero divisor); left out
-    /// where an input has no count in this cgroup (it never ran here).
+    /// where an input has no count in this cgroup (it never ran here),
+    /// and then in `unavailable`.
     pub derived: BTreeMap<String, Option<f64>>,
+    /// The [`CgroupTop::derived`] values this cgroup has none of, with why:
+    /// the input it lacks and that input's reason, as the frame's
+    /// `unavailable` says the node's (`needs perf_cgroup_cpu_cycles_total:
+    /// ...`). Not in the JSON when empty.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub unavailable: BTreeMap<String, String>,
     /// `perf_cgroup_*` family → why it was not counted in this cgroup in
     /// the window (a series of it `never_ran`: `perf_cgroup_counter_state`);
     /// such a family is in `counts` only where another series of it (a CPU)
@@ -307,12 +314,12 @@ impl Build<'_, '_> {
             .map(|(n, v)| (n.to_string(), *v))
             .collect();
         let why = CounterState::NeverRan.explain();
-        let not_counted = a
+        let not_counted: BTreeMap<String, String> = a
             .not_counted
             .iter()
             .map(|n| (n.to_string(), why.to_string()))
             .collect();
-        let derived = values(self.table, &counts, self.secs);
+        let (derived, unavailable) = values(self.table, &counts, &not_counted, self.secs);
         CgroupRow {
             cgroup: a.path.to_string(),
             labels: a
@@ -323,6 +330,7 @@ impl Build<'_, '_> {
                 .collect(),
             counts,
             derived,
+            unavailable,
             not_counted,
             nested: self.level(self.children[i].clone()),
         }
@@ -382,15 +390,20 @@ fn to_cgroup(input: &mut Input, families: &[&str], done: &DerivedTable) -> bool 
     }
 }
 
-/// A row's values of the per-cgroup `table` over the window: `None` where
-/// undefined (a zero divisor, or a derived input that is), left out where
-/// an input has no count in the row.
+/// A row's values of the per-cgroup `table` over the window: `None`
+/// where undefined (a zero divisor, or a derived input that is), and
+/// those without a value in the second map, with why: the operand they
+/// lack and its reason, said as the node's are
+/// ([`why_missing`](super::why_missing)); a family the row has no count
+/// of never ran in the cgroup (`not_counted`) or counted nothing there.
 fn values(
     table: &DerivedTable,
     counts: &BTreeMap<String, f64>,
+    not_counted: &BTreeMap<String, String>,
     secs: f64,
-) -> BTreeMap<String, Option<f64>> {
+) -> (BTreeMap<String, Option<f64>>, BTreeMap<String, String>) {
     let mut out = BTreeMap::new();
+    let mut unavailable: BTreeMap<String, String> = BTreeMap::new();
     let all = table.evaluate(
         &|m| counts.get(m).copied(),
         (secs > 0.0).then_some(secs),
@@ -399,26 +412,30 @@ fn values(
     for (name, v) in all {
         let v = match v {
             Ok(v) => Some(v),
-            Err(DeriveError::Undefined) => None,
-            Err(DeriveError::Missing(op)) => {
-                let source = table.get(name).and_then(|d| {
-                    d.formula
-                        .inputs
-                        .iter()
-                        .find(|i| i.operand == op)
-                        .map(|i| &i.source)
-                });
-                match source {
-                    // An empty window; a derived input undefined here.
-                    Some(Source::Duration) => None,
-                    Some(Source::Derived(x)) if out.contains_key(x) => None,
-                    // An input this cgroup has no count of.
-                    _ => continue,
+            Err(e) => {
+                let why = |x: &str| {
+                    unavailable.get(x).cloned().or_else(|| {
+                        x.starts_with(CGROUP_PREFIX).then(|| {
+                            not_counted
+                                .get(x)
+                                .cloned()
+                                .unwrap_or_else(|| NO_COUNT.to_string())
+                        })
+                    })
+                };
+                match super::why_missing(table, name, e, &why) {
+                    Some(why) => {
+                        unavailable.insert(name.to_string(), why);
+                        continue;
+                    }
+                    None => None,
                 }
             }
-            Err(_) => continue,
         };
         out.insert(name.to_string(), v);
     }
-    out
+    (out, unavailable)
 }
+
+/// Why a cgroup has no count of a family that did not say it never ran.
+const NO_COUNT: &str = "no count in this cgroup in the window";

@@ -22,11 +22,11 @@
 //!   `null`: that CPU has no series of the metric in the window (a CPU
 //!   that went offline, a PMU that counts on some CPUs only).
 //! * `formulas`: the per-CPU derived values whose inputs are in `counts`
-//!   ([`PER_CPU`]'s entries of the served derived table, [`formulas`]:
-//!   `ipc`, `busy_ratio` (MPERF/TSC, the share of time the CPU was not
-//!   halted) and the OS event rates, as the config defines them; one the
-//!   config does not define is not here), in the order the page's heatmap
-//!   prefers them: `{"ratio": [numerator, denominator]}` (no value where
+//!   (the entries of the served derived table marked `per_cpu: true`,
+//!   [`formulas`]: in the default config `ipc`, `busy_ratio` (MPERF/TSC,
+//!   the share of time the CPU was not halted) and the OS event rates;
+//!   nothing is listed by the page or here), in the table's order, the
+//!   heatmap's preference: `{"ratio": [numerator, denominator]}` (no value where
 //!   the denominator is 0 or either input is `null`) or `{"rate": metric}`
 //!   (the count over `interval_seconds`), with `format`, how to show the
 //!   value (from the entry's `unit:`: `percent` for a share, `rate` per
@@ -39,8 +39,7 @@
 //! parsed from its labels at every frame.
 
 use super::{label, numbers, Format};
-use crate::config::derived::{Derived, DerivedTable, Source};
-use crate::derive::{BinOp, Expr};
+use crate::config::derived::DerivedTable;
 use crate::snapshot::{Labels, Sample};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -52,66 +51,26 @@ const MAX_CPU: u32 = 1 << 13;
 /// No CPU (in [`CpuIndex`]).
 const NO_CPU: u32 = u32::MAX;
 
-/// The derived metrics the page shows per CPU, by name, in the order its
-/// heatmap prefers them (IPC where there is a PMU, else the busy share
-/// from MPERF/TSC, else the OS event rates). Whether each is given, and
-/// how it is computed, is the served derived table's ([`formulas`]): its
-/// entry of that name, where the table has one and its expression has a
-/// per-CPU form (`a / b` of two counted metrics, or `a / duration_time`).
-/// Node-wide, every derived value comes from the table.
-pub(super) const PER_CPU: &[&str] = &[
-    "ipc",
-    "busy_ratio",
-    "context_switches_per_second",
-    "interrupts_per_second",
-    "softirqs_per_second",
-];
-
-/// How the page computes a per-CPU derived value from the columns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Form {
-    /// `numerator / denominator` over the interval.
-    Ratio(String, String),
-    /// `metric / interval_seconds`.
-    Rate(String),
-}
+/// How the page computes a per-CPU derived value from the columns (the
+/// entry's [`Formula::per_cpu`](crate::config::derived::Formula::per_cpu)).
+pub(super) use crate::config::derived::PerCpuForm as Form;
 
 /// A per-CPU derived value: its name, how the page computes it, and how
 /// it shows it (the entry's `unit:`, [`Format::of`]).
-pub(super) type Column = (&'static str, Form, Format);
+pub(super) type Column = (String, Form, Format);
 
-/// `d`'s per-CPU form: its expression is `a / b` of two event metrics
-/// (a ratio) or of one and `duration_time` (a rate).
-fn form_of(d: &Derived) -> Option<Form> {
-    let Expr::Binary(BinOp::Div, a, b) = &d.formula.expr else {
-        return None;
-    };
-    let source = |e: &Expr| match e {
-        Expr::Operand(o) => d
-            .formula
-            .inputs
-            .iter()
-            .find(|i| i.operand == o.name)
-            .map(|i| &i.source),
-        _ => None,
-    };
-    match (source(a)?, source(b)?) {
-        (Source::Metric(n), Source::Metric(m)) => Some(Form::Ratio(n.clone(), m.clone())),
-        (Source::Metric(n), Source::Duration) => Some(Form::Rate(n.clone())),
-        _ => None,
-    }
-}
-
-/// The derived values given per CPU, in [`PER_CPU`]'s order: its entries
-/// of `table` (the one the engine serves) that have a per-CPU form, each
-/// with its format. A config without one of them has no such column.
+/// The derived values given per CPU: the entries of `table` (the one the
+/// engine serves) marked `per_cpu: true`, in the table's order (the
+/// heatmap shows the first with a value unless one is picked), each with
+/// its per-CPU form and its format. Nothing is listed here: a config's
+/// own entries are given as it marks them, and a value that sums over
+/// CPUs (`cpus_utilized`, the CPUs counted) is not marked.
 pub(super) fn formulas(table: &DerivedTable) -> Vec<Column> {
-    PER_CPU
+    table
+        .metrics
         .iter()
-        .filter_map(|&n| {
-            let d = table.get(n)?;
-            Some((n, form_of(d)?, Format::of(d)))
-        })
+        .filter(|d| d.per_cpu)
+        .filter_map(|d| Some((d.name.clone(), d.formula.per_cpu()?, Format::of(d))))
         .collect()
 }
 
@@ -137,7 +96,7 @@ pub struct PerCpu {
     /// The columns, one after the other: `cpus.len()` values each.
     values: Vec<Option<f64>>,
     /// The per-CPU derived values whose inputs are columns (those kept),
-    /// in [`PER_CPU`]'s order.
+    /// in the derived table's order.
     derived: Vec<Column>,
 }
 
@@ -162,9 +121,9 @@ impl PerCpu {
     }
 
     /// The per-CPU derived values given (module docs), in the order the
-    /// heatmap prefers them ([`PER_CPU`]).
-    pub fn derived_names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.derived.iter().map(|(n, ..)| *n)
+    /// heatmap prefers them (the derived table's).
+    pub fn derived_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.derived.iter().map(|(n, ..)| n.as_str())
     }
 
     /// The derived value `name` on `cpu`: `None` where an input is missing

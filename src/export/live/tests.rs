@@ -485,24 +485,40 @@ fn a_framer_follows_series_that_move_between_cpus() {
     assert_eq!(json, frame(&a, &b, 1.0, &r, table()).to_json());
 }
 
-/// The per-CPU values the page computes are generated from the served
-/// derived table: its entries of those names, applied to one CPU's
-/// columns; a config that writes one otherwise changes the page's, and
-/// one that leaves one out (here `busy_ratio`) has no such column.
+/// The per-CPU values the page computes are the served derived table's
+/// entries marked `per_cpu: true`, in its order, each applied to one CPU's
+/// columns: nothing is listed by the exporter. The default marks `ipc`,
+/// `busy_ratio` and the OS event rates, never `cpus_utilized` (a sum over
+/// CPUs: the CPUs counted); a config's own entries are given as it marks
+/// them, and `per_cpu: true` on a value with no per-CPU form is refused.
 #[test]
 fn per_cpu_formulas_are_the_configs() {
     let forms = per_cpu::formulas(table());
-    for name in per_cpu::PER_CPU {
-        let d = table().get(name).unwrap();
-        let (_, form, _) = forms.iter().find(|(n, ..)| n == name).unwrap();
+    let marked: Vec<&str> = table()
+        .metrics
+        .iter()
+        .filter(|d| d.per_cpu)
+        .map(|d| d.name.as_str())
+        .collect();
+    let names: Vec<&str> = forms.iter().map(|(n, ..)| n.as_str()).collect();
+    assert_eq!(names, marked);
+    assert_eq!(
+        names,
+        [
+            "ipc",
+            "busy_ratio",
+            "context_switches_per_second",
+            "interrupts_per_second",
+            "softirqs_per_second"
+        ]
+    );
+    for (name, form, _) in &forms {
         let want = match form {
             per_cpu::Form::Ratio(n, d) => format!("{n} / {d}"),
             per_cpu::Form::Rate(m) => format!("{m} / duration_time"),
         };
-        assert_eq!(d.formula.text, want, "{name}");
+        assert_eq!(table().get(name).unwrap().formula.text, want, "{name}");
     }
-    let names: Vec<&str> = forms.iter().map(|(n, ..)| *n).collect();
-    assert_eq!(names, per_cpu::PER_CPU);
     let formats: Vec<Format> = forms.iter().map(|(.., f)| *f).collect();
     assert_eq!(
         formats,
@@ -514,19 +530,147 @@ fn per_cpu_formulas_are_the_configs() {
             Format::Rate
         ]
     );
-    // A unit that is no rate is shown as a number, also over time.
+    // `cpus_utilized` has a per-CPU form, but is a node-wide sum (each
+    // CPU's would be 1, idle or not): not per CPU. Its unit is no rate:
+    // shown as a number, also over time.
     let cpus = table().get("cpus_utilized").unwrap();
+    assert!(!cpus.per_cpu);
+    assert!(cpus.formula.per_cpu().is_some());
     assert_eq!(Format::of(cpus), Format::Ratio);
-    let yaml = "sets:\n  - name: s\n    events:\n      - metric: perf_a_total\n        event: instructions\n      - metric: perf_b_total\n        event: cycles\nderived:\n  - name: ipc\n    expr: perf_b_total / perf_a_total\n  - name: context_switches_per_second\n    expr: 2 * perf_a_total / duration_time\n";
+    let help = cpus.help.as_deref().unwrap();
+    assert!(
+        help.starts_with("Node-wide sum over CPUs, not a per-CPU value"),
+        "{help}"
+    );
+    // A config's own table: its marked entries, whatever their names.
+    let yaml = "sets:\n  - name: s\n    events:\n      - metric: perf_a_total\n        event: instructions\n      - metric: perf_b_total\n        event: cycles\nderived:\n  - name: ipc\n    expr: perf_b_total / perf_a_total\n  - name: cycles_per_instruction\n    per_cpu: true\n    expr: perf_b_total / perf_a_total\n  - name: context_switches_per_second\n    expr: 2 * perf_a_total / duration_time\n";
     let cfg = crate::config::Config::parse(yaml, "t.yaml").unwrap();
     let forms = per_cpu::formulas(&cfg.derived);
     assert_eq!(
         forms,
         [(
-            "ipc",
+            "cycles_per_instruction".to_string(),
             per_cpu::Form::Ratio("perf_b_total".into(), "perf_a_total".into()),
             Format::Ratio
         )]
+    );
+    // Refused where the expression has no per-CPU form.
+    let bad = yaml.replace(
+        "  - name: context_switches_per_second\n",
+        "  - name: context_switches_per_second\n    per_cpu: true\n",
+    );
+    let err = crate::config::Config::parse(&bad, "t.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("derived metric `context_switches_per_second` has `per_cpu: true`, but `2 * perf_a_total / duration_time` has no per-CPU form"),
+        "{err}"
+    );
+}
+
+/// A cgroup's derived value without a value says why exactly as the
+/// node's does (one function, [`why_missing`]): the input it lacks, and
+/// through a derived input the whole chain, down to that metric's reason
+/// (here: never ran in the cgroup, as the node's metric is not counted on
+/// this host), including an operand only a `has_event` probe reads.
+#[test]
+fn a_cgroups_missing_operand_says_the_nodes_reason_chain() {
+    let yaml = "sets:\n  - name: s\n    events:\n      - metric: perf_context_switches_total\n        event: context-switches\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n      - metric: perf_interrupts_total\n        event: \"irq:irq_handler_entry\"\nderived:\n  - name: busy\n    expr: perf_cpu_clock_seconds_total / duration_time\n  - name: switches_per_busy\n    expr: perf_context_switches_total / busy\n";
+    let table = crate::config::Config::parse(yaml, "t.yaml")
+        .unwrap()
+        .derived;
+    let states = |k: f64| Family {
+        name: CGROUP_STATE.into(),
+        help: String::new(),
+        kind: Kind::Gauge,
+        samples: vec![sample(
+            &[
+                ("cgroup", "app"),
+                ("metric", "perf_cgroup_cpu_clock_seconds_total"),
+                ("state", "never_ran"),
+            ],
+            k.max(1.0),
+            1,
+        )],
+    };
+    let fams = |k: f64| {
+        let mut v = vec![
+            per_cpu("perf_context_switches_total", &[100.0 * k, 300.0 * k]),
+            counter(
+                "perf_cgroup_context_switches_total",
+                vec![sample(&[("cgroup", "app"), ("cpu", "0")], 50.0 * k, 1)],
+            ),
+            counter(
+                "perf_cgroup_cpu_clock_seconds_total",
+                vec![sample(&[("cgroup", "app"), ("cpu", "0")], 0.0, 1)],
+            ),
+            states(k),
+        ];
+        v.extend(avail(&[
+            ("perf_context_switches_total", true, ""),
+            ("perf_cpu_clock_seconds_total", false, "no clock here"),
+        ]));
+        v
+    };
+    let f = frame(&fams(0.0), &fams(1.0), 1.0, &Reasons::new(), &table);
+    let node_clock = f.unavailable["perf_cpu_clock_seconds_total"].clone();
+    assert_eq!(
+        f.unavailable["busy"],
+        format!("needs perf_cpu_clock_seconds_total: {node_clock}")
+    );
+    assert_eq!(
+        f.unavailable["switches_per_busy"],
+        format!("needs busy: needs perf_cpu_clock_seconds_total: {node_clock}")
+    );
+    let top = f.per_cgroup.unwrap();
+    let row = &top.top[0];
+    let never = CounterState::NeverRan.explain();
+    assert_eq!(
+        row.unavailable,
+        [
+            (
+                "busy".to_string(),
+                format!("needs perf_cgroup_cpu_clock_seconds_total: {never}")
+            ),
+            (
+                "switches_per_busy".to_string(),
+                format!("needs busy: needs perf_cgroup_cpu_clock_seconds_total: {never}")
+            ),
+        ]
+        .into_iter()
+        .collect()
+    );
+    assert!(row.derived.is_empty(), "{:?}", row.derived);
+    // The same function, the same chain: only the metric's name (its
+    // per-cgroup family) and its own reason differ.
+    let strip = |s: &str, why: &str| s.replace("perf_cgroup_", "perf_").replace(why, "WHY");
+    assert_eq!(
+        strip(&row.unavailable["switches_per_busy"], never),
+        strip(&f.unavailable["switches_per_busy"], &node_clock)
+    );
+    // A `has_event` probe's operand is found too (the cgroup copy missed
+    // them): the reason names it, never "not in the config".
+    let busy = table.get("busy").unwrap();
+    let probed = DerivedTable {
+        metrics: vec![crate::config::derived::Derived {
+            formula: crate::config::derived::Formula {
+                inputs: Vec::new(),
+                probes: busy.formula.inputs.clone(),
+                ..busy.formula.clone()
+            },
+            ..busy.clone()
+        }],
+        implicit: None,
+    };
+    let op = "perf_cpu_clock_seconds_total";
+    assert_eq!(
+        why_missing(
+            &probed,
+            "busy",
+            crate::derive::DeriveError::Missing(op.into()),
+            &|_| Some("down".to_string()),
+        ),
+        Some(format!("needs {op}: down"))
     );
 }
 
@@ -552,7 +696,7 @@ fn cgroup_collection(k: f64) -> Vec<Family> {
 /// metrics; `extra` is appended to its derived entries.
 fn software_config(extra: &str) -> DerivedTable {
     let yaml = format!(
-        "sets:\n  - name: s\n    events:\n      - metric: perf_context_switches_total\n        event: context-switches\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n      - metric: perf_interrupts_total\n        event: \"irq:irq_handler_entry\"\nderived:\n  - name: context_switches_per_second\n    unit: per second\n    expr: perf_context_switches_total / duration_time\n  - name: irq_per_switch\n    expr: perf_interrupts_total / perf_context_switches_total\n{extra}"
+        "sets:\n  - name: s\n    events:\n      - metric: perf_context_switches_total\n        event: context-switches\n      - metric: perf_cpu_clock_seconds_total\n        event: cpu-clock\n      - metric: perf_interrupts_total\n        event: \"irq:irq_handler_entry\"\nderived:\n  - name: context_switches_per_second\n    unit: per second\n    per_cpu: true\n    expr: perf_context_switches_total / duration_time\n  - name: irq_per_switch\n    expr: perf_interrupts_total / perf_context_switches_total\n{extra}"
     );
     crate::config::Config::parse(&yaml, "t.yaml")
         .unwrap()

@@ -49,12 +49,13 @@ function showCard(card, frame) {
   }
   reason.textContent = "";
   const v = frame.derived[key];
-  // A value this config does not compute: no card (the server leaves
-  // such cards out; this keeps one frame from stopping the page).
+  // A value this frame does not have (the server makes a card of each
+  // entry of the derived table the frames come from; this keeps one
+  // frame from stopping the page).
   card.hidden = v === undefined;
   if (v === undefined) return;
   value.dataset.raw = v === null ? "" : String(v);
-  value.textContent = v === null ? "– (no events this interval)" : FORMAT[card.dataset.unit](v);
+  value.textContent = v === null ? "– (no events this interval)" : formatOf(card.dataset.unit)(v);
   spark(card, key, v);
   const list = card.querySelector(".sockets");
   if (list) {
@@ -196,6 +197,9 @@ function cgroupRows(rows, depth, out, columns) {
       td.dataset.key = c.name;
       td.dataset.raw = v == null ? "" : String(v);
       td.textContent = v === undefined ? "n/a" : v === null ? "–" : formatOf(c.format)(v);
+      // Why this cgroup has no value (the input it lacks, as the cards say it).
+      const why = (row.unavailable || {})[c.name];
+      if (why) td.title = why;
       tr.append(td);
     }
     const act = document.createElement("td");
