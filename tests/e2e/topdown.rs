@@ -272,8 +272,9 @@ fn unknown_model_reports_no_encoding_and_the_rest_works() {
 /// `serve --simulate` on the hybrid fixture: the five families on the P-cores
 /// (CPUs 0-15), whose shares add up to the slots (within the kernel's
 /// rounding of 8-bit fractions: the simulator's shares are in 255ths); the
-/// E-cores (16-27) count their own topdown-* events but have no slots, and
-/// the landing page says why.
+/// E-cores (16-27) count their own topdown-* events as the
+/// `perf_topdown_atom_*` families (no `slots` event: 5 slots a cycle), and
+/// the landing page says why `slots` is the P-cores' only.
 #[test]
 fn serve_on_hybrid_exports_the_five_families_for_cpu_core() {
     // Per CPU (the default config sums the topdown set per socket).
@@ -321,15 +322,38 @@ fn serve_on_hybrid_exports_the_five_families_for_cpu_core() {
             "cpu {cpu}: slots {slots}, categories {sum}"
         );
     }
+    // The E-cores count their own categories, under their own names (a
+    // P-core share never divides an E-core count), over 5 slots a cycle.
+    let atom = [
+        "atom_slots_total",
+        "atom_retiring_slots_total",
+        "atom_frontend_bound_slots_total",
+        "atom_backend_bound_slots_total",
+    ];
     for cpu in 16..28 {
-        assert!(
-            !values.contains_key(&("slots_total".to_string(), cpu)),
-            "cpu_atom CPU {cpu} has slots"
-        );
-        for f in &five[1..] {
+        for f in &five {
             assert!(
-                values.contains_key(&(f.to_string(), cpu)),
-                "{f} on cpu {cpu}"
+                !values.contains_key(&(f.to_string(), cpu)),
+                "cpu_atom CPU {cpu} has {f}"
+            );
+        }
+        let v = |f: &str| {
+            *values
+                .get(&(f.to_string(), cpu))
+                .unwrap_or_else(|| panic!("perf_topdown_{f} on cpu {cpu}: {values:?}"))
+        };
+        let slots = v(atom[0]);
+        let three: f64 = atom[1..].iter().map(|f| v(f)).sum();
+        assert!(
+            slots > 0.0 && three < slots,
+            "cpu {cpu}: slots {slots}, three categories {three}"
+        );
+    }
+    for cpu in 0..16 {
+        for f in &atom {
+            assert!(
+                !values.contains_key(&(f.to_string(), cpu)),
+                "cpu_core CPU {cpu} has {f}"
             );
         }
     }
