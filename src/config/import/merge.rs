@@ -145,7 +145,7 @@ const EQUIVALENT: [Equivalent; 18] = [
     // `-fetch-lat`, `-mem-bound` (umask 0x80 to 0x87), the same encodings
     // (arch/x86/events/intel/core.c; the intel-hybrid fixture's cpu_core).
     // The default counts the metric events as `cpu_core/...` (then
-    // `cpu/...`): on hybrid parts the P-cores' only.
+    // `core/...`): on hybrid parts the P-cores' only.
     Equivalent {
         perf: "cpu_core/event=0x00,umask=0x04/",
         config: "core/slots/",
