@@ -295,11 +295,7 @@ fn alder_lake_topdown_imports_and_check_accepts_every_metric() {
     );
     let yaml = std::fs::read_to_string(&cfg).unwrap();
     assert_golden(&yaml, "alderlake-target.yaml");
-    let first = yaml
-        .lines()
-        .skip_while(|l| !l.contains("cpu_core/"))
-        .next()
-        .unwrap_or("");
+    let first = yaml.lines().find(|l| l.contains("cpu_core/")).unwrap_or("");
     assert!(first.contains("umask=0x4/"), "slots first: {yaml}");
 
     let v = strict_check("intel-hybrid", &cfg);
