@@ -13,8 +13,8 @@
 //!   its `pod_uid` only).
 //!
 //! * The top-down row of the node dashboard and the top-down rules: intel-hybrid
-//!   (Intel perf metrics on `cpu_core`, plain `topdown-*` counters on
-//!   `cpu_atom`), amd-zen4 (pipeline utilisation), intel-skx (the classic
+//!   (Intel perf metrics on `cpu_core`; the plain `topdown-*` counters of
+//!   `cpu_atom` are families of their own), amd-zen4 (pipeline utilisation), intel-skx (the classic
 //!   formula) and arm-neoverse-n1 (stall cycles); the level-1 shares must add
 //!   up to 1 on every node with slots.
 //!
@@ -57,6 +57,32 @@ const TOPDOWN_ROW: &str = "Top-down (level 1)";
 /// `counter_budget`) and in `check --json`'s goldens.
 const BUDGET_FAMILY: &str = "perf_pmu_counters";
 const TOPDOWN_RULES: &str = "perf_topdown_";
+/// The derived shares only the perf-metrics level-2 events (the P-cores of
+/// intel-hybrid) or the E-cores' own top-down counters give, with their
+/// values on the simulated intel-hybrid (src/perf/sim/accept.rs: the
+/// P-cores' metric events in 255ths of their slots, `INT_MISC.UOP_DROPPING`
+/// 1e6/s of 1.2e10 slots/s; the E-cores' categories of 5 slots a cycle):
+/// checked by the top-down test only.
+const HYBRID_SHARES: [(&str, f64); 12] = [
+    (
+        "instance:perf_fetch_latency:rate5m",
+        30.0 / 255.0 - 1e6 / 1.2e10,
+    ),
+    ("instance:perf_fetch_bandwidth:rate5m", 21.0 / 255.0),
+    ("instance:perf_branch_mispredicts:rate5m", 20.0 / 255.0),
+    (
+        "instance:perf_machine_clears:rate5m",
+        6.0 / 255.0 + 1e6 / 1.2e10,
+    ),
+    ("instance:perf_memory_bound:rate5m", 40.0 / 255.0),
+    ("instance:perf_core_bound:rate5m", 36.0 / 255.0),
+    ("instance:perf_heavy_operations:rate5m", 20.0 / 255.0),
+    ("instance:perf_light_operations:rate5m", 82.0 / 255.0),
+    ("instance:perf_atom_frontend_bound:rate5m", 0.25),
+    ("instance:perf_atom_bad_speculation:rate5m", 0.1),
+    ("instance:perf_atom_backend_bound:rate5m", 0.25),
+    ("instance:perf_atom_retiring:rate5m", 0.4),
+];
 const TOPDOWN_FIXTURES: [&str; 4] = ["intel-hybrid", "amd-zen4", "intel-skx", "arm-neoverse-n1"];
 /// The level-1 shares, which add up to 1 where a node counts slots.
 const TOPDOWN_SHARES: &str = "instance:perf_topdown_(retiring|bad_speculation|frontend_bound|backend_bound|smt_contention):ratio_rate5m";
@@ -508,6 +534,7 @@ fn dashboards_and_rules(extra: &[String]) {
     let records: Vec<String> = records()
         .into_iter()
         .filter(|r| !r.starts_with(POD_RULE_PREFIX) && !r.contains(TOPDOWN_RULES))
+        .filter(|r| !HYBRID_SHARES.iter().any(|(h, _)| h == r))
         .collect();
     assert!(records.len() >= 10, "{records:?}");
     check_records(&prom, &records, &fixture_of, &mut failures);
@@ -654,10 +681,11 @@ fn topdown_row_and_rules_on_real_prometheus() {
         "shares recorded for"
     );
     // The simulated pipelines' shares (src/perf/sim/accept.rs): Skylake and
-    // Zen 4 from their raw events; the hybrid's 16 P-cores in 255ths of
-    // 1.2e10 slots/s and its 12 E-cores' own categories of 1e10 slots/s.
-    let (p, e) = (16.0 * 1.2e10, 12.0 * 1.0e10);
-    let hybrid = |p_share: f64, e_share: f64| (p * p_share / 255.0 + e * e_share) / (p + e);
+    // Zen 4 from their raw events; the hybrid's P-cores in 255ths of their
+    // slots (its `perf_topdown_*` are the P-cores' only: the E-cores' own
+    // categories are the `perf_topdown_atom_*` families, read by the
+    // derived `atom_*` shares, never added to the P-cores').
+    let hybrid = |p_share: f64, _e_share: f64| p_share / 255.0;
     for (fixture, shares) in [
         ("intel-skx", [0.5, 0.2, 0.2, 0.1, f64::NAN]),
         ("amd-zen4", [0.4, 0.1, 0.2, 0.25, 0.05]),
@@ -712,6 +740,23 @@ fn topdown_row_and_rules_on_real_prometheus() {
         let got: Vec<f64> = query(&prom, rec).iter().map(value).collect();
         if got.len() != 1 || (got[0] - want).abs() > 1e-3 {
             failures.push(format!("arm-neoverse-n1 {rec}: {got:?}, expected {want}"));
+        }
+    }
+    // Level 2 of the P-cores and level 1 of the E-cores: the hybrid's only,
+    // each from one core type's counts.
+    for (rec, want) in HYBRID_SHARES {
+        let got: Vec<(&str, f64)> = query(&prom, rec)
+            .iter()
+            .map(|r| {
+                let inst = r["metric"]["instance"].as_str().expect("instance");
+                (fixture_of[inst], value(r))
+            })
+            .collect();
+        let ok = matches!(got.as_slice(), [("intel-hybrid", v)] if (v - want).abs() < 1e-3);
+        if !ok {
+            failures.push(format!(
+                "{rec}: {got:?}, expected {want} on intel-hybrid only"
+            ));
         }
     }
     for (share, expected) in [

@@ -266,12 +266,15 @@ fn amd_zen4_pipeline_utilisation_imports_and_check_accepts_every_metric() {
     assert_eq!(derived, want);
 }
 
-/// The Alder Lake / Raptor Lake P-core top-down level 1
-/// (config/metrics/alderlake.json: the kernel's perf-metrics formulas)
-/// imported for the intel-hybrid fixture: every metric taken, and
-/// `check --strict` resolves every event and every derived metric there.
+/// The Alder Lake / Raptor Lake top-down levels 1 and 2 of the P-cores
+/// and level 1 of the E-cores (config/metrics/alderlake.json: the
+/// kernel's formulas) imported for the intel-hybrid fixture: every metric
+/// taken, the P-cores' set written with `slots` first (the kernel opens a
+/// perf-metrics event only under a `slots` leader), and `check --strict`,
+/// with and without `--simulate`, resolves every event and every derived
+/// metric there.
 #[test]
-fn alder_lake_topdown_level_1_imports_and_check_accepts_every_metric() {
+fn alder_lake_topdown_imports_and_check_accepts_every_metric() {
     let hybrid = root().join("tests/fixtures/sysfs/intel-hybrid");
     let hybrid = hybrid.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -288,26 +291,55 @@ fn alder_lake_topdown_level_1_imports_and_check_accepts_every_metric() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        format!("wrote {}: 4 metrics taken, 0 left out\n", cfg.display())
+        format!("wrote {}: 17 metrics taken, 0 left out\n", cfg.display())
     );
     let yaml = std::fs::read_to_string(&cfg).unwrap();
     assert_golden(&yaml, "alderlake-target.yaml");
+    let first = yaml.lines().find(|l| l.contains("cpu_core/")).unwrap_or("");
+    assert!(first.contains("umask=0x4/"), "slots first: {yaml}");
 
     let v = strict_check("intel-hybrid", &cfg);
-    all_resolved(&v, "metrics", 6);
-    let names: Vec<&str> = all_resolved(&v, "derived", 4)
+    all_resolved(&v, "metrics", 14);
+    let names: Vec<&str> = all_resolved(&v, "derived", 17)
         .iter()
         .map(|d| d["name"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(
-        names,
-        [
-            "frontend_bound",
-            "retiring",
-            "backend_bound",
-            "bad_speculation"
-        ]
-    );
+    for n in [
+        "frontend_bound",
+        "bad_speculation",
+        "backend_bound",
+        "retiring",
+        "fetch_latency",
+        "fetch_bandwidth",
+        "branch_mispredicts",
+        "machine_clears",
+        "memory_bound",
+        "core_bound",
+        "heavy_operations",
+        "light_operations",
+        "atom_slots",
+        "atom_frontend_bound",
+        "atom_bad_speculation",
+        "atom_backend_bound",
+        "atom_retiring",
+    ] {
+        assert!(names.contains(&n), "{n} in {names:?}");
+    }
+    // Without `--simulate`: what the fixture's sysfs tells.
+    let sysfs = root().join("tests/fixtures/sysfs/intel-hybrid");
+    let o = run(&[
+        "check",
+        "--json",
+        "--strict",
+        "--path.sysfs",
+        sysfs.to_str().unwrap(),
+        "--config.file",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    all_resolved(&v, "metrics", 14);
+    all_resolved(&v, "derived", 17);
 }
 
 /// The default config on the intel-hybrid fixture (Raptor Lake): every

@@ -7,9 +7,10 @@
 //!   - Intel perf metrics (intel-hybrid `cpu_core`, type 4): `slots` is
 //!     `event=0x00,umask=0x4` → 0x400; `topdown-retiring`, `-bad-spec`,
 //!     `-fe-bound`, `-be-bound` are umask 0x80..0x83 → 0x8000..0x8300
-//!     (format `event` config:0-7, `umask` config:8-15). `cpu_atom` (type 10)
-//!     has no `slots`; its `topdown-*` are `event=0xc2`, `0x73`, `0x71`,
-//!     `0x74`.
+//!     (format `event` config:0-7, `umask` config:8-15), counted on
+//!     `cpu_core` only (`cpu_core/topdown-*/` first). `cpu_atom` (type 10)
+//!     has no `slots`; its `topdown-*` (`event=0xc2`, `0x73`, `0x71`,
+//!     `0x74`) are the E-cores' own `perf_topdown_atom_*` families.
 //!   - Intel Skylake (intel-skx GenuineIntel-6-55-4, intel-client 6-5E-3,
 //!     `cpu` type 4, same formats), perf's skylakex pipeline.json /
 //!     frontend.json: CPU_CLK_UNHALTED.THREAD_P 0x3C → 0x3c × 4 slots;
@@ -118,16 +119,20 @@ fn encodings(check: &Value) -> BTreeMap<String, String> {
 /// The hand-computed expectations (see the module docs), in FAMILIES order.
 fn expected(fixture_name: &str) -> [&'static str; 10] {
     const NONE: &str = "unavailable not_on_platform";
+    // The perf-metrics events: `cpu_core/...` (hybrid P-cores) then
+    // `core/...` (a core PMU without hybrid cores).
+    const PERF_METRICS: &str = "unavailable not_on_platform,not_on_platform";
     // Alternatives: perf metrics, Skylake, Zen 4 (or the ones a family has).
     const SLOTS_3: &str = "unavailable not_on_platform,no_cpu_encoding,no_cpu_encoding";
-    const TWO_GUARDED: &str = "unavailable not_on_platform,no_cpu_encoding,no_cpu_encoding";
-    const BACKEND: &str = "unavailable not_on_platform,no_cpu_encoding";
+    const TWO_GUARDED: &str =
+        "unavailable not_on_platform,not_on_platform,no_cpu_encoding,no_cpu_encoding";
+    const BACKEND: &str = "unavailable not_on_platform,not_on_platform,no_cpu_encoding";
     const ONE_GUARDED: &str = "unavailable no_cpu_encoding";
     const GUARDED_PAIR: &str = "unavailable no_cpu_encoding,no_cpu_encoding";
     let skylake = [
         "cpu:4:0x3cx4.0",
         "cpu:4:0x2c2x1.0",
-        NONE,
+        PERF_METRICS,
         "cpu:4:0x19cx1.0",
         BACKEND,
         "cpu:4:0x10ex1.0",
@@ -139,7 +144,7 @@ fn expected(fixture_name: &str) -> [&'static str; 10] {
     let no_slots = [
         SLOTS_3,
         TWO_GUARDED,
-        NONE,
+        PERF_METRICS,
         TWO_GUARDED,
         BACKEND,
         GUARDED_PAIR,
@@ -151,10 +156,11 @@ fn expected(fixture_name: &str) -> [&'static str; 10] {
     match fixture_name {
         "intel-hybrid" => [
             "cpu_core:4:0x400x1.0",
-            "cpu_core:4:0x8000x1.0 cpu_atom:10:0xc2x1.0",
-            "cpu_core:4:0x8100x1.0 cpu_atom:10:0x73x1.0",
-            "cpu_core:4:0x8200x1.0 cpu_atom:10:0x71x1.0",
-            "cpu_core:4:0x8300x1.0 cpu_atom:10:0x74x1.0",
+            // The P-cores' only: the E-cores' are perf_topdown_atom_*.
+            "cpu_core:4:0x8000x1.0",
+            "cpu_core:4:0x8100x1.0",
+            "cpu_core:4:0x8200x1.0",
+            "cpu_core:4:0x8300x1.0",
             GUARDED_PAIR,
             ONE_GUARDED,
             ONE_GUARDED,
@@ -165,7 +171,7 @@ fn expected(fixture_name: &str) -> [&'static str; 10] {
         "amd-zen4" => [
             "cpu:4:0x76x6.0",
             "cpu:4:0xc1x1.0",
-            NONE,
+            PERF_METRICS,
             "cpu:4:0x1000001a0x1.0",
             "cpu:4:0x100001ea0x1.0",
             "cpu:4:0x7aax1.0",
@@ -197,7 +203,11 @@ fn expected(fixture_name: &str) -> [&'static str; 10] {
             const N1: &str = "unavailable needs_hardware_pmu";
             const N2: &str = "unavailable needs_hardware_pmu,needs_hardware_pmu";
             const N3: &str = "unavailable needs_hardware_pmu,needs_hardware_pmu,needs_hardware_pmu";
-            [N3, N3, N1, N3, N2, N2, N1, N1, N1, N1]
+            // `cpu_core/...` names a PMU this host has not.
+            const P1: &str = "unavailable not_on_platform,needs_hardware_pmu";
+            const P2: &str = "unavailable not_on_platform,needs_hardware_pmu,needs_hardware_pmu";
+            const P3: &str = "unavailable not_on_platform,needs_hardware_pmu,needs_hardware_pmu,needs_hardware_pmu";
+            [N3, P3, P1, P3, P2, N2, N1, N1, N1, N1]
         }
         other => panic!("no hand-computed top-down encodings for fixture {other}: add them"),
     }
@@ -272,8 +282,9 @@ fn unknown_model_reports_no_encoding_and_the_rest_works() {
 /// `serve --simulate` on the hybrid fixture: the five families on the P-cores
 /// (CPUs 0-15), whose shares add up to the slots (within the kernel's
 /// rounding of 8-bit fractions: the simulator's shares are in 255ths); the
-/// E-cores (16-27) count their own topdown-* events but have no slots, and
-/// the landing page says why.
+/// E-cores (16-27) count their own topdown-* events as the
+/// `perf_topdown_atom_*` families (no `slots` event: 5 slots a cycle), and
+/// the landing page says why `slots` is the P-cores' only.
 #[test]
 fn serve_on_hybrid_exports_the_five_families_for_cpu_core() {
     // Per CPU (the default config sums the topdown set per socket).
@@ -321,15 +332,38 @@ fn serve_on_hybrid_exports_the_five_families_for_cpu_core() {
             "cpu {cpu}: slots {slots}, categories {sum}"
         );
     }
+    // The E-cores count their own categories, under their own names (a
+    // P-core share never divides an E-core count), over 5 slots a cycle.
+    let atom = [
+        "atom_slots_total",
+        "atom_retiring_slots_total",
+        "atom_frontend_bound_slots_total",
+        "atom_backend_bound_slots_total",
+    ];
     for cpu in 16..28 {
-        assert!(
-            !values.contains_key(&("slots_total".to_string(), cpu)),
-            "cpu_atom CPU {cpu} has slots"
-        );
-        for f in &five[1..] {
+        for f in &five {
             assert!(
-                values.contains_key(&(f.to_string(), cpu)),
-                "{f} on cpu {cpu}"
+                !values.contains_key(&(f.to_string(), cpu)),
+                "cpu_atom CPU {cpu} has {f}"
+            );
+        }
+        let v = |f: &str| {
+            *values
+                .get(&(f.to_string(), cpu))
+                .unwrap_or_else(|| panic!("perf_topdown_{f} on cpu {cpu}: {values:?}"))
+        };
+        let slots = v(atom[0]);
+        let three: f64 = atom[1..].iter().map(|f| v(f)).sum();
+        assert!(
+            slots > 0.0 && three < slots,
+            "cpu {cpu}: slots {slots}, three categories {three}"
+        );
+    }
+    for cpu in 0..16 {
+        for f in &atom {
+            assert!(
+                !values.contains_key(&(f.to_string(), cpu)),
+                "cpu_core CPU {cpu} has {f}"
             );
         }
     }

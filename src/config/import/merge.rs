@@ -99,7 +99,7 @@ struct Equivalent {
 /// The events the default config counts under other specs than perf's
 /// JSON gives them (config/metrics/README.md says which metric reads
 /// which, and why each holds).
-const EQUIVALENT: [Equivalent; 10] = [
+const EQUIVALENT: [Equivalent; 18] = [
     // INST_RETIRED.ANY: the kernel's `instructions` on Intel is 0x00c0
     // (arch/x86/events/intel/core.c, intel_perfmon_event_map), the same
     // count.
@@ -141,8 +141,11 @@ const EQUIVALENT: [Equivalent; 10] = [
     // The perf-metrics events of Intel cores (Ice Lake and later, the
     // P-cores of hybrid parts): the kernel's sysfs aliases `slots`
     // (event=0x00,umask=0x4) and `topdown-retiring`, `-bad-spec`,
-    // `-fe-bound`, `-be-bound` (umask 0x80 to 0x83), the same encodings
+    // `-fe-bound`, `-be-bound`, `-heavy-ops`, `-br-mispredict`,
+    // `-fetch-lat`, `-mem-bound` (umask 0x80 to 0x87), the same encodings
     // (arch/x86/events/intel/core.c; the intel-hybrid fixture's cpu_core).
+    // The default counts the metric events as `cpu_core/...` (then
+    // `core/...`): on hybrid parts the P-cores' only.
     Equivalent {
         perf: "cpu_core/event=0x00,umask=0x04/",
         config: "core/slots/",
@@ -150,22 +153,68 @@ const EQUIVALENT: [Equivalent; 10] = [
     },
     Equivalent {
         perf: "cpu_core/event=0x00,umask=0x80/",
-        config: "core/topdown-retiring/",
+        config: "cpu_core/topdown-retiring/",
         per_count: 1.0,
     },
     Equivalent {
         perf: "cpu_core/event=0x00,umask=0x81/",
-        config: "core/topdown-bad-spec/",
+        config: "cpu_core/topdown-bad-spec/",
         per_count: 1.0,
     },
     Equivalent {
         perf: "cpu_core/event=0x00,umask=0x82/",
-        config: "core/topdown-fe-bound/",
+        config: "cpu_core/topdown-fe-bound/",
         per_count: 1.0,
     },
     Equivalent {
         perf: "cpu_core/event=0x00,umask=0x83/",
-        config: "core/topdown-be-bound/",
+        config: "cpu_core/topdown-be-bound/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x84/",
+        config: "cpu_core/topdown-heavy-ops/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x85/",
+        config: "cpu_core/topdown-br-mispredict/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x86/",
+        config: "cpu_core/topdown-fetch-lat/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_core/event=0x00,umask=0x87/",
+        config: "cpu_core/topdown-mem-bound/",
+        per_count: 1.0,
+    },
+    // The E-cores of hybrid parts (cpu_atom, Gracemont): the kernel's
+    // sysfs aliases of the same PMU (`adl_hybrid_events_attrs` in
+    // arch/x86/events/intel/core.c; the intel-hybrid fixture's cpu_atom):
+    // `cpu-cycles` event=0x3c (CPU_CLK_UNHALTED.CORE), `topdown-retiring`
+    // event=0xc2 (TOPDOWN_RETIRING.ALL), `topdown-fe-bound` 0x71
+    // (TOPDOWN_FE_BOUND.ALL), `topdown-be-bound` 0x74 (TOPDOWN_BE_BOUND.ALL).
+    Equivalent {
+        perf: "cpu_atom/event=0x3c/",
+        config: "cpu_atom/cpu-cycles/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_atom/event=0xc2/",
+        config: "cpu_atom/topdown-retiring/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_atom/event=0x71/",
+        config: "cpu_atom/topdown-fe-bound/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu_atom/event=0x74/",
+        config: "cpu_atom/topdown-be-bound/",
         per_count: 1.0,
     },
 ];

@@ -53,5 +53,59 @@ pub(super) fn pack(order: &[&Taken], opts: &Options) -> Vec<(String, Vec<Counted
             }
         }
     }
+    // The perf-metrics events of Intel cores open only in a group whose
+    // leader is `slots` (`arch/x86/events/intel/core.c`,
+    // `intel_pmu_hw_config`: a metric event under any other leader is
+    // refused with EINVAL), so a set writes `slots` first, then the metric
+    // events by unit mask (level 1, then level 2, as the kernel numbers
+    // them), then the rest in their packing order (a stable sort).
+    for (_, events) in &mut sets {
+        events.sort_by_key(|c| {
+            if core(c) {
+                perf_metrics_rank(c)
+            } else {
+                (2, 0)
+            }
+        });
+    }
     sets
+}
+
+/// Where an event of a core set goes: `(0, 0)` for Intel's `slots`
+/// (`event=0x00,umask=0x04`, fixed counter 3), `(1, umask)` for a
+/// perf-metrics event (`event=0x00` with umask 0x80 to 0x87:
+/// `topdown-retiring` .. `topdown-mem-bound`), `(2, 0)` for any other
+/// (the encodings of `crate::sys::abi::intel_topdown`, read from the
+/// spec's terms).
+fn perf_metrics_rank(c: &Counted) -> (u8, u64) {
+    let Some(terms) = c
+        .specs
+        .first()
+        .and_then(|s| s.strip_suffix('/'))
+        .and_then(|s| s.split_once('/'))
+        .map(|(_, t)| t)
+    else {
+        return (2, 0);
+    };
+    let mut event = None;
+    let mut umask = 0;
+    for term in terms.split(',') {
+        let (k, v) = term.split_once('=').unwrap_or((term, "1"));
+        let v = v.trim();
+        let n = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+            Some(h) => u64::from_str_radix(h, 16).ok(),
+            None => v.parse().ok(),
+        };
+        match (k.trim(), n) {
+            ("event", Some(n)) => event = Some(n),
+            ("umask", Some(n)) => umask = n,
+            ("event" | "umask", None) => return (2, 0),
+            _ => {}
+        }
+    }
+    match (event, umask) {
+        (Some(0), 0x04) => (0, 0),
+        (Some(0), u @ 0x80..=0x87) => (1, u),
+        _ => (2, 0),
+    }
 }

@@ -235,16 +235,16 @@ fn a_target_resolves_bare_names_and_honours_compat_and_per_pkg() {
 /// tried (config/metrics/README.md).
 const DEFAULT_SOURCES: [(&str, &str); 3] = [
     (
+        "config/metrics/alderlake.json",
+        include_str!("../../../config/metrics/alderlake.json"),
+    ),
+    (
         "config/metrics/skylakex.json",
         include_str!("../../../config/metrics/skylakex.json"),
     ),
     (
         "config/metrics/amdzen4.json",
         include_str!("../../../config/metrics/amdzen4.json"),
-    ),
-    (
-        "config/metrics/alderlake.json",
-        include_str!("../../../config/metrics/alderlake.json"),
     ),
 ];
 
@@ -358,5 +358,68 @@ fn a_formula_reading_a_metric_other_files_give_reads_its_own_files_formula() {
             r#"    expr: "max(1 - (perf_instructions_total / perf_cpu_cycles_total), 0) + c""#,
             "  # END imported derived metrics",
         ]
+    );
+}
+
+/// The kernel opens a perf-metrics event (`topdown-*` on a core with
+/// `slots`) only in a group whose leader is `slots`
+/// (`arch/x86/events/intel/core.c`, `intel_pmu_hw_config`: "The metric
+/// events require a slots group leader", else EINVAL). The Alder Lake
+/// P-core set the importer writes lists `slots` first, then the metric
+/// events, then the rest; packed by metric name, `INT_MISC.UOP_DROPPING`
+/// came first and `slots` second.
+#[test]
+fn a_perf_metrics_set_is_written_with_slots_first() {
+    let out = import(
+        &files(&[(
+            "config/metrics/alderlake.json",
+            include_str!("../../../config/metrics/alderlake.json"),
+        )]),
+        &Options::default(),
+    )
+    .unwrap();
+    assert!(out.skipped.is_empty(), "{:?}", out.skipped);
+    // Each set's events, as written.
+    let mut sets: Vec<(String, Vec<String>)> = Vec::new();
+    for l in out.yaml.lines() {
+        if let Some(n) = l.strip_prefix("  - name: ") {
+            sets.push((n.trim_matches('"').to_string(), Vec::new()));
+        } else if let Some(e) = l.strip_prefix("        event: ") {
+            if let Some((_, v)) = sets.last_mut() {
+                v.push(e.to_string());
+            }
+        }
+        if l == "derived:" {
+            break;
+        }
+    }
+    let core: Vec<&(String, Vec<String>)> = sets
+        .iter()
+        .filter(|(_, v)| v.iter().any(|e| e.contains("cpu_core/")))
+        .collect();
+    assert_eq!(core.len(), 1, "{sets:?}");
+    let umasks: Vec<&str> = core[0]
+        .1
+        .iter()
+        .map(|e| e.rsplit_once("umask=").map_or(e.as_str(), |(_, u)| u))
+        .collect();
+    assert_eq!(
+        umasks,
+        [
+            "0x4/\"]", "0x80/\"]", "0x81/\"]", "0x82/\"]", "0x83/\"]", "0x84/\"]", "0x85/\"]",
+            "0x86/\"]", "0x87/\"]", "0x10/\"]"
+        ],
+        "{sets:?}"
+    );
+    // The E-cores' set: ordinary counters, one set of its own.
+    let atom: Vec<&(String, Vec<String>)> = sets
+        .iter()
+        .filter(|(_, v)| v.iter().any(|e| e.contains("cpu_atom/")))
+        .collect();
+    assert_eq!(atom.len(), 1, "{sets:?}");
+    assert_eq!(atom[0].1.len(), 4, "{sets:?}");
+    assert!(
+        atom[0].1.iter().all(|e| e.contains("cpu_atom/")),
+        "{sets:?}"
     );
 }

@@ -1,0 +1,174 @@
+//! Top-down levels 1 and 2 per core type on the simulated Raptor Lake
+//! (the intel-hybrid fixture: P-cores `cpu_core` 0-15 with the
+//! perf-metrics events, E-cores `cpu_atom` 16-27 with ordinary
+//! `topdown-*` counters), through the default config: each share of one
+//! window is computed from one core type's counts and equals the value
+//! computed by hand below, and each level-2 pair adds up to its
+//! level-1 parent.
+//!
+//! The counts the simulated PMU gives (`src/perf/sim/accept.rs`), per
+//! second of a CPU:
+//!
+//! * P-cores: `slots` s = 12e9 (6 wide at 2 GHz); the metric events are
+//!   their `PERF_METRICS` bytes over 255 of it: retiring 102, bad
+//!   speculation 26, frontend bound 51, backend bound 76 (the four add up
+//!   to 255, so their sum is s), heavy operations 20, branch mispredicts
+//!   20, fetch latency 30, memory bound 40; `INT_MISC.UOP_DROPPING` (a raw
+//!   event, 0xAD/0x10) d = 1e6.
+//! * E-cores: `cpu-cycles` 2e9, so 5 slots a cycle is 1e10;
+//!   `topdown-retiring` 0.4, `-fe-bound` 0.25, `-be-bound` 0.25 of it.
+//!
+//! So, by perf's formulas (config/metrics/alderlake.json):
+//! frontend_bound = 51/255 - d/s, fetch_latency = 30/255 - d/s,
+//! fetch_bandwidth = 21/255; bad_speculation = 1 - (51/255 - d/s +
+//! 76/255 + 102/255) = 26/255 + d/s, branch_mispredicts = 20/255,
+//! machine_clears = 6/255 + d/s; backend_bound = 76/255, memory_bound
+//! = 40/255, core_bound = 36/255; retiring = 102/255, heavy_operations
+//! = 20/255, light_operations = 82/255. E-cores: atom_frontend_bound
+//! 0.25, atom_backend_bound 0.25, atom_retiring 0.4, atom_bad_speculation
+//! 1 - 0.9 = 0.1. Before the split the P-core shares divided both core
+//! types' `topdown-*` by the P-cores' slots (frontend bound about 0.41).
+
+use crate::engines::{table, SEC};
+use perf_exporter::config::Config;
+use perf_exporter::engine::{Engine, Fds};
+use perf_exporter::perf::sim::SimKernel;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The default config's derived values over one second on the simulated
+/// intel-hybrid (its procfs gives the CPU identity the model-guarded
+/// `INT_MISC.UOP_DROPPING` needs), and the exported top-down families.
+fn one_window() -> (
+    BTreeMap<String, Option<f64>>,
+    Vec<perf_exporter::snapshot::Family>,
+) {
+    let mut t = table("intel-hybrid");
+    t.read_identities(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/procfs/intel-hybrid"),
+    );
+    let cfg = Config::default_config();
+    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
+    e.set_derived(Arc::new(cfg.derived.clone()));
+    let s0 = e.collect();
+    k.advance(SEC);
+    let s1 = e.collect();
+    let f = perf_exporter::export::live::frame(
+        &s0.families,
+        &s1.families,
+        1.0,
+        &Default::default(),
+        e.derived(),
+    );
+    (f.derived, s1.families)
+}
+
+#[test]
+fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
+    let (d, families) = one_window();
+    let value = |n: &str| -> f64 {
+        d.get(n)
+            .copied()
+            .flatten()
+            .unwrap_or_else(|| panic!("{n}: no value in {d:?}"))
+    };
+    let drop = 1e6 / 12e9;
+    let p = |x: f64| x / 255.0;
+    let want: [(&str, f64); 16] = [
+        ("frontend_bound", p(51.0) - drop),
+        ("fetch_latency", p(30.0) - drop),
+        ("fetch_bandwidth", p(21.0)),
+        ("bad_speculation", p(26.0) + drop),
+        ("branch_mispredicts", p(20.0)),
+        ("machine_clears", p(6.0) + drop),
+        ("backend_bound", p(76.0)),
+        ("memory_bound", p(40.0)),
+        ("core_bound", p(36.0)),
+        ("retiring", p(102.0)),
+        ("heavy_operations", p(20.0)),
+        ("light_operations", p(82.0)),
+        ("atom_frontend_bound", 0.25),
+        ("atom_bad_speculation", 0.1),
+        ("atom_backend_bound", 0.25),
+        ("atom_retiring", 0.4),
+    ];
+    for (n, w) in want {
+        let v = value(n);
+        assert!((v - w).abs() < 1e-9, "{n}: {v}, by hand {w}");
+    }
+    // Each level-2 pair adds up to its parent, and each core type's four
+    // level-1 shares to 1.
+    for (parent, a, b) in [
+        ("frontend_bound", "fetch_latency", "fetch_bandwidth"),
+        ("bad_speculation", "branch_mispredicts", "machine_clears"),
+        ("backend_bound", "memory_bound", "core_bound"),
+        ("retiring", "heavy_operations", "light_operations"),
+    ] {
+        let sum = value(a) + value(b);
+        assert!(
+            (sum - value(parent)).abs() < 1e-9,
+            "{a} + {b} = {sum}, {parent} {}",
+            value(parent)
+        );
+    }
+    for prefix in ["", "atom_"] {
+        let sum: f64 = [
+            "frontend_bound",
+            "bad_speculation",
+            "backend_bound",
+            "retiring",
+        ]
+        .iter()
+        .map(|n| value(&format!("{prefix}{n}")))
+        .sum();
+        assert!((sum - 1.0).abs() < 1e-9, "{prefix}: {sum}");
+    }
+    // The P-cores' top-down counts are `cpu_core`'s only, the E-cores'
+    // `cpu_atom`'s: never one series of both.
+    for f in families
+        .iter()
+        .filter(|f| f.name.starts_with("perf_topdown_"))
+    {
+        let atom = f.name.starts_with("perf_topdown_atom_");
+        for s in &f.samples {
+            let pmu = s
+                .labels
+                .iter()
+                .find(|(k, _)| *k == "pmu")
+                .map(|(_, v)| v.to_string());
+            let want = if atom { "cpu_atom" } else { "cpu_core" };
+            assert_eq!(pmu.as_deref(), Some(want), "{} {:?}", f.name, s.labels);
+        }
+    }
+}
+
+/// The default's top-down groups on intel-hybrid are schedulable: the
+/// simulated kernel (which refuses a metric event whose group leader is
+/// not `slots`, as `intel_pmu_hw_config` does) opens every member of the
+/// P-cores' group (`slots`, the eight metric events,
+/// `INT_MISC.UOP_DROPPING`) and of the E-cores' (cycles and three
+/// `topdown-*` counters), and no top-down metric is refused or
+/// unschedulable.
+#[test]
+fn the_p_cores_perf_metrics_group_opens_under_slots() {
+    let mut t = table("intel-hybrid");
+    t.read_identities(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/procfs/intel-hybrid"),
+    );
+    let cfg = Config::default_config();
+    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
+    e.collect();
+    k.advance(SEC);
+    e.collect();
+    let bad: Vec<_> = e
+        .problems()
+        .into_iter()
+        .filter(|(n, p)| {
+            n.starts_with("perf_topdown_") && (p.open().is_some() || p.code() == "unschedulable")
+        })
+        .collect();
+    assert!(bad.is_empty(), "{bad:?}");
+}
