@@ -24,3 +24,4 @@ mod plausibility;
 mod reference;
 mod resolve_fixtures;
 mod sim_engine;
+mod topdown_l2;
