@@ -103,8 +103,15 @@ fn level2() -> Vec<&'static str> {
 /// default derived table resolved on that host.
 fn engine(fixture: &str) -> (Arc<SimKernel>, Engine) {
     let cfg = Config::default_config();
-    let k = Arc::new(SimKernel::with_manual_clock(table(fixture)));
-    let mut e = Engine::for_config(k.clone(), table(fixture), &cfg, Fds::Unbounded);
+    let mut t = table(fixture);
+    // The CPU identity the model guards match (`requires_cpu`).
+    t.read_identities(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/procfs")
+            .join(fixture),
+    );
+    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
     e.set_derived(Arc::new(cfg.derived.clone()));
     (k, e)
 }
