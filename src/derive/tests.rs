@@ -326,6 +326,10 @@ fn corpus_parses_and_evaluates() {
             "neoverse-n2-v2.txt",
             include_str!("../../tests/fixtures/metrics/neoverse-n2-v2.txt"),
         ),
+        (
+            "skylakex.txt",
+            include_str!("../../tests/fixtures/metrics/skylakex.txt"),
+        ),
     ];
     let mut checked = 0;
     for (file, text) in files {

@@ -65,19 +65,19 @@ const TOPDOWN_RULES: &str = "perf_topdown_";
 /// checked by the top-down test only.
 const HYBRID_SHARES: [(&str, f64); 12] = [
     (
-        "instance:perf_fetch_latency:rate5m",
+        "instance:perf_frontend_bound_latency:rate5m",
         30.0 / 255.0 - 1e6 / 1.2e10,
     ),
-    ("instance:perf_fetch_bandwidth:rate5m", 21.0 / 255.0),
-    ("instance:perf_branch_mispredicts:rate5m", 20.0 / 255.0),
+    ("instance:perf_frontend_bound_bandwidth:rate5m", 21.0 / 255.0),
+    ("instance:perf_bad_speculation_mispredicts:rate5m", 20.0 / 255.0),
     (
-        "instance:perf_machine_clears:rate5m",
+        "instance:perf_bad_speculation_pipeline_restarts:rate5m",
         6.0 / 255.0 + 1e6 / 1.2e10,
     ),
-    ("instance:perf_memory_bound:rate5m", 40.0 / 255.0),
-    ("instance:perf_core_bound:rate5m", 36.0 / 255.0),
-    ("instance:perf_heavy_operations:rate5m", 20.0 / 255.0),
-    ("instance:perf_light_operations:rate5m", 82.0 / 255.0),
+    ("instance:perf_backend_bound_memory:rate5m", 40.0 / 255.0),
+    ("instance:perf_backend_bound_cpu:rate5m", 36.0 / 255.0),
+    ("instance:perf_retiring_heavy_operations:rate5m", 20.0 / 255.0),
+    ("instance:perf_retiring_light_operations:rate5m", 82.0 / 255.0),
     ("instance:perf_atom_frontend_bound:rate5m", 0.25),
     ("instance:perf_atom_bad_speculation:rate5m", 0.1),
     ("instance:perf_atom_backend_bound:rate5m", 0.25),

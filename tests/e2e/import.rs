@@ -173,7 +173,7 @@ fn a_target_sysfs_resolves_tsc_and_check_accepts_every_metric() {
 
 /// A non-Intel sample: the default config's AMD Zen 4 source
 /// (config/metrics/amdzen4.json, the kernel's amdzen4 pipeline
-/// utilisation level 1 and the events it reads) imported for the amd-zen4
+/// utilisation levels 1 and 2 and the events they read) imported for the amd-zen4
 /// fixture: every metric taken, and `check --strict` resolves every event
 /// and every derived metric there, each with the expression written.
 #[test]
@@ -194,7 +194,7 @@ fn amd_zen4_pipeline_utilisation_imports_and_check_accepts_every_metric() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        format!("wrote {}: 6 metrics taken, 0 left out\n", cfg.display())
+        format!("wrote {}: 14 metrics taken, 0 left out\n", cfg.display())
     );
     let yaml = std::fs::read_to_string(&cfg).unwrap();
     assert_golden(&yaml, "amdzen4-target.yaml");
@@ -226,6 +226,13 @@ fn amd_zen4_pipeline_utilisation_imports_and_check_accepts_every_metric() {
             "perf_ex_ret_ops_total",
             "perf_de_no_dispatch_per_slot_backend_stalls_total",
             "perf_de_no_dispatch_per_slot_smt_contention_total",
+            // Level 2 (PipelineL2).
+            "perf_cpu_de_no_dispatch_per_slot_no_ops_from_frontend_cmask_0x6_total",
+            "perf_ex_ret_brn_misp_total",
+            "perf_resyncs_or_nc_redirects_total",
+            "perf_ex_no_retire_load_not_complete_total",
+            "perf_ex_no_retire_not_complete_total",
+            "perf_ex_ret_ucode_ops_total",
         ])
     );
     let derived: Vec<(String, String, String)> = v["derived"]
@@ -240,7 +247,14 @@ fn amd_zen4_pipeline_utilisation_imports_and_check_accepts_every_metric() {
             )
         })
         .collect();
-    let want: Vec<(String, String, String)> = [
+    let want = zen4_derived_want();
+    assert_eq!(derived, want);
+}
+
+/// What `check` shows for the Zen 4 sample's derived metrics on amd-zen4:
+/// each resolved, with its expression over the imported metrics.
+fn zen4_derived_want() -> Vec<(String, String, String)> {
+    [
         ("total_dispatch_slots", "6 * perf_ls_not_halted_cyc_total"),
         (
             "frontend_bound",
@@ -259,11 +273,42 @@ fn amd_zen4_pipeline_utilisation_imports_and_check_accepts_every_metric() {
             "d_ratio(perf_de_no_dispatch_per_slot_smt_contention_total, total_dispatch_slots)",
         ),
         ("retiring", "d_ratio(perf_ex_ret_ops_total, total_dispatch_slots)"),
+        (
+            "frontend_bound_latency",
+            "d_ratio((6 * perf_cpu_de_no_dispatch_per_slot_no_ops_from_frontend_cmask_0x6_total), total_dispatch_slots)",
+        ),
+        (
+            "frontend_bound_bandwidth",
+            "d_ratio(perf_de_no_dispatch_per_slot_no_ops_from_frontend_total - (6 * perf_cpu_de_no_dispatch_per_slot_no_ops_from_frontend_cmask_0x6_total), total_dispatch_slots)",
+        ),
+        (
+            "bad_speculation_mispredicts",
+            "d_ratio(bad_speculation * perf_ex_ret_brn_misp_total, perf_ex_ret_brn_misp_total + perf_resyncs_or_nc_redirects_total)",
+        ),
+        (
+            "bad_speculation_pipeline_restarts",
+            "d_ratio(bad_speculation * perf_resyncs_or_nc_redirects_total, perf_ex_ret_brn_misp_total + perf_resyncs_or_nc_redirects_total)",
+        ),
+        (
+            "backend_bound_memory",
+            "backend_bound * d_ratio(perf_ex_no_retire_load_not_complete_total, perf_ex_no_retire_not_complete_total)",
+        ),
+        (
+            "backend_bound_cpu",
+            "backend_bound * (1 - d_ratio(perf_ex_no_retire_load_not_complete_total, perf_ex_no_retire_not_complete_total))",
+        ),
+        (
+            "retiring_fastpath",
+            "retiring * (1 - d_ratio(perf_ex_ret_ucode_ops_total, perf_ex_ret_ops_total))",
+        ),
+        (
+            "retiring_microcode",
+            "retiring * d_ratio(perf_ex_ret_ucode_ops_total, perf_ex_ret_ops_total)",
+        ),
     ]
     .iter()
     .map(|(n, e)| ((*n).to_string(), "resolved".to_string(), (*e).to_string()))
-    .collect();
-    assert_eq!(derived, want);
+    .collect()
 }
 
 /// The Alder Lake / Raptor Lake top-down levels 1 and 2 of the P-cores
@@ -309,14 +354,14 @@ fn alder_lake_topdown_imports_and_check_accepts_every_metric() {
         "bad_speculation",
         "backend_bound",
         "retiring",
-        "fetch_latency",
-        "fetch_bandwidth",
-        "branch_mispredicts",
-        "machine_clears",
-        "memory_bound",
-        "core_bound",
-        "heavy_operations",
-        "light_operations",
+        "frontend_bound_latency",
+        "frontend_bound_bandwidth",
+        "bad_speculation_mispredicts",
+        "bad_speculation_pipeline_restarts",
+        "backend_bound_memory",
+        "backend_bound_cpu",
+        "retiring_heavy_operations",
+        "retiring_light_operations",
         "atom_slots",
         "atom_frontend_bound",
         "atom_bad_speculation",

@@ -25,3 +25,4 @@ mod reference;
 mod resolve_fixtures;
 mod sim_engine;
 mod topdown_hybrid;
+mod topdown_l2;

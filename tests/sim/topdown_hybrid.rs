@@ -19,12 +19,12 @@
 //!   `topdown-retiring` 0.4, `-fe-bound` 0.25, `-be-bound` 0.25 of it.
 //!
 //! So, by perf's formulas (config/metrics/alderlake.json):
-//! frontend_bound = 51/255 - d/s, fetch_latency = 30/255 - d/s,
-//! fetch_bandwidth = 21/255; bad_speculation = 1 - (51/255 - d/s +
-//! 76/255 + 102/255) = 26/255 + d/s, branch_mispredicts = 20/255,
-//! machine_clears = 6/255 + d/s; backend_bound = 76/255, memory_bound
-//! = 40/255, core_bound = 36/255; retiring = 102/255, heavy_operations
-//! = 20/255, light_operations = 82/255. E-cores: atom_frontend_bound
+//! frontend_bound = 51/255 - d/s, frontend_bound_latency = 30/255 - d/s,
+//! frontend_bound_bandwidth = 21/255; bad_speculation = 1 - (51/255 - d/s +
+//! 76/255 + 102/255) = 26/255 + d/s, bad_speculation_mispredicts = 20/255,
+//! bad_speculation_pipeline_restarts = 6/255 + d/s; backend_bound = 76/255, backend_bound_memory
+//! = 40/255, backend_bound_cpu = 36/255; retiring = 102/255, retiring_heavy_operations
+//! = 20/255, retiring_light_operations = 82/255. E-cores: atom_frontend_bound
 //! 0.25, atom_backend_bound 0.25, atom_retiring 0.4, atom_bad_speculation
 //! 1 - 0.9 = 0.1. Before the split the P-core shares divided both core
 //! types' `topdown-*` by the P-cores' slots (frontend bound about 0.41).
@@ -78,17 +78,17 @@ fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
     let p = |x: f64| x / 255.0;
     let want: [(&str, f64); 16] = [
         ("frontend_bound", p(51.0) - drop),
-        ("fetch_latency", p(30.0) - drop),
-        ("fetch_bandwidth", p(21.0)),
+        ("frontend_bound_latency", p(30.0) - drop),
+        ("frontend_bound_bandwidth", p(21.0)),
         ("bad_speculation", p(26.0) + drop),
-        ("branch_mispredicts", p(20.0)),
-        ("machine_clears", p(6.0) + drop),
+        ("bad_speculation_mispredicts", p(20.0)),
+        ("bad_speculation_pipeline_restarts", p(6.0) + drop),
         ("backend_bound", p(76.0)),
-        ("memory_bound", p(40.0)),
-        ("core_bound", p(36.0)),
+        ("backend_bound_memory", p(40.0)),
+        ("backend_bound_cpu", p(36.0)),
         ("retiring", p(102.0)),
-        ("heavy_operations", p(20.0)),
-        ("light_operations", p(82.0)),
+        ("retiring_heavy_operations", p(20.0)),
+        ("retiring_light_operations", p(82.0)),
         ("atom_frontend_bound", 0.25),
         ("atom_bad_speculation", 0.1),
         ("atom_backend_bound", 0.25),
@@ -101,10 +101,10 @@ fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
     // Each level-2 pair adds up to its parent, and each core type's four
     // level-1 shares to 1.
     for (parent, a, b) in [
-        ("frontend_bound", "fetch_latency", "fetch_bandwidth"),
-        ("bad_speculation", "branch_mispredicts", "machine_clears"),
-        ("backend_bound", "memory_bound", "core_bound"),
-        ("retiring", "heavy_operations", "light_operations"),
+        ("frontend_bound", "frontend_bound_latency", "frontend_bound_bandwidth"),
+        ("bad_speculation", "bad_speculation_mispredicts", "bad_speculation_pipeline_restarts"),
+        ("backend_bound", "backend_bound_memory", "backend_bound_cpu"),
+        ("retiring", "retiring_heavy_operations", "retiring_light_operations"),
     ] {
         let sum = value(a) + value(b);
         assert!(

@@ -165,6 +165,20 @@ fn pipeline_rate(table: &crate::pmu::PmuTable, p: &Pmu, config: u64) -> Option<f
         0x02c2 if skylake => 4.0e9,
         0x010d if skylake => 1.0e8,
         0x019c if skylake => 1.6e9,
+        // Top-down level 2 (BR_MISP_RETIRED.ALL_BRANCHES, 0xC5, is the
+        // `branch-misses` alias): IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_
+        // DELIV.CORE (cmask 4), MACHINE_CLEARS.COUNT (cmask 1, edge),
+        // UOPS_RETIRED.MACRO_FUSED, CYCLE_ACTIVITY.STALLS_MEM_ANY (cmask
+        // 20), .STALLS_TOTAL (cmask 4), EXE_ACTIVITY.BOUND_ON_STORES,
+        // .1_PORTS_UTIL, .2_PORTS_UTIL.
+        0x0400_019c if skylake => 2.0e8,
+        0x0104_01c3 if skylake => 1.25e6,
+        0x04c2 if skylake => 2.0e8,
+        0x1400_14a3 if skylake => 3.0e8,
+        0x0400_04a3 if skylake => 4.0e8,
+        0x40a6 if skylake => 1.0e8,
+        0x02a6 if skylake => 2.0e8,
+        0x04a6 if skylake => 2.0e8,
         // ex_ret_ops, de_src_op_disp.all, de_no_dispatch_per_slot
         // (event 0x1a0: bits 32-35 hold its high nibble) frontend,
         // backend and SMT contention.
@@ -173,6 +187,15 @@ fn pipeline_rate(table: &crate::pmu::PmuTable, p: &Pmu, config: u64) -> Option<f
         0x1_0000_01a0 if zen4 => 2.4e9,
         0x1_0000_1ea0 if zen4 => 3.0e9,
         0x1_0000_60a0 if zen4 => 0.6e9,
+        // Pipeline utilisation level 2 (ex_ret_brn_misp, 0xC3, is the
+        // `branch-misses` alias): de_no_dispatch_per_slot.no_ops_from_
+        // frontend with cmask 6, resyncs_or_nc_redirects, ex_ret_ucode_ops
+        // (0x1C2), ex_no_retire.load_not_complete, .not_complete.
+        0x1_0600_01a0 if zen4 => 2.0e8,
+        0x96 if zen4 => 5.0e6,
+        0x1_0000_00c2 if zen4 => 1.2e9,
+        0xa2d6 if zen4 => 3.0e8,
+        0x02d6 if zen4 => 5.0e8,
         _ => return None,
     };
     Some(r)

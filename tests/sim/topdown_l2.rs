@@ -1,0 +1,270 @@
+//! Top-down level 2 of the default config (issue #30) on the simulated
+//! PMU: the Skylake family (intel-skx, intel-client) and AMD Zen 4
+//! (amd-zen4) evaluate every level-2 entry from the simulator's counts,
+//! each compared with the value computed by hand below; the shares under
+//! one level-1 category add up to it; every other fixture has the level-2
+//! entries unavailable with their inputs' reasons (an expected absence,
+//! never a failure).
+//!
+//! The simulator's rates (events per second of enabled time on each CPU,
+//! `src/perf/sim/accept.rs` `pipeline_rate` and the `cpu-cycles` and
+//! `branch-misses` aliases of `src/perf/sim/rates.rs`); the CPU count
+//! and the window cancel out of every share.
+//!
+//! Skylake: cycles 2e9 (slots 4 × 2e9 = 8e9), UOPS_RETIRED.RETIRE_SLOTS
+//! 4e9, UOPS_ISSUED.ANY 5.2e9, INT_MISC.RECOVERY_CYCLES 1e8,
+//! IDQ_UOPS_NOT_DELIVERED.CORE 1.6e9, instructions 3e9; level 2:
+//! IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE 2e8,
+//! BR_MISP_RETIRED.ALL_BRANCHES 5e6, MACHINE_CLEARS.COUNT 1.25e6,
+//! UOPS_RETIRED.MACRO_FUSED 2e8, CYCLE_ACTIVITY.STALLS_MEM_ANY 3e8,
+//! .STALLS_TOTAL 4e8, EXE_ACTIVITY.BOUND_ON_STORES 1e8, .1_PORTS_UTIL 2e8,
+//! .2_PORTS_UTIL 2e8.
+//!
+//! * frontend_bound = 1.6e9 / 8e9 = 0.2
+//! * bad_speculation = (5.2e9 - 4e9 + 4 × 1e8) / 8e9 = 1.6e9 / 8e9 = 0.2
+//! * retiring = 4e9 / 8e9 = 0.5
+//! * backend_bound = 1 - 0.2 - (5.2e9 + 4 × 1e8) / 8e9 = 1 - 0.2 - 0.7 = 0.1
+//! * frontend_bound_latency = 4 × 2e8 / 8e9 = 0.1
+//! * frontend_bound_bandwidth = 0.2 - 0.1 = 0.1
+//! * bad_speculation_mispredicts = 5e6 / (5e6 + 1.25e6) × 0.2 = 0.8 × 0.2 = 0.16
+//! * bad_speculation_pipeline_restarts = 0.2 - 0.16 = 0.04
+//! * backend_bound_memory = (3e8 + 1e8) / (4e8 + (2e8 + 0.5 × 2e8) + 1e8) × 0.1
+//!   = 4e8 / 8e8 × 0.1 = 0.05
+//! * backend_bound_cpu = 0.1 - 0.05 = 0.05
+//! * retiring_heavy_operations = (4e9 + 2e8 - 3e9) / 8e9 = 1.2e9 / 8e9 = 0.15
+//! * retiring_light_operations = 0.5 - 0.15 = 0.35
+//!
+//! Zen 4: ls_not_halted_cyc 2e9 (slots 6 × 2e9 = 1.2e10), ex_ret_ops
+//! 4.8e9, de_src_op_disp.all 6e9, de_no_dispatch_per_slot frontend 2.4e9,
+//! backend 3e9, SMT contention 0.6e9; level 2: the frontend event with
+//! cmask 6 2e8, ex_ret_brn_misp 5e6, resyncs_or_nc_redirects 5e6,
+//! ex_no_retire.load_not_complete 3e8, .not_complete 5e8,
+//! ex_ret_ucode_ops 1.2e9.
+//!
+//! * frontend_bound = 2.4e9 / 1.2e10 = 0.2
+//! * bad_speculation = (6e9 - 4.8e9) / 1.2e10 = 0.1
+//! * backend_bound = 3e9 / 1.2e10 = 0.25
+//! * retiring = 4.8e9 / 1.2e10 = 0.4 (and smt_contention 0.05: the five add to 1)
+//! * frontend_bound_latency = 6 × 2e8 / 1.2e10 = 0.1
+//! * frontend_bound_bandwidth = (2.4e9 - 6 × 2e8) / 1.2e10 = 0.1
+//! * bad_speculation_mispredicts = 0.1 × 5e6 / (5e6 + 5e6) = 0.05
+//! * bad_speculation_pipeline_restarts = 0.1 × 5e6 / (5e6 + 5e6) = 0.05
+//! * backend_bound_memory = 0.25 × 3e8 / 5e8 = 0.15
+//! * backend_bound_cpu = 0.25 × (1 - 0.6) = 0.1
+//! * retiring_fastpath = 0.4 × (1 - 1.2e9 / 4.8e9) = 0.4 × 0.75 = 0.3
+//! * retiring_microcode = 0.4 × 0.25 = 0.1
+
+use crate::engines::{table, SEC};
+use perf_exporter::config::Config;
+use perf_exporter::engine::{Engine, Fds};
+use perf_exporter::perf::sim::SimKernel;
+use perf_exporter::problem::Class;
+use perf_exporter::resolve::chain::Status;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The level-2 entries under each level-1 category, on both platforms.
+const UNDER: [(&str, &[&str]); 4] = [
+    (
+        "frontend_bound",
+        &["frontend_bound_latency", "frontend_bound_bandwidth"],
+    ),
+    (
+        "bad_speculation",
+        &[
+            "bad_speculation_mispredicts",
+            "bad_speculation_pipeline_restarts",
+        ],
+    ),
+    (
+        "backend_bound",
+        &["backend_bound_memory", "backend_bound_cpu"],
+    ),
+    (
+        "retiring",
+        &[
+            "retiring_heavy_operations",
+            "retiring_light_operations",
+            "retiring_fastpath",
+            "retiring_microcode",
+        ],
+    ),
+];
+
+/// Every level-2 entry of the default config.
+fn level2() -> Vec<&'static str> {
+    UNDER
+        .iter()
+        .flat_map(|(_, l2)| l2.iter().copied())
+        .collect()
+}
+
+/// The default config's engine on `fixture`'s simulated PMU, with the
+/// default derived table resolved on that host.
+fn engine(fixture: &str) -> (Arc<SimKernel>, Engine) {
+    let cfg = Config::default_config();
+    let mut t = table(fixture);
+    // The CPU identity the model guards match (`requires_cpu`).
+    t.read_identities(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/procfs")
+            .join(fixture),
+    );
+    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
+    e.set_derived(Arc::new(cfg.derived.clone()));
+    (k, e)
+}
+
+/// The derived values over one second from the start (`None`: undefined).
+fn values(fixture: &str) -> BTreeMap<String, Option<f64>> {
+    let (k, mut e) = engine(fixture);
+    e.collect();
+    k.advance(SEC);
+    let s = e.collect();
+    let f =
+        perf_exporter::export::live::frame(&[], &s.families, 1.0, &Default::default(), e.derived());
+    f.derived
+}
+
+fn value(v: &BTreeMap<String, Option<f64>>, fixture: &str, name: &str) -> f64 {
+    v.get(name)
+        .copied()
+        .flatten()
+        .unwrap_or_else(|| panic!("{fixture}: no value for {name}: {v:?}"))
+}
+
+fn close(got: f64, want: f64) -> bool {
+    (got - want).abs() <= 1e-9
+}
+
+fn check(fixture: &str, want: &[(&str, f64)]) {
+    let v = values(fixture);
+    for (name, w) in want {
+        let got = value(&v, fixture, name);
+        assert!(close(got, *w), "{fixture}: {name} = {got}, want {w}");
+    }
+    // The shares under one level-1 category add up to it.
+    for (parent, children) in UNDER {
+        let have: Vec<f64> = children
+            .iter()
+            .filter_map(|c| v.get(*c).copied().flatten())
+            .collect();
+        assert_eq!(have.len(), 2, "{fixture}: level 2 of {parent}: {have:?}");
+        let sum: f64 = have.iter().sum();
+        let p = value(&v, fixture, parent);
+        assert!(
+            close(sum, p),
+            "{fixture}: level 2 of {parent} adds to {sum}, not {p}"
+        );
+    }
+}
+
+#[test]
+fn skylake_level_2_is_the_hand_computed_share() {
+    for fixture in ["intel-skx", "intel-client"] {
+        check(
+            fixture,
+            &[
+                ("frontend_bound", 0.2),
+                ("bad_speculation", 0.2),
+                ("backend_bound", 0.1),
+                ("retiring", 0.5),
+                ("frontend_bound_latency", 0.1),
+                ("frontend_bound_bandwidth", 0.1),
+                ("bad_speculation_mispredicts", 0.16),
+                ("bad_speculation_pipeline_restarts", 0.04),
+                ("backend_bound_memory", 0.05),
+                ("backend_bound_cpu", 0.05),
+                ("retiring_heavy_operations", 0.15),
+                ("retiring_light_operations", 0.35),
+            ],
+        );
+    }
+}
+
+#[test]
+fn zen4_level_2_is_the_hand_computed_share() {
+    check(
+        "amd-zen4",
+        &[
+            ("frontend_bound", 0.2),
+            ("bad_speculation", 0.1),
+            ("backend_bound", 0.25),
+            ("retiring", 0.4),
+            ("smt_contention", 0.05),
+            ("frontend_bound_latency", 0.1),
+            ("frontend_bound_bandwidth", 0.1),
+            ("bad_speculation_mispredicts", 0.05),
+            ("bad_speculation_pipeline_restarts", 0.05),
+            ("backend_bound_memory", 0.15),
+            ("backend_bound_cpu", 0.1),
+            ("retiring_fastpath", 0.3),
+            ("retiring_microcode", 0.1),
+        ],
+    );
+}
+
+/// Every level-2 entry resolves on the Skylake family (Skylake's
+/// alternative, the first) and on Zen 4 (Zen 4's, or Skylake's where its
+/// inputs are families Zen 4 counts too: `frontend_bound_latency` and
+/// `_bandwidth` read the slot families both count, the same quotient),
+/// and the other vendor's retiring split is unavailable as not on this
+/// platform.
+#[test]
+fn each_platform_takes_its_own_formula() {
+    let intel_only = ["retiring_heavy_operations", "retiring_light_operations"];
+    let amd_only = ["retiring_fastpath", "retiring_microcode"];
+    for (fixture, other, chosen) in [
+        ("intel-skx", &amd_only, Some(0)),
+        ("intel-client", &amd_only, Some(0)),
+        ("amd-zen4", &intel_only, None),
+    ] {
+        let (_k, e) = engine(fixture);
+        let r = &e.host_derived().resolution;
+        for name in level2() {
+            let d = r
+                .get(name)
+                .unwrap_or_else(|| panic!("{fixture}: {name} not in the table"));
+            if other.contains(&name) {
+                assert_eq!(d.status, Status::Unavailable, "{fixture}: {name}");
+                assert_eq!(d.class(), Some(Class::NotOnPlatform), "{fixture}: {name}");
+            } else {
+                assert_ne!(d.status, Status::Unavailable, "{fixture}: {name}: {d:?}");
+                if chosen.is_some() {
+                    assert_eq!(d.chosen, chosen, "{fixture}: {name}: {d:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Where level 1 comes from the perf-metrics events or nowhere, level 2
+/// is unavailable with its inputs' reasons: not on this platform, never
+/// a failure.
+#[test]
+fn other_platforms_have_no_level_2_and_say_why() {
+    for fixture in [
+        "intel-hybrid",
+        "amd-zen3",
+        "arm-neoverse-n1",
+        "qemu-neoverse-n1",
+        "vm-no-pmu",
+    ] {
+        let (_k, e) = engine(fixture);
+        let r = &e.host_derived().resolution;
+        for name in level2() {
+            let d = r
+                .get(name)
+                .unwrap_or_else(|| panic!("{fixture}: {name} not in the table"));
+            assert_eq!(d.status, Status::Unavailable, "{fixture}: {name}");
+            assert!(d.problem().is_some(), "{fixture}: {name}: no reason");
+            assert_eq!(
+                d.class(),
+                Some(Class::NotOnPlatform),
+                "{fixture}: {name}: {:?}",
+                d.problem()
+            );
+        }
+    }
+}
