@@ -43,6 +43,8 @@ const COMPARED: &[(&str, f64)] = &[
     ("llc_miss_ratio", 1e-6),
     ("l1d_read_mpki", 1e-3),
     ("llc_read_mpki", 1e-3),
+    ("l1d_generic_read_mpki", 1e-3),
+    ("llc_generic_read_mpki", 1e-3),
 ];
 
 /// Rules by derived metric: the name `rules` prints in each rule's
