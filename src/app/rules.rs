@@ -170,7 +170,9 @@ mod tests {
              \x20     # (derived metric `twice`: 2 * ab)\n\
              \x20     - record: instance:perf_twice:ratio_rate5m\n\
              \x20       expr: |\n\
-             \x20         2 * ({a} / {b})\n\
+             \x20         2 * {a}\n\
+             \x20         /\n\
+             \x20         {b}\n\
              \x20     # No rule for the derived metric `smt`: ab if #smt_on else 0\n\
              \x20     #   `if else` has no rate form here: the exporter evaluates it (stat, the live view, OTLP; /metrics as the gauge perf_derived_smt).\n"
         );

@@ -35,12 +35,18 @@
 //! configuration (`derived:`) parses with it; the stages that hold one
 //! window's deltas evaluate with it.
 //!
+//! [`fold`] combines an expression's constants (the rewrites it allows,
+//! and why they change no value beyond rounding, are in its module);
+//! the importer writes and the recording rules are generated from the
+//! folded form.
+//!
 //! Input is hostile: an expression is at most [`MAX_LEN`] bytes and its
 //! tree at most [`MAX_DEPTH`] deep (parentheses, chains of operators and
 //! `if`s all count), so parsing, printing and evaluating use bounded
 //! stack.
 
 mod eval;
+mod fold;
 mod lex;
 mod parse;
 pub mod promql;
@@ -48,6 +54,7 @@ pub mod promql;
 mod tests;
 
 pub use eval::{eval, Env, Values};
+pub use fold::{fold, to_source};
 pub use parse::parse;
 
 /// `src` with the names `f` maps renamed, the rest kept as written

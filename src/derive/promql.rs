@@ -22,6 +22,10 @@
 //! `strcmp_cpuid_str`, and the `#` literals (facts of the host that the
 //! exporter would have to supply).
 //!
+//! The expression is constant-folded first ([`super::fold`]): the rule
+//! reads `rate(x)` where perf's formula and the importer's unit
+//! conversion wrote `1000000 * (x / 64 * 64 / 1e6 / duration_time)`.
+//!
 //! A division by zero (other than `d_ratio`'s) gives PromQL's `NaN` or
 //! `±Inf` where the exporter gives no value.
 
@@ -164,6 +168,10 @@ pub fn to_promql(
     leaf: &dyn Fn(&str) -> Option<Leaf>,
     rates: &Rates<'_>,
 ) -> Result<String, String> {
+    // Constants folded first: `1000000 * (x * 64 / 1e6 / duration_time)`
+    // is the rate of `x` alone.
+    let folded = super::fold(e);
+    let e = &folded;
     match degree(e, leaf, 0)? {
         0 => {}
         1 => return Err("its value is a count over the window, not a rate or a ratio".into()),
@@ -300,10 +308,16 @@ mod tests {
             q("d_ratio(a, b)").unwrap(),
             format!("({a} / ({b} != 0) or 0 * {b})")
         );
+        // Constants folded first: `6 * (b / 6)` is `b`.
         assert_eq!(
             q("1 - d_ratio(a - c, 6 * (b / 6))").unwrap(),
-            format!("1 - (({a} - {c}) / (6 * ({b} / 6) != 0) or 0 * (6 * ({b} / 6)))")
+            format!("1 - (({a} - {c}) / ({b} != 0) or 0 * {b})")
         );
+        assert_eq!(
+            q("1000000 * ((a / 64) * 64 / 1e6 / duration_time)").unwrap(),
+            a
+        );
+        assert_eq!(q("a / (4 * (b / 4))").unwrap(), format!("{a}\n/\n{b}"));
     }
 
     /// perf's `+ 0*SLOTS` and `max(x, 0)` (Alder Lake's top-down level 1)

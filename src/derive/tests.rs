@@ -414,3 +414,115 @@ fn rename_keeps_everything_but_the_names_it_maps() {
     );
     assert!(crate::derive::rename("a $ b", &mut |_| None).is_err());
 }
+
+/// Constant folding ([`fold`]): literal subexpressions become their
+/// value, the constants of a `*`/`/` chain one coefficient; nothing else.
+#[test]
+fn folding_combines_constants_only() {
+    let f = |s: &str| to_source(&fold(&parse(s).unwrap_or_else(|e| panic!("{s:?}: {e}"))));
+    // The default's imported bandwidth: perf's formula under the
+    // importer's MB/s -> B/s factor, over the bytes counter.
+    assert_eq!(
+        f("1000000 * ((perf_dram_read_bytes_total / 64) * 64 / 1e6 / duration_time)"),
+        "perf_dram_read_bytes_total / duration_time"
+    );
+    // Skylake's top-down denominator over the scaled cycles.
+    assert_eq!(f("a / (4 * (s / 4))"), "a / s");
+    assert_eq!(
+        f("( i - r + 4 * (c / 4) ) / (4 * (s / 4))"),
+        "(i - r + c) / s"
+    );
+    // Literal subexpressions, with perf's semantics.
+    assert_eq!(f("1 + 2 * 3"), "7");
+    assert_eq!(f("2 - 3"), "-1");
+    assert_eq!(f("1e3 * a / b"), "1000 * a / b");
+    assert_eq!(f("a * (2 + 2)"), "4 * a");
+    assert_eq!(f("d_ratio(1, 0) + a"), "0 + a");
+    assert_eq!(f("max(1, 2) * a"), "2 * a");
+    assert_eq!(f("a if 1 < 2 else b"), "a if 1 else b");
+    assert_eq!(f("(5 if 0 else 6) * a / 3"), "2 * a");
+    assert_eq!(f("-(2) * a"), "-2 * a");
+    assert_eq!(f("a / 2 / 2"), "a / 4");
+    assert_eq!(f("a / 64"), "a / 64");
+    assert_eq!(f("2 * a / 3"), "2 * a / 3");
+    assert_eq!(f("2 / a * 3"), "6 / a");
+    assert_eq!(f("a * 64 / 64 / b"), "a / b");
+    // The non-constant factors keep their order and grouping.
+    assert_eq!(f("a / b * c"), "a / b * c");
+    assert_eq!(f("a / (b * c)"), "a / (b * c)");
+    assert_eq!(f("2 * a * b / 2"), "a * b");
+    // Never dropped: a zero factor (perf's `+ 0*SLOTS`), a division by
+    // zero, a literal of the host, an operand, `x - x`, `x / x`.
+    assert_eq!(f("a / b + 0 * s"), "a / b + 0 * s");
+    assert_eq!(f("a / 0 * 2"), "2 * a / 0");
+    assert_eq!(f("1 / 0"), "1 / 0");
+    assert_eq!(f("5 % 0"), "5 % 0");
+    assert_eq!(f("a * #smt_on / 2 * 2"), "a * #smt_on");
+    assert_eq!(f("a - a"), "a - a");
+    assert_eq!(f("a / a"), "a / a");
+    assert_eq!(f("has_event(x) * 2 / 2"), "has_event(x)");
+    // Nothing to fold: the same tree.
+    for s in [
+        "a + b * c",
+        "a / b - c / b",
+        "d_ratio(a, b)",
+        "min(a, b) if c > 0 else d",
+    ] {
+        let e = parse(s).unwrap();
+        assert_eq!(fold(&e), e, "{s}");
+    }
+}
+
+/// Folded values: exactly the unfolded ones where the constants are
+/// powers of two, within rounding otherwise.
+#[test]
+fn folding_keeps_the_values() {
+    let env = Values::with([
+        ("a", 3.0e9),
+        ("b", 7.0),
+        ("s", 1.25e10),
+        ("duration_time", 1.5),
+    ]);
+    for (src, exact) in [
+        ("1000000 * ((a / 64) * 64 / 1e6 / duration_time)", false),
+        ("a / (4 * (s / 4))", true),
+        ("a / 64 * 64", true),
+        ("1e3 * a / s", true),
+        ("a / 3 * 3 / b", false),
+        ("d_ratio(a * 2, s * 2) + max(1, 0)", true),
+    ] {
+        let e = parse(src).unwrap();
+        let (v, w) = (eval(&e, &env).unwrap(), eval(&fold(&e), &env).unwrap());
+        if exact {
+            assert_eq!(v.to_bits(), w.to_bits(), "{src}: {v} vs {w}");
+        } else {
+            assert!(
+                (v - w).abs() <= 4.0 * f64::EPSILON * v.abs(),
+                "{src}: {v} vs {w}"
+            );
+        }
+    }
+}
+
+/// The minimal-parentheses form parses back to the same tree.
+#[test]
+fn source_form_parses_back() {
+    for s in [
+        "a - (b - c)",
+        "a / (b / c)",
+        "(a + b) * c",
+        "-(a + b)",
+        "a - -b",
+        "(a if b else c) + 1",
+        "a if (b if c else d) else e if f else g",
+        "(a < b) < c",
+        "a < (b < c)",
+        "min(a + b, c) * d_ratio(x, y)",
+        "a | b & c ^ d",
+        "(a | b) & c",
+    ] {
+        let e = parse(s).unwrap();
+        let back = parse(&to_source(&e)).unwrap_or_else(|err| panic!("{s}: {err}"));
+        assert_eq!(back.to_string(), e.to_string(), "{s} -> {}", to_source(&e));
+    }
+}

@@ -5,6 +5,7 @@
 
 use super::{now_unix_nanos, Engine, Group, GroupKey, Member, MemberPlan};
 use crate::perf::{Counter, ErrorKind, PerfError};
+use crate::pmu::PmuTable;
 use crate::problem::Problem;
 use crate::problem::{log_reason, LogFields};
 use std::collections::HashSet;
@@ -108,7 +109,15 @@ impl Engine {
         members: &[MemberPlan],
     ) -> Option<Vec<Vec<MemberPlan>>> {
         let free = self.counters.free(&key.pmu)?;
-        if members.len() <= free.max(1) || key.split != 0 {
+        // A perf-metrics event takes no counter: the kernel gives it a
+        // pseudo-counter index (`INTEL_PMC_IDX_METRIC_BASE`) and computes
+        // it from `slots` and `PERF_METRICS`.
+        let needs = |table: &PmuTable, ms: &[MemberPlan]| {
+            ms.iter()
+                .filter(|m| super::plan::topdown_rank(table, &m.attr) != 1)
+                .count()
+        };
+        if needs(&self.table, members) <= free.max(1) || key.split != 0 {
             return None;
         }
         let units = super::plan::split_units(&self.table, members.to_vec());
@@ -153,7 +162,9 @@ impl Engine {
         let mut chunks: Vec<Vec<MemberPlan>> = Vec::new();
         for unit in units {
             match chunks.last_mut() {
-                Some(c) if c.len() + unit.len() <= free => c.extend(unit),
+                Some(c) if needs(&self.table, c) + needs(&self.table, &unit) <= free => {
+                    c.extend(unit);
+                }
                 _ => chunks.push(unit),
             }
         }

@@ -51,6 +51,8 @@ def test_recording_rules_cover_the_ratios():
                  "instance:perf_cache_miss:ratio_rate5m", "instance:perf_branch_miss:ratio_rate5m",
                  "instance:perf_l1d_read_misses:per_kilo_instructions_rate5m",
                  "instance:perf_llc_read_misses:per_kilo_instructions_rate5m",
+                 "instance:perf_l1d_retired_load_misses:per_kilo_instructions_rate5m",
+                 "instance:perf_l3_retired_load_misses:per_kilo_instructions_rate5m",
                  "instance:perf_l1d_read_miss:ratio_rate5m", "instance:perf_l1i_read_miss:ratio_rate5m",
                  "instance:perf_llc_read_miss:ratio_rate5m",
                  "instance:perf_l1i_read_misses:per_kilo_instructions_rate5m",

@@ -257,27 +257,15 @@ fn the_default_table_leaves_out_what_the_config_does_not_count() {
             "context_switches_per_second  resolved     perf_context_switches_total / duration_time\n",
             "page_faults_per_second       resolved     perf_page_faults_total / duration_time\n",
             "2 derived: 2 resolved, 0 fallback, 0 unavailable\n",
-<<<<<<< HEAD
-            "36 derived (default table, the config has no `derived:`): 2 apply to this config's metrics, ",
-            "34 left out because their inputs are not counted: ipc, busy_ratio, cpus_utilized, ",
+            "25 derived (default table, the config has no `derived:`): 2 apply to this config's metrics, ",
+            "23 left out because their inputs are not counted: ipc, busy_ratio, cpus_utilized, ",
             "l1d_miss_ratio, l1i_miss_ratio, llc_miss_ratio, cache_miss_ratio, branch_miss_ratio, ",
-            "l1i_read_mpki, interrupts_per_second, softirqs_per_second, total_dispatch_slots, ",
-            "frontend_bound, bad_speculation, backend_bound, retiring, fetch_latency, fetch_bandwidth, ",
-            "branch_mispredicts, machine_clears, memory_bound, core_bound, heavy_operations, ",
-            "light_operations, atom_slots, atom_frontend_bound, atom_bad_speculation, ",
-            "atom_backend_bound, atom_retiring, l1d_read_mpki, llc_read_mpki, ",
-            "dram_read_bytes_per_second, dram_write_bytes_per_second, smt_contention\n",
-=======
-            "33 derived (default table, the config has no `derived:`): 2 apply to this config's metrics, ",
-            "31 left out because their inputs are not counted: ipc, busy_ratio, cpus_utilized, ",
-            "l1d_miss_ratio, l1i_miss_ratio, llc_miss_ratio, cache_miss_ratio, branch_miss_ratio, ",
-            "l1i_read_mpki, interrupts_per_second, softirqs_per_second, total_dispatch_slots, ",
+            "l1d_generic_read_mpki, llc_generic_read_mpki, l1i_read_mpki, interrupts_per_second, softirqs_per_second, total_dispatch_slots, ",
             "frontend_bound, bad_speculation, backend_bound, retiring, l1d_read_mpki, llc_read_mpki, ",
             "dram_read_bytes_per_second, dram_write_bytes_per_second, frontend_bound_latency, ",
             "frontend_bound_bandwidth, bad_speculation_mispredicts, bad_speculation_pipeline_restarts, ",
             "backend_bound_memory, backend_bound_cpu, retiring_heavy_operations, retiring_light_operations, ",
             "smt_contention, retiring_fastpath, retiring_microcode\n",
->>>>>>> h-tma2
         )
     );
     let o = check_config(FIVE_SOFTWARE, true);
@@ -285,17 +273,10 @@ fn the_default_table_leaves_out_what_the_config_does_not_count() {
     let d = &v["derived_default"];
     assert_eq!(
         (d["entries"].as_u64(), d["applied"].as_u64()),
-<<<<<<< HEAD
-        (Some(36), Some(2))
+        (Some(25), Some(2))
     );
     let left = d["left_out"].as_array().unwrap();
-    assert_eq!(left.len(), 34);
-=======
-        (Some(33), Some(2))
-    );
-    let left = d["left_out"].as_array().unwrap();
-    assert_eq!(left.len(), 31);
->>>>>>> h-tma2
+    assert_eq!(left.len(), 23);
     assert_eq!(
         left[0],
         json!({"name": "ipc", "missing": ["perf_instructions_total", "perf_cpu_cycles_total"]})

@@ -205,8 +205,9 @@ fn zen4_level_2_is_the_hand_computed_share() {
     );
 }
 
-/// Every level-2 entry resolves on the Skylake family (Skylake's
-/// alternative, the first) and on Zen 4 (Zen 4's, or Skylake's where its
+/// Every level-2 entry resolves on the perf-metrics P-cores of
+/// intel-hybrid (Alder Lake's alternative, the first), on the Skylake
+/// family (Skylake's, the second) and on Zen 4 (Zen 4's, or Skylake's where its
 /// inputs are families Zen 4 counts too: `frontend_bound_latency` and
 /// `_bandwidth` read the slot families both count, the same quotient),
 /// and the other vendor's retiring split is unavailable as not on this
@@ -216,8 +217,9 @@ fn each_platform_takes_its_own_formula() {
     let intel_only = ["retiring_heavy_operations", "retiring_light_operations"];
     let amd_only = ["retiring_fastpath", "retiring_microcode"];
     for (fixture, other, chosen) in [
-        ("intel-skx", &amd_only, Some(0)),
-        ("intel-client", &amd_only, Some(0)),
+        ("intel-hybrid", &amd_only, Some(0)),
+        ("intel-skx", &amd_only, Some(1)),
+        ("intel-client", &amd_only, Some(1)),
         ("amd-zen4", &intel_only, None),
     ] {
         let (_k, e) = engine(fixture);
@@ -245,7 +247,6 @@ fn each_platform_takes_its_own_formula() {
 #[test]
 fn other_platforms_have_no_level_2_and_say_why() {
     for fixture in [
-        "intel-hybrid",
         "amd-zen3",
         "arm-neoverse-n1",
         "qemu-neoverse-n1",

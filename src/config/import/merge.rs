@@ -99,29 +99,21 @@ struct Equivalent {
 /// The events the default config counts under other specs than perf's
 /// JSON gives them (config/metrics/README.md says which metric reads
 /// which, and why each holds).
-const EQUIVALENT: [Equivalent; 18] = [
+///
+/// Only the same count: the kernel's own name for that encoding (a
+/// generic event it maps to it, a sysfs alias), with the config metric's
+/// increase per count. Never a stand-in that counts something close (the
+/// generic `L1-dcache-load-misses` for `MEM_LOAD_RETIRED.L1_MISS`): an
+/// imported metric would then carry perf's name over another quantity.
+/// A perf event the config does not count is left out, saying so; the
+/// config counts it under its own encoding where it wants the metric.
+const EQUIVALENT: [Equivalent; 16] = [
     // INST_RETIRED.ANY: the kernel's `instructions` on Intel is 0x00c0
     // (arch/x86/events/intel/core.c, intel_perfmon_event_map), the same
     // count.
     Equivalent {
         perf: "cpu/event=0xc0/",
         config: "instructions",
-        per_count: 1.0,
-    },
-    // MEM_LOAD_RETIRED.L1_MISS (0xD1/0x08): the config's L1 data cache
-    // load misses stand in for it (not the same count: the kernel's
-    // generic event on Skylake is L1D.REPLACEMENT, 0x0151).
-    Equivalent {
-        perf: "cpu/event=0xd1,umask=0x08/",
-        config: "L1-dcache-load-misses",
-        per_count: 1.0,
-    },
-    // MEM_LOAD_RETIRED.L3_MISS (0xD1/0x20): the config's last-level
-    // cache load misses stand in for it (the kernel's generic event on
-    // Skylake is an OFFCORE_RESPONSE event).
-    Equivalent {
-        perf: "cpu/event=0xd1,umask=0x20/",
-        config: "LLC-load-misses",
         per_count: 1.0,
     },
     // UNC_M_CAS_COUNT.RD and .WR (0x04/0x03, 0x04/0x0C) are the sysfs
@@ -372,7 +364,7 @@ pub fn merged_derived(
     for (i, mine) in per_file.iter().enumerate() {
         for (t, expr) in mine {
             let expr = match inline_shared(expr, mine, &shared) {
-                Ok(e) => e,
+                Ok(e) => super::folded(&e),
                 Err(why) => {
                     skipped.push(Skipped {
                         metric: format!("{}: {}", files[i].0, t.name),

@@ -87,6 +87,8 @@ mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::derive;
+
 pub use merge::{merged_derived, Merged, BEGIN, END};
 
 /// The most JSON objects (events and metrics) one import reads.
@@ -291,6 +293,22 @@ pub(super) struct Taken {
     pub(super) threshold: Option<String>,
     pub(super) record: Option<String>,
     pub(super) events: BTreeSet<Counted>,
+}
+
+/// `text` with its constants folded ([`derive::fold`]: perf's `x * 64 /
+/// 1e6` under the importer's `1000000 * (..)` is `x`), written with only
+/// the parentheses it needs; as written when nothing folds or it does
+/// not parse (the caller reports that).
+pub(super) fn folded(text: &str) -> String {
+    let Ok(parsed) = derive::parse(text) else {
+        return text.to_string();
+    };
+    let f = derive::fold(&parsed);
+    if f == parsed {
+        text.to_string()
+    } else {
+        derive::to_source(&f)
+    }
 }
 
 /// Reads `files` (name and text) and writes the config.

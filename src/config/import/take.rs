@@ -98,6 +98,7 @@ impl<'a> Importer<'a> {
         if scale != 1.0 {
             text = format!("{scale} * ({text})");
         }
+        let text = super::folded(&text);
         let threshold = m.threshold.as_deref().and_then(|t| {
             // A threshold reads its metric (and others, by name): the
             // names it reads must be taken too.

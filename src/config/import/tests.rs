@@ -38,7 +38,8 @@ fn encodings_follow_jevents() {
         r#"event: ["amd_df/event=0x1/"]"#,
         r#"event: ["cpu/event=0x51,umask=0x1,cmask=1/"]"#,
         r#"expr: "perf_l1d_replacement_total / perf_inst_retired_any_total""#,
-        r#"expr: "1000000 * (perf_unc_m_cas_count_rd_total * 64 / 1e6 / duration_time)""#,
+        // `1MB/s` made bytes per second, constants folded.
+        r#"expr: "64 * perf_unc_m_cas_count_rd_total / duration_time""#,
         r#"unit: "per_instr""#,
         r#"unit: "bytes per second""#,
         r#"unit: "ratio""#,
@@ -275,10 +276,12 @@ fn merged_metrics_read_the_configs_metrics_and_scales() {
     let m = merged_derived(&files(&DEFAULT_SOURCES), &sets).unwrap();
     for want in [
         // Skylake: UOPS_RETIRED.RETIRE_SLOTS is the topdown set's
-        // retiring metric; CPU_CLK_UNHALTED.THREAD its slots over 4.
-        r#""perf_topdown_retiring_slots_total / (4 * (perf_topdown_slots_total / 4))""#,
-        // Zen 4: the same metrics, 6 slots per cycle.
-        r#""6 * (perf_topdown_slots_total / 6)""#,
+        // retiring metric; CPU_CLK_UNHALTED.THREAD its slots over 4, and
+        // perf's `4 * CPU_CLK_UNHALTED.THREAD` folds to the slots.
+        r#""perf_topdown_retiring_slots_total / perf_topdown_slots_total""#,
+        // Zen 4: the same metrics, 6 slots per cycle (`6 * (slots / 6)`
+        // folded).
+        r#"expr: "perf_topdown_slots_total""#,
         r#"      - "d_ratio(perf_topdown_frontend_bound_slots_total, total_dispatch_slots)""#,
     ] {
         assert!(m.yaml.contains(want), "{want} in\n{}", m.yaml);
@@ -304,10 +307,11 @@ fn merged_metrics_read_the_configs_metrics_and_scales() {
 
 #[test]
 fn merged_metrics_read_equivalent_events_with_their_factor() {
-    // perf's encodings of INST_RETIRED.ANY, MEM_LOAD_RETIRED.L1_MISS and
-    // UNC_M_CAS_COUNT.RD/WR are counted by the default config as
-    // `instructions`, `L1-dcache-load-misses` and the bytes of
-    // `cas_count_read`/`cas_count_write` (64 per CAS).
+    // perf's encodings of INST_RETIRED.ANY and UNC_M_CAS_COUNT.RD/WR are
+    // counted by the default config as `instructions` and the bytes of
+    // `cas_count_read`/`cas_count_write` (64 per CAS);
+    // MEM_LOAD_RETIRED.L1_MISS under its own encoding. The constants
+    // fold: perf's `* 64 / 1e6` under the importer's MB/s factor is gone.
     let sets = crate::config::Config::default_config().sets;
     let j = r#"[{"EventName": "INST_RETIRED.ANY"},
       {"EventName": "MEM_LOAD_RETIRED.L1_MISS", "EventCode": "0xD1", "UMask": "0x08"},
@@ -323,13 +327,41 @@ fn merged_metrics_read_equivalent_events_with_their_factor() {
         body,
         [
             r#"  - name: "l1mpki""#,
-            r#"    expr: "1000 * perf_l1d_read_misses_total / perf_instructions_total""#,
+            r#"    expr: "1000 * perf_l1d_retired_load_misses_total / perf_instructions_total""#,
             r#"  - name: "bw""#,
             r#"    unit: "bytes per second""#,
-            r#"    expr: "1000000 * (((perf_dram_read_bytes_total / 64) + (perf_dram_write_bytes_total / 64)) * 64 / 1e6 / duration_time)""#,
+            // Folded where the importer takes perf's formula (`* 64 / 1e6`
+            // under `1000000 *`); the CAS counts over the bytes stay, as a
+            // factor is never distributed over a sum.
+            r#"    expr: "64 * ((perf_dram_read_bytes_total / 64) + (perf_dram_write_bytes_total / 64)) / duration_time""#,
             r#"    record: "instance:perf_bw:rate5m""#,
             "  # END imported derived metrics",
         ]
+    );
+}
+
+/// An encoding the config counts only as something close (the generic
+/// `L1-dcache-load-misses` is not MEM_LOAD_RETIRED.L1_MISS) is not taken
+/// for it: without the set that counts perf's event, the metric is left
+/// out, saying which event is missing.
+#[test]
+fn a_stand_in_is_never_taken_for_perfs_event() {
+    let mut sets = crate::config::Config::default_config().sets;
+    sets.retain(|s| s.name.value != "cache_retired_loads");
+    let j = r#"[{"EventName": "INST_RETIRED.ANY"},
+      {"EventName": "MEM_LOAD_RETIRED.L3_MISS", "EventCode": "0xD1", "UMask": "0x20"},
+      {"MetricName": "L3MPKI", "MetricExpr": "1000 * MEM_LOAD_RETIRED.L3_MISS / INST_RETIRED.ANY"}]"#;
+    let m = merged_derived(&files(&[("x.json", j)]), &sets).unwrap();
+    let why: Vec<String> = m
+        .skipped
+        .iter()
+        .map(|s| format!("{}: {}", s.metric, s.why))
+        .collect();
+    assert_eq!(why.len(), 1, "{why:?}");
+    assert!(
+        why[0].starts_with("x.json: l3mpki: `")
+            && why[0].contains("is counted by no set of the config"),
+        "{why:?}"
     );
 }
 

@@ -231,6 +231,17 @@ pub(super) struct Accepted<'a> {
 }
 
 impl SimKernel {
+    /// Whether an event is a perf-metrics event (`topdown-*` on a PMU with
+    /// `slots`), which the kernel schedules on no general-purpose counter.
+    pub(super) fn is_metric_event(&self, attr: &EventAttr) -> bool {
+        self.table
+            .pmus
+            .iter()
+            .find(|p| p.type_ == attr.type_)
+            .and_then(|p| topdown_kind(p, attr.config[0]))
+            == Some(false)
+    }
+
     /// The kernel's perf-metrics rule (`intel_pmu_hw_config`): a metric
     /// event (`topdown-*` on a PMU with `slots`) opens only in a group
     /// whose leader is `slots`; alone, or under any other leader, the open

@@ -67,6 +67,7 @@ impl SimKernel {
                 acc.pmu,
                 acc.sw,
                 acc.rate.times(privilege_share(attr)),
+                self.is_metric_event(attr),
                 attr.type_,
                 attr.config,
                 attr.exclude,

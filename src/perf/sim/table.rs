@@ -31,6 +31,10 @@ pub(super) struct EventKind {
     pub(super) pmu: u16,
     pub(super) sw: bool,
     pub(super) rate: Rate,
+    /// A perf-metrics event (`topdown-*`): the kernel gives it a
+    /// pseudo-counter (`INTEL_PMC_IDX_METRIC_BASE`), no general-purpose
+    /// one, so it takes nothing of a PMU's counter budget.
+    pub(super) counterless: bool,
     type_: u32,
     config: [u64; 4],
     exclude: Exclude,
@@ -235,6 +239,7 @@ impl State {
         pmu: &str,
         sw: bool,
         rate: Rate,
+        counterless: bool,
         type_: u32,
         config: [u64; 4],
         exclude: Exclude,
@@ -257,6 +262,7 @@ impl State {
             pmu: p,
             sw,
             rate,
+            counterless,
             type_,
             config,
             exclude,
@@ -491,14 +497,15 @@ impl State {
         leader.group_hw != NO_PMU && leader.group_hw != pmu
     }
 
-    /// Events of `pmu` in `leader`'s group, leader included.
+    /// Events of `pmu` in `leader`'s group that take a counter (a
+    /// perf-metrics event takes none), leader included.
     pub(super) fn count_of_pmu(&self, leader: u32, pmu: u16) -> usize {
-        let own = self.slot(leader).map(|l| self.kind(l).pmu == pmu);
-        usize::from(own == Some(true))
-            + self
-                .members(leader)
-                .filter(|(_, s)| self.kind(s).pmu == pmu)
-                .count()
+        let takes = |s: &Slot| {
+            let k = self.kind(s);
+            k.pmu == pmu && !k.counterless
+        };
+        let own = self.slot(leader).map(takes);
+        usize::from(own == Some(true)) + self.members(leader).filter(|(_, s)| takes(s)).count()
     }
 
     /// Enables a group (leader and members).

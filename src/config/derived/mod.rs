@@ -38,7 +38,14 @@
 //! the same rules and may name the metric itself.
 //!
 //! Plain data, no I/O: [`RawDerived`] is the section as written,
-//! [`DerivedTable`] the section resolved against the config's metrics.
+//! [`DerivedTable`] the section resolved against the config's metrics;
+//! `default_table.rs` narrows the default config's table to what a
+//! config without the section counts ([`DerivedTable::for_metrics`],
+//! [`LeftOut`]).
+
+mod default_table;
+
+pub use default_table::LeftOut;
 
 use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
@@ -166,18 +173,6 @@ pub struct DerivedTable {
     pub implicit: Option<Vec<LeftOut>>,
 }
 
-/// A default derived metric left out of a config that has no `derived:`
-/// section: no alternative of its `expr:` reads only metrics the config
-/// counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeftOut {
-    /// Its name.
-    pub name: String,
-    /// The inputs of its first alternative the config does not count
-    /// (event metrics, or derived metrics left out themselves).
-    pub missing: Vec<String>,
-}
-
 /// How a per-CPU value is computed from its inputs' per-CPU counts
 /// ([`Formula::per_cpu`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,74 +238,6 @@ impl DerivedTable {
         DerivedTable {
             metrics,
             implicit: self.implicit.clone(),
-        }
-    }
-
-    /// The default table as a config without a `derived:` section takes
-    /// it: only the alternatives whose inputs are all metrics in
-    /// `counted` (or derived metrics kept, or `duration_time`), and only
-    /// the entries left an alternative; the others are listed in
-    /// [`DerivedTable::implicit`] with what they miss. A threshold that
-    /// reads something left out is dropped; a `has_event(..)` probe of
-    /// something not counted is 0, as in a written table.
-    #[must_use]
-    pub fn for_metrics(&self, counted: &BTreeSet<&str>) -> DerivedTable {
-        let mut kept: BTreeSet<String> = BTreeSet::new();
-        let mut metrics = Vec::new();
-        let mut left_out = Vec::new();
-        // Evaluation order: a derived input is decided before its readers.
-        for d in &self.metrics {
-            let missing = |f: &Formula| -> Vec<String> {
-                f.inputs
-                    .iter()
-                    .filter_map(|i| match &i.source {
-                        Source::Metric(m) if !counted.contains(m.as_str()) => Some(m.clone()),
-                        Source::Derived(x) if !kept.contains(x) && *x != d.name => Some(x.clone()),
-                        _ => None,
-                    })
-                    .collect()
-            };
-            let keep_probes = |f: &Formula| Formula {
-                probes: f
-                    .probes
-                    .iter()
-                    .filter(|i| match &i.source {
-                        Source::Metric(m) => counted.contains(m.as_str()),
-                        Source::Derived(x) => kept.contains(x),
-                        Source::Duration => true,
-                    })
-                    .cloned()
-                    .collect(),
-                ..f.clone()
-            };
-            let mut usable = d
-                .formulas()
-                .filter(|f| missing(f).is_empty())
-                .map(keep_probes);
-            let Some(first) = usable.next() else {
-                left_out.push(LeftOut {
-                    name: d.name.clone(),
-                    missing: missing(&d.formula),
-                });
-                continue;
-            };
-            let fallbacks = usable.collect();
-            let threshold = d
-                .threshold
-                .as_ref()
-                .filter(|t| missing(t).is_empty())
-                .map(keep_probes);
-            kept.insert(d.name.clone());
-            metrics.push(Derived {
-                formula: first,
-                fallbacks,
-                threshold,
-                ..d.clone()
-            });
-        }
-        DerivedTable {
-            metrics,
-            implicit: Some(left_out),
         }
     }
 
@@ -811,7 +738,7 @@ mod tests {
 
     const SETS: &str = "sets:\n  - name: core\n    events:\n      - metric: perf_cpu_cycles_total\n        event: [cycles, \"core/cpu-cycles/\"]\n      - metric: perf_instructions_total\n        event: [instructions]\n      - metric: perf_l1d_read_misses_total\n        event: [L1-dcache-load-misses]\n      - metric: perf_ref_total\n        event: [\"cpu/event=0x3c/\"]\n";
 
-    fn with(derived: &str) -> Result<Config, String> {
+    pub(super) fn with(derived: &str) -> Result<Config, String> {
         Config::parse(&format!("{SETS}derived:\n{derived}"), "t.yaml").map_err(|e| e.to_string())
     }
 
@@ -827,7 +754,7 @@ mod tests {
         // (`perf_cpu_cycles_total`, `perf_instructions_total`,
         // `perf_l1d_read_misses_total`): the others are left out.
         let names: Vec<&str> = c.derived.metrics.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["ipc", "l1d_read_mpki"]);
+        assert_eq!(names, ["ipc", "l1d_generic_read_mpki"]);
         assert_eq!(c.derived.get("ipc"), default.get("ipc"));
         let left = c.derived.implicit.as_ref().unwrap();
         assert_eq!(left.len() + 2, default.metrics.len());
@@ -836,59 +763,6 @@ mod tests {
         let c = Config::parse(&format!("{SETS}derived: []\n"), "t.yaml").unwrap();
         assert!(c.derived.metrics.is_empty());
         assert_eq!(c.derived.implicit, None);
-    }
-
-    /// The default table over a config's metrics: an alternative reading
-    /// a metric it does not count goes, an entry with none left goes
-    /// (and so does, transitively, an entry reading it), a threshold
-    /// reading something left out goes, a probe of it is dropped (0).
-    #[test]
-    fn the_default_table_keeps_what_the_config_counts() {
-        let table = with(concat!(
-            "  - name: ipc\n    expr: [perf_instructions_total / perf_ref_total, instructions / cycles]\n    threshold: ipc < perf_l1d_read_misses_total\n",
-            "  - name: refs\n    expr: perf_ref_total / duration_time if has_event(perf_ref_total) else 0\n",
-            "  - name: per_ref\n    expr: refs / ipc\n",
-            "  - name: cpi\n    expr: 1 / ipc\n    threshold: cpi > 1 if has_event(perf_ref_total) else 0\n",
-        ))
-        .unwrap()
-        .derived;
-        let counted: BTreeSet<&str> = ["perf_instructions_total", "perf_cpu_cycles_total"]
-            .into_iter()
-            .collect();
-        let t = table.for_metrics(&counted);
-        let names: Vec<&str> = t.metrics.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["ipc", "cpi"]);
-        let ipc = t.get("ipc").unwrap();
-        assert_eq!(ipc.formula.text, "instructions / cycles");
-        assert!(ipc.fallbacks.is_empty());
-        assert_eq!(ipc.threshold, None);
-        let cpi = t.get("cpi").unwrap();
-        assert!(cpi.threshold.as_ref().unwrap().probes.is_empty());
-        assert_eq!(
-            t.implicit,
-            Some(vec![
-                LeftOut {
-                    name: "refs".into(),
-                    missing: vec!["perf_ref_total".into()],
-                },
-                LeftOut {
-                    name: "per_ref".into(),
-                    missing: vec!["refs".into()],
-                },
-            ])
-        );
-        // A config counting everything keeps the table as it is.
-        let all: BTreeSet<&str> = [
-            "perf_instructions_total",
-            "perf_cpu_cycles_total",
-            "perf_ref_total",
-            "perf_l1d_read_misses_total",
-        ]
-        .into_iter()
-        .collect();
-        let t = table.for_metrics(&all);
-        assert_eq!(t.metrics, table.metrics);
-        assert_eq!(t.implicit, Some(Vec::new()));
     }
 
     #[test]
