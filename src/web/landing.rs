@@ -130,7 +130,7 @@ pub(super) fn landing(state: &State) -> String {
         e.cgroups().map(cgroup_section).unwrap_or_default()
     );
     let causes = causes(&e);
-    let cards = cards(e.derived());
+    let cards = cards(e.derived(), &e.host_derived().resolution);
     drop(e);
     page(state, &rows, &cgroups, &causes, &cards)
 }
@@ -348,12 +348,30 @@ impl Card {
     }
 }
 
-/// The cards of `table`.
-fn cards(table: &crate::config::derived::DerivedTable) -> Vec<Card> {
+/// The cards of `table`, but for the entries that are another platform's
+/// (every alternative reads events of another vendor or core type, as
+/// `atom_*` on a host without E-cores, or Zen 4's `retiring_fastpath` on
+/// Intel): a card that could never show a value on this host. An entry
+/// unavailable for a reason the user can act on (a failure, no hardware
+/// PMU in a VM) keeps its card, which says why.
+fn cards(
+    table: &crate::config::derived::DerivedTable,
+    host: &crate::resolve::derived::DerivedResolution,
+) -> Vec<Card> {
     use crate::export::live::{is_per_socket, Format};
+    let elsewhere = |name: &str| {
+        host.get(name).is_some_and(|r| {
+            r.class() == Some(Class::NotOnPlatform)
+                && !r
+                    .tried
+                    .iter()
+                    .any(|t| matches!(t.problem, Some(Problem::NeedsHardwarePmu { .. })))
+        })
+    };
     table
         .metrics
         .iter()
+        .filter(|d| !elsewhere(&d.name))
         .map(|d| {
             let per_socket = is_per_socket(&d.name);
             let format = match Format::of(d) {
@@ -503,7 +521,7 @@ mod tests {
         let table = crate::config::Config::parse(crate::config::DEFAULT_CONFIG, "<default>")
             .unwrap()
             .derived;
-        let cards = cards(&table);
+        let cards = cards(&table, &Default::default());
         let (short, notes) = card_notes(&cards, &causes);
         let hw_short =
             "needs a hardware PMU, which this host does not have (see below the cards)".to_string();
@@ -548,7 +566,7 @@ mod tests {
         let table = crate::config::Config::parse(yaml, "t.yaml")
             .unwrap()
             .derived;
-        let own = cards(&table);
+        let own = cards(&table, &Default::default());
         let html = cards_html(&own, &BTreeMap::new());
         assert_eq!(
             html,
@@ -563,7 +581,7 @@ mod tests {
         let default = crate::config::Config::parse(crate::config::DEFAULT_CONFIG, "<default>")
             .unwrap()
             .derived;
-        let cards = cards(&default);
+        let cards = cards(&default, &Default::default());
         let names: Vec<&str> = cards.iter().map(|c| c.name.as_str()).collect();
         let want: Vec<&str> = default.metrics.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, want);
@@ -651,5 +669,47 @@ mod tests {
             "pod\\u{202e}gpj.exe\\x1b&lt;b&gt;"
         );
         assert_eq!(esc("a&b"), "a&amp;b");
+    }
+
+    /// A card of another platform's entry (every alternative not on this
+    /// platform) is left out; one that needs the hardware PMU the host
+    /// lacks keeps its card, which says so.
+    #[test]
+    fn another_platforms_entries_have_no_card() {
+        use crate::resolve::derived::{DerivedResolution, ResolvedDerived};
+        let table = crate::config::Config::parse(crate::config::DEFAULT_CONFIG, "<default>")
+            .unwrap()
+            .derived;
+        let unavailable = |name: &str, problem: Problem| ResolvedDerived {
+            name: name.into(),
+            status: Status::Unavailable,
+            chosen: None,
+            expr: None,
+            tried: vec![crate::resolve::chain::Tried {
+                event: "x".into(),
+                problem: Some(problem),
+            }],
+        };
+        let host = DerivedResolution {
+            metrics: vec![
+                unavailable(
+                    "atom_retiring",
+                    Problem::NotOnPlatform {
+                        event: "cpu_atom/topdown-retiring/".into(),
+                        detail: "no PMU matches `cpu_atom` on this host".into(),
+                    },
+                ),
+                unavailable(
+                    "ipc",
+                    Problem::NeedsHardwarePmu {
+                        event: "instructions".into(),
+                    },
+                ),
+            ],
+        };
+        let names: Vec<String> = cards(&table, &host).into_iter().map(|c| c.name).collect();
+        assert!(!names.iter().any(|n| n == "atom_retiring"), "{names:?}");
+        assert!(names.iter().any(|n| n == "ipc"), "{names:?}");
+        assert_eq!(names.len(), table.metrics.len() - 1);
     }
 }

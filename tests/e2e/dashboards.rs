@@ -57,31 +57,67 @@ const TOPDOWN_ROW: &str = "Top-down (level 1)";
 /// `counter_budget`) and in `check --json`'s goldens.
 const BUDGET_FAMILY: &str = "perf_pmu_counters";
 const TOPDOWN_RULES: &str = "perf_topdown_";
-/// The derived shares only the perf-metrics level-2 events (the P-cores of
-/// intel-hybrid) or the E-cores' own top-down counters give, with their
-/// values on the simulated intel-hybrid (src/perf/sim/accept.rs: the
-/// P-cores' metric events in 255ths of their slots, `INT_MISC.UOP_DROPPING`
-/// 1e6/s of 1.2e10 slots/s; the E-cores' categories of 5 slots a cycle):
-/// checked by the top-down test only.
-const HYBRID_SHARES: [(&str, f64); 12] = [
+/// The level-2 shares and the E-cores' level-1 shares, with their values
+/// on the simulated intel-hybrid, intel-skx and amd-zen4 (`None`: no
+/// series there). intel-hybrid (src/perf/sim/accept.rs): the P-cores'
+/// metric events in 255ths of their slots, `INT_MISC.UOP_DROPPING` 1e6/s
+/// of 1.2e10 slots/s; the E-cores' categories of 5 slots a cycle.
+/// intel-skx and amd-zen4: the hand-computed values of the sim suite's
+/// `topdown_l2` tests (Skylake's and Zen 4's level-2 formulas over the
+/// simulated rates). Checked by the top-down test only.
+const LEVEL_2_SHARES: [(&str, f64, Option<f64>, Option<f64>); 12] = [
     (
         "instance:perf_frontend_bound_latency:rate5m",
         30.0 / 255.0 - 1e6 / 1.2e10,
+        Some(0.1),
+        Some(0.1),
     ),
-    ("instance:perf_frontend_bound_bandwidth:rate5m", 21.0 / 255.0),
-    ("instance:perf_bad_speculation_mispredicts:rate5m", 20.0 / 255.0),
+    (
+        "instance:perf_frontend_bound_bandwidth:rate5m",
+        21.0 / 255.0,
+        Some(0.1),
+        Some(0.1),
+    ),
+    (
+        "instance:perf_bad_speculation_mispredicts:rate5m",
+        20.0 / 255.0,
+        Some(0.16),
+        Some(0.05),
+    ),
     (
         "instance:perf_bad_speculation_pipeline_restarts:rate5m",
         6.0 / 255.0 + 1e6 / 1.2e10,
+        Some(0.04),
+        Some(0.05),
     ),
-    ("instance:perf_backend_bound_memory:rate5m", 40.0 / 255.0),
-    ("instance:perf_backend_bound_cpu:rate5m", 36.0 / 255.0),
-    ("instance:perf_retiring_heavy_operations:rate5m", 20.0 / 255.0),
-    ("instance:perf_retiring_light_operations:rate5m", 82.0 / 255.0),
-    ("instance:perf_atom_frontend_bound:rate5m", 0.25),
-    ("instance:perf_atom_bad_speculation:rate5m", 0.1),
-    ("instance:perf_atom_backend_bound:rate5m", 0.25),
-    ("instance:perf_atom_retiring:rate5m", 0.4),
+    (
+        "instance:perf_backend_bound_memory:rate5m",
+        40.0 / 255.0,
+        Some(0.05),
+        Some(0.15),
+    ),
+    (
+        "instance:perf_backend_bound_cpu:rate5m",
+        36.0 / 255.0,
+        Some(0.05),
+        Some(0.1),
+    ),
+    (
+        "instance:perf_retiring_heavy_operations:rate5m",
+        20.0 / 255.0,
+        Some(0.15),
+        None,
+    ),
+    (
+        "instance:perf_retiring_light_operations:rate5m",
+        82.0 / 255.0,
+        Some(0.35),
+        None,
+    ),
+    ("instance:perf_atom_frontend_bound:rate5m", 0.25, None, None),
+    ("instance:perf_atom_bad_speculation:rate5m", 0.1, None, None),
+    ("instance:perf_atom_backend_bound:rate5m", 0.25, None, None),
+    ("instance:perf_atom_retiring:rate5m", 0.4, None, None),
 ];
 const TOPDOWN_FIXTURES: [&str; 4] = ["intel-hybrid", "amd-zen4", "intel-skx", "arm-neoverse-n1"];
 /// The level-1 shares, which add up to 1 where a node counts slots.
@@ -534,7 +570,7 @@ fn dashboards_and_rules(extra: &[String]) {
     let records: Vec<String> = records()
         .into_iter()
         .filter(|r| !r.starts_with(POD_RULE_PREFIX) && !r.contains(TOPDOWN_RULES))
-        .filter(|r| !HYBRID_SHARES.iter().any(|(h, _)| h == r))
+        .filter(|r| !LEVEL_2_SHARES.iter().any(|(h, ..)| h == r))
         .collect();
     assert!(records.len() >= 10, "{records:?}");
     check_records(&prom, &records, &fixture_of, &mut failures);
@@ -742,21 +778,28 @@ fn topdown_row_and_rules_on_real_prometheus() {
             failures.push(format!("arm-neoverse-n1 {rec}: {got:?}, expected {want}"));
         }
     }
-    // Level 2 of the P-cores and level 1 of the E-cores: the hybrid's only,
-    // each from one core type's counts.
-    for (rec, want) in HYBRID_SHARES {
-        let got: Vec<(&str, f64)> = query(&prom, rec)
+    // Level 2 (each platform's formula) and the E-cores' level 1 (the
+    // hybrid's only, from one core type's counts).
+    for (rec, hybrid, skx, zen4) in LEVEL_2_SHARES {
+        let mut got: Vec<(&str, f64)> = query(&prom, rec)
             .iter()
             .map(|r| {
                 let inst = r["metric"]["instance"].as_str().expect("instance");
                 (fixture_of[inst], value(r))
             })
             .collect();
-        let ok = matches!(got.as_slice(), [("intel-hybrid", v)] if (v - want).abs() < 1e-3);
+        got.sort_by(|a, b| a.0.cmp(b.0));
+        let mut want: Vec<(&str, f64)> = vec![("intel-hybrid", hybrid)];
+        want.extend(skx.map(|v| ("intel-skx", v)));
+        want.extend(zen4.map(|v| ("amd-zen4", v)));
+        want.sort_by(|a, b| a.0.cmp(b.0));
+        let ok = got.len() == want.len()
+            && got
+                .iter()
+                .zip(&want)
+                .all(|(g, w)| g.0 == w.0 && (g.1 - w.1).abs() < 1e-3);
         if !ok {
-            failures.push(format!(
-                "{rec}: {got:?}, expected {want} on intel-hybrid only"
-            ));
+            failures.push(format!("{rec}: {got:?}, expected {want:?}"));
         }
     }
     for (share, expected) in [

@@ -225,10 +225,10 @@ fn live_page_says_why_ipc_is_not_available() {
         );
         let note = dom["notes"][0].as_str().expect("a note");
         assert!(
-            note.starts_with("15 cards need a hardware PMU, which this host does not have")
+            note.starts_with("11 cards need a hardware PMU, which this host does not have")
                 && note.contains(": ipc, l1d miss ratio, l1i miss ratio, llc miss ratio, cache miss ratio, \
-                    branch miss ratio, l1i read mpki, total dispatch slots, frontend bound, bad speculation, \
-                    backend bound, retiring, l1d read mpki, llc read mpki, smt contention; what to do: "),
+                    branch miss ratio, l1d generic read mpki, llc generic read mpki, l1i read mpki, \
+                    total dispatch slots, smt contention; what to do: "),
             "{note}"
         );
         // The legend names the range (both ends, or that they are equal).

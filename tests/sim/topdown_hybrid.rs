@@ -101,10 +101,22 @@ fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
     // Each level-2 pair adds up to its parent, and each core type's four
     // level-1 shares to 1.
     for (parent, a, b) in [
-        ("frontend_bound", "frontend_bound_latency", "frontend_bound_bandwidth"),
-        ("bad_speculation", "bad_speculation_mispredicts", "bad_speculation_pipeline_restarts"),
+        (
+            "frontend_bound",
+            "frontend_bound_latency",
+            "frontend_bound_bandwidth",
+        ),
+        (
+            "bad_speculation",
+            "bad_speculation_mispredicts",
+            "bad_speculation_pipeline_restarts",
+        ),
         ("backend_bound", "backend_bound_memory", "backend_bound_cpu"),
-        ("retiring", "retiring_heavy_operations", "retiring_light_operations"),
+        (
+            "retiring",
+            "retiring_heavy_operations",
+            "retiring_light_operations",
+        ),
     ] {
         let sum = value(a) + value(b);
         assert!(

@@ -5,7 +5,7 @@
 //! times with every member's value, leader first.
 
 use super::rates::privilege_share;
-use super::table::{NewSlot, State};
+use super::table::{KindClass, NewSlot, State};
 use super::{cgroup, lock, SimHandle, SimKernel, NEXT_ID};
 use crate::perf::cgroup::{CgroupHandle, CgroupInner, CgroupOpenError};
 use crate::perf::{Counter, CounterInner, EventAttr, GroupReading, Kernel, OpenAt};
@@ -65,9 +65,14 @@ impl SimKernel {
         let kind = st
             .intern_kind(
                 acc.pmu,
-                acc.sw,
+                if acc.sw {
+                    KindClass::Software
+                } else if self.is_metric_event(attr) {
+                    KindClass::Metric
+                } else {
+                    KindClass::Hardware
+                },
                 acc.rate.times(privilege_share(attr)),
-                self.is_metric_event(attr),
                 attr.type_,
                 attr.config,
                 attr.exclude,

@@ -40,6 +40,17 @@ pub(super) struct EventKind {
     exclude: Exclude,
 }
 
+/// What an event takes of its PMU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KindClass {
+    /// A software event (no counter budget).
+    Software,
+    /// A hardware event: one counter.
+    Hardware,
+    /// A perf-metrics event (`topdown-*`): no counter of its own.
+    Metric,
+}
+
 /// One open counter.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Slot {
@@ -237,9 +248,8 @@ impl State {
     pub(super) fn intern_kind(
         &mut self,
         pmu: &str,
-        sw: bool,
+        class: KindClass,
         rate: Rate,
-        counterless: bool,
         type_: u32,
         config: [u64; 4],
         exclude: Exclude,
@@ -260,9 +270,9 @@ impl State {
         let k = u32::try_from(self.kinds.len()).ok()?;
         self.kinds.push(EventKind {
             pmu: p,
-            sw,
+            sw: class == KindClass::Software,
             rate,
-            counterless,
+            counterless: class == KindClass::Metric,
             type_,
             config,
             exclude,
