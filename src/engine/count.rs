@@ -70,7 +70,8 @@ impl Engine {
                 out.push((key, whole()));
                 continue;
             };
-            if members.len() <= free.max(1) {
+            let needs = super::plan::counters_needed;
+            if needs(&self.table, members) <= free.max(1) {
                 out.push((key, whole()));
                 continue;
             }
@@ -82,7 +83,9 @@ impl Engine {
             let mut chunks: Vec<Vec<MemberPlan>> = Vec::new();
             for unit in units {
                 match chunks.last_mut() {
-                    Some(c) if c.len() + unit.len() <= free => c.extend(unit),
+                    Some(c) if needs(&self.table, c) + needs(&self.table, &unit) <= free => {
+                        c.extend(unit);
+                    }
                     _ => chunks.push(unit),
                 }
             }
@@ -100,8 +103,9 @@ impl Engine {
         let mut need: HashMap<(u32, &str), usize> = HashMap::new();
         for (key, members) in groups {
             if let Some(free) = self.counters.free(&key.pmu) {
-                if members.len() <= free {
-                    *need.entry((key.cpu, key.pmu.as_str())).or_insert(0) += members.len();
+                let n = super::plan::counters_needed(&self.table, members);
+                if n <= free {
+                    *need.entry((key.cpu, key.pmu.as_str())).or_insert(0) += n;
                 }
             }
         }
@@ -109,7 +113,9 @@ impl Engine {
             .iter()
             .map(|(key, members)| match self.counters.free(&key.pmu) {
                 None => CounterState::Counting,
-                Some(free) if members.len() > free => CounterState::NeverRan,
+                Some(free) if super::plan::counters_needed(&self.table, members) > free => {
+                    CounterState::NeverRan
+                }
                 Some(free)
                     if need
                         .get(&(key.cpu, key.pmu.as_str()))

@@ -5,7 +5,6 @@
 
 use super::{now_unix_nanos, Engine, Group, GroupKey, Member, MemberPlan};
 use crate::perf::{Counter, ErrorKind, PerfError};
-use crate::pmu::PmuTable;
 use crate::problem::Problem;
 use crate::problem::{log_reason, LogFields};
 use std::collections::HashSet;
@@ -109,14 +108,7 @@ impl Engine {
         members: &[MemberPlan],
     ) -> Option<Vec<Vec<MemberPlan>>> {
         let free = self.counters.free(&key.pmu)?;
-        // A perf-metrics event takes no counter: the kernel gives it a
-        // pseudo-counter index (`INTEL_PMC_IDX_METRIC_BASE`) and computes
-        // it from `slots` and `PERF_METRICS`.
-        let needs = |table: &PmuTable, ms: &[MemberPlan]| {
-            ms.iter()
-                .filter(|m| super::plan::topdown_rank(table, &m.attr) != 1)
-                .count()
-        };
+        let needs = super::plan::counters_needed;
         if needs(&self.table, members) <= free.max(1) || key.split != 0 {
             return None;
         }

@@ -143,6 +143,17 @@ pub(super) fn split_units(table: &PmuTable, plans: Vec<MemberPlan>) -> Vec<Vec<M
     out
 }
 
+/// The general-purpose counters `members` take: one each, but for the
+/// perf-metrics events, to which the kernel gives a pseudo-counter index
+/// (`INTEL_PMC_IDX_METRIC_BASE`) and whose counts it computes from
+/// `slots` and `PERF_METRICS` (`arch/x86/events/intel/core.c`).
+pub(super) fn counters_needed(table: &PmuTable, members: &[MemberPlan]) -> usize {
+    members
+        .iter()
+        .filter(|m| topdown_rank(table, &m.attr) != 1)
+        .count()
+}
+
 /// Whether a group is a perf-metrics unit (`slots` and its metric events
 /// only): splitting it cannot help.
 pub(super) fn is_one_unit<'a>(

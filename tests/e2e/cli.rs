@@ -337,7 +337,7 @@ fn check_text_says_the_counter_budget_and_what_to_do() {
     assert_eq!(
         lines[c + 2..c + 5].iter().map(|l| l.trim()).collect::<Vec<_>>(),
         [
-            "state: multiplexed on 8 CPUs (16.67%)",
+            "state: multiplexed on 8 CPUs (10.34%)",
             "why: multiplexed: time-sliced with other groups; the value is scaled by enabled/running time",
             "what to do: fewer events per core PMU, or stop other users of the counters",
         ],
