@@ -70,22 +70,7 @@ fn fold_at(e: &Expr, depth: usize) -> Expr {
 
 /// `e` with each child folded.
 fn children(e: &Expr, depth: usize) -> Expr {
-    let f = |x: &Expr| Box::new(fold_at(x, depth + 1));
-    match e {
-        Expr::Neg(a) => Expr::Neg(f(a)),
-        Expr::Binary(op, a, b) => Expr::Binary(*op, f(a), f(b)),
-        Expr::Call(func, a, b) => Expr::Call(*func, f(a), f(b)),
-        Expr::If {
-            then,
-            cond,
-            otherwise,
-        } => Expr::If {
-            then: f(then),
-            cond: f(cond),
-            otherwise: f(otherwise),
-        },
-        other => other.clone(),
-    }
+    e.map_children(&|x| fold_at(x, depth + 1))
 }
 
 /// An environment with no operands and no literals: an expression that

@@ -365,31 +365,41 @@ impl Expr {
         out
     }
 
-    /// Pre-order walk (recursion bounded by [`MAX_DEPTH`]).
     /// `self` with each `#` literal that `value` gives replaced by that
     /// number (a host's literals are constant: folded in once, when the
     /// config is resolved on the host); the others stay.
     #[must_use]
     pub fn fold_literals(&self, value: &dyn Fn(Literal) -> Option<f64>) -> Expr {
-        let fold = |e: &Expr| Box::new(e.fold_literals(value));
         match self {
             Expr::Literal(l) => value(*l).map_or(Expr::Literal(*l), Expr::Number),
-            Expr::Neg(a) => Expr::Neg(fold(a)),
-            Expr::Binary(op, a, b) => Expr::Binary(*op, fold(a), fold(b)),
-            Expr::Call(func, a, b) => Expr::Call(*func, fold(a), fold(b)),
+            other => other.map_children(&|e| e.fold_literals(value)),
+        }
+    }
+
+    /// `self` with `f` applied to each direct child (a leaf is cloned as
+    /// it is): the one shape of a rewrite that rebuilds the tree
+    /// ([`Expr::fold_literals`], `fold.rs`).
+    #[must_use]
+    pub fn map_children(&self, f: &dyn Fn(&Expr) -> Expr) -> Expr {
+        let g = |e: &Expr| Box::new(f(e));
+        match self {
+            Expr::Neg(a) => Expr::Neg(g(a)),
+            Expr::Binary(op, a, b) => Expr::Binary(*op, g(a), g(b)),
+            Expr::Call(func, a, b) => Expr::Call(*func, g(a), g(b)),
             Expr::If {
                 then,
                 cond,
                 otherwise,
             } => Expr::If {
-                then: fold(then),
-                cond: fold(cond),
-                otherwise: fold(otherwise),
+                then: g(then),
+                cond: g(cond),
+                otherwise: g(otherwise),
             },
             other => other.clone(),
         }
     }
 
+    /// Pre-order walk (recursion bounded by [`MAX_DEPTH`]).
     fn visit<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
         f(self);
         match self {

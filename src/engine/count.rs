@@ -65,31 +65,14 @@ impl Engine {
     ) -> Vec<Planned<'a>> {
         let mut out = Vec::new();
         for (key, members) in plan {
-            let whole = || members.clone();
-            let Some(free) = self.counters.free(&key.pmu) else {
-                out.push((key, whole()));
-                continue;
-            };
-            let needs = super::plan::counters_needed;
-            if needs(&self.table, members) <= free.max(1) {
-                out.push((key, whole()));
-                continue;
+            let chunks = self
+                .counters
+                .free(&key.pmu)
+                .and_then(|free| super::plan::fit_chunks(&self.table, members, free));
+            match chunks {
+                Some(chunks) => out.extend(chunks.into_iter().map(|c| (key, c))),
+                None => out.push((key, members.clone())),
             }
-            let units = super::plan::split_units(&self.table, members.clone());
-            if units.len() < 2 {
-                out.push((key, whole()));
-                continue;
-            }
-            let mut chunks: Vec<Vec<MemberPlan>> = Vec::new();
-            for unit in units {
-                match chunks.last_mut() {
-                    Some(c) if needs(&self.table, c) + needs(&self.table, &unit) <= free => {
-                        c.extend(unit);
-                    }
-                    _ => chunks.push(unit),
-                }
-            }
-            out.extend(chunks.into_iter().map(|c| (key, c)));
         }
         out
     }

@@ -108,14 +108,10 @@ impl Engine {
         members: &[MemberPlan],
     ) -> Option<Vec<Vec<MemberPlan>>> {
         let free = self.counters.free(&key.pmu)?;
-        let needs = super::plan::counters_needed;
-        if needs(&self.table, members) <= free.max(1) || key.split != 0 {
+        if key.split != 0 {
             return None;
         }
-        let units = super::plan::split_units(&self.table, members.to_vec());
-        if units.len() < 2 {
-            return None;
-        }
+        let chunks = super::plan::fit_chunks(&self.table, members, free)?;
         let set = self
             .resolution
             .sets
@@ -149,15 +145,6 @@ impl Engine {
                 if !rt.reasons.contains(&problem) {
                     rt.reasons.push(problem.clone());
                 }
-            }
-        }
-        let mut chunks: Vec<Vec<MemberPlan>> = Vec::new();
-        for unit in units {
-            match chunks.last_mut() {
-                Some(c) if needs(&self.table, c) + needs(&self.table, &unit) <= free => {
-                    c.extend(unit);
-                }
-                _ => chunks.push(unit),
             }
         }
         Some(chunks)

@@ -154,6 +154,34 @@ pub(super) fn counters_needed(table: &PmuTable, members: &[MemberPlan]) -> usize
         .count()
 }
 
+/// `members` cut into groups that fit `free` counters (a perf-metrics
+/// `slots` unit stays whole: [`split_units`]); `None` when they fit as
+/// one group or cannot be cut. What opening does (`open.rs`,
+/// `fit_to_counters`) and what the series count predicts (`count.rs`).
+pub(super) fn fit_chunks(
+    table: &PmuTable,
+    members: &[MemberPlan],
+    free: usize,
+) -> Option<Vec<Vec<MemberPlan>>> {
+    if counters_needed(table, members) <= free.max(1) {
+        return None;
+    }
+    let units = split_units(table, members.to_vec());
+    if units.len() < 2 {
+        return None;
+    }
+    let mut chunks: Vec<Vec<MemberPlan>> = Vec::new();
+    for unit in units {
+        match chunks.last_mut() {
+            Some(c) if counters_needed(table, c) + counters_needed(table, &unit) <= free => {
+                c.extend(unit);
+            }
+            _ => chunks.push(unit),
+        }
+    }
+    Some(chunks)
+}
+
 /// Whether a group is a perf-metrics unit (`slots` and its metric events
 /// only): splitting it cannot help.
 pub(super) fn is_one_unit<'a>(
