@@ -510,7 +510,7 @@ def node_dashboard() -> dict:
     p.append(lay.row("Instructions per cycle"))
     p.append(timeseries(lay, "IPC", "Instructions retired per CPU cycle, all CPUs together: work done per clock. Low IPC with high cache miss ratios usually means memory stalls.",
                         "short", targets((ipc, "IPC")), decimals=2))
-    p.append(timeseries(lay, "IPC per CPU", "Instructions per cycle of each CPU, core or socket: the level the core set is exported at (its `per:`; the default config sums per socket).", "short",
+    p.append(timeseries(lay, "IPC per CPU", "Instructions per cycle of each CPU, core, socket or node: the level the core set is exported at (its `per:`; the default config sums per node, per core type on a hybrid part).", "short",
                         targets((at_level(ratio("perf_instructions_total", "perf_cpu_cycles_total", LEVEL)), LEVEL_LEGEND)),
                         decimals=2, legend_table=True))
     p.append(timeseries(lay, "Cycles and instructions", "CPU cycles and instructions retired per second, all CPUs together.",

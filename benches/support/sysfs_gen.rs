@@ -12,6 +12,11 @@
 //!   channel on every socket); `power` and `cstate_pkg` get the same
 //!   cpumask and `cstate_core` every CPU.
 //!
+//! [`generate_cpuinfo`] writes the matching `<procfs>/cpuinfo`: every CPU
+//! a Skylake-SP of the fixture's identity (`GenuineIntel-6-55-4`), so the
+//! sets and metrics a config guards with `requires_cpu` count as on a real
+//! host (without it the identity is unknown and they are left out).
+//!
 //! Used by `benches/scale.rs`, `benches/hot_path.rs` and
 //! `tests/sim/bench_support.rs` and `tests/allocations.rs` through `#[path]`.
 #![allow(dead_code)]
@@ -121,4 +126,39 @@ pub(crate) fn generate(root: &Path, shape: Shape) -> io::Result<()> {
         fs::write(t.join("thread_siblings_list"), siblings)?;
     }
     Ok(())
+}
+
+/// Writes `<procfs>/cpuinfo` for `shape` (`procfs` must exist): one
+/// `processor` block per CPU with the `vendor_id`, `cpu family`, `model`
+/// and `stepping` of the `intel-skx` fixture's CPU 0 and the CPU's package
+/// as `physical id`.
+pub(crate) fn generate_cpuinfo(procfs: &Path, shape: Shape) -> io::Result<()> {
+    if shape.cpus == 0 || shape.sockets == 0 || !shape.cpus.is_multiple_of(shape.sockets) {
+        return Err(io::Error::other(format!("bad shape {shape:?}")));
+    }
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/procfs/intel-skx/cpuinfo");
+    let text = fs::read_to_string(fixture)?;
+    let first = text.split("\n\n").next().unwrap_or_default();
+    let keep: Vec<&str> = first
+        .lines()
+        .filter(|l| {
+            let key = l.split(':').next().unwrap_or_default().trim();
+            matches!(
+                key,
+                "vendor_id" | "cpu family" | "model" | "model name" | "stepping"
+            )
+        })
+        .collect();
+    let per_socket = shape.cpus / shape.sockets;
+    let mut out = String::new();
+    for c in 0..shape.cpus {
+        out.push_str(&format!("processor\t: {c}\n"));
+        for l in &keep {
+            out.push_str(l);
+            out.push('\n');
+        }
+        out.push_str(&format!("physical id\t: {}\n\n", c / per_socket));
+    }
+    fs::write(procfs.join("cpuinfo"), out)
 }

@@ -188,8 +188,19 @@ fn content_negotiation() {
         "{}",
         om.body
     );
-    // The default config sums the core set per socket.
-    assert!(om.body.contains("perf_cpu_cycles_total{socket=\"0\"} "));
+    // The default config sums the core set per node (prometheus-client
+    // writes the empty label set as `{}`), DRAM per socket.
+    assert!(
+        om.body.contains("\nperf_cpu_cycles_total{} "),
+        "{}",
+        om.body
+    );
+    assert!(
+        om.body
+            .contains("perf_dram_read_bytes_total{pmu=\"uncore_imc_0\",socket=\"0\"} "),
+        "{}",
+        om.body
+    );
 }
 
 /// Whether this host's sysfs shows a core PMU (hardware events).

@@ -33,9 +33,30 @@ fn engine(shape: sysfs_gen::Shape, aggregate: bool) -> (Arc<SimKernel>, Engine, 
 }
 
 fn engine_of(shape: sysfs_gen::Shape, cfg: &Config) -> (Arc<SimKernel>, Engine, tempfile::TempDir) {
+    engine_with(shape, cfg, false)
+}
+
+/// As [`engine_of`]; with `identified`, the CPUs are Skylake-SP in
+/// `cpuinfo` too, so the `requires_cpu` sets and metrics count.
+fn engine_with(
+    shape: sysfs_gen::Shape,
+    cfg: &Config,
+    identified: bool,
+) -> (Arc<SimKernel>, Engine, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
     sysfs_gen::generate(tmp.path(), shape).unwrap();
-    let table = PmuTable::discover(tmp.path()).unwrap();
+    let mut table = PmuTable::discover(tmp.path()).unwrap();
+    if identified {
+        let procfs = tmp.path().join("proc");
+        std::fs::create_dir_all(&procfs).unwrap();
+        sysfs_gen::generate_cpuinfo(&procfs, shape).unwrap();
+        table.read_identities(&procfs);
+        assert_eq!(
+            table.identity_of("cpu").known(),
+            Some("GenuineIntel-6-55-4"),
+            "the generated cpuinfo gives the fixture's identity"
+        );
+    }
     assert!(table.warnings.is_empty(), "{:?}", table.warnings);
     assert_eq!(table.topology.online.len(), shape.cpus as usize);
     let k = Arc::new(SimKernel::with_manual_clock(table.clone()));
@@ -109,8 +130,10 @@ fn aggregate_cpus_gives_one_series_per_metric() {
 /// The series budget of the default config (issue 29): at most 1,000
 /// series per node at 512 CPUs (2 and 8 sockets, 8 memory controllers
 /// each), counted from what one collection exports (every family of the
-/// engine, the availability and counter-state families included). The
-/// formula is in docs/src/guide/configuration.md.
+/// engine, the availability and counter-state families included), with
+/// the CPUs identified as Skylake-SP so that the sets guarded by
+/// `requires_cpu` count too. The formula is in
+/// docs/src/guide/configuration.md.
 #[test]
 fn the_default_config_fits_1000_series_at_512_cpus() {
     for sockets in [2, 8] {
@@ -119,7 +142,7 @@ fn the_default_config_fits_1000_series_at_512_cpus() {
             sockets,
             imcs_per_socket: 8,
         };
-        let (k, mut e, _tmp) = engine_of(shape, &Config::default_config());
+        let (k, mut e, _tmp) = engine_with(shape, &Config::default_config(), true);
         e.collect();
         k.advance(SEC);
         let s = e.collect();
@@ -139,6 +162,19 @@ fn the_default_config_fits_1000_series_at_512_cpus() {
             "{sockets} sockets: {} series: {by_family:?}",
             s.series()
         );
+        // The CPU-guarded sets count (top-down levels 1 and 2, perf's
+        // retired-load MPKI): the budget holds with them.
+        for guarded in [
+            "perf_topdown_slots_total",
+            "perf_pipeline_branch_mispredicts_total",
+            "perf_pipeline_two_ports_cycles_total",
+            "perf_l1d_retired_load_misses_total",
+        ] {
+            assert!(
+                by_family.iter().any(|(_, n)| *n == guarded),
+                "{guarded} not counted: {by_family:?}"
+            );
+        }
         // Nothing exported is per CPU, yet the engine still holds every CPU.
         assert!(
             s.families
