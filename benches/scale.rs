@@ -1,8 +1,9 @@
 //! The exporter at the scale of a 512-CPU node, on the simulated PMU: a
 //! 512-CPU, 2-socket Intel server tree with 8 memory-controller PMUs per
-//! socket is generated at run time (`support/sysfs_gen.rs`), and the
-//! release binary serves it (`serve --simulate`) with the default config
-//! (its sets summed per socket or node), with the same config at `per:
+//! socket is generated at run time (`support/sysfs_gen.rs`, with a
+//! Skylake-SP `cpuinfo` so the sets guarded by `requires_cpu` count), and
+//! the release binary serves it (`serve --simulate`) with the default
+//! config (core sets summed per node, uncore per socket), with the same config at `per:
 //! cpu` on every set (the per-CPU default the exporter had before issue
 //! 29) and with `--config.aggregate-cpus` (every set `per: node`).
 //! For comparison the same binary also runs on this host's live kernel
@@ -131,8 +132,27 @@ fn serve_and_scrape_with(
 
 /// Median wall time of a collection and of its text encoding, in-process
 /// on the simulated PMU; and the number of groups (reads per collection).
+/// The generated `cpuinfo`'s procfs, next to the generated sysfs `root`.
+fn procfs_of(root: &Path) -> PathBuf {
+    root.with_file_name("proc")
+}
+
+/// The 512-CPU sysfs tree (`<dir>/sys`) and its procfs (`<dir>/proc`,
+/// Skylake-SP CPUs, so the sets the default guards with `requires_cpu`
+/// count, as on a real host).
+fn generate_512(dir: &Path) -> Result<(PathBuf, PathBuf), Error> {
+    let root = dir.join("sys");
+    std::fs::create_dir_all(&root)?;
+    sysfs_gen::generate(&root, sysfs_gen::SHAPE_512)?;
+    let procfs = procfs_of(&root);
+    std::fs::create_dir_all(&procfs)?;
+    sysfs_gen::generate_cpuinfo(&procfs, sysfs_gen::SHAPE_512)?;
+    Ok((root, procfs))
+}
+
 fn in_process(root: &Path, level: Level, iters: usize) -> Result<(usize, f64, f64), Error> {
-    let table = PmuTable::discover(root)?;
+    let mut table = PmuTable::discover(root)?;
+    table.read_identities(&procfs_of(root));
     let k = Arc::new(SimKernel::new(table.clone()));
     let mut cfg = match level {
         Level::PerCpu => Config::parse(&per_cpu_default(), "per-cpu.yaml")?,
@@ -187,7 +207,7 @@ fn per_cpu_default() -> String {
 }
 
 /// This build against `old`, taking turns on the same 512-CPU tree.
-fn side_by_side(args: &[String], old: &Path, sysfs: &str, scrapes: usize) -> Result<(), Error> {
+fn side_by_side(args: &[String], old: &Path, root: &Path, scrapes: usize) -> Result<(), Error> {
     let rounds: usize = arg_value(args, "--rounds")
         .map(|v| v.parse())
         .transpose()?
@@ -195,7 +215,9 @@ fn side_by_side(args: &[String], old: &Path, sysfs: &str, scrapes: usize) -> Res
     let mut serve_args = vec![
         "--simulate".to_string(),
         "--path.sysfs".into(),
-        sysfs.into(),
+        root.display().to_string(),
+        "--path.procfs".into(),
+        procfs_of(root).display().to_string(),
     ];
     if let Some(cfg) = arg_value(args, "--config") {
         serve_args.extend(["--config.file".into(), cfg]);
@@ -248,12 +270,10 @@ fn run() -> Result<(), Error> {
         .transpose()?
         .unwrap_or(if short { 20 } else { 500 });
     let tmp = tempfile::tempdir()?;
-    let root = tmp.path().join("sys");
-    std::fs::create_dir_all(&root)?;
-    sysfs_gen::generate(&root, sysfs_gen::SHAPE_512)?;
+    let (root, procfs) = generate_512(tmp.path())?;
     let sysfs = root.display().to_string();
     if let Some(old) = arg_value(&args, "--against") {
-        return side_by_side(&args, Path::new(&old), &sysfs, scrapes);
+        return side_by_side(&args, Path::new(&old), &root, scrapes);
     }
 
     let per_cpu = tmp.path().join("per-cpu.yaml");
@@ -271,6 +291,8 @@ fn run() -> Result<(), Error> {
             "--simulate".to_string(),
             "--path.sysfs".into(),
             sysfs.clone(),
+            "--path.procfs".into(),
+            procfs.display().to_string(),
         ];
         match level {
             Level::Node => a.push("--config.aggregate-cpus".into()),
