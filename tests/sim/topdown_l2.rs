@@ -241,6 +241,26 @@ fn each_platform_takes_its_own_formula() {
     }
 }
 
+/// Each of `names` is unavailable on `fixture` as "not on this
+/// platform", with a reason.
+fn not_on_platform(fixture: &str, names: &[&str]) {
+    let (_k, e) = engine(fixture);
+    let r = &e.host_derived().resolution;
+    for name in names {
+        let d = r
+            .get(name)
+            .unwrap_or_else(|| panic!("{fixture}: {name} not in the table"));
+        assert_eq!(d.status, Status::Unavailable, "{fixture}: {name}");
+        assert!(d.problem().is_some(), "{fixture}: {name}: no reason");
+        assert_eq!(
+            d.class(),
+            Some(Class::NotOnPlatform),
+            "{fixture}: {name}: {:?}",
+            d.problem()
+        );
+    }
+}
+
 /// Where level 1 comes from the perf-metrics events or nowhere, level 2
 /// is unavailable with its inputs' reasons: not on this platform, never
 /// a failure.
@@ -252,20 +272,25 @@ fn other_platforms_have_no_level_2_and_say_why() {
         "qemu-neoverse-n1",
         "vm-no-pmu",
     ] {
-        let (_k, e) = engine(fixture);
-        let r = &e.host_derived().resolution;
-        for name in level2() {
-            let d = r
-                .get(name)
-                .unwrap_or_else(|| panic!("{fixture}: {name} not in the table"));
-            assert_eq!(d.status, Status::Unavailable, "{fixture}: {name}");
-            assert!(d.problem().is_some(), "{fixture}: {name}: no reason");
-            assert_eq!(
-                d.class(),
-                Some(Class::NotOnPlatform),
-                "{fixture}: {name}: {:?}",
-                d.problem()
-            );
-        }
+        not_on_platform(fixture, &level2());
+    }
+}
+
+/// The E-cores' level 2 (`atom_*`, perf's `cpu_atom` TopdownL2 of
+/// adl-metrics.json) exists on the hybrid parts only: on every other
+/// fixture each share is unavailable as "not on this platform" (no
+/// `cpu_atom` PMU, or a CPU the Alder Lake model guard does not match).
+#[test]
+fn the_e_cores_level_2_is_not_on_other_platforms() {
+    for fixture in [
+        "intel-skx",
+        "intel-client",
+        "amd-zen4",
+        "amd-zen3",
+        "arm-neoverse-n1",
+        "qemu-neoverse-n1",
+        "vm-no-pmu",
+    ] {
+        not_on_platform(fixture, &crate::common::ATOM_L2);
     }
 }
