@@ -207,11 +207,12 @@ fn zen4_level_2_is_the_hand_computed_share() {
 
 /// Every level-2 entry resolves on the perf-metrics P-cores of
 /// intel-hybrid (Alder Lake's alternative, the first), on the Skylake
-/// family (Skylake's, the second) and on Zen 4 (Zen 4's, or Skylake's where its
-/// inputs are families Zen 4 counts too: `frontend_bound_latency` and
-/// `_bandwidth` read the slot families both count, the same quotient),
-/// and the other vendor's retiring split is unavailable as not on this
-/// platform.
+/// family (Skylake's, the second) and on Zen 4 (Zen 4's, the last: each
+/// of perf's Zen 4 level-2 formulas divides with `d_ratio`, 0 for a
+/// window without dispatch slots; `frontend_bound_latency` and
+/// `_bandwidth` read Zen 4's own frontend-latency family, so Skylake's
+/// plain quotient, which comes first, does not resolve there), and the
+/// other vendor's retiring split is unavailable as not on this platform.
 #[test]
 fn each_platform_takes_its_own_formula() {
     let intel_only = ["retiring_heavy_operations", "retiring_light_operations"];
@@ -235,6 +236,14 @@ fn each_platform_takes_its_own_formula() {
                 assert_ne!(d.status, Status::Unavailable, "{fixture}: {name}: {d:?}");
                 if chosen.is_some() {
                     assert_eq!(d.chosen, chosen, "{fixture}: {name}: {d:?}");
+                } else {
+                    assert_eq!(
+                        d.chosen,
+                        Some(d.tried.len() - 1),
+                        "{fixture}: {name}: {d:?}"
+                    );
+                    let expr = d.expr.as_deref().unwrap_or("");
+                    assert!(expr.contains("d_ratio("), "{fixture}: {name}: {expr}");
                 }
             }
         }
