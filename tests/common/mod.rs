@@ -25,6 +25,19 @@
 //! subset of it.
 #![allow(dead_code, unused_imports)]
 
+/// The E-cores' level-2 shares (perf's `cpu_atom` TopdownL2 of
+/// adl-metrics.json, config/metrics/alderlake.json).
+pub(crate) const ATOM_L2: [&str; 8] = [
+    "atom_frontend_bound_latency",
+    "atom_frontend_bound_bandwidth",
+    "atom_bad_speculation_mispredicts",
+    "atom_bad_speculation_pipeline_restarts",
+    "atom_backend_bound_memory",
+    "atom_backend_bound_cpu",
+    "atom_base",
+    "atom_ms_uops",
+];
+
 pub(crate) mod browser;
 pub(crate) mod cgroup;
 pub(crate) mod clocks;

@@ -65,7 +65,7 @@ const TOPDOWN_RULES: &str = "perf_topdown_";
 /// intel-skx and amd-zen4: the hand-computed values of the sim suite's
 /// `topdown_l2` tests (Skylake's and Zen 4's level-2 formulas over the
 /// simulated rates). Checked by the top-down test only.
-const LEVEL_2_SHARES: [(&str, f64, Option<f64>, Option<f64>); 12] = [
+const LEVEL_2_SHARES: [(&str, f64, Option<f64>, Option<f64>); 18] = [
     (
         "instance:perf_frontend_bound_latency:rate5m",
         30.0 / 255.0 - 1e6 / 1.2e10,
@@ -118,6 +118,35 @@ const LEVEL_2_SHARES: [(&str, f64, Option<f64>, Option<f64>); 12] = [
     ("instance:perf_atom_bad_speculation:rate5m", 0.1, None, None),
     ("instance:perf_atom_backend_bound:rate5m", 0.25, None, None),
     ("instance:perf_atom_retiring:rate5m", 0.4, None, None),
+    // The E-cores' level 2 (perf's `cpu_atom` formulas over the simulated
+    // Gracemont raw events; atom_backend_bound_memory and _cpu read
+    // `min()`, no rule: the exporter's gauges).
+    (
+        "instance:perf_atom_frontend_bound_latency:rate5m",
+        0.15,
+        None,
+        None,
+    ),
+    (
+        "instance:perf_atom_frontend_bound_bandwidth:rate5m",
+        0.1,
+        None,
+        None,
+    ),
+    (
+        "instance:perf_atom_bad_speculation_mispredicts:rate5m",
+        0.06,
+        None,
+        None,
+    ),
+    (
+        "instance:perf_atom_bad_speculation_pipeline_restarts:rate5m",
+        0.04,
+        None,
+        None,
+    ),
+    ("instance:perf_atom_base:rate5m", 0.3, None, None),
+    ("instance:perf_atom_ms_uops:rate5m", 0.1, None, None),
 ];
 const TOPDOWN_FIXTURES: [&str; 4] = ["intel-hybrid", "amd-zen4", "intel-skx", "arm-neoverse-n1"];
 /// The level-1 shares, which add up to 1 where a node counts slots.

@@ -257,8 +257,8 @@ fn the_default_table_leaves_out_what_the_config_does_not_count() {
             "context_switches_per_second  resolved     perf_context_switches_total / duration_time\n",
             "page_faults_per_second       resolved     perf_page_faults_total / duration_time\n",
             "2 derived: 2 resolved, 0 fallback, 0 unavailable\n",
-            "40 derived (default table, the config has no `derived:`): 2 apply to this config's metrics, ",
-            "38 left out because their inputs are not counted: ipc, busy_ratio, cpus_utilized, ",
+            "48 derived (default table, the config has no `derived:`): 2 apply to this config's metrics, ",
+            "46 left out because their inputs are not counted: ipc, busy_ratio, cpus_utilized, ",
             "l1d_miss_ratio, l1i_miss_ratio, llc_miss_ratio, cache_miss_ratio, branch_miss_ratio, ",
             "l1d_generic_read_mpki, llc_generic_read_mpki, l1i_read_mpki, interrupts_per_second, ",
             "softirqs_per_second, total_dispatch_slots, frontend_bound, bad_speculation, ",
@@ -266,6 +266,9 @@ fn the_default_table_leaves_out_what_the_config_does_not_count() {
             "bad_speculation_mispredicts, bad_speculation_pipeline_restarts, backend_bound_memory, ",
             "backend_bound_cpu, retiring_heavy_operations, retiring_light_operations, atom_slots, ",
             "atom_frontend_bound, atom_bad_speculation, atom_backend_bound, atom_retiring, ",
+            "atom_frontend_bound_latency, atom_frontend_bound_bandwidth, ",
+            "atom_bad_speculation_mispredicts, atom_bad_speculation_pipeline_restarts, ",
+            "atom_backend_bound_memory, atom_backend_bound_cpu, atom_base, atom_ms_uops, ",
             "l1d_read_mpki, llc_read_mpki, dram_read_bytes_per_second, dram_write_bytes_per_second, ",
             "smt_contention, retiring_fastpath, retiring_microcode\n",
         )
@@ -275,10 +278,10 @@ fn the_default_table_leaves_out_what_the_config_does_not_count() {
     let d = &v["derived_default"];
     assert_eq!(
         (d["entries"].as_u64(), d["applied"].as_u64()),
-        (Some(40), Some(2))
+        (Some(48), Some(2))
     );
     let left = d["left_out"].as_array().unwrap();
-    assert_eq!(left.len(), 38);
+    assert_eq!(left.len(), 46);
     assert_eq!(
         left[0],
         json!({"name": "ipc", "missing": ["perf_instructions_total", "perf_cpu_cycles_total"]})

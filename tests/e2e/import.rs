@@ -312,7 +312,7 @@ fn zen4_derived_want() -> Vec<(String, String, String)> {
 }
 
 /// The Alder Lake / Raptor Lake top-down levels 1 and 2 of the P-cores
-/// and level 1 of the E-cores (config/metrics/alderlake.json: the
+/// and of the E-cores (config/metrics/alderlake.json: the
 /// kernel's formulas) imported for the intel-hybrid fixture: every metric
 /// taken, the P-cores' set written with `slots` first (the kernel opens a
 /// perf-metrics event only under a `slots` leader), and `check --strict`,
@@ -336,7 +336,7 @@ fn alder_lake_topdown_imports_and_check_accepts_every_metric() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        format!("wrote {}: 17 metrics taken, 0 left out\n", cfg.display())
+        format!("wrote {}: 25 metrics taken, 0 left out\n", cfg.display())
     );
     let yaml = std::fs::read_to_string(&cfg).unwrap();
     assert_golden(&yaml, "alderlake-target.yaml");
@@ -344,8 +344,8 @@ fn alder_lake_topdown_imports_and_check_accepts_every_metric() {
     assert!(first.contains("umask=0x4/"), "slots first: {yaml}");
 
     let v = strict_check("intel-hybrid", &cfg);
-    all_resolved(&v, "metrics", 14);
-    let names: Vec<&str> = all_resolved(&v, "derived", 17)
+    all_resolved(&v, "metrics", 23);
+    let names: Vec<&str> = all_resolved(&v, "derived", 25)
         .iter()
         .map(|d| d["name"].as_str().unwrap_or(""))
         .collect();
@@ -367,7 +367,10 @@ fn alder_lake_topdown_imports_and_check_accepts_every_metric() {
         "atom_bad_speculation",
         "atom_backend_bound",
         "atom_retiring",
-    ] {
+    ]
+    .into_iter()
+    .chain(crate::common::ATOM_L2)
+    {
         assert!(names.contains(&n), "{n} in {names:?}");
     }
     // Without `--simulate`: what the fixture's sysfs tells.
@@ -383,8 +386,8 @@ fn alder_lake_topdown_imports_and_check_accepts_every_metric() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    all_resolved(&v, "metrics", 14);
-    all_resolved(&v, "derived", 17);
+    all_resolved(&v, "metrics", 23);
+    all_resolved(&v, "derived", 25);
 }
 
 /// The default config on the intel-hybrid fixture (Raptor Lake): every
@@ -420,6 +423,11 @@ fn the_default_configs_top_down_shares_resolve_on_intel_hybrid() {
         "bad_speculation",
     ] {
         assert_ne!(find(n)["status"], "unavailable", "{}", find(n));
+    }
+    // The E-cores' level 2: perf's `cpu_atom` formulas over the raw
+    // Gracemont events the default counts there.
+    for n in crate::common::ATOM_L2 {
+        assert_eq!(find(n)["status"], "resolved", "{}", find(n));
     }
     let sum = "(perf_topdown_frontend_bound_slots_total + perf_topdown_bad_speculation_slots_total + perf_topdown_retiring_slots_total + perf_topdown_backend_bound_slots_total)";
     assert_eq!(

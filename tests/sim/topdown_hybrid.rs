@@ -16,7 +16,12 @@
 //!   20, fetch latency 30, memory bound 40; `INT_MISC.UOP_DROPPING` (a raw
 //!   event, 0xAD/0x10) d = 1e6.
 //! * E-cores: `cpu-cycles` 2e9, so 5 slots a cycle is 1e10;
-//!   `topdown-retiring` 0.4, `-fe-bound` 0.25, `-be-bound` 0.25 of it.
+//!   `topdown-retiring` 0.4, `-fe-bound` 0.25, `-be-bound` 0.25 of it;
+//!   level 2 (raw events): TOPDOWN_FE_BOUND.FRONTEND_LATENCY 1.5e9,
+//!   .FRONTEND_BANDWIDTH 1.0e9, TOPDOWN_BAD_SPECULATION.MISPREDICT 6e8,
+//!   .MACHINE_CLEARS 4e8, UOPS_RETIRED.MS 1e9,
+//!   TOPDOWN_BE_BOUND.MEM_SCHEDULER 1e9, LD_HEAD.ANY_AT_RET 2e8 (cycles),
+//!   MEM_SCHEDULER_BLOCK.ST_BUF 1e8 and .ALL 2e8 (cycles).
 //!
 //! So, by perf's formulas (config/metrics/alderlake.json):
 //! frontend_bound = 51/255 - d/s, frontend_bound_latency = 30/255 - d/s,
@@ -26,7 +31,11 @@
 //! = 40/255, backend_bound_cpu = 36/255; retiring = 102/255, retiring_heavy_operations
 //! = 20/255, retiring_light_operations = 82/255. E-cores: atom_frontend_bound
 //! 0.25, atom_backend_bound 0.25, atom_retiring 0.4, atom_bad_speculation
-//! 1 - 0.9 = 0.1. Before the split the P-core shares divided both core
+//! 1 - 0.9 = 0.1; atom_frontend_bound_latency 0.15, _bandwidth 0.1,
+//! atom_bad_speculation_mispredicts 0.06, _pipeline_restarts 0.04,
+//! atom_backend_bound_memory min(0.25, 2e8/2e9 + 0.1 * 1e8/2e8) = 0.15,
+//! atom_backend_bound_cpu 0.25 - 0.15 = 0.1, atom_ms_uops 0.1,
+//! atom_base (4e9 - 1e9)/1e10 = 0.3. Before the split the P-core shares divided both core
 //! types' `topdown-*` by the P-cores' slots (frontend bound about 0.41).
 
 use crate::engines::{table, SEC};
@@ -65,6 +74,42 @@ fn one_window() -> (
     (f.derived, s1.families)
 }
 
+/// Each level-2 pair of a core type and its level-1 parent.
+const FAMILIES: [(&str, &str, &str); 8] = [
+    (
+        "frontend_bound",
+        "frontend_bound_latency",
+        "frontend_bound_bandwidth",
+    ),
+    (
+        "bad_speculation",
+        "bad_speculation_mispredicts",
+        "bad_speculation_pipeline_restarts",
+    ),
+    ("backend_bound", "backend_bound_memory", "backend_bound_cpu"),
+    (
+        "retiring",
+        "retiring_heavy_operations",
+        "retiring_light_operations",
+    ),
+    (
+        "atom_frontend_bound",
+        "atom_frontend_bound_latency",
+        "atom_frontend_bound_bandwidth",
+    ),
+    (
+        "atom_bad_speculation",
+        "atom_bad_speculation_mispredicts",
+        "atom_bad_speculation_pipeline_restarts",
+    ),
+    (
+        "atom_backend_bound",
+        "atom_backend_bound_memory",
+        "atom_backend_bound_cpu",
+    ),
+    ("atom_retiring", "atom_base", "atom_ms_uops"),
+];
+
 #[test]
 fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
     let (d, families) = one_window();
@@ -76,7 +121,7 @@ fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
     };
     let drop = 1e6 / 12e9;
     let p = |x: f64| x / 255.0;
-    let want: [(&str, f64); 16] = [
+    let want: [(&str, f64); 24] = [
         ("frontend_bound", p(51.0) - drop),
         ("frontend_bound_latency", p(30.0) - drop),
         ("frontend_bound_bandwidth", p(21.0)),
@@ -93,6 +138,14 @@ fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
         ("atom_bad_speculation", 0.1),
         ("atom_backend_bound", 0.25),
         ("atom_retiring", 0.4),
+        ("atom_frontend_bound_latency", 0.15),
+        ("atom_frontend_bound_bandwidth", 0.1),
+        ("atom_bad_speculation_mispredicts", 0.06),
+        ("atom_bad_speculation_pipeline_restarts", 0.04),
+        ("atom_backend_bound_memory", 0.15),
+        ("atom_backend_bound_cpu", 0.1),
+        ("atom_base", 0.3),
+        ("atom_ms_uops", 0.1),
     ];
     for (n, w) in want {
         let v = value(n);
@@ -100,24 +153,7 @@ fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
     }
     // Each level-2 pair adds up to its parent, and each core type's four
     // level-1 shares to 1.
-    for (parent, a, b) in [
-        (
-            "frontend_bound",
-            "frontend_bound_latency",
-            "frontend_bound_bandwidth",
-        ),
-        (
-            "bad_speculation",
-            "bad_speculation_mispredicts",
-            "bad_speculation_pipeline_restarts",
-        ),
-        ("backend_bound", "backend_bound_memory", "backend_bound_cpu"),
-        (
-            "retiring",
-            "retiring_heavy_operations",
-            "retiring_light_operations",
-        ),
-    ] {
+    for (parent, a, b) in FAMILIES {
         let sum = value(a) + value(b);
         assert!(
             (sum - value(parent)).abs() < 1e-9,
@@ -161,8 +197,8 @@ fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
 /// not `slots`, as `intel_pmu_hw_config` does) opens every member of the
 /// P-cores' group (`slots`, the eight metric events,
 /// `INT_MISC.UOP_DROPPING`) and of the E-cores' (cycles and three
-/// `topdown-*` counters), and no top-down metric is refused or
-/// unschedulable.
+/// `topdown-*` counters; the level-2 groups of 5 and 4 raw events), and no
+/// top-down metric is refused or unschedulable.
 #[test]
 fn the_p_cores_perf_metrics_group_opens_under_slots() {
     let mut t = table("intel-hybrid");

@@ -207,11 +207,12 @@ fn zen4_level_2_is_the_hand_computed_share() {
 
 /// Every level-2 entry resolves on the perf-metrics P-cores of
 /// intel-hybrid (Alder Lake's alternative, the first), on the Skylake
-/// family (Skylake's, the second) and on Zen 4 (Zen 4's, or Skylake's where its
-/// inputs are families Zen 4 counts too: `frontend_bound_latency` and
-/// `_bandwidth` read the slot families both count, the same quotient),
-/// and the other vendor's retiring split is unavailable as not on this
-/// platform.
+/// family (Skylake's, the second) and on Zen 4 (Zen 4's, the last: each
+/// of perf's Zen 4 level-2 formulas divides with `d_ratio`, 0 for a
+/// window without dispatch slots; `frontend_bound_latency` and
+/// `_bandwidth` read Zen 4's own frontend-latency family, so Skylake's
+/// plain quotient, which comes first, does not resolve there), and the
+/// other vendor's retiring split is unavailable as not on this platform.
 #[test]
 fn each_platform_takes_its_own_formula() {
     let intel_only = ["retiring_heavy_operations", "retiring_light_operations"];
@@ -235,9 +236,37 @@ fn each_platform_takes_its_own_formula() {
                 assert_ne!(d.status, Status::Unavailable, "{fixture}: {name}: {d:?}");
                 if chosen.is_some() {
                     assert_eq!(d.chosen, chosen, "{fixture}: {name}: {d:?}");
+                } else {
+                    assert_eq!(
+                        d.chosen,
+                        Some(d.tried.len() - 1),
+                        "{fixture}: {name}: {d:?}"
+                    );
+                    let expr = d.expr.as_deref().unwrap_or("");
+                    assert!(expr.contains("d_ratio("), "{fixture}: {name}: {expr}");
                 }
             }
         }
+    }
+}
+
+/// Each of `names` is unavailable on `fixture` as "not on this
+/// platform", with a reason.
+fn not_on_platform(fixture: &str, names: &[&str]) {
+    let (_k, e) = engine(fixture);
+    let r = &e.host_derived().resolution;
+    for name in names {
+        let d = r
+            .get(name)
+            .unwrap_or_else(|| panic!("{fixture}: {name} not in the table"));
+        assert_eq!(d.status, Status::Unavailable, "{fixture}: {name}");
+        assert!(d.problem().is_some(), "{fixture}: {name}: no reason");
+        assert_eq!(
+            d.class(),
+            Some(Class::NotOnPlatform),
+            "{fixture}: {name}: {:?}",
+            d.problem()
+        );
     }
 }
 
@@ -252,20 +281,25 @@ fn other_platforms_have_no_level_2_and_say_why() {
         "qemu-neoverse-n1",
         "vm-no-pmu",
     ] {
-        let (_k, e) = engine(fixture);
-        let r = &e.host_derived().resolution;
-        for name in level2() {
-            let d = r
-                .get(name)
-                .unwrap_or_else(|| panic!("{fixture}: {name} not in the table"));
-            assert_eq!(d.status, Status::Unavailable, "{fixture}: {name}");
-            assert!(d.problem().is_some(), "{fixture}: {name}: no reason");
-            assert_eq!(
-                d.class(),
-                Some(Class::NotOnPlatform),
-                "{fixture}: {name}: {:?}",
-                d.problem()
-            );
-        }
+        not_on_platform(fixture, &level2());
+    }
+}
+
+/// The E-cores' level 2 (`atom_*`, perf's `cpu_atom` TopdownL2 of
+/// adl-metrics.json) exists on the hybrid parts only: on every other
+/// fixture each share is unavailable as "not on this platform" (no
+/// `cpu_atom` PMU, or a CPU the Alder Lake model guard does not match).
+#[test]
+fn the_e_cores_level_2_is_not_on_other_platforms() {
+    for fixture in [
+        "intel-skx",
+        "intel-client",
+        "amd-zen4",
+        "amd-zen3",
+        "arm-neoverse-n1",
+        "qemu-neoverse-n1",
+        "vm-no-pmu",
+    ] {
+        not_on_platform(fixture, &crate::common::ATOM_L2);
     }
 }

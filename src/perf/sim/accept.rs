@@ -29,7 +29,14 @@
 //!   backend 0.25, SMT contention 0.05.
 //! * **Intel Gracemont** (`cpu_atom`): its `topdown-*` events are
 //!   ordinary counters (no `slots`), 5 slots per cycle: retiring 0.4, bad
-//!   speculation 0.1, frontend 0.25, backend 0.25 of 1e10/s.
+//!   speculation 0.1, frontend 0.25, backend 0.25 of 1e10/s. Level 2
+//!   (raw events): frontend latency 1.5e9 and bandwidth 1.0e9 slots,
+//!   mispredicts 6e8 and machine clears 4e8 slots, microcode-sequencer
+//!   uops 1e9 of the 4e9 retiring, memory-scheduler slots 1e9; cycles with
+//!   the oldest load stalled at retirement 2e8 (0.1 of the 2e9 cycles),
+//!   memory-scheduler blocks 2e8 cycles, 1e8 of them store-buffer full:
+//!   perf's load/store bound min(0.25, 0.1 + 0.1 * 1e8 / 2e8) = 0.15,
+//!   core bound 0.1.
 //! * **Arm** `stall_frontend` 4e8/s and `stall_backend` 6e8/s against
 //!   2e9 cycles.
 
@@ -158,6 +165,13 @@ fn pipeline_rate(table: &crate::pmu::PmuTable, p: &Pmu, config: u64) -> Option<f
         drivers::Driver::Intel(i) if i.cache == Some(drivers::IntelCache::Skylake)
     );
     let zen4 = matches!(driver, drivers::Driver::Amd(a) if a.map == drivers::AmdMap::Zen4);
+    // The E-cores of the hybrid parts (`intel_pmu_init_grt`'s table on
+    // `cpu_atom`, see [`drivers`]).
+    let gracemont = p.name == "cpu_atom"
+        && matches!(
+            driver,
+            drivers::Driver::Intel(i) if i.cache == Some(drivers::IntelCache::Tremont)
+        );
     let r = match config {
         // UOPS_ISSUED.ANY, UOPS_RETIRED.RETIRE_SLOTS,
         // INT_MISC.RECOVERY_CYCLES, IDQ_UOPS_NOT_DELIVERED.CORE.
@@ -196,6 +210,23 @@ fn pipeline_rate(table: &crate::pmu::PmuTable, p: &Pmu, config: u64) -> Option<f
         0x1_0000_00c2 if zen4 => 1.2e9,
         0xa2d6 if zen4 => 3.0e8,
         0x02d6 if zen4 => 5.0e8,
+        // Gracemont's top-down level 2 (`cpu_atom`, alderlake/pipeline.json,
+        // memory.json, cache.json): TOPDOWN_FE_BOUND.FRONTEND_LATENCY
+        // (0x71/0x72) and .FRONTEND_BANDWIDTH (0x71/0x8D),
+        // TOPDOWN_BAD_SPECULATION.MISPREDICT (0x73/0x04) and
+        // .MACHINE_CLEARS (0x73/0x03), UOPS_RETIRED.MS (0xC2/0x01),
+        // TOPDOWN_BE_BOUND.MEM_SCHEDULER (0x74/0x02), LD_HEAD.ANY_AT_RET
+        // (0x05/0xFF), MEM_SCHEDULER_BLOCK.ST_BUF (0x04/0x01) and .ALL
+        // (0x04/0x07).
+        0x7271 if gracemont => 1.5e9,
+        0x8d71 if gracemont => 1.0e9,
+        0x0473 if gracemont => 6.0e8,
+        0x0373 if gracemont => 4.0e8,
+        0x01c2 if gracemont => 1.0e9,
+        0x0274 if gracemont => 1.0e9,
+        0xff05 if gracemont => 2.0e8,
+        0x0104 if gracemont => 1.0e8,
+        0x0704 if gracemont => 2.0e8,
         _ => return None,
     };
     Some(r)
