@@ -21,6 +21,12 @@
 # another css_set, a read or a move); without it every switch crosses two
 # cgroups, the program's worst case (it reads every counter at each).
 #
+# PINGPONG_UNSELECTED=1 selects only the N-2 idle cgroups: a and b are
+# then cgroups nobody selected, and a switch between them (or to or from
+# another unselected one, as the idle task's) is not charged by the bpf
+# program once it knows both have no selected owners (from its per-CPU
+# cache of owners).
+#
 # kernel.bpf_stats_enabled is OFF (0) during these rounds: the statistics add
 # two clock reads to every run of the program. The program's own mean run
 # time comes from separate rounds with it ON (run_time_ns / run_cnt of the
@@ -47,6 +53,7 @@ rounds=${4:-10}
 backends=${5:-bpf perf}
 cpu=${PINGPONG_CPU:-0}
 same=${PINGPONG_SAME:-0}
+unselected=${PINGPONG_UNSELECTED:-0}
 root=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
 [[ -n $root ]] || { echo "no cgroup2 mount" >&2; exit 1; }
 top=pe-bpf-bench-$$
@@ -94,7 +101,9 @@ serve() {
   # The default config's sets, counted per cgroup with its default
   # `cgroups.sets` (core, cache, software: what this host has of them).
   { cat config/default.yaml
-    printf 'cgroups:\n  backend: %s\n  preset: none\n  paths: ["%s/*"]\n  max_cgroups: 1000\n' "$backend" "$top"
+    local glob='*'
+    [[ $unselected == 1 ]] && glob='idle*'
+    printf 'cgroups:\n  backend: %s\n  preset: none\n  paths: ["%s/%s"]\n  max_cgroups: 1000\n' "$backend" "$top" "$glob"
   } >"$tmp/c.yaml"
   rm -f "$tmp/log"
   "$bin" serve --config.file "$tmp/c.yaml" --web.listen-address 127.0.0.1:0 \
@@ -117,7 +126,7 @@ stop() {
   pid=
 }
 
-echo "cpus=$(nproc) kernel=$(uname -r) cpu=$cpu round_trips=$trips rounds=$rounds same_cgroup=$same"
+echo "cpus=$(nproc) kernel=$(uname -r) cpu=$cpu round_trips=$trips rounds=$rounds same_cgroup=$same unselected=$unselected"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 made=2
 for n in $counts; do

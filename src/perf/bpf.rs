@@ -16,7 +16,13 @@
 //!   program `on_switch_btf`, whose task pointers the verifier knows, as
 //!   is the leaving task's cgroup id, `cgroups->dfl_cgrp->kn->id`, the
 //!   key of the owner cache below) it returns at once, leaving the interval to the first switch to or
-//!   from another css_set, a read, or a move. The interval keeps the
+//!   from another css_set, a read, or a move. It also returns at once at
+//!   a switch between two cgroups nobody selected (no selected owner for
+//!   the task leaving, whose css_set began the interval, nor for the task
+//!   coming in, as cached on this CPU at this version of the selection:
+//!   its cgroup id is a plain load too; the ancestors can be walked only
+//!   for the running task, so a cgroup not cached yet is charged): the
+//!   interval, which has no owners, goes on. The interval keeps the
 //!   owners of the css_set it began with (found at its first skipped
 //!   switch), so a task that leaves that css_set while it runs cannot take
 //!   the earlier tasks' time with it, and `on_attach`, on the
