@@ -26,3 +26,4 @@ mod resolve_fixtures;
 mod sim_engine;
 mod topdown_hybrid;
 mod topdown_l2;
+mod topdown_spr;
