@@ -88,10 +88,19 @@ impl ResolvedMetric {
     }
 
     /// The problem that explains an unavailable metric best: the first
-    /// failure (something to fix) before any expected absence.
+    /// failure (something to fix), then a missing hardware PMU, before any
+    /// other expected absence. A chain that names a hybrid part's PMU
+    /// (`cpu_core/...`) before the generic `core/...` is absent from a VM
+    /// without a PMU because it has none, not because the events are
+    /// another platform's: "no PMU matches `cpu_core`" would hide it as
+    /// another platform's metric (the live page leaves those out).
     pub fn problem(&self) -> Option<&Problem> {
         self.problems()
             .find(|p| p.class() == Class::Failed)
+            .or_else(|| {
+                self.problems()
+                    .find(|p| matches!(p, Problem::NeedsHardwarePmu { .. }))
+            })
             .or_else(|| self.problems().next())
     }
 
@@ -492,4 +501,51 @@ pub fn resolve_config(
         }
     }
     Resolution { sets, metrics }
+}
+
+#[cfg(test)]
+mod problem_tests {
+    use super::*;
+
+    /// A VM without a PMU: the hybrid part's `cpu_core/...` is absent
+    /// because no PMU matches, the generic `core/...` because there is no
+    /// hardware PMU at all; the metric says the latter, the reason the user
+    /// can act on (and the live page keeps its card).
+    #[test]
+    fn a_missing_hardware_pmu_explains_before_another_platforms_pmu() {
+        let absent = Problem::NotOnPlatform {
+            event: "cpu_core/topdown-fe-bound/".into(),
+            detail: "no PMU matches `cpu_core` on this host".into(),
+        };
+        let no_pmu = Problem::NeedsHardwarePmu {
+            event: "core/topdown-fe-bound/".into(),
+        };
+        let m = ResolvedMetric {
+            set: "topdown".into(),
+            metric: "perf_topdown_frontend_bound_slots_total".into(),
+            help: String::new(),
+            status: Status::Unavailable,
+            event: None,
+            instances: Vec::new(),
+            tried: vec![
+                Tried {
+                    event: "cpu_core/topdown-fe-bound/".into(),
+                    problem: Some(absent.clone()),
+                },
+                Tried {
+                    event: "core/topdown-fe-bound/".into(),
+                    problem: Some(no_pmu.clone()),
+                },
+            ],
+            gauge: false,
+            unit: String::new(),
+            partial: Vec::new(),
+        };
+        assert_eq!(m.problem(), Some(&no_pmu));
+        assert_eq!(m.class(), Some(Class::NotOnPlatform));
+        // Only other platforms' PMUs absent: the first of them.
+        let mut other = m.clone();
+        other.tried.truncate(1);
+        assert_eq!(other.problem(), Some(&absent));
+    }
 }
