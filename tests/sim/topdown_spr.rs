@@ -25,14 +25,18 @@
 //! slots s = 12e9, retiring 102/255 of it, bad speculation 26, frontend
 //! bound 51, backend bound 76, heavy operations 20, branch mispredicts 20,
 //! fetch latency 30, memory bound 40; `INT_MISC.UOP_DROPPING` (a raw event
-//! without an alias) d = 1e6. By perf's formulas: frontend_bound = 51/255
-//! - d/s, frontend_bound_latency = 30/255 - d/s, frontend_bound_bandwidth =
-//! 21/255, bad_speculation = 26/255 + d/s, bad_speculation_mispredicts =
-//! 20/255, bad_speculation_pipeline_restarts = 6/255 + d/s, backend_bound
-//! = 76/255, backend_bound_memory = 40/255, backend_bound_cpu = 36/255,
-//! retiring = 102/255, retiring_heavy_operations = 20/255,
-//! retiring_light_operations = 82/255 (every CPU counts the same, so the
-//! per-node sums keep these ratios).
+//! without an alias) d = 1e6. By perf's formulas:
+//!
+//! * frontend_bound = 51/255 - d/s, frontend_bound_latency = 30/255 - d/s,
+//!   frontend_bound_bandwidth = 21/255;
+//! * bad_speculation = 26/255 + d/s, bad_speculation_mispredicts = 20/255,
+//!   bad_speculation_pipeline_restarts = 6/255 + d/s;
+//! * backend_bound = 76/255, backend_bound_memory = 40/255,
+//!   backend_bound_cpu = 36/255;
+//! * retiring = 102/255, retiring_heavy_operations = 20/255,
+//!   retiring_light_operations = 82/255
+//!
+//! (every CPU counts the same, so the per-node sums keep these ratios).
 
 use crate::engines::SEC;
 use perf_exporter::config::Config;
@@ -95,9 +99,12 @@ fn sapphire_rapids(dir: &Path, model: u32) -> (PathBuf, PathBuf) {
     (sysfs, procfs)
 }
 
+/// The derived values by name, and the problems as (metric, reason).
+type Window = (BTreeMap<String, Option<f64>>, Vec<(String, String)>);
+
 /// The default config's derived values over one second of the simulated
 /// tree with CPU model `model`, and the engine's problems by metric.
-fn one_window(model: u32) -> (BTreeMap<String, Option<f64>>, Vec<(String, String)>) {
+fn one_window(model: u32) -> Window {
     let dir = tempfile::tempdir().unwrap();
     let (sysfs, procfs) = sapphire_rapids(dir.path(), model);
     let mut t = PmuTable::discover(&sysfs).unwrap_or_else(|e| panic!("{}: {e}", sysfs.display()));
