@@ -462,6 +462,40 @@ fn discovery_on_the_real_driver_neoverse_n1() {
         "{a57:#}"
     );
 
+    // The default config's top-down level 1 on the real driver: QEMU's
+    // PMUv3 has no slot events (no STALL_SLOT*, OP_* in its PMCEID), so the
+    // Arm alternative of each share (the fourth, perf's Neoverse N2
+    // formula) is rejected naming the event the driver does not offer,
+    // and the share is unavailable, not on this platform.
+    let default = c.json("check-default");
+    for (name, missing) in [
+        ("frontend_bound", "stall_slot_frontend"),
+        ("bad_speculation", "op_retired"),
+        ("backend_bound", "stall_slot_backend"),
+        ("retiring", "op_retired"),
+    ] {
+        let d = default["derived"]
+            .as_array()
+            .expect("check --json has derived")
+            .iter()
+            .find(|d| d["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in the default's check: {default:#}"));
+        assert_eq!(
+            (d["status"].as_str(), d["class"].as_str()),
+            (Some("unavailable"), Some("not_on_platform")),
+            "{d:#}"
+        );
+        let arm = &d["tried"][3];
+        let why = arm["reason"].as_str().unwrap_or_default();
+        assert!(
+            arm["event"]
+                .as_str()
+                .is_some_and(|e| e.contains("perf_topdown_arm_slots_total"))
+                && why.contains(&format!("armv8_pmuv3 has no event `{missing}`")),
+            "{name}: the N2 alternative's reason names {missing}: {arm:#}"
+        );
+    }
+
     let files = dumped(&c);
     assert_eq!(
         files["/sys/devices/system/cpu/cpu0/regs/identification/midr_el1"].trim(),

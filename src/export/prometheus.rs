@@ -267,16 +267,30 @@ pub fn encode_parts(
     capacity: usize,
 ) -> (String, Format) {
     let mut out = String::with_capacity(capacity.max(4096));
+    let format = encode_parts_into(parts, more, format, &mut out);
+    (out, format)
+}
+
+/// [`encode_parts`] into `out` (cleared first), a buffer the caller
+/// reuses (the gzip path, which only compresses the text and so can keep
+/// its buffer from one scrape to the next); the format it is in.
+pub fn encode_parts_into(
+    parts: &[Arc<Vec<Family>>],
+    more: &Arc<Vec<Family>>,
+    format: Format,
+    out: &mut String,
+) -> Format {
+    out.clear();
     if format == Format::OpenMetrics {
-        if encode_openmetrics_parts(parts.to_vec(), more.clone(), &mut out).is_ok() {
-            return (out, Format::OpenMetrics);
+        if encode_openmetrics_parts(parts.to_vec(), more.clone(), out).is_ok() {
+            return Format::OpenMetrics;
         }
         out.clear();
     }
     for (f, extra) in merged(parts, more) {
-        write_family(f, extra, &mut out);
+        write_family(f, extra, out);
     }
-    (out, Format::Text)
+    Format::Text
 }
 
 #[cfg(test)]

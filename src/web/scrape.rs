@@ -10,6 +10,7 @@ use crate::export::otlp;
 use crate::export::prometheus::{self, Format};
 use crate::snapshot::{Family, Kind, Labels, Sample};
 use hyper::body::Bytes;
+use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
@@ -79,6 +80,18 @@ pub(super) struct Encoded {
     pub(super) gzip: bool,
 }
 
+thread_local! {
+    /// The text of this thread's last gzip body, its buffer reused by the
+    /// next (one allocation and its page-touching fewer per scrape); let
+    /// go when it grew beyond [`KEEP_TEXT_UP_TO`].
+    static KEPT_TEXT: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// The largest text buffer a thread keeps between gzip bodies (a 2-CPU
+/// host's five events are 7 KB, the default config's 30 KB; a 512-CPU
+/// host at full resolution, 1.2 MB, allocates its own each time).
+const KEEP_TEXT_UP_TO: usize = 256 * 1024;
+
 /// Encodes the body `want` asks for from a shared collection's parts, in
 /// order: the exporter's own metrics before the engine's families, the
 /// families, its own metrics after them; then the derived gauges of
@@ -91,6 +104,36 @@ pub(super) fn encode(
 ) -> Encoded {
     // Room for the last response plus some growth.
     let hint = state.last_len.load(Ordering::Relaxed);
+    if want.gzip() {
+        // The text is only compressed, never sent: into this thread's
+        // kept buffer.
+        let kept = KEPT_TEXT.try_with(|t| {
+            let mut kept = t.try_borrow_mut().ok()?;
+            let text: &mut String = &mut kept;
+            let room = hint + hint / 8;
+            if text.capacity() < room {
+                text.clear();
+                text.reserve(room);
+            }
+            let format = prometheus::encode_parts_into(parts, derived, want.format(), text);
+            state.last_len.store(text.len(), Ordering::Relaxed);
+            let (body, gzip) = match gzip::compress(text.as_bytes()) {
+                Some(z) => (Bytes::from(z), true),
+                None => (Bytes::copy_from_slice(text.as_bytes()), false),
+            };
+            if text.capacity() > KEEP_TEXT_UP_TO {
+                *text = String::new();
+            }
+            Some(Encoded {
+                body,
+                ctype: format.content_type(),
+                gzip,
+            })
+        });
+        if let Ok(Some(e)) = kept {
+            return e;
+        }
+    }
     let (text, format) = prometheus::encode_parts(parts, derived, want.format(), hint + hint / 8);
     state.last_len.store(text.len(), Ordering::Relaxed);
     // Sent as it is should deflate ever fail (in memory it does not).

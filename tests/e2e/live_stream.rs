@@ -1232,16 +1232,19 @@ fn rss_kib(pid: u32) -> u64 {
 /// Issue 28 item 14: 1,000 streams cost 188 MB that was not returned
 /// after they closed (64 cost 10 MB, 8.5 MB of it kept). Open streams are
 /// bounded (`--web.max-streams`, at most half of `--web.max-connections`),
-/// each costs little (a 4 KiB read buffer, not 128 KiB up front), and
-/// waves of the most streams the server takes leave the resident set
-/// where the first left it.
+/// each costs little (a 4 KiB read buffer, not 128 KiB up front: its
+/// frame in flight and 64 KiB more at the most), and waves of the most
+/// streams the server takes leave the resident set where the first left
+/// it. The frame's size depends on the host and the config (its
+/// `unavailable` reasons are most of it on a VM without a PMU), so the
+/// bound is measured from this host's frame.
 #[test]
 fn memory_of_closed_streams_is_returned() {
     const MIB: u64 = 1024;
     let p = live(&["--web.max-streams", "64"]);
     rt().block_on(async {
         let base = rss_kib(p.pid());
-        let (mut peak, mut after) = (0, Vec::new());
+        let (mut peak, mut after, mut frame_kib) = (0, Vec::new(), 0);
         for _wave in 0..3 {
             let mut streams = Vec::new();
             for i in 0..64 {
@@ -1251,7 +1254,8 @@ fn memory_of_closed_streams_is_returned() {
             let e = connect(&p.addr, "", None).await.unwrap_err();
             assert!(e.contains("503"), "{e}");
             for ws in &mut streams {
-                next_frame(ws, Duration::from_secs(10)).await;
+                let f = next_frame(ws, Duration::from_secs(10)).await;
+                frame_kib = frame_kib.max(f.to_string().len() as u64 / 1024 + 1);
             }
             peak = peak.max(rss_kib(p.pid()));
             drop(streams);
@@ -1268,8 +1272,9 @@ fn memory_of_closed_streams_is_returned() {
             drop(ws);
             after.push(rss_kib(p.pid()));
         }
-        let say = format!("resident: {base} KiB at start, {peak} KiB at most, {after:?} KiB after each wave of 64 streams");
-        assert!(peak < base + 6 * MIB, "{say}");
+        let per_stream = frame_kib + 64;
+        let say = format!("resident: {base} KiB at start, {peak} KiB at most, {after:?} KiB after each wave of 64 streams (a frame: {frame_kib} KiB; bound {per_stream} KiB per open stream)");
+        assert!(peak < base + 64 * per_stream, "{say}");
         assert!(after[0] < base + 4 * MIB, "{say}");
         assert!(after[2] < after[0] + MIB, "{say}");
     });

@@ -36,6 +36,37 @@ pub(crate) fn engine_on(
     (k, e)
 }
 
+/// The default config's engine on `fixture`'s simulated PMU, with the
+/// default derived table resolved on that host; the CPU identity the
+/// model guards match (`requires_cpu`) is the fixture's procfs
+/// `cpuinfo` (x86) or sysfs `midr_el1` (Arm).
+pub(crate) fn default_engine(fixture: &str) -> (Arc<SimKernel>, Engine) {
+    let cfg = Config::default_config();
+    let mut t = table(fixture);
+    t.read_identities(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/procfs")
+            .join(fixture),
+    );
+    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
+    e.set_derived(Arc::new(cfg.derived.clone()));
+    (k, e)
+}
+
+/// The default derived values of [`default_engine`] on `fixture` over
+/// one second from the start (`None`: undefined).
+pub(crate) fn default_derived_values(
+    fixture: &str,
+) -> std::collections::BTreeMap<String, Option<f64>> {
+    let (k, mut e) = default_engine(fixture);
+    e.collect();
+    k.advance(SEC);
+    let s = e.collect();
+    perf_exporter::export::live::frame(&[], &s.families, 1.0, &Default::default(), e.derived())
+        .derived
+}
+
 /// [`engine_on`] the fixture intel-skx (8 CPUs, core PMU `cpu`).
 pub(crate) fn skx_engine(yaml: &str, setup: impl FnOnce(&SimKernel)) -> (Arc<SimKernel>, Engine) {
     engine_on(table("intel-skx"), yaml, setup)

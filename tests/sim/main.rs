@@ -24,6 +24,7 @@ mod plausibility;
 mod reference;
 mod resolve_fixtures;
 mod sim_engine;
+mod topdown_arm;
 mod topdown_hybrid;
 mod topdown_l2;
 mod topdown_spr;

@@ -54,14 +54,10 @@
 //! * retiring_fastpath = 0.4 × (1 - 1.2e9 / 4.8e9) = 0.4 × 0.75 = 0.3
 //! * retiring_microcode = 0.4 × 0.25 = 0.1
 
-use crate::engines::{table, SEC};
-use perf_exporter::config::Config;
-use perf_exporter::engine::{Engine, Fds};
-use perf_exporter::perf::sim::SimKernel;
+use crate::engines::{default_derived_values, default_engine};
 use perf_exporter::problem::Class;
 use perf_exporter::resolve::chain::Status;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// The level-2 entries under each level-1 category, on both platforms.
 const UNDER: [(&str, &[&str]); 4] = [
@@ -99,34 +95,6 @@ fn level2() -> Vec<&'static str> {
         .collect()
 }
 
-/// The default config's engine on `fixture`'s simulated PMU, with the
-/// default derived table resolved on that host.
-fn engine(fixture: &str) -> (Arc<SimKernel>, Engine) {
-    let cfg = Config::default_config();
-    let mut t = table(fixture);
-    // The CPU identity the model guards match (`requires_cpu`).
-    t.read_identities(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/procfs")
-            .join(fixture),
-    );
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
-    e.set_derived(Arc::new(cfg.derived.clone()));
-    (k, e)
-}
-
-/// The derived values over one second from the start (`None`: undefined).
-fn values(fixture: &str) -> BTreeMap<String, Option<f64>> {
-    let (k, mut e) = engine(fixture);
-    e.collect();
-    k.advance(SEC);
-    let s = e.collect();
-    let f =
-        perf_exporter::export::live::frame(&[], &s.families, 1.0, &Default::default(), e.derived());
-    f.derived
-}
-
 fn value(v: &BTreeMap<String, Option<f64>>, fixture: &str, name: &str) -> f64 {
     v.get(name)
         .copied()
@@ -139,7 +107,7 @@ fn close(got: f64, want: f64) -> bool {
 }
 
 fn check(fixture: &str, want: &[(&str, f64)]) {
-    let v = values(fixture);
+    let v = default_derived_values(fixture);
     for (name, w) in want {
         let got = value(&v, fixture, name);
         assert!(close(got, *w), "{fixture}: {name} = {got}, want {w}");
@@ -223,7 +191,7 @@ fn each_platform_takes_its_own_formula() {
         ("intel-client", &amd_only, Some(1)),
         ("amd-zen4", &intel_only, None),
     ] {
-        let (_k, e) = engine(fixture);
+        let (_k, e) = default_engine(fixture);
         let r = &e.host_derived().resolution;
         for name in level2() {
             let d = r
@@ -253,7 +221,7 @@ fn each_platform_takes_its_own_formula() {
 /// Each of `names` is unavailable on `fixture` as "not on this
 /// platform", with a reason.
 fn not_on_platform(fixture: &str, names: &[&str]) {
-    let (_k, e) = engine(fixture);
+    let (_k, e) = default_engine(fixture);
     let r = &e.host_derived().resolution;
     for name in names {
         let d = r
@@ -278,6 +246,7 @@ fn other_platforms_have_no_level_2_and_say_why() {
     for fixture in [
         "amd-zen3",
         "arm-neoverse-n1",
+        "arm-neoverse-n2",
         "qemu-neoverse-n1",
         "vm-no-pmu",
     ] {
@@ -297,6 +266,7 @@ fn the_e_cores_level_2_is_not_on_other_platforms() {
         "amd-zen4",
         "amd-zen3",
         "arm-neoverse-n1",
+        "arm-neoverse-n2",
         "qemu-neoverse-n1",
         "vm-no-pmu",
     ] {

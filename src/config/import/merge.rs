@@ -107,7 +107,7 @@ struct Equivalent {
 /// imported metric would then carry perf's name over another quantity.
 /// A perf event the config does not count is left out, saying so; the
 /// config counts it under its own encoding where it wants the metric.
-const EQUIVALENT: [Equivalent; 16] = [
+const EQUIVALENT: [Equivalent; 21] = [
     // INST_RETIRED.ANY: the kernel's `instructions` on Intel is 0x00c0
     // (arch/x86/events/intel/core.c, intel_perfmon_event_map), the same
     // count.
@@ -207,6 +207,37 @@ const EQUIVALENT: [Equivalent; 16] = [
     Equivalent {
         perf: "cpu_atom/event=0x74/",
         config: "cpu_atom/topdown-be-bound/",
+        per_count: 1.0,
+    },
+    // Arm PMUv3 common events (perf's arm64 JSON gives core events no
+    // `Unit`): the sysfs names `drivers/perf/arm_pmuv3.c` gives these
+    // encodings (`ARMV8_EVENT_ATTR`, `event=0x%04llx`), shown only where
+    // the CPU implements the event (its PMCEID bit), which is why the
+    // default counts them by name: OP_RETIRED 0x3A, OP_SPEC 0x3B,
+    // STALL_SLOT_BACKEND 0x3D, STALL_SLOT_FRONTEND 0x3E, STALL_SLOT 0x3F.
+    Equivalent {
+        perf: "cpu/event=0x3a/",
+        config: "core/op_retired/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu/event=0x3b/",
+        config: "core/op_spec/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu/event=0x3d/",
+        config: "core/stall_slot_backend/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu/event=0x3e/",
+        config: "core/stall_slot_frontend/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu/event=0x3f/",
+        config: "core/stall_slot/",
         per_count: 1.0,
     },
 ];

@@ -234,7 +234,7 @@ fn a_target_resolves_bare_names_and_honours_compat_and_per_pkg() {
 /// The platforms whose perf metric JSON the default config's imported
 /// `derived:` entries come from, in the order their alternatives are
 /// tried (config/metrics/README.md).
-const DEFAULT_SOURCES: [(&str, &str); 3] = [
+const DEFAULT_SOURCES: [(&str, &str); 4] = [
     (
         "config/metrics/alderlake.json",
         include_str!("../../../config/metrics/alderlake.json"),
@@ -246,6 +246,10 @@ const DEFAULT_SOURCES: [(&str, &str); 3] = [
     (
         "config/metrics/amdzen4.json",
         include_str!("../../../config/metrics/amdzen4.json"),
+    ),
+    (
+        "config/metrics/neoverse-n2.json",
+        include_str!("../../../config/metrics/neoverse-n2.json"),
     ),
 ];
 

@@ -38,7 +38,15 @@
 //!   perf's load/store bound min(0.25, 0.1 + 0.1 * 1e8 / 2e8) = 0.15,
 //!   core bound 0.1.
 //! * **Arm** `stall_frontend` 4e8/s and `stall_backend` 6e8/s against
-//!   2e9 cycles.
+//!   2e9 cycles. Where the core PMU has a `caps/slots` width S (PMMIR_EL1,
+//!   Armv8.4 PMU and later) its slot events count S × 2e9 slots a second:
+//!   `stall_slot_frontend` 0.2 of them, `stall_slot_backend` 0.3,
+//!   `stall_slot` their sum, `op_spec` the other 0.5 and `op_retired`
+//!   0.8 of `op_spec` (retiring 0.4, bad speculation 0.1). A Neoverse N2
+//!   r0p0 to r0p2 (MIDR part 0xD49, revision 0-2) counts one slot more
+//!   per cycle in `stall_slot` and `stall_slot_frontend`, as that silicon
+//!   does (fixed in r0p3; Arm's telemetry-solution data for N2 r0p3, the
+//!   reason of perf's workaround).
 
 use super::drivers;
 use super::rates::{cache_rate, hardware_rate, named_rate, software_rate, unnamed_rate, Rate};
@@ -254,6 +262,56 @@ fn arm_stall_rate(name: &str) -> f64 {
     }
 }
 
+/// The simulated core clock of the Arm slot events (cycles a second).
+const ARM_CYCLES_PER_SEC: f64 = 2.0e9;
+
+/// Whether the first CPU of `p` is a Neoverse N2 r0p0 to r0p2 (MIDR
+/// implementer 0x41, part 0xD49, variant 0, revision 0-2), whose
+/// `stall_slot` and `stall_slot_frontend` count one slot more per cycle.
+fn n2_slot_erratum(table: &crate::pmu::PmuTable, p: &Pmu) -> bool {
+    let cpu = crate::pmu::cpuid::identity_cpu(p);
+    let path = table.sysfs.join(format!(
+        "devices/system/cpu/cpu{cpu}/regs/identification/midr_el1"
+    ));
+    let Ok(text) = crate::bounded::read_attribute(&path) else {
+        return false;
+    };
+    let Ok(midr) = crate::pmu::cpuid::render_midr(text.as_bytes()) else {
+        return false;
+    };
+    midr.len() == 18 && midr[..17] == *"0x00000000410fd49" && matches!(&midr[17..], "0" | "1" | "2")
+}
+
+/// The Arm PMUv3 slot events of a core with a `caps/slots` width (see the
+/// module docs), or `None` (another event, or no width).
+fn arm_slot_rate(table: &crate::pmu::PmuTable, p: &Pmu, name: &str) -> Option<f64> {
+    let width = p
+        .caps
+        .get("slots")
+        .and_then(|v| {
+            let v = v.trim();
+            v.strip_prefix("0x")
+                .map_or_else(|| v.parse().ok(), |h| u64::from_str_radix(h, 16).ok())
+        })
+        .filter(|&w: &u64| w > 0)?;
+    let slots = ARM_CYCLES_PER_SEC * f64::from(u32::try_from(width).ok()?);
+    let erratum = || {
+        if n2_slot_erratum(table, p) {
+            ARM_CYCLES_PER_SEC
+        } else {
+            0.0
+        }
+    };
+    Some(match name {
+        "stall_slot_frontend" => 0.2 * slots + erratum(),
+        "stall_slot_backend" => 0.3 * slots,
+        "stall_slot" => 0.5 * slots + erratum(),
+        "op_spec" => 0.5 * slots,
+        "op_retired" => 0.4 * slots,
+        _ => return None,
+    })
+}
+
 /// What an accepted open resolves to.
 pub(super) struct Accepted<'a> {
     pub(super) pmu: &'a str,
@@ -435,8 +493,10 @@ impl SimKernel {
             }
         }
         let alias = info.aliases.iter().find(|(_, w, _)| *w == c);
+        let arm_slots = alias.and_then(|(name, _, _)| arm_slot_rate(&self.table, p, name));
         let rate = match (pipeline_rate(&self.table, p, c[0]), alias) {
             (Some(r), _) => Rate::PerSec(r),
+            (None, Some(_)) if arm_slots.is_some() => Rate::PerSec(arm_slots.unwrap_or_default()),
             (None, Some((name, _, _))) if name.starts_with("stall_") => {
                 Rate::PerSec(arm_stall_rate(name))
             }
