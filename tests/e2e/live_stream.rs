@@ -1064,8 +1064,23 @@ fn the_websocket_protocol_is_enforced() {
         s.write_all(&frame).expect("write the frame");
         assert_eq!(close_code(&mut s), Some(want), "{name}");
     }
-    // Counted before the close frame is sent.
-    assert_eq!(streams_closed(&p, "protocol"), 3.0);
+    // Counted before the close frame is sent. A scrape may join a
+    // collection already under way (a stream's), whose own metrics were
+    // taken before this last close: the count is there by the next
+    // collection, and never more than 3.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = streams_closed(&p, "protocol");
+        assert!(n <= 3.0, "{n} protocol closes counted for 3");
+        if n == 3.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} protocol closes counted for 3 after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Issue 28 item 14: streams did not count against
