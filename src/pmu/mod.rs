@@ -747,6 +747,26 @@ mod tests {
         assert_eq!(format_cpu_list(&[0, 1, 2, 4, 6, 7]), "0-2,4,6-7");
     }
 
+    /// A list names at most `MAX_CPU_LIST` CPUs as written, so that its
+    /// compact form parses again: two overlapping ranges each within the
+    /// bound once printed as one wider range that was refused (found by
+    /// the `sysfs` fuzz target).
+    #[test]
+    fn a_cpu_list_is_bounded_as_a_whole_and_its_compact_form_parses() {
+        let last = u32::try_from(crate::spec::format::MAX_CPU_LIST - 1).unwrap();
+        let widest = format!("0-{last}");
+        let cpus = parse_cpu_list(&widest).unwrap();
+        assert_eq!(parse_cpu_list(&format_cpu_list(&cpus)).unwrap(), cpus);
+        assert!(parse_cpu_list(&format!("0-{}", last + 1)).is_err());
+        let e = parse_cpu_list("0-60000,30000-90000").unwrap_err();
+        assert!(e.0.contains("at most 65537 CPUs"), "{e:?}");
+        assert!(parse_cpu_list(&format!("{widest},5")).is_err());
+        let fuzzed = "0297208,2221,222222,008,2202,6,222222,008,222,0-2228,2202,608,22222-82022,008,222,0-22222,0-6423,2-6423,22222,0-6222,0-62222,3,0-6";
+        if let Ok(cpus) = parse_cpu_list(fuzzed) {
+            assert_eq!(parse_cpu_list(&format_cpu_list(&cpus)).unwrap(), cpus);
+        }
+    }
+
     #[test]
     fn pmu_name_rules() {
         assert!(pmu_name_matches("uncore_imc", "uncore_imc"));

@@ -151,6 +151,12 @@ fn parse_bit(s: &str) -> Result<u8, SyntaxError> {
     Ok(b)
 }
 
+/// The most CPUs a CPU list may name, counted as written (before
+/// duplicates are merged), far above any kernel's `NR_CPUS` (8,192 at
+/// most): what a list parsed once is bounded by, so that its compact form
+/// (whose ranges may join overlapping ones) parses again.
+pub const MAX_CPU_LIST: usize = 65_537;
+
 /// Parses a kernel CPU list (`0-3,8,10-11`), as in `cpumask`, `cpus` and
 /// `devices/system/cpu/online`. An empty string is the empty list.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, SyntaxError> {
@@ -169,12 +175,22 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, SyntaxError> {
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (num(a)?, num(b)?);
-                if a > b || b - a > 65_536 {
-                    return Err(SyntaxError(format!("bad CPU range `{part}`")));
+                let width = usize::try_from(b.wrapping_sub(a)).unwrap_or(usize::MAX);
+                if a > b || width >= MAX_CPU_LIST - cpus.len() {
+                    return Err(SyntaxError(format!(
+                        "bad CPU range `{part}` (a list names at most {MAX_CPU_LIST} CPUs)"
+                    )));
                 }
                 cpus.extend(a..=b);
             }
-            None => cpus.push(num(part)?),
+            None => {
+                if cpus.len() >= MAX_CPU_LIST {
+                    return Err(SyntaxError(format!(
+                        "CPU list `{s}` names more than {MAX_CPU_LIST} CPUs"
+                    )));
+                }
+                cpus.push(num(part)?);
+            }
         }
     }
     cpus.sort_unstable();

@@ -193,6 +193,9 @@ fn dictionary(target: &str) -> &'static [&'static [u8]] {
             b"63",
             b"64",
             b"65536",
+            // Overlapping ranges each within the bound, one range beyond it
+            // once printed (the sysfs target's crash of 2026-11-28).
+            b"0297208,2221,222222,008,2202,6,222222,008,222,0-2228,2202,608,22222-82022,008,222,0-22222,0-6423,2-6423,22222,0-6222,0-62222,3,0-6",
             b"4294967295",
             b"\n",
             b" ",
