@@ -53,7 +53,7 @@ fn sighup_adds_the_new_metric_and_unchanged_counters_continue() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("perf.yaml");
     std::fs::write(&cfg, BEFORE).expect("write");
-    let p = live(&cfg, &[]);
+    let mut p = live(&cfg, &[]);
     let s0 = p.scrape_until(RELOAD_WITHIN, "counting", counting);
     let c0 = by_cpu(&s0, CLOCK);
     assert!(!c0.is_empty(), "{s0:?}");
@@ -92,12 +92,8 @@ fn sighup_adds_the_new_metric_and_unchanged_counters_continue() {
     }
     assert_eq!(scalar(&s2, "perf_config_last_reload_successful"), Some(1.0));
     assert!(scalar(&s2, "perf_config_last_reload_success_timestamp_seconds").expect("ts") >= t0);
-    assert!(
-        p.output()
-            .contains("1 continue their counts, 1 start from zero"),
-        "{}",
-        p.output()
-    );
+    // The summary is logged after the new collection serves: poll for it.
+    p.wait_log("1 continue their counts, 1 start from zero", RELOAD_WITHIN);
 }
 
 /// Issue 11 (grace period): a reload that removes a metric by mistake,
@@ -108,7 +104,7 @@ fn a_metric_removed_then_restored_continues_its_count() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("perf.yaml");
     std::fs::write(&cfg, BEFORE).expect("write");
-    let p = live(&cfg, &[]);
+    let mut p = live(&cfg, &[]);
     // cpu-clock counts nanoseconds: 1 s of counting on every CPU is far
     // more than a restart would reach in the time of two reloads.
     let s0 = p.scrape_until(RELOAD_WITHIN, "a second of cpu-clock", |s| {
@@ -131,12 +127,13 @@ fn a_metric_removed_then_restored_continues_its_count() {
         !by_cpu(s, CLOCK).is_empty()
     });
     assert_not_below(&c0, &by_cpu(&s1, CLOCK), "cpu-clock removed and restored");
-    let out = p.output();
-    assert!(
-        out.contains("the totals of 1 removed or changed metrics are kept until the next reload"),
-        "{out}"
+    // The summary is logged after the new collection serves (the scrape
+    // above can see it first): poll for it.
+    p.wait_log(
+        "the totals of 1 removed or changed metrics are kept until the next reload",
+        RELOAD_WITHIN,
     );
-    assert!(out.contains("1 continue their counts"), "{out}");
+    p.wait_log("1 continue their counts", RELOAD_WITHIN);
 }
 
 #[test]
@@ -144,7 +141,7 @@ fn a_broken_config_on_sighup_keeps_the_old_one_serving() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cfg = dir.path().join("perf.yaml");
     std::fs::write(&cfg, AFTER).expect("write");
-    let p = live(&cfg, &[]);
+    let mut p = live(&cfg, &[]);
     let s0 = p.scrape_until(RELOAD_WITHIN, "counting", counting);
     let c0 = by_cpu(&s0, CLOCK);
 
@@ -161,7 +158,7 @@ fn a_broken_config_on_sighup_keeps_the_old_one_serving() {
         // The old config still serves, every metric of it, still counting.
         assert!(!by_cpu(&s, SWITCHES).is_empty(), "{s:?}");
         assert_not_below(&c0, &by_cpu(&s, CLOCK), "cpu-clock after a refused reload");
-        assert!(p.output().contains("configuration reload refused"), "{}", p.output());
+        p.wait_log("configuration reload refused", RELOAD_WITHIN);
         // Back to good for the next round.
         std::fs::write(&cfg, AFTER).expect("write");
         p.signal("HUP");
@@ -169,7 +166,7 @@ fn a_broken_config_on_sighup_keeps_the_old_one_serving() {
             scalar(s, "perf_config_last_reload_successful") == Some(1.0)
         });
     }
-    assert!(p.output().contains("perf.yaml:5:"), "{}", p.output());
+    p.wait_log("perf.yaml:5:", RELOAD_WITHIN);
     let s = p.scrape();
     assert_not_below(&c0, &by_cpu(&s, CLOCK), "cpu-clock after three reloads");
 }
