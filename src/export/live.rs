@@ -41,7 +41,9 @@
 //! * `unavailable`: metric (or derived value) → why this host does not
 //!   count it, from the resolution: configured metrics that did not open,
 //!   and every derived value whose inputs are missing (naming the input).
-//!   A value is in `derived` or in `unavailable`, never in neither.
+//!   A value is in `derived` or in `unavailable`, never in neither. A
+//!   stream leaves it out of a frame where it did not change
+//!   ([`Framer::encode_stream`]): its viewers keep the last one they got.
 //! * `per_cpu` (in every frame; `?per_cpu=0` leaves it out): the CPU
 //!   numbers once, then per metric an array of its increases in that
 //!   order (integers where they are: event counts, bytes); by default the
@@ -251,13 +253,13 @@ impl Frame {
             .as_ref()
             .map_or(0, |p| p.cpus.len() * (p.counts().count() + 1));
         let rows = self.per_cgroup.as_ref().map_or(0, |c| c.top.len());
-        self.to_json_in(Vec::with_capacity(4096 + 12 * cells + 1024 * rows))
+        self.to_json_in(Vec::with_capacity(4096 + 12 * cells + 1024 * rows), true)
     }
 
     /// The frame as JSON, written into `out` (sized for it by the caller):
     /// the keys in the order of the fields, the per-CPU columns by
-    /// [`PerCpu::write_json`].
-    fn to_json_in(&self, mut out: Vec<u8>) -> String {
+    /// [`PerCpu::write_json`]; `unavailable` only if `with_unavailable`.
+    fn to_json_in(&self, mut out: Vec<u8>, with_unavailable: bool) -> String {
         fn entry(out: &mut Vec<u8>, key: &str, v: &impl Serialize) {
             out.push(b',');
             per_cpu::write_str(out, key);
@@ -274,7 +276,9 @@ impl Frame {
             out.extend_from_slice(b",\"per_cpu\":");
             p.write_json(&mut out);
         }
-        entry(&mut out, "unavailable", &self.unavailable);
+        if with_unavailable {
+            entry(&mut out, "unavailable", &self.unavailable);
+        }
         if let Some(c) = &self.per_cgroup {
             entry(&mut out, "per_cgroup", c);
         }
@@ -322,6 +326,9 @@ pub struct Framer {
     deltas: Vec<f64>,
     /// Bytes of the last frame's JSON.
     json_len: usize,
+    /// The `unavailable` of the last frame a stream sent
+    /// ([`Framer::encode_stream`]).
+    sent_unavailable: Option<BTreeMap<String, String>>,
 }
 
 impl Framer {
@@ -396,7 +403,23 @@ impl Framer {
     /// A frame of this stream as JSON, into a buffer the size of the last
     /// one's.
     pub fn encode(&mut self, f: &Frame) -> String {
-        let json = f.to_json_in(Vec::with_capacity(self.json_len + 1024));
+        let json = f.to_json_in(Vec::with_capacity(self.json_len + 1024), true);
+        self.json_len = json.len();
+        json
+    }
+
+    /// A frame of a stream as JSON: as [`Framer::encode`], but without
+    /// `unavailable` when it is the same as in this stream's previous
+    /// frame, unless `full` (a viewer joined since: its first frame has
+    /// it). A viewer keeps the last `unavailable` it got; on a VM without
+    /// a PMU the reasons are most of a frame (about 60 KiB), and they
+    /// change only with the host's state.
+    pub fn encode_stream(&mut self, f: &Frame, full: bool) -> String {
+        let same = self.sent_unavailable.as_ref() == Some(&f.unavailable);
+        let json = f.to_json_in(Vec::with_capacity(self.json_len + 1024), full || !same);
+        if !same {
+            self.sent_unavailable = Some(f.unavailable.clone());
+        }
         self.json_len = json.len();
         json
     }

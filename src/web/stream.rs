@@ -168,6 +168,9 @@ struct Channel {
     tx: broadcast::Sender<Utf8Bytes>,
     prev: Option<Point>,
     framer: live::Framer,
+    /// A viewer subscribed since the last frame was sent: the next frame
+    /// carries `unavailable` even if it did not change.
+    joined: bool,
 }
 
 /// The intervals in use, and whether the ticker runs.
@@ -221,16 +224,16 @@ impl State {
                 in_use.join(", ")
             ));
         }
-        let rx = g
-            .channels
-            .entry(key)
-            .or_insert_with(|| Channel {
-                tx: broadcast::channel(QUEUE).0,
-                prev: None,
-                framer: live::Framer::default(),
-            })
-            .tx
-            .subscribe();
+        let ch = g.channels.entry(key).or_insert_with(|| Channel {
+            tx: broadcast::channel(QUEUE).0,
+            prev: None,
+            framer: live::Framer::default(),
+            joined: false,
+        });
+        // Under the lock the ticker sends under: this viewer's first frame
+        // is the next one sent, and it is full.
+        ch.joined = true;
+        let rx = ch.tx.subscribe();
         if !g.ticking {
             g.ticking = true;
             let st = self.clone();
@@ -283,7 +286,9 @@ impl State {
                     continue;
                 };
                 if let Some(p) = ch.prev.replace(now.clone()) {
-                    let json = encode(&mut ch.framer, &p, &now, &reasons, k.1, &derived);
+                    let f = frame(&mut ch.framer, &p, &now, &reasons, k.1, &derived);
+                    let json = ch.framer.encode_stream(&f, ch.joined);
+                    ch.joined = false;
                     let _ = ch.tx.send(json.into());
                 }
             }
@@ -317,7 +322,7 @@ impl State {
         };
         // (Concurrent snapshots: the others start a Framer of their own.)
         let mut framer = lock(&self.hub.snapshots).take().unwrap_or_default();
-        let json = encode(
+        let f = frame(
             &mut framer,
             &p(&first),
             &p(&second),
@@ -325,30 +330,30 @@ impl State {
             per_cpu,
             &self.derived(),
         );
+        let json = framer.encode(&f);
         *lock(&self.hub.snapshots) = Some(framer);
         Some(json)
     }
 }
 
-/// One frame as JSON.
-fn encode(
+/// One frame, from `prev` to `cur`.
+fn frame(
     framer: &mut live::Framer,
     prev: &Point,
     cur: &Point,
     reasons: &Reasons,
     per_cpu: PerCpuDetail,
     derived: &DerivedTable,
-) -> String {
+) -> live::Frame {
     let secs = cur.at.duration_since(prev.at).as_secs_f64();
-    let f = framer.frame(
+    framer.frame(
         &prev.families,
         &cur.families,
         secs,
         reasons,
         per_cpu,
         derived,
-    );
-    framer.encode(&f)
+    )
 }
 
 #[cfg(test)]

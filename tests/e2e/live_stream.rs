@@ -220,6 +220,38 @@ fn snapshot_and_stream_frames_follow_the_schema() {
     });
 }
 
+/// Issue 29: the `unavailable` reasons (about 60 KiB on a VM without a
+/// PMU) go to a viewer in its first frame and when they change, not every
+/// second: a frame without them means "as before". A viewer that joins
+/// gets them in its first frame.
+#[test]
+fn a_stream_sends_the_reasons_first_and_then_only_when_they_change() {
+    let p = live(&[]);
+    rt().block_on(async {
+        let mut a = connect(&p.addr, "?interval=1s", None).await.unwrap();
+        let first = next_frame(&mut a, Duration::from_secs(10)).await;
+        let why = first["unavailable"]["ipc"].as_str().expect("ipc's reason");
+        assert!(why.contains("hardware PMU"), "{first}");
+        let mut last = first["unavailable"].clone();
+        let mut without = 0;
+        for _ in 0..3 {
+            let f = next_frame(&mut a, Duration::from_secs(10)).await;
+            match f.get("unavailable") {
+                None => without += 1,
+                // Sent again: it changed (nobody else joined).
+                Some(u) => {
+                    assert_ne!(u, &last, "{f}");
+                    last = u.clone();
+                }
+            }
+        }
+        assert!(without > 0, "every frame resent the reasons");
+        let mut b = connect(&p.addr, "?interval=1s", None).await.unwrap();
+        let joined = next_frame(&mut b, Duration::from_secs(10)).await;
+        assert!(joined["unavailable"]["ipc"].is_string(), "{joined}");
+    });
+}
+
 /// The per-CPU detail on the simulated PMU (intel-skx, 8 CPUs), whose
 /// counts are known: whole numbers on every CPU, the same increases per
 /// CPU as in `counts`, instructions exactly 1.5 times cycles on each CPU

@@ -824,3 +824,29 @@ fn per_cgroup_values_are_null_when_undefined_and_absent_without_counts() {
         Some(10.0)
     );
 }
+
+/// A stream's frames carry `unavailable` first, then only when it changed
+/// or a viewer joined (`full`); `encode` (snapshots, `stat`) always.
+#[test]
+fn a_stream_leaves_out_unchanged_reasons() {
+    let mut framer = Framer::default();
+    let mut f = Frame {
+        interval_seconds: 1.0,
+        ..Frame::default()
+    };
+    f.unavailable
+        .insert("ipc".into(), "needs a hardware PMU".into());
+    let has = |json: &str| json.contains(r#""unavailable":"#);
+    assert!(has(&framer.encode_stream(&f, false)), "the first frame");
+    assert!(!has(&framer.encode_stream(&f, false)), "unchanged");
+    assert!(has(&framer.encode_stream(&f, true)), "a viewer joined");
+    assert!(has(&framer.encode(&f)), "a snapshot");
+    assert!(!has(&framer.encode_stream(&f, false)), "unchanged again");
+    f.unavailable.clear();
+    let json = framer.encode_stream(&f, false);
+    assert!(
+        json.contains(r#""unavailable":{}"#),
+        "changed to empty: {json}"
+    );
+    assert!(!has(&framer.encode_stream(&f, false)), "{json}");
+}

@@ -461,7 +461,15 @@ async function paintSnapshot() {
 function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   const ws = new WebSocket(`${proto}//${location.host}${BASE}api/v1/stream?interval=1s`);
-  ws.onmessage = (e) => show(JSON.parse(e.data));
+  // A stream's frame has `unavailable` only when it changed (and in the
+  // first frame of a connection): the others keep the last one.
+  let unavailable = {};
+  ws.onmessage = (e) => {
+    const frame = JSON.parse(e.data);
+    if (frame.unavailable) unavailable = frame.unavailable;
+    else frame.unavailable = unavailable;
+    show(frame);
+  };
   ws.onclose = (e) => {
     document.getElementById("status").textContent =
       `stream closed (${e.code}${e.reason ? ": " + e.reason : ""}); reconnecting…`;
