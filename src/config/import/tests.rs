@@ -234,7 +234,7 @@ fn a_target_resolves_bare_names_and_honours_compat_and_per_pkg() {
 /// The platforms whose perf metric JSON the default config's imported
 /// `derived:` entries come from, in the order their alternatives are
 /// tried (config/metrics/README.md).
-const DEFAULT_SOURCES: [(&str, &str); 4] = [
+const DEFAULT_SOURCES: [(&str, &str); 6] = [
     (
         "config/metrics/alderlake.json",
         include_str!("../../../config/metrics/alderlake.json"),
@@ -250,6 +250,14 @@ const DEFAULT_SOURCES: [(&str, &str); 4] = [
     (
         "config/metrics/neoverse-n2.json",
         include_str!("../../../config/metrics/neoverse-n2.json"),
+    ),
+    (
+        "config/metrics/neoverse-v2.json",
+        include_str!("../../../config/metrics/neoverse-v2.json"),
+    ),
+    (
+        "config/metrics/neoverse-n2-r0p3.json",
+        include_str!("../../../config/metrics/neoverse-n2-r0p3.json"),
     ),
 ];
 
