@@ -680,7 +680,7 @@ fn per_node<'a>(exporters: &[(&'a str, Proc)]) -> Vec<Selection<'a>> {
 
 /// The proof for top-down: the node dashboard's top-down row and the
 /// top-down recording rules on a real Prometheus scraping the simulated PMU
-/// of intel-hybrid and amd-zen4 (and intel-skx, Arm): every query has
+/// of intel-hybrid and amd-zen4 (and intel-skx, Arm N1, N2 and V2): every query has
 /// plausible data or an explained absence, each node with slots has every
 /// level-1 share, and the shares add up to 1 (the rules' and the panel's).
 #[test]
