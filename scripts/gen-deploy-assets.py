@@ -178,9 +178,45 @@ def td_slots() -> str:
     return f"{td_rate('slots')}\nor\n(\n  {parts}\n)"
 
 
+# Arm (the topdown_arm set, per node): perf's level-1 formulas
+# (config/metrics/neoverse-*.json, the derived `frontend_bound` ..
+# `retiring` entries and their recording rules), over the slots metric of
+# the core's formula: Neoverse N2 r0p0-r0p2, whose STALL_SLOT and
+# STALL_SLOT_FRONTEND count one slot too many per cycle (5 slots a cycle:
+# the cycles are the slots over 5), and Neoverse V2 and N2 r0p3 and later
+# (no correction).
+ARM_SLOTS_CORRECTED = "perf_topdown_arm_slots_total"
+ARM_SLOTS_UNCORRECTED = ("perf_topdown_arm_v2_slots_total", "perf_topdown_arm_n2_slots_total")
+
+
+def arm_node(metric: str) -> str:
+    return sum_rate(metric, "job, instance")
+
+
+def arm_share(cat: str, slots: str, correction: str) -> str:
+    """One Arm level-1 share at node level; `correction` is subtracted from
+    STALL_SLOT and STALL_SLOT_FRONTEND."""
+    def stall(m: str) -> str:
+        return f"({arm_node(m)}{correction})" if correction else arm_node(m)
+    used = f"(1 - {stall('perf_topdown_stall_slots_total')} / {slots})"
+    retired = f"{arm_node('perf_pipeline_ops_retired_total')} / {arm_node('perf_pipeline_ops_speculated_total')}"
+    return {
+        "retiring": f"{retired} * {used}",
+        "bad_speculation": f"(1 - {retired}) * {used}",
+        "frontend_bound": f"{stall('perf_topdown_frontend_stall_slots_total')} / {slots}",
+        "backend_bound": f"{arm_node('perf_topdown_backend_stall_slots_total')} / {slots}",
+    }[cat]
+
+
 def td_share(cat: str) -> str:
-    return (f"sum by (job, instance) (\n{td_slots_of(cat)}\n)\n/\n"
-            f"sum by (job, instance) (\n{td_slots()}\n)")
+    share = (f"sum by (job, instance) (\n{td_slots_of(cat)}\n)\n/\n"
+             f"sum by (job, instance) (\n{td_slots()}\n)")
+    if cat == "smt_contention":
+        return share
+    n2 = arm_node(ARM_SLOTS_CORRECTED)
+    uncorrected = "(" + " or ".join(arm_node(m) for m in ARM_SLOTS_UNCORRECTED) + ")"
+    return (f"{share}\nor\n{arm_share(cat, n2, f' - {n2} / 5')}\n"
+            f"or\n{arm_share(cat, uncorrected, '')}")
 
 
 class Layout:
@@ -549,8 +585,9 @@ def node_dashboard() -> dict:
                     "frontend bound (nothing delivered), backend bound (not accepted), and on AMD Zen 4 SMT "
                     "contention (the other thread was picked). The shares add up to 100%. Intel Ice Lake and "
                     "later count them in hardware (perf metrics); Skylake and AMD Zen 4 derive bad speculation "
-                    "(and Skylake backend bound) from raw counts; CPUs without slot events show nothing here "
-                    "(Arm: see the stall cycles).",
+                    "(and Skylake backend bound) from raw counts; Arm Neoverse N2 and V2 by perf's formulas over "
+                    "their slot events (STALL_SLOT*, OP_SPEC, OP_RETIRED); CPUs without slot events show nothing "
+                    "here (Arm Neoverse N1: see the stall cycles).",
                     "percentunit", targets(*((td_share(c), name) for c, name in TOPDOWN_CATEGORIES)),
                     w=16, max_=1)
     td["fieldConfig"]["defaults"]["custom"]["stacking"] = {"mode": "normal", "group": "A"}

@@ -148,7 +148,18 @@ const LEVEL_2_SHARES: [(&str, f64, Option<f64>, Option<f64>); 18] = [
     ("instance:perf_atom_base:rate5m", 0.3, None, None),
     ("instance:perf_atom_ms_uops:rate5m", 0.1, None, None),
 ];
-const TOPDOWN_FIXTURES: [&str; 4] = ["intel-hybrid", "amd-zen4", "intel-skx", "arm-neoverse-n1"];
+const TOPDOWN_FIXTURES: [&str; 6] = [
+    "intel-hybrid",
+    "amd-zen4",
+    "intel-skx",
+    "arm-neoverse-n1",
+    "arm-neoverse-n2",
+    "arm-neoverse-v2",
+];
+/// The Arm fixtures with slot events: their level-1 shares are perf's Arm
+/// formulas (the derived `frontend_bound` .. `retiring` rules and the
+/// panel's Arm alternative), not the `perf_topdown_*_slots` families.
+const ARM_SLOT_FIXTURES: [&str; 2] = ["arm-neoverse-n2", "arm-neoverse-v2"];
 /// The level-1 shares, which add up to 1 where a node counts slots.
 const TOPDOWN_SHARES: &str = "instance:perf_topdown_(retiring|bad_speculation|frontend_bound|backend_bound|smt_contention):ratio_rate5m";
 
@@ -669,7 +680,7 @@ fn per_node<'a>(exporters: &[(&'a str, Proc)]) -> Vec<Selection<'a>> {
 
 /// The proof for top-down: the node dashboard's top-down row and the
 /// top-down recording rules on a real Prometheus scraping the simulated PMU
-/// of intel-hybrid and amd-zen4 (and intel-skx, Arm): every query has
+/// of intel-hybrid and amd-zen4 (and intel-skx, Arm N1, N2 and V2): every query has
 /// plausible data or an explained absence, each node with slots has every
 /// level-1 share, and the shares add up to 1 (the rules' and the panel's).
 #[test]
@@ -791,6 +802,28 @@ fn topdown_row_and_rules_on_real_prometheus() {
             }
         }
     }
+    // Arm N2 (r0p0, perf's correction) and V2 (8 slots a cycle): the
+    // derived level-1 rules, hand-computed in tests/sim/topdown_arm.rs.
+    for (cat, want) in [
+        ("retiring", 0.4),
+        ("bad_speculation", 0.1),
+        ("frontend_bound", 0.2),
+        ("backend_bound", 0.3),
+    ] {
+        let rec = format!("instance:perf_{cat}:rate5m");
+        for fixture in ARM_SLOT_FIXTURES {
+            let got: Vec<f64> = query(&prom, &rec)
+                .iter()
+                .filter(|r| {
+                    fixture_of[r["metric"]["instance"].as_str().expect("instance")] == fixture
+                })
+                .map(value)
+                .collect();
+            if got.len() != 1 || (got[0] - want).abs() > 1e-3 {
+                failures.push(format!("{fixture} {rec}: {got:?}, expected {want}"));
+            }
+        }
+    }
     let arm_stalls = [
         (
             "instance:perf_topdown_frontend_stall_cycles:ratio_rate5m",
@@ -801,10 +834,12 @@ fn topdown_row_and_rules_on_real_prometheus() {
             0.3,
         ),
     ];
+    // Every Arm fixture counts STALL_FRONTEND and STALL_BACKEND (the
+    // simulator's rates are the same on each).
     for (rec, want) in arm_stalls {
         let got: Vec<f64> = query(&prom, rec).iter().map(value).collect();
-        if got.len() != 1 || (got[0] - want).abs() > 1e-3 {
-            failures.push(format!("arm-neoverse-n1 {rec}: {got:?}, expected {want}"));
+        if got.len() != 1 + ARM_SLOT_FIXTURES.len() || got.iter().any(|g| (g - want).abs() > 1e-3) {
+            failures.push(format!("Arm {rec}: {got:?}, expected {want} on each"));
         }
     }
     // Level 2 (each platform's formula) and the E-cores' level 1 (the
@@ -846,7 +881,7 @@ fn topdown_row_and_rules_on_real_prometheus() {
         ),
         (
             "instance:perf_topdown_frontend_stall_cycles:ratio_rate5m",
-            &["arm-neoverse-n1"],
+            &["arm-neoverse-n1", "arm-neoverse-n2", "arm-neoverse-v2"],
         ),
     ] {
         let got = fixtures_in(&prom, share, &fixture_of);

@@ -505,3 +505,70 @@ fn neoverse_n2_topdown_imports_and_check_accepts_every_metric() {
         assert_eq!(d["expr"], expr.as_str(), "{d}");
     }
 }
+
+/// Arm Neoverse V2: perf's level-1 formulas for the V2
+/// (config/metrics/neoverse-v2.json, `#slots` 8) imported for the
+/// arm-neoverse-v2 tree; `check --strict` accepts every metric and
+/// derived entry there, and the default config's four shares take the V2
+/// alternative (the fifth) over `perf_topdown_arm_v2_slots_total`.
+#[test]
+fn neoverse_v2_topdown_imports_and_check_accepts_every_metric() {
+    let v2 = root().join("tests/fixtures/sysfs/arm-neoverse-v2");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("v2.yaml");
+    let o = run(&[
+        "metrics",
+        "import",
+        "config/metrics/neoverse-v2.json",
+        "--target",
+        v2.to_str().unwrap(),
+        "--core-pmu",
+        "armv8_pmuv3_0",
+        "-o",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("wrote {}: 4 metrics taken, 0 left out\n", cfg.display())
+    );
+    let yaml = std::fs::read_to_string(&cfg).unwrap();
+    assert_golden(&yaml, "neoverse-v2-target.yaml");
+    let v = strict_check("arm-neoverse-v2", &cfg);
+    all_resolved(&v, "metrics", 6);
+    all_resolved(&v, "derived", 4);
+
+    let o = run(&[
+        "check",
+        "--json",
+        "--simulate",
+        "--path.sysfs",
+        v2.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let slots = "perf_topdown_arm_v2_slots_total";
+    for (name, expr) in [
+        (
+            "frontend_bound",
+            format!("perf_topdown_frontend_stall_slots_total / {slots}"),
+        ),
+        (
+            "backend_bound",
+            format!("perf_topdown_backend_stall_slots_total / {slots}"),
+        ),
+        (
+            "retiring",
+            format!("perf_pipeline_ops_retired_total / perf_pipeline_ops_speculated_total * (1 - perf_topdown_stall_slots_total / {slots})"),
+        ),
+    ] {
+        let d = v["derived"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {v}"));
+        assert_eq!(d["status"], "fallback", "{d}");
+        assert_eq!(d["expr"], expr.as_str(), "{d}");
+    }
+}

@@ -119,7 +119,7 @@ fn expected(f: &str) -> (Vec<Enc>, Vec<Enc>) {
             vec![raw(f, "cpu", 0x60, 0xf9 | 0x02)],
         ),
         // Arm PMUv3 L2D_CACHE_REFILL / L2D_CACHE, as sysfs names them.
-        "arm-neoverse-n1" | "arm-neoverse-n2" => (
+        "arm-neoverse-n1" | "arm-neoverse-n2" | "arm-neoverse-v2" => (
             vec![named(f, "armv8_pmuv3_0", "l2d_cache_refill")],
             vec![named(f, "armv8_pmuv3_0", "l2d_cache")],
         ),

@@ -180,10 +180,10 @@ fn expected(fixture_name: &str) -> [&'static str; 10] {
             NONE,
             NONE,
         ],
-        // Arm: stall cycles only (Neoverse N2's slot events are the
+        // Arm: stall cycles only (Neoverse N2 and V2 slot events are the
         // `topdown_arm` set's own families, tests/sim/topdown_arm.rs).
         // AMD Zen 3 (AuthenticAMD-25-1-1): no Zen 4 events, nothing.
-        "arm-neoverse-n1" | "arm-neoverse-n2" => {
+        "arm-neoverse-n1" | "arm-neoverse-n2" | "arm-neoverse-v2" => {
             let mut arm = no_slots;
             arm[8] = "armv8_pmuv3_0:10:0x23x1.0";
             arm[9] = "armv8_pmuv3_0:10:0x24x1.0";

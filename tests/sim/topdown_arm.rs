@@ -22,10 +22,41 @@
 //! * retiring = 4e9 / 5e9 × (1 - (7e9 - 2e9) / 1e10) = 0.8 × 0.5 = 0.4
 //! * bad_speculation = (1 - 0.8) × 0.5 = 0.1
 //! * sum = 1
+//!
+//! Neoverse V2 (the arm-neoverse-v2 fixture: MIDR 0x410fd4f0, `caps/slots`
+//! 8) and N2 r0p3 (the arm-neoverse-n2 tree with MIDR 0x410fd493, built at
+//! run time) take perf's formula without the correction (the `if` branch
+//! of `neoverse-n2-v2/metrics.json`: `#slots - 5` is 3 on a V2; the later
+//! `strcmp_cpuid_str(0x410fd493)` test on an N2 r0p3), over their own
+//! slots metric (config/metrics/neoverse-v2.json, neoverse-n2-r0p3.json:
+//! the fifth and sixth alternatives). On the V2: CPU_CYCLES 2e9, 8 × 2e9 =
+//! 1.6e10 slots (`perf_topdown_arm_v2_slots_total`), STALL_SLOT_FRONTEND
+//! 0.2 × 1.6e10 = 3.2e9, STALL_SLOT_BACKEND 4.8e9, STALL_SLOT 8e9, OP_SPEC
+//! 8e9, OP_RETIRED 6.4e9 (no erratum):
+//!
+//! * frontend_bound = 3.2e9 / (8 × 2e9) = 0.2 (with 5 slots a cycle it
+//!   would be 3.2e9 / 1e10 = 0.32)
+//! * backend_bound = 4.8e9 / 1.6e10 = 0.3
+//! * retiring = 6.4e9 / 8e9 × (1 - 8e9 / 1.6e10) = 0.8 × 0.5 = 0.4
+//! * bad_speculation = (1 - 0.8) × 0.5 = 0.1
+//! * sum = 1
+//!
+//! On the N2 r0p3: 5 × 2e9 = 1e10 slots (`perf_topdown_arm_n2_slots_total`),
+//! STALL_SLOT_FRONTEND 2e9, STALL_SLOT_BACKEND 3e9, STALL_SLOT 5e9 (no
+//! extra slot per cycle), OP_SPEC 5e9, OP_RETIRED 4e9: frontend_bound
+//! 2e9 / 1e10 = 0.2 (the r0p0 formula's `- cpu_cycles` would give 0),
+//! backend_bound 0.3, retiring 0.8 × (1 - 0.5) = 0.4, bad_speculation 0.1.
 
-use crate::engines::{default_derived_values, default_engine};
+use crate::engines::{default_derived_values, default_engine, SEC};
+use perf_exporter::config::Config;
+use perf_exporter::engine::{Engine, Fds};
+use perf_exporter::perf::sim::SimKernel;
+use perf_exporter::pmu::PmuTable;
 use perf_exporter::problem::Class;
 use perf_exporter::resolve::chain::Status;
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
 
 const LEVEL1: [&str; 4] = [
     "frontend_bound",
@@ -35,8 +66,112 @@ const LEVEL1: [&str; 4] = [
 ];
 
 /// The index of the Arm alternative in each level-1 entry (the files'
-/// order of config/metrics/README.md: Alder Lake, Skylake, Zen 4, N2).
+/// order of config/metrics/README.md: Alder Lake, Skylake, Zen 4, N2
+/// r0p0-r0p2, V2, N2 r0p3 and later).
 const ARM: usize = 3;
+/// Neoverse V2's alternative.
+const ARM_V2: usize = 4;
+/// Neoverse N2 r0p3 and later's alternative.
+const ARM_N2_R0P3: usize = 5;
+
+/// The four level-1 shares of `e` over one second: each must take
+/// alternative `want`, equal the hand-computed value (module docs) and
+/// the four add up to 1.
+fn level_1_is(label: &str, k: &SimKernel, e: &mut Engine, want: usize) {
+    let r = &e.host_derived().resolution;
+    for name in LEVEL1 {
+        let d = r.get(name).expect("in the default table");
+        assert_eq!(d.chosen, Some(want), "{label}: {name}: {d:?}");
+        assert_eq!(d.status, Status::Fallback, "{label}: {name}: {d:?}");
+    }
+    e.collect();
+    k.advance(SEC);
+    let s = e.collect();
+    let v =
+        perf_exporter::export::live::frame(&[], &s.families, 1.0, &Default::default(), e.derived())
+            .derived;
+    let mut sum = 0.0;
+    for (name, want) in [
+        ("frontend_bound", 0.2),
+        ("bad_speculation", 0.1),
+        ("backend_bound", 0.3),
+        ("retiring", 0.4),
+    ] {
+        let got = v
+            .get(name)
+            .copied()
+            .flatten()
+            .unwrap_or_else(|| panic!("{label}: no value for {name}: {v:?}"));
+        assert!(
+            (got - want).abs() <= 1e-9,
+            "{label}: {name} = {got}, want {want}"
+        );
+        sum += got;
+    }
+    assert!(
+        (sum - 1.0).abs() <= 1e-9,
+        "{label}: level 1 adds up to {sum}"
+    );
+}
+
+#[test]
+fn neoverse_v2_level_1_is_perfs_8_slot_formula_and_adds_up_to_1() {
+    let (k, mut e) = default_engine("arm-neoverse-v2");
+    level_1_is("arm-neoverse-v2", &k, &mut e, ARM_V2);
+    // The other Arm cores' slots metrics are guarded to their MIDRs.
+    let problems: Vec<String> = e
+        .problems()
+        .into_iter()
+        .filter(|(n, _)| {
+            *n == "perf_topdown_arm_slots_total" || *n == "perf_topdown_arm_n2_slots_total"
+        })
+        .map(|(n, p)| format!("{n}: {p}"))
+        .collect();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    for p in &problems {
+        assert!(p.contains("0x00000000410fd4f0"), "{p}");
+    }
+}
+
+/// Copies `from` to `to` (directories and regular files only).
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn neoverse_n2_r0p3_takes_perfs_formula_without_the_correction() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/arm-neoverse-n2");
+    let sysfs = dir.path().join("sysfs");
+    copy_tree(&fixture, &sysfs);
+    let cpus = sysfs.join("devices/system/cpu");
+    let mut rewritten = 0;
+    for entry in fs::read_dir(&cpus).unwrap() {
+        let midr = entry.unwrap().path().join("regs/identification/midr_el1");
+        if midr.exists() {
+            fs::write(&midr, "0x00000000410fd493\n").unwrap();
+            rewritten += 1;
+        }
+    }
+    assert_eq!(rewritten, 4, "the fixture's CPUs");
+    let mut t = PmuTable::discover(&sysfs).unwrap_or_else(|e| panic!("{}: {e}", sysfs.display()));
+    t.read_identities(&dir.path().join("procfs"));
+    let cfg = Config::default_config();
+    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
+    e.set_derived(Arc::new(cfg.derived.clone()));
+    level_1_is("N2 r0p3", &k, &mut e, ARM_N2_R0P3);
+}
 
 #[test]
 fn neoverse_n2_level_1_is_the_hand_computed_share_and_adds_up_to_1() {
@@ -126,8 +261,8 @@ fn other_platforms_never_take_the_arm_formula() {
         let r = &e.host_derived().resolution;
         for name in LEVEL1 {
             let d = r.get(name).expect("in the default table");
-            assert_ne!(d.chosen, Some(ARM), "{fixture}: {name}: {d:?}");
-            if let Some(arm) = d.tried.get(ARM) {
+            assert!(d.chosen.is_none_or(|c| c < ARM), "{fixture}: {name}: {d:?}");
+            for arm in d.tried.iter().skip(ARM) {
                 assert!(arm.problem.is_some(), "{fixture}: {name}: {d:?}");
             }
         }

@@ -176,6 +176,7 @@ pub(super) fn json_event(s: &dyn Fn(&str) -> Option<String>, opts: &Options) -> 
         terms,
         help: s("BriefDescription"),
         per_pkg: s("PerPkg").is_some_and(|v| v.trim() == "1"),
+        counted_as: s("CountedAs"),
     })
 }
 

@@ -254,7 +254,14 @@ fn counted_as(c: &Counted, sets: &[SetConfig]) -> Result<String, String> {
         }
     }
     let mut found: Vec<(String, f64)> = Vec::new();
-    for m in sets.iter().flat_map(|s| &s.events) {
+    // A file's `CountedAs` picks one of the metrics that count the
+    // encoding (each guarded to other CPUs' formulas).
+    let picked = |m: &str| c.counted_as.as_deref().is_none_or(|want| want == m);
+    for m in sets
+        .iter()
+        .flat_map(|s| &s.events)
+        .filter(|m| picked(&m.metric.value))
+    {
         for alt in &m.event.value {
             if alt.specs.len() != 1 {
                 continue;
@@ -269,6 +276,12 @@ fn counted_as(c: &Counted, sets: &[SetConfig]) -> Result<String, String> {
         }
     }
     match found.as_slice() {
+        [] if c.counted_as.is_some() => Err(format!(
+            "`{}` ({}) is not counted by `{}`, the metric its `CountedAs` names",
+            c.metric,
+            c.specs.join(" or "),
+            c.counted_as.as_deref().unwrap_or_default()
+        )),
         [] => Err(format!(
             "`{}` ({}) is counted by no set of the config",
             c.metric,

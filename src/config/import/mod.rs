@@ -200,6 +200,10 @@ pub(super) struct JsonEvent {
     pub(super) help: Option<String>,
     /// `PerPkg`: counted once per package.
     pub(super) per_pkg: bool,
+    /// Our own `CountedAs`: the one metric of the base config's sets that
+    /// counts this event for this file's formulas, where several count
+    /// its encoding (each guarded to other CPUs).
+    pub(super) counted_as: Option<String>,
 }
 
 /// One metric of the files.
@@ -227,6 +231,8 @@ pub(super) struct Counted {
     /// Whether it needs a general-purpose counter.
     pub(super) general: bool,
     pub(super) help: Option<String>,
+    /// The file's `CountedAs` (see [`JsonEvent`]).
+    pub(super) counted_as: Option<String>,
 }
 
 /// The fixed-counter events `jevents.py` encodes itself.

@@ -90,61 +90,65 @@ impl Importer<'_> {
             return Ok(Resolved::Metric(m.name.clone()));
         }
         let core = |pmu: &str| pmu == self.opts.core_pmu || pmu == "cpu_core" || pmu == "cpu_atom";
-        let (pmu, terms, help, label) = if let Some((pmu, rest)) = name.split_once('@') {
-            let (inside, mods) = rest.rsplit_once('@').unwrap_or((rest, ""));
-            let (first, extra) = inside.split_once(',').unwrap_or((inside, ""));
-            let known = if first.contains('=') {
-                None
+        let (pmu, terms, (help, counted_as), label) =
+            if let Some((pmu, rest)) = name.split_once('@') {
+                let (inside, mods) = rest.rsplit_once('@').unwrap_or((rest, ""));
+                let (first, extra) = inside.split_once(',').unwrap_or((inside, ""));
+                let known = if first.contains('=') {
+                    None
+                } else {
+                    self.file_event(first)?
+                };
+                let mut terms = known.map_or_else(|| first.to_string(), |e| e.terms.clone());
+                if !extra.is_empty() {
+                    terms = format!("{terms},{extra}");
+                }
+                (
+                    pmu.to_string(),
+                    format!("{terms}{}", mods_suffix(mods)),
+                    (
+                        known.and_then(|e| e.help.clone()),
+                        known.and_then(|e| e.counted_as.clone()),
+                    ),
+                    format!("{pmu}_{inside}"),
+                )
             } else {
-                self.file_event(first)?
-            };
-            let mut terms = known.map_or_else(|| first.to_string(), |e| e.terms.clone());
-            if !extra.is_empty() {
-                terms = format!("{terms},{extra}");
-            }
-            (
-                pmu.to_string(),
-                format!("{terms}{}", mods_suffix(mods)),
-                known.and_then(|e| e.help.clone()),
-                format!("{pmu}_{inside}"),
-            )
-        } else {
-            let (ev, mods) = name.split_once(':').unwrap_or((name, ""));
-            match self.file_event(ev)? {
-                Some(e) => (
-                    e.pmu.clone(),
-                    format!("{}{}", e.terms, mods_suffix(mods)),
-                    e.help.clone(),
-                    name.to_string(),
-                ),
-                // perf's generic names (`cycles`, `L1-dcache-loads`) are
-                // the kernel's, whatever the model.
-                None if crate::spec::generic_names().iter().any(|g| g == ev) => (
-                    self.opts.core_pmu.clone(),
-                    String::new(),
-                    None,
-                    name.to_string(),
-                ),
-                None => match self.on_target(ev)? {
-                    Some((pmu, event)) => (
-                        pmu,
-                        format!("{event}{}", mods_suffix(mods)),
-                        None,
+                let (ev, mods) = name.split_once(':').unwrap_or((name, ""));
+                match self.file_event(ev)? {
+                    Some(e) => (
+                        e.pmu.clone(),
+                        format!("{}{}", e.terms, mods_suffix(mods)),
+                        (e.help.clone(), e.counted_as.clone()),
                         name.to_string(),
                     ),
-                    None => {
-                        let target = if self.opts.target.is_some() {
-                            ", nor a sysfs event of the target"
-                        } else {
-                            ""
-                        };
-                        return Err(format!(
+                    // perf's generic names (`cycles`, `L1-dcache-loads`) are
+                    // the kernel's, whatever the model.
+                    None if crate::spec::generic_names().iter().any(|g| g == ev) => (
+                        self.opts.core_pmu.clone(),
+                        String::new(),
+                        (None, None),
+                        name.to_string(),
+                    ),
+                    None => match self.on_target(ev)? {
+                        Some((pmu, event)) => (
+                            pmu,
+                            format!("{event}{}", mods_suffix(mods)),
+                            (None, None),
+                            name.to_string(),
+                        ),
+                        None => {
+                            let target = if self.opts.target.is_some() {
+                                ", nor a sysfs event of the target"
+                            } else {
+                                ""
+                            };
+                            return Err(format!(
                             "`{name}` is neither an event of the files given nor a metric{target}"
                         ));
-                    }
-                },
-            }
-        };
+                        }
+                    },
+                }
+            };
         let specs = if terms.is_empty() {
             vec![name.to_string()]
         } else if pmu.starts_with("uncore_") && !pmu.contains('*') {
@@ -163,6 +167,7 @@ impl Importer<'_> {
             specs,
             general,
             help,
+            counted_as,
         }))
     }
 }

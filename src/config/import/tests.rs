@@ -234,7 +234,7 @@ fn a_target_resolves_bare_names_and_honours_compat_and_per_pkg() {
 /// The platforms whose perf metric JSON the default config's imported
 /// `derived:` entries come from, in the order their alternatives are
 /// tried (config/metrics/README.md).
-const DEFAULT_SOURCES: [(&str, &str); 4] = [
+const DEFAULT_SOURCES: [(&str, &str); 6] = [
     (
         "config/metrics/alderlake.json",
         include_str!("../../../config/metrics/alderlake.json"),
@@ -250,6 +250,14 @@ const DEFAULT_SOURCES: [(&str, &str); 4] = [
     (
         "config/metrics/neoverse-n2.json",
         include_str!("../../../config/metrics/neoverse-n2.json"),
+    ),
+    (
+        "config/metrics/neoverse-v2.json",
+        include_str!("../../../config/metrics/neoverse-v2.json"),
+    ),
+    (
+        "config/metrics/neoverse-n2-r0p3.json",
+        include_str!("../../../config/metrics/neoverse-n2-r0p3.json"),
     ),
 ];
 
@@ -341,6 +349,52 @@ fn merged_metrics_read_equivalent_events_with_their_factor() {
             r#"    record: "instance:perf_bw:rate5m""#,
             "  # END imported derived metrics",
         ]
+    );
+}
+
+/// Arm's CPU_CYCLES (0x11) is counted by three metrics of the default
+/// config, each scaled to one core's slots and guarded to its MIDRs: a
+/// file without `CountedAs` cannot say which its `cpu_cycles` is, one
+/// with it reads the metric it names, and a `CountedAs` naming a metric
+/// that does not count the event leaves the formula out, saying so.
+#[test]
+fn counted_as_picks_one_of_the_metrics_that_count_an_encoding() {
+    let sets = crate::config::Config::default_config().sets;
+    let file = |counted_as: &str| {
+        format!(
+            r#"[{{"EventName": "CPU_CYCLES", "EventCode": "0x11"{counted_as}}},
+      {{"EventName": "STALL_SLOT_BACKEND", "EventCode": "0x3d"}},
+      {{"MetricName": "be", "MetricExpr": "stall_slot_backend / (8 * cpu_cycles)"}}]"#
+        )
+    };
+    let m = merged_derived(&files(&[("x.json", file("").as_str())]), &sets).unwrap();
+    assert_eq!(m.skipped.len(), 1, "{:?}", m.skipped);
+    assert!(
+        m.skipped[0]
+            .why
+            .contains("is counted by several metrics of the config"),
+        "{:?}",
+        m.skipped
+    );
+    let j = file(r#", "CountedAs": "perf_topdown_arm_v2_slots_total""#);
+    let m = merged_derived(&files(&[("x.json", j.as_str())]), &sets).unwrap();
+    assert!(m.skipped.is_empty(), "{:?}", m.skipped);
+    assert!(
+        m.yaml.contains(
+            r#"expr: "perf_topdown_backend_stall_slots_total / perf_topdown_arm_v2_slots_total""#
+        ),
+        "{}",
+        m.yaml
+    );
+    let j = file(r#", "CountedAs": "perf_instructions_total""#);
+    let m = merged_derived(&files(&[("x.json", j.as_str())]), &sets).unwrap();
+    assert_eq!(m.skipped.len(), 1, "{:?}", m.skipped);
+    assert!(
+        m.skipped[0].why.contains(
+            "is not counted by `perf_instructions_total`, the metric its `CountedAs` names"
+        ),
+        "{:?}",
+        m.skipped
     );
 }
 
