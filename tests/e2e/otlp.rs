@@ -317,6 +317,11 @@ fn otlp_grpc_push_with_gzip_and_a_custom_header() {
         matches!(avail.data, Some(metric::Data::Gauge(_))),
         "{avail:?}"
     );
+    // The receiver has the second request before the exporter has its
+    // answer and counts it: poll.
+    wait_for("two exports counted", Duration::from_secs(20), || {
+        ex.exports().0 >= 2.0
+    });
     let (ok, failed) = ex.exports();
     assert!(ok >= 2.0 && failed == 0.0, "{ok} {failed}");
 }

@@ -1130,9 +1130,14 @@ fn cpu1_clock_matches_its_online_time_through_hotplug_cycles() {
             m.proc_stat <= m.at_most + 0.2,
             "/proc/stat counts more online time for cpu1 than passed, twice: {m:?}"
         );
+        // Under load the online time is known only to within the window
+        // `at_least..at_most` (the writes to `online` take that long), and
+        // /proc/stat's ticks may sit anywhere in it: a count inside that
+        // window is right whatever /proc/stat says.
+        let in_window = (m.at_least - 0.2..=m.at_most + 0.2).contains(&m.cpu_clock);
         assert!(
-            within(m.cpu_clock, m.proc_stat, 0.02),
-            "cpu1's cpu-clock grew {:.3} s while /proc/stat shows {:.3} s online ({:+.1}%): {m:?} \
+            within(m.cpu_clock, m.proc_stat, 0.02) || in_window,
+            "cpu1's cpu-clock grew {:.3} s while /proc/stat shows {:.3} s online ({:+.1}%), outside the time known to have passed online: {m:?} \
              (online time known to within {:.3} s; load average {})",
             m.cpu_clock,
             m.proc_stat,

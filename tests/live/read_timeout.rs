@@ -14,6 +14,11 @@ use std::time::{Duration, Instant};
 
 const ONE_SET: &str = crate::config!("cpu_clock");
 
+/// `--config.read-timeout` in these tests: long enough that the reads
+/// that do not hang (sysfs, the fixture tree, a FUSE mount that answers)
+/// end within it on a loaded machine (1 s was not: CI at load 12).
+const TIMEOUT: &str = "3s";
+
 /// A FUSE mount of a directory holding `perf.yaml`; reads of it hang
 /// while [`HungMount::hang`] is in force. On drop (also on a panic) the
 /// daemon is resumed first, then the mount is undone.
@@ -92,7 +97,8 @@ impl Drop for HungMount {
     }
 }
 
-/// The exporter on the simulated vm-no-pmu host with a 1s read timeout.
+/// The exporter on the simulated vm-no-pmu host with a [`TIMEOUT`] read
+/// timeout.
 fn exporter(extra: &[&str]) -> Proc {
     let f = common::fixture("vm-no-pmu").display().to_string();
     let mut args = vec![
@@ -100,7 +106,7 @@ fn exporter(extra: &[&str]) -> Proc {
         "--path.sysfs",
         &f,
         "--config.read-timeout",
-        "1s",
+        TIMEOUT,
     ];
     args.extend_from_slice(extra);
     Proc::exporter(&args)
@@ -109,7 +115,7 @@ fn exporter(extra: &[&str]) -> Proc {
 /// `p` ends with status 1 (not hanging), saying `named`.
 fn fails_at_start(mut p: Proc, named: &str) {
     let status = p
-        .wait_exit(Duration::from_secs(15))
+        .wait_exit(Duration::from_secs(30))
         .unwrap_or_else(|| panic!("start-up hung:\n{}", p.output()));
     assert_eq!(status.code(), Some(1), "{}", p.output());
     assert!(p.output().contains(named), "{}", p.output());
@@ -134,7 +140,7 @@ fn a_reload_whose_config_read_hangs_fails_in_time_and_the_next_goes_ahead() {
     assert_eq!(reload_ok(&p), Some(1.0));
     m.hang();
     let named = format!(
-        "reading {0} (the config file {0}) did not return within 1s (--config.read-timeout)",
+        "reading {0} (the config file {0}) did not return within {TIMEOUT} (--config.read-timeout)",
         cfg.display()
     );
     // Twice: the second reload is not held up by the first's stuck read.
@@ -145,10 +151,10 @@ fn a_reload_whose_config_read_hangs_fails_in_time_and_the_next_goes_ahead() {
         assert_eq!(r.status, 500, "{}", r.body);
         assert!(r.body.contains(&named), "{}", r.body);
         // Not a timing claim: proof that it returned (it never did).
-        assert!(took < Duration::from_secs(10), "took {took:?}");
+        assert!(took < Duration::from_secs(20), "took {took:?}");
         assert_eq!(reload_ok(&p), Some(0.0));
     }
-    p.wait_log(&named, Duration::from_secs(5));
+    p.wait_log(&named, Duration::from_secs(15));
     assert!(
         p.output()
             .lines()
@@ -161,7 +167,7 @@ fn a_reload_whose_config_read_hangs_fails_in_time_and_the_next_goes_ahead() {
     // The stuck reads return now; their results are dropped.
     p.wait_log(
         "a read given up on (--config.read-timeout) has returned",
-        Duration::from_secs(5),
+        Duration::from_secs(15),
     );
     let r = p.request("POST", "/-/reload", &[], "");
     assert_eq!(r.status, 200, "{}", r.body);
@@ -184,7 +190,7 @@ fn a_start_up_whose_config_read_hangs_fails_naming_the_file() {
     let cfg = m.config().display().to_string();
     m.hang();
     let p = exporter(&["--config.file", &cfg]);
-    let named = format!("reading {cfg} (the config file {cfg}) did not return within 1s");
+    let named = format!("reading {cfg} (the config file {cfg}) did not return within {TIMEOUT}");
     fails_at_start(p, &named);
 }
 
@@ -199,6 +205,6 @@ fn a_start_up_whose_otlp_certificate_read_hangs_fails_naming_the_flag() {
     let p = exporter(&[otlp[0], otlp[1], "--otlp.certificate", &ca]);
     fails_at_start(
         p,
-        "reading the OTLP TLS files (--otlp.certificate, --otlp.client-certificate, --otlp.client-key) did not return within 1s",
+        &format!("reading the OTLP TLS files (--otlp.certificate, --otlp.client-certificate, --otlp.client-key) did not return within {TIMEOUT}"),
     );
 }
