@@ -17,6 +17,13 @@
 //!   backend 76 (sum 255), and the level-2 ones inside those. A metric
 //!   event opens only in a group whose leader is `slots`, else EINVAL
 //!   ([`SimKernel::topdown_rule`], the kernel's `intel_pmu_hw_config`).
+//! * **Intel Ice Lake** (`caps/pmu_name` `icelake`): the same
+//!   perf-metrics events at 5 slots per cycle (1e10/s, Sunny Cove's
+//!   width), only the four level-1 ones (umask 0x80..0x83); its raw
+//!   level-2 events count as the intel-icx fixture's test says
+//!   (`tests/sim/topdown_icx.rs`): `INT_MISC.UOP_DROPPING` 1e8, the
+//!   clears 2e7, fetch-latency cycles 2.2e8, and Skylake's rates for the
+//!   encodings the two share.
 //! * **Intel Skylake** (the classic formula from raw events): cycles
 //!   2e9/s (4 slots each: 8e9), `UOPS_RETIRED.RETIRE_SLOTS` 4.0e9,
 //!   `UOPS_ISSUED.ANY` 5.2e9, `INT_MISC.RECOVERY_CYCLES` 1e8 (4 slots
