@@ -1,7 +1,8 @@
 //! Top-down levels 1 and 2 on a simulated Ice Lake-SP (the intel-icx
-//! fixture, `GenuineIntel-6-6A-6`), through the default config: perf's
-//! `icelakex/icx-metrics.json` formulas (config/metrics/icelakex.json,
-//! config/metrics/README.md) over the perf-metrics `slots` and level-1
+//! fixture, `GenuineIntel-6-6A-6`; and with a client Ice Lake identity,
+//! 6-7E), through the default config: perf's `icelakex/icx-metrics.json`
+//! formulas, the same as `icelake/icl-metrics.json`'s
+//! (config/metrics/icelakex.json, config/metrics/README.md) over the perf-metrics `slots` and level-1
 //! `topdown-*` events (`icl_td_events_attrs`: Ice Lake has no level-2
 //! metric events) and the raw events its level 2 reads.
 //!
@@ -85,7 +86,19 @@ const P: f64 = 255.0;
 /// to its parent and the four level-1 shares to 1.
 #[test]
 fn ice_lake_sp_takes_perfs_level_1_and_2_formulas() {
-    let (d, problems) = one_window(&fixtures().join("procfs/intel-icx"));
+    ice_lake_takes_perfs_level_1_and_2_formulas(&fixtures().join("procfs/intel-icx"));
+}
+
+/// Client Ice Lake (6-7E, `icelake/icl-metrics.json`: the same twelve
+/// formulas, the same encodings) on the same tree: the same values.
+#[test]
+fn client_ice_lake_takes_the_same_formulas() {
+    let (_dir, procfs) = with_model(0x7E);
+    ice_lake_takes_perfs_level_1_and_2_formulas(&procfs);
+}
+
+fn ice_lake_takes_perfs_level_1_and_2_formulas(procfs: &Path) {
+    let (d, problems) = one_window(procfs);
     let value = |n: &str| -> f64 {
         d.get(n)
             .copied()
@@ -244,6 +257,20 @@ fn an_unknown_model_has_no_encoding_for_uop_dropping() {
         let v = d.get(n).copied().flatten().unwrap_or_else(|| panic!("{n}"));
         assert!((v - w).abs() < 1e-9, "{n}: {v}, by hand {w}");
     }
+}
+
+/// Tiger Lake (6-8C; its `tigerlake/` files were not read): no Ice Lake
+/// encoding is taken for it, as for any model the guards do not name.
+#[test]
+fn tiger_lake_is_not_covered() {
+    let (_dir, procfs) = with_model(0x8C);
+    let (d, problems) = one_window(&procfs);
+    no_encoding(
+        &problems,
+        "perf_topdown_uop_dropping_slots_total",
+        "GenuineIntel-6-8C",
+    );
+    assert_eq!(d.get("bad_speculation").copied().flatten(), None);
 }
 
 /// A Skylake-SP identity (6-55) on the same tree: no Ice Lake encoding
