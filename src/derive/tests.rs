@@ -330,6 +330,10 @@ fn corpus_parses_and_evaluates() {
             "skylakex.txt",
             include_str!("../../tests/fixtures/metrics/skylakex.txt"),
         ),
+        (
+            "icelakex.txt",
+            include_str!("../../tests/fixtures/metrics/icelakex.txt"),
+        ),
     ];
     let mut checked = 0;
     for (file, text) in files {

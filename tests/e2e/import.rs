@@ -572,3 +572,110 @@ fn neoverse_v2_topdown_imports_and_check_accepts_every_metric() {
         assert_eq!(d["expr"], expr.as_str(), "{d}");
     }
 }
+
+/// The twelve top-down shares of levels 1 and 2.
+const TOPDOWN_L1_L2: [&str; 12] = [
+    "frontend_bound",
+    "bad_speculation",
+    "backend_bound",
+    "retiring",
+    "frontend_bound_latency",
+    "frontend_bound_bandwidth",
+    "bad_speculation_mispredicts",
+    "bad_speculation_pipeline_restarts",
+    "backend_bound_memory",
+    "backend_bound_cpu",
+    "retiring_heavy_operations",
+    "retiring_light_operations",
+];
+
+/// Ice Lake-SP's top-down levels 1 and 2 (config/metrics/icelakex.json:
+/// perf's icx-metrics.json formulas) imported for the intel-icx fixture:
+/// every metric taken, and `check --strict`, with and without
+/// `--simulate`, resolves every event and every derived metric there.
+/// Then the default config on the same fixture, with its cpuinfo
+/// (`GenuineIntel-6-6A-6`): each share resolves by the Ice Lake formula,
+/// the first alternative.
+#[test]
+fn ice_lake_topdown_imports_and_check_accepts_every_metric() {
+    let icx = root().join("tests/fixtures/sysfs/intel-icx");
+    let icx = icx.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("icx.yaml");
+    let o = run(&[
+        "metrics",
+        "import",
+        "config/metrics/icelakex.json",
+        "--target",
+        icx,
+        "-o",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("wrote {}: 12 metrics taken, 0 left out\n", cfg.display())
+    );
+    let yaml = std::fs::read_to_string(&cfg).unwrap();
+    assert_golden(&yaml, "icelakex-target.yaml");
+    let first = yaml
+        .lines()
+        .find(|l| l.contains("cpu/event=0x0,"))
+        .unwrap_or("");
+    assert!(first.contains("umask=0x4/"), "slots first: {yaml}");
+    let v = strict_check("intel-icx", &cfg);
+    let n = v["metrics"].as_array().map_or(0, Vec::len);
+    all_resolved(&v, "metrics", n);
+    let names: Vec<&str> = all_resolved(&v, "derived", 12)
+        .iter()
+        .map(|d| d["name"].as_str().unwrap_or(""))
+        .collect();
+    for s in TOPDOWN_L1_L2 {
+        assert!(names.contains(&s), "{s} in {names:?}");
+    }
+    let o = run(&[
+        "check",
+        "--json",
+        "--strict",
+        "--path.sysfs",
+        icx,
+        "--config.file",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    all_resolved(&v, "metrics", n);
+    all_resolved(&v, "derived", 12);
+
+    let procfs = root().join("tests/fixtures/procfs/intel-icx");
+    let o = run(&[
+        "check",
+        "--json",
+        "--simulate",
+        "--path.sysfs",
+        icx,
+        "--path.procfs",
+        procfs.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let derived = v["derived"].as_array().unwrap();
+    for s in TOPDOWN_L1_L2 {
+        let d = derived
+            .iter()
+            .find(|d| d["name"] == s)
+            .unwrap_or_else(|| panic!("{s} in {v}"));
+        assert_eq!(d["status"], "resolved", "{d}");
+    }
+    let be = derived
+        .iter()
+        .find(|d| d["name"] == "backend_bound")
+        .unwrap();
+    let sum = "(perf_topdown_frontend_bound_slots_total + perf_topdown_bad_speculation_slots_total + perf_topdown_retiring_slots_total + perf_topdown_backend_bound_slots_total)";
+    assert_eq!(
+        be["expr"],
+        format!(
+            "perf_topdown_backend_bound_slots_total / {sum} + 5 * perf_topdown_recovery_periods_total / perf_topdown_slots_total"
+        )
+    );
+}

@@ -96,6 +96,17 @@ fn expected(f: &str) -> (Vec<Enc>, Vec<Enc>) {
             vec![raw(f, "cpu", 0x24, 0x3f)],
             vec![raw(f, "cpu", 0x24, 0xff)],
         ),
+        // Intel perfmon ICX (the default's comments): L2_RQSTS.ALL_DEMAND_MISS
+        // 0x24/0x27; L2_RQSTS.ALL_DEMAND_DATA_RD + ALL_RFO + ALL_CODE_RD
+        // (0x24 with 0xE1, 0xE2, 0xE4).
+        "intel-icx" => (
+            vec![raw(f, "cpu", 0x24, 0x27)],
+            vec![
+                raw(f, "cpu", 0x24, 0xe1),
+                raw(f, "cpu", 0x24, 0xe2),
+                raw(f, "cpu", 0x24, 0xe4),
+            ],
+        ),
         // ADL goldencove L2_RQSTS.MISS/REFERENCES on cpu_core; gracemont
         // L2_REQUEST.MISS 0x24/0x01 and L2_REQUEST.ALL 0x24/0x00 on cpu_atom.
         "intel-hybrid" => (

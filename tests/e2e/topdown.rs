@@ -168,6 +168,21 @@ fn expected(fixture_name: &str) -> [&'static str; 10] {
             NONE,
         ],
         "intel-skx" | "intel-client" => skylake,
+        // Ice Lake-SP: the `cpu` PMU's perf-metrics `slots` and level-1
+        // `topdown-*` (no level-2 metric events), UOPS_ISSUED.ANY under
+        // the widened Skylake guard; Skylake's recovery cycles (×4) not.
+        "intel-icx" => [
+            "cpu:4:0x400x1.0",
+            "cpu:4:0x8000x1.0",
+            "cpu:4:0x8100x1.0",
+            "cpu:4:0x8200x1.0",
+            "cpu:4:0x8300x1.0",
+            "cpu:4:0x10ex1.0",
+            ONE_GUARDED,
+            ONE_GUARDED,
+            NONE,
+            NONE,
+        ],
         "amd-zen4" => [
             "cpu:4:0x76x6.0",
             "cpu:4:0xc1x1.0",

@@ -26,5 +26,6 @@ mod resolve_fixtures;
 mod sim_engine;
 mod topdown_arm;
 mod topdown_hybrid;
+mod topdown_icx;
 mod topdown_l2;
 mod topdown_spr;

@@ -65,23 +65,43 @@ const LEVEL1: [&str; 4] = [
     "retiring",
 ];
 
-/// The index of the Arm alternative in each level-1 entry (the files'
-/// order of config/metrics/README.md: Alder Lake, Skylake, Zen 4, N2
-/// r0p0-r0p2, V2, N2 r0p3 and later).
-const ARM: usize = 3;
-/// Neoverse V2's alternative.
-const ARM_V2: usize = 4;
-/// Neoverse N2 r0p3 and later's alternative.
-const ARM_N2_R0P3: usize = 5;
+/// The slots metric of each Arm core's level-1 alternative: N2 r0p0-r0p2
+/// (5 slots, with perf's correction), V2 (8) and N2 r0p3 and later (5).
+/// The alternatives are found by the metric they read, not by position
+/// (config/metrics/README.md gives the files' order; the Intel and AMD
+/// ones before them differ per share).
+const N2_SLOTS: &str = "perf_topdown_arm_slots_total";
+const V2_SLOTS: &str = "perf_topdown_arm_v2_slots_total";
+const N2_R0P3_SLOTS: &str = "perf_topdown_arm_n2_slots_total";
 
-/// The four level-1 shares of `e` over one second: each must take
-/// alternative `want`, equal the hand-computed value (module docs) and
+/// The index of the alternative over `slots` among those tried; `None`
+/// where the alternatives tried stopped before it.
+fn alt_over(d: &perf_exporter::resolve::derived::ResolvedDerived, slots: &str) -> Option<usize> {
+    d.tried.iter().position(|t| t.event.contains(slots))
+}
+
+/// The N2 r0p0-r0p2 alternative of a level-1 entry, tried.
+fn arm_tried(d: &perf_exporter::resolve::derived::ResolvedDerived) -> Option<usize> {
+    alt_over(d, N2_SLOTS)
+}
+
+fn arm(d: &perf_exporter::resolve::derived::ResolvedDerived) -> usize {
+    arm_tried(d).unwrap_or_else(|| panic!("no Arm alternative in {d:?}"))
+}
+
+/// The four level-1 shares of `e` over one second: each must take the
+/// alternative over `slots`, equal the hand-computed value (module docs) and
 /// the four add up to 1.
-fn level_1_is(label: &str, k: &SimKernel, e: &mut Engine, want: usize) {
+fn level_1_is(label: &str, k: &SimKernel, e: &mut Engine, slots: &str) {
     let r = &e.host_derived().resolution;
     for name in LEVEL1 {
         let d = r.get(name).expect("in the default table");
-        assert_eq!(d.chosen, Some(want), "{label}: {name}: {d:?}");
+        let want = alt_over(d, slots);
+        assert!(
+            want.is_some(),
+            "{label}: {name}: no alternative over {slots}: {d:?}"
+        );
+        assert_eq!(d.chosen, want, "{label}: {name}: {d:?}");
         assert_eq!(d.status, Status::Fallback, "{label}: {name}: {d:?}");
     }
     e.collect();
@@ -117,7 +137,7 @@ fn level_1_is(label: &str, k: &SimKernel, e: &mut Engine, want: usize) {
 #[test]
 fn neoverse_v2_level_1_is_perfs_8_slot_formula_and_adds_up_to_1() {
     let (k, mut e) = default_engine("arm-neoverse-v2");
-    level_1_is("arm-neoverse-v2", &k, &mut e, ARM_V2);
+    level_1_is("arm-neoverse-v2", &k, &mut e, V2_SLOTS);
     // The other Arm cores' slots metrics are guarded to their MIDRs.
     let problems: Vec<String> = e
         .problems()
@@ -170,7 +190,7 @@ fn neoverse_n2_r0p3_takes_perfs_formula_without_the_correction() {
     let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
     let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
     e.set_derived(Arc::new(cfg.derived.clone()));
-    level_1_is("N2 r0p3", &k, &mut e, ARM_N2_R0P3);
+    level_1_is("N2 r0p3", &k, &mut e, N2_R0P3_SLOTS);
 }
 
 #[test]
@@ -179,7 +199,7 @@ fn neoverse_n2_level_1_is_the_hand_computed_share_and_adds_up_to_1() {
     let r = &e.host_derived().resolution;
     for name in LEVEL1 {
         let d = r.get(name).expect("in the default table");
-        assert_eq!(d.chosen, Some(ARM), "{name}: {d:?}");
+        assert_eq!(d.chosen, Some(arm(d)), "{name}: {d:?}");
         assert_eq!(d.status, Status::Fallback, "{name}: {d:?}");
     }
     let v = default_derived_values("arm-neoverse-n2");
@@ -230,7 +250,7 @@ fn arm_cores_without_slot_events_say_which_event_is_missing() {
             let d = r.get(name).expect("in the default table");
             assert_eq!(d.status, Status::Unavailable, "{fixture}: {name}");
             assert_eq!(d.class(), Some(Class::NotOnPlatform), "{fixture}: {name}");
-            let arm = &d.tried[ARM];
+            let arm = &d.tried[arm(d)];
             let why = arm
                 .problem
                 .as_ref()
@@ -250,6 +270,7 @@ fn arm_cores_without_slot_events_say_which_event_is_missing() {
 #[test]
 fn other_platforms_never_take_the_arm_formula() {
     for fixture in [
+        "intel-icx",
         "intel-hybrid",
         "intel-skx",
         "intel-client",
@@ -261,9 +282,11 @@ fn other_platforms_never_take_the_arm_formula() {
         let r = &e.host_derived().resolution;
         for name in LEVEL1 {
             let d = r.get(name).expect("in the default table");
-            assert!(d.chosen.is_none_or(|c| c < ARM), "{fixture}: {name}: {d:?}");
-            for arm in d.tried.iter().skip(ARM) {
-                assert!(arm.problem.is_some(), "{fixture}: {name}: {d:?}");
+            for (i, alt) in d.tried.iter().enumerate() {
+                if alt.event.contains("perf_topdown_arm_") {
+                    assert_ne!(d.chosen, Some(i), "{fixture}: {name}: {d:?}");
+                    assert!(alt.problem.is_some(), "{fixture}: {name}: {d:?}");
+                }
             }
         }
     }

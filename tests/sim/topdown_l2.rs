@@ -173,9 +173,10 @@ fn zen4_level_2_is_the_hand_computed_share() {
     );
 }
 
-/// Every level-2 entry resolves on the perf-metrics P-cores of
-/// intel-hybrid (Alder Lake's alternative, the first), on the Skylake
-/// family (Skylake's, the second) and on Zen 4 (Zen 4's, the last: each
+/// Every level-2 entry resolves on Ice Lake-SP (intel-icx: its own
+/// alternative, the first), on the perf-metrics P-cores of intel-hybrid
+/// (Alder Lake's, the second), on the Skylake family (Skylake's, the
+/// third) and on Zen 4 (Zen 4's, the last: each
 /// of perf's Zen 4 level-2 formulas divides with `d_ratio`, 0 for a
 /// window without dispatch slots; `frontend_bound_latency` and
 /// `_bandwidth` read Zen 4's own frontend-latency family, so Skylake's
@@ -186,9 +187,10 @@ fn each_platform_takes_its_own_formula() {
     let intel_only = ["retiring_heavy_operations", "retiring_light_operations"];
     let amd_only = ["retiring_fastpath", "retiring_microcode"];
     for (fixture, other, chosen) in [
-        ("intel-hybrid", &amd_only, Some(0)),
-        ("intel-skx", &amd_only, Some(1)),
-        ("intel-client", &amd_only, Some(1)),
+        ("intel-icx", &amd_only, Some(0)),
+        ("intel-hybrid", &amd_only, Some(1)),
+        ("intel-skx", &amd_only, Some(2)),
+        ("intel-client", &amd_only, Some(2)),
         ("amd-zen4", &intel_only, None),
     ] {
         let (_k, e) = default_engine(fixture);

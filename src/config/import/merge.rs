@@ -107,7 +107,7 @@ struct Equivalent {
 /// imported metric would then carry perf's name over another quantity.
 /// A perf event the config does not count is left out, saying so; the
 /// config counts it under its own encoding where it wants the metric.
-const EQUIVALENT: [Equivalent; 21] = [
+const EQUIVALENT: [Equivalent; 26] = [
     // INST_RETIRED.ANY: the kernel's `instructions` on Intel is 0x00c0
     // (arch/x86/events/intel/core.c, intel_perfmon_event_map), the same
     // count.
@@ -181,6 +181,36 @@ const EQUIVALENT: [Equivalent; 21] = [
     Equivalent {
         perf: "cpu_core/event=0x00,umask=0x87/",
         config: "cpu_core/topdown-mem-bound/",
+        per_count: 1.0,
+    },
+    // Ice Lake's perf-metrics events on its only core PMU, `cpu` (perf's
+    // icelakex JSON gives them no `Unit`): the kernel's `icl_td_events_attrs`
+    // (arch/x86/events/intel/core.c), the `slots` and level-1 `topdown-*`
+    // aliases with the encodings above, counted as `core/slots/` and
+    // `core/topdown-*/`.
+    Equivalent {
+        perf: "cpu/event=0x00,umask=0x04/",
+        config: "core/slots/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu/event=0x00,umask=0x80/",
+        config: "core/topdown-retiring/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu/event=0x00,umask=0x81/",
+        config: "core/topdown-bad-spec/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu/event=0x00,umask=0x82/",
+        config: "core/topdown-fe-bound/",
+        per_count: 1.0,
+    },
+    Equivalent {
+        perf: "cpu/event=0x00,umask=0x83/",
+        config: "core/topdown-be-bound/",
         per_count: 1.0,
     },
     // The E-cores of hybrid parts (cpu_atom, Gracemont): the kernel's

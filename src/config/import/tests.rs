@@ -234,7 +234,11 @@ fn a_target_resolves_bare_names_and_honours_compat_and_per_pkg() {
 /// The platforms whose perf metric JSON the default config's imported
 /// `derived:` entries come from, in the order their alternatives are
 /// tried (config/metrics/README.md).
-const DEFAULT_SOURCES: [(&str, &str); 6] = [
+const DEFAULT_SOURCES: [(&str, &str); 7] = [
+    (
+        "config/metrics/icelakex.json",
+        include_str!("../../../config/metrics/icelakex.json"),
+    ),
     (
         "config/metrics/alderlake.json",
         include_str!("../../../config/metrics/alderlake.json"),

@@ -17,6 +17,13 @@
 //!   backend 76 (sum 255), and the level-2 ones inside those. A metric
 //!   event opens only in a group whose leader is `slots`, else EINVAL
 //!   ([`SimKernel::topdown_rule`], the kernel's `intel_pmu_hw_config`).
+//! * **Intel Ice Lake** (`caps/pmu_name` `icelake`): the same
+//!   perf-metrics events at 5 slots per cycle (1e10/s, Sunny Cove's
+//!   width), only the four level-1 ones (umask 0x80..0x83); its raw
+//!   level-2 events count as the intel-icx fixture's test says
+//!   (`tests/sim/topdown_icx.rs`): `INT_MISC.UOP_DROPPING` 1e8, the
+//!   clears 2e7, fetch-latency cycles 2.2e8, and Skylake's rates for the
+//!   encodings the two share.
 //! * **Intel Skylake** (the classic formula from raw events): cycles
 //!   2e9/s (4 slots each: 8e9), `UOPS_RETIRED.RETIRE_SLOTS` 4.0e9,
 //!   `UOPS_ISSUED.ANY` 5.2e9, `INT_MISC.RECOVERY_CYCLES` 1e8 (4 slots
@@ -124,6 +131,19 @@ fn is_software_pmu(type_: u32, name: &str) -> bool {
 /// Golden Cove's issue width: slots per cycle of the simulated `slots`.
 const SLOTS_PER_SEC: f64 = 6.0 * 2.0e9;
 
+/// Sunny Cove's (Ice Lake's) issue width: 5 slots per cycle, the `5 *`
+/// of perf's `icelakex/icx-metrics.json` formulas.
+const ICL_SLOTS_PER_SEC: f64 = 5.0 * 2.0e9;
+
+/// Whether `p` is the core PMU of an Ice Lake (`caps/pmu_name`
+/// `icelake`, [`drivers`]).
+fn icelake(table: &crate::pmu::PmuTable, p: &Pmu) -> bool {
+    matches!(
+        drivers::driver_of(table, p),
+        drivers::Driver::Intel(i) if i.cache == Some(drivers::IntelCache::Icelake)
+    )
+}
+
 /// A metric event's share of `slots`, in 255ths (`PERF_METRICS` bytes),
 /// by unit mask (`topdown-retiring` 0x80 .. `topdown-mem-bound` 0x87).
 fn metric_share(umask: u64) -> Option<f64> {
@@ -144,14 +164,18 @@ fn metric_share(umask: u64) -> Option<f64> {
 /// What a raw encoding on a perf-metrics PMU is to the kernel's topdown
 /// rules: `Some(true)` for `slots`, `Some(false)` for a metric event,
 /// `None` for anything else (or a PMU without perf metrics).
-fn topdown_kind(p: &Pmu, config: u64) -> Option<bool> {
+fn topdown_kind(table: &crate::pmu::PmuTable, p: &Pmu, config: u64) -> Option<bool> {
     if !p.events.contains_key("slots") {
         return None;
     }
     let (event, umask) = (config & 0xff, (config >> 8) & 0xff);
+    // Ice Lake has the four level-1 metric events only
+    // (arch/x86/events/intel/core.c: `num_topdown_events = 4`,
+    // `icl_td_events_attrs`).
+    let last = if icelake(table, p) { 0x83 } else { 0x87 };
     match (event, umask) {
         (0, 0x04) => Some(true),
-        (0, u) if metric_share(u).is_some() => Some(false),
+        (0, u) if u <= last && metric_share(u).is_some() => Some(false),
         _ => None,
     }
 }
@@ -160,11 +184,17 @@ fn topdown_kind(p: &Pmu, config: u64) -> Option<bool> {
 /// `slots` and metric events, and the raw pipeline events of Skylake and
 /// Zen 4, by the simulator's own driver detection ([`drivers`]).
 fn pipeline_rate(table: &crate::pmu::PmuTable, p: &Pmu, config: u64) -> Option<f64> {
-    if let Some(slots) = topdown_kind(p, config) {
+    let icelake = icelake(table, p);
+    if let Some(slots) = topdown_kind(table, p, config) {
         let umask = (config >> 8) & 0xff;
+        let per_sec = if icelake {
+            ICL_SLOTS_PER_SEC
+        } else {
+            SLOTS_PER_SEC
+        };
         return match slots {
-            true => Some(SLOTS_PER_SEC),
-            false => metric_share(umask).map(|s| SLOTS_PER_SEC * s),
+            true => Some(per_sec),
+            false => metric_share(umask).map(|s| per_sec * s),
         };
     }
     let driver = drivers::driver_of(table, p);
@@ -194,13 +224,30 @@ fn pipeline_rate(table: &crate::pmu::PmuTable, p: &Pmu, config: u64) -> Option<f
         // 20), .STALLS_TOTAL (cmask 4), EXE_ACTIVITY.BOUND_ON_STORES,
         // .1_PORTS_UTIL, .2_PORTS_UTIL.
         0x0400_019c if skylake => 2.0e8,
-        0x0104_01c3 if skylake => 1.25e6,
+        0x0104_01c3 if skylake || icelake => 1.25e6,
         0x04c2 if skylake => 2.0e8,
-        0x1400_14a3 if skylake => 3.0e8,
-        0x0400_04a3 if skylake => 4.0e8,
+        0x1400_14a3 if skylake || icelake => 3.0e8,
+        0x0400_04a3 if skylake || icelake => 4.0e8,
         0x40a6 if skylake => 1.0e8,
-        0x02a6 if skylake => 2.0e8,
-        0x04a6 if skylake => 2.0e8,
+        0x02a6 if skylake || icelake => 2.0e8,
+        0x04a6 if skylake || icelake => 2.0e8,
+        // Ice Lake-SP (icelakex/pipeline.json, frontend.json; the same
+        // encodings as Skylake's above where they are shared), against
+        // 1e10 slots a second: INT_MISC.UOP_DROPPING (0x0D/0x10),
+        // INT_MISC.RECOVERY_CYCLES with cmask 1 and edge (the clears),
+        // IDQ_UOPS_NOT_DELIVERED.CYCLES_0_UOPS_DELIV.CORE (cmask 5),
+        // EXE_ACTIVITY.BOUND_ON_STORES (cmask 2), UOPS_ISSUED.ANY,
+        // IDQ.MS_UOPS (0x79/0x30), IDQ.MITE_UOPS (0x79/0x04),
+        // UOPS_DECODED.DEC0 (0x56/0x01) and it with cmask 1.
+        0x100d if icelake => 1.0e8,
+        0x0104_010d if icelake => 2.0e7,
+        0x0500_019c if icelake => 2.2e8,
+        0x0200_40a6 if icelake => 1.0e8,
+        0x010e if icelake => 5.0e9,
+        0x3079 if icelake => 5.0e8,
+        0x0479 if icelake => 2.0e9,
+        0x0156 if icelake => 3.0e8,
+        0x0100_0156 if icelake => 1.0e8,
         // ex_ret_ops, de_src_op_disp.all, de_no_dispatch_per_slot
         // (event 0x1a0: bits 32-35 hold its high nibble) frontend,
         // backend and SMT contention.
@@ -327,7 +374,7 @@ impl SimKernel {
             .pmus
             .iter()
             .find(|p| p.type_ == attr.type_)
-            .and_then(|p| topdown_kind(p, attr.config[0]))
+            .and_then(|p| topdown_kind(&self.table, p, attr.config[0]))
             == Some(false)
     }
 
@@ -342,7 +389,7 @@ impl SimKernel {
     ) -> Result<(), i32> {
         let kind_of = |type_: u32, config: u64| {
             let p = self.table.pmus.iter().find(|p| p.type_ == type_)?;
-            topdown_kind(p, config)
+            topdown_kind(&self.table, p, config)
         };
         if kind_of(attr.type_, attr.config[0]) != Some(false) {
             return Ok(());
