@@ -38,11 +38,16 @@ pub struct ResolvedDerived {
 
 impl ResolvedDerived {
     /// The reason of the first rejected alternative: the first failure
-    /// (something to fix) before any expected absence.
+    /// (something to fix), then a missing hardware PMU (an alternative
+    /// this CPU would take with one), before any other expected absence,
+    /// as [`super::chain::ResolvedMetric::problem`] chooses.
     pub fn problem(&self) -> Option<&Problem> {
         let mut ps = self.tried.iter().filter_map(|t| t.problem.as_ref());
         let first = ps.clone().next();
-        ps.find(|p| p.class() == Class::Failed).or(first)
+        ps.clone()
+            .find(|p| p.class() == Class::Failed)
+            .or_else(|| ps.find(|p| matches!(p, Problem::NeedsHardwarePmu { .. })))
+            .or(first)
     }
 
     /// For an unavailable one: not on this platform or failed.
@@ -102,13 +107,19 @@ fn naming_input(p: Problem, operand: &str) -> Problem {
 }
 
 /// Why `f` cannot be evaluated here, or `None` when every input it reads
-/// (operands and literals) has a value.
+/// (operands and literals) has a value: the first input without one,
+/// unless a later input has no encoding for this host's CPU (another
+/// platform's count, [`Problem::NoCpuEncoding`]): then that one, since
+/// the formula cannot be evaluated on this CPU whatever becomes of the
+/// others (a VM without a PMU would otherwise show Zen 4's shares as
+/// waiting for a hardware PMU, for the shared counts they read first).
 fn rejected(
     f: &Formula,
     events: &BTreeMap<&str, Option<Problem>>,
     done: &BTreeMap<String, Option<Problem>>,
     literals: &HostLiterals,
 ) -> Option<Problem> {
+    let mut first: Option<Problem> = None;
     for i in &f.inputs {
         let why = match &i.source {
             // A metric the config does not count never has a value
@@ -125,8 +136,16 @@ fn rejected(
             Source::Duration => None,
         };
         if let Some(p) = why {
-            return Some(naming_input(p, &i.operand));
+            let other_cpu = matches!(p, Problem::NoCpuEncoding { known: true, .. });
+            let p = naming_input(p, &i.operand);
+            if other_cpu {
+                return Some(p);
+            }
+            first.get_or_insert(p);
         }
+    }
+    if first.is_some() {
+        return first;
     }
     f.expr.literals().into_iter().find_map(|l| {
         literals
