@@ -17,6 +17,7 @@
 use super::chain::{Resolution, Status, Tried};
 use super::literals::HostLiterals;
 use crate::config::derived::{DerivedTable, Formula, Source};
+use crate::pmu::cpuid::CpuIdentity;
 use crate::problem::{Class, Problem};
 use std::collections::BTreeMap;
 
@@ -107,18 +108,32 @@ fn naming_input(p: Problem, operand: &str) -> Problem {
 }
 
 /// Why `f` cannot be evaluated here, or `None` when every input it reads
-/// (operands and literals) has a value: the first input without one,
-/// unless a later input has no encoding for this host's CPU (another
-/// platform's count, [`Problem::NoCpuEncoding`]): then that one, since
-/// the formula cannot be evaluated on this CPU whatever becomes of the
-/// others (a VM without a PMU would otherwise show Zen 4's shares as
-/// waiting for a hardware PMU, for the shared counts they read first).
+/// (operands and literals) has a value. An alternative whose CPU guard
+/// (`requires_cpu`) does not match this host's identity is another
+/// CPU's: [`Problem::NoCpuEncoding`] (an unknown identity judges nothing:
+/// the inputs, whose own guards say so, decide). Else
+/// the first input without a value; but where that one only needs a
+/// hardware PMU and a later input has no encoding for this host's CPU
+/// (another platform's count, [`Problem::NoCpuEncoding`]), that one: a
+/// PMU would not make the formula evaluable on this CPU (a VM without a
+/// PMU would otherwise show Zen 4's shares as waiting for one, for the
+/// shared counts they read first).
 fn rejected(
     f: &Formula,
     events: &BTreeMap<&str, Option<Problem>>,
     done: &BTreeMap<String, Option<Problem>>,
     literals: &HostLiterals,
 ) -> Option<Problem> {
+    if let (Some(req), CpuIdentity::Known(id)) = (&f.requires_cpu, literals.cpu()) {
+        if !req.matches(id) {
+            return Some(Problem::NoCpuEncoding {
+                event: f.text.clone(),
+                pmu: String::new(),
+                identity: id.clone(),
+                known: true,
+            });
+        }
+    }
     let mut first: Option<Problem> = None;
     for i in &f.inputs {
         let why = match &i.source {
@@ -138,10 +153,11 @@ fn rejected(
         if let Some(p) = why {
             let other_cpu = matches!(p, Problem::NoCpuEncoding { known: true, .. });
             let p = naming_input(p, &i.operand);
-            if other_cpu {
-                return Some(p);
+            match &first {
+                None => first = Some(p),
+                Some(Problem::NeedsHardwarePmu { .. }) if other_cpu => return Some(p),
+                Some(_) => {}
             }
-            first.get_or_insert(p);
         }
     }
     if first.is_some() {
