@@ -94,6 +94,7 @@ pub(super) fn load(
         let mut t = PmuTable::discover(&table.sysfs).map_err(ReloadError::Pmu)?;
         // The CPU model does not change while running.
         t.identities = table.identities.clone();
+        t.host_identity = table.host_identity.clone();
         for w in &t.warnings {
             tracing::warn!(warning = %w, "sysfs entry skipped");
         }

@@ -200,6 +200,13 @@ pub struct PmuTable {
     /// The CPU identity of each core PMU, by PMU name; empty until
     /// [`PmuTable::read_identities`].
     pub identities: BTreeMap<String, cpuid::CpuIdentity>,
+    /// The host's CPU identity where it has no core PMU (a VM without a
+    /// virtual PMU), read from CPU 0 by [`PmuTable::read_identities`]:
+    /// what the `requires_cpu` guards are judged against there, so an
+    /// encoding written for another CPU is not on this platform rather
+    /// than waiting for a hardware PMU. `None` with a core PMU. (The
+    /// first online CPU's, as perf reads the first `processor` block.)
+    pub host_identity: Option<cpuid::CpuIdentity>,
 }
 
 impl PmuTable {
@@ -250,6 +257,7 @@ impl PmuTable {
             topology,
             warnings,
             identities: BTreeMap::new(),
+            host_identity: None,
         })
     }
 
@@ -260,6 +268,11 @@ impl PmuTable {
             .into_iter()
             .map(|p| (p.name.clone(), cpuid::identify_pmu(&self.sysfs, procfs, p)))
             .collect();
+        let first = self.topology.online.first().copied().unwrap_or(0);
+        self.host_identity = self
+            .identities
+            .is_empty()
+            .then(|| cpuid::identify(&self.sysfs, procfs, first));
     }
 
     /// The CPU identity a PMU's events count on: the PMU's own for a core

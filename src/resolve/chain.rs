@@ -265,7 +265,33 @@ fn cpu_guard(
 /// matching identity, the guard's problem, so that an encoding written for
 /// another CPU is not judged by this CPU's format (an AMD `event=0x1a0`
 /// does not fit Intel's 8-bit event field: that is not a config error).
-fn cpu_precheck(req: &CpuRequirement, table: &PmuTable, spec: &str) -> Result<(), Problem> {
+///
+/// A host without a core PMU (a VM without a virtual PMU) judges the guard
+/// against its own identity ([`PmuTable::host_identity`], from cpuinfo):
+/// another CPU's encoding is not on this platform, while this CPU's waits
+/// for a hardware PMU as any core event does. An unknown identity there
+/// judges nothing.
+fn cpu_precheck(
+    req: &CpuRequirement,
+    table: &PmuTable,
+    spec: &crate::spec::EventSpec,
+    text: &str,
+) -> Result<(), Problem> {
+    if let Some(CpuIdentity::Known(id)) = &table.host_identity {
+        if !req.matches(id) {
+            let pmu = match spec {
+                crate::spec::EventSpec::Pmu { pmu, .. } => pmu.clone(),
+                _ => "cpu".into(),
+            };
+            return Err(Problem::NoCpuEncoding {
+                event: text.to_string(),
+                pmu,
+                identity: id.clone(),
+                known: true,
+            });
+        }
+    }
+    let spec = text;
     let mut first = None;
     for pmu in table.core_pmus() {
         let (identity, known) = match table.identity_of(&pmu.name) {
@@ -341,7 +367,7 @@ fn try_alternative(
         check_requires(req, table)?;
     }
     if let (Some(req), Some(first)) = (alt.requires_cpu(), alt.specs().first()) {
-        cpu_precheck(req, table, &first.text)?;
+        cpu_precheck(req, table, &first.parsed.spec, &first.text)?;
     }
     let (scale, unit) = alt.overrides();
     let sum = alt.specs().len() > 1;

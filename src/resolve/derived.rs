@@ -17,6 +17,7 @@
 use super::chain::{Resolution, Status, Tried};
 use super::literals::HostLiterals;
 use crate::config::derived::{DerivedTable, Formula, Source};
+use crate::pmu::cpuid::CpuIdentity;
 use crate::problem::{Class, Problem};
 use std::collections::BTreeMap;
 
@@ -38,11 +39,28 @@ pub struct ResolvedDerived {
 
 impl ResolvedDerived {
     /// The reason of the first rejected alternative: the first failure
-    /// (something to fix) before any expected absence.
+    /// (something to fix), then a missing hardware PMU (an alternative
+    /// this CPU would take with one), before any other expected absence,
+    /// as [`super::chain::ResolvedMetric::problem`] chooses.
     pub fn problem(&self) -> Option<&Problem> {
         let mut ps = self.tried.iter().filter_map(|t| t.problem.as_ref());
         let first = ps.clone().next();
-        ps.find(|p| p.class() == Class::Failed).or(first)
+        ps.clone()
+            .find(|p| p.class() == Class::Failed)
+            .or_else(|| ps.find(|p| matches!(p, Problem::NeedsHardwarePmu { .. })))
+            .or(first)
+    }
+
+    /// The alternative evaluated on this host: the one taken, or for an
+    /// unavailable one the one whose reason is [`Self::problem`].
+    fn evaluated(&self) -> Option<usize> {
+        if self.chosen.is_some() {
+            return self.chosen;
+        }
+        let why = self.problem()?;
+        self.tried
+            .iter()
+            .position(|t| t.problem.as_ref().is_some_and(|p| std::ptr::eq(p, why)))
     }
 
     /// For an unavailable one: not on this platform or failed.
@@ -66,10 +84,13 @@ impl DerivedResolution {
     }
 
     /// The table this host evaluates: each entry with the alternative it
-    /// takes here (unavailable ones keep their first, whose evaluation
-    /// names the missing input).
+    /// takes here. An unavailable one keeps the alternative whose reason
+    /// is [`ResolvedDerived::problem`] (else its first), so that its
+    /// evaluation names that alternative's missing input: on a VM without
+    /// a PMU the one this CPU would take with a PMU, not another
+    /// platform's tried before it.
     pub fn table(&self, table: &DerivedTable) -> DerivedTable {
-        table.choose(&|n| self.get(n).and_then(|d| d.chosen))
+        table.choose(&|n| self.get(n).and_then(ResolvedDerived::evaluated))
     }
 
     /// [`Self::table`] with the host's `#` literals folded in as numbers:
@@ -102,13 +123,33 @@ fn naming_input(p: Problem, operand: &str) -> Problem {
 }
 
 /// Why `f` cannot be evaluated here, or `None` when every input it reads
-/// (operands and literals) has a value.
+/// (operands and literals) has a value. An alternative whose CPU guard
+/// (`requires_cpu`) does not match this host's identity is another
+/// CPU's: [`Problem::NoCpuEncoding`] (an unknown identity judges nothing:
+/// the inputs, whose own guards say so, decide). Else
+/// the first input without a value; but where that one only needs a
+/// hardware PMU and a later input has no encoding for this host's CPU
+/// (another platform's count, [`Problem::NoCpuEncoding`]), that one: a
+/// PMU would not make the formula evaluable on this CPU (a VM without a
+/// PMU would otherwise show Zen 4's shares as waiting for one, for the
+/// shared counts they read first).
 fn rejected(
     f: &Formula,
     events: &BTreeMap<&str, Option<Problem>>,
     done: &BTreeMap<String, Option<Problem>>,
     literals: &HostLiterals,
 ) -> Option<Problem> {
+    if let (Some(req), CpuIdentity::Known(id)) = (&f.requires_cpu, literals.cpu()) {
+        if !req.matches(id) {
+            return Some(Problem::NoCpuEncoding {
+                event: f.text.clone(),
+                pmu: String::new(),
+                identity: id.clone(),
+                known: true,
+            });
+        }
+    }
+    let mut first: Option<Problem> = None;
     for i in &f.inputs {
         let why = match &i.source {
             // A metric the config does not count never has a value
@@ -125,8 +166,17 @@ fn rejected(
             Source::Duration => None,
         };
         if let Some(p) = why {
-            return Some(naming_input(p, &i.operand));
+            let other_cpu = matches!(p, Problem::NoCpuEncoding { known: true, .. });
+            let p = naming_input(p, &i.operand);
+            match &first {
+                None => first = Some(p),
+                Some(Problem::NeedsHardwarePmu { .. }) if other_cpu => return Some(p),
+                Some(_) => {}
+            }
         }
+    }
+    if first.is_some() {
+        return first;
     }
     f.expr.literals().into_iter().find_map(|l| {
         literals

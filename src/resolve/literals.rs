@@ -30,6 +30,10 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostLiterals {
     values: BTreeMap<Literal, Result<f64, String>>,
+    /// The CPU identity a derived alternative's `requires_cpu` is matched
+    /// against: the first core PMU's (in type order, the P-cores' on a
+    /// hybrid part), else the host's (no core PMU); why there is none.
+    cpu: crate::pmu::cpuid::CpuIdentity,
 }
 
 /// A count as an expression value (counts of CPUs are far below 2^52).
@@ -106,7 +110,17 @@ impl HostLiterals {
             Literal::SystemTscFreq,
             Err("the exporter does not read the TSC frequency (perf takes it from /proc/cpuinfo or CPUID)".to_string()),
         );
-        HostLiterals { values }
+        let cpu = match (table.core_pmus().first(), &table.host_identity) {
+            (Some(p), _) => table.identity_of(&p.name),
+            (None, Some(id)) => id.clone(),
+            (None, None) => table.identity_of(""),
+        };
+        HostLiterals { values, cpu }
+    }
+
+    /// The CPU identity derived alternatives' guards are matched against.
+    pub fn cpu(&self) -> &crate::pmu::cpuid::CpuIdentity {
+        &self.cpu
     }
 
     /// The literal's value, or why it has none.

@@ -100,3 +100,55 @@ pub(crate) fn frame_since_start(
         &perf_exporter::config::Config::default_config().derived,
     )
 }
+
+/// One second of the default config on a simulated kernel over `t` (its
+/// CPU identities read already): what the live view's frame derives, the
+/// families of the second collection, and the engine's problems by metric
+/// (rendered).
+pub(crate) struct DefaultWindow {
+    /// The derived values by name (`None`: undefined).
+    pub derived: std::collections::BTreeMap<String, Option<f64>>,
+    /// The families of the collection at the end of the second.
+    pub families: Vec<Family>,
+    /// The engine's problems: (metric, reason).
+    pub problems: Vec<(String, String)>,
+    /// Each derived metric's alternative taken on this host (`None`:
+    /// unavailable), by name.
+    pub chosen: std::collections::BTreeMap<String, Option<String>>,
+}
+
+/// [`DefaultWindow`] over `t`.
+pub(crate) fn default_window(t: PmuTable) -> DefaultWindow {
+    let cfg = Config::default_config();
+    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
+    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
+    e.set_derived(Arc::new(cfg.derived.clone()));
+    let s0 = e.collect();
+    k.advance(SEC);
+    let s1 = e.collect();
+    let f = perf_exporter::export::live::frame(
+        &s0.families,
+        &s1.families,
+        1.0,
+        &Default::default(),
+        e.derived(),
+    );
+    let problems = e
+        .problems()
+        .into_iter()
+        .map(|(n, p)| (n.to_string(), p.to_string()))
+        .collect();
+    let chosen = e
+        .host_derived()
+        .resolution
+        .metrics
+        .iter()
+        .map(|d| (d.name.clone(), d.expr.clone()))
+        .collect();
+    DefaultWindow {
+        derived: f.derived,
+        families: s1.families,
+        problems,
+        chosen,
+    }
+}

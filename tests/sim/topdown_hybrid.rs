@@ -38,7 +38,8 @@
 //! atom_base (4e9 - 1e9)/1e10 = 0.3. Before the split the P-core shares divided both core
 //! types' `topdown-*` by the P-cores' slots (frontend bound about 0.41).
 
-use crate::engines::{table, SEC};
+use crate::engines::{default_window, table, SEC};
+use crate::shares::{check_shares, P_CORE_PAIRS};
 use perf_exporter::config::Config;
 use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::perf::sim::SimKernel;
@@ -57,41 +58,13 @@ fn one_window() -> (
     t.read_identities(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/procfs/intel-hybrid"),
     );
-    let cfg = Config::default_config();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
-    e.set_derived(Arc::new(cfg.derived.clone()));
-    let s0 = e.collect();
-    k.advance(SEC);
-    let s1 = e.collect();
-    let f = perf_exporter::export::live::frame(
-        &s0.families,
-        &s1.families,
-        1.0,
-        &Default::default(),
-        e.derived(),
-    );
-    (f.derived, s1.families)
+    let w = default_window(t);
+    (w.derived, w.families)
 }
 
-/// Each level-2 pair of a core type and its level-1 parent.
-const FAMILIES: [(&str, &str, &str); 8] = [
-    (
-        "frontend_bound",
-        "frontend_bound_latency",
-        "frontend_bound_bandwidth",
-    ),
-    (
-        "bad_speculation",
-        "bad_speculation_mispredicts",
-        "bad_speculation_pipeline_restarts",
-    ),
-    ("backend_bound", "backend_bound_memory", "backend_bound_cpu"),
-    (
-        "retiring",
-        "retiring_heavy_operations",
-        "retiring_light_operations",
-    ),
+/// The E-cores' level-2 pairs, each with its level-1 parent (the
+/// P-cores' are [`P_CORE_PAIRS`]).
+const ATOM_PAIRS: [(&str, &str, &str); 4] = [
     (
         "atom_frontend_bound",
         "atom_frontend_bound_latency",
@@ -113,12 +86,6 @@ const FAMILIES: [(&str, &str, &str); 8] = [
 #[test]
 fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
     let (d, families) = one_window();
-    let value = |n: &str| -> f64 {
-        d.get(n)
-            .copied()
-            .flatten()
-            .unwrap_or_else(|| panic!("{n}: no value in {d:?}"))
-    };
     let drop = 1e6 / 12e9;
     let p = |x: f64| x / 255.0;
     let want: [(&str, f64); 24] = [
@@ -147,32 +114,10 @@ fn every_level_1_and_2_share_is_one_core_types_and_children_add_up() {
         ("atom_base", 0.3),
         ("atom_ms_uops", 0.1),
     ];
-    for (n, w) in want {
-        let v = value(n);
-        assert!((v - w).abs() < 1e-9, "{n}: {v}, by hand {w}");
-    }
     // Each level-2 pair adds up to its parent, and each core type's four
     // level-1 shares to 1.
-    for (parent, a, b) in FAMILIES {
-        let sum = value(a) + value(b);
-        assert!(
-            (sum - value(parent)).abs() < 1e-9,
-            "{a} + {b} = {sum}, {parent} {}",
-            value(parent)
-        );
-    }
-    for prefix in ["", "atom_"] {
-        let sum: f64 = [
-            "frontend_bound",
-            "bad_speculation",
-            "backend_bound",
-            "retiring",
-        ]
-        .iter()
-        .map(|n| value(&format!("{prefix}{n}")))
-        .sum();
-        assert!((sum - 1.0).abs() < 1e-9, "{prefix}: {sum}");
-    }
+    let pairs: Vec<_> = P_CORE_PAIRS.iter().chain(&ATOM_PAIRS).copied().collect();
+    check_shares(&d, &want, &pairs, &["", "atom_"]);
     // The P-cores' top-down counts are `cpu_core`'s only, the E-cores'
     // `cpu_atom`'s: never one series of both.
     for f in families

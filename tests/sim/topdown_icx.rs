@@ -33,15 +33,12 @@
 //!
 //! (every CPU counts the same, so the per-node sums keep these ratios).
 
-use crate::engines::SEC;
-use perf_exporter::config::Config;
-use perf_exporter::engine::{Engine, Fds};
-use perf_exporter::perf::sim::SimKernel;
+use crate::engines::default_window;
+use crate::shares::{check_shares, P_CORE_PAIRS};
 use perf_exporter::pmu::PmuTable;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -57,26 +54,8 @@ fn one_window(procfs: &Path) -> Window {
     let sysfs = fixtures().join("sysfs/intel-icx");
     let mut t = PmuTable::discover(&sysfs).unwrap_or_else(|e| panic!("{}: {e}", sysfs.display()));
     t.read_identities(procfs);
-    let cfg = Config::default_config();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
-    e.set_derived(Arc::new(cfg.derived.clone()));
-    let s0 = e.collect();
-    k.advance(SEC);
-    let s1 = e.collect();
-    let f = perf_exporter::export::live::frame(
-        &s0.families,
-        &s1.families,
-        1.0,
-        &Default::default(),
-        e.derived(),
-    );
-    let problems = e
-        .problems()
-        .into_iter()
-        .map(|(n, p)| (n.to_string(), p.to_string()))
-        .collect();
-    (f.derived, problems)
+    let w = default_window(t);
+    (w.derived, w.problems)
 }
 
 const P: f64 = 255.0;
@@ -99,12 +78,6 @@ fn client_ice_lake_takes_the_same_formulas() {
 
 fn ice_lake_takes_perfs_level_1_and_2_formulas(procfs: &Path) {
     let (d, problems) = one_window(procfs);
-    let value = |n: &str| -> f64 {
-        d.get(n)
-            .copied()
-            .flatten()
-            .unwrap_or_else(|| panic!("{n}: no value in {d:?}; problems {problems:?}"))
-    };
     let fe = 51.0 / P - 0.01;
     let be = 76.0 / P + 0.01;
     let ret = 102.0 / P;
@@ -124,43 +97,7 @@ fn ice_lake_takes_perfs_level_1_and_2_formulas(procfs: &Path) {
         ("retiring_heavy_operations", 0.2 * ret),
         ("retiring_light_operations", 0.8 * ret),
     ];
-    for (n, w) in want {
-        let v = value(n);
-        assert!((v - w).abs() < 1e-9, "{n}: {v}, by hand {w}");
-    }
-    for (parent, a, b) in [
-        (
-            "frontend_bound",
-            "frontend_bound_latency",
-            "frontend_bound_bandwidth",
-        ),
-        (
-            "bad_speculation",
-            "bad_speculation_mispredicts",
-            "bad_speculation_pipeline_restarts",
-        ),
-        ("backend_bound", "backend_bound_memory", "backend_bound_cpu"),
-        (
-            "retiring",
-            "retiring_heavy_operations",
-            "retiring_light_operations",
-        ),
-    ] {
-        assert!(
-            (value(a) + value(b) - value(parent)).abs() < 1e-9,
-            "{a} + {b} != {parent}"
-        );
-    }
-    let sum: f64 = [
-        "frontend_bound",
-        "bad_speculation",
-        "backend_bound",
-        "retiring",
-    ]
-    .iter()
-    .map(|n| value(n))
-    .sum();
-    assert!((sum - 1.0).abs() < 1e-9, "level 1 adds up to {sum}");
+    check_shares(&d, &want, &P_CORE_PAIRS, &[""]);
     // Every count the shares read is counted: no problem for any of them.
     for m in [
         "perf_topdown_slots_total",

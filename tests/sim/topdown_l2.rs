@@ -275,3 +275,90 @@ fn the_e_cores_level_2_is_not_on_other_platforms() {
         not_on_platform(fixture, &crate::common::ATOM_L2);
     }
 }
+
+/// Zen 4's level 1 is perf's Zen 4 formulas (`amdzen4/pipeline.json` @
+/// 037dd1308c6dfa64edd2dfcd1b8177a3f484a124, group `PipelineL1`): each
+/// share divides with `d_ratio(.., total_dispatch_slots)`. Skylake's
+/// `frontend_bound` and `retiring` read the same counts (slots, frontend
+/// and retiring slots) and come first, so they carry the guard
+/// `requires_cpu: "GenuineIntel-.*"`: on amd-zen4 they are "no encoding for
+/// CPU AuthenticAMD-..." and all four shares take the Zen 4 alternative,
+/// with the values by hand (module docs: 0.2, 0.1, 0.25,
+/// 0.4). A window without dispatch slots (two collections at the same
+/// instant of the simulator's clock: every count's delta is 0) gives 0
+/// for each, `d_ratio`'s value for a zero divisor; on intel-skx the same
+/// window leaves Skylake's plain quotients undefined. Intel keeps its
+/// alternatives: the perf-metrics one on intel-hybrid, Skylake's on
+/// intel-skx and intel-client.
+#[test]
+fn zen4_level_1_takes_perfs_zen4_formulas() {
+    const L1: [&str; 4] = [
+        "frontend_bound",
+        "bad_speculation",
+        "backend_bound",
+        "retiring",
+    ];
+    let (_k, e) = default_engine("amd-zen4");
+    let r = &e.host_derived().resolution;
+    for name in L1 {
+        let d = r.get(name).unwrap();
+        // Found by its formula: the alternatives before it differ per
+        // share (Ice Lake's come first for some).
+        assert!(d.chosen.is_some(), "amd-zen4: {name}: {d:?}");
+        let expr = d.expr.as_deref().unwrap_or("");
+        assert!(
+            expr.starts_with("d_ratio(") && expr.ends_with(", total_dispatch_slots)"),
+            "amd-zen4: {name}: {expr}"
+        );
+    }
+    for name in ["frontend_bound", "retiring"] {
+        let skylake = &r.get(name).unwrap().tried[1];
+        let why = skylake.problem.as_ref().expect("Skylake's rejected");
+        assert_eq!(why.code(), "no_cpu_encoding", "{name}: {why}");
+        assert!(
+            why.to_string()
+                .starts_with("no encoding for CPU AuthenticAMD-25-"),
+            "{name}: {why}"
+        );
+    }
+    let v = default_derived_values("amd-zen4");
+    for (name, want) in L1.iter().zip([0.2, 0.1, 0.25, 0.4]) {
+        let got = value(&v, "amd-zen4", name);
+        assert!(close(got, want), "amd-zen4: {name} = {got}, want {want}");
+    }
+    // A window without slots (the cores halted throughout: every count's
+    // delta 0), evaluated by the table each host takes.
+    let empty = |fixture: &str| -> Vec<(String, Option<f64>)> {
+        let (_k, e) = default_engine(fixture);
+        e.derived()
+            .evaluate(&|_| Some(0.0), Some(1.0), &|_| Err("not read".into()))
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v.ok().filter(|x| x.is_finite())))
+            .collect()
+    };
+    let of = |vs: &[(String, Option<f64>)], name: &str| {
+        vs.iter().find(|(n, _)| n == name).and_then(|(_, v)| *v)
+    };
+    let zen4 = empty("amd-zen4");
+    let skx = empty("intel-skx");
+    for name in L1 {
+        assert_eq!(of(&zen4, name), Some(0.0), "amd-zen4: {name}");
+    }
+    for name in ["frontend_bound", "retiring"] {
+        assert_eq!(of(&skx, name), None, "intel-skx: {name}");
+    }
+    // Intel keeps its own alternatives (found by formula: their positions
+    // differ per share).
+    for fixture in ["intel-hybrid", "intel-skx", "intel-client"] {
+        let (_k, e) = default_engine(fixture);
+        let r = &e.host_derived().resolution;
+        for name in L1 {
+            let d = r.get(name).unwrap();
+            let expr = d.expr.as_deref().unwrap_or("");
+            assert!(
+                d.chosen.is_some() && !expr.contains("dispatch_slots"),
+                "{fixture}: {name}: {d:?}"
+            );
+        }
+    }
+}

@@ -38,15 +38,11 @@
 //!
 //! (every CPU counts the same, so the per-node sums keep these ratios).
 
-use crate::engines::SEC;
-use perf_exporter::config::Config;
-use perf_exporter::engine::{Engine, Fds};
-use perf_exporter::perf::sim::SimKernel;
+use crate::engines::{default_window, DefaultWindow};
+use crate::shares::{check_shares, P_CORE_PAIRS};
 use perf_exporter::pmu::PmuTable;
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Copies `from` to `to` (directories and regular files only).
 fn copy_tree(from: &Path, to: &Path) {
@@ -99,106 +95,44 @@ fn sapphire_rapids(dir: &Path, model: u32) -> (PathBuf, PathBuf) {
     (sysfs, procfs)
 }
 
-/// The derived values by name, and the problems as (metric, reason).
-type Window = (BTreeMap<String, Option<f64>>, Vec<(String, String)>);
-
 /// The default config's derived values over one second of the simulated
 /// tree with CPU model `model`, and the engine's problems by metric.
-fn one_window(model: u32) -> Window {
+fn one_window(model: u32) -> DefaultWindow {
     let dir = tempfile::tempdir().unwrap();
     let (sysfs, procfs) = sapphire_rapids(dir.path(), model);
     let mut t = PmuTable::discover(&sysfs).unwrap_or_else(|e| panic!("{}: {e}", sysfs.display()));
     assert!(t.get("cpu").is_some() && t.get("cpu_core").is_none());
     t.read_identities(&procfs);
-    let cfg = Config::default_config();
-    let k = Arc::new(SimKernel::with_manual_clock(t.clone()));
-    let mut e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
-    e.set_derived(Arc::new(cfg.derived.clone()));
-    let s0 = e.collect();
-    k.advance(SEC);
-    let s1 = e.collect();
-    let f = perf_exporter::export::live::frame(
-        &s0.families,
-        &s1.families,
-        1.0,
-        &Default::default(),
-        e.derived(),
-    );
-    let problems = e
-        .problems()
-        .into_iter()
-        .map(|(n, p)| (n.to_string(), p.to_string()))
-        .collect();
-    (f.derived, problems)
+    default_window(t)
 }
 
 const P: f64 = 255.0;
 const DROP: f64 = 1e6 / 12e9;
 
-/// Model 8F: every level-1 and level-2 share takes the `alderlake.json`
-/// (perf's SPR) formula and equals its hand-computed value; each level-2
-/// pair adds up to its parent and the four level-1 shares to 1.
-#[test]
-fn sapphire_rapids_takes_perfs_level_1_and_2_formulas() {
-    let (d, problems) = one_window(0x8F);
-    let value = |n: &str| -> f64 {
-        d.get(n)
-            .copied()
-            .flatten()
-            .unwrap_or_else(|| panic!("{n}: no value in {d:?}; problems {problems:?}"))
-    };
-    let want: [(&str, f64); 12] = [
-        ("frontend_bound", 51.0 / P - DROP),
-        ("frontend_bound_latency", 30.0 / P - DROP),
-        ("frontend_bound_bandwidth", 21.0 / P),
-        ("bad_speculation", 26.0 / P + DROP),
-        ("bad_speculation_mispredicts", 20.0 / P),
-        ("bad_speculation_pipeline_restarts", 6.0 / P + DROP),
-        ("backend_bound", 76.0 / P),
-        ("backend_bound_memory", 40.0 / P),
-        ("backend_bound_cpu", 36.0 / P),
-        ("retiring", 102.0 / P),
-        ("retiring_heavy_operations", 20.0 / P),
-        ("retiring_light_operations", 82.0 / P),
-    ];
-    for (n, w) in want {
-        let v = value(n);
-        assert!((v - w).abs() < 1e-9, "{n}: {v}, by hand {w}");
-    }
-    for (parent, a, b) in [
-        (
-            "frontend_bound",
-            "frontend_bound_latency",
-            "frontend_bound_bandwidth",
-        ),
-        (
-            "bad_speculation",
-            "bad_speculation_mispredicts",
-            "bad_speculation_pipeline_restarts",
-        ),
-        ("backend_bound", "backend_bound_memory", "backend_bound_cpu"),
-        (
-            "retiring",
-            "retiring_heavy_operations",
-            "retiring_light_operations",
-        ),
-    ] {
-        assert!(
-            (value(a) + value(b) - value(parent)).abs() < 1e-9,
-            "{a} + {b} != {parent}"
-        );
-    }
-    let sum: f64 = [
-        "frontend_bound",
-        "bad_speculation",
-        "backend_bound",
-        "retiring",
-    ]
-    .iter()
-    .map(|n| value(n))
-    .sum();
-    assert!((sum - 1.0).abs() < 1e-9, "level 1 adds up to {sum}");
-    // Every count the shares read is counted: no problem for any of them.
+/// The twelve level-1 and level-2 shares on the tree, by hand (module
+/// docs).
+const SHARES: [(&str, f64); 12] = [
+    ("frontend_bound", 51.0 / P - DROP),
+    ("frontend_bound_latency", 30.0 / P - DROP),
+    ("frontend_bound_bandwidth", 21.0 / P),
+    ("bad_speculation", 26.0 / P + DROP),
+    ("bad_speculation_mispredicts", 20.0 / P),
+    ("bad_speculation_pipeline_restarts", 6.0 / P + DROP),
+    ("backend_bound", 76.0 / P),
+    ("backend_bound_memory", 40.0 / P),
+    ("backend_bound_cpu", 36.0 / P),
+    ("retiring", 102.0 / P),
+    ("retiring_heavy_operations", 20.0 / P),
+    ("retiring_light_operations", 82.0 / P),
+];
+
+/// Model `model`: every level-1 and level-2 share takes the
+/// `alderlake.json` formula (the first alternative) and equals its
+/// hand-computed value; each level-2 pair adds up to its parent and the
+/// four level-1 shares to 1; every count the shares read is counted.
+fn takes_perfs_level_1_and_2_formulas(model: u32) -> DefaultWindow {
+    let w = one_window(model);
+    check_shares(&w.derived, &SHARES, &P_CORE_PAIRS, &[""]);
     for m in [
         "perf_topdown_slots_total",
         "perf_topdown_retiring_slots_total",
@@ -211,7 +145,35 @@ fn sapphire_rapids_takes_perfs_level_1_and_2_formulas() {
         "perf_topdown_memory_bound_slots_total",
         "perf_topdown_uop_dropping_slots_total",
     ] {
-        assert!(problems.iter().all(|(n, _)| n != m), "{m}: {problems:?}");
+        assert!(
+            w.problems.iter().all(|(n, _)| n != m),
+            "{model:X}: {m}: {:?}",
+            w.problems
+        );
+    }
+    w
+}
+
+/// Model 8F (Sapphire Rapids, perf's `spr-metrics.json`).
+#[test]
+fn sapphire_rapids_takes_perfs_level_1_and_2_formulas() {
+    takes_perfs_level_1_and_2_formulas(0x8F);
+}
+
+/// Model CF (Emerald Rapids): perf's `emeraldrapids/emr-metrics.json` @
+/// 40ccd6aa3e2e05be93394e3cd560c718dedfcc77 gives the same twelve
+/// formulas as `spr-metrics.json` (config/metrics/README.md), and the
+/// kernel the same `cpu` PMU, so every share takes the same alternative
+/// as on Sapphire Rapids, with the same value.
+#[test]
+fn emerald_rapids_resolves_as_sapphire_rapids() {
+    let spr = one_window(0x8F);
+    let emr = takes_perfs_level_1_and_2_formulas(0xCF);
+    for (n, _) in SHARES {
+        let (s, e) = (&spr.chosen[n], &emr.chosen[n]);
+        assert!(e.is_some(), "{n}: unavailable on EMR");
+        assert_eq!(s, e, "{n}: EMR takes another alternative than SPR");
+        assert_eq!(spr.derived[n], emr.derived[n], "{n}");
     }
 }
 
@@ -224,7 +186,11 @@ fn sapphire_rapids_takes_perfs_level_1_and_2_formulas() {
 /// alone still resolve.
 #[test]
 fn an_unknown_model_has_no_encoding_for_uop_dropping() {
-    let (d, problems) = one_window(0xFE);
+    let DefaultWindow {
+        derived: d,
+        problems,
+        ..
+    } = one_window(0xFE);
     let uop = problems
         .iter()
         .find(|(n, _)| n == "perf_topdown_uop_dropping_slots_total")
@@ -256,5 +222,45 @@ fn an_unknown_model_has_no_encoding_for_uop_dropping() {
     ] {
         let v = d.get(n).copied().flatten().unwrap_or_else(|| panic!("{n}"));
         assert!((v - w).abs() < 1e-9, "{n}: {v}, by hand {w}");
+    }
+}
+
+/// perf's `tma_info_l1mpki` and `tma_info_l3mpki` on Sapphire Rapids
+/// (`spr-metrics.json` @ e80b500370e71b8cd7dd64be4080cee0a3e5068f) and
+/// `tma_info_memory_l1mpki` / `_l3mpki` on Emerald Rapids
+/// (`emr-metrics.json` @ 40ccd6aa3e2e05be93394e3cd560c718dedfcc77) are
+/// Skylake's `L1MPKI` and `L3MPKI`, `1e3 * MEM_LOAD_RETIRED.L1_MISS /
+/// INST_RETIRED.ANY` (and `.L3_MISS`), over the same encodings (0xD1/0x08,
+/// 0xD1/0x20 in both `cache.json`): `l1d_read_mpki` and `llc_read_mpki`
+/// take them on models 8F and CF. The simulator counts a raw event no
+/// alias names at 1e6 a second per CPU and `instructions` at 3e9, so both
+/// are 1e3 × 1e6 / 3e9 = 1/3; on a model no guard names (6-FE) they have
+/// no encoding for that CPU.
+#[test]
+fn sapphire_and_emerald_rapids_take_perfs_mpki() {
+    for model in [0x8F, 0xCF] {
+        let w = one_window(model);
+        for n in ["l1d_read_mpki", "llc_read_mpki"] {
+            let v = crate::shares::value(&w.derived, n);
+            assert!((v - 1.0 / 3.0).abs() < 1e-9, "{model:X}: {n} = {v}");
+        }
+    }
+    let w = one_window(0xFE);
+    for m in [
+        "perf_l1d_retired_load_misses_total",
+        "perf_l3_retired_load_misses_total",
+    ] {
+        let (_, why) = w
+            .problems
+            .iter()
+            .find(|(n, _)| n == m)
+            .unwrap_or_else(|| panic!("{m}: no problem in {:?}", w.problems));
+        assert!(
+            why.starts_with("no encoding for CPU GenuineIntel-6-FE"),
+            "{m}: {why}"
+        );
+    }
+    for n in ["l1d_read_mpki", "llc_read_mpki"] {
+        assert_eq!(w.derived.get(n).copied().flatten(), None, "{n}");
     }
 }

@@ -51,7 +51,7 @@ use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{names, ConfigError, SetConfig};
+use super::{names, ConfigError, CpuRequirement, SetConfig};
 use crate::derive::{self, DeriveError, Env, Expr, Literal};
 use crate::spec::{self, quote_list, suggest, Event};
 
@@ -87,7 +87,34 @@ pub struct RawDerived {
 #[serde(untagged)]
 enum RawExprs {
     One(String),
-    Chain(Vec<String>),
+    Chain(Vec<RawAlternative>),
+}
+
+/// One alternative of an `expr:` list: an expression, or the long form
+/// with a CPU guard (`{expr: "...", requires_cpu: "GenuineIntel-.*"}`):
+/// tried only where the host's CPU identity matches, as an event
+/// alternative's `requires_cpu`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawAlternative {
+    Text(String),
+    Guarded(RawGuarded),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGuarded {
+    expr: String,
+    requires_cpu: String,
+}
+
+impl RawAlternative {
+    fn parts(&self) -> (&str, Option<&str>) {
+        match self {
+            RawAlternative::Text(t) => (t, None),
+            RawAlternative::Guarded(g) => (&g.expr, Some(&g.requires_cpu)),
+        }
+    }
 }
 
 /// The most alternatives one `expr:` may list.
@@ -125,6 +152,9 @@ pub struct Formula {
     /// The `has_event(..)` probes that name something the config counts
     /// (the others are 0).
     pub probes: Vec<Input>,
+    /// The CPU guard of the long form (`requires_cpu`): the alternative
+    /// is taken only where the host's CPU identity matches it.
+    pub requires_cpu: Option<CpuRequirement>,
 }
 
 /// One derived metric, resolved.
@@ -469,6 +499,7 @@ fn formula(
         expr,
         inputs,
         probes,
+        requires_cpu: None,
     })
 }
 
@@ -480,9 +511,9 @@ fn alternatives(
     name: &str,
     expr: &Spanned<RawExprs>,
 ) -> Result<(Formula, Vec<Formula>), ConfigError> {
-    let texts: Vec<&str> = match &expr.value {
-        RawExprs::One(t) => vec![t.as_str()],
-        RawExprs::Chain(v) => v.iter().map(String::as_str).collect(),
+    let texts: Vec<(&str, Option<&str>)> = match &expr.value {
+        RawExprs::One(t) => vec![(t.as_str(), None)],
+        RawExprs::Chain(v) => v.iter().map(RawAlternative::parts).collect(),
     };
     let at = &expr.referenced;
     if texts.is_empty() || texts.len() > MAX_ALTERNATIVES {
@@ -496,7 +527,7 @@ fn alternatives(
     }
     let many = texts.len() > 1;
     let mut formulas = Vec::with_capacity(texts.len());
-    for (i, t) in texts.iter().enumerate() {
+    for (i, (t, guard)) in texts.iter().enumerate() {
         // A list's items share its location: the message names the
         // alternative.
         let what = if many {
@@ -504,7 +535,16 @@ fn alternatives(
         } else {
             "expr".to_string()
         };
-        formulas.push(formula(names, invalid_at, name, t, at, &what)?);
+        let mut f = formula(names, invalid_at, name, t, at, &what)?;
+        if let Some(g) = guard {
+            f.requires_cpu = Some(CpuRequirement::parse(g).map_err(|e| {
+                invalid_at(
+                    (at.line(), at.column()),
+                    format!("derived metric `{name}`: {e}"),
+                )
+            })?);
+        }
+        formulas.push(f);
     }
     let first = formulas.remove(0);
     Ok((first, formulas))

@@ -97,6 +97,7 @@ pub(super) fn read(files: &[(String, String)], opts: &Options) -> Result<Read, I
                     scale_unit: s("ScaleUnit"),
                     threshold: s("MetricThreshold"),
                     record: s("PrometheusRecord"),
+                    requires_cpu: s("RequiresCpu"),
                 });
             } else if let Some(name) = s("EventName") {
                 let key = name.to_ascii_lowercase();

@@ -373,7 +373,8 @@ struct Entry {
     unit: Option<String>,
     group: Option<String>,
     record: Option<String>,
-    exprs: Vec<String>,
+    /// Each alternative and its CPU guard.
+    exprs: Vec<(String, Option<String>)>,
 }
 
 /// Takes each file's metrics against `sets` and merges them (see the
@@ -453,8 +454,9 @@ pub fn merged_derived(
                     e.unit = e.unit.take().or_else(|| t.unit.clone());
                     e.group = e.group.take().or_else(|| t.group.clone());
                     e.record = e.record.take().or_else(|| t.record.clone());
-                    if !e.exprs.contains(&expr) {
-                        e.exprs.push(expr);
+                    let alt = (expr, t.requires_cpu.clone());
+                    if !e.exprs.contains(&alt) {
+                        e.exprs.push(alt);
                     }
                 }
                 None => entries.push(Entry {
@@ -463,7 +465,7 @@ pub fn merged_derived(
                     unit: t.unit.clone(),
                     group: t.group.clone(),
                     record: t.record.clone(),
-                    exprs: vec![expr],
+                    exprs: vec![(expr, t.requires_cpu.clone())],
                 }),
             }
         }
@@ -534,12 +536,20 @@ fn write(files: &[(String, String)], entries: &[Entry]) -> String {
         if let Some(g) = &e.group {
             let _ = writeln!(y, "    group: {}", q(g));
         }
-        if let [one] = e.exprs.as_slice() {
+        if let [(one, None)] = e.exprs.as_slice() {
             let _ = writeln!(y, "    expr: {}", q(one));
         } else {
             let _ = writeln!(y, "    expr:");
-            for x in &e.exprs {
-                let _ = writeln!(y, "      - {}", q(x));
+            for (x, guard) in &e.exprs {
+                match guard {
+                    None => {
+                        let _ = writeln!(y, "      - {}", q(x));
+                    }
+                    Some(g) => {
+                        let _ = writeln!(y, "      - expr: {}", q(x));
+                        let _ = writeln!(y, "        requires_cpu: {}", q(g));
+                    }
+                }
             }
         }
         if let Some(r) = &e.record {

@@ -217,6 +217,10 @@ pub(super) struct JsonMetric {
     pub(super) threshold: Option<String>,
     /// `PrometheusRecord` (ours, not perf's): the recording rule's name.
     pub(super) record: Option<String>,
+    /// `RequiresCpu` (ours, not perf's): the CPU guard of the derived
+    /// alternative (`requires_cpu`), where formulas of several platforms
+    /// read the same counts.
+    pub(super) requires_cpu: Option<String>,
 }
 
 /// An event a metric reads, as the config will count it.
@@ -298,6 +302,7 @@ pub(super) struct Taken {
     pub(super) group: Option<String>,
     pub(super) threshold: Option<String>,
     pub(super) record: Option<String>,
+    pub(super) requires_cpu: Option<String>,
     pub(super) events: BTreeSet<Counted>,
 }
 

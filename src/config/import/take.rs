@@ -128,6 +128,7 @@ impl<'a> Importer<'a> {
             group: m.group.clone(),
             threshold,
             record: m.record.clone(),
+            requires_cpu: m.requires_cpu.clone(),
             events,
         })
     }

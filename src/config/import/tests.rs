@@ -524,3 +524,37 @@ fn a_perf_metrics_set_is_written_with_slots_first() {
         "{sets:?}"
     );
 }
+
+/// `RequiresCpu` (ours) becomes the alternative's long form, which the
+/// config loads with its guard compiled; a file without it writes plain
+/// alternatives.
+#[test]
+fn requires_cpu_becomes_the_alternatives_long_form() {
+    let sets = crate::config::Config::default_config().sets;
+    let x = r#"[{"MetricName": "a", "MetricExpr": "cycles / instructions", "RequiresCpu": "GenuineIntel-.*"}]"#;
+    let y = r#"[{"MetricName": "a", "MetricExpr": "d_ratio(cycles, instructions)"}]"#;
+    let m = merged_derived(&files(&[("x.json", x), ("y.json", y)]), &sets).unwrap();
+    assert!(m.skipped.is_empty(), "{:?}", m.skipped);
+    for want in [
+        r#"      - expr: "perf_cpu_cycles_total / perf_instructions_total""#,
+        r#"        requires_cpu: "GenuineIntel-.*""#,
+        r#"      - "d_ratio(perf_cpu_cycles_total, perf_instructions_total)""#,
+    ] {
+        assert!(m.yaml.contains(want), "{want} in\n{}", m.yaml);
+    }
+    let body: String = m
+        .yaml
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let yaml = format!(
+        "sets:\n  - name: c\n    events:\n      - metric: perf_cpu_cycles_total\n        event: [cycles]\n      - metric: perf_instructions_total\n        event: [instructions]\nderived:\n{body}"
+    );
+    let cfg =
+        crate::config::Config::parse(&yaml, "t.yaml").unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let d = cfg.derived.get("a").expect("a");
+    let guard = d.formula.requires_cpu.as_ref().expect("the guard");
+    assert!(guard.matches("GenuineIntel-6-55-4") && !guard.matches("AuthenticAMD-25-11-1"));
+    assert!(d.fallbacks[0].requires_cpu.is_none());
+}

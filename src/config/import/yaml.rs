@@ -73,7 +73,16 @@ pub(super) fn write_yaml(
         if let Some(g) = &t.group {
             let _ = writeln!(y, "    group: {}", q(g));
         }
-        let _ = writeln!(y, "    expr: {}", q(&t.expr));
+        match &t.requires_cpu {
+            None => {
+                let _ = writeln!(y, "    expr: {}", q(&t.expr));
+            }
+            Some(g) => {
+                let _ = writeln!(y, "    expr:");
+                let _ = writeln!(y, "      - expr: {}", q(&t.expr));
+                let _ = writeln!(y, "        requires_cpu: {}", q(g));
+            }
+        }
         if let Some(th) = &t.threshold {
             let _ = writeln!(y, "    threshold: {}", q(th));
         }
