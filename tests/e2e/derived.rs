@@ -45,9 +45,14 @@ const COMPARED: &[(&str, f64)] = &[
     // MEM_LOAD_RETIRED.*, whose `requires_cpu` is matched against the
     // identity this harness runs with (the host's: no fixture procfs), so
     // they are compared where the fixture's identity is used (the goldens);
-    // the generic events' MPKI here.
-    ("l1d_generic_read_mpki", 1e-3),
-    ("llc_generic_read_mpki", 1e-3),
+    // the generic events' MPKI here. Their inputs are in different groups,
+    // read one after the other: the simulated counts follow the clock, so
+    // the skew between two reads over the window (1 s, or stat's 500 ms)
+    // is their error, and a loaded machine can delay a read by tens of
+    // milliseconds (it failed at 1e-3 at load 10); a wrong formula is off
+    // by far more.
+    ("l1d_generic_read_mpki", 5e-2),
+    ("llc_generic_read_mpki", 5e-2),
 ];
 
 /// Rules by derived metric: the name `rules` prints in each rule's
@@ -250,7 +255,8 @@ fn stat_live_view_otlp_and_rules_agree_on_the_simulated_skylake() {
             } else {
                 assert!(
                     ((v - first) / first).abs() < *tolerance,
-                    "{name}: {who}: {values:?}"
+                    "{name}: {who}: {values:?} (load average {})",
+                    common::clocks::loadavg()
                 );
             }
         }
