@@ -77,6 +77,74 @@ fn assert_golden(yaml: &str, name: &str) {
     );
 }
 
+/// `metrics import <json> --target <sysfs fixture> [extra] -o <dir>/<fixture>.yaml`,
+/// which must take `taken` metrics and leave none out, its output the
+/// golden `tests/golden/import/<golden>`: the config file and its text.
+fn import_for(
+    dir: &Path,
+    json: &str,
+    fixture: &str,
+    extra: &[&str],
+    taken: usize,
+    golden: &str,
+) -> (PathBuf, String) {
+    let sysfs = root().join("tests/fixtures/sysfs").join(fixture);
+    let cfg = dir.join(format!("{fixture}.yaml"));
+    let args = [
+        &[
+            "metrics",
+            "import",
+            json,
+            "--target",
+            sysfs.to_str().unwrap(),
+        ][..],
+        extra,
+        &["-o", cfg.to_str().unwrap()],
+    ]
+    .concat();
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!(
+            "wrote {}: {taken} metrics taken, 0 left out\n",
+            cfg.display()
+        )
+    );
+    let yaml = std::fs::read_to_string(&cfg).unwrap();
+    assert_golden(&yaml, golden);
+    (cfg, yaml)
+}
+
+/// `check --json` with `args`, which must succeed: its JSON.
+fn check_json(args: &[&str]) -> Value {
+    let o = run(&[&["check", "--json"][..], args].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The derived entry `name` of a `check --json` report.
+fn derived<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["derived"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("{name} in {v}"))
+}
+
+/// The default config on a sysfs fixture (simulated): each `(name, expr)`
+/// of `want` is a fallback taking `expr`.
+fn default_takes(fixture: &str, want: &[(&str, String)]) {
+    let sysfs = root().join("tests/fixtures/sysfs").join(fixture);
+    let v = check_json(&["--simulate", "--path.sysfs", sysfs.to_str().unwrap()]);
+    for (name, expr) in want {
+        let d = derived(&v, name);
+        assert_eq!(d["status"], "fallback", "{d}");
+        assert_eq!(d["expr"], expr.as_str(), "{d}");
+    }
+}
+
 const SKX: [&str; 2] = [
     "tests/fixtures/perf-json/skylakex/events.json",
     "tests/fixtures/perf-json/skylakex/skx-metrics.json",
@@ -446,64 +514,45 @@ fn the_default_configs_top_down_shares_resolve_on_intel_hybrid() {
 /// over the `topdown_arm` set.
 #[test]
 fn neoverse_n2_topdown_imports_and_check_accepts_every_metric() {
-    let n2 = root().join("tests/fixtures/sysfs/arm-neoverse-n2");
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("n2.yaml");
-    let o = run(&[
-        "metrics",
-        "import",
-        "config/metrics/neoverse-n2.json",
-        "--target",
-        n2.to_str().unwrap(),
-        "--core-pmu",
-        "armv8_pmuv3_0",
-        "-o",
-        cfg.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
-        format!("wrote {}: 4 metrics taken, 0 left out\n", cfg.display())
+    let slots = "perf_topdown_arm_slots_total";
+    arm_level_1_imports(
+        "neoverse-n2",
+        "arm-neoverse-n2",
+        &[
+            (
+                "frontend_bound",
+                format!("(perf_topdown_frontend_stall_slots_total - {slots} / 5) / {slots}"),
+            ),
+            (
+                "backend_bound",
+                format!("perf_topdown_backend_stall_slots_total / {slots}"),
+            ),
+            (
+                "retiring",
+                format!("perf_pipeline_ops_retired_total / perf_pipeline_ops_speculated_total * (1 - (perf_topdown_stall_slots_total - {slots} / 5) / {slots})"),
+            ),
+        ],
     );
-    let yaml = std::fs::read_to_string(&cfg).unwrap();
-    assert_golden(&yaml, "neoverse-n2-target.yaml");
-    let v = strict_check("arm-neoverse-n2", &cfg);
+}
+
+/// `config/metrics/<name>.json` imported for the Arm `fixture` (core PMU
+/// `armv8_pmuv3_0`): its 4 metrics taken, the golden
+/// `<name>-target.yaml`, `check --strict` accepting its 6 events and 4
+/// shares; then the default config there takes `want`.
+fn arm_level_1_imports(name: &str, fixture: &str, want: &[(&str, String)]) {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, _) = import_for(
+        dir.path(),
+        &format!("config/metrics/{name}.json"),
+        fixture,
+        &["--core-pmu", "armv8_pmuv3_0"],
+        4,
+        &format!("{name}-target.yaml"),
+    );
+    let v = strict_check(fixture, &cfg);
     all_resolved(&v, "metrics", 6);
     all_resolved(&v, "derived", 4);
-
-    let o = run(&[
-        "check",
-        "--json",
-        "--simulate",
-        "--path.sysfs",
-        n2.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let slots = "perf_topdown_arm_slots_total";
-    for (name, expr) in [
-        (
-            "frontend_bound",
-            format!("(perf_topdown_frontend_stall_slots_total - {slots} / 5) / {slots}"),
-        ),
-        (
-            "backend_bound",
-            format!("perf_topdown_backend_stall_slots_total / {slots}"),
-        ),
-        (
-            "retiring",
-            format!("perf_pipeline_ops_retired_total / perf_pipeline_ops_speculated_total * (1 - (perf_topdown_stall_slots_total - {slots} / 5) / {slots})"),
-        ),
-    ] {
-        let d = v["derived"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["name"] == name)
-            .unwrap_or_else(|| panic!("{name} in {v}"));
-        assert_eq!(d["status"], "fallback", "{d}");
-        assert_eq!(d["expr"], expr.as_str(), "{d}");
-    }
+    default_takes(fixture, want);
 }
 
 /// Arm Neoverse V2: perf's level-1 formulas for the V2
@@ -513,64 +562,25 @@ fn neoverse_n2_topdown_imports_and_check_accepts_every_metric() {
 /// alternative (the fifth) over `perf_topdown_arm_v2_slots_total`.
 #[test]
 fn neoverse_v2_topdown_imports_and_check_accepts_every_metric() {
-    let v2 = root().join("tests/fixtures/sysfs/arm-neoverse-v2");
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("v2.yaml");
-    let o = run(&[
-        "metrics",
-        "import",
-        "config/metrics/neoverse-v2.json",
-        "--target",
-        v2.to_str().unwrap(),
-        "--core-pmu",
-        "armv8_pmuv3_0",
-        "-o",
-        cfg.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
-        format!("wrote {}: 4 metrics taken, 0 left out\n", cfg.display())
-    );
-    let yaml = std::fs::read_to_string(&cfg).unwrap();
-    assert_golden(&yaml, "neoverse-v2-target.yaml");
-    let v = strict_check("arm-neoverse-v2", &cfg);
-    all_resolved(&v, "metrics", 6);
-    all_resolved(&v, "derived", 4);
-
-    let o = run(&[
-        "check",
-        "--json",
-        "--simulate",
-        "--path.sysfs",
-        v2.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let slots = "perf_topdown_arm_v2_slots_total";
-    for (name, expr) in [
-        (
-            "frontend_bound",
-            format!("perf_topdown_frontend_stall_slots_total / {slots}"),
-        ),
-        (
-            "backend_bound",
-            format!("perf_topdown_backend_stall_slots_total / {slots}"),
-        ),
-        (
-            "retiring",
-            format!("perf_pipeline_ops_retired_total / perf_pipeline_ops_speculated_total * (1 - perf_topdown_stall_slots_total / {slots})"),
-        ),
-    ] {
-        let d = v["derived"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["name"] == name)
-            .unwrap_or_else(|| panic!("{name} in {v}"));
-        assert_eq!(d["status"], "fallback", "{d}");
-        assert_eq!(d["expr"], expr.as_str(), "{d}");
-    }
+    arm_level_1_imports(
+        "neoverse-v2",
+        "arm-neoverse-v2",
+        &[
+            (
+                "frontend_bound",
+                format!("perf_topdown_frontend_stall_slots_total / {slots}"),
+            ),
+            (
+                "backend_bound",
+                format!("perf_topdown_backend_stall_slots_total / {slots}"),
+            ),
+            (
+                "retiring",
+                format!("perf_pipeline_ops_retired_total / perf_pipeline_ops_speculated_total * (1 - perf_topdown_stall_slots_total / {slots})"),
+            ),
+        ],
+    );
 }
 
 /// The twelve top-down shares of levels 1 and 2.
@@ -601,23 +611,14 @@ fn ice_lake_topdown_imports_and_check_accepts_every_metric() {
     let icx = root().join("tests/fixtures/sysfs/intel-icx");
     let icx = icx.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("icx.yaml");
-    let o = run(&[
-        "metrics",
-        "import",
+    let (cfg, yaml) = import_for(
+        dir.path(),
         "config/metrics/icelakex.json",
-        "--target",
-        icx,
-        "-o",
-        cfg.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
-        format!("wrote {}: 12 metrics taken, 0 left out\n", cfg.display())
+        "intel-icx",
+        &[],
+        12,
+        "icelakex-target.yaml",
     );
-    let yaml = std::fs::read_to_string(&cfg).unwrap();
-    assert_golden(&yaml, "icelakex-target.yaml");
     let first = yaml
         .lines()
         .find(|l| l.contains("cpu/event=0x0,"))
@@ -633,47 +634,30 @@ fn ice_lake_topdown_imports_and_check_accepts_every_metric() {
     for s in TOPDOWN_L1_L2 {
         assert!(names.contains(&s), "{s} in {names:?}");
     }
-    let o = run(&[
-        "check",
-        "--json",
+    let v = check_json(&[
         "--strict",
         "--path.sysfs",
         icx,
         "--config.file",
         cfg.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     all_resolved(&v, "metrics", n);
     all_resolved(&v, "derived", 12);
 
     let procfs = root().join("tests/fixtures/procfs/intel-icx");
-    let o = run(&[
-        "check",
-        "--json",
+    let v = check_json(&[
         "--simulate",
         "--path.sysfs",
         icx,
         "--path.procfs",
         procfs.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let derived = v["derived"].as_array().unwrap();
     for s in TOPDOWN_L1_L2 {
-        let d = derived
-            .iter()
-            .find(|d| d["name"] == s)
-            .unwrap_or_else(|| panic!("{s} in {v}"));
-        assert_eq!(d["status"], "resolved", "{d}");
+        assert_eq!(derived(&v, s)["status"], "resolved", "{}", derived(&v, s));
     }
-    let be = derived
-        .iter()
-        .find(|d| d["name"] == "backend_bound")
-        .unwrap();
     let sum = "(perf_topdown_frontend_bound_slots_total + perf_topdown_bad_speculation_slots_total + perf_topdown_retiring_slots_total + perf_topdown_backend_bound_slots_total)";
     assert_eq!(
-        be["expr"],
+        derived(&v, "backend_bound")["expr"],
         format!(
             "perf_topdown_backend_bound_slots_total / {sum} + 5 * perf_topdown_recovery_periods_total / perf_topdown_slots_total"
         )

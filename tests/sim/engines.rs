@@ -152,3 +152,18 @@ pub(crate) fn default_window(t: PmuTable) -> DefaultWindow {
         chosen,
     }
 }
+
+/// Copies `from` to `to` (directories and regular files only): a fixture
+/// tree to change at run time.
+pub(crate) fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

@@ -47,7 +47,7 @@
 //! 2e9 / 1e10 = 0.2 (the r0p0 formula's `- cpu_cycles` would give 0),
 //! backend_bound 0.3, retiring 0.8 × (1 - 0.5) = 0.4, bad_speculation 0.1.
 
-use crate::engines::{default_derived_values, default_engine, SEC};
+use crate::engines::{copy_tree, default_derived_values, default_engine, SEC};
 use perf_exporter::config::Config;
 use perf_exporter::engine::{Engine, Fds};
 use perf_exporter::perf::sim::SimKernel;
@@ -150,20 +150,6 @@ fn neoverse_v2_level_1_is_perfs_8_slot_formula_and_adds_up_to_1() {
     assert_eq!(problems.len(), 2, "{problems:?}");
     for p in &problems {
         assert!(p.contains("0x00000000410fd4f0"), "{p}");
-    }
-}
-
-/// Copies `from` to `to` (directories and regular files only).
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
     }
 }
 

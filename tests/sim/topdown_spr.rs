@@ -38,25 +38,11 @@
 //!
 //! (every CPU counts the same, so the per-node sums keep these ratios).
 
-use crate::engines::{default_window, DefaultWindow};
+use crate::engines::{copy_tree, default_window, DefaultWindow};
 use crate::shares::{check_shares, P_CORE_PAIRS};
 use perf_exporter::pmu::PmuTable;
 use std::fs;
 use std::path::{Path, PathBuf};
-
-/// Copies `from` to `to` (directories and regular files only).
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// The Sapphire Rapids tree (see the module docs) under `dir`, with a
 /// `cpuinfo` of family 6 and `model` (decimal, as the kernel writes it),
