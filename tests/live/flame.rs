@@ -116,21 +116,40 @@ fn the_live_page_draws_the_flame_graph_of_a_picked_workload() {
         assert!(listed, "no row of {cg} in 30 s: {f:#}\n{}", p.output());
         assert_eq!(f["hidden"], false, "{f:#}");
         // Another client's profile (JSON) holds the exporter's one
-        // slot: the page says it is busy, and why.
+        // slot: the page says it is busy, and why. The two race for the
+        // slot: when the page wins, it draws and the other retries, so
+        // the other keeps asking (every 20 ms while refused, again
+        // after each answer) until the page has been seen busy, and
+        // returns its last answer, the one taken while the page waited.
         let a = addr.clone();
         let q = format!(
             "/api/v1/profile?format=json&seconds=3&cgroup={}",
             common::urlencode(&cg)
         );
-        let other = std::thread::spawn(move || common::get(&a, &q));
-        let started = Instant::now();
+        let seen_busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = seen_busy.clone();
+        let other = std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let r = common::get(&a, &q);
+                let done = seen.load(std::sync::atomic::Ordering::SeqCst);
+                if (r.status == 200 && done) || Instant::now() > deadline {
+                    return r;
+                }
+                if r.status == 429 {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(40);
         let busy = loop {
             assert!(pick(&mut tab, &cg).await, "the row left the list");
             let f = settled(&mut tab, Duration::from_secs(10)).await;
-            if f["state"] == "busy" || started.elapsed() > Duration::from_secs(2) {
+            if f["state"] == "busy" || Instant::now() > deadline {
                 break f;
             }
         };
+        seen_busy.store(true, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(busy["state"], "busy", "{busy:#}");
         let text = busy["text"].as_str().unwrap();
         assert!(
