@@ -196,6 +196,19 @@ pub(crate) fn steal_seconds() -> f64 {
         .map_or(0.0, |t| t / 100.0)
 }
 
+/// Time the hypervisor took from CPU `cpu` so far (its `cpuN` line of
+/// `/proc/stat`), in seconds; 0 when unreadable.
+pub(crate) fn cpu_steal_seconds(cpu: u32) -> f64 {
+    let tag = format!("cpu{cpu} ");
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with(&tag))?.to_string();
+            line.split_whitespace().nth(8)?.parse::<f64>().ok()
+        })
+        .map_or(0.0, |t| t / 100.0)
+}
+
 fn report(what: &str, o: &Outcome, load: &str, attempts: u32, large_gap: Duration) -> String {
     format!(
         "{what}: {}\n(measured {attempts} time(s); the reads that should be simultaneous were up to \
