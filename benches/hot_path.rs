@@ -105,8 +105,8 @@ fn snapshot_of(n: usize) -> Snapshot {
     Snapshot {
         families: (0..20)
             .map(|f| Family {
-                name: format!("perf_bench_metric_{f}_total"),
-                help: format!("Benchmark family {f}, per CPU."),
+                name: format!("perf_bench_metric_{f}_total").into(),
+                help: format!("Benchmark family {f}, per CPU.").into(),
                 kind: if f % 5 == 4 {
                     Kind::Gauge
                 } else {

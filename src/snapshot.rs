@@ -9,13 +9,143 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {
     /// The metric name, with `_total` for counters.
-    pub name: String,
+    pub name: Text,
     /// HELP text.
-    pub help: String,
+    pub help: Text,
     /// Counter or gauge.
     pub kind: Kind,
     /// Samples.
     pub samples: Vec<Sample>,
+}
+
+/// A family's name or help: the code's own text, or text made once
+/// (from the config) and shared by reference count, so that the families
+/// of every collection are made without copying either.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Text(TextRepr);
+
+#[derive(Clone)]
+enum TextRepr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
+
+impl Text {
+    /// The code's own text, not copied.
+    pub const fn of(s: &'static str) -> Text {
+        Text(TextRepr::Static(s))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            TextRepr::Static(s) => s,
+            TextRepr::Shared(s) => s,
+        }
+    }
+}
+
+impl PartialEq for TextRepr {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+impl Eq for TextRepr {}
+impl PartialOrd for TextRepr {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for TextRepr {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+impl std::hash::Hash for TextRepr {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.as_str().hash(h);
+    }
+}
+impl TextRepr {
+    fn as_str(&self) -> &str {
+        match self {
+            TextRepr::Static(s) => s,
+            TextRepr::Shared(s) => s,
+        }
+    }
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for Text {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&'static str> for Text {
+    fn from(s: &'static str) -> Text {
+        Text::of(s)
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Text {
+        Text(TextRepr::Shared(s.into()))
+    }
+}
+
+impl From<Arc<str>> for Text {
+    fn from(s: Arc<str>) -> Text {
+        Text(TextRepr::Shared(s))
+    }
+}
+
+impl From<&Text> for String {
+    fn from(t: &Text) -> String {
+        t.as_str().to_string()
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for Text {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
 }
 
 /// A family as the code defines it: its name, type, help and the label
@@ -55,7 +185,7 @@ impl FamilyDef {
         }
         Family {
             name: self.name.into(),
-            help,
+            help: help.into(),
             kind: self.kind,
             samples,
         }
@@ -218,5 +348,36 @@ impl Snapshot {
     /// The number of samples over every family.
     pub fn series(&self) -> usize {
         self.families.iter().map(|f| f.samples.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Text;
+    use std::collections::hash_map::DefaultHasher;
+    use std::hash::{Hash, Hasher};
+
+    fn hash(t: &Text) -> u64 {
+        let mut h = DefaultHasher::new();
+        t.hash(&mut h);
+        h.finish()
+    }
+
+    /// The code's own text and the same text made at run time are one
+    /// name: equal, ordered and hashed alike, and shown as the text.
+    #[test]
+    fn static_and_shared_text_are_the_same_name() {
+        let a = Text::of("perf_cpu_cycles_total");
+        let b = Text::from(String::from("perf_cpu_cycles_total"));
+        assert_eq!(a, b);
+        assert_eq!(hash(&a), hash(&b));
+        assert_eq!(a.cmp(&b), std::cmp::Ordering::Equal);
+        assert!(Text::of("a") < Text::from(String::from("b")));
+        assert_eq!(a, "perf_cpu_cycles_total");
+        assert_eq!(b.to_string(), "perf_cpu_cycles_total");
+        assert_eq!(format!("{b:?}"), "\"perf_cpu_cycles_total\"");
+        // A clone of shared text is the same allocation.
+        let c = b.clone();
+        assert!(std::ptr::eq(b.as_str(), c.as_str()));
     }
 }

@@ -130,7 +130,9 @@ pub struct WebSettings {
     pub max_connections: usize,
     /// `--web.max-streams` (0: no limit).
     pub max_streams: usize,
-    /// `--web.disable-exporter-metrics`: no `process_*` families.
+    /// `--web.disable-exporter-metrics`: no `process_*` families, nor the
+    /// HTTP server's own (`perf_http_rejected_requests_total`,
+    /// `perf_live_streams_closed_total`).
     pub disable_exporter_metrics: bool,
     /// `--web.allowed-origins`, normalized.
     pub allowed_origins: Vec<String>,

@@ -220,7 +220,7 @@ async fn start(
         max_requests: web.max_requests,
         max_connections: web.max_connections,
         max_streams: web.max_streams,
-        process_metrics: !web.disable_exporter_metrics,
+        exporter_metrics: !web.disable_exporter_metrics,
         allowed_origins: web.allowed_origins,
         read_header_timeout: web.read_header_timeout,
         request_timeout: web.request_timeout,

@@ -160,7 +160,7 @@ struct ServeArgs {
     /// Maximum number of open connections; more wait to be accepted (0: no limit).
     #[arg(long = "web.max-connections", default_value_t = 512)]
     max_connections: usize,
-    /// Leave out the exporter's own process metrics (process_*: CPU, memory, file descriptors), as node_exporter's flag of that name does; they cost a few /proc reads per scrape.
+    /// Leave out the metrics about the exporter itself, as node_exporter's flag of that name does (its promhttp_* and process_*): the process's (process_*: CPU, memory, file descriptors; a few /proc reads per scrape) and the HTTP server's (perf_http_rejected_requests_total, perf_live_streams_closed_total).
     #[arg(long = "web.disable-exporter-metrics")]
     disable_exporter_metrics: bool,
     /// Maximum number of open live-view streams (/api/v1/stream WebSockets); more get 503 (0: no bound of its own). Each holds a connection, and streams never take more than half of --web.max-connections.

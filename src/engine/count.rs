@@ -218,7 +218,7 @@ mod tests {
             .families
             .into_iter()
             .filter(|f| !f.samples.is_empty())
-            .map(|f| (f.name, f.samples.len()))
+            .map(|f| (f.name.to_string(), f.samples.len()))
             .collect()
     }
 

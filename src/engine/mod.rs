@@ -144,7 +144,7 @@ use crate::pmu::PmuTable;
 use crate::problem::plausible::Implausible;
 use crate::problem::{CounterState, Problem};
 use crate::resolve::chain::Resolution;
-use crate::snapshot::Labels;
+use crate::snapshot::{Labels, Text};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -303,6 +303,9 @@ pub struct Engine {
     cgroups: Option<cgroup::CgroupCounting>,
     /// Sampled attribution's families (`sampling:`), added to snapshots.
     sampled: Option<Arc<sample::SampledFamilies>>,
+    /// Per metric, its family's name and help, made once and shared by
+    /// every snapshot's families.
+    family_text: Vec<(Text, Text)>,
     /// Per metric, `perf_counter_states`' labels, one per state.
     state_count_labels: Vec<[Labels; CounterState::ALL.len()]>,
     /// The core PMUs' measured counter budget.
@@ -397,6 +400,7 @@ impl Engine {
             parked: totals::Parked::default(),
             cgroups: None,
             sampled: None,
+            family_text: Vec::new(),
             state_count_labels: Vec::new(),
             counters: counters::Budgets::default(),
             plausible: None,
@@ -406,6 +410,12 @@ impl Engine {
             derived: Arc::default(),
         };
         e.state_count_labels = trust::count_labels(&e.resolution);
+        e.family_text = e
+            .resolution
+            .metrics
+            .iter()
+            .map(|m| (Text::from(m.metric.clone()), Text::from(m.help.clone())))
+            .collect();
         e
     }
 

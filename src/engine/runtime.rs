@@ -225,7 +225,7 @@ impl Engine {
         }
         Family {
             name: "perf_event_available".into(),
-            help: "Whether a configured metric is counted on this host (1) or not (0): one sample per metric (per PMU, `pmu`, for a metric counted on some of its PMUs only); a 0 sample carries the encoding tried (`event`), a fixed problem code (`reason`) and `class`: `not_on_platform` (expected on this hardware) or `failed` (should be countable here). The landing page and `perf-exporter check` explain each.".into(),
+            help: "Whether a configured metric is counted on this host (1) or not (0, with the event tried, the reason and its class: not_on_platform or failed; `perf-exporter check` explains each).".into(),
             kind: Kind::Gauge,
             samples,
         }
@@ -292,9 +292,10 @@ impl Engine {
             if samples.is_empty() {
                 continue;
             }
+            let (name, help) = &self.family_text[mi];
             families.push(Family {
-                name: m.metric.clone(),
-                help: m.help.clone(),
+                name: name.clone(),
+                help: help.clone(),
                 kind: if m.gauge { Kind::Gauge } else { Kind::Counter },
                 samples,
             });

@@ -390,7 +390,8 @@ impl Engine {
     /// `perf_counter_states`, then `perf_counter_state` and
     /// `perf_counter_running_ratio` for the series not counting.
     pub(super) fn state_families(&self, families: &mut Vec<Family>) {
-        let mut counts = Vec::new();
+        let mut counts =
+            Vec::with_capacity(self.state_count_labels.len() * CounterState::ALL.len());
         for (mi, order) in self.series.order().iter().enumerate() {
             let mut n = [0u32; CounterState::ALL.len()];
             let mut any = false;
@@ -413,7 +414,7 @@ impl Engine {
         }
         families.push(Family {
             name: "perf_counter_states".into(),
-            help: "How many of a metric's per-CPU counters (CPUs, uncore instances; whatever the set's `per:` level) are in each state at the last collection: counting, multiplexed (time-sliced: the value is scaled by enabled/running), stalled (cycles or instructions on the PMU but not moving), never_ran (enabled but never on the PMU: no value was measured), implausible (a count the CPU cannot produce against its busy time, maximum frequency or retire width: not a measurement; why in perf_counter_implausible_info).".into(),
+            help: "How many of a metric's counters (CPUs, uncore instances) are in each state at the last collection: counting, multiplexed (scaled by enabled/running), stalled, never_ran (no value), implausible (not a measurement: see perf_counter_implausible_info).".into(),
             kind: Kind::Gauge,
             samples: counts,
         });

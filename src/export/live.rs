@@ -373,7 +373,7 @@ impl Framer {
                 cgroups.add(fam, fam.samples.iter().zip(d.iter().copied()));
                 continue;
             }
-            f.counts.insert(fam.name.clone(), sum(d));
+            f.counts.insert(fam.name.to_string(), sum(d));
             // An implausible count is no measurement, per CPU either.
             let trusted = !untrusted.contains_key(fam.name.as_str());
             if let Some(c) = cpus
@@ -382,7 +382,7 @@ impl Framer {
             {
                 c.add_family(i, &fam.name, &fam.samples, d);
             }
-            if let Some((_, rate)) = DRAM_RATES.iter().find(|(m, _)| *m == fam.name) {
+            if let Some((_, rate)) = DRAM_RATES.iter().find(|(m, _)| *m == &*fam.name) {
                 per_socket(&mut f.per_socket, rate, &fam.samples, d, secs);
             }
         }

@@ -61,14 +61,14 @@ fn wants_openmetrics(accept: &str) -> bool {
     let mut text = None::<f32>;
     for part in accept.split(',') {
         let mut it = part.split(';');
-        let mt = it.next().unwrap_or("").trim().to_ascii_lowercase();
+        let mt = it.next().unwrap_or("").trim();
         let q = it
             .filter_map(|p| p.trim().strip_prefix("q="))
             .find_map(|v| v.parse::<f32>().ok())
             .unwrap_or(1.0);
-        if mt == "application/openmetrics-text" {
+        if mt.eq_ignore_ascii_case("application/openmetrics-text") {
             om = Some(om.map_or(q, |x| x.max(q)));
-        } else if mt == "text/plain" {
+        } else if mt.eq_ignore_ascii_case("text/plain") {
             text = Some(text.map_or(q, |x| x.max(q)));
         }
     }

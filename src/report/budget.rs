@@ -37,7 +37,7 @@ impl CheckBudget {
         Self::from_counts(
             families
                 .iter()
-                .map(|f| (f.name.clone(), f.samples.len()))
+                .map(|f| (f.name.to_string(), f.samples.len()))
                 .collect(),
             cpus,
         )
@@ -83,8 +83,8 @@ mod tests {
 
     fn family(name: &str, n: usize) -> Family {
         Family {
-            name: name.into(),
-            help: String::new(),
+            name: name.to_string().into(),
+            help: crate::snapshot::Text::of(""),
             kind: Kind::Gauge,
             samples: (0..n)
                 .map(|i| Sample {

@@ -56,7 +56,7 @@ pub(super) fn accepted(header: &str) -> bool {
     let (mut gzip, mut star, mut identity) = (None::<f32>, None::<f32>, None::<f32>);
     for part in header.split(',') {
         let mut it = part.split(';');
-        let coding = it.next().unwrap_or("").trim().to_ascii_lowercase();
+        let coding = it.next().unwrap_or("").trim();
         let q = it
             .filter_map(|p| {
                 let (k, v) = p.split_once('=')?;
@@ -64,11 +64,15 @@ pub(super) fn accepted(header: &str) -> bool {
             })
             .next()
             .unwrap_or(1.0);
-        let slot = match coding.as_str() {
-            "gzip" | "x-gzip" => &mut gzip,
-            "*" => &mut star,
-            "identity" => &mut identity,
-            _ => continue,
+        let is = |name: &str| coding.eq_ignore_ascii_case(name);
+        let slot = if is("gzip") || is("x-gzip") {
+            &mut gzip
+        } else if coding == "*" {
+            &mut star
+        } else if is("identity") {
+            &mut identity
+        } else {
+            continue;
         };
         *slot = Some(slot.map_or(q, |x: f32| x.max(q)));
     }

@@ -126,8 +126,9 @@ pub struct Options {
     pub max_connections: usize,
     /// `--web.max-streams`: open `/api/v1/stream` WebSockets (0: no limit).
     pub max_streams: usize,
-    /// The `process_*` families (off with `--web.disable-exporter-metrics`).
-    pub process_metrics: bool,
+    /// The exporter's families about itself: its HTTP server's and its
+    /// process's (off with `--web.disable-exporter-metrics`).
+    pub exporter_metrics: bool,
     /// `--web.allowed-origins`: origins besides the exporter's own whose
     /// pages may open `/api/v1/stream` ([`origin::normalize`]d).
     pub allowed_origins: Vec<String>,
@@ -156,7 +157,7 @@ impl Options {
             max_requests: 0,
             max_connections: 0,
             max_streams: 0,
-            process_metrics: true,
+            exporter_metrics: true,
             allowed_origins: Vec::new(),
             read_header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(10),
@@ -312,6 +313,9 @@ pub struct State {
     /// The process metrics' sources (under `--path.procfs`); `None` with
     /// `--web.disable-exporter-metrics`.
     process: Option<process::Process>,
+    /// The families about the exporter itself (its HTTP server, its
+    /// process); off with `--web.disable-exporter-metrics`.
+    exporter_metrics: bool,
     /// `--web.route-prefix` (empty: none).
     route_prefix: String,
 }
@@ -337,7 +341,8 @@ impl State {
             inline_below: AtomicU64::new(collect::INLINE_BELOW.as_nanos() as u64),
             derived: Mutex::default(),
             telemetry_path: o.telemetry_path,
-            process: o.process_metrics.then(|| process::Process::new(&o.procfs)),
+            process: o.exporter_metrics.then(|| process::Process::new(&o.procfs)),
+            exporter_metrics: o.exporter_metrics,
             route_prefix: o.route_prefix,
             simulated: o.simulated,
             config_name: o.config_name,

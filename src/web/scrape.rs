@@ -179,6 +179,11 @@ pub struct SelfMetric {
     pub unit: &'static str,
     /// The label names its samples carry.
     pub labels: &'static [&'static str],
+    /// About the exporter itself (its HTTP server, its process) rather
+    /// than what it counts or how: left out with
+    /// `--web.disable-exporter-metrics`, as node_exporter's flag leaves
+    /// out its `promhttp_*` and `process_*` families.
+    pub exporter: bool,
     get: Get,
 }
 
@@ -195,6 +200,7 @@ const FRONT: &[SelfMetric] = &[SelfMetric {
     help: "A metric with a constant '1' value labelled by version, revision and whether the PMU is simulated.",
     unit: "",
     labels: &["version", "revision", "simulated"],
+    exporter: false,
     get: Get::Many(build_info),
 }];
 
@@ -207,6 +213,7 @@ const BACK: &[SelfMetric] = &[
         help: "Time the collection serving this scrape took to read every perf group (concurrent scrapes share one).",
         unit: "seconds",
         labels: &[],
+        exporter: false,
         get: Get::One(|c| Some(c.secs)),
     },
     SelfMetric {
@@ -215,6 +222,7 @@ const BACK: &[SelfMetric] = &[
         help: "Whether the last configuration reload (SIGHUP or POST /-/reload) succeeded (1) or was refused and the previous configuration kept (0).",
         unit: "",
         labels: &[],
+        exporter: false,
         get: Get::One(|c| Some(if c.state.reload_ok.load(Ordering::Relaxed) { 1.0 } else { 0.0 })),
     },
     SelfMetric {
@@ -223,6 +231,7 @@ const BACK: &[SelfMetric] = &[
         help: "When the configuration was last loaded successfully, in Unix seconds.",
         unit: "seconds",
         labels: &[],
+        exporter: false,
         get: Get::One(|c| Some(f64::from_bits(c.state.last_success.load(Ordering::Relaxed)))),
     },
     SelfMetric {
@@ -231,6 +240,7 @@ const BACK: &[SelfMetric] = &[
         help: "HTTP requests turned away: over --web.max-requests, over the web config's rate limit, without valid credentials, collection over --web.request-timeout, or credentials not verified because the bcrypt queue was full (auth_busy).",
         unit: "",
         labels: &["reason"],
+        exporter: true,
         get: Get::Many(rejected),
     },
     SelfMetric {
@@ -239,6 +249,7 @@ const BACK: &[SelfMetric] = &[
         help: "Live-view streams (/api/v1/stream) the server closed: more than 4 frames in flight or a write blocked for 3 intervals (too_slow), no ping echoed for 3 intervals and at least 5 s (no_echo), login revoked by a web config reload (revoked), the viewer broke the WebSocket protocol (protocol).",
         unit: "",
         labels: &["reason"],
+        exporter: true,
         get: Get::Many(streams_closed),
     },
     SelfMetric {
@@ -247,6 +258,7 @@ const BACK: &[SelfMetric] = &[
         help: otlp::EXPORTS_HELP,
         unit: "",
         labels: &["result"],
+        exporter: false,
         get: Get::Many(otlp_exports),
     },
     SelfMetric {
@@ -255,6 +267,7 @@ const BACK: &[SelfMetric] = &[
         help: "Total user and system CPU time spent in seconds.",
         unit: "seconds",
         labels: &[],
+        exporter: true,
         get: Get::One(|c| c.process.cpu_seconds),
     },
     SelfMetric {
@@ -263,6 +276,7 @@ const BACK: &[SelfMetric] = &[
         help: "Number of open file descriptors.",
         unit: "",
         labels: &[],
+        exporter: true,
         get: Get::One(|c| c.process.open_fds),
     },
     SelfMetric {
@@ -271,6 +285,7 @@ const BACK: &[SelfMetric] = &[
         help: "Maximum number of open file descriptors.",
         unit: "",
         labels: &[],
+        exporter: true,
         get: Get::One(|c| c.process.max_fds),
     },
     SelfMetric {
@@ -279,6 +294,7 @@ const BACK: &[SelfMetric] = &[
         help: "Virtual memory size in bytes.",
         unit: "bytes",
         labels: &[],
+        exporter: true,
         get: Get::One(|c| c.process.virtual_bytes),
     },
     SelfMetric {
@@ -287,6 +303,7 @@ const BACK: &[SelfMetric] = &[
         help: "Resident memory size in bytes.",
         unit: "bytes",
         labels: &[],
+        exporter: true,
         get: Get::One(|c| c.process.resident_bytes),
     },
     SelfMetric {
@@ -295,6 +312,7 @@ const BACK: &[SelfMetric] = &[
         help: "Start time of the process since unix epoch in seconds.",
         unit: "seconds",
         labels: &[],
+        exporter: true,
         get: Get::One(|c| c.process.start_time),
     },
 ];
@@ -375,6 +393,7 @@ fn unlabelled() -> Labels {
 fn families(table: &[SelfMetric], c: &Ctx<'_>) -> Vec<Family> {
     table
         .iter()
+        .filter(|m| c.state.exporter_metrics || !m.exporter)
         .filter_map(|m| {
             let samples = match m.get {
                 Get::One(f) => vec![sample(unlabelled(), f(c)?)],

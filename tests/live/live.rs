@@ -717,7 +717,7 @@ fn has_cpu1(s: &Snapshot) -> Vec<String> {
                 .iter()
                 .any(|x| x.labels.iter().any(|(k, v)| *k == "cpu" && v == "1"))
         })
-        .map(|f| f.name.clone())
+        .map(|f| f.name.to_string())
         .collect()
 }
 
@@ -796,7 +796,7 @@ fn cpu_hotplug_while_scraping() {
     for (i, (_, _, s)) in snaps.iter().enumerate() {
         for f in s.families.iter().filter(|f| f.kind == Kind::Counter) {
             for x in &f.samples {
-                let k = (f.name.clone(), x.labels.to_vec());
+                let k = (f.name.to_string(), x.labels.to_vec());
                 let m = max.entry(k).or_insert(x.value);
                 assert!(
                     x.value >= *m,
@@ -1063,7 +1063,7 @@ fn checked_collect(engine: &Mutex<Engine>, max: &mut BTreeMap<SeriesId, f64>) ->
     for f in s.families.iter().filter(|f| f.kind == Kind::Counter) {
         for x in &f.samples {
             let m = max
-                .entry((f.name.clone(), x.labels.to_vec()))
+                .entry((f.name.to_string(), x.labels.to_vec()))
                 .or_insert(x.value);
             assert!(
                 x.value >= *m,

@@ -422,11 +422,14 @@ fn process_metrics_as_node_exporter_names_them() {
     assert!(value("process_max_fds") >= open);
 }
 
-/// `--web.disable-exporter-metrics` leaves the `process_*` families out
-/// (as node_exporter's flag of that name does), and nothing else: the
-/// exporter's `perf_*` self-metrics stay.
+/// `--web.disable-exporter-metrics` leaves out the families about the
+/// exporter itself, as node_exporter's flag of that name leaves out its
+/// `process_*` and `promhttp_*`: the process's and the HTTP server's
+/// (`perf_http_rejected_requests_total`, `perf_live_streams_closed_total`),
+/// and nothing else: what it counts and how (scrape duration, reloads,
+/// counter states) stays.
 #[test]
-fn disable_exporter_metrics_leaves_out_the_process_families_only() {
+fn disable_exporter_metrics_leaves_out_the_process_and_http_server_families_only() {
     let sysfs = common::fixture("vm-no-pmu");
     let args = |extra: &[&'static str]| {
         let mut a = vec![
@@ -453,9 +456,21 @@ fn disable_exporter_metrics_leaves_out_the_process_families_only() {
     );
     let kept: Vec<String> = with
         .iter()
-        .filter(|t| !t.starts_with("# TYPE process_"))
+        .filter(|t| {
+            !t.starts_with("# TYPE process_")
+                && !t.starts_with("# TYPE perf_http_rejected_requests_total ")
+                && !t.starts_with("# TYPE perf_live_streams_closed_total ")
+        })
         .cloned()
         .collect();
-    assert_eq!(with.len(), kept.len() + 6, "{with:?}");
+    assert_eq!(with.len(), kept.len() + 8, "{with:?}");
+    assert!(
+        kept.iter()
+            .any(|t| t.starts_with("# TYPE perf_scrape_duration_seconds "))
+            && kept
+                .iter()
+                .any(|t| t.starts_with("# TYPE perf_counter_states ")),
+        "{kept:?}"
+    );
     assert_eq!(without, kept);
 }

@@ -76,7 +76,7 @@ fn values(s: &Snapshot) -> BTreeMap<String, BTreeMap<String, f64>> {
                 .iter()
                 .map(|x| (rendered(&x.labels), x.value))
                 .collect();
-            (f.name.clone(), m)
+            (f.name.to_string(), m)
         })
         .collect()
 }
@@ -809,9 +809,12 @@ fn starts(s: &Snapshot) -> BTreeMap<(String, String), u64> {
     s.families
         .iter()
         .flat_map(|f| {
-            f.samples
-                .iter()
-                .map(move |x| ((f.name.clone(), rendered(&x.labels)), x.start_unix_nanos))
+            f.samples.iter().map(move |x| {
+                (
+                    (f.name.to_string(), rendered(&x.labels)),
+                    x.start_unix_nanos,
+                )
+            })
         })
         .collect()
 }

@@ -66,8 +66,8 @@ fn count_on(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     for f in engine.collect().families {
-        let s = seen.entry(f.name.clone()).or_default();
-        s.help = f.help.clone();
+        let s = seen.entry(f.name.to_string()).or_default();
+        s.help = f.help.to_string();
         s.counter = f.kind == Kind::Counter;
         for sample in &f.samples {
             s.labels.extend(sample.labels.iter().map(|(k, _)| *k));

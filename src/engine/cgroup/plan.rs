@@ -6,6 +6,7 @@ use super::{CgroupIssue, Signature};
 use crate::perf::{EventAttr, PerfError};
 use crate::problem::{log_reason, LogFields};
 use crate::resolve::chain::{Resolution, Status};
+use crate::snapshot::Text;
 use std::collections::{BTreeMap, BTreeSet};
 use tracing::Level;
 
@@ -13,8 +14,8 @@ use tracing::Level;
 #[derive(Debug, Clone)]
 pub(super) struct CgMetric {
     /// `perf_cgroup_...`.
-    pub(super) family: String,
-    pub(super) help: String,
+    pub(super) family: Text,
+    pub(super) help: Text,
     /// What it counts, for carry-over.
     pub(super) signature: Signature,
 }
@@ -69,8 +70,8 @@ pub(super) fn plan(res: &Resolution, sets: &[String], per_cpu: bool) -> Planned 
         }
         let mi = metrics.len();
         metrics.push(CgMetric {
-            family: super::family_name(&m.metric),
-            help: super::family_help(&m.help),
+            family: super::family_name(&m.metric).into(),
+            help: super::family_help(&m.help).into(),
             signature: (
                 m.metric.clone(),
                 m.instances
@@ -292,7 +293,7 @@ mod tests {
                     let names = g
                         .members
                         .iter()
-                        .map(|(m, _, _)| planned.metrics[*m].family.clone());
+                        .map(|(m, _, _)| planned.metrics[*m].family.to_string());
                     names.collect()
                 })
                 .collect();

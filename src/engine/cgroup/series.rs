@@ -291,7 +291,7 @@ fn push_states<'a>(
         if any {
             for (s, c) in CounterState::ALL.into_iter().zip(n) {
                 let l = Labels::new(vec![
-                    ("metric", m.family.clone()),
+                    ("metric", m.family.to_string()),
                     ("state", s.as_str().to_string()),
                 ]);
                 counts.push(sample(l, f64::from(c)));
@@ -493,7 +493,7 @@ mod tests {
     fn state_families_list_only_series_not_counting() {
         let metrics = vec![CgMetric {
             family: "perf_cgroup_cpu_cycles_total".into(),
-            help: String::new(),
+            help: crate::snapshot::Text::of(""),
             signature: ("perf_cpu_cycles_total".into(), Vec::new()),
         }];
         let mut s = series(true, &[0, 1]);

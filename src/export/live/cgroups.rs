@@ -171,7 +171,7 @@ impl<'a> CgroupRows<'a> {
             let i = self.row_of(path, &s.labels);
             let counts = &mut self.rows[i].counts;
             match counts.last_mut() {
-                Some((name, v)) if *name == fam.name => *v += d,
+                Some((name, v)) if *name == &*fam.name => *v += d,
                 _ => counts.push((&fam.name, d)),
             }
         }

@@ -21,8 +21,8 @@ fn table() -> &'static DerivedTable {
 
 fn counter(name: &str, samples: Vec<Sample>) -> Family {
     Family {
-        name: name.into(),
-        help: String::new(),
+        name: name.to_string().into(),
+        help: crate::snapshot::Text::of(""),
         kind: Kind::Counter,
         samples,
     }
@@ -42,8 +42,8 @@ fn per_cpu(name: &str, values: &[f64]) -> Family {
 
 fn avail(entries: &[(&str, bool, &str)]) -> Vec<Family> {
     let gauge = |name: &str, samples| Family {
-        name: name.into(),
-        help: String::new(),
+        name: name.to_string().into(),
+        help: crate::snapshot::Text::of(""),
         kind: Kind::Gauge,
         samples,
     };
@@ -581,7 +581,7 @@ fn a_cgroups_missing_operand_says_the_nodes_reason_chain() {
         .derived;
     let states = |k: f64| Family {
         name: CGROUP_STATE.into(),
-        help: String::new(),
+        help: crate::snapshot::Text::of(""),
         kind: Kind::Gauge,
         samples: vec![sample(
             &[

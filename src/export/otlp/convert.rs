@@ -111,7 +111,7 @@ impl Converter {
     /// The OTel name and unit of a family, or `None` when another family
     /// took that name first (warned once).
     fn name(&mut self, f: &Family) -> Option<(String, String)> {
-        if let Some(n) = self.names.get(&f.name) {
+        if let Some(n) = self.names.get(&*f.name) {
             return n.clone();
         }
         let (name, unit) = otel_metric(&f.name, f.kind);
@@ -121,7 +121,7 @@ impl Converter {
             tracing::warn!(metric = %f.name, otel = %name, "two metrics map to the same OTel name; the second is not pushed");
             None
         };
-        self.names.insert(f.name.clone(), v.clone());
+        self.names.insert(f.name.to_string(), v.clone());
         v
     }
 
@@ -153,7 +153,7 @@ impl Converter {
             Kind::Gauge => 0,
             Kind::Counter if s.start_unix_nanos != 0 => s.start_unix_nanos.min(now),
             Kind::Counter => {
-                self.unknown_start((f.name.clone(), s.labels.clone()), s.value, now, seen)
+                self.unknown_start((f.name.to_string(), s.labels.clone()), s.value, now, seen)
             }
         };
         NumberDataPoint {
@@ -187,7 +187,7 @@ impl Converter {
         };
         Some(Metric {
             name,
-            description: f.help.clone(),
+            description: f.help.to_string(),
             unit,
             data: Some(data),
             ..Default::default()
@@ -230,8 +230,8 @@ mod tests {
 
     fn family(name: &str, kind: Kind, samples: &[(&str, f64, u64)]) -> Family {
         Family {
-            name: name.into(),
-            help: format!("{name} help"),
+            name: name.to_string().into(),
+            help: format!("{name} help").into(),
             kind,
             samples: samples
                 .iter()

@@ -352,8 +352,8 @@ pub fn gauge_families<'a>(
         .filter_map(|(name, family, help)| {
             let v = f.derived.get(name).copied().flatten()?;
             Some(Family {
-                name: family,
-                help,
+                name: family.into(),
+                help: help.into(),
                 kind: Kind::Gauge,
                 samples: vec![Sample {
                     labels: Labels::new(Vec::new()),
