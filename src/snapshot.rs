@@ -372,7 +372,8 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(hash(&a), hash(&b));
         assert_eq!(a.cmp(&b), std::cmp::Ordering::Equal);
-        assert!(Text::of("a") < Text::from(String::from("b")));
+        let b_shared = Text::from(String::from("b"));
+        assert_eq!(Text::of("a").cmp(&b_shared), std::cmp::Ordering::Less);
         assert_eq!(a, "perf_cpu_cycles_total");
         assert_eq!(b.to_string(), "perf_cpu_cycles_total");
         assert_eq!(format!("{b:?}"), "\"perf_cpu_cycles_total\"");

@@ -25,6 +25,23 @@
 //! subset of it.
 #![allow(dead_code, unused_imports)]
 
+/// The twelve top-down shares of levels 1 and 2 (perf's TopdownL1 and
+/// TopdownL2 names, as config/metrics/*.json take them).
+pub(crate) const TOPDOWN_L1_L2: [&str; 12] = [
+    "frontend_bound",
+    "bad_speculation",
+    "backend_bound",
+    "retiring",
+    "frontend_bound_latency",
+    "frontend_bound_bandwidth",
+    "bad_speculation_mispredicts",
+    "bad_speculation_pipeline_restarts",
+    "backend_bound_memory",
+    "backend_bound_cpu",
+    "retiring_heavy_operations",
+    "retiring_light_operations",
+];
+
 /// The E-cores' level-2 shares (perf's `cpu_atom` TopdownL2 of
 /// adl-metrics.json, config/metrics/alderlake.json).
 pub(crate) const ATOM_L2: [&str; 8] = [

@@ -739,6 +739,14 @@ fn topdown_row_and_rules_on_real_prometheus() {
         &prom,
         &format!("sum by (instance) ({{__name__=~\"{TOPDOWN_SHARES}\"}})"),
     );
+    // The values of a query's samples scraped from `fixture`'s exporter.
+    let of_fixture = |samples: &[Value], fixture: &str| -> Vec<f64> {
+        samples
+            .iter()
+            .filter(|r| fixture_of[r["metric"]["instance"].as_str().expect("instance")] == fixture)
+            .map(value)
+            .collect()
+    };
     let mut summed = BTreeSet::new();
     for r in &sums {
         let inst = r["metric"]["instance"].as_str().expect("instance");
@@ -785,13 +793,7 @@ fn topdown_row_and_rules_on_real_prometheus() {
         ];
         for (cat, want) in cats.iter().zip(shares) {
             let rec = format!("instance:perf_topdown_{cat}:ratio_rate5m");
-            let got: Vec<f64> = query(&prom, &rec)
-                .iter()
-                .filter(|r| {
-                    fixture_of[r["metric"]["instance"].as_str().expect("instance")] == fixture
-                })
-                .map(value)
-                .collect();
+            let got = of_fixture(&query(&prom, &rec), fixture);
             let ok = match (want.is_nan(), got.as_slice()) {
                 (true, []) => true,
                 (false, [v]) => (v - want).abs() < 1e-3,
@@ -812,13 +814,7 @@ fn topdown_row_and_rules_on_real_prometheus() {
     ] {
         let rec = format!("instance:perf_{cat}:rate5m");
         for fixture in ARM_SLOT_FIXTURES {
-            let got: Vec<f64> = query(&prom, &rec)
-                .iter()
-                .filter(|r| {
-                    fixture_of[r["metric"]["instance"].as_str().expect("instance")] == fixture
-                })
-                .map(value)
-                .collect();
+            let got = of_fixture(&query(&prom, &rec), fixture);
             if got.len() != 1 || (got[0] - want).abs() > 1e-3 {
                 failures.push(format!("{fixture} {rec}: {got:?}, expected {want}"));
             }

@@ -417,27 +417,16 @@ fn alder_lake_topdown_imports_and_check_accepts_every_metric() {
         .iter()
         .map(|d| d["name"].as_str().unwrap_or(""))
         .collect();
-    for n in [
-        "frontend_bound",
-        "bad_speculation",
-        "backend_bound",
-        "retiring",
-        "frontend_bound_latency",
-        "frontend_bound_bandwidth",
-        "bad_speculation_mispredicts",
-        "bad_speculation_pipeline_restarts",
-        "backend_bound_memory",
-        "backend_bound_cpu",
-        "retiring_heavy_operations",
-        "retiring_light_operations",
-        "atom_slots",
-        "atom_frontend_bound",
-        "atom_bad_speculation",
-        "atom_backend_bound",
-        "atom_retiring",
-    ]
-    .into_iter()
-    .chain(crate::common::ATOM_L2)
+    for n in crate::common::TOPDOWN_L1_L2
+        .into_iter()
+        .chain([
+            "atom_slots",
+            "atom_frontend_bound",
+            "atom_bad_speculation",
+            "atom_backend_bound",
+            "atom_retiring",
+        ])
+        .chain(crate::common::ATOM_L2)
     {
         assert!(names.contains(&n), "{n} in {names:?}");
     }
@@ -583,21 +572,7 @@ fn neoverse_v2_topdown_imports_and_check_accepts_every_metric() {
     );
 }
 
-/// The twelve top-down shares of levels 1 and 2.
-const TOPDOWN_L1_L2: [&str; 12] = [
-    "frontend_bound",
-    "bad_speculation",
-    "backend_bound",
-    "retiring",
-    "frontend_bound_latency",
-    "frontend_bound_bandwidth",
-    "bad_speculation_mispredicts",
-    "bad_speculation_pipeline_restarts",
-    "backend_bound_memory",
-    "backend_bound_cpu",
-    "retiring_heavy_operations",
-    "retiring_light_operations",
-];
+use crate::common::TOPDOWN_L1_L2;
 
 /// Ice Lake-SP's top-down levels 1 and 2 (config/metrics/icelakex.json:
 /// perf's icx-metrics.json formulas) imported for the intel-icx fixture:
