@@ -20,58 +20,54 @@ pub struct Family {
 
 /// A family's name or help: the code's own text, or text made once
 /// (from the config) and shared by reference count, so that the families
-/// of every collection are made without copying either.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Text(TextRepr);
-
+/// of every collection are made without copying either. Compared, ordered
+/// and hashed as its text, whichever it is.
 #[derive(Clone)]
-enum TextRepr {
+pub enum Text {
+    /// The code's own text.
     Static(&'static str),
+    /// Text made at run time, shared.
     Shared(Arc<str>),
 }
 
 impl Text {
     /// The code's own text, not copied.
     pub const fn of(s: &'static str) -> Text {
-        Text(TextRepr::Static(s))
+        Text::Static(s)
     }
 
     /// The text.
     pub fn as_str(&self) -> &str {
-        match &self.0 {
-            TextRepr::Static(s) => s,
-            TextRepr::Shared(s) => s,
+        match self {
+            Text::Static(s) => s,
+            Text::Shared(s) => s,
         }
     }
 }
 
-impl PartialEq for TextRepr {
+impl PartialEq for Text {
     fn eq(&self, other: &Self) -> bool {
         self.as_str() == other.as_str()
     }
 }
-impl Eq for TextRepr {}
-impl PartialOrd for TextRepr {
+
+impl Eq for Text {}
+
+impl PartialOrd for Text {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for TextRepr {
+
+impl Ord for Text {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.as_str().cmp(other.as_str())
     }
 }
-impl std::hash::Hash for TextRepr {
+
+impl std::hash::Hash for Text {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         self.as_str().hash(h);
-    }
-}
-impl TextRepr {
-    fn as_str(&self) -> &str {
-        match self {
-            TextRepr::Static(s) => s,
-            TextRepr::Shared(s) => s,
-        }
     }
 }
 
@@ -114,19 +110,7 @@ impl From<&'static str> for Text {
 
 impl From<String> for Text {
     fn from(s: String) -> Text {
-        Text(TextRepr::Shared(s.into()))
-    }
-}
-
-impl From<Arc<str>> for Text {
-    fn from(s: Arc<str>) -> Text {
-        Text(TextRepr::Shared(s))
-    }
-}
-
-impl From<&Text> for String {
-    fn from(t: &Text) -> String {
-        t.as_str().to_string()
+        Text::Shared(s.into())
     }
 }
 

@@ -187,23 +187,22 @@ const STEAL_ALLOWED: f64 = 0.01;
 /// `/proc/stat`'s `cpu` line, in USER_HZ ticks of 10 ms), in seconds; 0
 /// when unreadable.
 pub(crate) fn steal_seconds() -> f64 {
-    std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().next()?.to_string();
-            line.split_whitespace().nth(8)?.parse::<f64>().ok()
-        })
-        .map_or(0.0, |t| t / 100.0)
+    steal_of("cpu ")
 }
 
 /// Time the hypervisor took from CPU `cpu` so far (its `cpuN` line of
 /// `/proc/stat`), in seconds; 0 when unreadable.
 pub(crate) fn cpu_steal_seconds(cpu: u32) -> f64 {
-    let tag = format!("cpu{cpu} ");
+    steal_of(&format!("cpu{cpu} "))
+}
+
+/// The steal column of the `/proc/stat` line starting with `tag`, in
+/// seconds (USER_HZ ticks of 10 ms); 0 when unreadable.
+fn steal_of(tag: &str) -> f64 {
     std::fs::read_to_string("/proc/stat")
         .ok()
         .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with(&tag))?.to_string();
+            let line = s.lines().find(|l| l.starts_with(tag))?.to_string();
             line.split_whitespace().nth(8)?.parse::<f64>().ok()
         })
         .map_or(0.0, |t| t / 100.0)
