@@ -145,6 +145,12 @@ struct last {
 	__u64 generation;
 	__u64 version;
 	__u64 css;
+	// The switches of this CPU (sched_switch hits), counted here for the
+	// k in `cpu_counters.switches` (read there in place of the counter),
+	// and those k at the last charge.
+	__u64 switches;
+	__u32 switches_k;
+	__u32 pad;
 	__u32 owned;
 	__u32 nowners;
 	__u32 owner[MAX_OWNERS];
@@ -165,6 +171,23 @@ struct {
 // the PMU exactly when their leader is: only a leader's enabled and running
 // times are read (bpf_perf_event_read_value), the members' counts alone
 // (bpf_perf_event_read, cheaper) and user space scales them by the leader's.
+// A group of software counters with a clock among them has no leader bit:
+// the kernel always schedules such a group (group_can_go_on(): "Groups
+// consisting entirely of software events can always go on"), so its
+// running time is its enabled time, and both are the clock's count (user
+// space takes them from it).
+//
+// Bit k of `switches`: the k-th counter is a `context-switches` software
+// counter, which the kernel raises once per sched_switch hit (both in
+// __schedule()'s prev != next branch: trace_sched_switch(), then
+// context_switch() -> prepare_task_switch() -> perf_event_task_sched_out()
+// -> perf_sw_event_sched(PERF_COUNT_SW_CONTEXT_SWITCHES)). The program
+// counts those hits itself (`last.switches`) and takes that count as the
+// counter's, saving a read per charge. It counts a switch before charging,
+// so the switch is the task leaving's, as the kernel's counter in a perf
+// cgroup event is (it is raised before the cgroup switch). User space sets
+// it only for a group's member counting kernel mode (the kernel raises it
+// with the scheduler's registers: a `:u` one counts nothing).
 // While user space replaces a CPU's counters it sets `paused`: the program
 // then leaves the CPU alone (a new counter must not be read against the old
 // one's last reading).
@@ -172,6 +195,8 @@ struct cpu_counters {
 	__u64 generation;
 	__u32 leaders;
 	__u32 paused;
+	__u32 switches;
+	__u32 pad;
 };
 
 struct {
@@ -237,7 +262,7 @@ struct {
 // Reads the k-th counter of this CPU (in `map`) into `prev->v[k]` and its
 // delta since the last reading into `prev->d[k]` (0 when it cannot be read).
 static __always_inline void read_one(void *map, __u32 k, __u32 cpu, struct last *prev,
-				     __u32 leaders)
+				     __u32 leaders, __u32 switches)
 {
 	struct bpf_perf_event_value now = {};
 
@@ -249,6 +274,8 @@ static __always_inline void read_one(void *map, __u32 k, __u32 cpu, struct last 
 	if (leaders & (1u << k)) {
 		if (bpf_perf_event_read_value(map, cpu, &now, sizeof(now)))
 			return;
+	} else if (switches & (1u << k)) {
+		now.counter = prev->switches;
 	} else {
 		__u64 v = bpf_perf_event_read(map, cpu);
 		if ((__s64)v < 0 && (__s64)v >= -4095)
@@ -313,29 +340,39 @@ static __always_inline void charge(struct last *prev, __u32 *owner, int nowners,
 	struct cpu_counters *cc = bpf_map_lookup_elem(&generation, &cpu);
 	if (!cc || cc->paused)
 		return;
-	__u32 leaders = cc->leaders;
+	__u32 leaders = cc->leaders, switches = cc->switches;
 	if (prev->generation != cc->generation) {
-		// New counters on this CPU: they count from 0.
-		__builtin_memset(prev->v, 0, sizeof(prev->v));
+		// New counters on this CPU: they count from 0. The program's
+		// own switch count goes on where it was one before too.
+		__u32 kept = switches & prev->switches_k;
+#pragma clang loop unroll(disable)
+		for (int k = 0; k < MAX_EVENTS; k++) {
+			if (kept & (1u << k))
+				continue;
+			prev->v[k].counter = (switches & (1u << k)) ? prev->switches : 0;
+			prev->v[k].enabled = 0;
+			prev->v[k].running = 0;
+		}
 		prev->generation = cc->generation;
+		prev->switches_k = switches;
 	}
 	prev->version = ver;
-	read_one(&events0, 0, cpu, prev, leaders);
-	read_one(&events1, 1, cpu, prev, leaders);
-	read_one(&events2, 2, cpu, prev, leaders);
-	read_one(&events3, 3, cpu, prev, leaders);
-	read_one(&events4, 4, cpu, prev, leaders);
-	read_one(&events5, 5, cpu, prev, leaders);
-	read_one(&events6, 6, cpu, prev, leaders);
-	read_one(&events7, 7, cpu, prev, leaders);
-	read_one(&events8, 8, cpu, prev, leaders);
-	read_one(&events9, 9, cpu, prev, leaders);
-	read_one(&events10, 10, cpu, prev, leaders);
-	read_one(&events11, 11, cpu, prev, leaders);
-	read_one(&events12, 12, cpu, prev, leaders);
-	read_one(&events13, 13, cpu, prev, leaders);
-	read_one(&events14, 14, cpu, prev, leaders);
-	read_one(&events15, 15, cpu, prev, leaders);
+	read_one(&events0, 0, cpu, prev, leaders, switches);
+	read_one(&events1, 1, cpu, prev, leaders, switches);
+	read_one(&events2, 2, cpu, prev, leaders, switches);
+	read_one(&events3, 3, cpu, prev, leaders, switches);
+	read_one(&events4, 4, cpu, prev, leaders, switches);
+	read_one(&events5, 5, cpu, prev, leaders, switches);
+	read_one(&events6, 6, cpu, prev, leaders, switches);
+	read_one(&events7, 7, cpu, prev, leaders, switches);
+	read_one(&events8, 8, cpu, prev, leaders, switches);
+	read_one(&events9, 9, cpu, prev, leaders, switches);
+	read_one(&events10, 10, cpu, prev, leaders, switches);
+	read_one(&events11, 11, cpu, prev, leaders, switches);
+	read_one(&events12, 12, cpu, prev, leaders, switches);
+	read_one(&events13, 13, cpu, prev, leaders, switches);
+	read_one(&events14, 14, cpu, prev, leaders, switches);
+	read_one(&events15, 15, cpu, prev, leaders, switches);
 #pragma clang loop unroll(disable)
 	for (int o = 0; o < MAX_OWNERS && o < nowners; o++) {
 		__u32 key = owner[o];
@@ -430,6 +467,9 @@ static __always_inline int switched(__u64 a, __u64 b, int is_switch, __u64 id, _
 	// bumps the version after, so what the walk found is not used past this
 	// run.
 	__u64 ver = *version;
+	// Before any charge: the switch is the task leaving's.
+	if (is_switch)
+		l->switches++;
 	if (!same_css_skip) {
 		struct owners *own = owners_of_current(ver, id);
 		if (own)

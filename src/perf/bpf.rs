@@ -44,7 +44,11 @@
 //!   the event must be on this CPU, not inherited; it returns the count and
 //!   the enabled and running times), a member with `bpf_perf_event_read()`
 //!   (its count only: a group is on the PMU as a whole, so its times are
-//!   the leader's), and charges the delta since the last
+//!   the leader's; a group of software counters with a clock has no
+//!   leader read with times: the kernel always schedules such a group, so
+//!   user space takes its times from the clock's count), except a
+//!   `context-switches` member, which the program counts itself at every
+//!   switch ([`Leaders::switches`]), and charges the delta since the last
 //!   charge on this CPU to every selected cgroup among the running task's
 //!   cgroup and its ancestors (`bpf_get_current_ancestor_cgroup_id()`,
 //!   level 0 upwards), in a per-CPU array at `slot` (the k-th counter's
@@ -137,9 +141,30 @@ struct CpuCounters {
     leaders: u32,
     /// Non-zero while the CPU's counters are being replaced.
     paused: u32,
+    /// Bit k: the k-th counter is `context-switches`, which the program
+    /// counts itself ([`Leaders::switches`]).
+    switches: u32,
+    /// Padding (the C struct's `pad`).
+    pad: u32,
 }
 
-// SAFETY: `CpuCounters` is `repr(C)`, a u64 and two u32s, no padding:
+/// Which of a CPU's counters the program reads how (bit k: the k-th
+/// counter).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Leaders {
+    /// Group leaders whose enabled and running times are read
+    /// (`bpf_perf_event_read_value`); the other counters' counts alone
+    /// (`bpf_perf_event_read`).
+    pub times: u32,
+    /// `context-switches` members the program counts itself, at every
+    /// `sched_switch` hit, before it charges (the kernel raises that
+    /// counter once per hit, in the same branch of `__schedule()`): one
+    /// read less per charge, and each switch is the task leaving's, as the
+    /// kernel's counter is in a perf cgroup event.
+    pub switches: u32,
+}
+
+// SAFETY: `CpuCounters` is `repr(C)`, a u64 and four u32s, no padding:
 // every bit pattern of its size is a valid value.
 unsafe impl aya::Pod for CpuCounters {}
 
@@ -462,19 +487,21 @@ impl BpfCounter {
 
     /// Starts a new generation of `cpu`'s counters (and resumes the program
     /// there): the program forgets its
-    /// last readings there (new counters count from 0). Bit k of `leaders`
-    /// says the k-th counter leads a group: only leaders' enabled and
-    /// running times are read ([`Charged`] of a member has times 0; its
-    /// group's are its leader's).
-    pub fn renew(&mut self, cpu: u32, leaders: u32) -> Result<(), BpfError> {
+    /// last readings there (new counters count from 0). `leaders.times`
+    /// says which counters' enabled and running times are read ([`Charged`]
+    /// of any other has times 0: its group's are its leader's, or, for a
+    /// software group with a clock, the clock's count).
+    pub fn renew(&mut self, cpu: u32, leaders: Leaders) -> Result<(), BpfError> {
         let g = self
             .generation
             .get(&cpu, 0)
             .map_err(map_err("generation", cpu.into()))?;
         let next = CpuCounters {
             generation: g.generation.wrapping_add(1),
-            leaders,
+            leaders: leaders.times,
             paused: 0,
+            switches: leaders.switches,
+            pad: 0,
         };
         self.generation
             .set(cpu, next, 0)

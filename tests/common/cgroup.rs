@@ -147,6 +147,24 @@ pub(crate) fn cgroup_value(
         .map(|x| x.value)
 }
 
+/// The context switches of the tasks in the cgroup `dir` now, as the
+/// kernel counts them per task (`voluntary_ctxt_switches` and
+/// `nonvoluntary_ctxt_switches` of `/proc/<tid>/status`, over
+/// `cgroup.threads`): the switches out of them.
+pub(crate) fn own_switches_now(dir: &Path) -> f64 {
+    let threads = std::fs::read_to_string(dir.join("cgroup.threads")).unwrap_or_default();
+    threads
+        .lines()
+        .filter_map(|t| std::fs::read_to_string(format!("/proc/{}/status", t.trim())).ok())
+        .flat_map(|st| {
+            st.lines()
+                .filter(|l| l.contains("voluntary_ctxt_switches:"))
+                .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
 /// A cgroup's context switches counted by the exporter (`ours`) agree
 /// with those its workload counted itself (`reported`): the workload's
 /// own count misses the shell's few switches before it joined the cgroup

@@ -692,7 +692,9 @@ fn a_forced_bpf_backend_without_capabilities_fails_at_start_naming_what_is_missi
 /// A CPU "back online" (told to the backend, not done to the machine:
 /// nobody takes cpu1 offline here) gets new counters and a new generation
 /// of readings in the program; the counts charged so far are kept and the
-/// new counters' counts add on, still agreeing with `cpu.stat`.
+/// new counters' counts add on, still agreeing with `cpu.stat`. The
+/// context switches, which the program counts itself, go on across the
+/// new generation: they agree with the burner's own count.
 #[test]
 fn bpf_counts_are_kept_when_a_cpu_comes_back() {
     let _s = serial();
@@ -706,11 +708,13 @@ fn bpf_counts_are_kept_when_a_cpu_comes_back() {
         ..
     } = w;
     assert!(online.len() >= 2, "needs two online CPUs: {online:?}");
+    let switches = std::cell::Cell::new(0.0);
     let read = |cc: &mut CgroupCounting, cpus: &[u32]| {
         cc.collect(cpus);
         let mut f = Vec::new();
         cc.families(&mut f);
         let s = Snapshot { families: f };
+        switches.set(value(&s, "perf_cgroup_context_switches_total", c).unwrap());
         value(&s, "perf_cgroup_cpu_clock_seconds_total", c).unwrap()
     };
     let dirs = [dir.as_path()];
@@ -719,7 +723,9 @@ fn bpf_counts_are_kept_when_a_cpu_comes_back() {
         "cpu-clock across a reopen vs cpu.stat (bpf)",
         LARGE_GAP,
         |_| {
+            let own0 = common::cgroup::own_switches_now(dir);
             let b0 = bracket(|| usages(&dirs), || read(&mut *cc, online));
+            let sw0 = switches.get();
             wait_usage(dir, 500_000);
             let v1 = read(&mut *cc, &without);
             let v2 = read(&mut *cc, online); // back: new counters on that CPU
@@ -727,6 +733,10 @@ fn bpf_counts_are_kept_when_a_cpu_comes_back() {
             assert!(v2 >= v1 && v1 >= v0, "{v0} {v1} {v2}");
             wait_usage(dir, 500_000);
             let b3 = bracket(|| usages(&dirs), || read(&mut *cc, online));
+            let own = common::cgroup::own_switches_now(dir) - own0;
+            let sw = switches.get() - sw0;
+            eprintln!("switches across the reopen: ours {sw}, the burner's own {own}");
+            common::cgroup::assert_own_switches(sw, own);
             let ours = b3.value - v0;
             agrees_with_stat("cpu-clock across the reopen", ours, &b0, &b3)
         },
@@ -736,14 +746,15 @@ fn bpf_counts_are_kept_when_a_cpu_comes_back() {
 /// A cgroup `burn` in a tree of its own with CPU burners of the given duty
 /// cycles, counted by a `bpf` backend of its own (`per_cpu` series or not)
 /// on the online CPUs of an engine that counts it too.
+/// (Fields drop in order: the burners end before their tree is removed.)
 struct Burning {
-    _tree: CgroupTree,
     _burners: Vec<Python>,
     _engine: Engine,
     c: String,
     dir: PathBuf,
     online: Vec<u32>,
     cc: CgroupCounting,
+    _tree: CgroupTree,
 }
 
 impl Burning {

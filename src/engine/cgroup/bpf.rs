@@ -17,6 +17,9 @@
 //!   `count * enabled / running` folded into monotonic totals
 //!   ([`mux_factor`], [`monotonic_delta`]), and judged into counter states
 //!   (`perf_cgroup_counter_state`), exactly as for a `perf` group.
+//!   A group of software counters with a clock takes its times from the
+//!   clock's count ([`clock_of`]): the kernel always schedules such a
+//!   group, so it runs exactly while enabled.
 //! * **Hotplug.** A CPU back online gets new counters; the program starts
 //!   a new generation of readings there. The charged counts live in the
 //!   maps, so nothing counted is lost.
@@ -28,7 +31,9 @@ use super::plan::{CgMetric, GroupPlan};
 use super::series::Series;
 use super::{CgroupBackend, CgroupIssue, CgroupTotals};
 use crate::cgroup::Selection;
-use crate::perf::bpf::{BpfCounter, BpfError, Charged, MAX_EVENTS, MAX_LEVELS, MAX_OWNERS};
+use crate::perf::bpf::{
+    BpfCounter, BpfError, Charged, Leaders, MAX_EVENTS, MAX_LEVELS, MAX_OWNERS,
+};
 use crate::perf::{Counter, Kernel};
 use crate::resolve::chain::Resolution;
 use std::collections::BTreeMap;
@@ -43,8 +48,12 @@ struct Slot {
     scale: f64,
     /// Its set, when it leads the set's group (its times are the set's).
     leads: Option<usize>,
-    /// The k of its group's leader on its CPU (whose times scale it).
+    /// The k of the counter on its CPU whose times scale it: its group's
+    /// leader, or its group's clock ([`Self::clock_times`]).
     leader_k: u32,
+    /// Whether the times at `leader_k` are that counter's count: a group
+    /// of software counters with a clock ([`clock_of`]).
+    clock_times: bool,
     col: usize,
     /// Whether it must move while its cgroup runs
     /// ([`crate::engine::trust::must_move`]).
@@ -165,17 +174,28 @@ impl BpfBackend {
         self.slots.retain(|s| s.cpu != cpu);
         self.groups.remove(&cpu);
         let mut groups = Vec::new();
-        let (mut k, mut leaders) = (0u32, 0u32);
+        let (mut k, mut leaders) = (0u32, Leaders::default());
         let plan = std::mem::take(&mut self.plan);
         for gp in plan.iter().filter(|g| g.cpu == cpu) {
             let Some(members) = self.open_group(gp) else {
                 continue;
             };
-            let leader_k = k;
-            leaders |= 1u32.checked_shl(k).unwrap_or(0);
+            // The times come from the group's clock when it has one the
+            // program reads, else from its leader.
+            let clock = clock_of(gp)
+                .and_then(|j| u32::try_from(j).ok())
+                .map(|j| k.saturating_add(j))
+                .filter(|&c| c < MAX_EVENTS);
+            let leader_k = clock.unwrap_or(k);
+            if clock.is_none() {
+                leaders.times |= 1u32.checked_shl(k).unwrap_or(0);
+            }
             for (i, (c, (metric, attr, scale))) in members.iter().zip(&gp.members).enumerate() {
                 if k >= MAX_EVENTS {
                     break;
+                }
+                if leaders.times & (1 << k) == 0 && counted_by_the_program(attr) {
+                    leaders.switches |= 1 << k;
                 }
                 self.bpf.set_counter(cpu, k, c)?;
                 self.slots.push(Slot {
@@ -185,6 +205,7 @@ impl BpfBackend {
                     scale: *scale,
                     leads: (i == 0).then_some(gp.set),
                     leader_k,
+                    clock_times: clock.is_some(),
                     must_move: crate::engine::trust::must_move(attr),
                     col: if self.per_cpu {
                         self.cols.iter().position(|&x| x == cpu).unwrap_or(0)
@@ -267,11 +288,16 @@ impl BpfBackend {
                     continue;
                 };
                 // A member's times are its leader's (the group is on the
-                // PMU as a whole).
+                // PMU as a whole), or its group's clock's count.
+                let (enabled, running) = if sl.clock_times {
+                    (lead.counter, lead.counter)
+                } else {
+                    (lead.enabled, lead.running)
+                };
                 let v = Charged {
                     counter: v.counter,
-                    enabled: lead.enabled,
-                    running: lead.running,
+                    enabled,
+                    running,
                 };
                 // Each counter keeps the last times it was charged (its
                 // leader's), so its window is its own.
@@ -298,6 +324,32 @@ impl BpfBackend {
             t.s.finish_states();
         }
     }
+}
+
+/// The index in `gp` of a clock (`cpu-clock` or `task-clock`, counting
+/// user and kernel) when every member is a software counter: such a group
+/// always runs while enabled (the kernel's `group_can_go_on()`: "Groups
+/// consisting entirely of software events can always go on"), so its
+/// enabled and running times are both the time it counted, which its
+/// clock's count is (nanoseconds). The program then reads no times (one
+/// cheaper read per charge); else `None` and the leader's are read.
+fn clock_of(gp: &GroupPlan) -> Option<usize> {
+    use crate::sys::abi::{SW_CPU_CLOCK, SW_TASK_CLOCK, TYPE_SOFTWARE};
+    if !gp.members.iter().all(|(_, a, _)| a.type_ == TYPE_SOFTWARE) {
+        return None;
+    }
+    gp.members.iter().position(|(_, a, _)| {
+        matches!(a.config[0], SW_CPU_CLOCK | SW_TASK_CLOCK) && a.exclude == Default::default()
+    })
+}
+
+/// Whether the program counts this counter itself: `context-switches`
+/// counting kernel mode, which the kernel raises once per `sched_switch`
+/// hit ([`Leaders::switches`]; one `:u` counts nothing, as the kernel
+/// raises it with the scheduler's registers).
+fn counted_by_the_program(attr: &crate::perf::EventAttr) -> bool {
+    use crate::sys::abi::{SW_CONTEXT_SWITCHES, TYPE_SOFTWARE};
+    attr.type_ == TYPE_SOFTWARE && attr.config[0] == SW_CONTEXT_SWITCHES && !attr.exclude.kernel
 }
 
 /// Leaves out of `sel` the cgroups the BPF program never charges (see
@@ -470,5 +522,105 @@ impl CgroupBackend for BpfBackend {
             |t| &mut t.s,
             old,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::EventAttr;
+    use crate::sys::abi::{
+        Exclude, SW_CONTEXT_SWITCHES, SW_CPU_CLOCK, SW_PAGE_FAULTS, SW_TASK_CLOCK, TYPE_HARDWARE,
+        TYPE_SOFTWARE,
+    };
+
+    fn attr(type_: u32, config: u64, exclude: Exclude) -> EventAttr {
+        EventAttr {
+            type_,
+            config: [config, 0, 0, 0],
+            event: String::new(),
+            pmu: String::new(),
+            exclude,
+        }
+    }
+
+    fn group(members: &[EventAttr]) -> GroupPlan {
+        GroupPlan {
+            set: 0,
+            cpu: 0,
+            members: members.iter().map(|a| (0, a.clone(), 1.0)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_software_group_takes_its_times_from_its_clock_and_no_other_does() {
+        let sw = |c| attr(TYPE_SOFTWARE, c, Exclude::default());
+        let u = Exclude {
+            kernel: true,
+            ..Exclude::default()
+        };
+        // The default `software` set: cpu-clock leads.
+        let g = group(&[
+            sw(SW_CPU_CLOCK),
+            sw(SW_CONTEXT_SWITCHES),
+            sw(SW_PAGE_FAULTS),
+        ]);
+        assert_eq!(clock_of(&g), Some(0));
+        // The clock need not lead.
+        let g = group(&[sw(SW_PAGE_FAULTS), sw(SW_TASK_CLOCK)]);
+        assert_eq!(clock_of(&g), Some(1));
+        // No clock, a clock with a modifier, a hardware member: the
+        // leader's times are read.
+        assert_eq!(
+            clock_of(&group(&[sw(SW_PAGE_FAULTS), sw(SW_CONTEXT_SWITCHES)])),
+            None
+        );
+        assert_eq!(
+            clock_of(&group(&[attr(TYPE_SOFTWARE, SW_CPU_CLOCK, u)])),
+            None
+        );
+        let g = group(&[sw(SW_CPU_CLOCK), attr(TYPE_HARDWARE, 0, Exclude::default())]);
+        assert_eq!(clock_of(&g), None);
+    }
+
+    #[test]
+    fn the_program_counts_context_switches_counting_kernel_mode_only() {
+        let k = Exclude {
+            user: true,
+            ..Exclude::default()
+        };
+        let u = Exclude {
+            kernel: true,
+            ..Exclude::default()
+        };
+        assert!(counted_by_the_program(&attr(
+            TYPE_SOFTWARE,
+            SW_CONTEXT_SWITCHES,
+            Exclude::default()
+        )));
+        assert!(counted_by_the_program(&attr(
+            TYPE_SOFTWARE,
+            SW_CONTEXT_SWITCHES,
+            k
+        )));
+        // `context-switches:u`: the kernel raises it with the scheduler's
+        // registers, so it counts nothing; the program leaves it to the
+        // kernel.
+        assert!(!counted_by_the_program(&attr(
+            TYPE_SOFTWARE,
+            SW_CONTEXT_SWITCHES,
+            u
+        )));
+        // The same config on another PMU type is another event.
+        assert!(!counted_by_the_program(&attr(
+            TYPE_HARDWARE,
+            SW_CONTEXT_SWITCHES,
+            Exclude::default()
+        )));
+        assert!(!counted_by_the_program(&attr(
+            TYPE_SOFTWARE,
+            SW_CPU_CLOCK,
+            Exclude::default()
+        )));
     }
 }
