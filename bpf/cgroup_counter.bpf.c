@@ -50,8 +50,11 @@
 // PMU's read through an indirect call), about 45 ns each for a software
 // counter read with bpf_perf_event_read and about 85 ns for a group leader
 // read with bpf_perf_event_read_value (its times too), measured on a 2-vCPU
-// Intel VM: with the default `software` set, the six reads are about 320 of
-// a charge's 420 ns. The rest is kept to one lookup per owner (a slot's
+// Intel VM. So a read is left out where the kernel makes it redundant: the
+// times of a group of software counters with a clock (user space takes them
+// from the clock's count), a `context-switches` counter (counted here).
+// With the default `software` set, five reads without times are about 200
+// of a charge's 400 ns. The rest is kept to one lookup per owner (a slot's
 // counts are one element) and, with BTF, no helper call for the css_sets or
 // the cgroup ids (plain loads through the typed task pointers).
 //
