@@ -90,7 +90,14 @@ if ! "$mdbook" --version 2>/dev/null | grep -qx "mdbook v$MDBOOK_VERSION"; then
     --no-default-features --features search mdbook >&2 ||
     { echo "test.sh: FAILED: cannot install mdbook $MDBOOK_VERSION from crates.io, so the book cannot be built" >&2; exit 1; }
 fi
-"$mdbook" build docs
+# A warning (an unclosed HTML tag in a table, say) fails the run: the page
+# renders wrong.
+book_log=$("$mdbook" build docs 2>&1) || { echo "$book_log" >&2; exit 1; }
+echo "$book_log" >&2
+if grep -q ' WARN ' <<<"$book_log"; then
+  echo "test.sh: FAILED: mdbook warned about the book (above): fix those pages" >&2
+  exit 1
+fi
 phase book
 
 # Tracepoint tests read ids from tracefs.
