@@ -247,8 +247,11 @@ fn context_switches_per_cgroup_agree_with_a_known_workload() {
     let mut e = live_engine(YAML, &d);
     e.collect();
     let before = e.collect();
-    // 2000 sleeps: one voluntary switch each; the process reports its own
-    // voluntary and involuntary switches when it is done.
+    // 2000 sleeps: about one voluntary switch each (not quite: a sleep
+    // whose 0.2 ms timer fires before the task blocks, as when the VM's
+    // CPU was taken away for longer, returns without a switch; CI saw 1,995);
+    // the process reports its own voluntary and involuntary switches when
+    // it is done, which is what ours must agree with.
     let child = c.spawn_python(
         "import time,resource\nfor i in range(2000): time.sleep(0.0002)\nr=resource.getrusage(resource.RUSAGE_SELF)\nprint(r.ru_nvcsw+r.ru_nivcsw, flush=True)\n",
     );
@@ -260,7 +263,10 @@ fn context_switches_per_cgroup_agree_with_a_known_workload() {
     let ours = value(&after, "perf_cgroup_context_switches_total", &c.rel).unwrap()
         - value(&before, "perf_cgroup_context_switches_total", &c.rel).unwrap_or(0.0);
     eprintln!("context switches: ours {ours}, the workload's own {reported}");
-    assert!(reported >= 2000.0);
+    assert!(
+        reported >= 1500.0,
+        "the workload switched only {reported} times in 2000 sleeps"
+    );
     common::cgroup::assert_own_switches(ours, reported);
 }
 
