@@ -48,7 +48,7 @@
 //!   leader read with times: the kernel always schedules such a group, so
 //!   user space takes its times from the clock's count), except a
 //!   `context-switches` member, which the program counts itself at every
-//!   switch ([`Leaders::switches`]), and charges the delta since the last
+//!   switch ([`Reads::switches`]), and charges the delta since the last
 //!   charge on this CPU to every selected cgroup among the running task's
 //!   cgroup and its ancestors (`bpf_get_current_ancestor_cgroup_id()`,
 //!   level 0 upwards), in a per-CPU array at `slot` (the k-th counter's
@@ -142,7 +142,7 @@ struct CpuCounters {
     /// Non-zero while the CPU's counters are being replaced.
     paused: u32,
     /// Bit k: the k-th counter is `context-switches`, which the program
-    /// counts itself ([`Leaders::switches`]).
+    /// counts itself ([`Reads::switches`]).
     switches: u32,
     /// Padding (the C struct's `pad`).
     pad: u32,
@@ -151,7 +151,7 @@ struct CpuCounters {
 /// Which of a CPU's counters the program reads how (bit k: the k-th
 /// counter).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Leaders {
+pub struct Reads {
     /// Group leaders whose enabled and running times are read
     /// (`bpf_perf_event_read_value`); the other counters' counts alone
     /// (`bpf_perf_event_read`).
@@ -487,20 +487,21 @@ impl BpfCounter {
 
     /// Starts a new generation of `cpu`'s counters (and resumes the program
     /// there): the program forgets its
-    /// last readings there (new counters count from 0). `leaders.times`
-    /// says which counters' enabled and running times are read ([`Charged`]
-    /// of any other has times 0: its group's are its leader's, or, for a
-    /// software group with a clock, the clock's count).
-    pub fn renew(&mut self, cpu: u32, leaders: Leaders) -> Result<(), BpfError> {
+    /// last readings there (new counters count from 0; its own switch
+    /// count goes on). `reads.times` says which counters' enabled and
+    /// running times are read ([`Charged`] of any other has times 0: its
+    /// group's are its leader's, or, for a software group with a clock,
+    /// the clock's count).
+    pub fn renew(&mut self, cpu: u32, reads: Reads) -> Result<(), BpfError> {
         let g = self
             .generation
             .get(&cpu, 0)
             .map_err(map_err("generation", cpu.into()))?;
         let next = CpuCounters {
             generation: g.generation.wrapping_add(1),
-            leaders: leaders.times,
+            leaders: reads.times,
             paused: 0,
-            switches: leaders.switches,
+            switches: reads.switches,
             pad: 0,
         };
         self.generation

@@ -156,11 +156,11 @@ pub(crate) fn own_switches_now(dir: &Path) -> f64 {
     threads
         .lines()
         .filter_map(|t| std::fs::read_to_string(format!("/proc/{}/status", t.trim())).ok())
-        .flat_map(|st| {
+        .map(|st| {
             st.lines()
                 .filter(|l| l.contains("voluntary_ctxt_switches:"))
                 .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-                .collect::<Vec<_>>()
+                .sum::<f64>()
         })
         .sum()
 }

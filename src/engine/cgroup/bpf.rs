@@ -31,9 +31,7 @@ use super::plan::{CgMetric, GroupPlan};
 use super::series::Series;
 use super::{CgroupBackend, CgroupIssue, CgroupTotals};
 use crate::cgroup::Selection;
-use crate::perf::bpf::{
-    BpfCounter, BpfError, Charged, Leaders, MAX_EVENTS, MAX_LEVELS, MAX_OWNERS,
-};
+use crate::perf::bpf::{BpfCounter, BpfError, Charged, Reads, MAX_EVENTS, MAX_LEVELS, MAX_OWNERS};
 use crate::perf::{Counter, Kernel};
 use crate::resolve::chain::Resolution;
 use std::collections::BTreeMap;
@@ -174,7 +172,7 @@ impl BpfBackend {
         self.slots.retain(|s| s.cpu != cpu);
         self.groups.remove(&cpu);
         let mut groups = Vec::new();
-        let (mut k, mut leaders) = (0u32, Leaders::default());
+        let (mut k, mut reads) = (0u32, Reads::default());
         let plan = std::mem::take(&mut self.plan);
         for gp in plan.iter().filter(|g| g.cpu == cpu) {
             let Some(members) = self.open_group(gp) else {
@@ -188,14 +186,14 @@ impl BpfBackend {
                 .filter(|&c| c < MAX_EVENTS);
             let leader_k = clock.unwrap_or(k);
             if clock.is_none() {
-                leaders.times |= 1u32.checked_shl(k).unwrap_or(0);
+                reads.times |= 1u32.checked_shl(k).unwrap_or(0);
             }
             for (i, (c, (metric, attr, scale))) in members.iter().zip(&gp.members).enumerate() {
                 if k >= MAX_EVENTS {
                     break;
                 }
-                if leaders.times & (1 << k) == 0 && counted_by_the_program(attr) {
-                    leaders.switches |= 1 << k;
+                if reads.times & (1 << k) == 0 && counted_by_the_program(attr) {
+                    reads.switches |= 1 << k;
                 }
                 self.bpf.set_counter(cpu, k, c)?;
                 self.slots.push(Slot {
@@ -227,7 +225,7 @@ impl BpfBackend {
             .unwrap_or(0);
         self.buf.resize(ks.max(self.buf.len()), Vec::new());
         self.groups.insert(cpu, groups);
-        self.bpf.renew(cpu, leaders)?;
+        self.bpf.renew(cpu, reads)?;
         self.bpf.attach()
     }
 
@@ -345,7 +343,7 @@ fn clock_of(gp: &GroupPlan) -> Option<usize> {
 
 /// Whether the program counts this counter itself: `context-switches`
 /// counting kernel mode, which the kernel raises once per `sched_switch`
-/// hit ([`Leaders::switches`]; one `:u` counts nothing, as the kernel
+/// hit ([`Reads::switches`]; one `:u` counts nothing, as the kernel
 /// raises it with the scheduler's registers).
 fn counted_by_the_program(attr: &crate::perf::EventAttr) -> bool {
     use crate::sys::abi::{SW_CONTEXT_SWITCHES, TYPE_SOFTWARE};
