@@ -90,6 +90,15 @@ impl Span {
         ours >= self.lo - tol && ours <= self.hi + tol
     }
 
+    /// Whether `ours`, a perf CPU clock, is within `tol` of the span
+    /// while the reference is `cpu.stat`: the CPU clock may also be above
+    /// it by up to `steal`, the time the hypervisor took meanwhile (this
+    /// kernel has `CONFIG_PARAVIRT_TIME_ACCOUNTING`: `cpu.stat` leaves
+    /// stolen time out, the CPU clock, `local_clock()`, counts it).
+    pub(crate) fn agrees_but_steal(&self, ours: f64, tol: f64, steal: f64) -> bool {
+        ours >= self.lo - tol && ours <= self.hi + tol + steal.max(0.0)
+    }
+
     /// The middle of the span (for relative tolerances).
     pub(crate) fn mid(&self) -> f64 {
         (self.lo + self.hi) / 2.0

@@ -246,7 +246,13 @@ fn a_full_bcrypt_queue_is_503_with_retry_after_and_verified_clients_pass() {
     // Cost 8: each verification takes long enough (tens of ms, more in a
     // debug build) for 64 clients to keep the queue of 16 full.
     let hash = |pw: &str| bcrypt::hash(pw, 8).expect("bcrypt");
-    let legit = ["bob", "carol", "dave", "erin", "frank"];
+    // Enough of them that one meets a full queue: on a host whose CPUs
+    // are taken away (steal), the flood's clients slow down too, and CI
+    // once saw five in a row find a place.
+    let legit = [
+        "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy", "mallory",
+        "niaj", "olivia", "peggy", "rupert", "sybil", "trent",
+    ];
     let mut users = format!("basic_auth_users:\n  alice: {}\n", hash("alice-pw"));
     for u in legit {
         users.push_str(&format!("  {u}: {}\n", hash(&format!("{u}-pw"))));
