@@ -52,11 +52,13 @@
 // read with bpf_perf_event_read_value (its times too), measured on a 2-vCPU
 // Intel VM. So a read is left out where the kernel makes it redundant: the
 // times of a group of software counters with a clock (user space takes them
-// from the clock's count), a `context-switches` counter (counted here).
-// With the default `software` set, five reads without times are about 200
-// of a charge's 400 ns. The rest is kept to one lookup per owner (a slot's
-// counts are one element) and, with BTF, no helper call for the css_sets or
-// the cgroup ids (plain loads through the typed task pointers).
+// from the clock's count), `context-switches` and `cpu-migrations` (counted
+// here), `minor-faults` and `major-faults` after runs with no fault (see
+// `cpu_counters`). With the default `software` set a charge then reads two
+// counters (the clock and `page-faults`), or four after a fault. The rest
+// is kept to one lookup per owner (a slot's counts are one element) and,
+// with BTF, no helper call for the css_sets, the cgroup ids, the faults or
+// the migration bit (plain loads through the typed task pointers).
 //
 // Built by scripts/build-bpf.sh; the object is committed and embedded.
 
@@ -107,7 +109,43 @@ struct css_set {
 struct task_struct {
 	struct css_set *cgroups;
 	int tgid;
+	unsigned long min_flt;
+	unsigned long maj_flt;
+	unsigned sched_migrated : 1;
 } __attribute__((preserve_access_index));
+
+// A bitfield of a task read through CO-RE: the loader gives the byte offset
+// and size of the word holding it and the shifts that extract it (as
+// libbpf's BPF_CORE_READ_BITFIELD and its _PROBED form). `t` is a BTF-typed
+// pointer (plain load) or, with `probed`, any kernel pointer (probe read).
+#define FIELD_INFO(t, f, kind) __builtin_preserve_field_info((t)->f, kind)
+#define BITFIELD_AT(t, f, raw)                                                                     \
+	({                                                                                         \
+		unsigned long long v_ = (raw);                                                     \
+		v_ <<= FIELD_INFO(t, f, 4 /* BPF_FIELD_LSHIFT_U64 */);                             \
+		v_ >>= FIELD_INFO(t, f, 5 /* BPF_FIELD_RSHIFT_U64 */);                             \
+		v_;                                                                                \
+	})
+#define READ_BITFIELD(t, f)                                                                        \
+	({                                                                                         \
+		const void *p_ = (const void *)(t) + FIELD_INFO(t, f, 0 /* BYTE_OFFSET */);        \
+		unsigned long long w_ = 0;                                                         \
+		asm volatile("" : "=r"(p_) : "0"(p_));                                             \
+		switch (FIELD_INFO(t, f, 1 /* BYTE_SIZE */)) {                                     \
+		case 1: w_ = *(const __u8 *)p_; break;                                             \
+		case 2: w_ = *(const __u16 *)p_; break;                                            \
+		case 4: w_ = *(const __u32 *)p_; break;                                            \
+		case 8: w_ = *(const __u64 *)p_; break;                                            \
+		}                                                                                  \
+		BITFIELD_AT(t, f, w_);                                                             \
+	})
+#define PROBE_READ_BITFIELD(t, f)                                                                  \
+	({                                                                                         \
+		unsigned long long w_ = 0;                                                         \
+		bpf_probe_read_kernel(&w_, FIELD_INFO(t, f, 1 /* BYTE_SIZE */),                    \
+				      (const void *)(t) + FIELD_INFO(t, f, 0 /* BYTE_OFFSET */));  \
+		BITFIELD_AT(t, f, w_);                                                             \
+	})
 
 // Set by the loader: counters opened on the CPU with the most of them.
 volatile const __u32 nr_events = 0;
@@ -150,10 +188,19 @@ struct last {
 	__u64 css;
 	// The switches of this CPU (sched_switch hits), counted here for the
 	// k in `cpu_counters.switches` (read there in place of the counter),
-	// and those k at the last charge.
+	// and those k at the last charge; the same for the migrations
+	// (`cpu_counters.migrations`).
 	__u64 switches;
 	__u32 switches_k;
-	__u32 pad;
+	__u32 migrations_k;
+	__u64 migrations;
+	// Whether a task that ran here since the fault counters
+	// (`cpu_counters.faults`) were last read may have faulted; the task
+	// that came in at the last switch (BTF-typed program only, else 0)
+	// and its minor and major faults then.
+	__u64 faulted;
+	__u64 in_task;
+	__u64 in_faults;
 	__u32 owned;
 	__u32 nowners;
 	__u32 owner[MAX_OWNERS];
@@ -191,6 +238,36 @@ struct {
 // cgroup event is (it is raised before the cgroup switch). User space sets
 // it only for a group's member counting kernel mode (the kernel raises it
 // with the scheduler's registers: a `:u` one counts nothing).
+//
+// Bit k of `migrations`: the k-th counter is a `cpu-migrations` software
+// counter, which the kernel raises when a task that moved to this CPU is
+// switched in here: set_task_cpu() -> perf_event_task_migrate() sets the
+// task's `sched_migrated` bit (while any such counter exists), and
+// finish_task_switch() -> perf_event_task_sched_in() raises the counter
+// once and clears the bit, under this CPU's runqueue lock, taken before
+// the sched_switch hit: what the task coming in has at the hit is what the
+// kernel counts right after it. The program counts it itself
+// (`last.migrations`) after charging: the migration is the task coming
+// in's, as the kernel's counter in a perf cgroup event is. Set by user
+// space, as `switches`, for a member counting kernel mode (the same
+// scheduler's registers), and only with the kernel's BTF (the bit's place).
+//
+// Bit k of `faults`: the k-th counter is `minor-faults` or `major-faults`,
+// which the kernel raises only where it also counts the fault in the
+// faulting task's own `min_flt` or `maj_flt`: mm_account_fault() (since
+// 5.9) increments current->min_flt or maj_flt, then, when the fault came
+// with registers (not GUP's), raises the counter. So when no task that ran
+// on this CPU since the counter was last read has more faults than when it
+// came in, the counter has not moved: it is not read, its delta is 0.
+// (`page-faults` is raised at every fault's entry, errors and faults with
+// page faults disabled included, with nothing in the task to tell: it is
+// always read.) One miss is possible: a task preempted between its
+// increment and the raise is counted as faulted at that switch, and the
+// raise then lands in its next run, which looks clean: that one fault is
+// charged at the next read of the counter on that CPU, to whoever is
+// charged there. It takes an interrupt in a window of a few instructions.
+// Set by user space only with the kernel's BTF and from 5.9.
+//
 // While user space replaces a CPU's counters it sets `paused`: the program
 // then leaves the CPU alone (a new counter must not be read against the old
 // one's last reading).
@@ -199,6 +276,8 @@ struct cpu_counters {
 	__u32 leaders;
 	__u32 paused;
 	__u32 switches;
+	__u32 migrations;
+	__u32 faults;
 	__u32 pad;
 };
 
@@ -262,10 +341,21 @@ struct {
 	__uint(max_entries, 1); // slots, set by the loader
 } counts SEC(".maps");
 
+// How a charge reads each counter (bit k: the k-th): with its times,
+// the program's switch or migration count in its place, or not at all (a
+// fault counter that has not moved).
+struct reads {
+	__u32 leaders;
+	__u32 switches;
+	__u32 migrations;
+	__u32 unmoved;
+};
+
 // Reads the k-th counter of this CPU (in `map`) into `prev->v[k]` and its
-// delta since the last reading into `prev->d[k]` (0 when it cannot be read).
+// delta since the last reading into `prev->d[k]` (0 when it cannot be read
+// or has not moved).
 static __always_inline void read_one(void *map, __u32 k, __u32 cpu, struct last *prev,
-				     __u32 leaders, __u32 switches)
+				     const struct reads *r)
 {
 	struct bpf_perf_event_value now = {};
 
@@ -274,11 +364,15 @@ static __always_inline void read_one(void *map, __u32 k, __u32 cpu, struct last 
 	prev->d[k].counter = 0;
 	prev->d[k].enabled = 0;
 	prev->d[k].running = 0;
-	if (leaders & (1u << k)) {
+	if (r->leaders & (1u << k)) {
 		if (bpf_perf_event_read_value(map, cpu, &now, sizeof(now)))
 			return;
-	} else if (switches & (1u << k)) {
+	} else if (r->switches & (1u << k)) {
 		now.counter = prev->switches;
+	} else if (r->migrations & (1u << k)) {
+		now.counter = prev->migrations;
+	} else if (r->unmoved & (1u << k)) {
+		return;
 	} else {
 		__u64 v = bpf_perf_event_read(map, cpu);
 		if ((__s64)v < 0 && (__s64)v >= -4095)
@@ -343,39 +437,50 @@ static __always_inline void charge(struct last *prev, __u32 *owner, int nowners,
 	struct cpu_counters *cc = bpf_map_lookup_elem(&generation, &cpu);
 	if (!cc || cc->paused)
 		return;
-	__u32 leaders = cc->leaders, switches = cc->switches;
+	struct reads r = {
+		.leaders = cc->leaders,
+		.switches = cc->switches,
+		.migrations = cc->migrations,
+		.unmoved = prev->faulted ? 0 : cc->faults,
+	};
 	if (prev->generation != cc->generation) {
-		// New counters on this CPU: they count from 0. The program's
-		// own switch count goes on where it was one before too.
-		__u32 kept = switches & prev->switches_k;
+		// New counters on this CPU: they count from 0 (and are read).
+		// The program's own counts go on where they were the same k's
+		// before.
+		__u32 kept = (r.switches & prev->switches_k) | (r.migrations & prev->migrations_k);
 #pragma clang loop unroll(disable)
 		for (int k = 0; k < MAX_EVENTS; k++) {
 			if (kept & (1u << k))
 				continue;
-			prev->v[k].counter = (switches & (1u << k)) ? prev->switches : 0;
+			prev->v[k].counter = (r.switches & (1u << k))	  ? prev->switches
+					     : (r.migrations & (1u << k)) ? prev->migrations
+									  : 0;
 			prev->v[k].enabled = 0;
 			prev->v[k].running = 0;
 		}
 		prev->generation = cc->generation;
-		prev->switches_k = switches;
+		prev->switches_k = r.switches;
+		prev->migrations_k = r.migrations;
+		r.unmoved = 0;
 	}
 	prev->version = ver;
-	read_one(&events0, 0, cpu, prev, leaders, switches);
-	read_one(&events1, 1, cpu, prev, leaders, switches);
-	read_one(&events2, 2, cpu, prev, leaders, switches);
-	read_one(&events3, 3, cpu, prev, leaders, switches);
-	read_one(&events4, 4, cpu, prev, leaders, switches);
-	read_one(&events5, 5, cpu, prev, leaders, switches);
-	read_one(&events6, 6, cpu, prev, leaders, switches);
-	read_one(&events7, 7, cpu, prev, leaders, switches);
-	read_one(&events8, 8, cpu, prev, leaders, switches);
-	read_one(&events9, 9, cpu, prev, leaders, switches);
-	read_one(&events10, 10, cpu, prev, leaders, switches);
-	read_one(&events11, 11, cpu, prev, leaders, switches);
-	read_one(&events12, 12, cpu, prev, leaders, switches);
-	read_one(&events13, 13, cpu, prev, leaders, switches);
-	read_one(&events14, 14, cpu, prev, leaders, switches);
-	read_one(&events15, 15, cpu, prev, leaders, switches);
+	prev->faulted = 0;
+	read_one(&events0, 0, cpu, prev, &r);
+	read_one(&events1, 1, cpu, prev, &r);
+	read_one(&events2, 2, cpu, prev, &r);
+	read_one(&events3, 3, cpu, prev, &r);
+	read_one(&events4, 4, cpu, prev, &r);
+	read_one(&events5, 5, cpu, prev, &r);
+	read_one(&events6, 6, cpu, prev, &r);
+	read_one(&events7, 7, cpu, prev, &r);
+	read_one(&events8, 8, cpu, prev, &r);
+	read_one(&events9, 9, cpu, prev, &r);
+	read_one(&events10, 10, cpu, prev, &r);
+	read_one(&events11, 11, cpu, prev, &r);
+	read_one(&events12, 12, cpu, prev, &r);
+	read_one(&events13, 13, cpu, prev, &r);
+	read_one(&events14, 14, cpu, prev, &r);
+	read_one(&events15, 15, cpu, prev, &r);
 #pragma clang loop unroll(disable)
 	for (int o = 0; o < MAX_OWNERS && o < nowners; o++) {
 		__u32 key = owner[o];
@@ -437,10 +542,10 @@ static __always_inline __u64 css_of(struct task_struct *t)
 	return (__u64)c;
 }
 
-// Run at every switch, from sched_switch (`a`, `b`: the css_sets of the
-// task leaving and of the task coming in, `is_switch` 1), and by user space
-// on each CPU at a read (`is_switch` 0, `a` and `b` the running task's:
-// always a charge). The css_sets are read only with `same_css_skip`.
+// Charges the interval `l`, or lets it go on, at a switch (`a`, `b`: the
+// css_sets of the task leaving and of the task coming in, `is_switch` 1),
+// or charges it at a read by user space (`is_switch` 0, `a` and `b` the
+// running task's). The css_sets are read only with `same_css_skip`.
 //
 // A switch between two tasks of the css_set the interval began with is not
 // charged (only while `slots` is at the version of the last charge: after a
@@ -458,7 +563,54 @@ static __always_inline __u64 css_of(struct task_struct *t)
 // cgroups with the same non-empty owners are charged: a version skipping
 // them charged a selected cgroup 5-17 % too much CPU time
 // (tests/live/cgroup_bpf.rs, both switch tests).
-static __always_inline int switched(__u64 a, __u64 b, int is_switch, __u64 id, __u64 next_id)
+static __always_inline void at_switch(struct last *l, __u64 ver, __u64 a, __u64 b, int is_switch,
+				      __u64 id, __u64 next_id)
+{
+	if (!same_css_skip) {
+		struct owners *own = owners_of_current(ver, id);
+		if (own)
+			charge(l, own->slot, own->n, ver);
+		else
+			charge(l, 0, 0, ver);
+		return;
+	}
+	if (is_switch && a && a == b && a == l->css && l->version == ver) {
+		if (!l->owned)
+			keep_owners(l, owners_of_current(ver, id));
+		return;
+	}
+	struct owners *own = owners_of_current(ver, id);
+	if (is_switch && next_id && own && !own->n && a && a == l->css && l->version == ver) {
+		// Nobody selected the interval's cgroup (that of the task
+		// leaving): when nobody selected the next task's either (as
+		// cached here at this version), the interval goes on with it.
+		struct owners *next = cached_owners(ver, next_id);
+		if (next && !next->n) {
+			l->css = b;
+			keep_owners(l, own);
+			return;
+		}
+	}
+	switch_interval(l, ver, a, b, own);
+}
+
+// What the BTF-typed program sees of the two tasks at a switch: the task
+// leaving and the task coming in, each with its minor and major faults.
+struct seen {
+	__u64 out_task;
+	__u64 out_faults;
+	__u64 in_task;
+	__u64 in_faults;
+};
+
+// Run at every switch (`is_switch`; `seen` from the BTF-typed program, else
+// 0; `migrated`: the kernel counts a migration for the task coming in right
+// after), and by user space at a read and by `on_attach` (no switch): counts
+// the switch before any charge, judges whether the fault counters can have
+// moved since their last read (see `cpu_counters.faults`), charges or not
+// (`at_switch`), then counts the migration, which is the next interval's.
+static __always_inline int switched(__u64 a, __u64 b, int is_switch, __u64 id, __u64 next_id,
+				    const struct seen *seen, int migrated)
 {
 	__u32 zero = 0;
 
@@ -473,32 +625,18 @@ static __always_inline int switched(__u64 a, __u64 b, int is_switch, __u64 id, _
 	// Before any charge: the switch is the task leaving's.
 	if (is_switch)
 		l->switches++;
-	if (!same_css_skip) {
-		struct owners *own = owners_of_current(ver, id);
-		if (own)
-			charge(l, own->slot, own->n, ver);
-		else
-			charge(l, 0, 0, ver);
-		return 0;
+	// The task leaving ran here since it came in at the last switch: with
+	// as many faults as then, it raised no fault counter. Anything else
+	// (no `seen`, another task: a hit this program did not see) may have.
+	if (!seen || l->in_task != seen->out_task || l->in_faults != seen->out_faults)
+		l->faulted = 1;
+	if (is_switch) {
+		l->in_task = seen ? seen->in_task : 0;
+		l->in_faults = seen ? seen->in_faults : 0;
 	}
-	if (is_switch && a && a == b && a == l->css && l->version == ver) {
-		if (!l->owned)
-			keep_owners(l, owners_of_current(ver, id));
-		return 0;
-	}
-	struct owners *own = owners_of_current(ver, id);
-	if (is_switch && next_id && own && !own->n && a && a == l->css && l->version == ver) {
-		// Nobody selected the interval's cgroup (that of the task
-		// leaving): when nobody selected the next task's either (as
-		// cached here at this version), the interval goes on with it.
-		struct owners *next = cached_owners(ver, next_id);
-		if (next && !next->n) {
-			l->css = b;
-			keep_owners(l, own);
-			return 0;
-		}
-	}
-	switch_interval(l, ver, a, b, own);
+	at_switch(l, ver, a, b, is_switch, id, next_id);
+	if (migrated)
+		l->migrations++;
 	return 0;
 }
 
@@ -511,14 +649,17 @@ int on_switch(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *prev = (void *)ctx->args[1], *next = (void *)ctx->args[2];
 	__u64 a = 0, b = 0;
+	int migrated = 0;
 
 	if (same_css_skip) {
 		if (!prev)
 			prev = (void *)bpf_get_current_task();
 		a = css_of(prev);
 		b = next ? css_of(next) : a;
+		if (next)
+			migrated = PROBE_READ_BITFIELD(next, sched_migrated);
 	}
-	return switched(a, b, next != 0, 0, 0);
+	return switched(a, b, next != 0, 0, 0, 0, migrated);
 }
 
 // Attached to sched_switch where the kernel has BTF (the loader sets
@@ -532,10 +673,17 @@ int on_switch_btf(__u64 *ctx)
 {
 	struct task_struct *prev = (void *)ctx[1], *next = (void *)ctx[2];
 	struct css_set *a = prev->cgroups, *b = next->cgroups;
+	struct seen seen = {
+		.out_task = (__u64)prev,
+		.out_faults = prev->min_flt + prev->maj_flt,
+		.in_task = (__u64)next,
+		.in_faults = next->min_flt + next->maj_flt,
+	};
 
 	// prev is the running task: its cgroup id without a helper call (and
 	// next's the same way).
-	return switched((__u64)a, (__u64)b, 1, a->dfl_cgrp->kn->id, b->dfl_cgrp->kn->id);
+	return switched((__u64)a, (__u64)b, 1, a->dfl_cgrp->kn->id, b->dfl_cgrp->kn->id, &seen,
+			READ_BITFIELD(next, sched_migrated));
 }
 
 // Attached to the cgroup_attach_task tracepoint (args: dst_cgrp, path,
@@ -564,6 +712,7 @@ int on_attach(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	__u64 ver = *version;
 	__u64 a = css_of(cur);
+	l->faulted = 1;
 	switch_interval(l, ver, a, a, owners_of_current(ver, 0));
 	return 0;
 }

@@ -48,7 +48,10 @@
 //!   leader read with times: the kernel always schedules such a group, so
 //!   user space takes its times from the clock's count), except a
 //!   `context-switches` member, which the program counts itself at every
-//!   switch ([`Reads::switches`]), and charges the delta since the last
+//!   switch ([`Reads::switches`]), a `cpu-migrations` member, which it
+//!   counts from the task coming in ([`Reads::migrations`]), and
+//!   `minor-faults` and `major-faults` members after runs in which no task
+//!   faulted ([`Reads::faults`]), and charges the delta since the last
 //!   charge on this CPU to every selected cgroup among the running task's
 //!   cgroup and its ancestors (`bpf_get_current_ancestor_cgroup_id()`,
 //!   level 0 upwards), in a per-CPU array at `slot` (the k-th counter's
@@ -144,6 +147,12 @@ struct CpuCounters {
     /// Bit k: the k-th counter is `context-switches`, which the program
     /// counts itself ([`Reads::switches`]).
     switches: u32,
+    /// Bit k: the k-th counter is `cpu-migrations`, which the program
+    /// counts itself ([`Reads::migrations`]).
+    migrations: u32,
+    /// Bit k: the k-th counter is read only when a task may have faulted
+    /// ([`Reads::faults`]).
+    faults: u32,
     /// Padding (the C struct's `pad`).
     pad: u32,
 }
@@ -162,9 +171,23 @@ pub struct Reads {
     /// read less per charge, and each switch is the task leaving's, as the
     /// kernel's counter is in a perf cgroup event.
     pub switches: u32,
+    /// `cpu-migrations` members the program counts itself: at a
+    /// `sched_switch` hit, when the task coming in has the `sched_migrated`
+    /// bit the kernel counts right after the switch (in
+    /// `perf_event_task_sched_in()`), after it charges. Needs the kernel's
+    /// BTF (the bit's place); without it [`BpfCounter::renew`] leaves the
+    /// counter to be read.
+    pub migrations: u32,
+    /// `minor-faults` and `major-faults` members, which the kernel raises
+    /// only after it counts the fault in the task's own `min_flt` or
+    /// `maj_flt` (`mm_account_fault()`, 5.9): the program reads them only
+    /// when a task that ran since their last read has more faults than
+    /// when it came in (else their delta is 0). Needs the kernel's BTF and
+    /// 5.9; else [`BpfCounter::renew`] leaves them to be read always.
+    pub faults: u32,
 }
 
-// SAFETY: `CpuCounters` is `repr(C)`, a u64 and four u32s, no padding:
+// SAFETY: `CpuCounters` is `repr(C)`, a u64 and six u32s, no padding:
 // every bit pattern of its size is a valid value.
 unsafe impl aya::Pod for CpuCounters {}
 
@@ -249,6 +272,12 @@ pub struct BpfCounter {
     /// Whether [`SWITCH_BTF`] is loaded (then attached instead of
     /// `on_switch`).
     switch_btf: bool,
+    /// Whether the program can count `cpu-migrations` itself (the
+    /// kernel's BTF: the place of the task's `sched_migrated` bit).
+    own_migrations: bool,
+    /// Whether the program may leave out a read of the fault counters
+    /// (the kernel's BTF, and 5.9's `mm_account_fault()`).
+    fault_skip: bool,
     /// The one program attached to `sched_switch`, once attached.
     switch_link: Option<SwitchLink>,
     /// `on_attach`'s link to `cgroup_attach_task`, once attached.
@@ -356,6 +385,10 @@ impl BpfCounter {
             possible,
             max_slots,
             switch_btf,
+            own_migrations: btf.is_some(),
+            fault_skip: btf.is_some()
+                && aya::util::KernelVersion::current()
+                    .is_ok_and(|v| v >= aya::util::KernelVersion::new(5, 9, 0)),
             switch_link: None,
             attach_link: None,
         })
@@ -491,8 +524,11 @@ impl BpfCounter {
     /// count goes on). `reads.times` says which counters' enabled and
     /// running times are read ([`Charged`] of any other has times 0: its
     /// group's are its leader's, or, for a software group with a clock,
-    /// the clock's count).
+    /// the clock's count). `reads.migrations` and `reads.faults` are kept
+    /// only where the program can do without those reads
+    /// ([`Self::possible_reads`]).
     pub fn renew(&mut self, cpu: u32, reads: Reads) -> Result<(), BpfError> {
+        let reads = self.possible_reads(reads);
         let g = self
             .generation
             .get(&cpu, 0)
@@ -502,11 +538,43 @@ impl BpfCounter {
             leaders: reads.times,
             paused: 0,
             switches: reads.switches,
+            migrations: reads.migrations,
+            faults: reads.faults,
             pad: 0,
         };
         self.generation
             .set(cpu, next, 0)
             .map_err(map_err("generation", cpu.into()))
+    }
+
+    /// How the program reads `cpu`'s counters now: what [`Self::renew`]
+    /// gave it, after [`Self::possible_reads`].
+    pub fn reads(&self, cpu: u32) -> Result<Reads, BpfError> {
+        let g = self
+            .generation
+            .get(&cpu, 0)
+            .map_err(map_err("generation", cpu.into()))?;
+        Ok(Reads {
+            times: g.leaders,
+            switches: g.switches,
+            migrations: g.migrations,
+            faults: g.faults,
+        })
+    }
+
+    /// `reads` without what the program cannot do on this kernel: count
+    /// migrations without its BTF, leave out fault reads without its BTF or
+    /// before 5.9.
+    pub fn possible_reads(&self, reads: Reads) -> Reads {
+        Reads {
+            migrations: if self.own_migrations {
+                reads.migrations
+            } else {
+                0
+            },
+            faults: if self.fault_skip { reads.faults } else { 0 },
+            ..reads
+        }
     }
 
     /// Assigns `slot` to the cgroup `id`: its counts start from zero.

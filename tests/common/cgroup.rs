@@ -114,13 +114,28 @@ pub(crate) fn burner(duty: f64) -> String {
 /// Starts `python3 -c script` in the cgroup `dir` (its shell joins the
 /// cgroup, then execs python), with its standard output piped.
 pub(crate) fn python_in(dir: &Path, script: &str) -> std::process::Child {
-    std::process::Command::new("sh")
-        .arg("-c")
+    python_command(dir, script)
+        .spawn()
+        .expect("spawn sh + python3")
+}
+
+/// `python3 -c script` run by a shell that first moves itself into the
+/// cgroup `dir`, its stdout a pipe.
+fn python_command(dir: &Path, script: &str) -> std::process::Command {
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c")
         .arg("echo $$ > \"$1\" && exec /usr/bin/python3 -c \"$2\"")
         .arg("sh")
         .arg(dir.join("cgroup.procs"))
         .arg(script)
-        .stdout(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    c
+}
+
+/// [`python_in`] with its stdin a pipe (the caller writes to it).
+pub(crate) fn python_gated_in(dir: &Path, script: &str) -> std::process::Child {
+    python_command(dir, script)
+        .stdin(std::process::Stdio::piped())
         .spawn()
         .expect("spawn sh + python3")
 }

@@ -146,6 +146,28 @@ impl Python {
         Python(Reaped(python_in(dir, script)))
     }
 
+    /// Like [`Self::start`] for a script that begins with [`GATE`]: returns
+    /// once it is ready (in its cgroup, waiting for [`Self::go`]).
+    fn gated(dir: &Path, script: &str) -> Python {
+        let mut p = Python(Reaped(common::cgroup::python_gated_in(dir, script)));
+        p.line("ready");
+        p
+    }
+
+    /// Waits for the line `what` from a [`Self::gated`] workload.
+    fn line(&mut self, what: &str) {
+        let mut line = vec![0u8; what.len() + 1];
+        std::io::Read::read_exact(self.0 .0.stdout.as_mut().unwrap(), &mut line)
+            .unwrap_or_else(|e| panic!("the workload says {what}: {e}"));
+        assert_eq!(line, format!("{what}\n").as_bytes());
+    }
+
+    /// Lets a [`Self::gated`] workload go on.
+    fn go(&mut self) {
+        std::io::Write::write_all(self.0 .0.stdin.as_mut().unwrap(), b"go\n")
+            .expect("the workload waits for its go");
+    }
+
     /// Waits for it and returns what it printed.
     fn output(mut self) -> String {
         let mut out = String::new();
@@ -481,6 +503,127 @@ fn bpf_and_perf_backends_agree_within_two_percent() {
         assert!(
             (ob - op).abs() <= 0.02 * op.max(ob) + slack,
             "{c}: {fam} bpf {ob} vs perf {op}"
+        );
+    }
+}
+
+/// What a gated workload runs first: it says it is ready (it has moved
+/// into its cgroup and started) and waits for a line on its stdin.
+const GATE: &str = "import sys\nprint('ready',flush=True)\nsys.stdin.readline()\n";
+
+/// What a gated workload runs last: it says it is done and waits for a
+/// line on its stdin (so it is still there, blocked, when read).
+const DONE: &str = "print('done',flush=True)\nsys.stdin.readline()\n";
+
+/// A pipe ping-pong of `n` round trips pinned to CPU 0 in which the parent
+/// touches a new page every `pe` rounds and the child every `ce` (0:
+/// never), right before it hands over: most switches follow a run with no
+/// fault, some a run with one.
+fn faulting_ping_pong(n: u32, pe: u32, ce: u32) -> String {
+    format!(
+        "{GATE}import os,mmap\nos.sched_setaffinity(0,{{0}})\nn={n}\nm=mmap.mmap(-1,2*n*4096)\na,b=os.pipe()\nc,d=os.pipe()\npid=os.fork()\nif pid==0:\n for i in range(n):\n  os.read(a,1)\n  if {ce} and i%{ce}==0: m[(n+i)*4096]=1\n  os.write(d,b'x')\n os._exit(0)\nfor i in range(n):\n if i%{pe}==0: m[i*4096]=1\n os.write(b,b'x'); os.read(c,1)\nos.waitpid(pid,0)\n{DONE}"
+    )
+}
+
+/// `n` moves between CPUs 0 and 1 (each a migration, counted when the task
+/// is switched in on the other), a new page touched every other one.
+fn migrator(n: u32) -> String {
+    format!(
+        "{GATE}import os,mmap\nm=mmap.mmap(-1,{n}*4096)\nfor i in range({n}):\n os.sched_setaffinity(0,{{i%2}})\n if i%2==0: m[i*4096]=1\n x=sum(range(2000))\n{DONE}"
+    )
+}
+
+/// What the program spares (switches and migrations it counts, fault
+/// counters it reads only after a fault) agrees exactly with the kernel's
+/// own perf cgroup counters (the `perf` backend) side by side: two
+/// cgroups' faulting ping-pongs on one CPU (every hand-off a switch
+/// between them, faults before some of them) and a task moving between
+/// the CPUs. The workloads are in their cgroups and waiting before the
+/// first reads (the interval of a task before it moves itself in is
+/// charged to its new cgroup by the bpf backend, not by the kernel:
+/// `on_attach`), and have exited before the last: both backends saw the
+/// same events, once the last switches of the exited tasks are in.
+#[test]
+fn bpf_spared_reads_agree_exactly_with_perf_cgroup_counters() {
+    let _s = serial();
+    let tree = CgroupTree::new("pe-bpf", "spared");
+    let (a, b, c) = (rel(&tree, "a"), rel(&tree, "b"), rel(&tree, "c"));
+    let d = Listed::new(&tree);
+    d.set(vec![a.clone(), b.clone(), c.clone()]);
+    // The default config's `software` set: the six software counters.
+    let yaml = include_str!("../../config/default.yaml");
+    // This kernel has BTF and is newer than 5.9: the program reads only
+    // the clock and page-faults at a switch after a run with no fault
+    // (counters 0 to 5: cpu-clock, context-switches, cpu-migrations,
+    // page-faults, minor-faults, major-faults).
+    {
+        let t = PmuTable::discover(Path::new("/sys")).unwrap();
+        let k: Arc<dyn Kernel> = Arc::new(LiveKernel::new());
+        let cfg = Config::parse(yaml, "default.yaml").unwrap();
+        let e = Engine::for_config(k.clone(), t, &cfg, Fds::Unbounded);
+        let sets = vec!["software".to_string()];
+        let b = BpfBackend::new(k, e.resolution(), &sets, e.online_cpus(), false, 4).unwrap();
+        let reads = b.reads(e.online_cpus()[0]).unwrap();
+        assert_eq!(
+            (reads.times, reads.switches, reads.migrations, reads.faults),
+            (0, 1 << 1, 1 << 2, (1 << 4) | (1 << 5)),
+            "{reads:?}"
+        );
+    }
+    let mut bpf = engine_of(Which::Bpf(64), &d, yaml, None);
+    let mut perf = engine_of(Which::Perf, &d, yaml, None);
+    let mut workloads = [
+        Python::gated(&d.root.join(&a), &faulting_ping_pong(6000, 3, 5)),
+        Python::gated(&d.root.join(&b), &faulting_ping_pong(6000, 40, 0)),
+        Python::gated(&d.root.join(&c), &migrator(400)),
+    ];
+    let (b0, p0) = (bpf.collect(), perf.collect());
+    for w in &mut workloads {
+        w.go();
+    }
+    for w in &mut workloads {
+        w.line("done");
+    }
+    let checks = [
+        ("perf_cgroup_minor_faults_total", &a, 3200.0),
+        ("perf_cgroup_minor_faults_total", &b, 150.0),
+        ("perf_cgroup_minor_faults_total", &c, 200.0),
+        ("perf_cgroup_page_faults_total", &a, 3200.0),
+        ("perf_cgroup_major_faults_total", &a, 0.0),
+        ("perf_cgroup_cpu_migrations_total", &c, 300.0),
+        ("perf_cgroup_cpu_migrations_total", &a, 0.0),
+        ("perf_cgroup_cpu_migrations_total", &b, 0.0),
+        ("perf_cgroup_context_switches_total", &a, 12000.0),
+        ("perf_cgroup_context_switches_total", &b, 12000.0),
+        ("perf_cgroup_context_switches_total", &c, 300.0),
+    ];
+    // A workload that said it is done may not have blocked yet (nor its
+    // reaped child made its last switch: the parent is woken before), and
+    // one read of the two backends follows the other: read both until
+    // they agree, for a while.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (b1, p1) = loop {
+        let (b1, p1) = (bpf.collect(), perf.collect());
+        let agree = checks
+            .iter()
+            .all(|(fam, cg, _)| delta(&b0, &b1, fam, cg) == delta(&p0, &p1, fam, cg));
+        if agree || Instant::now() > deadline {
+            break (b1, p1);
+        }
+    };
+    for (fam, cg, _) in checks {
+        let (ob, op) = (delta(&b0, &b1, fam, cg), delta(&p0, &p1, fam, cg));
+        eprintln!("{cg}: {fam} bpf {ob}, perf {op}");
+    }
+    for (fam, cg, least) in checks {
+        let (ob, op) = (delta(&b0, &b1, fam, cg), delta(&p0, &p1, fam, cg));
+        assert!(
+            op >= least,
+            "{cg}: {fam}: the workload made {op}, at least {least} expected"
+        );
+        assert_eq!(
+            ob, op,
+            "{cg}: {fam}: the bpf program's {ob} against the kernel's perf cgroup counter's {op}"
         );
     }
 }

@@ -162,6 +162,11 @@ impl BpfBackend {
         self.bpf.switch_attachments()
     }
 
+    /// How the program reads `cpu`'s counters (which reads it spares).
+    pub fn reads(&self, cpu: u32) -> Result<Reads, BpfError> {
+        self.bpf.reads(cpu)
+    }
+
     /// Opens `cpu`'s groups, puts them in the program's maps and attaches
     /// the switch program (once). A counter the kernel refuses is an issue
     /// (its group is left out); a map or attach failure is an error.
@@ -192,8 +197,13 @@ impl BpfBackend {
                 if k >= MAX_EVENTS {
                     break;
                 }
-                if reads.times & (1 << k) == 0 && counted_by_the_program(attr) {
-                    reads.switches |= 1 << k;
+                if reads.times & (1 << k) == 0 {
+                    match spared_read(attr) {
+                        Some(Spared::Switches) => reads.switches |= 1 << k,
+                        Some(Spared::Migrations) => reads.migrations |= 1 << k,
+                        Some(Spared::Faults) => reads.faults |= 1 << k,
+                        None => {}
+                    }
                 }
                 self.bpf.set_counter(cpu, k, c)?;
                 self.slots.push(Slot {
@@ -341,13 +351,40 @@ fn clock_of(gp: &GroupPlan) -> Option<usize> {
     })
 }
 
-/// Whether the program counts this counter itself: `context-switches`
-/// counting kernel mode, which the kernel raises once per `sched_switch`
-/// hit ([`Reads::switches`]; one `:u` counts nothing, as the kernel
-/// raises it with the scheduler's registers).
-fn counted_by_the_program(attr: &crate::perf::EventAttr) -> bool {
-    use crate::sys::abi::{SW_CONTEXT_SWITCHES, TYPE_SOFTWARE};
-    attr.type_ == TYPE_SOFTWARE && attr.config[0] == SW_CONTEXT_SWITCHES && !attr.exclude.kernel
+/// A counter whose read the program can do without (not a leader whose
+/// times are read), and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spared {
+    /// `context-switches`: counted by the program at each `sched_switch`
+    /// hit ([`Reads::switches`]).
+    Switches,
+    /// `cpu-migrations`: counted by the program from the task coming in
+    /// ([`Reads::migrations`]).
+    Migrations,
+    /// `minor-faults`, `major-faults`: read only when a task may have
+    /// faulted ([`Reads::faults`]).
+    Faults,
+}
+
+/// How the program can spare this counter's read, if it can. The two it
+/// counts itself must count kernel mode: the kernel raises them with the
+/// scheduler's registers, so a `:u` one counts nothing (it is left to
+/// the kernel). A fault counter is left unread only when no fault was
+/// counted at all, whatever its modifiers filter.
+fn spared_read(attr: &crate::perf::EventAttr) -> Option<Spared> {
+    use crate::sys::abi::{
+        SW_CONTEXT_SWITCHES, SW_CPU_MIGRATIONS, SW_PAGE_FAULTS_MAJ, SW_PAGE_FAULTS_MIN,
+        TYPE_SOFTWARE,
+    };
+    if attr.type_ != TYPE_SOFTWARE {
+        return None;
+    }
+    match attr.config[0] {
+        SW_CONTEXT_SWITCHES if !attr.exclude.kernel => Some(Spared::Switches),
+        SW_CPU_MIGRATIONS if !attr.exclude.kernel => Some(Spared::Migrations),
+        SW_PAGE_FAULTS_MIN | SW_PAGE_FAULTS_MAJ => Some(Spared::Faults),
+        _ => None,
+    }
 }
 
 /// Leaves out of `sel` the cgroups the BPF program never charges (see
@@ -582,7 +619,8 @@ mod tests {
     }
 
     #[test]
-    fn the_program_counts_context_switches_counting_kernel_mode_only() {
+    fn the_program_spares_switches_and_migrations_counting_kernel_mode_and_fault_reads() {
+        use crate::sys::abi::{SW_CPU_MIGRATIONS, SW_PAGE_FAULTS_MAJ, SW_PAGE_FAULTS_MIN};
         let k = Exclude {
             user: true,
             ..Exclude::default()
@@ -591,34 +629,30 @@ mod tests {
             kernel: true,
             ..Exclude::default()
         };
-        assert!(counted_by_the_program(&attr(
-            TYPE_SOFTWARE,
-            SW_CONTEXT_SWITCHES,
-            Exclude::default()
-        )));
-        assert!(counted_by_the_program(&attr(
-            TYPE_SOFTWARE,
-            SW_CONTEXT_SWITCHES,
-            k
-        )));
-        // `context-switches:u`: the kernel raises it with the scheduler's
-        // registers, so it counts nothing; the program leaves it to the
-        // kernel.
-        assert!(!counted_by_the_program(&attr(
-            TYPE_SOFTWARE,
-            SW_CONTEXT_SWITCHES,
-            u
-        )));
+        let all = Exclude::default();
+        let spared = |c, e| spared_read(&attr(TYPE_SOFTWARE, c, e));
+        assert_eq!(spared(SW_CONTEXT_SWITCHES, all), Some(Spared::Switches));
+        assert_eq!(spared(SW_CONTEXT_SWITCHES, k), Some(Spared::Switches));
+        assert_eq!(spared(SW_CPU_MIGRATIONS, all), Some(Spared::Migrations));
+        assert_eq!(spared(SW_CPU_MIGRATIONS, k), Some(Spared::Migrations));
+        // `:u`: the kernel raises both with the scheduler's registers, so
+        // they count nothing; the program leaves them to the kernel.
+        assert_eq!(spared(SW_CONTEXT_SWITCHES, u), None);
+        assert_eq!(spared(SW_CPU_MIGRATIONS, u), None);
+        // A fault counter is left unread only when no fault happened at
+        // all: whatever it filters.
+        for e in [all, k, u] {
+            assert_eq!(spared(SW_PAGE_FAULTS_MIN, e), Some(Spared::Faults));
+            assert_eq!(spared(SW_PAGE_FAULTS_MAJ, e), Some(Spared::Faults));
+        }
+        // `page-faults` is raised at every fault's entry, with nothing in
+        // the task to tell: always read. So is the clock.
+        assert_eq!(spared(SW_PAGE_FAULTS, all), None);
+        assert_eq!(spared(SW_CPU_CLOCK, all), None);
         // The same config on another PMU type is another event.
-        assert!(!counted_by_the_program(&attr(
-            TYPE_HARDWARE,
-            SW_CONTEXT_SWITCHES,
-            Exclude::default()
-        )));
-        assert!(!counted_by_the_program(&attr(
-            TYPE_SOFTWARE,
-            SW_CPU_CLOCK,
-            Exclude::default()
-        )));
+        assert_eq!(
+            spared_read(&attr(TYPE_HARDWARE, SW_CONTEXT_SWITCHES, all)),
+            None
+        );
     }
 }
