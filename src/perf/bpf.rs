@@ -187,6 +187,19 @@ pub struct Reads {
     pub faults: u32,
 }
 
+impl Reads {
+    /// Without the migrations counted by the program unless it can
+    /// (`own_migrations`), nor the fault reads left out unless it may
+    /// (`fault_skip`): those counters are then read.
+    fn possible(self, own_migrations: bool, fault_skip: bool) -> Reads {
+        Reads {
+            migrations: if own_migrations { self.migrations } else { 0 },
+            faults: if fault_skip { self.faults } else { 0 },
+            ..self
+        }
+    }
+}
+
 // SAFETY: `CpuCounters` is `repr(C)`, a u64 and six u32s, no padding:
 // every bit pattern of its size is a valid value.
 unsafe impl aya::Pod for CpuCounters {}
@@ -566,15 +579,7 @@ impl BpfCounter {
     /// migrations without its BTF, leave out fault reads without its BTF or
     /// before 5.9.
     pub fn possible_reads(&self, reads: Reads) -> Reads {
-        Reads {
-            migrations: if self.own_migrations {
-                reads.migrations
-            } else {
-                0
-            },
-            faults: if self.fault_skip { reads.faults } else { 0 },
-            ..reads
-        }
+        reads.possible(self.own_migrations, self.fault_skip)
     }
 
     /// Assigns `slot` to the cgroup `id`: its counts start from zero.
@@ -807,5 +812,32 @@ fn sys_map_update(map: BorrowedFd<'_>, key: u32, value: u32) -> Result<(), i32> 
             .unwrap_or(libc::EIO))
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reads;
+
+    #[test]
+    fn what_the_kernel_cannot_spare_is_read() {
+        let r = Reads {
+            times: 1,
+            switches: 2,
+            migrations: 4,
+            faults: 8 | 16,
+        };
+        assert_eq!(r.possible(true, true), r);
+        // Without the kernel's BTF: neither the migration bit's place nor
+        // the task's fault counts are known.
+        let none = Reads {
+            migrations: 0,
+            faults: 0,
+            ..r
+        };
+        assert_eq!(r.possible(false, false), none);
+        // BTF before 5.9: migrations counted, the fault counters read.
+        assert_eq!(r.possible(true, false), Reads { faults: 0, ..r });
+        assert_eq!(r.possible(false, true), Reads { migrations: 0, ..r });
     }
 }

@@ -541,8 +541,12 @@ fn migrator(n: u32) -> String {
 /// the CPUs. The workloads are in their cgroups and waiting before the
 /// first reads (the interval of a task before it moves itself in is
 /// charged to its new cgroup by the bpf backend, not by the kernel:
-/// `on_attach`), and have exited before the last: both backends saw the
-/// same events, once the last switches of the exited tasks are in.
+/// `on_attach`), and done and waiting at the last: both backends saw the
+/// same events. (Read after the workloads had exited instead, the two
+/// backends differed in about 1 run in 20 by one or two switches and as
+/// many migrations of the exiting task's cgroup, either way, with the
+/// program that read `cpu-migrations` as with this one: an edge at a
+/// task's exit not explained yet.)
 #[test]
 fn bpf_spared_reads_agree_exactly_with_perf_cgroup_counters() {
     let _s = serial();
