@@ -191,7 +191,7 @@ impl Reads {
     /// Without the migrations counted by the program unless it can
     /// (`own_migrations`), nor the fault reads left out unless it may
     /// (`fault_skip`): those counters are then read.
-    fn possible(self, own_migrations: bool, fault_skip: bool) -> Reads {
+    pub fn possible(self, own_migrations: bool, fault_skip: bool) -> Reads {
         Reads {
             migrations: if own_migrations { self.migrations } else { 0 },
             faults: if fault_skip { self.faults } else { 0 },
@@ -539,9 +539,10 @@ impl BpfCounter {
     /// group's are its leader's, or, for a software group with a clock,
     /// the clock's count). `reads.migrations` and `reads.faults` are kept
     /// only where the program can do without those reads
-    /// ([`Self::possible_reads`]).
+    /// ([`Reads::possible`]: with the kernel's BTF, and from 5.9 for the
+    /// faults).
     pub fn renew(&mut self, cpu: u32, reads: Reads) -> Result<(), BpfError> {
-        let reads = self.possible_reads(reads);
+        let reads = reads.possible(self.own_migrations, self.fault_skip);
         let g = self
             .generation
             .get(&cpu, 0)
@@ -561,7 +562,7 @@ impl BpfCounter {
     }
 
     /// How the program reads `cpu`'s counters now: what [`Self::renew`]
-    /// gave it, after [`Self::possible_reads`].
+    /// gave it, after [`Reads::possible`].
     pub fn reads(&self, cpu: u32) -> Result<Reads, BpfError> {
         let g = self
             .generation
@@ -573,13 +574,6 @@ impl BpfCounter {
             migrations: g.migrations,
             faults: g.faults,
         })
-    }
-
-    /// `reads` without what the program cannot do on this kernel: count
-    /// migrations without its BTF, leave out fault reads without its BTF or
-    /// before 5.9.
-    pub fn possible_reads(&self, reads: Reads) -> Reads {
-        reads.possible(self.own_migrations, self.fault_skip)
     }
 
     /// Assigns `slot` to the cgroup `id`: its counts start from zero.
