@@ -7,7 +7,8 @@
 # config's `cgroups.sets` (core, cache, software: what the host has of them).
 #
 # A shared machine's noise is larger than the effect, so the rounds are
-# interleaved and paired: each round measures the baseline (no exporter) and
+# interleaved and paired: each round measures the baseline (no exporter,
+# or a node-level one: PINGPONG_BASELINE below) and
 # then the backend (a fresh exporter), and the figure is the median over
 # ROUNDS of (backend - baseline), with the spread (min..max and the middle
 # half) printed next to it. Each measurement is the median of 3 ping-pong
@@ -26,6 +27,15 @@
 # another unselected one, as the idle task's) is not charged by the bpf
 # program once it knows both have no selected owners (from its per-CPU
 # cache of owners).
+#
+# PINGPONG_BASELINE=node measures the baseline with the exporter running
+# (the first BINARY) on the default config without `cgroups:`: its
+# node-level counters only. The default config's node-level `software`
+# set opens `context-switches` and `cpu-migrations` on every CPU, which
+# the kernel raises at every switch whatever the backend: that baseline
+# gives the cost of per-cgroup counting alone, on top of a node-level
+# exporter; the default (`none`, no exporter) gives it with the
+# node-level counters' cost included.
 #
 # kernel.bpf_stats_enabled is OFF (0) during these rounds: the statistics add
 # two clock reads to every run of the program. The program's own mean run
@@ -54,6 +64,8 @@ backends=${5:-bpf perf}
 cpu=${PINGPONG_CPU:-0}
 same=${PINGPONG_SAME:-0}
 unselected=${PINGPONG_UNSELECTED:-0}
+baseline=${PINGPONG_BASELINE:-none}
+[[ $baseline == none || $baseline == node ]] || { echo "PINGPONG_BASELINE: none or node, not $baseline" >&2; exit 1; }
 root=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
 [[ -n $root ]] || { echo "no cgroup2 mount" >&2; exit 1; }
 top=pe-bpf-bench-$$
@@ -94,23 +106,28 @@ q = statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3
 print(f"median {statistics.median(v):+.0f} (middle half {q[0]:+.0f}..{q[2]:+.0f}, range {v[0]:+.0f}..{v[-1]:+.0f}, n={len(v)})")'
 }
 
-# Starts the exporter binary $2 watching $dir/* with backend $1; waits
-# until every cgroup is counted.
+# Starts the exporter binary $2 watching $dir/* with backend $1 (or
+# none: node-level counters only); waits until every cgroup is counted
+# (its counters are open).
 serve() {
-  local backend=$1 bin=$2
+  local backend=$1 bin=$2 ready="cgroups counted"
   # The default config's sets, counted per cgroup with its default
   # `cgroups.sets` (core, cache, software: what this host has of them).
   { cat config/default.yaml
     local glob='*'
     [[ $unselected == 1 ]] && glob='idle*'
-    printf 'cgroups:\n  backend: %s\n  preset: none\n  paths: ["%s/%s"]\n  max_cgroups: 1000\n' "$backend" "$top" "$glob"
+    if [[ $backend == none ]]; then
+      ready="counters open"
+    else
+      printf 'cgroups:\n  backend: %s\n  preset: none\n  paths: ["%s/%s"]\n  max_cgroups: 1000\n' "$backend" "$top" "$glob"
+    fi
   } >"$tmp/c.yaml"
   rm -f "$tmp/log"
   "$bin" serve --config.file "$tmp/c.yaml" --web.listen-address 127.0.0.1:0 \
     --path.cgroupfs "$root" --log.level info 2>"$tmp/log" &
   pid=$!
   local deadline=$((SECONDS + 60))
-  until grep -q "cgroups counted" "$tmp/log" 2>/dev/null; do
+  until grep -q "$ready" "$tmp/log" 2>/dev/null; do
     if ((SECONDS > deadline)) || ! kill -0 "$pid" 2>/dev/null; then
       echo "the exporter did not start counting:" >&2
       cat "$tmp/log" >&2
@@ -126,7 +143,7 @@ stop() {
   pid=
 }
 
-echo "cpus=$(nproc) kernel=$(uname -r) cpu=$cpu round_trips=$trips rounds=$rounds same_cgroup=$same unselected=$unselected"
+echo "cpus=$(nproc) kernel=$(uname -r) cpu=$cpu round_trips=$trips rounds=$rounds same_cgroup=$same unselected=$unselected baseline=$baseline"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 made=2
 for n in $counts; do
@@ -135,7 +152,9 @@ for n in $counts; do
     : >"$tmp/base"
     for i in "${!bins[@]}"; do : >"$tmp/cpu$i"; : >"$tmp/wall$i"; : >"$tmp/prog$i"; done
     for _ in $(seq "$rounds"); do
+      [[ $baseline == node ]] && serve none "${bins[0]}"
       read -r bc bw <<<"$(measure)"
+      [[ $baseline == node ]] && stop
       echo "$bc" >>"$tmp/base"
       for i in "${!bins[@]}"; do
         serve "$backend" "${bins[$i]}"

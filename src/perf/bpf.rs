@@ -515,7 +515,21 @@ impl BpfCounter {
         let Some(map) = self.events.get(k as usize) else {
             return Err(err(libc::E2BIG));
         };
-        sys_map_update(map.fd().as_fd(), cpu, fd.as_raw_fd() as u32).map_err(err)
+        sys_map_elem(map.fd().as_fd(), cpu, Some(fd.as_raw_fd() as u32)).map_err(err)
+    }
+
+    /// Empties `cpu`'s k-th place in the program's counters (a counter the
+    /// program counts itself, [`Reads::switches`]): a counter put there
+    /// before is released (the map holds a reference to it).
+    pub fn clear_counter(&mut self, cpu: u32, k: u32) -> Result<(), BpfError> {
+        let err = |errno| BpfError::Counter { cpu, k, errno };
+        let Some(map) = self.events.get(k as usize) else {
+            return Err(err(libc::E2BIG));
+        };
+        match sys_map_elem(map.fd().as_fd(), cpu, None) {
+            Ok(()) | Err(libc::ENOENT) => Ok(()),
+            Err(e) => Err(err(e)),
+        }
     }
 
     /// Stops the program on `cpu` until [`renew`](Self::renew): call it
@@ -768,9 +782,10 @@ fn sys_links_of(prog_ids: &[u32]) -> Result<usize, i32> {
     }
 }
 
-/// `bpf(BPF_MAP_UPDATE_ELEM)` of a `u32` key and value: aya has no typed
-/// map for a `PERF_EVENT_ARRAY` filled with counters of our own.
-fn sys_map_update(map: BorrowedFd<'_>, key: u32, value: u32) -> Result<(), i32> {
+/// `bpf(BPF_MAP_UPDATE_ELEM)` of a `u32` key and value (`Some`), or
+/// `bpf(BPF_MAP_DELETE_ELEM)` of the key (`None`): aya has no typed map
+/// for a `PERF_EVENT_ARRAY` filled with counters of our own.
+fn sys_map_elem(map: BorrowedFd<'_>, key: u32, value: Option<u32>) -> Result<(), i32> {
     /// The `BPF_MAP_*_ELEM` member of `union bpf_attr`.
     #[repr(C)]
     struct ElemAttr {
@@ -781,21 +796,32 @@ fn sys_map_update(map: BorrowedFd<'_>, key: u32, value: u32) -> Result<(), i32> 
         flags: u64,
     }
     const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+    const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+    let v = value.unwrap_or(0);
     let attr = ElemAttr {
         map_fd: map.as_raw_fd() as u32,
         _pad: 0,
         key: &key as *const u32 as u64,
-        value: &value as *const u32 as u64,
+        value: if value.is_some() {
+            &v as *const u32 as u64
+        } else {
+            0
+        },
         flags: 0, // BPF_ANY
     };
     // SAFETY: the kernel reads `size_of::<ElemAttr>()` bytes of `attr`
     // (a prefix of `union bpf_attr` in its layout, the rest treated as
-    // zero), and reads 4 bytes at `key` and `value`, which live on this
-    // stack frame for the whole call; it writes nothing of ours.
+    // zero), and reads 4 bytes at `key` and (for an update) at `value`,
+    // which live on this stack frame for the whole call; it writes
+    // nothing of ours.
     let r = unsafe {
         libc::syscall(
             libc::SYS_bpf,
-            BPF_MAP_UPDATE_ELEM,
+            if value.is_some() {
+                BPF_MAP_UPDATE_ELEM
+            } else {
+                BPF_MAP_DELETE_ELEM
+            },
             &attr as *const ElemAttr,
             std::mem::size_of::<ElemAttr>(),
         )

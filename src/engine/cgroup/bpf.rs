@@ -84,7 +84,8 @@ pub struct BpfBackend {
     per_cpu: bool,
     online: Vec<u32>,
     /// The open groups per CPU (leader first).
-    groups: BTreeMap<u32, Vec<Vec<Counter>>>,
+    /// A member the program counts without a counter is `None`.
+    groups: BTreeMap<u32, Vec<Vec<Option<Counter>>>>,
     /// Every counter the program reads, by CPU then `k`.
     slots: Vec<Slot>,
     tracked: BTreeMap<String, Tracked>,
@@ -205,7 +206,10 @@ impl BpfBackend {
                         None => {}
                     }
                 }
-                self.bpf.set_counter(cpu, k, c)?;
+                match c {
+                    Some(c) => self.bpf.set_counter(cpu, k, c)?,
+                    None => self.bpf.clear_counter(cpu, k)?,
+                }
                 self.slots.push(Slot {
                     cpu,
                     k,
@@ -240,19 +244,27 @@ impl BpfBackend {
     }
 
     /// Opens and enables one system-wide group; `None` (and an issue) when
-    /// the kernel refuses a member.
-    fn open_group(&mut self, gp: &GroupPlan) -> Option<Vec<Counter>> {
-        let mut members: Vec<Counter> = Vec::with_capacity(gp.members.len());
-        for (metric, attr, _) in &gp.members {
-            match self.kernel.open(attr, gp.cpu, members.first()) {
-                Ok(c) => members.push(c),
+    /// the kernel refuses a member. A member the program counts without a
+    /// counter ([`counted_by_program`]) is not opened (`None` in its
+    /// place): the kernel then does not raise it at every switch.
+    fn open_group(&mut self, gp: &GroupPlan) -> Option<Vec<Option<Counter>>> {
+        let mut members: Vec<Option<Counter>> = Vec::with_capacity(gp.members.len());
+        for (i, (metric, attr, _)) in gp.members.iter().enumerate() {
+            if i > 0 && counted_by_program(attr) {
+                members.push(None);
+                continue;
+            }
+            let leader = members.first().and_then(Option::as_ref);
+            match self.kernel.open(attr, gp.cpu, leader) {
+                Ok(c) => members.push(Some(c)),
                 Err(e) => {
                     self.open_failed(*metric, &e);
                     return None;
                 }
             }
         }
-        let (first, (metric, attr, _)) = (members.first()?, gp.members.first()?);
+        let first = members.first()?.as_ref()?;
+        let (metric, attr, _) = gp.members.first()?;
         if let Err(e) = self.kernel.enable_group(first, attr, gp.cpu) {
             self.open_failed(*metric, &e);
             return None;
@@ -387,6 +399,18 @@ fn spared_read(attr: &crate::perf::EventAttr) -> Option<Spared> {
     }
 }
 
+/// Whether the program counts this group member without a counter: a
+/// `context-switches` it counts at every `sched_switch` hit
+/// ([`Reads::switches`]), which needs nothing of the kernel (a leader is
+/// opened all the same: its group hangs on it). Not opening it spares
+/// the kernel's raise of it at every switch. A `cpu-migrations` is
+/// still opened: the kernel sets the `sched_migrated` bit the program
+/// reads only while such a counter is open somewhere
+/// (`perf_event_task_migrate()`).
+fn counted_by_program(attr: &crate::perf::EventAttr) -> bool {
+    spared_read(attr) == Some(Spared::Switches)
+}
+
 /// Leaves out of `sel` the cgroups the BPF program never charges (see
 /// [`BpfBackend`]'s `leave_out`); what `check` lists for `bpf`. Returns
 /// them.
@@ -511,7 +535,8 @@ impl CgroupBackend for BpfBackend {
     /// The counters (CPUs × events) and the program's few, whatever the
     /// number of cgroups.
     fn open_fds(&self) -> usize {
-        self.groups.values().flatten().map(Vec::len).sum::<usize>() + self.bpf.fds()
+        let open = self.groups.values().flatten().flatten().flatten().count();
+        open + self.bpf.fds()
     }
 
     /// One program run per CPU and one map lookup per cgroup and counter.
