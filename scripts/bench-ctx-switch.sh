@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cost per context switch of per-cgroup counting (docs/src/performance.md, "Per-workload counting"):
 # two processes in different cgroups ping-pong over a pipe, both pinned to one
-# fixed CPU (scripts/pingpong.py, CPU 0 unless PINGPONG_CPU says otherwise),
+# fixed CPU (scripts/pingpong.c, built here with cc; CPU 0 unless
+# PINGPONG_CPU says otherwise),
 # while the exporter counts nothing per cgroup, or watches N cgroups (the two
 # plus N-2 idle ones) with the perf or the bpf backend, counting the default
 # config's `cgroups.sets` (core, cache, software: what the host has of them).
@@ -11,10 +12,14 @@
 # or a node-level one: PINGPONG_BASELINE below) and
 # then the backend (a fresh exporter), and the figure is the median over
 # ROUNDS of (backend - baseline), with the spread (min..max and the middle
-# half) printed next to it. Each measurement is the median of 3 ping-pong
-# runs of ROUND_TRIPS round trips, by the CPU time of the two processes (what
-# the switches cost them, without the time other processes took from that
-# CPU meanwhile) and by the wall clock.
+# half) printed next to it. Each measurement is the lowest of RUNS
+# (PINGPONG_RUNS, 15) ping-pong runs of ROUND_TRIPS round trips, by the
+# CPU time of the two processes (what the switches cost them, without the
+# time other processes took from that CPU meanwhile) and by the wall
+# clock. The lowest, not the median: a VM's host slows it down in phases
+# of a second or so (here a switch costs about 1.5 or about 2.3 us,
+# in turn), which only ever add; the lowest of several short runs is the
+# quiet phase's in both halves of a round.
 #
 # PINGPONG_SAME=1 puts both processes in the one cgroup a: every switch is
 # then within one cgroup (one css_set), which the bpf program does not
@@ -43,7 +48,7 @@
 # program's fdinfo); the previous setting is restored at exit.
 #
 #   sudo scripts/bench-ctx-switch.sh [BINARY] [COUNTS] [ROUND_TRIPS] [ROUNDS] [BACKENDS]
-#   # defaults: target/debug/perf-exporter, "10 100 200 500", 50000, 10, "bpf perf"
+#   # defaults: target/debug/perf-exporter, "10 100 200 500", 10000, 16, "bpf perf"
 #
 # BINARY may name several binaries, space-separated (an A/B comparison of
 # two builds): each round then measures the baseline and each binary in
@@ -58,8 +63,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 read -r -a bins <<<"${1:-target/debug/perf-exporter}"
 counts=${2:-10 100 200 500}
-trips=${3:-50000}
-rounds=${4:-10}
+trips=${3:-10000}
+rounds=${4:-16}
+runs=${PINGPONG_RUNS:-15}
 backends=${5:-bpf perf}
 cpu=${PINGPONG_CPU:-0}
 same=${PINGPONG_SAME:-0}
@@ -81,19 +87,20 @@ cleanup() {
 stats0=$(cat /proc/sys/kernel/bpf_stats_enabled)
 trap 'cleanup; echo "$stats0" >/proc/sys/kernel/bpf_stats_enabled' EXIT
 echo 0 >/proc/sys/kernel/bpf_stats_enabled
+cc -O2 -Wall -o "$tmp/pingpong" scripts/pingpong.c
 mkdir "$dir" "$dir/a" "$dir/b"
 other=$dir/b
 [[ $same == 1 ]] && other=$dir/a
 
-# ns per switch, "CPU-time wall-clock": the medians of 3 runs.
+# ns per switch, "CPU-time wall-clock": the lowest of $runs runs each.
 measure() {
-  local runs=()
-  for _ in 1 2 3; do
-    runs+=("$(taskset -c "$cpu" python3 scripts/pingpong.py "$dir/a" "$other" "$trips")")
+  local out=()
+  for _ in $(seq "$runs"); do
+    out+=("$(taskset -c "$cpu" "$tmp/pingpong" "$dir/a" "$other" "$trips")")
   done
   local cpu_ns wall_ns
-  cpu_ns=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f2 | sort -g | sed -n 2p)
-  wall_ns=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f1 | sort -g | sed -n 2p)
+  cpu_ns=$(printf '%s\n' "${out[@]}" | cut -d' ' -f2 | sort -g | head -1)
+  wall_ns=$(printf '%s\n' "${out[@]}" | cut -d' ' -f1 | sort -g | head -1)
   echo "$cpu_ns $wall_ns"
 }
 
@@ -143,7 +150,7 @@ stop() {
   pid=
 }
 
-echo "cpus=$(nproc) kernel=$(uname -r) cpu=$cpu round_trips=$trips rounds=$rounds same_cgroup=$same unselected=$unselected baseline=$baseline"
+echo "cpus=$(nproc) kernel=$(uname -r) cpu=$cpu round_trips=$trips runs=$runs rounds=$rounds same_cgroup=$same unselected=$unselected baseline=$baseline"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 made=2
 for n in $counts; do

@@ -169,7 +169,8 @@ pub struct Reads {
     /// `sched_switch` hit, before it charges (the kernel raises that
     /// counter once per hit, in the same branch of `__schedule()`): one
     /// read less per charge, and each switch is the task leaving's, as the
-    /// kernel's counter is in a perf cgroup event.
+    /// kernel's counter is in a perf cgroup event. No counter need be put
+    /// at such a k ([`BpfCounter::clear_counter`]).
     pub switches: u32,
     /// `cpu-migrations` members the program counts itself: at a
     /// `sched_switch` hit, when the task coming in has the `sched_migrated`
