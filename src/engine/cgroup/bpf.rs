@@ -3,7 +3,8 @@
 //! system-wide), and an in-kernel program charging their deltas to the
 //! cgroup that was running at every context switch
 //! ([`crate::perf::bpf`]). File descriptors: CPUs × events (+ the
-//! program's few), whatever the number of cgroups.
+//! program's few), whatever the number of cgroups; a `context-switches`
+//! member is not opened, the program counts it ([`counted_by_program`]).
 //!
 //! * **Slots.** Each counted cgroup gets a slot; the program charges the
 //!   running cgroup and every counted ancestor (a cgroup counts its
@@ -532,7 +533,7 @@ impl CgroupBackend for BpfBackend {
         self.tracked.keys().cloned().collect()
     }
 
-    /// The counters (CPUs × events) and the program's few, whatever the
+    /// The counters (CPUs × events opened) and the program's few, whatever the
     /// number of cgroups.
     fn open_fds(&self) -> usize {
         let open = self.groups.values().flatten().flatten().flatten().count();
